@@ -1,0 +1,51 @@
+// Reads the tensors of a checkpoint file, whatever format it was saved in.
+// Checkpoints are data, never code: pickles are interpreted by an allow-list
+// unpickler, and any other global becomes an inert placeholder.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/core/tensor.h"
+
+namespace encoderd {
+
+enum class CheckpointFormat {
+  kTorchZip,     // torch.save, PyTorch >= 1.6 default (zip archive with data.pkl)
+  kTorchLegacy,  // torch.save, PyTorch < 1.6 or _use_new_zipfile_serialization=False
+  kTorchScript,  // torch.jit.save archive (read through LibTorch)
+  kSafetensors,  // safetensors
+};
+
+const char* CheckpointFormatName(CheckpointFormat format);
+
+struct ReadOptions {
+  // Dotted path of a nested dict holding the state dict ("model", "state.model").
+  // Empty: the top-level object, or its "state_dict"/"model" entry when the
+  // top level holds no tensors itself.
+  std::string state_dict_key;
+};
+
+struct Checkpoint {
+  CheckpointFormat format = CheckpointFormat::kTorchZip;
+  // Flattened names ("encoder.layers.0.weight") of every tensor found.
+  TensorMap tensors;
+  // Globals that were not on the allow-list and became placeholders
+  // (e.g. "argparse.Namespace"), for diagnostics.
+  std::vector<std::string> placeholder_globals;
+};
+
+// Detects the format from the file's content (not its name) and reads it.
+// Tensors are views into an mmap of the file where the format allows
+// (zip, safetensors, legacy), so loading copies nothing but float64 tensors,
+// which are converted to float32. Every error names `path`.
+StatusOr<Checkpoint> ReadCheckpoint(const std::string& path, const ReadOptions& options = {});
+
+// Same, over bytes already in memory (`name` is used in error messages).
+// This is the entry point of the readers' fuzz target.
+StatusOr<Checkpoint> ReadCheckpointBytes(std::shared_ptr<const Storage> bytes,
+                                         const std::string& name, const ReadOptions& options = {});
+
+}  // namespace encoderd

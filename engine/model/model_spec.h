@@ -1,0 +1,106 @@
+// What the engine needs to know about an encoder, independent of where its
+// weights came from: hyperparameters (EncoderConfig) and the weights under
+// canonical names (see kCanonicalNames below). The per-family mapping from
+// checkpoint names to canonical names lives in weight_mapping.{h,cc}.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/core/tensor.h"
+#include "engine/io/checkpoint_reader.h"
+#include "engine/text/tokenizer.h"
+
+namespace encoderd {
+
+enum class ModelFamily {
+  kBert,                // Hugging Face BertModel / BertForSequenceClassification
+  kRoberta,             // Hugging Face RobertaModel / RobertaForSequenceClassification
+  kXlmRoberta,          // Hugging Face XLMRobertaModel / ...ForSequenceClassification
+  kTorchtextRoberta,    // torchtext.models.RobertaModel (XLM-R / RoBERTa bundles)
+  kTransformerEncoder,  // any nn.Embedding + nn.TransformerEncoder stack
+};
+enum class Activation { kGelu, kRelu, kTanh };
+enum class Pooling { kCls, kMean };
+// How position ids are assigned to the tokens of a sequence.
+enum class PositionRule {
+  kNone,             // no position embeddings
+  kFromZero,         // BERT: 0, 1, 2, ...
+  kAfterPaddingIdx,  // RoBERTa/XLM-R: pad_token_id + 1, pad_token_id + 2, ...
+};
+
+const char* ModelFamilyName(ModelFamily family);
+const char* ActivationName(Activation activation);
+const char* PoolingName(Pooling pooling);
+std::optional<Pooling> ParsePooling(const std::string& name);
+
+struct EncoderConfig {
+  ModelFamily family = ModelFamily::kBert;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t intermediate_size = 0;
+  // Rows of the position table (0 when PositionRule::kNone).
+  int64_t max_positions = 0;
+  // Longest sequence the model accepts, special tokens included.
+  int64_t max_tokens = 512;
+  // Rows of the token-type table; 0 when the model has none.
+  int64_t type_vocab_size = 0;
+  float layer_norm_eps = 1e-12f;
+  Activation activation = Activation::kGelu;
+  // Pre-norm layers (nn.TransformerEncoderLayer(norm_first=True)).
+  bool norm_first = false;
+  // LayerNorm applied to the summed embeddings (BERT, RoBERTa, torchtext).
+  bool embedding_norm = true;
+  // LayerNorm after the last layer (TransformerEncoder(norm=...)).
+  bool final_norm = false;
+  int64_t pad_token_id = 0;
+  PositionRule position_rule = PositionRule::kFromZero;
+  SpecialTokens special_tokens;
+  Pooling default_pooling = Pooling::kCls;
+  // Classification head: present when num_labels > 0. Its math is
+  // out(act(dense(hidden[first token]))) (BERT pooler + classifier, RoBERTa
+  // and torchtext RobertaClassificationHead all reduce to this).
+  int64_t num_labels = 0;
+  Activation head_activation = Activation::kTanh;
+  std::vector<std::string> labels;  // num_labels names ("LABEL_0".. when unknown)
+
+  int64_t head_dim() const { return num_heads ? hidden_size / num_heads : 0; }
+  // Checks internal consistency (head count divides hidden size, ...).
+  Status Validate() const;
+};
+
+// Canonical weight names, all Linear weights in PyTorch's [out, in] layout:
+//   embeddings.word [V,H]  embeddings.position [P,H]  embeddings.token_type [T,H]
+//   embeddings.norm.{weight,bias} [H]
+//   layers.N.attention.qkv.{weight [3H,H], bias [3H]}   (q, k, v stacked in that order)
+//   layers.N.attention.out.{weight [H,H], bias [H]}
+//   layers.N.norm1.{weight,bias}  after attention (post-norm) / before it (pre-norm)
+//   layers.N.ffn.in.{weight [I,H], bias [I]}   layers.N.ffn.out.{weight [H,I], bias [H]}
+//   layers.N.norm2.{weight,bias}  after the FFN (post-norm) / before it (pre-norm)
+//   final_norm.{weight,bias}
+//   head.dense.{weight [H,H], bias}   head.out.{weight [L,H], bias [L]}
+std::string LayerWeightName(int64_t layer, const std::string& suffix);
+
+// Everything needed to build an engine for one model directory.
+struct ModelBundle {
+  std::string directory;
+  std::string checkpoint_path;
+  CheckpointFormat checkpoint_format = CheckpointFormat::kTorchZip;
+  EncoderConfig config;
+  // Tensors as stored in the checkpoint, by their original names.
+  TensorMap checkpoint_tensors;
+  // The same tensors (shared storage, no copies except where q/k/v had to be
+  // concatenated) under canonical names, shape-checked against `config`.
+  TensorMap weights;
+  std::unique_ptr<Tokenizer> tokenizer;  // null when the directory has none
+  std::string tokenizer_path;
+  std::vector<std::string> placeholder_globals;
+};
+
+}  // namespace encoderd

@@ -1,0 +1,26 @@
+// SentencePiece models as used by XLM-R / fairseq-style checkpoints:
+// ids are the sentencepiece ids shifted by `id_offset` (fairseq's dictionary
+// puts <s>, <pad>, </s>, <unk> first), with sentencepiece's own <unk> mapped
+// to special_tokens.unk, as Hugging Face's XLMRobertaTokenizer does.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/text/tokenizer.h"
+
+namespace encoderd {
+
+struct SentencePieceOptions {
+  // Added to every sentencepiece id (1 for XLM-R / fairseq dictionaries).
+  int32_t id_offset = 1;
+  // <s>=0, <pad>=1, </s>=2, <unk>=3 in XLM-R.
+  SpecialTokens special_tokens;
+  // Size of the model's vocabulary (embedding rows); 0 = spm size + offset.
+  int64_t vocab_size = 0;
+};
+
+StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizer(
+    const std::string& model_path, const SentencePieceOptions& options);
+
+}  // namespace encoderd

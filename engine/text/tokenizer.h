@@ -1,0 +1,50 @@
+// Text to token ids. Implementations: WordPiece (BERT) and SentencePiece
+// (XLM-R / RoBERTa-style with the fairseq id offset).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/status.h"
+
+namespace encoderd {
+
+struct Encoding {
+  // Including the special tokens (<s> ... </s> or [CLS] ... [SEP]).
+  std::vector<int32_t> ids;
+  // The piece for each id, in the same order.
+  std::vector<std::string> pieces;
+  // Length of `ids` before truncation (equals ids.size() when not truncated).
+  int64_t untruncated_length = 0;
+  bool truncated() const { return untruncated_length > static_cast<int64_t>(ids.size()); }
+};
+
+struct SpecialTokens {
+  int32_t bos = 0;  // [CLS] / <s>
+  int32_t eos = 2;  // [SEP] / </s>
+  int32_t pad = 1;
+  int32_t unk = 3;
+};
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Tokenizes `text` (must be valid UTF-8; otherwise INVALID_ARGUMENT) and adds
+  // the special tokens. When the result is longer than `max_tokens`:
+  // truncate=true keeps the first max_tokens-1 ids and the closing special
+  // token; truncate=false returns INVALID_ARGUMENT naming the limit and the count.
+  // Thread-safe: may be called concurrently.
+  virtual StatusOr<Encoding> Encode(std::string_view text, int64_t max_tokens,
+                                    bool truncate) const = 0;
+
+  virtual int64_t vocab_size() const = 0;
+  virtual const SpecialTokens& special_tokens() const = 0;
+  // Short human-readable description, e.g. "wordpiece (uncased, 30522 tokens)".
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace encoderd

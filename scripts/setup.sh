@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Installs every build, test and reference dependency of encoderd from Debian
+# packages. Idempotent: packages already present are skipped by apt.
+# Usage: sudo scripts/setup.sh   (root is required for apt-get)
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain and build
+  build-essential cmake ninja-build ccache pkg-config git clang-format
+  # server stack
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libspdlog-dev libfmt-dev libyaml-cpp-dev prometheus-cpp-dev
+  # engine
+  libtorch-dev libdnnl-dev libopenblas-dev libopenblas0-pthread
+  libsentencepiece-dev sentencepiece nlohmann-json3-dev
+  # tests and reference implementation
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-torch python3-torchtext python3-sentencepiece python3-numpy
+  python3-grpcio python3-protobuf
+  # fuzzing
+  clang libclang-rt-14-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  # --no-install-recommends: python3-torch would otherwise pull a desktop stack.
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# PyTorch and LibTorch use whatever libblas.so.3 the alternatives system
+# selects; make sure it is OpenBLAS, not the slow reference BLAS, so that
+# baselines are fair.
+blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/{print $2}')
+case "$blas" in
+  *openblas*) ;;
+  *)
+    alt=$(update-alternatives --list libblas.so.3-x86_64-linux-gnu 2>/dev/null | grep openblas-pthread | head -n1 || true)
+    if [ -n "$alt" ]; then
+      SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+      $SUDO update-alternatives --set libblas.so.3-x86_64-linux-gnu "$alt"
+      lapack=$(update-alternatives --list liblapack.so.3-x86_64-linux-gnu 2>/dev/null | grep openblas-pthread | head -n1 || true)
+      [ -z "$lapack" ] || $SUDO update-alternatives --set liblapack.so.3-x86_64-linux-gnu "$lapack"
+    fi
+    ;;
+esac
+echo "setup: all dependencies present"
