@@ -33,10 +33,17 @@ enum class PositionRule {
   kAfterPaddingIdx,  // RoBERTa/XLM-R: pad_token_id + 1, pad_token_id + 2, ...
 };
 
+// Names as written in encoderd.yaml and printed by `encoderd inspect`:
+// "bert", "roberta", "xlm-roberta", "torchtext-roberta", "transformer-encoder";
+// "gelu", "relu", "tanh"; "cls", "mean"; "none", "from_zero", "after_padding_idx".
 const char* ModelFamilyName(ModelFamily family);
 const char* ActivationName(Activation activation);
 const char* PoolingName(Pooling pooling);
+const char* PositionRuleName(PositionRule rule);
+std::optional<ModelFamily> ParseModelFamily(const std::string& name);
+std::optional<Activation> ParseActivation(const std::string& name);
 std::optional<Pooling> ParsePooling(const std::string& name);
+std::optional<PositionRule> ParsePositionRule(const std::string& name);
 
 struct EncoderConfig {
   ModelFamily family = ModelFamily::kBert;

@@ -1,0 +1,124 @@
+#include "engine/model/hf_config.h"
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace encoderd {
+namespace {
+
+using Json = nlohmann::json;
+
+StatusOr<Json> ReadJsonObject(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  Json json = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return InvalidArgument(path + ": not valid JSON");
+  if (!json.is_object()) return InvalidArgument(path + ": expected a JSON object");
+  return json;
+}
+
+Status ReadInt(const Json& json, const std::string& path, const char* key, int64_t min,
+               std::optional<int64_t>* out) {
+  auto it = json.find(key);
+  if (it == json.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number_integer()) {
+    return InvalidArgument(path + ": " + key + " must be an integer, got " + it->dump());
+  }
+  const int64_t value = it->get<int64_t>();
+  if (value < min || value > (int64_t{1} << 40)) {
+    return InvalidArgument(path + ": " + key + " = " + std::to_string(value) + " is out of range");
+  }
+  *out = value;
+  return Status::Ok();
+}
+
+Status ReadLabels(const Json& json, const std::string& path, std::vector<std::string>* labels) {
+  auto it = json.find("id2label");
+  if (it == json.end() || it->is_null()) return Status::Ok();
+  if (!it->is_object()) return InvalidArgument(path + ": id2label must be an object");
+  std::map<int64_t, std::string> by_id;
+  for (auto& [key, value] : it->items()) {
+    char* end = nullptr;
+    const long long id = std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || id < 0 || !value.is_string()) {
+      return InvalidArgument(path + ": id2label entry \"" + key + "\" must map an id to a name");
+    }
+    by_id[id] = value.get<std::string>();
+  }
+  int64_t expected = 0;
+  for (auto& [id, name] : by_id) {
+    if (id != expected++) {
+      return InvalidArgument(path + ": id2label ids must be 0.." +
+                             std::to_string(by_id.size() - 1));
+    }
+    labels->push_back(name);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
+  ASSIGN_OR_RETURN(Json json, ReadJsonObject(path));
+  HfConfig config;
+  auto type = json.find("model_type");
+  if (type == json.end() || !type->is_string()) {
+    return InvalidArgument(path +
+                           ": model_type is missing (expected bert, roberta or xlm-roberta)");
+  }
+  config.model_type = type->get<std::string>();
+  if (config.model_type == "bert") {
+    config.family = ModelFamily::kBert;
+  } else if (config.model_type == "roberta") {
+    config.family = ModelFamily::kRoberta;
+  } else if (config.model_type == "xlm-roberta") {
+    config.family = ModelFamily::kXlmRoberta;
+  } else {
+    return InvalidArgument(path + ": model_type \"" + config.model_type +
+                           "\" is not supported (expected bert, roberta or xlm-roberta)");
+  }
+  RETURN_IF_ERROR(ReadInt(json, path, "vocab_size", 1, &config.vocab_size));
+  RETURN_IF_ERROR(ReadInt(json, path, "hidden_size", 1, &config.hidden_size));
+  RETURN_IF_ERROR(ReadInt(json, path, "num_hidden_layers", 1, &config.num_hidden_layers));
+  RETURN_IF_ERROR(ReadInt(json, path, "num_attention_heads", 1, &config.num_attention_heads));
+  RETURN_IF_ERROR(ReadInt(json, path, "intermediate_size", 1, &config.intermediate_size));
+  RETURN_IF_ERROR(
+      ReadInt(json, path, "max_position_embeddings", 1, &config.max_position_embeddings));
+  RETURN_IF_ERROR(ReadInt(json, path, "type_vocab_size", 0, &config.type_vocab_size));
+  RETURN_IF_ERROR(ReadInt(json, path, "pad_token_id", 0, &config.pad_token_id));
+  if (auto eps = json.find("layer_norm_eps"); eps != json.end() && !eps->is_null()) {
+    if (!eps->is_number() || !(eps->get<double>() > 0.0)) {
+      return InvalidArgument(path + ": layer_norm_eps must be a positive number, got " +
+                             eps->dump());
+    }
+    config.layer_norm_eps = static_cast<float>(eps->get<double>());
+  }
+  if (auto act = json.find("hidden_act"); act != json.end() && !act->is_null()) {
+    const std::string name = act->is_string() ? act->get<std::string>() : act->dump();
+    // Only the exact (erf) GELU and ReLU; gelu_new / gelu_fast are tanh approximations.
+    if (name != "gelu" && name != "relu") {
+      return InvalidArgument(path + ": hidden_act \"" + name +
+                             "\" is not supported (expected gelu or relu)");
+    }
+    config.hidden_act = *ParseActivation(name);
+  }
+  RETURN_IF_ERROR(ReadLabels(json, path, &config.labels));
+  if (auto name = json.find("_name_or_path"); name != json.end() && name->is_string()) {
+    config.name_or_path = name->get<std::string>();
+  }
+  return config;
+}
+
+StatusOr<std::optional<bool>> ReadDoLowerCase(const std::string& path) {
+  ASSIGN_OR_RETURN(Json json, ReadJsonObject(path));
+  auto it = json.find("do_lower_case");
+  if (it == json.end() || it->is_null()) return std::optional<bool>();
+  if (!it->is_boolean()) return InvalidArgument(path + ": do_lower_case must be true or false");
+  return std::optional<bool>(it->get<bool>());
+}
+
+}  // namespace encoderd

@@ -1,0 +1,41 @@
+// Hugging Face config.json (and tokenizer_config.json): the fields encoderd
+// uses, each optional as in the file. Values are checked for type and range;
+// errors name the file and the key.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/model_spec.h"
+
+namespace encoderd {
+
+struct HfConfig {
+  // From model_type: bert -> kBert, roberta -> kRoberta, xlm-roberta -> kXlmRoberta.
+  ModelFamily family = ModelFamily::kBert;
+  std::string model_type;
+  std::optional<int64_t> vocab_size;
+  std::optional<int64_t> hidden_size;
+  std::optional<int64_t> num_hidden_layers;
+  std::optional<int64_t> num_attention_heads;
+  std::optional<int64_t> intermediate_size;
+  std::optional<int64_t> max_position_embeddings;
+  std::optional<int64_t> type_vocab_size;
+  std::optional<int64_t> pad_token_id;
+  std::optional<float> layer_norm_eps;
+  std::optional<Activation> hidden_act;
+  // id2label ordered by id; empty when absent.
+  std::vector<std::string> labels;
+  // "_name_or_path" ("bert-base-uncased"), used to guess lower-casing.
+  std::string name_or_path;
+};
+
+StatusOr<HfConfig> ReadHfConfig(const std::string& path);
+
+// tokenizer_config.json's do_lower_case; nullopt when the key is absent.
+StatusOr<std::optional<bool>> ReadDoLowerCase(const std::string& path);
+
+}  // namespace encoderd

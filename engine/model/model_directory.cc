@@ -1,0 +1,237 @@
+#include "engine/model/model_directory.h"
+
+#include <sys/stat.h>
+
+#include "engine/io/checkpoint_reader.h"
+#include "engine/model/hf_config.h"
+#include "engine/model/model_tokenizer.h"
+#include "engine/model/weight_mapper.h"
+#include "engine/model/weight_mapping.h"
+
+namespace encoderd {
+namespace {
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool IsHuggingFace(ModelFamily family) {
+  return family == ModelFamily::kBert || family == ModelFamily::kRoberta ||
+         family == ModelFamily::kXlmRoberta;
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+StatusOr<std::string> FindCheckpoint(const std::string& dir, const std::optional<ModelCard>& card) {
+  if (card && !card->checkpoint.empty()) {
+    const std::string path = dir + "/" + card->checkpoint;
+    if (!IsFile(path)) {
+      return NotFound(card->source + ": checkpoint '" + card->checkpoint + "' does not exist in " +
+                      dir);
+    }
+    return path;
+  }
+  std::string tried;
+  for (const char* name : kDefaultCheckpointNames) {
+    if (IsFile(dir + "/" + name)) return dir + "/" + name;
+    tried += tried.empty() ? name : std::string(", ") + name;
+  }
+  return NotFound(dir + ": no checkpoint file (looked for " + tried + ")");
+}
+
+// config.json's value for a size the tensor shapes also give must agree.
+Status CrossCheck(const std::string& config_path, const char* key,
+                  const std::optional<int64_t>& declared, int64_t inferred,
+                  const std::string& checkpoint) {
+  if (!declared || *declared == inferred) return Status::Ok();
+  return InvalidArgument(config_path + ": " + key + " = " + std::to_string(*declared) +
+                         " does not match the tensors in " + checkpoint + ", which give " +
+                         std::to_string(inferred));
+}
+
+// Hyperparameters of the Hugging Face families: config.json, checked against
+// the shapes already in `c`.
+Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::string& checkpoint,
+                     EncoderConfig* c) {
+  RETURN_IF_ERROR(CrossCheck(path, "vocab_size", hf.vocab_size, c->vocab_size, checkpoint));
+  RETURN_IF_ERROR(CrossCheck(path, "hidden_size", hf.hidden_size, c->hidden_size, checkpoint));
+  RETURN_IF_ERROR(
+      CrossCheck(path, "num_hidden_layers", hf.num_hidden_layers, c->num_layers, checkpoint));
+  RETURN_IF_ERROR(CrossCheck(path, "intermediate_size", hf.intermediate_size, c->intermediate_size,
+                             checkpoint));
+  RETURN_IF_ERROR(CrossCheck(path, "max_position_embeddings", hf.max_position_embeddings,
+                             c->max_positions, checkpoint));
+  RETURN_IF_ERROR(
+      CrossCheck(path, "type_vocab_size", hf.type_vocab_size, c->type_vocab_size, checkpoint));
+  if (!hf.num_attention_heads) return InvalidArgument(path + ": num_attention_heads is missing");
+  c->num_heads = *hf.num_attention_heads;
+  if (c->hidden_size % c->num_heads != 0) {
+    return InvalidArgument(path + ": num_attention_heads = " + std::to_string(c->num_heads) +
+                           " does not divide hidden_size " + std::to_string(c->hidden_size));
+  }
+  const bool bert = c->family == ModelFamily::kBert;
+  c->layer_norm_eps = hf.layer_norm_eps.value_or(1e-12f);
+  c->activation = hf.hidden_act.value_or(Activation::kGelu);
+  c->norm_first = false;
+  c->pad_token_id = hf.pad_token_id.value_or(bert ? 0 : 1);
+  c->position_rule = bert ? PositionRule::kFromZero : PositionRule::kAfterPaddingIdx;
+  c->head_activation = Activation::kTanh;
+  if (!hf.labels.empty() && c->num_labels > 0) {
+    if (static_cast<int64_t>(hf.labels.size()) != c->num_labels) {
+      return InvalidArgument(path + ": id2label has " + std::to_string(hf.labels.size()) +
+                             " labels but the classifier in " + checkpoint + " has " +
+                             std::to_string(c->num_labels) + " outputs");
+    }
+    c->labels = hf.labels;
+  }
+  return Status::Ok();
+}
+
+// Defaults of the families described only by a card.
+Status ApplyCardFamilyDefaults(const ModelCard& card, EncoderConfig* c) {
+  if (!card.num_heads) {
+    return InvalidArgument(card.source + ": num_heads is required for family " +
+                           std::string(ModelFamilyName(c->family)));
+  }
+  c->num_heads = *card.num_heads;
+  if (c->num_heads <= 0 || c->hidden_size % c->num_heads != 0) {
+    return InvalidArgument(card.source + ": num_heads = " + std::to_string(c->num_heads) +
+                           " does not divide hidden_size " + std::to_string(c->hidden_size));
+  }
+  const bool torchtext = c->family == ModelFamily::kTorchtextRoberta;
+  c->layer_norm_eps = 1e-5f;  // nn.LayerNorm / nn.TransformerEncoderLayer default
+  c->activation = torchtext ? Activation::kGelu : Activation::kRelu;
+  c->pad_token_id = torchtext ? 1 : 0;
+  c->head_activation = torchtext ? Activation::kRelu : Activation::kTanh;
+  if (torchtext) {
+    c->position_rule = PositionRule::kAfterPaddingIdx;
+  } else {
+    c->position_rule = c->max_positions ? PositionRule::kFromZero : PositionRule::kNone;
+  }
+  return Status::Ok();
+}
+
+// What the card says overrides inferred values and family defaults.
+void ApplyCardOverrides(const ModelCard& card, EncoderConfig* c) {
+  if (card.layer_norm_eps) c->layer_norm_eps = *card.layer_norm_eps;
+  if (card.activation) c->activation = *card.activation;
+  if (card.norm_first) c->norm_first = *card.norm_first;
+  if (card.pad_token_id) c->pad_token_id = *card.pad_token_id;
+  if (card.position_rule) c->position_rule = *card.position_rule;
+  if (card.pooling) c->default_pooling = *card.pooling;
+  if (card.head_activation) c->head_activation = *card.head_activation;
+  if (!card.labels.empty()) c->labels = card.labels;
+}
+
+// The longest sequence the position table allows.
+int64_t PositionLimit(const EncoderConfig& c) {
+  switch (c.position_rule) {
+    case PositionRule::kNone:
+      return 512;
+    case PositionRule::kFromZero:
+      return c.max_positions;
+    case PositionRule::kAfterPaddingIdx:
+      return c.max_positions - c.pad_token_id - 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+StatusOr<ModelBundle> LoadModelBundle(const std::string& dir,
+                                      const std::optional<ModelCard>& card) {
+  const std::string config_path = dir + "/config.json";
+  std::optional<HfConfig> hf;
+  if (IsFile(config_path)) {
+    ASSIGN_OR_RETURN(hf, ReadHfConfig(config_path));
+  }
+  EncoderConfig config;
+  if (card && card->family) {
+    config.family = *card->family;
+  } else if (hf) {
+    config.family = hf->family;
+  } else {
+    return NotFound(dir + ": no config.json, and no encoderd.yaml naming the family");
+  }
+  if (IsHuggingFace(config.family)) {
+    if (!hf)
+      return NotFound(config_path + ": missing (needed for family " +
+                      std::string(ModelFamilyName(config.family)) + ")");
+    if (hf->family != config.family) {
+      return InvalidArgument(card->source + ": family " + ModelFamilyName(config.family) +
+                             " contradicts config.json model_type \"" + hf->model_type + "\"");
+    }
+  } else if (!card) {
+    return NotFound(dir + "/encoderd.yaml: missing (needed for family " +
+                    std::string(ModelFamilyName(config.family)) + ")");
+  }
+
+  ModelBundle bundle;
+  bundle.directory = dir;
+  ASSIGN_OR_RETURN(bundle.checkpoint_path, FindCheckpoint(dir, card));
+  ReadOptions read_options;
+  if (card) read_options.state_dict_key = card->state_dict_key;
+  ASSIGN_OR_RETURN(Checkpoint checkpoint, ReadCheckpoint(bundle.checkpoint_path, read_options));
+  bundle.checkpoint_format = checkpoint.format;
+  bundle.checkpoint_tensors = std::move(checkpoint.tensors);
+  bundle.placeholder_globals = std::move(checkpoint.placeholder_globals);
+
+  WeightMapper mapper(bundle.checkpoint_tensors, bundle.checkpoint_path);
+  if (card && card->norm_first) config.norm_first = *card->norm_first;
+  switch (config.family) {
+    case ModelFamily::kBert:
+      RETURN_IF_ERROR(MapBertWeights(mapper, &config));
+      break;
+    case ModelFamily::kRoberta:
+    case ModelFamily::kXlmRoberta:
+      RETURN_IF_ERROR(MapRobertaWeights(mapper, &config));
+      break;
+    case ModelFamily::kTorchtextRoberta:
+      RETURN_IF_ERROR(MapTorchtextRobertaWeights(mapper, &config));
+      break;
+    case ModelFamily::kTransformerEncoder:
+      RETURN_IF_ERROR(
+          MapTransformerEncoderWeights(mapper, card->weights, &config).WithContext(card->source));
+      break;
+  }
+  bundle.weights = mapper.Release();
+
+  if (hf && IsHuggingFace(config.family)) {
+    RETURN_IF_ERROR(ApplyHfConfig(*hf, config_path, bundle.checkpoint_path, &config));
+  }
+  if (card) {
+    if (!IsHuggingFace(config.family)) RETURN_IF_ERROR(ApplyCardFamilyDefaults(*card, &config));
+    if (card->num_heads && *card->num_heads != config.num_heads) {
+      return InvalidArgument(
+          card->source + ": num_heads = " + std::to_string(*card->num_heads) +
+          " contradicts config.json num_attention_heads = " + std::to_string(config.num_heads));
+    }
+    ApplyCardOverrides(*card, &config);
+  }
+  const int64_t limit = PositionLimit(config);
+  config.max_tokens = card && card->max_tokens ? *card->max_tokens : limit;
+  if (config.labels.empty()) {
+    for (int64_t i = 0; i < config.num_labels; ++i)
+      config.labels.push_back("LABEL_" + std::to_string(i));
+  }
+
+  const std::string name_hint = (hf ? hf->name_or_path + " " : "") + BaseName(dir);
+  ASSIGN_OR_RETURN(
+      ModelTokenizer tokenizer,
+      LoadModelTokenizer(dir, card ? card->tokenizer : std::nullopt, name_hint, config));
+  bundle.tokenizer = std::move(tokenizer.tokenizer);
+  bundle.tokenizer_path = tokenizer.path;
+  if (bundle.tokenizer) config.special_tokens = bundle.tokenizer->special_tokens();
+  config.special_tokens.pad = static_cast<int32_t>(config.pad_token_id);
+
+  const std::string source = card ? card->source : dir;
+  RETURN_IF_ERROR(config.Validate().WithContext(source));
+  bundle.config = std::move(config);
+  return bundle;
+}
+
+}  // namespace encoderd

@@ -1,0 +1,26 @@
+// A model directory -> ModelBundle: family detection, checkpoint reading,
+// weight-name mapping with shape checks, hyperparameters, tokenizer.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "engine/core/status.h"
+#include "engine/model/model_card.h"
+#include "engine/model/model_spec.h"
+
+namespace encoderd {
+
+// Checkpoint names tried, in order, when the card names none.
+inline constexpr const char* kDefaultCheckpointNames[] = {"model.safetensors", "pytorch_model.bin",
+                                                          "model.pt", "model.pth", "model.bin"};
+
+// Loads `dir`. The family comes from `card` (encoderd.yaml, parsed by the
+// caller) or else from config.json's model_type. Hugging Face families need
+// config.json; torchtext-roberta and transformer-encoder need a card with at
+// least num_heads (and, for transformer-encoder, the weight prefixes).
+// Hyperparameters are inferred from tensor shapes and cross-checked with
+// config.json and the card; every error names the file and the key.
+StatusOr<ModelBundle> LoadModelBundle(const std::string& dir, const std::optional<ModelCard>& card);
+
+}  // namespace encoderd

@@ -1,0 +1,144 @@
+#include "engine/model/model_spec.h"
+
+#include <cmath>
+#include <string>
+
+namespace encoderd {
+namespace {
+
+template <typename Enum, size_t N>
+std::optional<Enum> ParseByName(const std::string& name, const Enum (&values)[N],
+                                const char* (*to_name)(Enum)) {
+  for (Enum value : values) {
+    if (name == to_name(value)) return value;
+  }
+  return std::nullopt;
+}
+
+Status Bad(const std::string& field, const std::string& why) {
+  return InvalidArgument("encoder config: " + field + " " + why);
+}
+
+}  // namespace
+
+const char* ModelFamilyName(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::kBert:
+      return "bert";
+    case ModelFamily::kRoberta:
+      return "roberta";
+    case ModelFamily::kXlmRoberta:
+      return "xlm-roberta";
+    case ModelFamily::kTorchtextRoberta:
+      return "torchtext-roberta";
+    case ModelFamily::kTransformerEncoder:
+      return "transformer-encoder";
+  }
+  return "unknown";
+}
+
+const char* ActivationName(Activation activation) {
+  switch (activation) {
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kTanh:
+      return "tanh";
+  }
+  return "unknown";
+}
+
+const char* PoolingName(Pooling pooling) {
+  switch (pooling) {
+    case Pooling::kCls:
+      return "cls";
+    case Pooling::kMean:
+      return "mean";
+  }
+  return "unknown";
+}
+
+const char* PositionRuleName(PositionRule rule) {
+  switch (rule) {
+    case PositionRule::kNone:
+      return "none";
+    case PositionRule::kFromZero:
+      return "from_zero";
+    case PositionRule::kAfterPaddingIdx:
+      return "after_padding_idx";
+  }
+  return "unknown";
+}
+
+std::optional<ModelFamily> ParseModelFamily(const std::string& name) {
+  static constexpr ModelFamily kAll[] = {ModelFamily::kBert, ModelFamily::kRoberta,
+                                         ModelFamily::kXlmRoberta, ModelFamily::kTorchtextRoberta,
+                                         ModelFamily::kTransformerEncoder};
+  return ParseByName(name, kAll, ModelFamilyName);
+}
+
+std::optional<Activation> ParseActivation(const std::string& name) {
+  static constexpr Activation kAll[] = {Activation::kGelu, Activation::kRelu, Activation::kTanh};
+  return ParseByName(name, kAll, ActivationName);
+}
+
+std::optional<Pooling> ParsePooling(const std::string& name) {
+  static constexpr Pooling kAll[] = {Pooling::kCls, Pooling::kMean};
+  return ParseByName(name, kAll, PoolingName);
+}
+
+std::optional<PositionRule> ParsePositionRule(const std::string& name) {
+  static constexpr PositionRule kAll[] = {PositionRule::kNone, PositionRule::kFromZero,
+                                          PositionRule::kAfterPaddingIdx};
+  return ParseByName(name, kAll, PositionRuleName);
+}
+
+Status EncoderConfig::Validate() const {
+  if (vocab_size <= 0) return Bad("vocab_size", "must be positive");
+  if (hidden_size <= 0) return Bad("hidden_size", "must be positive");
+  if (num_layers <= 0) return Bad("num_layers", "must be positive");
+  if (intermediate_size <= 0) return Bad("intermediate_size", "must be positive");
+  if (num_heads <= 0) return Bad("num_heads", "must be positive");
+  if (hidden_size % num_heads != 0) {
+    return Bad("num_heads", "= " + std::to_string(num_heads) + " does not divide hidden_size " +
+                                std::to_string(hidden_size));
+  }
+  if (!(layer_norm_eps > 0.0f) || !std::isfinite(layer_norm_eps)) {
+    return Bad("layer_norm_eps", "must be a positive number");
+  }
+  if (max_tokens <= 0) return Bad("max_tokens", "must be positive");
+  if (pad_token_id < 0 || pad_token_id >= vocab_size) {
+    return Bad("pad_token_id", "= " + std::to_string(pad_token_id) +
+                                   " is outside the vocabulary (" + std::to_string(vocab_size) +
+                                   " tokens)");
+  }
+  // The largest position id a max_tokens-long sequence uses must be a row of the table.
+  int64_t last_position = -1;
+  if (position_rule == PositionRule::kFromZero) last_position = max_tokens - 1;
+  if (position_rule == PositionRule::kAfterPaddingIdx) last_position = pad_token_id + max_tokens;
+  if (position_rule != PositionRule::kNone && last_position >= max_positions) {
+    return Bad("max_tokens", "= " + std::to_string(max_tokens) + " needs position " +
+                                 std::to_string(last_position) + " but the position table has " +
+                                 std::to_string(max_positions) + " rows");
+  }
+  if (num_labels < 0) return Bad("num_labels", "must not be negative");
+  if (static_cast<int64_t>(labels.size()) != num_labels) {
+    return Bad("labels", "has " + std::to_string(labels.size()) + " names but the head has " +
+                             std::to_string(num_labels) + " outputs");
+  }
+  for (int32_t id :
+       {special_tokens.bos, special_tokens.eos, special_tokens.pad, special_tokens.unk}) {
+    if (id < 0 || id >= vocab_size) {
+      return Bad("special_tokens", "id " + std::to_string(id) + " is outside the vocabulary (" +
+                                       std::to_string(vocab_size) + " tokens)");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string LayerWeightName(int64_t layer, const std::string& suffix) {
+  return "layers." + std::to_string(layer) + "." + suffix;
+}
+
+}  // namespace encoderd

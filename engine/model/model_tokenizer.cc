@@ -1,0 +1,84 @@
+#include "engine/model/model_tokenizer.h"
+
+#include <sys/stat.h>
+
+#include "engine/model/hf_config.h"
+#include "engine/text/sentencepiece_tokenizer.h"
+#include "engine/text/wordpiece_tokenizer.h"
+
+namespace encoderd {
+namespace {
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool IsHuggingFace(ModelFamily family) {
+  return family == ModelFamily::kBert || family == ModelFamily::kRoberta ||
+         family == ModelFamily::kXlmRoberta;
+}
+
+// A card for the file a Hugging Face directory ships, if any.
+StatusOr<std::optional<TokenizerCard>> HuggingFaceTokenizer(const std::string& dir,
+                                                            const std::string& name_hint) {
+  TokenizerCard card;
+  if (IsFile(dir + "/vocab.txt")) {
+    card.kind = TokenizerKind::kWordPiece;
+    card.file = "vocab.txt";
+    const std::string tokenizer_config = dir + "/tokenizer_config.json";
+    if (IsFile(tokenizer_config)) {
+      ASSIGN_OR_RETURN(card.lower_case, ReadDoLowerCase(tokenizer_config));
+    }
+    if (!card.lower_case) {
+      const bool cased = name_hint.find("cased") != std::string::npos &&
+                         name_hint.find("uncased") == std::string::npos;
+      card.lower_case = !cased;
+    }
+    return std::optional<TokenizerCard>(card);
+  }
+  if (IsFile(dir + "/sentencepiece.bpe.model")) {
+    card.kind = TokenizerKind::kSentencePiece;
+    card.file = "sentencepiece.bpe.model";
+    return std::optional<TokenizerCard>(card);
+  }
+  return std::optional<TokenizerCard>();
+}
+
+}  // namespace
+
+StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
+                                            const std::optional<TokenizerCard>& card_in,
+                                            const std::string& name_hint,
+                                            const EncoderConfig& config) {
+  std::optional<TokenizerCard> card = card_in;
+  if (!card && IsHuggingFace(config.family)) {
+    ASSIGN_OR_RETURN(card, HuggingFaceTokenizer(dir, name_hint));
+  }
+  ModelTokenizer result;
+  if (!card) return result;
+  result.path = dir + "/" + card->file;
+  if (card->kind == TokenizerKind::kWordPiece) {
+    WordPieceOptions options;
+    options.lower_case = card->lower_case.value_or(true);
+    ASSIGN_OR_RETURN(result.tokenizer, CreateWordPieceTokenizer(result.path, options));
+  } else {
+    SentencePieceOptions options;
+    options.id_offset = card->id_offset.value_or(1);
+    options.special_tokens.bos = card->bos.value_or(options.special_tokens.bos);
+    options.special_tokens.eos = card->eos.value_or(options.special_tokens.eos);
+    options.special_tokens.pad = card->pad.value_or(static_cast<int32_t>(config.pad_token_id));
+    options.special_tokens.unk = card->unk.value_or(options.special_tokens.unk);
+    options.vocab_size = config.vocab_size;
+    ASSIGN_OR_RETURN(result.tokenizer, CreateSentencePieceTokenizer(result.path, options));
+  }
+  if (result.tokenizer->vocab_size() > config.vocab_size) {
+    return InvalidArgument(result.path + ": the tokenizer has " +
+                           std::to_string(result.tokenizer->vocab_size()) +
+                           " tokens but the model's token embedding has only " +
+                           std::to_string(config.vocab_size) + " rows");
+  }
+  return result;
+}
+
+}  // namespace encoderd

@@ -1,0 +1,31 @@
+// Finds and opens the tokenizer of a model directory.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/core/status.h"
+#include "engine/model/model_card.h"
+#include "engine/model/model_spec.h"
+#include "engine/text/tokenizer.h"
+
+namespace encoderd {
+
+struct ModelTokenizer {
+  std::unique_ptr<Tokenizer> tokenizer;  // null: the directory has none
+  std::string path;
+};
+
+// The card's tokenizer when it names one; otherwise, for the Hugging Face
+// families, vocab.txt (WordPiece; lower_case from tokenizer_config.json's
+// do_lower_case, else false only when `name_hint` says "cased" and not
+// "uncased") or sentencepiece.bpe.model (fairseq id offset 1). Other families
+// have none unless the card names one. `config` supplies vocab_size (the
+// tokenizer's ids must fit the embedding) and the special ids' defaults.
+StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
+                                            const std::optional<TokenizerCard>& card,
+                                            const std::string& name_hint,
+                                            const EncoderConfig& config);
+
+}  // namespace encoderd

@@ -1,0 +1,108 @@
+#include "engine/model/weight_mapper.h"
+
+#include <cstring>
+#include <string>
+
+namespace encoderd {
+namespace {
+
+bool ShapeMatches(const std::vector<int64_t>& actual, const std::vector<int64_t>& expected) {
+  if (actual.size() != expected.size()) return false;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (expected[i] != kAnySize && actual[i] != expected[i]) return false;
+  }
+  return true;
+}
+
+std::string ExpectedToString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += shape[i] == kAnySize ? "*" : std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+StatusOr<Tensor> WeightMapper::Find(const std::string& key,
+                                    const std::vector<int64_t>& shape) const {
+  auto it = checkpoint_.find(key);
+  if (it == checkpoint_.end()) {
+    return NotFound(file_ + ": missing tensor '" + key + "'");
+  }
+  const Tensor& t = it->second;
+  if (!IsFloatingPoint(t.dtype())) {
+    return InvalidArgument(file_ + ": tensor '" + key + "' is " +
+                           std::string(DTypeName(t.dtype())) +
+                           ", expected a floating-point tensor");
+  }
+  if (!ShapeMatches(t.shape(), shape)) {
+    return InvalidArgument(file_ + ": tensor '" + key + "' has shape " + ShapeToString(t.shape()) +
+                           ", expected " + ExpectedToString(shape));
+  }
+  return t;
+}
+
+Status WeightMapper::Add(const std::string& canonical, const std::string& key,
+                         const std::vector<int64_t>& shape) {
+  ASSIGN_OR_RETURN(Tensor t, Find(key, shape));
+  weights_[canonical] = std::move(t);
+  return Status::Ok();
+}
+
+Status WeightMapper::AddLinear(const std::string& canonical, const std::string& key, int64_t out,
+                               int64_t in) {
+  RETURN_IF_ERROR(Add(canonical + ".weight", key + ".weight", {out, in}));
+  return Add(canonical + ".bias", key + ".bias", {out});
+}
+
+Status WeightMapper::AddNorm(const std::string& canonical, const std::string& key, int64_t size) {
+  if (!Has(key + ".weight") && Has(key + ".gamma")) {
+    RETURN_IF_ERROR(Add(canonical + ".weight", key + ".gamma", {size}));
+    return Add(canonical + ".bias", key + ".beta", {size});
+  }
+  RETURN_IF_ERROR(Add(canonical + ".weight", key + ".weight", {size}));
+  return Add(canonical + ".bias", key + ".bias", {size});
+}
+
+Status WeightMapper::AddConcat(const std::string& canonical, const std::vector<std::string>& keys,
+                               const std::vector<int64_t>& part_shape) {
+  std::vector<Tensor> parts;
+  for (const std::string& key : keys) {
+    ASSIGN_OR_RETURN(Tensor t, Find(key, part_shape));
+    if (!parts.empty() && t.dtype() != parts.front().dtype()) {
+      return InvalidArgument(file_ + ": tensor '" + key + "' is " +
+                             std::string(DTypeName(t.dtype())) + " but '" + keys.front() + "' is " +
+                             std::string(DTypeName(parts.front().dtype())));
+    }
+    parts.push_back(t.ToContiguous());
+  }
+  std::vector<int64_t> shape = part_shape;
+  shape[0] *= static_cast<int64_t>(parts.size());
+  Tensor stacked = Tensor::Zeros(parts.front().dtype(), shape);
+  std::byte* dst = stacked.mutable_data<std::byte>();
+  for (const Tensor& part : parts) {
+    std::memcpy(dst, part.raw_data(), part.nbytes());
+    dst += part.nbytes();
+  }
+  weights_[canonical] = std::move(stacked);
+  return Status::Ok();
+}
+
+int64_t WeightMapper::CountIndexed(const std::string& prefix) const {
+  int64_t count = 0;
+  for (auto it = checkpoint_.lower_bound(prefix);
+       it != checkpoint_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    const std::string rest = it->first.substr(prefix.size());
+    size_t digits = 0;
+    while (digits < rest.size() && digits < 9 && rest[digits] >= '0' && rest[digits] <= '9') {
+      ++digits;
+    }
+    if (digits == 0 || digits >= rest.size() || rest[digits] != '.') continue;
+    count = std::max<int64_t>(count, std::stoll(rest.substr(0, digits)) + 1);
+  }
+  return count;
+}
+
+}  // namespace encoderd

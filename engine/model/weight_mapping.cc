@@ -1,0 +1,188 @@
+#include "engine/model/weight_mapping.h"
+
+#include <string>
+#include <vector>
+
+namespace encoderd {
+namespace {
+
+// Checkpoint names inside one encoder layer, relative to "<layers>.<i>.".
+struct LayerKeys {
+  // One key: q, k and v already stacked ([3H, H] / [3H]); three: q, k, v.
+  std::vector<std::string> qkv_weight;
+  std::vector<std::string> qkv_bias;
+  std::string attention_out;  // Linear prefixes ...
+  std::string ffn_in;
+  std::string ffn_out;
+  std::string norm1;  // ... and LayerNorm prefixes
+  std::string norm2;
+};
+
+const LayerKeys kHuggingFaceLayer = {
+    {"attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight"},
+    {"attention.self.query.bias", "attention.self.key.bias", "attention.self.value.bias"},
+    "attention.output.dense",
+    "intermediate.dense",
+    "output.dense",
+    "attention.output.LayerNorm",
+    "output.LayerNorm"};
+
+// torch.nn.TransformerEncoderLayer.
+const LayerKeys kTorchLayer = {{"self_attn.in_proj_weight"},
+                               {"self_attn.in_proj_bias"},
+                               "self_attn.out_proj",
+                               "linear1",
+                               "linear2",
+                               "norm1",
+                               "norm2"};
+
+// torchtext < 0.12 (still accepted by its _load_from_state_dict).
+const LayerKeys kOldTorchtextLayer = {{"attention.input_projection.weight"},
+                                      {"attention.input_projection.bias"},
+                                      "attention.output_projection",
+                                      "residual_mlp.mlp.0",
+                                      "residual_mlp.mlp.3",
+                                      "attention_layer_norm",
+                                      "final_layer_norm"};
+
+std::vector<std::string> Prefixed(const std::string& prefix, const std::vector<std::string>& keys) {
+  std::vector<std::string> out;
+  for (const std::string& key : keys) out.push_back(prefix + key);
+  return out;
+}
+
+// Sets vocab_size and hidden_size from the token embedding [V, H].
+Status MapTokenEmbedding(WeightMapper& m, const std::string& key, EncoderConfig* c) {
+  ASSIGN_OR_RETURN(Tensor word, m.Find(key, {kAnySize, kAnySize}));
+  c->vocab_size = word.size(0);
+  c->hidden_size = word.size(1);
+  return m.Add("embeddings.word", key, word.shape());
+}
+
+Status MapPositionEmbedding(WeightMapper& m, const std::string& key, EncoderConfig* c) {
+  ASSIGN_OR_RETURN(Tensor pos, m.Find(key, {kAnySize, c->hidden_size}));
+  c->max_positions = pos.size(0);
+  return m.Add("embeddings.position", key, pos.shape());
+}
+
+// Sets num_layers and intermediate_size; maps every layer under `prefix`
+// ("encoder.layer." including the trailing dot).
+Status MapLayers(WeightMapper& m, const std::string& prefix, const LayerKeys& keys,
+                 EncoderConfig* c) {
+  const int64_t h = c->hidden_size;
+  c->num_layers = m.CountIndexed(prefix);
+  const std::string first = prefix + "0.";
+  ASSIGN_OR_RETURN(Tensor ffn_in, m.Find(first + keys.ffn_in + ".weight", {kAnySize, h}));
+  c->intermediate_size = ffn_in.size(0);
+  const int64_t inter = c->intermediate_size;
+  for (int64_t i = 0; i < c->num_layers; ++i) {
+    const std::string p = prefix + std::to_string(i) + ".";
+    auto name = [i](const std::string& suffix) { return LayerWeightName(i, suffix); };
+    if (keys.qkv_weight.size() == 1) {
+      RETURN_IF_ERROR(m.Add(name("attention.qkv.weight"), p + keys.qkv_weight[0], {3 * h, h}));
+      RETURN_IF_ERROR(m.Add(name("attention.qkv.bias"), p + keys.qkv_bias[0], {3 * h}));
+    } else {
+      RETURN_IF_ERROR(
+          m.AddConcat(name("attention.qkv.weight"), Prefixed(p, keys.qkv_weight), {h, h}));
+      RETURN_IF_ERROR(m.AddConcat(name("attention.qkv.bias"), Prefixed(p, keys.qkv_bias), {h}));
+    }
+    RETURN_IF_ERROR(m.AddLinear(name("attention.out"), p + keys.attention_out, h, h));
+    RETURN_IF_ERROR(m.AddNorm(name("norm1"), p + keys.norm1, h));
+    RETURN_IF_ERROR(m.AddLinear(name("ffn.in"), p + keys.ffn_in, inter, h));
+    RETURN_IF_ERROR(m.AddLinear(name("ffn.out"), p + keys.ffn_out, h, inter));
+    RETURN_IF_ERROR(m.AddNorm(name("norm2"), p + keys.norm2, h));
+  }
+  return Status::Ok();
+}
+
+// Sets num_labels; head.dense <- dense [H, H], head.out <- out [L, H].
+Status MapHead(WeightMapper& m, const std::string& dense, const std::string& out,
+               EncoderConfig* c) {
+  ASSIGN_OR_RETURN(Tensor out_weight, m.Find(out + ".weight", {kAnySize, c->hidden_size}));
+  c->num_labels = out_weight.size(0);
+  RETURN_IF_ERROR(m.AddLinear("head.dense", dense, c->hidden_size, c->hidden_size));
+  return m.AddLinear("head.out", out, c->num_labels, c->hidden_size);
+}
+
+// The part BERT and RoBERTa share: embeddings and layers under `prefix`.
+Status MapHuggingFaceBody(WeightMapper& m, const std::string& prefix, EncoderConfig* c) {
+  RETURN_IF_ERROR(MapTokenEmbedding(m, prefix + "embeddings.word_embeddings.weight", c));
+  RETURN_IF_ERROR(MapPositionEmbedding(m, prefix + "embeddings.position_embeddings.weight", c));
+  const std::string token_type = prefix + "embeddings.token_type_embeddings.weight";
+  ASSIGN_OR_RETURN(Tensor types, m.Find(token_type, {kAnySize, c->hidden_size}));
+  c->type_vocab_size = types.size(0);
+  RETURN_IF_ERROR(m.Add("embeddings.token_type", token_type, types.shape()));
+  RETURN_IF_ERROR(m.AddNorm("embeddings.norm", prefix + "embeddings.LayerNorm", c->hidden_size));
+  c->embedding_norm = true;
+  c->final_norm = false;
+  c->num_labels = 0;
+  return MapLayers(m, prefix + "encoder.layer.", kHuggingFaceLayer, c);
+}
+
+// "bert." for *ForSequenceClassification checkpoints, "" for the base model.
+std::string HuggingFacePrefix(const WeightMapper& m, const std::string& prefix) {
+  return m.Has(prefix + "embeddings.word_embeddings.weight") ? prefix : "";
+}
+
+}  // namespace
+
+Status MapBertWeights(WeightMapper& m, EncoderConfig* c) {
+  const std::string prefix = HuggingFacePrefix(m, "bert.");
+  RETURN_IF_ERROR(MapHuggingFaceBody(m, prefix, c));
+  if (!m.Has("classifier.weight")) return Status::Ok();
+  return MapHead(m, prefix + "pooler.dense", "classifier", c);
+}
+
+Status MapRobertaWeights(WeightMapper& m, EncoderConfig* c) {
+  const std::string prefix = HuggingFacePrefix(m, "roberta.");
+  RETURN_IF_ERROR(MapHuggingFaceBody(m, prefix, c));
+  if (!m.Has("classifier.out_proj.weight")) return Status::Ok();
+  return MapHead(m, "classifier.dense", "classifier.out_proj", c);
+}
+
+Status MapTorchtextRobertaWeights(WeightMapper& m, EncoderConfig* c) {
+  const std::string p = "encoder.transformer.";
+  RETURN_IF_ERROR(MapTokenEmbedding(m, p + "token_embedding.weight", c));
+  RETURN_IF_ERROR(MapPositionEmbedding(m, p + "positional_embedding.embedding.weight", c));
+  c->type_vocab_size = 0;
+  c->embedding_norm = !c->norm_first;
+  c->final_norm = c->norm_first;
+  RETURN_IF_ERROR(m.AddNorm(c->norm_first ? "final_norm" : "embeddings.norm",
+                            p + "embedding_layer_norm", c->hidden_size));
+  const bool old_names = !m.Has(p + "layers.layers.0.self_attn.in_proj_weight") &&
+                         m.Has(p + "layers.0.attention.input_projection.weight");
+  RETURN_IF_ERROR(old_names ? MapLayers(m, p + "layers.", kOldTorchtextLayer, c)
+                            : MapLayers(m, p + "layers.layers.", kTorchLayer, c));
+  c->num_labels = 0;
+  if (!m.Has("head.out_proj.weight")) return Status::Ok();
+  return MapHead(m, "head.dense", "head.out_proj", c);
+}
+
+Status MapTransformerEncoderWeights(WeightMapper& m, const WeightPrefixes& w, EncoderConfig* c) {
+  if (w.token_embedding.empty() || w.layers.empty()) {
+    return InvalidArgument(
+        "the model card must name weights.token_embedding and weights.layers for family "
+        "transformer-encoder");
+  }
+  if (w.head_dense.empty() != w.head_out.empty()) {
+    return InvalidArgument("the model card must name both weights.head_dense and weights.head_out");
+  }
+  RETURN_IF_ERROR(MapTokenEmbedding(m, w.token_embedding + ".weight", c));
+  c->max_positions = 0;
+  if (!w.position_embedding.empty()) {
+    RETURN_IF_ERROR(MapPositionEmbedding(m, w.position_embedding + ".weight", c));
+  }
+  c->type_vocab_size = 0;
+  c->embedding_norm = !w.embedding_norm.empty();
+  if (c->embedding_norm) {
+    RETURN_IF_ERROR(m.AddNorm("embeddings.norm", w.embedding_norm, c->hidden_size));
+  }
+  RETURN_IF_ERROR(MapLayers(m, w.layers + ".", kTorchLayer, c));
+  c->final_norm = !w.final_norm.empty();
+  if (c->final_norm) RETURN_IF_ERROR(m.AddNorm("final_norm", w.final_norm, c->hidden_size));
+  c->num_labels = 0;
+  if (w.head_out.empty()) return Status::Ok();
+  return MapHead(m, w.head_dense, w.head_out, c);
+}
+
+}  // namespace encoderd

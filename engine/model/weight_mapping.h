@@ -1,0 +1,40 @@
+// One function per model family: finds the family's tensors in a checkpoint,
+// moves them to canonical names (model_spec.h) and infers from their shapes
+// what the shapes can tell. Each sets, in `config`: vocab_size, hidden_size,
+// num_layers, intermediate_size, max_positions, type_vocab_size, num_labels,
+// embedding_norm and final_norm; everything else (heads, eps, activations,
+// position rule) comes from config.json or the model card. Errors name the
+// checkpoint file and the key.
+#pragma once
+
+#include "engine/core/status.h"
+#include "engine/core/tensor.h"
+#include "engine/model/model_card.h"
+#include "engine/model/model_spec.h"
+#include "engine/model/weight_mapper.h"
+
+namespace encoderd {
+
+// Hugging Face BertModel / BertForSequenceClassification (keys with or
+// without "bert."; LayerNorm weight/bias or gamma/beta). The head is
+// pooler.dense + classifier, present when "classifier.weight" is.
+Status MapBertWeights(WeightMapper& mapper, EncoderConfig* config);
+
+// Hugging Face RobertaModel / XLMRobertaModel and their
+// *ForSequenceClassification (keys with or without "roberta."). The head is
+// classifier.dense + classifier.out_proj.
+Status MapRobertaWeights(WeightMapper& mapper, EncoderConfig* config);
+
+// torchtext.models.RobertaModel ("encoder.transformer.*", optional
+// RobertaClassificationHead "head.*"), with the nn.TransformerEncoderLayer
+// names of torchtext >= 0.12 or the older "attention.input_projection" ones.
+// With config->norm_first (normalize_before) torchtext applies
+// embedding_layer_norm to the encoder output instead of the embeddings, so it
+// becomes final_norm.
+Status MapTorchtextRobertaWeights(WeightMapper& mapper, EncoderConfig* config);
+
+// nn.Embedding + nn.TransformerEncoder under the card's key prefixes.
+Status MapTransformerEncoderWeights(WeightMapper& mapper, const WeightPrefixes& prefixes,
+                                    EncoderConfig* config);
+
+}  // namespace encoderd

@@ -1,0 +1,108 @@
+// `encoderd inspect` on every fixture: text and --json describe the model.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "server/inspect_command.h"
+#include "tests/unit/model_fixtures.h"
+
+namespace encoderd {
+namespace {
+
+using testing::FixtureModelNames;
+using testing::ModelsDir;
+
+class InspectTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string dir() const { return ModelsDir() + "/" + GetParam(); }
+  nlohmann::json expected() const {
+    return testing::ReadJsonFile(ModelsDir() + "/" + GetParam() + ".reference/expected.json");
+  }
+};
+
+TEST_P(InspectTest, JsonDescribesTheModel) {
+  std::ostringstream out, err;
+  ASSERT_EQ(server::RunInspectCommand({dir(), "--json"}, out, err), 0) << err.str();
+  const nlohmann::json got = nlohmann::json::parse(out.str());
+  const nlohmann::json want = expected();
+  EXPECT_EQ(got["family"], want["family"]);
+  EXPECT_EQ(got["config"]["num_layers"], want["num_layers"]);
+  EXPECT_EQ(got["config"]["hidden_size"], want["hidden_size"]);
+  EXPECT_EQ(got["config"]["num_heads"], want["num_heads"]);
+  EXPECT_EQ(got["config"]["intermediate_size"], want["intermediate_size"]);
+  EXPECT_EQ(got["config"]["num_labels"], want["num_labels"]);
+  EXPECT_EQ(got["checkpoint"]["format"], want["checkpoint_format"]);
+  EXPECT_EQ(got["checkpoint"]["num_tensors"], want["num_tensors"]);
+  EXPECT_EQ(got["checkpoint"]["num_parameters"], want["num_parameters"]);
+  // The count is the sum of the listed tensors' element counts.
+  int64_t numel = 0;
+  for (const auto& tensor : got["checkpoint"]["tensors"]) {
+    int64_t n = 1;
+    for (const auto& d : tensor["shape"]) n *= d.get<int64_t>();
+    numel += n;
+  }
+  EXPECT_EQ(numel, got["checkpoint"]["num_parameters"].get<int64_t>());
+  EXPECT_EQ(got["checkpoint"]["tensors"].size(), want["num_tensors"].get<size_t>());
+  ASSERT_TRUE(got["tokenizer"].is_object());
+  EXPECT_EQ(got["tokenizer"]["description"].get<std::string>().rfind(
+                want["tokenizer"].get<std::string>(), 0),
+            0u);
+}
+
+TEST_P(InspectTest, TextDescribesTheModel) {
+  std::ostringstream out, err;
+  ASSERT_EQ(server::RunInspectCommand({dir()}, out, err), 0) << err.str();
+  const std::string text = out.str();
+  const nlohmann::json want = expected();
+  auto has = [&](const std::string& s) {
+    EXPECT_NE(text.find(s), std::string::npos) << "'" << s << "' not in:\n" << text;
+  };
+  has("family:          " + want["family"].get<std::string>() + "\n");
+  has("layers:          " + std::to_string(want["num_layers"].get<int>()));
+  has("hidden size:     " + std::to_string(want["hidden_size"].get<int>()) + "\n");
+  has("heads:           " + std::to_string(want["num_heads"].get<int>()));
+  has("parameters:      " + std::to_string(want["num_parameters"].get<int64_t>()) + " in " +
+      std::to_string(want["num_tensors"].get<int>()) + " tensors");
+  has("(" + want["checkpoint_format"].get<std::string>() + ")");
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, InspectTest, ::testing::ValuesIn(FixtureModelNames()));
+
+TEST(InspectCommand, ErrorsGoToStderrWithNonZeroExit) {
+  std::ostringstream out, err;
+  EXPECT_EQ(server::RunInspectCommand({ModelsDir() + "/bad/missing_key"}, out, err), 1);
+  EXPECT_TRUE(out.str().empty());
+  EXPECT_NE(err.str().find("encoder.layer.1.output.dense.weight"), std::string::npos);
+  std::ostringstream out2, err2;
+  EXPECT_EQ(server::RunInspectCommand({}, out2, err2), 2);
+  EXPECT_NE(err2.str().find("usage"), std::string::npos);
+  std::ostringstream out3, err3;
+  EXPECT_EQ(server::RunInspectCommand({"a", "--yaml"}, out3, err3), 2);
+}
+
+std::string RunBinary(const std::string& args, int* exit_code) {
+  const std::string command = std::string(ENCODERD_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+  *exit_code = pclose(pipe);
+  return output;
+}
+
+TEST(InspectBinary, RunsAsASubcommand) {
+  int code = -1;
+  const std::string json = RunBinary("inspect " + ModelsDir() + "/hf_xlmr_zip --json", &code);
+  ASSERT_EQ(code, 0) << json;
+  const nlohmann::json got = nlohmann::json::parse(json);
+  EXPECT_EQ(got["family"], "xlm-roberta");
+  EXPECT_EQ(got["config"]["labels"], (nlohmann::json{"class_0", "class_1"}));
+  const std::string error = RunBinary("inspect " + ModelsDir() + "/bad/wrong_shape", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(error.find("encoder.layer.0.intermediate.dense.weight"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace encoderd

@@ -1,0 +1,211 @@
+// encoderd.yaml parsing, and what a card changes when a directory loads.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/model/model_directory.h"
+#include "server/model_card_yaml.h"
+#include "tests/unit/model_fixtures.h"
+
+namespace encoderd {
+namespace {
+
+namespace fs = std::filesystem;
+using server::ParseModelCard;
+
+TEST(ModelCardYaml, ParsesEveryKey) {
+  auto card = ParseModelCard(R"(
+family: transformer-encoder
+checkpoint: weights/model.pt
+state_dict_key: model
+num_heads: 8
+layer_norm_eps: 1.0e-6
+activation: gelu
+norm_first: true
+max_tokens: 256
+pad_token_id: 3
+position_rule: from_zero
+labels: [a, b]
+pooling: mean
+head_activation: relu
+tokenizer: {type: sentencepiece, file: spm.model, id_offset: 0, bos_id: 5, eos_id: 6, pad_id: 3, unk_id: 7}
+weights:
+  token_embedding: emb
+  position_embedding: pos
+  embedding_norm: emb_norm
+  layers: enc.layers
+  final_norm: enc.norm
+  head_dense: cls.dense
+  head_out: cls.out
+)",
+                             "card.yaml");
+  ASSERT_TRUE(card.ok()) << card.status().ToString();
+  EXPECT_EQ(card->family, ModelFamily::kTransformerEncoder);
+  EXPECT_EQ(card->checkpoint, "weights/model.pt");
+  EXPECT_EQ(card->state_dict_key, "model");
+  EXPECT_EQ(card->num_heads, 8);
+  EXPECT_FLOAT_EQ(*card->layer_norm_eps, 1e-6f);
+  EXPECT_EQ(card->activation, Activation::kGelu);
+  EXPECT_EQ(card->norm_first, true);
+  EXPECT_EQ(card->max_tokens, 256);
+  EXPECT_EQ(card->pad_token_id, 3);
+  EXPECT_EQ(card->position_rule, PositionRule::kFromZero);
+  EXPECT_EQ(card->labels, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(card->pooling, Pooling::kMean);
+  EXPECT_EQ(card->head_activation, Activation::kRelu);
+  ASSERT_TRUE(card->tokenizer.has_value());
+  EXPECT_EQ(card->tokenizer->kind, TokenizerKind::kSentencePiece);
+  EXPECT_EQ(card->tokenizer->file, "spm.model");
+  EXPECT_EQ(card->tokenizer->id_offset, 0);
+  EXPECT_EQ(card->tokenizer->bos, 5);
+  EXPECT_EQ(card->tokenizer->eos, 6);
+  EXPECT_EQ(card->tokenizer->pad, 3);
+  EXPECT_EQ(card->tokenizer->unk, 7);
+  EXPECT_EQ(card->weights.token_embedding, "emb");
+  EXPECT_EQ(card->weights.position_embedding, "pos");
+  EXPECT_EQ(card->weights.embedding_norm, "emb_norm");
+  EXPECT_EQ(card->weights.layers, "enc.layers");
+  EXPECT_EQ(card->weights.final_norm, "enc.norm");
+  EXPECT_EQ(card->weights.head_dense, "cls.dense");
+  EXPECT_EQ(card->weights.head_out, "cls.out");
+}
+
+TEST(ModelCardYaml, EmptyCardIsAllDefaults) {
+  auto card = ParseModelCard("# nothing\n", "card.yaml");
+  ASSERT_TRUE(card.ok());
+  EXPECT_FALSE(card->family.has_value());
+  EXPECT_FALSE(card->num_heads.has_value());
+}
+
+void ExpectError(const std::string& yaml, const std::string& where, const std::string& what) {
+  auto card = ParseModelCard(yaml, "card.yaml");
+  ASSERT_FALSE(card.ok()) << yaml;
+  EXPECT_EQ(card.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(card.status().message().find(where), std::string::npos) << card.status().message();
+  EXPECT_NE(card.status().message().find(what), std::string::npos) << card.status().message();
+}
+
+TEST(ModelCardYaml, BadKeysAndValuesNameTheKeyAndLine) {
+  ExpectError("family: bert\nnum_head: 4\n", "card.yaml:2: num_head", "not a known key");
+  ExpectError("num_heads: four\n", "card.yaml:1: num_heads", "integer");
+  ExpectError("num_heads: 0\n", "card.yaml:1: num_heads", "at least 1");
+  ExpectError("family: gpt2\n", "card.yaml:1: family", "gpt2");
+  ExpectError("\nactivation: swish\n", "card.yaml:2: activation", "swish");
+  ExpectError("norm_first: maybe\n", "card.yaml:1: norm_first", "true or false");
+  ExpectError("layer_norm_eps: -1\n", "card.yaml:1: layer_norm_eps", "positive");
+  ExpectError("pooling: max\n", "card.yaml:1: pooling", "max");
+  ExpectError("labels: a\n", "card.yaml:1: labels", "list");
+  ExpectError("tokenizer:\n  type: bpe\n  file: x\n", "card.yaml:2: tokenizer.type", "bpe");
+  ExpectError("tokenizer:\n  file: x\n  casing: no\n", "card.yaml:3: tokenizer.casing",
+              "not a known key");
+  ExpectError("tokenizer:\n  file: x\n", "card.yaml:2: tokenizer", "type");
+  ExpectError("weights:\n  layer: enc\n", "card.yaml:2: weights.layer", "not a known key");
+  ExpectError("- a\n- b\n", "card.yaml", "mapping");
+  ExpectError("family: [bert\n", "card.yaml:", "");
+}
+
+// A copy of a fixture directory the test may change.
+fs::path CopyFixture(const std::string& name, const std::string& test) {
+  const fs::path dst = fs::temp_directory_path() / ("encoderd_model_card_test_" + test);
+  fs::remove_all(dst);
+  fs::copy(testing::ModelsDir() + "/" + name, dst, fs::copy_options::recursive);
+  return dst;
+}
+
+void WriteFile(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+TEST(ModelCardLoad, CardOverridesHuggingFaceDefaults) {
+  const fs::path dir = CopyFixture("hf_bert_legacy", "overrides");
+  WriteFile(dir / "encoderd.yaml", "pooling: mean\nmax_tokens: 128\nlabels: [x, y, z]\n");
+  auto bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  EXPECT_EQ(bundle->config.default_pooling, Pooling::kMean);
+  EXPECT_EQ(bundle->config.max_tokens, 128);
+  EXPECT_EQ(bundle->config.labels, (std::vector<std::string>{"x", "y", "z"}));
+  fs::remove_all(dir);
+}
+
+TEST(ModelCardLoad, InconsistentCardsAreErrors) {
+  const fs::path dir = CopyFixture("hf_bert_legacy", "inconsistent");
+  WriteFile(dir / "encoderd.yaml", "num_heads: 8\n");
+  auto heads = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(heads.ok());
+  EXPECT_NE(heads.status().message().find("num_heads = 8"), std::string::npos)
+      << heads.status().message();
+  WriteFile(dir / "encoderd.yaml", "labels: [a, b]\n");
+  auto labels = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(labels.ok());
+  EXPECT_NE(labels.status().message().find("labels"), std::string::npos)
+      << labels.status().message();
+  WriteFile(dir / "encoderd.yaml", "max_tokens: 513\n");
+  auto too_long = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("max_tokens = 513"), std::string::npos)
+      << too_long.status().message();
+  WriteFile(dir / "encoderd.yaml", "family: roberta\n");
+  auto family = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(family.ok());
+  EXPECT_NE(family.status().message().find("model_type"), std::string::npos)
+      << family.status().message();
+  fs::remove_all(dir);
+}
+
+TEST(ModelCardLoad, CardOnlyFamiliesNeedHeadsAndPrefixes) {
+  const fs::path dir = CopyFixture("generic_prenorm_relu", "prefixes");
+  WriteFile(dir / "encoderd.yaml",
+            "family: transformer-encoder\ncheckpoint: model.pt\nweights:\n"
+            "  token_embedding: embedding\n  layers: encoder.layers\n");
+  auto no_heads = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(no_heads.ok());
+  EXPECT_NE(no_heads.status().message().find("num_heads is required"), std::string::npos)
+      << no_heads.status().message();
+  WriteFile(dir / "encoderd.yaml",
+            "family: transformer-encoder\ncheckpoint: model.pt\nnum_heads: 4\nweights:\n"
+            "  token_embedding: embedding\n");
+  auto no_layers = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(no_layers.ok());
+  EXPECT_NE(no_layers.status().message().find("weights.layers"), std::string::npos)
+      << no_layers.status().message();
+  WriteFile(dir / "encoderd.yaml",
+            "family: transformer-encoder\ncheckpoint: model.pt\nnum_heads: 3\nweights:\n"
+            "  token_embedding: embedding\n  layers: encoder.layers\n");
+  auto bad_heads = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(bad_heads.ok());
+  EXPECT_NE(bad_heads.status().message().find("num_heads = 3 does not divide hidden_size 64"),
+            std::string::npos)
+      << bad_heads.status().message();
+  // Without a tokenizer entry the directory loads with none.
+  WriteFile(dir / "encoderd.yaml",
+            "family: transformer-encoder\ncheckpoint: model.pt\nnum_heads: 4\nweights:\n"
+            "  token_embedding: embedding\n  layers: encoder.layers\n  final_norm: encoder.norm\n");
+  auto plain = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->tokenizer, nullptr);
+  EXPECT_EQ(plain->config.activation, Activation::kRelu);
+  EXPECT_FALSE(plain->config.norm_first);
+  fs::remove_all(dir);
+}
+
+TEST(ModelCardLoad, TorchtextWithoutCardIsAnError) {
+  const fs::path dir = CopyFixture("torchtext_xlmr_legacy", "nocard");
+  fs::remove(dir / "encoderd.yaml");
+  auto bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(bundle.ok());
+  EXPECT_EQ(bundle.status().code(), StatusCode::kNotFound);
+  fs::remove_all(dir);
+}
+
+TEST(ModelCardLoad, MissingCheckpointNamesTheCard) {
+  const fs::path dir = CopyFixture("torchtext_xlmr_legacy", "nockpt");
+  fs::remove(dir / "model.pt");
+  auto bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(bundle.ok());
+  EXPECT_NE(bundle.status().message().find("encoderd.yaml: checkpoint 'model.pt'"),
+            std::string::npos)
+      << bundle.status().message();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace encoderd

@@ -1,0 +1,150 @@
+// Every fixture model directory loads with the family, hyperparameters and
+// canonical weights fx_models.py computed from the PyTorch modules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "engine/core/dtype.h"
+#include "engine/io/checkpoint_reader.h"
+#include "server/model_card_yaml.h"
+#include "tests/unit/model_fixtures.h"
+
+namespace encoderd {
+namespace {
+
+using testing::FixtureModelNames;
+using testing::ModelsDir;
+
+class ModelDirectoryTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string dir() const { return ModelsDir() + "/" + GetParam(); }
+  std::string reference() const { return ModelsDir() + "/" + GetParam() + ".reference"; }
+};
+
+TEST_P(ModelDirectoryTest, DetectsFamilyAndHyperparameters) {
+  auto bundle = server::LoadModelDirectory(dir());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  const nlohmann::json want = testing::ReadJsonFile(reference() + "/expected.json");
+  const EncoderConfig& c = bundle->config;
+  EXPECT_EQ(ModelFamilyName(c.family), want["family"].get<std::string>());
+  EXPECT_EQ(c.vocab_size, want["vocab_size"].get<int64_t>());
+  EXPECT_EQ(c.hidden_size, want["hidden_size"].get<int64_t>());
+  EXPECT_EQ(c.num_layers, want["num_layers"].get<int64_t>());
+  EXPECT_EQ(c.num_heads, want["num_heads"].get<int64_t>());
+  EXPECT_EQ(c.intermediate_size, want["intermediate_size"].get<int64_t>());
+  EXPECT_EQ(c.max_positions, want["max_positions"].get<int64_t>());
+  EXPECT_EQ(c.max_tokens, want["max_tokens"].get<int64_t>());
+  EXPECT_EQ(c.type_vocab_size, want["type_vocab_size"].get<int64_t>());
+  EXPECT_EQ(c.num_labels, want["num_labels"].get<int64_t>());
+  EXPECT_EQ(c.labels, want["labels"].get<std::vector<std::string>>());
+  EXPECT_EQ(c.norm_first, want["norm_first"].get<bool>());
+  EXPECT_EQ(c.embedding_norm, want["embedding_norm"].get<bool>());
+  EXPECT_EQ(c.final_norm, want["final_norm"].get<bool>());
+  EXPECT_EQ(ActivationName(c.activation), want["activation"].get<std::string>());
+  if (c.num_labels > 0) {
+    EXPECT_EQ(ActivationName(c.head_activation), want["head_activation"].get<std::string>());
+  }
+  EXPECT_FLOAT_EQ(c.layer_norm_eps, want["layer_norm_eps"].get<float>());
+  EXPECT_EQ(c.pad_token_id, want["pad_token_id"].get<int64_t>());
+  EXPECT_EQ(c.special_tokens.pad, c.pad_token_id);
+  EXPECT_EQ(PositionRuleName(c.position_rule), want["position_rule"].get<std::string>());
+  EXPECT_EQ(CheckpointFormatName(bundle->checkpoint_format),
+            want["checkpoint_format"].get<std::string>());
+  EXPECT_EQ(static_cast<int64_t>(bundle->checkpoint_tensors.size()),
+            want["num_tensors"].get<int64_t>());
+  if (want.contains("placeholder_globals")) {
+    EXPECT_EQ(bundle->placeholder_globals,
+              want["placeholder_globals"].get<std::vector<std::string>>());
+  }
+  ASSERT_NE(bundle->tokenizer, nullptr);
+  const std::string description = bundle->tokenizer->Describe();
+  EXPECT_EQ(description.rfind(want["tokenizer"].get<std::string>(), 0), 0u) << description;
+  if (!want["lower_case"].is_null()) {
+    const bool uncased = description.find("uncased") != std::string::npos;
+    EXPECT_EQ(uncased, want["lower_case"].get<bool>()) << description;
+  }
+  EXPECT_LE(bundle->tokenizer->vocab_size(), c.vocab_size);
+  EXPECT_TRUE(c.Validate().ok());
+}
+
+TEST_P(ModelDirectoryTest, CanonicalWeightsAreTheCheckpointTensorsBitForBit) {
+  auto bundle = server::LoadModelDirectory(dir());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  const TensorMap want = testing::ReadTensorDump(reference() + "/canonical");
+  ASSERT_FALSE(want.empty());
+  std::set<std::string> want_names, got_names;
+  for (const auto& [name, t] : want) want_names.insert(name);
+  for (const auto& [name, t] : bundle->weights) got_names.insert(name);
+  EXPECT_EQ(got_names, want_names);
+  for (const auto& [name, expected] : want) {
+    auto it = bundle->weights.find(name);
+    if (it == bundle->weights.end()) continue;
+    EXPECT_TRUE(it->second.To(DType::kFloat32).BitEqual(expected))
+        << name << ": got " << it->second.Describe() << ", want " << expected.Describe();
+  }
+}
+
+// Only q/k/v stored separately are copied; everything else is a view of a
+// checkpoint tensor.
+TEST_P(ModelDirectoryTest, WeightsShareCheckpointStorage) {
+  auto bundle = server::LoadModelDirectory(dir());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  std::set<const std::byte*> checkpoint_data;
+  for (const auto& [name, t] : bundle->checkpoint_tensors) checkpoint_data.insert(t.raw_data());
+  const bool separate_qkv = GetParam().rfind("hf_", 0) == 0;
+  for (const auto& [name, t] : bundle->weights) {
+    const bool copied = separate_qkv && name.find("attention.qkv") != std::string::npos;
+    EXPECT_EQ(checkpoint_data.count(t.raw_data()) == 0, copied) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelDirectoryTest, ::testing::ValuesIn(FixtureModelNames()));
+
+struct BadCase {
+  const char* dir;
+  StatusCode code;
+  std::vector<const char*> mentions;  // file and key the message must name
+};
+
+class ModelDirectoryErrorTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ModelDirectoryErrorTest, NamesFileAndKey) {
+  const BadCase& bad = GetParam();
+  auto bundle = server::LoadModelDirectory(ModelsDir() + "/bad/" + bad.dir);
+  ASSERT_FALSE(bundle.ok());
+  EXPECT_EQ(bundle.status().code(), bad.code) << bundle.status().ToString();
+  for (const char* text : bad.mentions) {
+    EXPECT_NE(bundle.status().message().find(text), std::string::npos)
+        << "'" << text << "' not in: " << bundle.status().message();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, ModelDirectoryErrorTest,
+    ::testing::Values(
+        BadCase{"missing_key",
+                StatusCode::kNotFound,
+                {"missing_key/model.safetensors", "'encoder.layer.1.output.dense.weight'"}},
+        BadCase{"wrong_shape",
+                StatusCode::kInvalidArgument,
+                {"wrong_shape/model.safetensors", "'encoder.layer.0.intermediate.dense.weight'",
+                 "[128, 65]"}},
+        BadCase{"bad_head_count",
+                StatusCode::kInvalidArgument,
+                {"bad_head_count/config.json", "num_attention_heads = 5", "hidden_size 64"}},
+        BadCase{"config_mismatch",
+                StatusCode::kInvalidArgument,
+                {"config_mismatch/config.json", "hidden_size = 32", "model.safetensors", "64"}},
+        BadCase{"unknown_model_type",
+                StatusCode::kInvalidArgument,
+                {"unknown_model_type/config.json", "model_type", "gpt2"}},
+        BadCase{"missing_config", StatusCode::kNotFound, {"missing_config", "config.json"}},
+        BadCase{"bad_card_key",
+                StatusCode::kInvalidArgument,
+                {"bad_card_key/encoderd.yaml:12", "num_head", "not a known key"}}),
+    [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.dir); });
+
+}  // namespace
+}  // namespace encoderd

@@ -1,0 +1,52 @@
+// Access to the model fixtures written by tests/fixtures/fx_models.py.
+#pragma once
+
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/core/dtype.h"
+#include "engine/core/tensor.h"
+
+namespace encoderd::testing {
+
+inline const std::vector<std::string>& FixtureModelNames() {
+  static const std::vector<std::string> names = {
+      "hf_bert_legacy",       "hf_bert_gamma_beta",    "hf_roberta_safetensors",
+      "hf_xlmr_zip",          "torchtext_xlmr_legacy", "torchtext_xlmr_fairseq",
+      "generic_prenorm_relu", "generic_postnorm_gelu", "torchscript_encoder"};
+  return names;
+}
+
+inline std::string ModelsDir() { return std::string(ENCODERD_FIXTURES_DIR) + "/models"; }
+
+inline std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline nlohmann::json ReadJsonFile(const std::string& path) {
+  return nlohmann::json::parse(ReadTextFile(path));
+}
+
+// A fxcommon.write_tensor_dump directory, read without any reader under test.
+inline TensorMap ReadTensorDump(const std::string& dir) {
+  TensorMap out;
+  const nlohmann::json index = ReadJsonFile(dir + "/index.json");
+  for (const auto& [name, entry] : index.items()) {
+    const std::string bytes = ReadTextFile(dir + "/" + entry["file"].get<std::string>());
+    auto storage = std::make_shared<OwnedStorage>(bytes.size());
+    std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(storage->mutable_data()));
+    const DType dtype = *ParseDType(entry["dtype"].get<std::string>());
+    auto tensor = Tensor::Contiguous(storage, dtype, entry["shape"].get<std::vector<int64_t>>());
+    if (tensor.ok()) out[name] = *tensor;
+  }
+  return out;
+}
+
+}  // namespace encoderd::testing

@@ -1,0 +1,179 @@
+// WeightMapper, the family mappings on synthetic state dicts, and EncoderConfig.
+#include <gtest/gtest.h>
+
+#include "engine/model/model_spec.h"
+#include "engine/model/weight_mapper.h"
+#include "engine/model/weight_mapping.h"
+
+namespace encoderd {
+namespace {
+
+// A float32 tensor whose element i is start + i.
+Tensor Iota(std::vector<int64_t> shape, float start) {
+  Tensor t = Tensor::Zeros(DType::kFloat32, std::move(shape));
+  float* data = t.mutable_data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) data[i] = start + static_cast<float>(i);
+  return t;
+}
+
+TEST(WeightMapper, ConcatenatesQkvInOrder) {
+  TensorMap ckpt = {{"q", Iota({2, 3}, 0)}, {"k", Iota({2, 3}, 100)}, {"v", Iota({2, 3}, 200)}};
+  WeightMapper mapper(ckpt, "f.bin");
+  ASSERT_TRUE(mapper.AddConcat("qkv", {"q", "k", "v"}, {2, 3}).ok());
+  const TensorMap weights = mapper.Release();
+  const Tensor& qkv = weights.at("qkv");
+  ASSERT_EQ(qkv.shape(), (std::vector<int64_t>{6, 3}));
+  const float* d = qkv.data<float>();
+  EXPECT_EQ(d[0], 0);
+  EXPECT_EQ(d[5], 5);
+  EXPECT_EQ(d[6], 100);
+  EXPECT_EQ(d[12], 200);
+  EXPECT_EQ(d[17], 205);
+}
+
+TEST(WeightMapper, ErrorsNameFileAndKey) {
+  TensorMap ckpt = {{"w", Iota({2, 3}, 0)}, {"ids", Tensor::Zeros(DType::kInt64, {4})}};
+  WeightMapper mapper(ckpt, "f.bin");
+  auto missing = mapper.Find("nope.weight", {2, 3});
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(), "f.bin: missing tensor 'nope.weight'");
+  auto shape = mapper.Find("w", {3, kAnySize});
+  EXPECT_EQ(shape.status().message(), "f.bin: tensor 'w' has shape [2, 3], expected [3, *]");
+  auto rank = mapper.Find("w", {6});
+  EXPECT_FALSE(rank.ok());
+  auto dtype = mapper.Find("ids", {4});
+  EXPECT_NE(dtype.status().message().find("'ids' is int64"), std::string::npos);
+}
+
+TEST(WeightMapper, NormAcceptsGammaBeta) {
+  TensorMap ckpt = {{"ln.gamma", Iota({4}, 1)}, {"ln.beta", Iota({4}, 0)}};
+  WeightMapper mapper(ckpt, "f.bin");
+  ASSERT_TRUE(mapper.AddNorm("norm", "ln", 4).ok());
+  const TensorMap weights = mapper.Release();
+  EXPECT_TRUE(weights.at("norm.weight").BitEqual(ckpt.at("ln.gamma")));
+  EXPECT_TRUE(weights.at("norm.bias").BitEqual(ckpt.at("ln.beta")));
+}
+
+TEST(WeightMapper, CountsIndexedChildren) {
+  TensorMap ckpt = {{"enc.layers.0.a", Iota({1}, 0)},
+                    {"enc.layers.2.a", Iota({1}, 0)},
+                    {"enc.layers.10.b", Iota({1}, 0)},
+                    {"enc.layers.x.a", Iota({1}, 0)},
+                    {"enc.layersX.20.a", Iota({1}, 0)}};
+  WeightMapper mapper(ckpt, "f.bin");
+  EXPECT_EQ(mapper.CountIndexed("enc.layers."), 11);
+  EXPECT_EQ(mapper.CountIndexed("dec.layers."), 0);
+}
+
+// A one-layer nn.TransformerEncoder state dict, hidden 4, FFN 6.
+TensorMap TinyGenericStateDict() {
+  TensorMap sd;
+  float next = 0;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    sd[name] = Iota(shape, next);
+    next += 1000;
+  };
+  add("emb.weight", {10, 4});
+  const std::string p = "enc.layers.0.";
+  add(p + "self_attn.in_proj_weight", {12, 4});
+  add(p + "self_attn.in_proj_bias", {12});
+  add(p + "self_attn.out_proj.weight", {4, 4});
+  add(p + "self_attn.out_proj.bias", {4});
+  add(p + "linear1.weight", {6, 4});
+  add(p + "linear1.bias", {6});
+  add(p + "linear2.weight", {4, 6});
+  add(p + "linear2.bias", {4});
+  for (const char* norm : {"norm1", "norm2"}) {
+    add(p + norm + ".weight", {4});
+    add(p + norm + ".bias", {4});
+  }
+  return sd;
+}
+
+TEST(TransformerEncoderMapping, InfersShapesAndMapsWithoutCopies) {
+  const TensorMap sd = TinyGenericStateDict();
+  WeightMapper mapper(sd, "m.pt");
+  WeightPrefixes prefixes;
+  prefixes.token_embedding = "emb";
+  prefixes.layers = "enc.layers";
+  EncoderConfig config;
+  ASSERT_TRUE(MapTransformerEncoderWeights(mapper, prefixes, &config).ok());
+  EXPECT_EQ(config.vocab_size, 10);
+  EXPECT_EQ(config.hidden_size, 4);
+  EXPECT_EQ(config.num_layers, 1);
+  EXPECT_EQ(config.intermediate_size, 6);
+  EXPECT_EQ(config.max_positions, 0);
+  EXPECT_FALSE(config.final_norm);
+  const TensorMap weights = mapper.Release();
+  EXPECT_EQ(weights.size(), 13u);
+  EXPECT_EQ(weights.at("layers.0.attention.qkv.weight").raw_data(),
+            sd.at("enc.layers.0.self_attn.in_proj_weight").raw_data());
+  EXPECT_EQ(weights.at("layers.0.ffn.out.weight").raw_data(),
+            sd.at("enc.layers.0.linear2.weight").raw_data());
+}
+
+TEST(TransformerEncoderMapping, WrongShapeNamesKey) {
+  TensorMap sd = TinyGenericStateDict();
+  sd["enc.layers.0.linear2.weight"] = Iota({4, 5}, 0);
+  WeightMapper mapper(sd, "m.pt");
+  WeightPrefixes prefixes;
+  prefixes.token_embedding = "emb";
+  prefixes.layers = "enc.layers";
+  EncoderConfig config;
+  Status status = MapTransformerEncoderWeights(mapper, prefixes, &config);
+  EXPECT_EQ(status.message(),
+            "m.pt: tensor 'enc.layers.0.linear2.weight' has shape [4, 5], expected [4, 6]");
+}
+
+EncoderConfig ValidConfig() {
+  EncoderConfig c;
+  c.vocab_size = 100;
+  c.hidden_size = 64;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.intermediate_size = 128;
+  c.max_positions = 514;
+  c.max_tokens = 512;
+  c.pad_token_id = 1;
+  c.position_rule = PositionRule::kAfterPaddingIdx;
+  return c;
+}
+
+TEST(EncoderConfig, Validate) {
+  EXPECT_TRUE(ValidConfig().Validate().ok());
+  EncoderConfig heads = ValidConfig();
+  heads.num_heads = 5;
+  EXPECT_NE(heads.Validate().message().find("num_heads = 5 does not divide hidden_size 64"),
+            std::string::npos);
+  EncoderConfig positions = ValidConfig();
+  positions.max_tokens = 513;
+  EXPECT_NE(positions.Validate().message().find("max_tokens"), std::string::npos);
+  EncoderConfig labels = ValidConfig();
+  labels.num_labels = 2;
+  EXPECT_NE(labels.Validate().message().find("labels"), std::string::npos);
+  labels.labels = {"a", "b"};
+  EXPECT_TRUE(labels.Validate().ok());
+  EncoderConfig special = ValidConfig();
+  special.special_tokens.unk = 100;
+  EXPECT_NE(special.Validate().message().find("special_tokens"), std::string::npos);
+}
+
+TEST(ModelSpecNames, RoundTrip) {
+  for (ModelFamily f : {ModelFamily::kBert, ModelFamily::kRoberta, ModelFamily::kXlmRoberta,
+                        ModelFamily::kTorchtextRoberta, ModelFamily::kTransformerEncoder}) {
+    EXPECT_EQ(ParseModelFamily(ModelFamilyName(f)), f);
+  }
+  for (Activation a : {Activation::kGelu, Activation::kRelu, Activation::kTanh}) {
+    EXPECT_EQ(ParseActivation(ActivationName(a)), a);
+  }
+  for (PositionRule r :
+       {PositionRule::kNone, PositionRule::kFromZero, PositionRule::kAfterPaddingIdx}) {
+    EXPECT_EQ(ParsePositionRule(PositionRuleName(r)), r);
+  }
+  EXPECT_EQ(ParsePooling("mean"), Pooling::kMean);
+  EXPECT_FALSE(ParsePooling("max").has_value());
+  EXPECT_EQ(LayerWeightName(3, "norm1.weight"), "layers.3.norm1.weight");
+}
+
+}  // namespace
+}  // namespace encoderd
