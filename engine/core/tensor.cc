@@ -316,6 +316,7 @@ std::string Tensor::Describe() const {
 
 bool Tensor::BitEqual(const Tensor& other) const {
   if (dtype_ != other.dtype_ || shape_ != other.shape_) return false;
+  if (nbytes() == 0) return true;  // empty storages may have null data()
   const Tensor a = ToContiguous();
   const Tensor b = other.ToContiguous();
   return std::memcmp(a.raw_data(), b.raw_data(), nbytes()) == 0;

@@ -1,0 +1,89 @@
+// Format detection and the steps every format shares: choosing the state
+// dict, flattening names, converting float64 to float32.
+#include "engine/io/checkpoint_reader.h"
+
+#include "engine/io/checkpoint_formats.h"
+#include "engine/io/state_dict.h"
+
+namespace encoderd {
+namespace {
+
+StatusOr<Checkpoint> FromPickled(StatusOr<PickledCheckpoint> pickled, CheckpointFormat format,
+                                 const ReadOptions& options) {
+  if (!pickled.ok()) return pickled.status();
+  Checkpoint ckpt;
+  ckpt.format = format;
+  ckpt.placeholder_globals = std::move(pickled->placeholder_globals);
+  ASSIGN_OR_RETURN(const PickleValue* dict, SelectStateDict(pickled->root, options.state_dict_key));
+  ASSIGN_OR_RETURN(ckpt.tensors, FlattenStateDict(dict, pickled->storages));
+  return ckpt;
+}
+
+StatusOr<Checkpoint> FromFlat(StatusOr<TensorMap> tensors, CheckpointFormat format,
+                              const ReadOptions& options) {
+  if (!tensors.ok()) return tensors.status();
+  Checkpoint ckpt;
+  ckpt.format = format;
+  ASSIGN_OR_RETURN(ckpt.tensors, SelectPrefix(std::move(*tensors), options.state_dict_key));
+  return ckpt;
+}
+
+StatusOr<Checkpoint> Dispatch(const std::shared_ptr<const Storage>& bytes,
+                              const ReadOptions& options) {
+  if (bytes->size() == 0) return DataLoss("empty file");
+  if (ZipArchive::LooksLikeZip(*bytes)) {
+    ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::Open(bytes));
+    if (IsTorchScriptArchive(zip)) {
+      return FromFlat(ReadTorchScript(bytes), CheckpointFormat::kTorchScript, options);
+    }
+    return FromPickled(ReadTorchZip(zip), CheckpointFormat::kTorchZip, options);
+  }
+  if (LooksLikeTorchLegacy(*bytes)) {
+    return FromPickled(ReadTorchLegacy(bytes), CheckpointFormat::kTorchLegacy, options);
+  }
+  if (LooksLikeSafetensors(*bytes)) {
+    return FromFlat(ReadSafetensors(bytes), CheckpointFormat::kSafetensors, options);
+  }
+  if (LooksLikeTar(*bytes)) {
+    return Unimplemented(
+        "tar checkpoint format of PyTorch < 0.4 is not supported; re-save it with a newer "
+        "torch.save");
+  }
+  return InvalidArgument(
+      "unrecognized checkpoint format (expected a torch.save zip or legacy file, a "
+      "TorchScript archive, or safetensors)");
+}
+
+}  // namespace
+
+const char* CheckpointFormatName(CheckpointFormat format) {
+  switch (format) {
+    case CheckpointFormat::kTorchZip:
+      return "torch-zip";
+    case CheckpointFormat::kTorchLegacy:
+      return "torch-legacy";
+    case CheckpointFormat::kTorchScript:
+      return "torchscript";
+    case CheckpointFormat::kSafetensors:
+      return "safetensors";
+  }
+  return "unknown";
+}
+
+StatusOr<Checkpoint> ReadCheckpointBytes(std::shared_ptr<const Storage> bytes,
+                                         const std::string& name, const ReadOptions& options) {
+  if (!bytes) return InvalidArgument(name + ": no data");
+  auto ckpt = Dispatch(bytes, options);
+  if (!ckpt.ok()) return ckpt.status().WithContext(name);
+  for (auto& [tensor_name, t] : ckpt->tensors) {
+    if (t.dtype() == DType::kFloat64) t = t.To(DType::kFloat32);
+  }
+  return ckpt;
+}
+
+StatusOr<Checkpoint> ReadCheckpoint(const std::string& path, const ReadOptions& options) {
+  ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::Open(path));
+  return ReadCheckpointBytes(std::move(file), path, options);
+}
+
+}  // namespace encoderd
