@@ -12,11 +12,18 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libyaml-cpp-dev prometheus-cpp-dev
   # engine
   libtorch-dev libdnnl-dev libopenblas-dev libopenblas0-pthread
-  libsentencepiece-dev sentencepiece nlohmann-json3-dev
+  libsentencepiece-dev sentencepiece nlohmann-json3-dev libicu-dev
   # tests and reference implementation
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-torchtext python3-sentencepiece python3-numpy
   python3-grpcio python3-protobuf
+  # bundled langid model (training/langid): msgunfmt, the gettext catalogs it
+  # learns from (langid_data.CATALOGS), python3-yaml for evaluate.py
+  gettext python3-yaml gettext-base gnupg-l10n libc-l10n libdpkg-perl libexif12
+  libglib2.0-data libgtk2.0-common libgdk-pixbuf2.0-common libgnutls30
+  libgstreamer1.0-0 libpam-runtime libapt-pkg6.0 libavahi-common-data
+  at-spi2-common appstream binutils-common gsettings-desktop-schemas
+  shared-mime-info man-db psmisc procps login wget xz-utils make
   # fuzzing
   clang libclang-rt-14-dev
 )

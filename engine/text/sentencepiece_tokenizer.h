@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "engine/text/tokenizer.h"
 
@@ -20,7 +21,15 @@ struct SentencePieceOptions {
   int64_t vocab_size = 0;
 };
 
+// Loads a sentencepiece .model file. A missing, unreadable or corrupt file is
+// an error naming the file; ids that do not fit `vocab_size` are rejected here.
 StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizer(
     const std::string& model_path, const SentencePieceOptions& options);
+
+// The same from a serialized ModelProto held in memory (the bytes of a .model
+// file); `source` names it in error messages.
+StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
+    std::string_view serialized_model, const SentencePieceOptions& options,
+    const std::string& source = "in-memory sentencepiece model");
 
 }  // namespace encoderd

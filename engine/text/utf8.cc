@@ -38,14 +38,18 @@ size_t SequenceLength(std::string_view text, size_t i, char32_t* cp_out) {
 
 }  // namespace
 
-bool IsValidUtf8(std::string_view text) {
+size_t FirstInvalidUtf8Offset(std::string_view text) {
   char32_t cp;
   for (size_t i = 0; i < text.size();) {
     const size_t len = SequenceLength(text, i, &cp);
-    if (len == 0) return false;
+    if (len == 0) return i;
     i += len;
   }
-  return true;
+  return std::string_view::npos;
+}
+
+bool IsValidUtf8(std::string_view text) {
+  return FirstInvalidUtf8Offset(text) == std::string_view::npos;
 }
 
 std::vector<char32_t> DecodeUtf8(std::string_view text) {

@@ -1,0 +1,182 @@
+#include "engine/text/bert_pre_tokenizer.h"
+
+#include <unicode/uchar.h>
+#include <unicode/unorm2.h>
+#include <unicode/ustring.h>
+
+namespace encoderd {
+namespace {
+
+// Python's str.isspace(), which str.split() and str.strip() use.
+bool IsPythonSpace(char32_t c) {
+  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
+         c == 0x205f || c == 0x3000;
+}
+
+std::u16string ToUtf16(std::u32string_view text) {
+  std::u16string out;
+  out.reserve(text.size());
+  for (char32_t c : text) {
+    if (c < 0x10000) {
+      out.push_back(static_cast<char16_t>(c));
+    } else {
+      c -= 0x10000;
+      out.push_back(static_cast<char16_t>(0xd800 + (c >> 10)));
+      out.push_back(static_cast<char16_t>(0xdc00 + (c & 0x3ff)));
+    }
+  }
+  return out;
+}
+
+std::u32string ToUtf32(const std::u16string& text) {
+  std::u32string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    char32_t c = text[i];
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.size() && text[i + 1] >= 0xdc00 &&
+        text[i + 1] <= 0xdfff) {
+      c = 0x10000 + ((c - 0xd800) << 10) + (text[i + 1] - 0xdc00);
+      ++i;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Runs an ICU "preflight then fill" string function; returns `input` unchanged
+// if ICU reports an error (it cannot for valid scalar values).
+template <typename Fn>
+std::u16string RunIcu(const std::u16string& input, Fn fn) {
+  std::u16string out(input.size() + 16, u'\0');
+  UErrorCode err = U_ZERO_ERROR;
+  int32_t n = fn(input, &out, &err);
+  if (err == U_BUFFER_OVERFLOW_ERROR) {
+    out.resize(n);
+    err = U_ZERO_ERROR;
+    n = fn(input, &out, &err);
+  }
+  if (U_FAILURE(err)) return input;
+  out.resize(n);
+  return out;
+}
+
+std::u16string Normalize(const UNormalizer2* normalizer, const std::u16string& text) {
+  if (normalizer == nullptr) return text;
+  return RunIcu(text, [normalizer](const std::u16string& in, std::u16string* out, UErrorCode* e) {
+    return unorm2_normalize(normalizer, in.data(), static_cast<int32_t>(in.size()), out->data(),
+                            static_cast<int32_t>(out->size()), e);
+  });
+}
+
+const UNormalizer2* Nfc() {
+  static const UNormalizer2* const kNfc = [] {
+    UErrorCode err = U_ZERO_ERROR;
+    const UNormalizer2* n = unorm2_getNFCInstance(&err);
+    return U_SUCCESS(err) ? n : nullptr;
+  }();
+  return kNfc;
+}
+
+const UNormalizer2* Nfd() {
+  static const UNormalizer2* const kNfd = [] {
+    UErrorCode err = U_ZERO_ERROR;
+    const UNormalizer2* n = unorm2_getNFDInstance(&err);
+    return U_SUCCESS(err) ? n : nullptr;
+  }();
+  return kNfd;
+}
+
+// Python's str.lower() (full case mapping with Final_Sigma; root locale)
+// followed by NFD and removal of category Mn: _run_strip_accents.
+std::u32string LowerAndStripAccents(std::u32string_view word) {
+  const std::u16string lowered =
+      RunIcu(ToUtf16(word), [](const std::u16string& in, std::u16string* out, UErrorCode* e) {
+        return u_strToLower(out->data(), static_cast<int32_t>(out->size()), in.data(),
+                            static_cast<int32_t>(in.size()), "", e);
+      });
+  std::u32string out;
+  for (char32_t c : ToUtf32(Normalize(Nfd(), lowered))) {
+    if (u_charType(static_cast<UChar32>(c)) != U_NON_SPACING_MARK) out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool IsBertWhitespace(char32_t c) {
+  if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return true;
+  return u_charType(static_cast<UChar32>(c)) == U_SPACE_SEPARATOR;
+}
+
+bool IsBertControl(char32_t c) {
+  if (c == '\t' || c == '\n' || c == '\r') return false;
+  return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_C_MASK) != 0;
+}
+
+bool IsBertPunctuation(char32_t c) {
+  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) ||
+      (c >= 123 && c <= 126)) {
+    return true;
+  }
+  return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_P_MASK) != 0;
+}
+
+bool IsBertCjk(char32_t c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+std::vector<std::u32string> BertPreTokenize(std::u32string_view text, bool lower_case) {
+  // _clean_text and _tokenize_chinese_chars.
+  std::u32string cleaned;
+  cleaned.reserve(text.size());
+  for (char32_t c : text) {
+    if (c == 0 || c == 0xfffd || IsBertControl(c)) continue;
+    if (IsBertWhitespace(c)) {
+      cleaned.push_back(' ');
+    } else if (IsBertCjk(c)) {
+      cleaned.push_back(' ');
+      cleaned.push_back(c);
+      cleaned.push_back(' ');
+    } else {
+      cleaned.push_back(c);
+    }
+  }
+  const std::u32string normalized = ToUtf32(Normalize(Nfc(), ToUtf16(cleaned)));
+
+  std::vector<std::u32string> words;
+  size_t i = 0;
+  while (i < normalized.size()) {
+    while (i < normalized.size() && IsPythonSpace(normalized[i])) ++i;
+    size_t end = i;
+    while (end < normalized.size() && !IsPythonSpace(normalized[end])) ++end;
+    if (end == i) break;
+    std::u32string token = normalized.substr(i, end - i);
+    i = end;
+    if (lower_case) token = LowerAndStripAccents(token);
+    // _run_split_on_punc; the final whitespace_tokenize drops empty pieces
+    // and splits again on any whitespace that case mapping produced.
+    std::u32string current;
+    const auto flush = [&] {
+      if (!current.empty()) words.push_back(std::move(current));
+      current.clear();
+    };
+    for (char32_t c : token) {
+      if (IsBertPunctuation(c)) {
+        flush();
+        words.emplace_back(1, c);
+      } else if (IsPythonSpace(c)) {
+        flush();
+      } else {
+        current.push_back(c);
+      }
+    }
+    flush();
+  }
+  return words;
+}
+
+}  // namespace encoderd

@@ -1,0 +1,24 @@
+// The BasicTokenizer half of BERT's tokenizer, as Hugging Face's
+// BasicTokenizer.tokenize does it: drop NUL, U+FFFD and control characters,
+// map whitespace to ' ', surround CJK ideographs with spaces, NFC, split on
+// Python's whitespace, optionally lower-case + NFD + drop non-spacing marks,
+// then split every punctuation character into its own word.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace encoderd {
+
+// `text` is a sequence of Unicode scalar values. Returns the words, in order,
+// none of them empty. Thread-safe (ICU's normalizers are immutable singletons).
+std::vector<std::u32string> BertPreTokenize(std::u32string_view text, bool lower_case);
+
+// Character classes of Hugging Face's tokenization_bert.py (exposed for tests).
+bool IsBertWhitespace(char32_t c);   // _is_whitespace
+bool IsBertControl(char32_t c);      // _is_control
+bool IsBertPunctuation(char32_t c);  // _is_punctuation
+bool IsBertCjk(char32_t c);          // _is_chinese_char
+
+}  // namespace encoderd

@@ -1,0 +1,112 @@
+#include "engine/text/sentencepiece_library.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace encoderd {
+namespace {
+
+constexpr char kLibraryName[] = "libencoderd_sentencepiece.so";
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define ENCODERD_NO_DEEPBIND 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ENCODERD_NO_DEEPBIND 1
+#endif
+
+// The sanitizer runtimes refuse RTLD_DEEPBIND. Without it the wrapper still
+// loads, but sentencepiece then fails cleanly (a version error) when the
+// system libprotobuf is in the process too.
+#ifdef ENCODERD_NO_DEEPBIND
+constexpr int kDlopenFlags = RTLD_NOW | RTLD_LOCAL;
+#else
+constexpr int kDlopenFlags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
+#endif
+
+std::vector<std::string> Candidates() {
+  std::vector<std::string> out;
+  if (const char* env = std::getenv("ENCODERD_SENTENCEPIECE_LIB"); env != nullptr && *env) {
+    out.emplace_back(env);
+  }
+#ifdef ENCODERD_SENTENCEPIECE_LIB_PATH
+  out.emplace_back(ENCODERD_SENTENCEPIECE_LIB_PATH);
+#endif
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    std::string dir(exe, n);
+    dir.resize(dir.rfind('/') + 1);
+    out.push_back(dir + kLibraryName);
+    out.push_back(dir + "../lib/" + kLibraryName);
+  }
+  out.emplace_back(kLibraryName);
+  return out;
+}
+
+template <typename Fn>
+bool Resolve(void* handle, const char* name, Fn* fn) {
+  *fn = reinterpret_cast<Fn>(dlsym(handle, name));
+  return *fn != nullptr;
+}
+
+}  // namespace
+
+StatusOr<const SentencePieceLibrary*> SentencePieceLibrary::Get() {
+  static const StatusOr<const SentencePieceLibrary*> kLoaded =
+      []() -> StatusOr<const SentencePieceLibrary*> {
+    std::string tried;
+    for (const std::string& path : Candidates()) {
+      void* handle = dlopen(path.c_str(), kDlopenFlags);
+      if (handle == nullptr) {
+        const char* why = dlerror();
+        tried += "\n  " + path + ": " + (why ? why : "not loadable");
+        continue;
+      }
+      auto* lib = new SentencePieceLibrary();  // lives as long as the process
+      if (!Resolve(handle, ENCODERD_SPM_LOAD, &lib->load_) ||
+          !Resolve(handle, ENCODERD_SPM_FREE, &lib->free_) ||
+          !Resolve(handle, ENCODERD_SPM_PIECE_SIZE, &lib->piece_size_) ||
+          !Resolve(handle, ENCODERD_SPM_UNK_ID, &lib->unk_id_) ||
+          !Resolve(handle, ENCODERD_SPM_PIECE_TO_ID, &lib->piece_to_id_) ||
+          !Resolve(handle, ENCODERD_SPM_ENCODE, &lib->encode_)) {
+        delete lib;
+        tried += "\n  " + path + ": missing encoderd_spm_* symbols";
+        continue;
+      }
+      return static_cast<const SentencePieceLibrary*>(lib);
+    }
+    return FailedPrecondition(std::string("cannot load the sentencepiece support library ") +
+                              kLibraryName +
+                              " (set ENCODERD_SENTENCEPIECE_LIB to its path); tried:" + tried);
+  }();
+  return kLoaded;
+}
+
+StatusOr<std::unique_ptr<SentencePieceLibrary::Model>> SentencePieceLibrary::Load(
+    std::string_view serialized_model) const {
+  char error[512] = {0};
+  void* handle = load_(serialized_model.data(), serialized_model.size(), error, sizeof(error));
+  if (handle == nullptr) return InvalidArgument(error);
+  return std::make_unique<Model>(this, handle);
+}
+
+StatusOr<std::vector<std::string>> SentencePieceLibrary::Model::Encode(
+    std::string_view text) const {
+  std::vector<std::string> pieces;
+  char error[512] = {0};
+  const auto sink = [](void* context, const char* piece, size_t size) {
+    static_cast<std::vector<std::string>*>(context)->emplace_back(piece, size);
+  };
+  if (lib_->encode_(handle_, text.data(), text.size(), sink, &pieces, error, sizeof(error)) != 0) {
+    return Internal(std::string("sentencepiece: ") + error);
+  }
+  return pieces;
+}
+
+}  // namespace encoderd

@@ -1,0 +1,168 @@
+#include "engine/text/wordpiece_tokenizer.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <unordered_map>
+#include <utility>
+
+#include "engine/text/bert_pre_tokenizer.h"
+#include "engine/text/truncation.h"
+#include "engine/text/utf8.h"
+
+namespace encoderd {
+namespace {
+
+constexpr char kCls[] = "[CLS]";
+constexpr char kSep[] = "[SEP]";
+constexpr char kPad[] = "[PAD]";
+constexpr char kUnk[] = "[UNK]";
+
+class WordPieceTokenizer final : public Tokenizer {
+ public:
+  WordPieceTokenizer(std::unordered_map<std::string, int32_t> vocab, int64_t vocab_size,
+                     const SpecialTokens& special, const WordPieceOptions& options)
+      : vocab_(std::move(vocab)), vocab_size_(vocab_size), special_(special), options_(options) {}
+
+  StatusOr<Encoding> Encode(std::string_view text, int64_t max_tokens,
+                            bool truncate) const override {
+    RETURN_IF_ERROR(CheckUtf8(text));
+    Encoding enc;
+    enc.ids.push_back(special_.bos);
+    enc.pieces.emplace_back(kCls);
+    const std::vector<char32_t> chars = DecodeUtf8(text);
+    const std::u32string_view view(chars.data(), chars.size());
+    for (const std::u32string& word : BertPreTokenize(view, options_.lower_case)) {
+      AppendWord(word, &enc);
+    }
+    enc.ids.push_back(special_.eos);
+    enc.pieces.emplace_back(kSep);
+    return ApplyLengthLimit(std::move(enc), max_tokens, truncate);
+  }
+
+  int64_t vocab_size() const override { return vocab_size_; }
+  const SpecialTokens& special_tokens() const override { return special_; }
+  std::string Describe() const override {
+    return std::string("wordpiece (") + (options_.lower_case ? "uncased" : "cased") + ", " +
+           std::to_string(vocab_size_) + " tokens)";
+  }
+
+ private:
+  // WordpieceTokenizer.tokenize for one word: greedy longest-match-first, the
+  // whole word becomes [UNK] when it is too long or any part has no match.
+  void AppendWord(const std::u32string& word, Encoding* enc) const {
+    if (static_cast<int64_t>(word.size()) > options_.max_chars_per_word) {
+      AppendUnk(enc);
+      return;
+    }
+    std::string utf8;
+    std::vector<size_t> offsets;  // byte offset of each character, then the end
+    offsets.reserve(word.size() + 1);
+    for (char32_t c : word) {
+      offsets.push_back(utf8.size());
+      AppendUtf8(c, &utf8);
+    }
+    offsets.push_back(utf8.size());
+
+    const size_t first = enc->ids.size();
+    std::string candidate;
+    for (size_t start = 0; start < word.size();) {
+      size_t end = word.size();
+      int32_t id = -1;
+      for (; end > start; --end) {
+        candidate.assign(start > 0 ? "##" : "");
+        candidate.append(utf8, offsets[start], offsets[end] - offsets[start]);
+        const auto it = vocab_.find(candidate);
+        if (it != vocab_.end()) {
+          id = it->second;
+          break;
+        }
+      }
+      if (id < 0) {
+        enc->ids.resize(first);
+        enc->pieces.resize(first);
+        AppendUnk(enc);
+        return;
+      }
+      enc->ids.push_back(id);
+      enc->pieces.push_back(candidate);
+      start = end;
+    }
+  }
+
+  void AppendUnk(Encoding* enc) const {
+    enc->ids.push_back(special_.unk);
+    enc->pieces.emplace_back(kUnk);
+  }
+
+  std::unordered_map<std::string, int32_t> vocab_;
+  int64_t vocab_size_;
+  SpecialTokens special_;
+  WordPieceOptions options_;
+};
+
+// Python's universal-newline readlines(), each line without its terminator.
+std::vector<std::string> SplitLines(const std::string& data) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (data[i] != '\n' && data[i] != '\r') continue;
+    lines.push_back(data.substr(start, i - start));
+    if (data[i] == '\r' && i + 1 < data.size() && data[i + 1] == '\n') ++i;
+    start = i + 1;
+  }
+  if (start < data.size()) lines.push_back(data.substr(start));
+  return lines;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizerFromTokens(
+    std::vector<std::string> tokens, const WordPieceOptions& options, const std::string& source) {
+  if (options.max_chars_per_word < 1) {
+    return InvalidArgument("wordpiece max_chars_per_word must be positive, got " +
+                           std::to_string(options.max_chars_per_word));
+  }
+  if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
+    return InvalidArgument(source + ": too many tokens for 32-bit ids");
+  }
+  std::unordered_map<std::string, int32_t> vocab;
+  vocab.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (!IsValidUtf8(tokens[i])) {
+      return InvalidArgument(source + ": line " + std::to_string(i + 1) + " is not valid UTF-8");
+    }
+    vocab[std::move(tokens[i])] = static_cast<int32_t>(i);
+  }
+  SpecialTokens special;
+  const std::pair<const char*, int32_t*> required[] = {
+      {kCls, &special.bos}, {kSep, &special.eos}, {kPad, &special.pad}, {kUnk, &special.unk}};
+  for (const auto& [name, id] : required) {
+    const auto it = vocab.find(name);
+    if (it == vocab.end()) {
+      return InvalidArgument(source + ": the vocabulary has no " + name + " token");
+    }
+    *id = it->second;
+  }
+  const auto vocab_size = static_cast<int64_t>(tokens.size());
+  return std::unique_ptr<Tokenizer>(
+      new WordPieceTokenizer(std::move(vocab), vocab_size, special, options));
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizer(const std::string& vocab_path,
+                                                              const WordPieceOptions& options) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(vocab_path, ec)) {
+    return NotFound("wordpiece vocab file " + vocab_path + " does not exist or is not a file");
+  }
+  std::ifstream in(vocab_path, std::ios::binary);
+  if (!in) return NotFound("cannot open wordpiece vocab file " + vocab_path);
+  std::ostringstream data;
+  data << in.rdbuf();
+  if (in.bad()) return DataLoss("error reading wordpiece vocab file " + vocab_path);
+  return CreateWordPieceTokenizerFromTokens(SplitLines(data.str()), options,
+                                            "wordpiece vocab file " + vocab_path);
+}
+
+}  // namespace encoderd

@@ -1,0 +1,168 @@
+// Loading tokenizers: missing, damaged and incomplete files give errors that
+// name the file; vocabulary layout and sizes are what the checkpoints expect.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "engine/text/sentencepiece_tokenizer.h"
+#include "engine/text/wordpiece_tokenizer.h"
+#include "tests/unit/tokenizer_tiny_models.h"
+
+namespace encoderd {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kDir = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers";
+const std::string kSpmModel = (kDir / "spm" / "sentencepiece.bpe.model").string();
+
+fs::path WriteTemp(const std::string& name, const std::string& bytes) {
+  const fs::path path = fs::path(::testing::TempDir()) / ("tokenizer_load_test_" + name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream data;
+  data << in.rdbuf();
+  return data.str();
+}
+
+void ExpectErrorNaming(const Status& status, const std::string& what) {
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find(what), std::string::npos) << status.ToString();
+}
+
+TEST(WordPieceLoadTest, MissingFileIsNotFound) {
+  const std::string path = "/nonexistent/dir/vocab.txt";
+  auto t = CreateWordPieceTokenizer(path, {});
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kNotFound);
+  ExpectErrorNaming(t.status(), path);
+  ExpectErrorNaming(CreateWordPieceTokenizer(::testing::TempDir(), {}).status(),
+                    ::testing::TempDir());
+}
+
+TEST(WordPieceLoadTest, MissingSpecialTokenIsNamed) {
+  const fs::path path = WriteTemp("no_cls.txt", "[PAD]\n[UNK]\n[SEP]\nhello\n");
+  auto t = CreateWordPieceTokenizer(path.string(), {});
+  ASSERT_FALSE(t.ok());
+  ExpectErrorNaming(t.status(), path.string());
+  ExpectErrorNaming(t.status(), "[CLS]");
+  ExpectErrorNaming(CreateWordPieceTokenizer(WriteTemp("empty.txt", "").string(), {}).status(),
+                    "empty.txt");
+}
+
+TEST(WordPieceLoadTest, InvalidUtf8LineIsNamed) {
+  const fs::path path = WriteTemp("bad_utf8.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nab\xff\n");
+  auto t = CreateWordPieceTokenizer(path.string(), {});
+  ASSERT_FALSE(t.ok());
+  ExpectErrorNaming(t.status(), path.string());
+  ExpectErrorNaming(t.status(), "line 5");
+}
+
+TEST(WordPieceLoadTest, UniversalNewlinesAndLastDuplicateWins) {
+  // \r\n, \r and \n all end a line; "hello" is listed twice and gets id 6.
+  const fs::path path =
+      WriteTemp("crlf.txt", "[PAD]\r\n[UNK]\r[CLS]\n[SEP]\r\nhello\n##s\nhello\nworld");
+  auto t = CreateWordPieceTokenizer(path.string(), {});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ((*t)->vocab_size(), 8);
+  EXPECT_EQ((*t)->special_tokens().bos, 2);
+  EXPECT_EQ((*t)->special_tokens().eos, 3);
+  EXPECT_EQ((*t)->special_tokens().pad, 0);
+  EXPECT_EQ((*t)->special_tokens().unk, 1);
+  auto enc = (*t)->Encode("Hello helloS WORLD x", 100, false);
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  EXPECT_EQ(enc->ids, (std::vector<int32_t>{2, 6, 6, 5, 7, 1, 3}));
+  EXPECT_EQ(enc->pieces, (std::vector<std::string>{"[CLS]", "hello", "hello", "##s", "world",
+                                                   "[UNK]", "[SEP]"}));
+}
+
+TEST(WordPieceLoadTest, RejectsBadOptions) {
+  WordPieceOptions options;
+  options.max_chars_per_word = 0;
+  EXPECT_FALSE(
+      CreateWordPieceTokenizerFromTokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]"}, options).ok());
+}
+
+TEST(SentencePieceLoadTest, MissingFileIsNotFound) {
+  const std::string path = "/nonexistent/sentencepiece.bpe.model";
+  auto t = CreateSentencePieceTokenizer(path, {});
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kNotFound);
+  ExpectErrorNaming(t.status(), path);
+}
+
+TEST(SentencePieceLoadTest, CorruptFilesAreErrorsNamingTheFile) {
+  const std::string model = ReadAll(kSpmModel);
+  ASSERT_GT(model.size(), 1000u) << "missing fixture " << kSpmModel;
+  const std::pair<std::string, std::string> damaged[] = {
+      {"empty.model", ""},
+      {"text.model", "this is not a protobuf at all\n"},
+      {"truncated.model", model.substr(0, model.size() / 2)},
+      {"garbage.model", std::string(4096, '\xff')},
+  };
+  for (const auto& [name, bytes] : damaged) {
+    SCOPED_TRACE(name);
+    const fs::path path = WriteTemp(name, bytes);
+    auto t = CreateSentencePieceTokenizer(path.string(), {});
+    ASSERT_FALSE(t.ok());
+    ExpectErrorNaming(t.status(), path.string());
+  }
+}
+
+TEST(SentencePieceLoadTest, VocabSizeAndXlmrSpecials) {
+  auto t = CreateSentencePieceTokenizer(kSpmModel, {});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ((*t)->vocab_size(), 1001);  // 1000 pieces + fairseq offset 1
+  EXPECT_EQ((*t)->special_tokens().bos, 0);
+  EXPECT_EQ((*t)->special_tokens().pad, 1);
+  EXPECT_EQ((*t)->special_tokens().eos, 2);
+  EXPECT_EQ((*t)->special_tokens().unk, 3);
+  EXPECT_NE((*t)->Describe().find("1000 pieces"), std::string::npos) << (*t)->Describe();
+
+  SentencePieceOptions small;
+  small.vocab_size = 500;
+  auto too_small = CreateSentencePieceTokenizer(kSpmModel, small);
+  ASSERT_FALSE(too_small.ok());
+  ExpectErrorNaming(too_small.status(), "1001");
+
+  SentencePieceOptions padded;
+  padded.vocab_size = 1002;  // XLM-R's extra <mask> row
+  auto ok = CreateSentencePieceTokenizer(kSpmModel, padded);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)->vocab_size(), 1002);
+}
+
+TEST(SentencePieceLoadTest, InMemoryModel) {
+  auto t = CreateSentencePieceTokenizerFromProto(testing::TinySentencePieceModel(), {});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto enc = (*t)->Encode("the ring", 16, false);
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  // "▁the", "ing" and "▁" are pieces 5, 7 and 12 (fairseq ids: +1).
+  EXPECT_EQ(enc->pieces, (std::vector<std::string>{"<s>", "\xe2\x96\x81the", "\xe2\x96\x81", "r",
+                                                   "ing", "</s>"}));
+  EXPECT_EQ(enc->ids.front(), 0);
+  EXPECT_EQ(enc->ids[1], 6);
+  EXPECT_EQ(enc->ids[4], 8);
+  auto unk = (*t)->Encode("\xd0\x96", 16, false);  // not in the model
+  ASSERT_TRUE(unk.ok());
+  EXPECT_EQ(unk->ids, (std::vector<int32_t>{0, 13, 3, 2}));
+}
+
+TEST(WordPieceLoadTest, InMemoryVocab) {
+  auto t = CreateWordPieceTokenizerFromTokens(testing::TinyWordPieceVocab(), {});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto enc = (*t)->Encode("Unable, FOXED!", 16, false);
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  EXPECT_EQ(enc->pieces,
+            (std::vector<std::string>{"[CLS]", "un", "##able", ",", "fox", "##ed", "!", "[SEP]"}));
+}
+
+}  // namespace
+}  // namespace encoderd

@@ -1,0 +1,148 @@
+// Tokenizers against the reference encodings written by
+// tests/fixtures/fx_tokenizers.py (python3-sentencepiece with the XLM-R id
+// mapping, and a transcription of Hugging Face's BertTokenizer).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/text/sentencepiece_tokenizer.h"
+#include "engine/text/wordpiece_tokenizer.h"
+
+namespace encoderd {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kDir = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers";
+constexpr int64_t kNoLimit = int64_t{1} << 30;
+
+nlohmann::json ReadJson(const fs::path& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "missing fixture " << path << " (run ctest -R generate_fixtures)";
+  return in ? nlohmann::json::parse(in) : nlohmann::json();
+}
+
+std::unique_ptr<Tokenizer> Make(const std::string& name) {
+  StatusOr<std::unique_ptr<Tokenizer>> t = Status(StatusCode::kInternal, "unknown " + name);
+  if (name == "spm") {
+    t = CreateSentencePieceTokenizer((kDir / "spm" / "sentencepiece.bpe.model").string(), {});
+  } else {
+    WordPieceOptions options;
+    options.lower_case = name == "wordpiece_uncased";
+    const std::string file = options.lower_case ? "vocab_uncased.txt" : "vocab_cased.txt";
+    t = CreateWordPieceTokenizer((kDir / "wordpiece" / file).string(), options);
+  }
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+class TokenizerFixtureTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    samples_ = ReadJson(kDir / "samples.json").get<std::vector<std::string>>();
+    expected_ = ReadJson(kDir / "expected.json")[GetParam()];
+    tokenizer_ = Make(GetParam());
+    ASSERT_NE(tokenizer_, nullptr);
+    ASSERT_EQ(expected_.size(), samples_.size());
+  }
+  std::vector<std::string> samples_;
+  nlohmann::json expected_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+TEST_P(TokenizerFixtureTest, MatchesReferenceOnEverySample) {
+  for (size_t i = 0; i < samples_.size(); ++i) {
+    SCOPED_TRACE("sample " + std::to_string(i) + ": " + samples_[i].substr(0, 80));
+    StatusOr<Encoding> enc = tokenizer_->Encode(samples_[i], kNoLimit, /*truncate=*/false);
+    ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+    EXPECT_EQ(enc->pieces, expected_[i]["pieces"].get<std::vector<std::string>>());
+    EXPECT_EQ(enc->ids, expected_[i]["ids"].get<std::vector<int32_t>>());
+    EXPECT_EQ(enc->untruncated_length, static_cast<int64_t>(enc->ids.size()));
+    EXPECT_FALSE(enc->truncated());
+  }
+}
+
+TEST_P(TokenizerFixtureTest, TruncatesOrRejectsLongInput) {
+  const std::string& text = samples_.back();  // the long text
+  const auto full = expected_.back()["ids"].get<std::vector<int32_t>>();
+  ASSERT_GT(full.size(), 600u);
+  constexpr int64_t kLimit = 64;
+
+  StatusOr<Encoding> cut = tokenizer_->Encode(text, kLimit, /*truncate=*/true);
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  ASSERT_EQ(cut->ids.size(), static_cast<size_t>(kLimit));
+  EXPECT_EQ(cut->pieces.size(), static_cast<size_t>(kLimit));
+  EXPECT_TRUE(std::equal(full.begin(), full.begin() + kLimit - 1, cut->ids.begin()));
+  EXPECT_EQ(cut->ids.back(), tokenizer_->special_tokens().eos);
+  EXPECT_EQ(cut->untruncated_length, static_cast<int64_t>(full.size()));
+  EXPECT_TRUE(cut->truncated());
+
+  StatusOr<Encoding> rejected = tokenizer_->Encode(text, kLimit, /*truncate=*/false);
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_EQ(rejected.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(rejected.status().message().find("64"), std::string::npos);
+  EXPECT_NE(rejected.status().message().find(std::to_string(full.size())), std::string::npos)
+      << rejected.status().message();
+
+  // Exactly at the limit: nothing is cut, with or without truncation.
+  const auto exact = static_cast<int64_t>(full.size());
+  for (bool truncate : {true, false}) {
+    StatusOr<Encoding> fits = tokenizer_->Encode(text, exact, truncate);
+    ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+    EXPECT_EQ(fits->ids, full);
+    EXPECT_FALSE(fits->truncated());
+  }
+  EXPECT_FALSE(tokenizer_->Encode(text, 1, true).ok());
+}
+
+TEST_P(TokenizerFixtureTest, RejectsInvalidUtf8) {
+  const std::vector<std::string> bad = {"\xff",
+                                        "abc\x80",
+                                        "\xc0\xaf",  // stray, continuation, overlong
+                                        "\xed\xa0\x80",
+                                        "ok \xe2\x82",
+                                        "\xf4\x90\x80\x80",  // surrogate, cut, > U+10FFFF
+                                        "\xf8\x88\x80\x80\x80"};
+  for (const std::string& text : bad) {
+    StatusOr<Encoding> enc = tokenizer_->Encode(text, kNoLimit, true);
+    ASSERT_FALSE(enc.ok());
+    EXPECT_EQ(enc.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(enc.status().message().find("UTF-8"), std::string::npos);
+  }
+}
+
+TEST_P(TokenizerFixtureTest, ConcurrentEncodesAgree) {
+  std::vector<std::vector<Encoding>> results(4);
+  std::vector<std::thread> threads;
+  for (auto& out : results) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 5; ++round) {
+        for (const std::string& text : samples_) {
+          StatusOr<Encoding> enc = tokenizer_->Encode(text, 128, true);
+          if (round == 0 && enc.ok()) out.push_back(*enc);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& out : results) {
+    ASSERT_EQ(out.size(), samples_.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_EQ(out[i].ids, results[0][i].ids);
+      const auto full = expected_[i]["ids"].get<std::vector<int32_t>>();
+      EXPECT_TRUE(std::equal(out[i].ids.begin(), out[i].ids.end() - 1, full.begin()));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, TokenizerFixtureTest,
+                         ::testing::Values("spm", "wordpiece_uncased", "wordpiece_cased"));
+
+}  // namespace
+}  // namespace encoderd
