@@ -1,0 +1,197 @@
+// GEMM micro-benchmark for the Linear op: oneDNN (as kernels/linear.h uses it,
+// rows chunked onto cached primitives), an exact-M primitive, a runtime-M
+// primitive and oneDNN's own bf16 matmul, against OpenBLAS cblas_sgemm + a
+// bias pass, at encoder-layer shapes.
+//
+//   ./build/kernels/gemm_bench [--threads N] [--seconds S]
+//
+// Prints GFLOP/s (2*M*N*K per call, best of repeated timed runs).
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/bf16_convert.h"
+#include "kernels/cpu/dnnl_backend.h"
+#include "kernels/cpu/linear_cpu.h"
+#include "kernels/cpu_features.h"
+#include "kernels/linear.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+using encoderd::kernels::CpuContext;
+using encoderd::kernels::Linear;
+using encoderd::kernels::LinearEpilogue;
+using encoderd::kernels::PackedWeight;
+using encoderd::kernels::WeightType;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Best time per call over batches of calls lasting at least `budget` seconds.
+double TimeBest(const std::function<void()>& fn, double budget) {
+  fn();  // warm-up (JIT, page faults)
+  double best = 1e30, spent = 0;
+  int reps = 0;
+  while (spent < budget || reps < 5) {
+    const auto t0 = Clock::now();
+    fn();
+    const double dt = Seconds(t0, Clock::now());
+    best = std::min(best, dt);
+    spent += dt;
+    ++reps;
+  }
+  return best;
+}
+
+struct Shape {
+  int64_t n, k;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = omp_get_num_procs();
+  double budget = 0.5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--seconds")) budget = std::atof(argv[i + 1]);
+  }
+  const std::vector<int64_t> rows = {10, 512, 4500};
+  const std::vector<Shape> shapes = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  auto random = [&](size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+  };
+  CpuContext ctx(threads);
+  std::printf("threads=%d (OpenMP for oneDNN, pthreads for OpenBLAS), GFLOP/s best-of\n", threads);
+  std::printf(
+      "columns: openblas = cblas_sgemm + bias pass; linear_f32 / linear_bf16 = kernels::Linear\n"
+      "(oneDNN brgemm, %s bf16 instructions); exact = one oneDNN primitive of exactly M rows;\n"
+      "rt_M = one primitive with a runtime row count; dnnl_bf16 = oneDNN bf16 matmul;\n"
+      "jit_ms = time to create a new exact-size primitive\n",
+      encoderd::kernels::GetCpuFeatures().avx512_bf16 ? "with" : "no");
+  std::printf("%5s %5s %5s | %8s %10s %8s %8s %11s %9s | %7s\n", "M", "N", "K", "openblas",
+              "linear_f32", "exact", "rt_M", "linear_bf16", "dnnl_bf16", "jit_ms");
+  openblas_set_num_threads(threads);
+  auto& be = ctx.backend();
+  using dnnl::memory;
+  using Dt = memory::data_type;
+  using Tag = memory::format_tag;
+  auto run = [&](const dnnl::matmul& prim, const memory& wm, const memory& bm, const void* x,
+                 Dt xdt, int64_t m, const Shape& s, float* y) {
+    memory src({{m, s.k}, xdt, Tag::ab}, be.engine, const_cast<void*>(x));
+    memory dst({{m, s.n}, Dt::f32, Tag::ab}, be.engine, y);
+    prim.execute(
+        be.stream,
+        {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_BIAS, bm}, {DNNL_ARG_DST, dst}});
+    be.stream.wait();
+  };
+  auto packed = [&](const memory::desc& md, const std::vector<float>& w, const Shape& s) {
+    memory out(md, be.engine);
+    memory user({{s.k, s.n}, Dt::f32, Tag::ba}, be.engine, const_cast<float*>(w.data()));
+    dnnl::reorder(user, out).execute(be.stream, user, out);
+    be.stream.wait();
+    return out;
+  };
+  // OpenBLAS's pthreads spin for a long time after each call and would steal
+  // the cores from OpenMP: all oneDNN timings run first, OpenBLAS's last.
+  struct Result {
+    int64_t m;
+    Shape s;
+    std::vector<float> w, b;
+    double g[7];
+  };
+  std::vector<Result> results;
+  for (const Shape& s : shapes) {
+    const auto w = random(s.n * s.k), b = random(s.n);
+    const auto pf32 = PackedWeight::Pack(ctx, w.data(), b.data(), s.n, s.k, WeightType::kFloat32);
+    const auto pbf16 = PackedWeight::Pack(ctx, w.data(), b.data(), s.n, s.k, WeightType::kBFloat16);
+    encoderd::kernels::ApplyThreadBudget(ctx);
+    memory::desc bias_md({1, s.n}, Dt::f32, Tag::ab);
+    memory bias_mem(bias_md, be.engine, const_cast<float*>(b.data()));
+    // Runtime-M primitive, weights in the layout it asks for.
+    const auto rt = DNNL_RUNTIME_DIM_VAL;
+    dnnl::matmul::primitive_desc rt_pd(
+        dnnl::matmul::desc({{rt, s.k}, Dt::f32, Tag::ab}, {{s.k, s.n}, Dt::f32, Tag::any}, bias_md,
+                           {{rt, s.n}, Dt::f32, Tag::ab}),
+        be.engine);
+    dnnl::matmul rt_prim(rt_pd);
+    const memory rt_w = packed(rt_pd.weights_desc(), w, s);
+
+    for (int64_t m : rows) {
+      const auto x = random(m * s.k);
+      std::vector<uint16_t> xb(m * s.k);
+      encoderd::kernels::ConvertFloatToBFloat16(x.data(), xb.data(), m * s.k);
+      std::vector<float> y(m * s.n);
+      const double flop = 2.0 * m * s.n * s.k;
+      auto gflops = [&](const std::function<void()>& fn) {
+        return flop / TimeBest(fn, budget) * 1e-9;
+      };
+      const double g_f32 = gflops(
+          [&] { Linear(ctx, x.data(), m, *pf32, LinearEpilogue::kNone, nullptr, y.data()); });
+      // Exact-M primitive on the same packed weights (possibly from oneDNN's
+      // primitive cache); JIT time measured on a size nothing else used (M+1).
+      const auto& impl = pf32->impl();
+      auto make_exact = [&](int64_t rows_) {
+        return dnnl::matmul(dnnl::matmul::primitive_desc(
+            dnnl::matmul::desc({{rows_, s.k}, Dt::f32, Tag::ab}, impl.weight_desc, bias_md,
+                               {{rows_, s.n}, Dt::f32, Tag::ab}),
+            be.engine));
+      };
+      const auto t0 = Clock::now();
+      make_exact(m + 1);
+      const double jit_ms = Seconds(t0, Clock::now()) * 1e3;
+      const dnnl::matmul exact = make_exact(m);
+      const double g_exact =
+          gflops([&] { run(exact, impl.weight, bias_mem, x.data(), Dt::f32, m, s, y.data()); });
+      const double g_rt =
+          gflops([&] { run(rt_prim, rt_w, bias_mem, x.data(), Dt::f32, m, s, y.data()); });
+      const double g_lbf16 = gflops(
+          [&] { Linear(ctx, x.data(), m, *pbf16, LinearEpilogue::kNone, nullptr, y.data()); });
+      dnnl::matmul::primitive_desc bf_pd(
+          dnnl::matmul::desc({{m, s.k}, Dt::bf16, Tag::ab}, {{s.k, s.n}, Dt::bf16, Tag::any},
+                             bias_md, {{m, s.n}, Dt::f32, Tag::ab}),
+          be.engine);
+      dnnl::matmul bf_prim(bf_pd);
+      const memory bf_w = packed(bf_pd.weights_desc(), w, s);
+      const double g_bf16 =
+          gflops([&] { run(bf_prim, bf_w, bias_mem, xb.data(), Dt::bf16, m, s, y.data()); });
+      results.push_back({m, s, w, b, {0, g_f32, g_exact, g_rt, g_lbf16, g_bf16, jit_ms}});
+    }
+  }
+  for (Result& r : results) {
+    const int64_t m = r.m;
+    const Shape s = r.s;
+    const auto x = random(m * s.k);
+    std::vector<float> y(m * s.n);
+    const auto &w = r.w, &b = r.b;
+    r.g[0] = 2.0 * m * s.n * s.k * 1e-9 /
+             TimeBest(
+                 [&] {
+                   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, s.n, s.k, 1.f, x.data(),
+                               s.k, w.data(), s.k, 0.f, y.data(), s.n);
+                   for (int64_t i = 0; i < m; ++i)
+                     for (int64_t j = 0; j < s.n; ++j) y[i * s.n + j] += b[j];
+                 },
+                 budget);
+    std::printf("%5ld %5ld %5ld | %8.1f %10.1f %8.1f %8.1f %11.1f %9.1f | %7.1f\n", m, s.n, s.k,
+                r.g[0], r.g[1], r.g[2], r.g[3], r.g[4], r.g[5], r.g[6]);
+  }
+  return 0;
+}

@@ -1,0 +1,21 @@
+// AVX-512 attention rows for head_dim % 16 == 0; see attention_cpu.h.
+#pragma once
+
+#include <cstdint>
+
+namespace encoderd::kernels {
+
+// Computes query rows [row_begin, row_end) of one (sequence, head): K is
+// transposed (and V copied) once into thread-local scratch; then for each
+// sub-block of sub_rows query rows, the sub_rows x L scores (register-blocked
+// 4 x 64, each K^T block reused from L1 by the whole sub-block), an exact
+// softmax, and P V (each 64-row block of V reused by the whole sub-block).
+void AttentionRowsAvx512(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
+                         int64_t heads, int64_t head_dim, float scale, int64_t row_begin,
+                         int64_t row_end, int64_t sub_rows, float* out);
+
+// Query rows per sub-block; measured against holding every row's scores
+// (sub_rows = L, the full L x L matrix) in kernels/bench/attention_bench.
+constexpr int64_t kAttentionSubRows = 32;
+
+}  // namespace encoderd::kernels

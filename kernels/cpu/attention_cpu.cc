@@ -1,0 +1,94 @@
+#include "kernels/cpu/attention_cpu.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/attention_avx512.h"
+#include "kernels/cpu_features.h"
+
+namespace encoderd::kernels {
+namespace {
+
+// Query rows per work item: enough to amortise the K transpose, small enough
+// that one long sequence still spreads over every thread.
+constexpr int64_t kRowsPerItem = 128;
+
+struct WorkItem {
+  int64_t seq_begin, len, head, row_begin, row_end;
+};
+
+}  // namespace
+
+float* AttentionScratch(int64_t floats) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < static_cast<size_t>(floats)) scratch.resize(floats);
+  return scratch.data();
+}
+
+void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
+                          int64_t heads, int64_t head_dim, float scale, int64_t row_begin,
+                          int64_t row_end, float* out) {
+  const int64_t hidden = heads * head_dim, ld = 3 * hidden;
+  const float* q = qkv + seq_begin * ld + head * head_dim;
+  const float* k = q + hidden;
+  const float* v = q + 2 * hidden;
+  std::vector<float> p(len);
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    float max = -INFINITY;
+    for (int64_t j = 0; j < len; ++j) {
+      float dot = 0.f;
+      for (int64_t c = 0; c < head_dim; ++c) dot += q[i * ld + c] * k[j * ld + c];
+      p[j] = dot * scale;
+      max = std::max(max, p[j]);
+    }
+    float sum = 0.f;
+    for (int64_t j = 0; j < len; ++j) {
+      p[j] = std::exp(p[j] - max);
+      sum += p[j];
+    }
+    float* o = out + (seq_begin + i) * hidden + head * head_dim;
+    std::fill(o, o + head_dim, 0.f);
+    for (int64_t j = 0; j < len; ++j) {
+      for (int64_t c = 0; c < head_dim; ++c) o[c] += p[j] * v[j * ld + c];
+    }
+    const float inv = 1.f / sum;
+    for (int64_t c = 0; c < head_dim; ++c) o[c] *= inv;
+  }
+}
+
+void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seqlens, int64_t batch,
+                  int64_t heads, int64_t head_dim, float scale, float* out) {
+  std::vector<WorkItem> items;
+  double work = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t begin = cu_seqlens[b], len = cu_seqlens[b + 1] - begin;
+    work += static_cast<double>(len) * len * head_dim * heads;
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t r = 0; r < len; r += kRowsPerItem) {
+        items.push_back({begin, len, h, r, std::min(len, r + kRowsPerItem)});
+      }
+    }
+  }
+  // Longest sequences first so the dynamic schedule ends balanced.
+  std::stable_sort(items.begin(), items.end(),
+                   [](const WorkItem& a, const WorkItem& b) { return a.len > b.len; });
+  const bool fast = head_dim % 16 == 0 && GetCpuFeatures().avx512f;
+  const int threads = work >= (1 << 18) ? ctx.num_threads() : 1;
+  const int64_t n = static_cast<int64_t>(items.size());
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t i = 0; i < n; ++i) {
+    const WorkItem& it = items[i];
+    if (fast) {
+      AttentionRowsAvx512(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
+                          it.row_end, kAttentionSubRows, out);
+    } else {
+      AttentionRowsGeneric(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
+                           it.row_end, out);
+    }
+  }
+}
+
+}  // namespace encoderd::kernels

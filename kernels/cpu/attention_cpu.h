@@ -1,0 +1,23 @@
+// CPU implementation of kernels/attention.h (arguments already validated).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu_context.h"
+
+namespace encoderd::kernels {
+
+void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seqlens, int64_t batch,
+                  int64_t heads, int64_t head_dim, float scale, float* out);
+
+// Per-thread scratch of at least `floats` floats, valid until the calling
+// thread's next call.
+float* AttentionScratch(int64_t floats);
+
+// Single-threaded reference-style path for any head_dim (also used where the
+// CPU lacks AVX-512 or head_dim % 16 != 0). Exposed for the benchmark/tests.
+void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
+                          int64_t heads, int64_t head_dim, float scale, int64_t row_begin,
+                          int64_t row_end, float* out);
+
+}  // namespace encoderd::kernels

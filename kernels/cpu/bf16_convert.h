@@ -1,0 +1,17 @@
+// fp32 -> bf16 conversion (round to nearest even, as PyTorch) for the CPU ops.
+#pragma once
+
+#include <cstdint>
+
+namespace encoderd::kernels {
+
+// dst[i] = bf16(src[i]) for i < n; NaN stays NaN. Vectorised with AVX-512
+// when the CPU has it. Single-threaded: callers split the work.
+void ConvertFloatToBFloat16(const float* src, uint16_t* dst, int64_t n);
+
+// dst[i] = float(bf16(src[i])): the same rounding, kept in fp32 storage (used
+// to run bf16 math on fp32 GEMMs where the CPU has no bf16 instructions).
+// dst may equal src.
+void RoundToBFloat16(const float* src, float* dst, int64_t n);
+
+}  // namespace encoderd::kernels

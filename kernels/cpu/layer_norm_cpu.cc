@@ -1,0 +1,47 @@
+#include "kernels/cpu/layer_norm_cpu.h"
+
+#include <cmath>
+
+namespace encoderd::kernels {
+
+// Three passes over a row that stays in L1: sum, centred sum of squares
+// (two-pass variance, as accurate as PyTorch's Welford), normalise.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void AddLayerNormRow(
+    const float* x, const float* residual, const float* gamma, const float* beta, int64_t n,
+    float eps, float* out) {
+  float sum = 0.f;
+  if (residual != nullptr) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i] + residual[i];
+      out[i] = v;
+      sum += v;
+    }
+    x = out;
+  } else {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) sum += x[i];
+  }
+  const float mean = sum / static_cast<float>(n);
+  float sq = 0.f;
+#pragma omp simd reduction(+ : sq)
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = x[i] - mean;
+    sq += d * d;
+  }
+  const float rstd = 1.f / std::sqrt(sq / static_cast<float>(n) + eps);
+  if (gamma != nullptr && beta != nullptr) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mean) * rstd * gamma[i] + beta[i];
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      float v = (x[i] - mean) * rstd;
+      if (gamma != nullptr) v *= gamma[i];
+      if (beta != nullptr) v += beta[i];
+      out[i] = v;
+    }
+  }
+}
+
+}  // namespace encoderd::kernels

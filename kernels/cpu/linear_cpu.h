@@ -1,0 +1,41 @@
+// oneDNN implementation of kernels/linear.h (arguments already validated).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <utility>
+
+#include "kernels/linear.h"
+
+namespace encoderd::kernels {
+
+struct PackedWeight::Impl {
+  int64_t out_features = 0;
+  int64_t in_features = 0;
+  WeightType type = WeightType::kFloat32;
+  // bf16 weights run on bf16 GEMMs only where the CPU has AVX512-BF16;
+  // elsewhere they are kept as bf16-rounded fp32 values and the input is
+  // rounded the same way, which gives bf16 products with fp32 accumulation
+  // at fp32 GEMM speed (oneDNN's bf16 emulation is ~5x slower here).
+  bool bf16_compute = false;
+  dnnl::memory::desc weight_desc;  // the layout oneDNN chose; fixed for every row count
+  dnnl::memory weight;
+  dnnl::memory bias;  // [1, out] fp32; null handle when there is no bias
+  // One matmul per (rows, epilogue): oneDNN JITs per shape. Rows are split
+  // into chunks from a small set of sizes (see linear_cpu.cc) so the cache
+  // stays bounded whatever batch sizes arrive.
+  std::mutex mu;
+  std::map<std::pair<int64_t, int>, dnnl::matmul> primitives;
+};
+
+std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const float* weight,
+                                                  const float* bias, int64_t out_features,
+                                                  int64_t in_features, WeightType type);
+
+void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& weight,
+               LinearEpilogue epilogue, const float* residual, float* y);
+
+}  // namespace encoderd::kernels

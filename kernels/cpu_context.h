@@ -1,0 +1,33 @@
+// Per-replica CPU execution context shared by the CPU kernels.
+#pragma once
+
+#include <memory>
+
+namespace encoderd::kernels {
+
+// Owns the thread budget and the oneDNN engine/stream used by the CPU ops.
+// All parallel loops (oneDNN's and the kernels' own) run on the OpenMP runtime
+// that oneDNN was built with (libgomp), capped at num_threads(), so the two
+// never oversubscribe the cores. One context per executor thread: ops called
+// with the same context must not run concurrently (the oneDNN stream is
+// in-order and not thread-safe); different contexts may run in parallel.
+class CpuContext {
+ public:
+  // num_threads <= 0 means every processor OpenMP sees (omp_get_num_procs()).
+  explicit CpuContext(int num_threads = 0);
+  ~CpuContext();
+  CpuContext(const CpuContext&) = delete;
+  CpuContext& operator=(const CpuContext&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  // Backend state (oneDNN engine and stream); defined in kernels/cpu/.
+  struct Backend;
+  Backend& backend() const { return *backend_; }
+
+ private:
+  int num_threads_;
+  std::unique_ptr<Backend> backend_;
+};
+
+}  // namespace encoderd::kernels

@@ -1,0 +1,103 @@
+#include "kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "tests/kernels/kernel_test_util.h"
+
+namespace encoderd::kernels {
+namespace {
+
+using testing::CuSeqlens;
+using testing::RandomVector;
+using testing::ScaledMaxError;
+
+std::vector<double> Reference(const std::vector<float>& qkv, const std::vector<int32_t>& cu,
+                              int64_t heads, int64_t d, double scale) {
+  const int64_t hidden = heads * d, ld = 3 * hidden, total = cu.back();
+  std::vector<double> out(total * hidden);
+  for (size_t b = 0; b + 1 < cu.size(); ++b) {
+    const int64_t begin = cu[b], len = cu[b + 1] - cu[b];
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < len; ++i) {
+        std::vector<double> p(len);
+        double max = -1e300, sum = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            dot += static_cast<double>(qkv[(begin + i) * ld + h * d + c]) *
+                   qkv[(begin + j) * ld + hidden + h * d + c];
+          }
+          p[j] = dot * scale;
+          max = std::max(max, p[j]);
+        }
+        for (double& x : p) sum += (x = std::exp(x - max));
+        for (int64_t c = 0; c < d; ++c) {
+          double acc = 0;
+          for (int64_t j = 0; j < len; ++j)
+            acc += p[j] * qkv[(begin + j) * ld + 2 * hidden + h * d + c];
+          out[(begin + i) * hidden + h * d + c] = acc / sum;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+struct Case {
+  std::vector<int32_t> lengths;
+  int64_t heads, head_dim;
+};
+
+class AttentionTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AttentionTest, MatchesDoubleReference) {
+  const Case& c = GetParam();
+  CpuContext ctx;
+  const auto cu = CuSeqlens(c.lengths);
+  const int64_t total = cu.back(), hidden = c.heads * c.head_dim;
+  // Spread of +-2 gives peaked softmaxes, the case where exp accuracy matters.
+  const auto qkv = RandomVector(total * 3 * hidden, 11, -2.f, 2.f);
+  const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
+  std::vector<float> out(total * hidden, NAN);
+  Attention(ctx, qkv.data(), cu.data(), static_cast<int64_t>(c.lengths.size()), total, c.heads,
+            c.head_dim, scale, out.data());
+  EXPECT_LT(ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale)), 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ragged, AttentionTest,
+    ::testing::Values(Case{{1, 2, 7, 33, 16, 17}, 2, 64},  // AVX-512 path, 4 x 64 blocks + tails
+                      Case{{512, 1, 3, 64}, 2, 64},        // one long sequence among short ones
+                      Case{{5, 130, 1}, 3, 48},            // 3 x 16 value columns
+                      Case{{9, 1, 20}, 2, 80},             // 64 + 16 value columns
+                      Case{{1, 2, 7, 33}, 3, 24},          // generic path (head_dim % 16 != 0)
+                      Case{{4, 6}, 12, 64}));              // tiny batch, BERT-base heads
+
+TEST(AttentionTest, EmptySequencesAndBadShapes) {
+  CpuContext ctx;
+  const auto cu = CuSeqlens({0, 3, 0});
+  const auto qkv = RandomVector(3 * 3 * 32, 12);
+  std::vector<float> out(3 * 32);
+  Attention(ctx, qkv.data(), cu.data(), 3, 3, 2, 16, 0.25f, out.data());
+  const auto want = Reference(qkv, cu, 2, 16, 0.25);
+  EXPECT_LT(ScaledMaxError(out, want), 1e-4);
+
+  EXPECT_THROW(Attention(ctx, qkv.data(), cu.data(), 3, 4, 2, 16, 0.25f, out.data()),
+               std::invalid_argument);  // cu_seqlens does not end at total
+  const std::vector<int32_t> decreasing = {0, 3, 2};
+  EXPECT_THROW(Attention(ctx, qkv.data(), decreasing.data(), 2, 2, 2, 16, 0.25f, out.data()),
+               std::invalid_argument);
+  const std::vector<int32_t> offset = {1, 3};
+  EXPECT_THROW(Attention(ctx, qkv.data(), offset.data(), 1, 3, 2, 16, 0.25f, out.data()),
+               std::invalid_argument);
+  EXPECT_THROW(Attention(ctx, qkv.data(), cu.data(), 3, 3, 0, 16, 0.25f, out.data()),
+               std::invalid_argument);
+  EXPECT_THROW(Attention(ctx, qkv.data(), nullptr, 3, 3, 2, 16, 0.25f, out.data()),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace encoderd::kernels

@@ -1,0 +1,79 @@
+#include "kernels/layer_norm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "tests/kernels/kernel_test_util.h"
+
+namespace encoderd::kernels {
+namespace {
+
+using testing::RandomVector;
+using testing::ScaledMaxError;
+
+std::vector<double> Reference(const std::vector<float>& x, const std::vector<float>* residual,
+                              const std::vector<float>& gamma, const std::vector<float>& beta,
+                              int64_t rows, int64_t n, double eps) {
+  std::vector<double> out(rows * n);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> s(n);
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      s[i] = x[r * n + i] + (residual ? (*residual)[r * n + i] : 0.0);
+      mean += s[i] / n;
+    }
+    for (int64_t i = 0; i < n; ++i) var += (s[i] - mean) * (s[i] - mean) / n;
+    for (int64_t i = 0; i < n; ++i) {
+      out[r * n + i] = (s[i] - mean) / std::sqrt(var + eps) * (gamma.empty() ? 1.0 : gamma[i]) +
+                       (beta.empty() ? 0.0 : beta[i]);
+    }
+  }
+  return out;
+}
+
+TEST(LayerNormTest, AddLayerNormMatchesReference) {
+  CpuContext ctx;
+  for (int64_t n : {1, 7, 768}) {
+    for (int64_t rows : {1, 5, 300}) {
+      // A large common offset tests the two-pass variance.
+      const auto x = RandomVector(rows * n, 1, 10.f, 12.f), res = RandomVector(rows * n, 2);
+      const auto gamma = RandomVector(n, 3), beta = RandomVector(n, 4);
+      std::vector<float> out(rows * n);
+      AddLayerNorm(ctx, x.data(), res.data(), gamma.data(), beta.data(), rows, n, 1e-5f,
+                   out.data());
+      EXPECT_LT(ScaledMaxError(out, Reference(x, &res, gamma, beta, rows, n, 1e-5)), 1e-4)
+          << rows << "x" << n;
+      std::vector<float> plain(rows * n);
+      LayerNorm(ctx, x.data(), gamma.data(), beta.data(), rows, n, 1e-12f, plain.data());
+      EXPECT_LT(ScaledMaxError(plain, Reference(x, nullptr, gamma, beta, rows, n, 1e-12)), 1e-4);
+    }
+  }
+}
+
+TEST(LayerNormTest, InPlaceAndNoAffine) {
+  CpuContext ctx;
+  const int64_t rows = 9, n = 33;
+  auto x = RandomVector(rows * n, 5);
+  auto res = RandomVector(rows * n, 6);
+  const auto want = Reference(x, &res, {}, {}, rows, n, 1e-5);
+  AddLayerNorm(ctx, x.data(), res.data(), nullptr, nullptr, rows, n, 1e-5f, res.data());
+  EXPECT_LT(ScaledMaxError(res, want), 1e-4);
+}
+
+TEST(LayerNormTest, RejectsBadShapes) {
+  CpuContext ctx;
+  std::vector<float> x(8);
+  EXPECT_THROW(LayerNorm(ctx, x.data(), nullptr, nullptr, 1, 0, 1e-5f, x.data()),
+               std::invalid_argument);
+  EXPECT_THROW(LayerNorm(ctx, x.data(), nullptr, nullptr, -1, 8, 1e-5f, x.data()),
+               std::invalid_argument);
+  EXPECT_THROW(LayerNorm(ctx, x.data(), nullptr, nullptr, 1, 8, -1.f, x.data()),
+               std::invalid_argument);
+  EXPECT_THROW(LayerNorm(ctx, nullptr, nullptr, nullptr, 1, 8, 1e-5f, x.data()),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace encoderd::kernels
