@@ -111,5 +111,6 @@ class [[nodiscard]] StatusOr {
   lhs = std::move(tmp).value()
 
 // ASSIGN_OR_RETURN(auto x, MakeX()); declares x or returns MakeX()'s error.
+// It expands to several statements: brace it when it is the body of an if.
 #define ASSIGN_OR_RETURN(lhs, expr) \
   ASSIGN_OR_RETURN_IMPL(ENCODERD_CONCAT(_status_or_, __LINE__), lhs, expr)

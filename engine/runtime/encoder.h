@@ -1,0 +1,68 @@
+// The native encoder forward: embeddings -> N fused layers -> pooling / head,
+// every op over the packed tokens of a PackedBatch (no padding anywhere).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/core/tensor.h"
+#include "engine/model/model_spec.h"
+#include "engine/runtime/packed_batch.h"
+
+namespace encoderd {
+
+enum class Device { kCpu, kCuda };
+const char* DeviceName(Device device);
+
+struct EncoderOptions {
+  Device device = Device::kCpu;
+  // float32 or bfloat16 (bf16 weights, fp32 accumulation and LayerNorm).
+  DType dtype = DType::kFloat32;
+  // CPU threads for this encoder; 0 = every core.
+  int num_threads = 0;
+};
+
+class Encoder {
+ public:
+  // Checks that the model can run on options.device / options.dtype (the
+  // capability check happens here, at load time, never on a request) and
+  // packs the weights for the kernels. `weights` uses the canonical names of
+  // model_spec.h; nothing in it is referenced after Create returns.
+  static StatusOr<std::unique_ptr<Encoder>> Create(const EncoderConfig& config,
+                                                   const TensorMap& weights,
+                                                   const EncoderOptions& options);
+  virtual ~Encoder() = default;
+
+  // Last hidden states of every packed token: float32 [num_tokens, hidden].
+  // Thread-safe (calls are serialised on the encoder's execution context).
+  virtual StatusOr<Tensor> Forward(const PackedBatch& batch) = 0;
+
+  // One row per sequence: float32 [num_sequences, hidden]. kCls takes each
+  // sequence's first token, kMean averages its tokens; `normalize` scales each
+  // row to unit L2 norm. `hidden` is Forward's output for `batch`.
+  virtual StatusOr<Tensor> Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
+                                bool normalize) = 0;
+  // Label probabilities (softmax of the head's logits) per sequence:
+  // float32 [num_sequences, num_labels]. FAILED_PRECONDITION when the model
+  // has no classification head.
+  virtual StatusOr<Tensor> Classify(const Tensor& hidden, const PackedBatch& batch) = 0;
+
+  const EncoderConfig& config() const { return config_; }
+  const EncoderOptions& options() const { return options_; }
+  // Bytes of packed weights held by the encoder.
+  virtual size_t weight_bytes() const = 0;
+
+ protected:
+  Encoder(EncoderConfig config, EncoderOptions options)
+      : config_(std::move(config)), options_(options) {}
+
+ private:
+  EncoderConfig config_;
+  EncoderOptions options_;
+};
+
+}  // namespace encoderd
