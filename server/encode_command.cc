@@ -105,11 +105,10 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
   EncoderOptions options;
   options.dtype = a.dtype;
   options.num_threads = a.threads;
-  auto encoder = Encoder::Create(config, bundle->weights, options);
-  if (!encoder.ok()) return Fail(err, encoder.status().WithContext(a.model_dir));
-  // The encoder holds its own packed copy of every weight; release the checkpoint.
-  bundle->weights.clear();
+  // The encoder keeps what it needs; the checkpoint's own tensor map goes.
   bundle->checkpoint_tensors.clear();
+  auto encoder = Encoder::Create(config, std::move(bundle->weights), options);
+  if (!encoder.ok()) return Fail(err, encoder.status().WithContext(a.model_dir));
   const auto loaded = std::chrono::steady_clock::now();
 
   PackedBatchBuilder builder(config.position_rule, static_cast<int32_t>(config.pad_token_id));

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -181,6 +182,17 @@ StatusOr<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) 
   return std::shared_ptr<MappedFile>(new MappedFile(path, data, size));
 }
 
+void MappedFile::ReleasePages(size_t offset, size_t size) const {
+  if (data_ == nullptr || offset >= size_) return;
+  size = std::min(size, size_ - offset);
+  // Only whole pages inside the range: neighbouring tensors keep theirs.
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data_ + offset);
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + size) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
 }
@@ -308,6 +320,15 @@ Tensor Tensor::To(DType dtype) const {
     }
   });
   return out;
+}
+
+void Tensor::ReleasePages() const {
+  if (!storage_ || numel() == 0) return;
+  int64_t last = offset_;
+  for (size_t d = 0; d < shape_.size(); ++d) last += strides_[d] * (shape_[d] - 1);
+  const size_t esize = DTypeSize(dtype_);
+  storage_->ReleasePages(static_cast<size_t>(offset_) * esize,
+                         static_cast<size_t>(last - offset_ + 1) * esize);
 }
 
 std::string Tensor::Describe() const {

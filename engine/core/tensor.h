@@ -21,6 +21,10 @@ class Storage {
   virtual ~Storage() = default;
   virtual const std::byte* data() const = 0;
   virtual size_t size() const = 0;
+  // Hint that bytes [offset, offset + size) will not be read again soon.
+  // Mapped files drop those pages from memory (a later read faults them back
+  // in from the file); other storages ignore it. Contents never change.
+  virtual void ReleasePages(size_t offset, size_t size) const {}
 };
 
 // A heap buffer. Writable until it is shared as a Storage.
@@ -46,6 +50,7 @@ class MappedFile final : public Storage {
 
   const std::byte* data() const override { return data_; }
   size_t size() const override { return size_; }
+  void ReleasePages(size_t offset, size_t size) const override;
   const std::string& path() const { return path_; }
 
  private:
@@ -63,6 +68,9 @@ class StorageSlice final : public Storage {
       : base_(std::move(base)), offset_(offset), size_(size) {}
   const std::byte* data() const override { return base_->data() + offset_; }
   size_t size() const override { return size_; }
+  void ReleasePages(size_t offset, size_t size) const override {
+    base_->ReleasePages(offset_ + offset, size);
+  }
 
  private:
   std::shared_ptr<const Storage> base_;
@@ -119,6 +127,8 @@ class Tensor {
   Tensor To(DType dtype) const;
   // "float32[768, 3072]"
   std::string Describe() const;
+  // Storage::ReleasePages over the bytes this tensor addresses.
+  void ReleasePages() const;
   // True when dtype, shape and every element's bytes are equal.
   bool BitEqual(const Tensor& other) const;
 

@@ -85,6 +85,7 @@ Status WeightMapper::AddConcat(const std::string& canonical, const std::vector<s
   for (const Tensor& part : parts) {
     std::memcpy(dst, part.raw_data(), part.nbytes());
     dst += part.nbytes();
+    part.ReleasePages();  // the stacked copy is what the engine reads
   }
   weights_[canonical] = std::move(stacked);
   return Status::Ok();

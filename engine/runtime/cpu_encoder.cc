@@ -38,7 +38,7 @@ class CpuEncoder final : public Encoder {
   CpuEncoder(const EncoderConfig& config, const EncoderOptions& options)
       : Encoder(config, options), ctx_(options.num_threads) {}
 
-  Status Init(const TensorMap& weights);
+  Status Init(TensorMap& weights);
 
   StatusOr<Tensor> Forward(const PackedBatch& batch) override;
   StatusOr<Tensor> Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
@@ -48,8 +48,8 @@ class CpuEncoder final : public Encoder {
 
  private:
   StatusOr<Tensor> Fp32(const TensorMap& weights, const std::string& name);
-  StatusOr<std::unique_ptr<k::PackedWeight>> Pack(const TensorMap& weights,
-                                                  const std::string& prefix);
+  // Packs `prefix`.weight/.bias for Linear, then releases them from `weights`.
+  StatusOr<std::unique_ptr<k::PackedWeight>> Pack(TensorMap& weights, const std::string& prefix);
   StatusOr<Norm> LoadNorm(const TensorMap& weights, const std::string& prefix);
   Status CheckBatch(const PackedBatch& batch) const;
   void RunLayer(const Layer& layer, int64_t tokens, const PackedBatch& batch, float* x);
@@ -76,7 +76,7 @@ StatusOr<Tensor> CpuEncoder::Fp32(const TensorMap& weights, const std::string& n
   return t;
 }
 
-StatusOr<std::unique_ptr<k::PackedWeight>> CpuEncoder::Pack(const TensorMap& weights,
+StatusOr<std::unique_ptr<k::PackedWeight>> CpuEncoder::Pack(TensorMap& weights,
                                                             const std::string& prefix) {
   auto w_it = weights.find(prefix + ".weight");
   auto b_it = weights.find(prefix + ".bias");
@@ -93,6 +93,11 @@ StatusOr<std::unique_ptr<k::PackedWeight>> CpuEncoder::Pack(const TensorMap& wei
         k::PackedWeight::Pack(ctx_, w.data<float>(), b.defined() ? b.data<float>() : nullptr,
                               w.size(0), w.size(1), WeightTypeFor(options().dtype));
     weight_bytes_ += packed->bytes();
+    for (auto it : {w_it, b_it}) {
+      if (it == weights.end()) continue;
+      it->second.ReleasePages();
+      weights.erase(it);
+    }
     return packed;
   } catch (const std::exception& e) {
     return Internal("packing " + prefix + ": " + e.what());
@@ -106,7 +111,7 @@ StatusOr<Norm> CpuEncoder::LoadNorm(const TensorMap& weights, const std::string&
   return norm;
 }
 
-Status CpuEncoder::Init(const TensorMap& weights) {
+Status CpuEncoder::Init(TensorMap& weights) {
   const EncoderConfig& c = config();
   RETURN_IF_ERROR(c.Validate());
   ASSIGN_OR_RETURN(word_, Fp32(weights, "embeddings.word"));
@@ -306,8 +311,7 @@ StatusOr<Tensor> CpuEncoder::Classify(const Tensor& hidden, const PackedBatch& b
 
 const char* DeviceName(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }
 
-StatusOr<std::unique_ptr<Encoder>> Encoder::Create(const EncoderConfig& config,
-                                                   const TensorMap& weights,
+StatusOr<std::unique_ptr<Encoder>> Encoder::Create(const EncoderConfig& config, TensorMap weights,
                                                    const EncoderOptions& options) {
   if (options.device == Device::kCuda) {
     return Unimplemented("device cuda: this build has no CUDA backend yet");

@@ -31,9 +31,11 @@ class Encoder {
   // Checks that the model can run on options.device / options.dtype (the
   // capability check happens here, at load time, never on a request) and
   // packs the weights for the kernels. `weights` uses the canonical names of
-  // model_spec.h; nothing in it is referenced after Create returns.
-  static StatusOr<std::unique_ptr<Encoder>> Create(const EncoderConfig& config,
-                                                   const TensorMap& weights,
+  // model_spec.h. Each weight is dropped from the map as soon as it is packed,
+  // and its pages are released when it lives in a mapped checkpoint, so that
+  // loading never holds two copies of the model: pass the map with std::move
+  // when the caller no longer needs it.
+  static StatusOr<std::unique_ptr<Encoder>> Create(const EncoderConfig& config, TensorMap weights,
                                                    const EncoderOptions& options);
   virtual ~Encoder() = default;
 
