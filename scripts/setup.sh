@@ -26,6 +26,8 @@ PACKAGES=(
   shared-mime-info man-db psmisc procps login wget xz-utils make
   # fuzzing
   clang libclang-rt-14-dev
+  # loadtest sweep plots (loadtest/scripts)
+  gnuplot-nox
 )
 
 missing=()

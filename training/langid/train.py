@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Trains the langid classifier on DATA/train.jsonl (from extract_data.py)
+with the tokenizer in MODEL_DIR, prints validation and test accuracy per
+language, and writes MODEL_DIR/model.pt (state dict, legacy pre-1.6 format)
+and MODEL_DIR/encoderd.yaml.
+
+CPU only, one thread, deterministic given --seed (same data, same torch build).
+Usage: nice -n 19 /usr/bin/python3 training/langid/train.py \
+           [--data build/langid-data] [--model-dir models/langid] [--seed 1]
+"""
+import argparse
+import math
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import langid_data  # noqa: E402
+import langid_model as lm  # noqa: E402
+
+
+def make_batches(encoded, labels, batch_size, gen):
+    """One epoch of batches: a seeded shuffle, then length-sorted within
+    windows of 50 batches so batches carry little padding."""
+    perm = torch.randperm(len(encoded), generator=gen).tolist()
+    window = batch_size * 50
+    batches = []
+    for start in range(0, len(perm), window):
+        chunk = sorted(perm[start:start + window], key=lambda i: len(encoded[i]))
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    order = torch.randperm(len(batches), generator=gen).tolist()
+    return [batches[i] for i in order]
+
+
+def accuracy_report(name, preds, gold, labels):
+    total = sum(p == g for p, g in zip(preds, gold)) / len(gold)
+    per = {}
+    for k, lab in enumerate(labels):
+        idx = [i for i, g in enumerate(gold) if g == k]
+        per[lab] = sum(preds[i] == k for i in idx) / max(1, len(idx))
+    print("%s accuracy %.4f (%d texts): %s" % (name, total, len(gold), " ".join(
+        "%s=%.3f" % kv for kv in per.items())), flush=True)
+    return total, per
+
+
+def write_model_card(path, labels):
+    """The model card, in the schema of docs/model_card.md."""
+    lines = [
+        "# encoderd model card of the bundled language identifier; written by",
+        "# training/langid/train.py (see models/langid/README.md).",
+        "family: torchtext-roberta",
+        "checkpoint: model.pt",
+        "num_heads: %d" % lm.ARCH["num_attention_heads"],
+        "norm_first: false",
+        "activation: gelu",
+        "layer_norm_eps: 1.0e-5",
+        "max_tokens: %d" % lm.MAX_TOKENS,
+        "pad_token_id: %d" % lm.PAD,
+        "position_rule: after_padding_idx",
+        "pooling: cls",
+        "head_activation: relu",
+        "labels: [%s]" % ", ".join(labels),
+        "tokenizer:",
+        "  type: sentencepiece",
+        "  file: sentencepiece.bpe.model",
+        "  id_offset: %d" % lm.ID_OFFSET,
+        "  bos_id: %d" % lm.BOS,
+        "  eos_id: %d" % lm.EOS,
+        "  pad_id: %d" % lm.PAD,
+        "  unk_id: %d" % lm.UNK,
+    ]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="build/langid-data")
+    ap.add_argument("--model-dir", default="models/langid")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--warmup", type=int, default=300)
+    ap.add_argument("--init", help="start from this state dict (a second "
+                    "training stage) instead of a random initialisation")
+    args = ap.parse_args()
+
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    torch.use_deterministic_algorithms(True)
+    t0 = time.time()
+    labels = langid_data.LABELS
+    tok = lm.Tokenizer(os.path.join(args.model_dir, "sentencepiece.bpe.model"))
+    splits = {}
+    for split in langid_data.SPLITS:
+        rows = langid_data.read_jsonl(os.path.join(args.data, split + ".jsonl"))
+        splits[split] = ([tok.encode(t) for _, t in rows],
+                         [labels.index(lab) for lab, _ in rows])
+    enc, gold = splits["train"]
+    model = lm.build_model(tok.vocab_size, len(labels))
+    if args.init:
+        model.load_state_dict(torch.load(args.init, map_location="cpu"))
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    gen = torch.Generator().manual_seed(args.seed)
+    steps_per_epoch = math.ceil(len(enc) / args.batch_size)
+    total = steps_per_epoch * args.epochs
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(
+        (s + 1) / args.warmup, max(0.0, (total - s) / max(1, total - args.warmup))))
+    print("train %d texts, %d steps, %d parameters" % (
+        len(enc), total, sum(p.numel() for p in model.parameters())), flush=True)
+    step = 0
+    for epoch in range(args.epochs):
+        model.train()
+        run_loss, run_n = 0.0, 0
+        for batch in make_batches(enc, gold, args.batch_size, gen):
+            x = lm.pad_batch([enc[i] for i in batch])
+            y = torch.tensor([gold[i] for i in batch])
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            run_loss, run_n = run_loss + loss.item(), run_n + 1
+            if step % 100 == 0:
+                print("epoch %d step %d/%d loss %.4f lr %.2e %.0fs" % (
+                    epoch, step, total, run_loss / run_n, sched.get_last_lr()[0],
+                    time.time() - t0), flush=True)
+                run_loss, run_n = 0.0, 0
+        preds, _ = lm.predict(model, splits["val"][0])
+        accuracy_report("epoch %d val" % epoch, preds, splits["val"][1], labels)
+        torch.save(model.state_dict(), os.path.join(args.model_dir, "model.pt"),
+                   _use_new_zipfile_serialization=False)
+    for split in ("val", "test"):
+        preds, _ = lm.predict(model, splits[split][0])
+        accuracy_report(split, preds, splits[split][1], labels)
+    write_model_card(os.path.join(args.model_dir, "encoderd.yaml"), labels)
+    print("training time %.0fs; wrote %s" % (time.time() - t0, args.model_dir))
+
+
+if __name__ == "__main__":
+    main()
