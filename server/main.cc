@@ -4,7 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "server/bench_command.h"
+#include "server/encode_command.h"
 #include "server/inspect_command.h"
+#include "server/serve_command.h"
 
 namespace {
 
@@ -12,7 +15,9 @@ int Usage(FILE* out) {
   std::fprintf(out,
                "usage: encoderd <command> [args]\n"
                "commands:\n"
-               "  inspect MODEL_DIR [--json]   describe a model directory\n");
+               "  inspect MODEL_DIR [--json]   describe a model directory\n"
+               "  encode MODEL_DIR --text T    offline inference: label scores or embeddings\n"
+               "  serve [flags]                run the gRPC daemon (serve --help)\n");
   return out == stdout ? 0 : 2;
 }
 
@@ -24,6 +29,9 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "-h" || command == "--help" || command == "help") return Usage(stdout);
   if (command == "inspect") return encoderd::server::RunInspectCommand(args, std::cout, std::cerr);
+  if (command == "serve") return encoderd::server::RunServeCommand(args);
+  if (command == "bench") return encoderd::server::RunBenchCommand(args, std::cout, std::cerr);
+  if (command == "encode") return encoderd::server::RunEncodeCommand(args, std::cout, std::cerr);
   std::fprintf(stderr, "encoderd: unknown command '%s'\n", command.c_str());
   return Usage(stderr);
 }

@@ -1,0 +1,21 @@
+// Runs one planned batch on a BatchEngine and delivers the results to the
+// requests it came from. A failed batch fails every request in it with the
+// same status; exceptions from the engine are caught here.
+#pragma once
+
+#include "engine/model/model_spec.h"
+#include "server/batch_engine.h"
+#include "server/batch_policy.h"
+
+namespace encoderd::server {
+
+struct PackingRule {
+  PositionRule position_rule = PositionRule::kFromZero;
+  int32_t pad_token_id = 0;
+};
+
+// Called on an executor thread. Returns the engine's status (already delivered
+// to the requests) for logging.
+Status ExecuteBatch(const BatchPlan& plan, const PackingRule& rule, BatchEngine* engine);
+
+}  // namespace encoderd::server

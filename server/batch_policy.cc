@@ -1,0 +1,71 @@
+#include "server/batch_policy.h"
+
+#include <chrono>
+
+namespace encoderd::server {
+
+Status RequestQueue::Push(std::shared_ptr<InferenceRequest> request) {
+  if (static_cast<int64_t>(requests_.size()) >= max_size_)
+    return ResourceExhausted("the queue is full (" + std::to_string(max_size_) +
+                             " requests); retry later");
+  requests_.push_back(std::move(request));
+  return Status::Ok();
+}
+
+BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now) {
+  BatchDecision decision;
+  auto& requests = queue->requests();
+  for (auto it = requests.begin(); it != requests.end();) {
+    const auto& r = *it;
+    if (r->finished()) {
+      it = requests.erase(it);
+    } else if (r->cancelled()) {
+      decision.dropped.emplace_back(r, Cancelled("the client cancelled the request"));
+      it = requests.erase(it);
+    } else if (r->deadline() <= now) {
+      decision.dropped.emplace_back(r, DeadlineExceeded("the deadline passed while queued"));
+      it = requests.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (requests.empty()) return decision;
+
+  // Plan without touching the queue: (request position, end sequence) pairs.
+  BatchPlan plan;
+  bool full = false;
+  for (size_t i = 0; i < requests.size() && !full; ++i) {
+    const auto& r = requests[i];
+    int32_t end = r->next_sequence;
+    for (; end < r->num_sequences(); ++end) {
+      const int64_t len = static_cast<int64_t>(r->sequence(end).size());
+      const bool seq_cap = plan.num_sequences >= limits.max_batch_sequences;
+      const bool token_cap =
+          plan.num_sequences > 0 && plan.num_tokens + len > limits.max_batch_tokens;
+      if (seq_cap || token_cap) {
+        full = true;
+        break;
+      }
+      plan.num_tokens += len;
+      ++plan.num_sequences;
+    }
+    if (end > r->next_sequence) plan.slices.push_back({r, r->next_sequence, end});
+  }
+  // A single sequence over the token budget runs alone.
+  if (!full && plan.num_tokens >= limits.max_batch_tokens) full = true;
+  if (!full && plan.num_sequences >= limits.max_batch_sequences) full = true;
+
+  const Clock::time_point due =
+      requests.front()->enqueued() + std::chrono::microseconds(limits.max_queue_delay_us);
+  if (!full && now < due) {
+    decision.wake_at = due;
+    return decision;
+  }
+  for (const BatchSlice& slice : plan.slices) slice.request->next_sequence = slice.end;
+  while (!requests.empty() && requests.front()->next_sequence >= requests.front()->num_sequences())
+    requests.pop_front();
+  decision.batch = std::move(plan);
+  return decision;
+}
+
+}  // namespace encoderd::server

@@ -1,0 +1,74 @@
+// The dynamic batching policy as a pure function of the queue and the time:
+// no threads, no clock of its own, so tests can assert the exact batches.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "server/inference_request.h"
+
+namespace encoderd::server {
+
+struct BatchLimits {
+  // Most tokens in one batch (a single longer sequence still runs, alone).
+  int64_t max_batch_tokens = 8192;
+  // Most sequences in one batch.
+  int64_t max_batch_sequences = 256;
+  // Longest a batch that is not full waits for more work, from the enqueue
+  // time of the oldest queued request.
+  int64_t max_queue_delay_us = 2000;
+  // Most requests in the queue.
+  int64_t max_queue_size = 1024;
+};
+
+// Sequences [begin, end) of one request.
+struct BatchSlice {
+  std::shared_ptr<InferenceRequest> request;
+  int32_t begin = 0;
+  int32_t end = 0;
+};
+
+struct BatchPlan {
+  std::vector<BatchSlice> slices;
+  int64_t num_tokens = 0;
+  int64_t num_sequences = 0;
+};
+
+struct BatchDecision {
+  // Requests removed without being computed, with the status to fail them with
+  // (CANCELLED or DEADLINE_EXCEEDED).
+  std::vector<std::pair<std::shared_ptr<InferenceRequest>, Status>> dropped;
+  // The batch to run now; empty when none should run yet.
+  BatchPlan batch;
+  // When no batch was formed but work is queued: when to decide again.
+  Clock::time_point wake_at = Clock::time_point::max();
+};
+
+// FIFO of requests; a request split across batches stays at the head until its
+// last sequence is taken. Not thread-safe: owned by one batcher.
+class RequestQueue {
+ public:
+  explicit RequestQueue(int64_t max_size) : max_size_(max_size) {}
+  // RESOURCE_EXHAUSTED when max_size requests are already queued.
+  Status Push(std::shared_ptr<InferenceRequest> request);
+  bool empty() const { return requests_.empty(); }
+  size_t size() const { return requests_.size(); }
+  std::deque<std::shared_ptr<InferenceRequest>>& requests() { return requests_; }
+
+ private:
+  int64_t max_size_;
+  std::deque<std::shared_ptr<InferenceRequest>> requests_;
+};
+
+// Called when an executor is free. Drops cancelled, expired and already
+// finished requests, then packs sequences from the head in FIFO order until
+// the next sequence would exceed a limit (the batch is full: it runs now) or
+// the queue is exhausted (it runs only once the oldest request has waited
+// max_queue_delay_us). Taken sequences leave the queue.
+BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now);
+
+}  // namespace encoderd::server

@@ -1,0 +1,90 @@
+// The daemon's configuration: one typed struct per subsystem, defaults in the
+// structs. Sources, lowest precedence first: these defaults, the YAML file
+// (config_yaml.cc), ENCODERD_* environment variables, command-line flags
+// (config_loader.cc). The defaults describe config/default.yaml.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+
+namespace encoderd::server {
+
+struct ListenConfig {
+  // Address the gRPC server binds.
+  std::string address = "0.0.0.0";
+  // gRPC port; 0 picks a free port (logged at start-up).
+  int port = 50051;
+  // Port of the Prometheus /metrics endpoint.
+  int metrics_port = 9400;
+  // Register the gRPC server reflection service.
+  bool reflection = true;
+  // PEM certificate chain for TLS; empty: plaintext (TLS is not supported yet).
+  std::string tls_cert_file;
+  // PEM private key for TLS.
+  std::string tls_key_file;
+};
+
+struct ModelConfig {
+  // Name clients use in the `model` field.
+  std::string name = "langid";
+  // Model directory (see `encoderd inspect`); relative to the working directory.
+  std::string directory = "models/langid";
+  // "cpu" or "cuda".
+  std::string device = "cpu";
+  // "float32" or "bfloat16".
+  std::string dtype = "float32";
+  // Executors (engine instances), each with its own thread.
+  int replicas = 1;
+  // Most tokens (sum of sequence lengths) in one engine batch.
+  int64_t max_batch_tokens = 8192;
+  // Most sequences in one engine batch.
+  int64_t max_batch_sequences = 256;
+  // Longest wait for more work before running a batch that is not full.
+  int64_t max_queue_delay_us = 2000;
+  // Most requests waiting in the queue; more are RESOURCE_EXHAUSTED.
+  int64_t max_queue_size = 1024;
+  // Most texts in one client request.
+  int64_t max_client_batch_size = 256;
+  // Longest sequence accepted, special tokens included; 0: the model's limit.
+  int64_t max_tokens = 0;
+  // CPU threads per executor; 0: every core.
+  int num_threads = 0;
+};
+
+struct LogConfig {
+  // "trace", "debug", "info", "warn", "error" or "off".
+  std::string level = "info";
+  // "text" or "json".
+  std::string format = "text";
+};
+
+struct ShutdownConfig {
+  // Seconds in-flight calls get to finish after SIGTERM/SIGINT.
+  double grace_s = 10.0;
+};
+
+struct ServerConfig {
+  ListenConfig listen;
+  std::vector<ModelConfig> models = {ModelConfig{}};
+  LogConfig log;
+  ShutdownConfig shutdown;
+
+  // Checks every value; the error names the key ("models[0].replicas").
+  Status Validate() const;
+  // One line for the start-up log.
+  std::string Summary() const;
+};
+
+// Applies a YAML document over `config`; `source` names it in errors, which
+// carry the key and the line ("config.yaml:7: unknown key 'models[0].foo'").
+Status ApplyYaml(const std::string& yaml_text, const std::string& source, ServerConfig* config);
+
+// Sets one value by its dotted key ("listen.port", "models[0].replicas", or
+// "model.max_batch_tokens" for every model); `origin` names the source in errors.
+Status SetConfigValue(const std::string& key, const std::string& value, const std::string& origin,
+                      ServerConfig* config);
+
+}  // namespace encoderd::server

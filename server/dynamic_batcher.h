@@ -1,0 +1,55 @@
+// Per model: a bounded request queue, ONE batcher thread that owns it and
+// forms batches with FormBatch (batch_policy.h), and one executor thread per
+// engine replica. Handlers Submit() requests and wait on request->done().
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "server/batch_engine.h"
+#include "server/batch_executor.h"
+#include "server/batch_policy.h"
+
+namespace encoderd::server {
+
+class DynamicBatcher {
+ public:
+  // Starts the threads. Takes ownership of the replicas (at least one).
+  DynamicBatcher(BatchLimits limits, PackingRule rule,
+                 std::vector<std::unique_ptr<BatchEngine>> replicas);
+  // Stop()s.
+  ~DynamicBatcher();
+  DynamicBatcher(const DynamicBatcher&) = delete;
+  DynamicBatcher& operator=(const DynamicBatcher&) = delete;
+
+  // Any thread. RESOURCE_EXHAUSTED at once when the queue is full;
+  // UNAVAILABLE once stopped. On OK the request will finish (done()).
+  Status Submit(std::shared_ptr<InferenceRequest> request);
+
+  // Finishes the batches already running, fails every queued request with
+  // UNAVAILABLE and joins the threads. Idempotent.
+  void Stop();
+
+ private:
+  void BatcherLoop();
+  void ExecutorLoop(BatchEngine* engine);
+
+  const BatchLimits limits_;
+  const PackingRule rule_;
+  std::vector<std::unique_ptr<BatchEngine>> replicas_;
+
+  std::mutex mu_;
+  std::condition_variable batcher_cv_;   // work arrived or an executor freed up
+  std::condition_variable executor_cv_;  // a batch is ready
+  RequestQueue queue_;                   // guarded by mu_
+  std::deque<BatchPlan> ready_;          // guarded by mu_; at most idle_ entries
+  int idle_ = 0;                         // executors without a batch; guarded by mu_
+  bool stopping_ = false;                // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace encoderd::server

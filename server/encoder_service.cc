@@ -1,0 +1,240 @@
+#include "server/encoder_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "engine/core/dtype.h"
+#include "server/grpc_status.h"
+
+namespace encoderd::server {
+namespace {
+
+int64_t MicrosSince(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+}
+
+// The call's deadline on the steady clock (max when the client set none).
+Clock::time_point SteadyDeadline(const grpc::ServerContext* context) {
+  const auto deadline = context->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return Clock::time_point::max();
+  const auto left = deadline - std::chrono::system_clock::now();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
+}
+
+// One model call in flight: tokenized sequences, the batcher's request and
+// the timing so far.
+struct Call {
+  std::shared_ptr<ServedModel> model;
+  std::shared_ptr<InferenceRequest> request;
+  Clock::time_point start = Clock::now();
+  int64_t tokenize_us = 0;
+  int64_t token_count = 0;
+};
+
+// Submits `sequences` and waits for the result, cancelling the request when
+// the client goes away.
+Status RunOnModel(grpc::ServerContext* context, uint64_t id,
+                  std::vector<std::vector<int32_t>> sequences, OutputSpec spec, Call* call) {
+  for (const auto& s : sequences) call->token_count += static_cast<int64_t>(s.size());
+  call->request = std::make_shared<InferenceRequest>(id, std::move(sequences), spec, Clock::now(),
+                                                     SteadyDeadline(context));
+  RETURN_IF_ERROR(call->model->batcher().Submit(call->request));
+  // The handler answers as soon as the client is gone or the deadline passed;
+  // the batcher then drops the finished request without computing it.
+  auto done = call->request->done();
+  while (done.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) {
+    if (context->IsCancelled()) {
+      call->request->Cancel();
+      call->request->Fail(Cancelled("the client cancelled the request"));
+    } else if (Clock::now() >= call->request->deadline()) {
+      call->request->Fail(DeadlineExceeded("the deadline passed before the request was computed"));
+    }
+  }
+  return done.get();
+}
+
+// Looks up the model and tokenizes `texts` into `sequences`.
+Status Prepare(const ModelRegistry& registry, const std::string& model_name,
+               const google::protobuf::RepeatedPtrField<std::string>& texts, bool truncate,
+               Call* call, std::vector<std::vector<int32_t>>* sequences) {
+  ASSIGN_OR_RETURN(call->model, registry.Find(model_name));
+  const Clock::time_point t = Clock::now();
+  ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
+                   call->model->Tokenize({texts.begin(), texts.end()}, truncate));
+  call->tokenize_us = MicrosSince(t);
+  for (Encoding& e : encodings) sequences->push_back(std::move(e.ids));
+  return Status::Ok();
+}
+
+void FillTiming(const Call& call, v1::Timing* timing) {
+  timing->set_tokenize_us(call.tokenize_us);
+  if (call.request) {
+    timing->set_queue_us(call.request->queue_us());
+    timing->set_inference_us(call.request->inference_us());
+  }
+  timing->set_total_us(MicrosSince(call.start));
+}
+
+Status EmbedOne(const ModelRegistry& registry, uint64_t id, grpc::ServerContext* context,
+                const v1::EmbedRequest& request, v1::EmbedResponse* response) {
+  Call call;
+  std::vector<std::vector<int32_t>> sequences;
+  RETURN_IF_ERROR(
+      Prepare(registry, request.model(), request.texts(), request.truncate(), &call, &sequences));
+  OutputSpec spec{OutputKind::kEmbedding, call.model->encoder_config().default_pooling,
+                  request.normalize()};
+  if (request.pooling() == v1::POOLING_CLS) spec.pooling = Pooling::kCls;
+  if (request.pooling() == v1::POOLING_MEAN) spec.pooling = Pooling::kMean;
+  RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences), spec, &call));
+  for (const auto& values : call.request->results())
+    response->add_embeddings()->mutable_values()->Assign(values.begin(), values.end());
+  response->set_token_count(call.token_count);
+  response->set_model(call.model->config().name);
+  FillTiming(call, response->mutable_timing());
+  return Status::Ok();
+}
+
+}  // namespace
+
+grpc::Status EncoderService::Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
+                                   v1::EmbedResponse* response) {
+  return ToGrpcStatus(EmbedOne(*registry_, next_request_id_++, context, *request, response));
+}
+
+grpc::Status EncoderService::EmbedStream(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) {
+  v1::EmbedRequest request;
+  while (stream->Read(&request)) {
+    v1::EmbedResponse response;
+    Status status = EmbedOne(*registry_, next_request_id_++, context, request, &response);
+    if (!status.ok()) return ToGrpcStatus(status);
+    if (!stream->Write(response)) return grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status EncoderService::Classify(grpc::ServerContext* context,
+                                      const v1::ClassifyRequest* request,
+                                      v1::ClassifyResponse* response) {
+  Call call;
+  auto run = [&]() -> Status {
+    std::vector<std::vector<int32_t>> sequences;
+    RETURN_IF_ERROR(Prepare(*registry_, request->model(), request->texts(), request->truncate(),
+                            &call, &sequences));
+    const EncoderConfig& config = call.model->encoder_config();
+    if (config.num_labels <= 0)
+      return FailedPrecondition("model '" + call.model->config().name +
+                                "' has no classification head");
+    RETURN_IF_ERROR(RunOnModel(context, next_request_id_++, std::move(sequences),
+                               {OutputKind::kClassification, Pooling::kCls, false}, &call));
+    for (const auto& scores : call.request->results()) {
+      v1::Classification* result = response->add_results();
+      result->mutable_scores()->Assign(scores.begin(), scores.end());
+      size_t best = 0;
+      for (size_t i = 1; i < scores.size(); ++i)
+        if (scores[i] > scores[best]) best = i;
+      if (best < config.labels.size()) result->set_label(config.labels[best]);
+    }
+    return Status::Ok();
+  };
+  Status status = run();
+  if (!status.ok()) return ToGrpcStatus(status);
+  response->set_token_count(call.token_count);
+  response->set_model(call.model->config().name);
+  FillTiming(call, response->mutable_timing());
+  return grpc::Status::OK;
+}
+
+grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::EncodeRequest* request,
+                                    v1::EncodeResponse* response) {
+  Call call;
+  auto run = [&]() -> Status {
+    if (request->texts_size() > 0 && request->token_ids_size() > 0)
+      return InvalidArgument("send either texts or token_ids, not both");
+    std::vector<std::vector<int32_t>> sequences;
+    if (request->token_ids_size() > 0) {
+      ASSIGN_OR_RETURN(call.model, registry_->Find(request->model()));
+      for (const v1::TokenIds& ids : request->token_ids())
+        sequences.emplace_back(ids.ids().begin(), ids.ids().end());
+      RETURN_IF_ERROR(call.model->CheckTokenIds(sequences));
+    } else {
+      RETURN_IF_ERROR(Prepare(*registry_, request->model(), request->texts(), request->truncate(),
+                              &call, &sequences));
+    }
+    std::vector<int32_t> lengths;
+    for (const auto& s : sequences) lengths.push_back(static_cast<int32_t>(s.size()));
+    RETURN_IF_ERROR(RunOnModel(context, next_request_id_++, std::move(sequences),
+                               {OutputKind::kHiddenStates, Pooling::kCls, false}, &call));
+    const int32_t hidden = static_cast<int32_t>(call.model->encoder_config().hidden_size);
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      const auto& values = call.request->results()[i];
+      v1::TokenStates* states = response->add_sequences();
+      states->mutable_values()->Assign(values.begin(), values.end());
+      states->set_num_tokens(lengths[i]);
+      states->set_hidden_size(hidden);
+    }
+    return Status::Ok();
+  };
+  Status status = run();
+  if (!status.ok()) return ToGrpcStatus(status);
+  response->set_token_count(call.token_count);
+  response->set_model(call.model->config().name);
+  FillTiming(call, response->mutable_timing());
+  return grpc::Status::OK;
+}
+
+grpc::Status EncoderService::Tokenize(grpc::ServerContext* context,
+                                      const v1::TokenizeRequest* request,
+                                      v1::TokenizeResponse* response) {
+  Call call;
+  auto model = registry_->Find(request->model());
+  if (!model.ok()) return ToGrpcStatus(model.status());
+  auto encodings =
+      (*model)->Tokenize({request->texts().begin(), request->texts().end()}, request->truncate());
+  if (!encodings.ok()) return ToGrpcStatus(encodings.status());
+  for (const Encoding& e : *encodings) {
+    v1::Tokenization* t = response->add_tokenizations();
+    t->mutable_ids()->Assign(e.ids.begin(), e.ids.end());
+    for (const std::string& piece : e.pieces) t->add_pieces(piece);
+    t->set_untruncated_length(e.untruncated_length);
+    call.token_count += static_cast<int64_t>(e.ids.size());
+  }
+  call.tokenize_us = MicrosSince(call.start);
+  response->set_token_count(call.token_count);
+  response->set_model((*model)->config().name);
+  FillTiming(call, response->mutable_timing());
+  return grpc::Status::OK;
+}
+
+grpc::Status EncoderService::ModelInfo(grpc::ServerContext* context,
+                                       const v1::ModelInfoRequest* request,
+                                       v1::ModelInfoResponse* response) {
+  std::vector<std::shared_ptr<ServedModel>> models;
+  if (!request->model().empty()) {
+    auto model = registry_->Find(request->model());
+    if (!model.ok()) return ToGrpcStatus(model.status());
+    models.push_back(*model);
+  } else {
+    if (registry_->draining()) return ToGrpcStatus(Unavailable("the server is shutting down"));
+    models = registry_->Loaded();
+  }
+  for (const auto& m : models) {
+    const EncoderConfig& c = m->encoder_config();
+    v1::Model* info = response->add_models();
+    info->set_name(m->config().name);
+    info->set_family(ModelFamilyName(c.family));
+    info->set_hidden_size(c.hidden_size);
+    info->set_max_tokens(m->max_tokens());
+    for (const std::string& label : c.labels) info->add_labels(label);
+    info->set_dtype(m->config().dtype);
+    info->set_device(m->config().device);
+    info->set_default_pooling(PoolingName(c.default_pooling));
+    info->set_replicas(m->config().replicas);
+    info->set_max_client_batch_size(m->config().max_client_batch_size);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace encoderd::server

@@ -1,0 +1,17 @@
+// `encoderd serve [flags]`: the gRPC daemon. Loads the configuration
+// (config_loader.h), starts the server with health (NOT_SERVING until each
+// model is loaded and warmed up) and optional reflection, and on SIGTERM or
+// SIGINT drains: health NOT_SERVING, new calls UNAVAILABLE, in-flight calls
+// finish within shutdown.grace_s, exit 0.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace encoderd::server {
+
+// `args` are the words after "serve". Returns the process exit code (0 after
+// a graceful shutdown, 1 on a start-up error, 2 on bad usage).
+int RunServeCommand(const std::vector<std::string>& args);
+
+}  // namespace encoderd::server

@@ -1,0 +1,272 @@
+// Dynamic batcher: the policy (FormBatch) on a fake clock with the exact
+// batches expected, the executor's error handling, and the threaded batcher
+// with a fake engine.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+#include "server/batch_executor.h"
+#include "server/batch_policy.h"
+#include "server/dynamic_batcher.h"
+
+namespace encoderd::server {
+namespace {
+
+using std::chrono::microseconds;
+
+const Clock::time_point kT0 = Clock::time_point() + std::chrono::hours(1);
+const Clock::time_point kNever = Clock::time_point::max();
+
+// A request with one sequence per length (token ids 1..len).
+std::shared_ptr<InferenceRequest> MakeRequest(uint64_t id, std::vector<int> lengths,
+                                              Clock::time_point enqueued = kT0,
+                                              Clock::time_point deadline = kNever) {
+  std::vector<std::vector<int32_t>> seqs;
+  for (int len : lengths) {
+    std::vector<int32_t> s;
+    for (int t = 0; t < len; ++t) s.push_back(static_cast<int32_t>(id * 100 + t + 1));
+    seqs.push_back(s);
+  }
+  return std::make_shared<InferenceRequest>(id, std::move(seqs), OutputSpec{}, enqueued, deadline);
+}
+
+// "id:begin-end" per slice, e.g. {"1:0-2", "2:0-1"}.
+std::vector<std::string> Slices(const BatchPlan& plan) {
+  std::vector<std::string> out;
+  for (const BatchSlice& s : plan.slices)
+    out.push_back(std::to_string(s.request->id()) + ":" + std::to_string(s.begin) + "-" +
+                  std::to_string(s.end));
+  return out;
+}
+
+BatchLimits Limits(int64_t tokens, int64_t sequences, int64_t delay_us = 1000,
+                   int64_t queue = 100) {
+  BatchLimits l;
+  l.max_batch_tokens = tokens;
+  l.max_batch_sequences = sequences;
+  l.max_queue_delay_us = delay_us;
+  l.max_queue_size = queue;
+  return l;
+}
+
+TEST(BatchPolicyTest, TokenBudgetClosesTheBatchAndRunsItAtOnce) {
+  RequestQueue q(100);
+  for (uint64_t id = 1; id <= 3; ++id) ASSERT_TRUE(q.Push(MakeRequest(id, {4})).ok());
+  BatchDecision d = FormBatch(&q, Limits(10, 100), kT0);
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"1:0-1", "2:0-1"}));
+  EXPECT_EQ(d.batch.num_tokens, 8);
+  ASSERT_EQ(q.size(), 1u);
+  // The rest is not full: it waits for the delay, then runs.
+  d = FormBatch(&q, Limits(10, 100), kT0);
+  EXPECT_TRUE(d.batch.slices.empty());
+  EXPECT_EQ(d.wake_at, kT0 + microseconds(1000));
+  d = FormBatch(&q, Limits(10, 100), kT0 + microseconds(1000));
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"3:0-1"}));
+  EXPECT_TRUE(q.empty());
+}
+
+TEST(BatchPolicyTest, SequenceCap) {
+  RequestQueue q(100);
+  for (uint64_t id = 1; id <= 5; ++id) ASSERT_TRUE(q.Push(MakeRequest(id, {1})).ok());
+  BatchDecision d = FormBatch(&q, Limits(1000, 2), kT0);
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"1:0-1", "2:0-1"}));
+  d = FormBatch(&q, Limits(1000, 2), kT0);
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"3:0-1", "4:0-1"}));
+  d = FormBatch(&q, Limits(1000, 2), kT0);
+  EXPECT_TRUE(d.batch.slices.empty());
+}
+
+TEST(BatchPolicyTest, WaitsAtMostTheQueueDelayFromTheOldestRequest) {
+  RequestQueue q(100);
+  ASSERT_TRUE(q.Push(MakeRequest(1, {3}, kT0)).ok());
+  ASSERT_TRUE(q.Push(MakeRequest(2, {3}, kT0 + microseconds(600))).ok());
+  BatchDecision d = FormBatch(&q, Limits(100, 100, 1000), kT0 + microseconds(999));
+  EXPECT_TRUE(d.batch.slices.empty());
+  EXPECT_EQ(d.wake_at, kT0 + microseconds(1000));
+  EXPECT_EQ(q.size(), 2u);
+  d = FormBatch(&q, Limits(100, 100, 1000), kT0 + microseconds(1000));
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"1:0-1", "2:0-1"}));
+}
+
+TEST(BatchPolicyTest, AFullBatchNeverWaits) {
+  RequestQueue q(100);
+  ASSERT_TRUE(q.Push(MakeRequest(1, {6})).ok());
+  ASSERT_TRUE(q.Push(MakeRequest(2, {4})).ok());
+  // Exactly the token budget: full, runs at the enqueue instant.
+  BatchDecision d = FormBatch(&q, Limits(10, 100, 1000000), kT0);
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"1:0-1", "2:0-1"}));
+  // Exactly the sequence cap: full as well.
+  ASSERT_TRUE(q.Push(MakeRequest(3, {1, 1})).ok());
+  d = FormBatch(&q, Limits(10, 2, 1000000), kT0);
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"3:0-2"}));
+}
+
+TEST(BatchPolicyTest, SplitsALargeRequestAcrossBatchesInOrder) {
+  RequestQueue q(100);
+  ASSERT_TRUE(q.Push(MakeRequest(1, {3, 3, 3, 3, 3})).ok());
+  ASSERT_TRUE(q.Push(MakeRequest(2, {2})).ok());
+  const BatchLimits l = Limits(7, 100);
+  BatchDecision d = FormBatch(&q, l, kT0);
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"1:0-2"}));
+  d = FormBatch(&q, l, kT0);
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"1:2-4"}));
+  // 3 + 2 tokens: not full, but request 1 has waited since kT0.
+  d = FormBatch(&q, l, kT0 + microseconds(1000));
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"1:4-5", "2:0-1"}));
+  EXPECT_TRUE(q.empty());
+}
+
+TEST(BatchPolicyTest, AnEntryThatDoesNotFitStaysAtTheHead) {
+  RequestQueue q(100);
+  ASSERT_TRUE(q.Push(MakeRequest(1, {4})).ok());
+  ASSERT_TRUE(q.Push(MakeRequest(2, {8})).ok());
+  ASSERT_TRUE(q.Push(MakeRequest(3, {1})).ok());
+  BatchDecision d = FormBatch(&q, Limits(10, 100), kT0);
+  // FIFO: request 3 would fit but does not overtake request 2.
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"1:0-1"}));
+  ASSERT_EQ(q.requests().front()->id(), 2u);
+  d = FormBatch(&q, Limits(10, 100), kT0 + microseconds(1000));
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"2:0-1", "3:0-1"}));
+}
+
+TEST(BatchPolicyTest, ASequenceLongerThanTheBudgetRunsAlone) {
+  RequestQueue q(100);
+  ASSERT_TRUE(q.Push(MakeRequest(1, {20})).ok());
+  ASSERT_TRUE(q.Push(MakeRequest(2, {1})).ok());
+  BatchDecision d = FormBatch(&q, Limits(10, 100), kT0);
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"1:0-1"}));
+  EXPECT_EQ(d.batch.num_tokens, 20);
+}
+
+TEST(BatchPolicyTest, DropsCancelledAndExpiredRequestsBeforePacking) {
+  RequestQueue q(100);
+  auto cancelled = MakeRequest(1, {2});
+  cancelled->Cancel();
+  auto expired = MakeRequest(2, {2}, kT0, kT0 + microseconds(50));
+  auto alive = MakeRequest(3, {2}, kT0, kT0 + microseconds(5000));
+  ASSERT_TRUE(q.Push(cancelled).ok());
+  ASSERT_TRUE(q.Push(expired).ok());
+  ASSERT_TRUE(q.Push(alive).ok());
+  BatchDecision d = FormBatch(&q, Limits(100, 100), kT0 + microseconds(1000));
+  ASSERT_EQ(d.dropped.size(), 2u);
+  EXPECT_EQ(d.dropped[0].first->id(), 1u);
+  EXPECT_EQ(d.dropped[0].second.code(), StatusCode::kCancelled);
+  EXPECT_EQ(d.dropped[1].first->id(), 2u);
+  EXPECT_EQ(d.dropped[1].second.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"3:0-1"}));
+}
+
+TEST(BatchPolicyTest, RequestsTheHandlerAlreadyFinishedAreDroppedSilently) {
+  RequestQueue q(100);
+  auto gone = MakeRequest(1, {2});
+  gone->Fail(Cancelled("client left"));
+  ASSERT_TRUE(q.Push(gone).ok());
+  ASSERT_TRUE(q.Push(MakeRequest(2, {2})).ok());
+  BatchDecision d = FormBatch(&q, Limits(100, 100), kT0 + microseconds(1000));
+  EXPECT_TRUE(d.dropped.empty());
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"2:0-1"}));
+  EXPECT_EQ(gone->done().get().code(), StatusCode::kCancelled);
+}
+
+TEST(BatchPolicyTest, AFullQueueIsResourceExhausted) {
+  RequestQueue q(2);
+  ASSERT_TRUE(q.Push(MakeRequest(1, {1})).ok());
+  ASSERT_TRUE(q.Push(MakeRequest(2, {1})).ok());
+  Status s = q.Push(MakeRequest(3, {1}));
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(q.size(), 2u);
+}
+
+// Returns {request_id, index, length, first token id} per sequence.
+class EchoEngine : public BatchEngine {
+ public:
+  StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch& batch,
+                                                const std::vector<OutputSpec>& specs) override {
+    ++batches;
+    std::vector<std::vector<float>> out;
+    for (int64_t i = 0; i < batch.num_sequences(); ++i) {
+      out.push_back({static_cast<float>(batch.origins[i].request_id),
+                     static_cast<float>(batch.origins[i].index),
+                     static_cast<float>(batch.length(i)),
+                     static_cast<float>(batch.token_ids[batch.cu_seqlens[i]])});
+    }
+    return out;
+  }
+  std::atomic<int> batches{0};
+};
+
+class FailingEngine : public BatchEngine {
+ public:
+  explicit FailingEngine(bool throws) : throws_(throws) {}
+  StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch&,
+                                                const std::vector<OutputSpec>&) override {
+    if (throws_) throw std::runtime_error("kernel exploded");
+    return InvalidArgument("bad batch");
+  }
+
+ private:
+  bool throws_;
+};
+
+TEST(BatchExecutorTest, AFailedBatchFailsEveryRequestWithTheSameStatus) {
+  for (bool throws : {false, true}) {
+    auto a = MakeRequest(1, {2, 3});
+    auto b = MakeRequest(2, {1});
+    BatchPlan plan;
+    plan.slices = {{a, 0, 2}, {b, 0, 1}};
+    FailingEngine engine(throws);
+    Status s = ExecuteBatch(plan, PackingRule{}, &engine);
+    const StatusCode want = throws ? StatusCode::kInternal : StatusCode::kInvalidArgument;
+    EXPECT_EQ(s.code(), want);
+    EXPECT_EQ(a->done().get().code(), want);
+    EXPECT_EQ(b->done().get().code(), want);
+    EXPECT_EQ(a->done().get().message(), b->done().get().message());
+  }
+}
+
+TEST(DynamicBatcherTest, ConcurrentRaggedRequestsGetExactlyTheirOwnResults) {
+  std::vector<std::unique_ptr<BatchEngine>> replicas;
+  replicas.push_back(std::make_unique<EchoEngine>());
+  replicas.push_back(std::make_unique<EchoEngine>());
+  DynamicBatcher batcher(Limits(64, 16, 200, 1000), PackingRule{}, std::move(replicas));
+  std::vector<std::thread> clients;
+  std::atomic<int> wrong{0};
+  for (uint64_t id = 1; id <= 64; ++id) {
+    clients.emplace_back([&, id] {
+      std::vector<int> lengths;
+      for (uint64_t i = 0; i < 1 + id % 7; ++i)
+        lengths.push_back(1 + static_cast<int>((id * 7 + i * 3) % 13));
+      auto r = MakeRequest(id, lengths, Clock::now());
+      if (!batcher.Submit(r).ok() || !r->done().get().ok()) {
+        ++wrong;
+        return;
+      }
+      for (int32_t i = 0; i < r->num_sequences(); ++i) {
+        const std::vector<float> want = {static_cast<float>(id), static_cast<float>(i),
+                                         static_cast<float>(lengths[i]),
+                                         static_cast<float>(id * 100 + 1)};
+        if (r->results()[i] != want) ++wrong;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST(DynamicBatcherTest, StopFailsQueuedWorkAndRejectsNewWork) {
+  std::vector<std::unique_ptr<BatchEngine>> replicas;
+  replicas.push_back(std::make_unique<EchoEngine>());
+  // A delay long enough that the single small request stays queued.
+  DynamicBatcher batcher(Limits(1000, 100, 60'000'000), PackingRule{}, std::move(replicas));
+  auto r = MakeRequest(1, {2}, Clock::now());
+  ASSERT_TRUE(batcher.Submit(r).ok());
+  batcher.Stop();
+  EXPECT_EQ(r->done().get().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(batcher.Submit(MakeRequest(2, {1}, Clock::now())).code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace encoderd::server
