@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""A minimal encoderd client, for trying the daemon from a shell.
+
+  /usr/bin/python3 scripts/client.py classify "Bonjour tout le monde" "Buenos días"
+  /usr/bin/python3 scripts/client.py embed --pooling mean "some text"
+  /usr/bin/python3 scripts/client.py info
+
+Python stubs are generated from proto/encoderd.proto on the fly with protoc
+and grpc_python_plugin (Debian: protobuf-compiler, protobuf-compiler-grpc,
+python3-grpcio, python3-protobuf).
+"""
+import argparse
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import grpc
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def load_stubs(out_dir: pathlib.Path):
+    plugin = shutil.which("grpc_python_plugin")
+    if plugin is None:
+        sys.exit("client.py: grpc_python_plugin not found (apt-get install protobuf-compiler-grpc)")
+    subprocess.run(["protoc", f"-I{REPO}", f"--python_out={out_dir}", f"--grpc_out={out_dir}",
+                    f"--plugin=protoc-gen-grpc={plugin}", "proto/encoderd.proto"], check=True)
+    sys.path.insert(0, str(out_dir))
+    from proto import encoderd_pb2, encoderd_pb2_grpc  # noqa: E402
+    return encoderd_pb2, encoderd_pb2_grpc
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--address", default="127.0.0.1:50051")
+    parser.add_argument("--model", default="")
+    parser.add_argument("--pooling", choices=["default", "cls", "mean"], default="default")
+    parser.add_argument("command", choices=["classify", "embed", "info"])
+    parser.add_argument("texts", nargs="*")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        pb, pb_grpc = load_stubs(pathlib.Path(tmp))
+        stub = pb_grpc.EncoderStub(grpc.insecure_channel(args.address))
+        if args.command == "info":
+            print(stub.ModelInfo(pb.ModelInfoRequest(), timeout=10))
+            return 0
+        if args.command == "classify":
+            reply = stub.Classify(pb.ClassifyRequest(texts=args.texts, model=args.model, truncate=True),
+                                  timeout=10)
+            labels = stub.ModelInfo(pb.ModelInfoRequest(model=reply.model), timeout=10).models[0].labels
+            for text, result in zip(args.texts, reply.results):
+                top = sorted(zip(result.scores, labels), reverse=True)[:3]
+                print(f"{result.label}  {text!r}  (" + ", ".join(f"{l} {p:.3f}" for p, l in top) + ")")
+        else:
+            pooling = {"default": 0, "cls": 1, "mean": 2}[args.pooling]
+            reply = stub.Embed(pb.EmbedRequest(texts=args.texts, model=args.model, truncate=True,
+                                               pooling=pooling), timeout=10)
+            for text, e in zip(args.texts, reply.embeddings):
+                print(f"{text!r}: [{', '.join(f'{v:.4f}' for v in e.values[:6])}, ...] ({len(e.values)} values)")
+        t = reply.timing
+        print(f"tokens {reply.token_count}; server time: tokenize {t.tokenize_us} us, queue {t.queue_us} us, "
+              f"inference {t.inference_us} us, total {t.total_us} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
