@@ -1,0 +1,131 @@
+#include "loadtest/report_format.h"
+
+#include <cstdio>
+
+namespace encoderd::loadtest {
+namespace {
+
+std::string Format(const char* fmt, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, a);
+  return buf;
+}
+
+std::string Ms(int64_t us) { return Format("%.2f", static_cast<double>(us) / 1000.0); }
+
+nlohmann::json HistJson(const LatencyHistogram& h) {
+  return {{"count", h.Count()},
+          {"mean_us", h.Mean()},
+          {"p50_us", h.ValueAtQuantile(0.5)},
+          {"p90_us", h.ValueAtQuantile(0.9)},
+          {"p99_us", h.ValueAtQuantile(0.99)},
+          {"p999_us", h.ValueAtQuantile(0.999)},
+          {"max_us", h.Max()}};
+}
+
+std::string HistRow(const char* name, const LatencyHistogram& h) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "  %-24s %9.2f %9s %9s %9s %9s %9s\n", name, h.Mean() / 1000.0,
+                Ms(h.ValueAtQuantile(0.5)).c_str(), Ms(h.ValueAtQuantile(0.9)).c_str(),
+                Ms(h.ValueAtQuantile(0.99)).c_str(), Ms(h.ValueAtQuantile(0.999)).c_str(),
+                Ms(h.Max()).c_str());
+  return buf;
+}
+
+}  // namespace
+
+std::string FormatReportText(const LoadOptions& o, double offered_rate, const RunStats& s) {
+  std::string out;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "encoderd-loadtest: %s %s-loop against %s", RpcKindName(o.rpc),
+                LoadModeName(o.mode), o.target.c_str());
+  out += buf;
+  if (o.mode == LoadMode::kOpen) {
+    out += Format(", offered %.1f req/s", offered_rate);
+    out += o.arrival == ArrivalKind::kPoisson ? " (Poisson)" : " (uniform)";
+  } else {
+    out += ", " + std::to_string(o.concurrency) + " clients";
+  }
+  out += "\n";
+  std::snprintf(buf, sizeof buf,
+                "  requests ok %lld, errors %lld over %.2f s; %lld texts, %lld tokens\n",
+                static_cast<long long>(s.ok), static_cast<long long>(s.errors), s.ElapsedSeconds(),
+                static_cast<long long>(s.texts), static_cast<long long>(s.tokens));
+  out += buf;
+  std::snprintf(buf, sizeof buf,
+                "  throughput %.1f req/s, %.0f tokens/s; client CPU %.2f s (%.0f%% of one core)\n",
+                s.RequestsPerSecond(), s.TokensPerSecond(), s.client_cpu_s,
+                s.client_wall_s > 0 ? 100.0 * s.client_cpu_s / s.client_wall_s : 0.0);
+  out += buf;
+  for (const auto& [code, n] : s.errors_by_code) {
+    std::snprintf(buf, sizeof buf, "  error %-20s %lld\n", GrpcCodeName(code),
+                  static_cast<long long>(n));
+    out += buf;
+  }
+  out += "  milliseconds                 mean       p50       p90       p99     p99.9       max\n";
+  out += HistRow("latency (from intended)", s.latency_us);
+  out += HistRow("service (from send)", s.service_us);
+  out += HistRow("client send lag", s.send_lag_us);
+  out += HistRow("server tokenize", s.tokenize_us);
+  out += HistRow("server queue", s.queue_us);
+  out += HistRow("server inference", s.inference_us);
+  out += HistRow("server total", s.server_total_us);
+  return out;
+}
+
+nlohmann::json ReportJson(const LoadOptions& o, double offered_rate, const RunStats& s) {
+  nlohmann::json errors = nlohmann::json::object();
+  for (const auto& [code, n] : s.errors_by_code) errors[GrpcCodeName(code)] = n;
+  return {{"target", o.target},
+          {"rpc", RpcKindName(o.rpc)},
+          {"mode", LoadModeName(o.mode)},
+          {"concurrency", o.concurrency},
+          {"offered_rate", offered_rate},
+          {"texts_per_request", o.workload.texts_per_request},
+          {"seed", o.workload.seed},
+          {"requests_ok", s.ok},
+          {"requests_error", s.errors},
+          {"errors_by_code", errors},
+          {"texts", s.texts},
+          {"tokens", s.tokens},
+          {"elapsed_s", s.ElapsedSeconds()},
+          {"requests_per_s", s.RequestsPerSecond()},
+          {"tokens_per_s", s.TokensPerSecond()},
+          {"client_cpu_s", s.client_cpu_s},
+          {"client_wall_s", s.client_wall_s},
+          {"latency", HistJson(s.latency_us)},
+          {"service", HistJson(s.service_us)},
+          {"send_lag", HistJson(s.send_lag_us)},
+          {"server",
+           {{"tokenize", HistJson(s.tokenize_us)},
+            {"queue", HistJson(s.queue_us)},
+            {"inference", HistJson(s.inference_us)},
+            {"total", HistJson(s.server_total_us)}}}};
+}
+
+std::string SweepCsvHeader() {
+  return "offered_rps,achieved_rps,tokens_per_s,ok,errors,p50_ms,p90_ms,p99_ms,p999_ms,max_ms,"
+         "queue_mean_ms,inference_mean_ms,sustained\n";
+}
+
+std::string SweepCsvRow(double offered_rate, double window_s, const RunStats& s) {
+  char buf[512];
+  const auto& h = s.latency_us;
+  std::snprintf(buf, sizeof buf, "%.1f,%.1f,%.0f,%lld,%lld,%s,%s,%s,%s,%s,%.3f,%.3f,%d\n",
+                offered_rate, s.RequestsPerSecond(), s.TokensPerSecond(),
+                static_cast<long long>(s.ok), static_cast<long long>(s.errors),
+                Ms(h.ValueAtQuantile(0.5)).c_str(), Ms(h.ValueAtQuantile(0.9)).c_str(),
+                Ms(h.ValueAtQuantile(0.99)).c_str(), Ms(h.ValueAtQuantile(0.999)).c_str(),
+                Ms(h.Max()).c_str(), s.queue_us.Mean() / 1000.0, s.inference_us.Mean() / 1000.0,
+                IsSaturated(window_s, s) ? 0 : 1);
+  return buf;
+}
+
+bool IsSaturated(double window_s, const RunStats& s) {
+  const int64_t total = s.ok + s.errors;
+  if (total == 0 || window_s <= 0) return true;
+  if (static_cast<double>(s.errors) > 0.01 * static_cast<double>(total)) return true;
+  return s.RequestsPerSecond() < 0.9 * static_cast<double>(total) / window_s;
+}
+
+}  // namespace encoderd::loadtest

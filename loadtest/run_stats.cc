@@ -1,0 +1,72 @@
+#include "loadtest/run_stats.h"
+
+#include <algorithm>
+
+namespace encoderd::loadtest {
+
+double RunStats::ElapsedSeconds() const {
+  if (last_done_ns <= first_intended_ns) return 0;
+  return static_cast<double>(last_done_ns - first_intended_ns) * 1e-9;
+}
+
+double RunStats::RequestsPerSecond() const {
+  const double s = ElapsedSeconds();
+  return s > 0 ? static_cast<double>(ok) / s : 0;
+}
+
+double RunStats::TokensPerSecond() const {
+  const double s = ElapsedSeconds();
+  return s > 0 ? static_cast<double>(tokens) / s : 0;
+}
+
+void Recorder::Record(const CallOutcome& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RunStats& s = stats_;
+  if (s.ok + s.errors == 0 || c.intended_ns < s.first_intended_ns)
+    s.first_intended_ns = c.intended_ns;
+  s.last_done_ns = std::max(s.last_done_ns, c.done_ns);
+  s.send_lag_us.Record((c.sent_ns - c.intended_ns) / 1000);
+  if (c.status_code != 0) {
+    ++s.errors;
+    ++s.errors_by_code[c.status_code];
+    return;
+  }
+  ++s.ok;
+  s.texts += c.texts;
+  s.tokens += c.token_count;
+  s.latency_us.Record((c.done_ns - c.intended_ns) / 1000);
+  s.service_us.Record((c.done_ns - c.sent_ns) / 1000);
+  s.tokenize_us.Record(c.tokenize_us);
+  s.queue_us.Record(c.queue_us);
+  s.inference_us.Record(c.inference_us);
+  s.server_total_us.Record(c.server_total_us);
+}
+
+RunStats Recorder::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+const char* GrpcCodeName(int code) {
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
+  if (code < 0 || code > 16) return "UNKNOWN_CODE";
+  return kNames[code];
+}
+
+}  // namespace encoderd::loadtest

@@ -1,0 +1,70 @@
+// RunStats: what one load run measured, and the thread-safe Recorder the RPC
+// completions feed. Latency is measured from the *intended* send time (open
+// loop: the arrival time; closed loop: when the client was ready), so time a
+// request spent waiting behind a slow server or a full client is counted
+// rather than hidden (no coordinated omission). Service time, from the actual
+// send, is kept separately for comparison.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "loadtest/latency_histogram.h"
+
+namespace encoderd::loadtest {
+
+// One finished call. Times are steady-clock nanoseconds.
+struct CallOutcome {
+  int status_code = 0;  // grpc::StatusCode value
+  int64_t intended_ns = 0;
+  int64_t sent_ns = 0;
+  int64_t done_ns = 0;
+  int64_t texts = 0;
+  // From the response (OK calls only).
+  int64_t token_count = 0;
+  int64_t tokenize_us = 0;
+  int64_t queue_us = 0;
+  int64_t inference_us = 0;
+  int64_t server_total_us = 0;
+};
+
+struct RunStats {
+  int64_t ok = 0;
+  int64_t errors = 0;
+  std::map<int, int64_t> errors_by_code;  // grpc::StatusCode -> count
+  int64_t texts = 0;                      // texts in OK calls
+  int64_t tokens = 0;                     // sum of OK responses' token_count
+  // Measured window: first counted intended send to last counted completion.
+  int64_t first_intended_ns = 0;
+  int64_t last_done_ns = 0;
+  LatencyHistogram latency_us;   // done - intended, OK calls
+  LatencyHistogram service_us;   // done - sent, OK calls
+  LatencyHistogram send_lag_us;  // sent - intended, all counted calls
+  LatencyHistogram tokenize_us, queue_us, inference_us, server_total_us;
+  // Client process CPU (user + system) and wall time over the whole run,
+  // warm-up and drain included, seconds.
+  double client_cpu_s = 0;
+  double client_wall_s = 0;
+
+  double ElapsedSeconds() const;
+  double RequestsPerSecond() const;
+  double TokensPerSecond() const;
+};
+
+class Recorder {
+ public:
+  void Record(const CallOutcome& outcome);
+  // Copy of the totals so far.
+  RunStats Snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  RunStats stats_;  // guarded by mu_
+};
+
+// Canonical gRPC status code name (e.g. "DEADLINE_EXCEEDED").
+const char* GrpcCodeName(int code);
+
+}  // namespace encoderd::loadtest

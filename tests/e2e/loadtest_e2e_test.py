@@ -1,0 +1,175 @@
+#!/usr/bin/python3
+"""End-to-end test of encoderd-loadtest: starts the real `encoderd serve` on a
+free loopback port, runs the load generator against it for a few seconds in
+each mode, and checks the report's counts against the server: the tokens the
+report sums from the responses must equal what the server's Tokenize RPC says
+the same requests (replayed from --dump-workload) contain.
+
+usage: loadtest_e2e_test.py --server BIN --loadtest BIN --model-dir DIR --source-dir REPO
+Exits 0 when every check passed; prints each failed check.
+"""
+import argparse
+import json
+import math
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import grpc
+
+FAILURES = []
+
+
+def check(condition, what):
+    if not condition:
+        FAILURES.append(what)
+        print("FAIL:", what, flush=True)
+    return condition
+
+
+def generate_stubs(source_dir, out_dir):
+    plugin = subprocess.run(["which", "grpc_python_plugin"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    subprocess.run(["protoc", f"-I{source_dir}", f"--python_out={out_dir}", f"--grpc_out={out_dir}",
+                    f"--plugin=protoc-gen-grpc={plugin}", "proto/encoderd.proto"], check=True)
+    sys.path.insert(0, str(out_dir))
+
+
+def start_server(binary, model_dir, log_path):
+    log = open(log_path, "w")
+    proc = subprocess.Popen([binary, "serve", "--address", "127.0.0.1", "--port", "0",
+                             "--metrics-port", "0", "--model-dir", model_dir,
+                             "--max-queue-delay-us", "1000"], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        text = pathlib.Path(log_path).read_text()
+        m = re.search(r"listening on 127\.0\.0\.1:(\d+)", text)
+        if m and "serving" in text:
+            return proc, int(m.group(1))
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("server did not start:\n" + pathlib.Path(log_path).read_text())
+
+
+def run_loadtest(binary, target, tmp, name, *flags, expect_rc=0):
+    out = tmp / f"{name}.json"
+    cmd = [binary, "--target", target, "--json-file", str(out), *flags]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    print(res.stdout, res.stderr, sep="", flush=True)
+    if not check(res.returncode == expect_rc, f"{name}: exit status {expect_rc} (got {res.returncode})"):
+        return None
+    return json.loads(out.read_text())
+
+
+def tokens_of_workload(binary, stub, pb, n, flags):
+    """Tokens of requests 0..n-1 of the workload, as the server's Tokenize counts them."""
+    dump = subprocess.run([binary, "--dump-workload", "--requests", str(n), *flags],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+    check(len(dump) == n, f"--dump-workload printed {n} requests (got {len(dump)})")
+    total = 0
+    for line in dump:
+        texts = json.loads(line)["texts"]
+        total += stub.Tokenize(pb.TokenizeRequest(texts=texts, truncate=True)).token_count
+    return total
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--server", required=True)
+    p.add_argument("--loadtest", required=True)
+    p.add_argument("--model-dir", required=True)
+    p.add_argument("--source-dir", required=True)
+    args = p.parse_args()
+
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="encoderd_loadtest_e2e_"))
+    generate_stubs(pathlib.Path(args.source_dir), tmp)
+    from proto import encoderd_pb2 as pb
+    from proto import encoderd_pb2_grpc as pb_grpc
+
+    proc, port = start_server(args.server, args.model_dir, tmp / "server.log")
+    target = f"127.0.0.1:{port}"
+    try:
+        stub = pb_grpc.EncoderStub(grpc.insecure_channel(target))
+
+        # Closed loop bounded by a request count, no warm-up: exactly requests
+        # 0..N-1 of the workload are sent, so their tokens can be recounted.
+        workload = ["--texts", "2", "--words", "3-40", "--seed", "7"]
+        n = 300
+        r = run_loadtest(args.loadtest, target, tmp, "closed", "--mode", "closed",
+                         "--concurrency", "4", "--requests", str(n), "--duration", "0",
+                         "--warmup", "0", *workload)
+        expected_tokens = tokens_of_workload(args.loadtest, stub, pb, n, workload)
+        if r:
+            check(r["requests_ok"] == n and r["requests_error"] == 0,
+                  f"closed: {n} requests ok, 0 errors (got {r['requests_ok']}, {r['requests_error']})")
+            check(r["texts"] == 2 * n, f"closed: {2 * n} texts (got {r['texts']})")
+            check(r["tokens"] == expected_tokens,
+                  f"closed: tokens {r['tokens']} == server Tokenize count {expected_tokens}")
+            check(r["latency"]["count"] == n, "closed: one latency sample per OK request")
+            lat = r["latency"]
+            check(0 < lat["p50_us"] <= lat["p90_us"] <= lat["p99_us"] <= lat["p999_us"] <= lat["max_us"],
+                  f"closed: latency quantiles ordered ({lat})")
+            srv = r["server"]
+            check(srv["inference"]["mean_us"] > 0 and srv["total"]["mean_us"] <= lat["mean_us"],
+                  f"closed: server breakdown present and within client latency ({srv['total']})")
+
+        # The same over EmbedStream.
+        n = 120
+        r = run_loadtest(args.loadtest, target, tmp, "stream", "--rpc", "embed_stream",
+                         "--concurrency", "3", "--requests", str(n), "--duration", "0",
+                         "--warmup", "0", *workload)
+        if r:
+            check(r["requests_ok"] == n and r["requests_error"] == 0,
+                  f"stream: {n} requests ok (got {r['requests_ok']}, {r['requests_error']})")
+            check(r["tokens"] == tokens_of_workload(args.loadtest, stub, pb, n, workload),
+                  "stream: tokens match the server's Tokenize count")
+
+        # Open loop for 3 s after a 1 s warm-up at 100 req/s (Poisson): the
+        # counted requests are the arrivals of the measured window, +-5 sigma.
+        rate, duration = 100.0, 3.0
+        r = run_loadtest(args.loadtest, target, tmp, "open", "--mode", "open", "--rate",
+                         str(rate), "--duration", str(duration), "--warmup", "1",
+                         "--rpc", "classify", "--words", "8")
+        if r:
+            expect = rate * duration
+            check(abs(r["requests_ok"] - expect) <= 5 * math.sqrt(expect) and r["requests_error"] == 0,
+                  f"open: about {expect:.0f} requests ok, 0 errors (got {r['requests_ok']}, {r['requests_error']})")
+            check(r["tokens"] >= 10 * r["requests_ok"],
+                  f"open: 8 words + specials give >= 10 tokens per request ({r['tokens']})")
+            check(abs(r["requests_per_s"] - rate) <= 0.2 * rate,
+                  f"open: achieved rate near {rate} (got {r['requests_per_s']:.1f})")
+
+        # A wrong request is reported by status code, not hidden.
+        # Exit status 1: no request succeeded; the report is still written.
+        r = run_loadtest(args.loadtest, target, tmp, "bad_model", "--model", "no-such-model",
+                         "--requests", "5", "--duration", "0", "--warmup", "0", expect_rc=1)
+        if r:
+            check(r["requests_ok"] == 0 and r["errors_by_code"] == {"NOT_FOUND": 5},
+                  f"bad_model: 5 NOT_FOUND errors (got {r['errors_by_code']})")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+    # Nothing listens any more: the tool says so and fails.
+    res = subprocess.run([args.loadtest, "--target", target, "--requests", "1", "--duration", "0"],
+                         capture_output=True, text=True, timeout=60)
+    check(res.returncode != 0 and "cannot connect" in res.stderr,
+          f"no server: non-zero exit and 'cannot connect' ({res.returncode}, {res.stderr.strip()})")
+
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed; server log: {tmp / 'server.log'}")
+        return 1
+    print("loadtest e2e: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+// Workload generation and command-line parsing of encoderd-loadtest.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "loadtest/load_options.h"
+#include "loadtest/report_format.h"
+#include "loadtest/workload.h"
+
+namespace encoderd::loadtest {
+namespace {
+
+int WordCount(const std::string& text) {
+  std::istringstream in(text);
+  std::string w;
+  int n = 0;
+  while (in >> w) ++n;
+  return n;
+}
+
+TEST(LoadtestWorkloadTest, FixedLengthTextsAreDeterministicPerIndex) {
+  WorkloadSpec spec;
+  spec.texts_per_request = 3;
+  spec.min_words = spec.max_words = 12;
+  spec.seed = 5;
+  Workload w(spec);
+  std::set<std::string> distinct;
+  for (uint64_t i = 0; i < 200; ++i) {
+    auto texts = w.Texts(i);
+    ASSERT_EQ(texts.size(), 3u);
+    for (const auto& t : texts) {
+      EXPECT_EQ(WordCount(t), 12) << t;
+      distinct.insert(t);
+    }
+    EXPECT_EQ(texts, w.Texts(i));
+  }
+  EXPECT_GT(distinct.size(), 590u);  // 600 texts, practically all different
+  spec.seed = 6;
+  EXPECT_NE(Workload(spec).Texts(0), w.Texts(0));
+}
+
+TEST(LoadtestWorkloadTest, UniformLengthsCoverTheRange) {
+  WorkloadSpec spec;
+  spec.length_mode = TextLengthMode::kUniform;
+  spec.min_words = 3;
+  spec.max_words = 9;
+  Workload w(spec);
+  std::set<int> lengths;
+  for (uint64_t i = 0; i < 2000; ++i) {
+    const int n = WordCount(w.Texts(i)[0]);
+    EXPECT_GE(n, 3);
+    EXPECT_LE(n, 9);
+    lengths.insert(n);
+  }
+  EXPECT_EQ(lengths.size(), 7u);
+}
+
+TEST(LoadtestWorkloadTest, CorpusFileIsSampled) {
+  const std::string path = ::testing::TempDir() + "loadtest_corpus.txt";
+  std::ofstream(path) << "first line\r\n\nsecond line\nthird\n";
+  LoadOptions o;
+  const char* argv[] = {"encoderd-loadtest", "--text-file", path.c_str(), "--texts=2"};
+  ASSERT_EQ(ParseLoadOptions(4, argv, &o), "");
+  ASSERT_EQ(o.workload.corpus, (std::vector<std::string>{"first line", "second line", "third"}));
+  Workload w(o.workload);
+  std::set<std::string> seen;
+  for (uint64_t i = 0; i < 100; ++i)
+    for (const auto& t : w.Texts(i)) seen.insert(t);
+  EXPECT_EQ(seen.size(), 3u);
+  std::remove(path.c_str());
+}
+
+TEST(LoadtestWorkloadTest, OptionsParseAndRejectBadValues) {
+  LoadOptions o;
+  const char* ok[] = {
+      "x",    "--mode",     "open", "--rate=250.5", "--rpc", "embed_stream", "--words",
+      "4-32", "--requests", "100",  "--duration",   "0",     "--json"};
+  ASSERT_EQ(ParseLoadOptions(13, ok, &o), "");
+  EXPECT_EQ(o.mode, LoadMode::kOpen);
+  EXPECT_DOUBLE_EQ(o.rate, 250.5);
+  EXPECT_EQ(o.rpc, RpcKind::kEmbedStream);
+  EXPECT_EQ(o.workload.length_mode, TextLengthMode::kUniform);
+  EXPECT_EQ(o.workload.max_words, 32);
+  EXPECT_TRUE(o.json);
+
+  auto error = [](std::vector<const char*> args) {
+    LoadOptions opts;
+    args.insert(args.begin(), "x");
+    return ParseLoadOptions(static_cast<int>(args.size()), args.data(), &opts);
+  };
+  EXPECT_NE(error({"--rate", "-1"}).find("--rate"), std::string::npos);
+  EXPECT_NE(error({"--words", "9-3"}), "");
+  EXPECT_NE(error({"--duration", "0"}).find("never stop"), std::string::npos);
+  EXPECT_NE(error({"--sweep-rates", "100,50"}).find("--sweep-rates"), std::string::npos);
+  EXPECT_NE(error({"--text-file", "/nonexistent/file"}).find("/nonexistent/file"),
+            std::string::npos);
+  EXPECT_NE(error({"--frobnicate"}).find("--frobnicate"), std::string::npos);
+  EXPECT_NE(error({"--concurrency"}).find("needs a value"), std::string::npos);
+}
+
+TEST(LoadtestWorkloadTest, RecorderCountsAndSaturation) {
+  Recorder r;
+  for (int i = 0; i < 100; ++i) {
+    CallOutcome c;
+    c.intended_ns = i * 10'000'000LL;  // 100 req/s over 1 s
+    c.sent_ns = c.intended_ns + 1000;
+    c.done_ns = c.intended_ns + 5'000'000;
+    c.texts = 2;
+    c.token_count = 10;
+    c.status_code = i < 3 ? 14 : 0;  // three UNAVAILABLE
+    r.Record(c);
+  }
+  RunStats s = r.Snapshot();
+  EXPECT_EQ(s.ok, 97);
+  EXPECT_EQ(s.errors, 3);
+  EXPECT_EQ(s.errors_by_code.at(14), 3);
+  EXPECT_EQ(s.tokens, 970);
+  EXPECT_EQ(s.texts, 194);
+  EXPECT_NEAR(s.ElapsedSeconds(), 0.995, 1e-9);
+  EXPECT_EQ(s.latency_us.ValueAtQuantile(0.5), 5000);
+  EXPECT_TRUE(IsSaturated(1.0, s));  // 3% errors
+  EXPECT_NE(SweepCsvRow(100, 1.0, s).find(",97,3,"), std::string::npos);
+  EXPECT_EQ(SweepCsvRow(100, 1.0, s).back(), '\n');
+
+  Recorder healthy, backlog;
+  for (int i = 0; i < 100; ++i) {
+    CallOutcome c;
+    c.intended_ns = i * 10'000'000LL;  // arrivals over 1 s
+    c.sent_ns = c.intended_ns;
+    c.done_ns = c.intended_ns + 5'000'000;
+    healthy.Record(c);
+    c.done_ns = c.intended_ns + 5'000'000 + i * 5'000'000LL;  // backlog grows
+    backlog.Record(c);
+  }
+  EXPECT_FALSE(IsSaturated(1.0, healthy.Snapshot()));
+  EXPECT_TRUE(IsSaturated(1.0, backlog.Snapshot()));  // 100 done over 1.5 s
+}
+
+}  // namespace
+}  // namespace encoderd::loadtest
