@@ -1,5 +1,5 @@
-// Compiled for AVX-512 via the target pragma below and called only when the
-// CPU has it. Uses no standard-library templates, so no AVX-512 instantiation
+// Compiled with -mavx512f (kernels/CMakeLists.txt; GCC and clang alike) and
+// called only when the CPU has AVX-512. Uses no standard-library templates, so no AVX-512 instantiation
 // of a shared inline function can leak into generic code.
 #include "kernels/cpu/attention_avx512.h"
 
@@ -13,9 +13,6 @@
 #include <type_traits>
 
 #include "kernels/cpu/attention_cpu.h"
-
-#pragma GCC push_options
-#pragma GCC target("avx512f")
 
 namespace encoderd::kernels {
 namespace {
@@ -254,4 +251,3 @@ void AttentionRowsAvx512(const float* qkv, int64_t seq_begin, int64_t len, int64
 
 }  // namespace encoderd::kernels
 
-#pragma GCC pop_options
