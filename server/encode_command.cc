@@ -15,8 +15,9 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: encoderd encode MODEL_DIR --text TEXT [--text TEXT ...]\n"
-    "         [--pooling cls|mean] [--normalize] [--dtype fp32|bf16] [--threads N]\n"
-    "         [--no-truncate] [--json]\n"
+    "         [--pooling cls|mean] [--normalize] [--device cpu|cuda]\n"
+    "         [--dtype fp32|fp16|bf16] [--threads N] [--no-truncate] [--json]\n"
+    "--dtype defaults to fp32 on cpu and fp16 on cuda.\n"
     "Prints label probabilities when the model has a classification head and no\n"
     "--pooling is given, otherwise one pooled embedding per text.\n";
 
@@ -25,7 +26,8 @@ struct EncodeArgs {
   std::vector<std::string> texts;
   std::optional<Pooling> pooling;
   bool normalize = false;
-  DType dtype = DType::kFloat32;
+  Device device = Device::kCpu;
+  std::optional<DType> dtype;  // unset: the device's default
   int threads = 0;
   bool truncate = true;
   bool json = false;
@@ -51,10 +53,20 @@ std::string Parse(const std::vector<std::string>& args, EncodeArgs* out) {
     } else if (a == "--dtype") {
       if (!value(&v)) return "--dtype needs a value";
       auto dtype = ParseDType(v);
-      if (!dtype || (*dtype != DType::kFloat32 && *dtype != DType::kBFloat16)) {
-        return "--dtype must be fp32 or bf16, not '" + v + "'";
+      if (!dtype ||
+          (*dtype != DType::kFloat32 && *dtype != DType::kFloat16 && *dtype != DType::kBFloat16)) {
+        return "--dtype must be fp32, fp16 or bf16, not '" + v + "'";
       }
       out->dtype = *dtype;
+    } else if (a == "--device") {
+      if (!value(&v)) return "--device needs a value";
+      if (v == "cpu") {
+        out->device = Device::kCpu;
+      } else if (v == "cuda") {
+        out->device = Device::kCuda;
+      } else {
+        return "--device must be cpu or cuda, not '" + v + "'";
+      }
     } else if (a == "--threads") {
       if (!value(&v)) return "--threads needs a value";
       try {
@@ -103,7 +115,8 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
   }
   const EncoderConfig& config = bundle->config;
   EncoderOptions options;
-  options.dtype = a.dtype;
+  options.device = a.device;
+  options.dtype = a.dtype.value_or(a.device == Device::kCuda ? DType::kFloat16 : DType::kFloat32);
   options.num_threads = a.threads;
   // The encoder keeps what it needs; the checkpoint's own tensor map goes.
   bundle->checkpoint_tensors.clear();
@@ -136,7 +149,8 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
 
   nlohmann::json json = {
       {"model", a.model_dir},
-      {"dtype", std::string(DTypeName(a.dtype))},
+      {"device", DeviceName(options.device)},
+      {"dtype", std::string(DTypeName(options.dtype))},
       {"load_ms", std::chrono::duration<double, std::milli>(loaded - start).count()},
       {"inference_ms", std::chrono::duration<double, std::milli>(done - loaded).count()},
       {"results", nlohmann::json::array()}};
@@ -172,7 +186,8 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
     }
   }
   out << std::setprecision(1) << "load " << json["load_ms"].get<double>() << " ms, inference "
-      << json["inference_ms"].get<double>() << " ms (" << DTypeName(a.dtype) << ")\n";
+      << json["inference_ms"].get<double>() << " ms (" << DeviceName(options.device) << ", "
+      << DTypeName(options.dtype) << ")\n";
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/runtime/cuda_encoder.h"
 #include "engine/runtime/encoder.h"
 #include "kernels/activations.h"
 #include "kernels/attention.h"
@@ -314,7 +315,7 @@ const char* DeviceName(Device device) { return device == Device::kCuda ? "cuda" 
 StatusOr<std::unique_ptr<Encoder>> Encoder::Create(const EncoderConfig& config, TensorMap weights,
                                                    const EncoderOptions& options) {
   if (options.device == Device::kCuda) {
-    return Unimplemented("device cuda: this build has no CUDA backend yet");
+    return CreateCudaEncoder(config, std::move(weights), options);
   }
   if (options.dtype != DType::kFloat32 && options.dtype != DType::kBFloat16) {
     return InvalidArgument(std::string("dtype ") + std::string(DTypeName(options.dtype)) +

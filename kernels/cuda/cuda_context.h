@@ -1,0 +1,117 @@
+// The CUDA execution context of one encoder replica: device, stream, cuBLASLt
+// handle, GEMM workspace and a caching device allocator. Opaque: this header
+// exposes no CUDA type, so engine/ and tests can include it without the
+// toolkit's headers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace encoderd::kernels {
+
+// Element type of activations and weights on the device.
+enum class CudaDType { kFloat16, kBFloat16 };
+inline size_t CudaDTypeSize(CudaDType) { return 2; }
+
+// Number of CUDA devices the runtime can use; 0 when there is no driver or no
+// device. Never throws. `reason` (optional) receives the runtime's message
+// when the count is 0.
+int CudaDeviceCount(std::string* reason = nullptr);
+
+// Ops called with the same context run in order on its stream and must not be
+// called concurrently from several threads; different contexts may.
+class CudaContext {
+ public:
+  // Binds `device`, creates a non-blocking stream, the cuBLASLt handle and
+  // the GEMM workspace. Throws std::runtime_error with the CUDA message.
+  static std::unique_ptr<CudaContext> Create(int device);
+  ~CudaContext();
+  CudaContext(const CudaContext&) = delete;
+  CudaContext& operator=(const CudaContext&) = delete;
+
+  int device() const { return device_; }
+  // cudaStream_t and cublasLtHandle_t, as opaque pointers for kernels/cuda.
+  void* stream() const { return stream_; }
+  void* lt_handle() const { return lt_handle_; }
+  void* workspace() const { return workspace_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+
+  // Device memory, at least 256-byte aligned. Freed blocks are kept per
+  // size class and reused; everything is returned to CUDA in the destructor.
+  // Free may be called while work using the block is still queued on stream():
+  // the block is only handed out again to work queued later on that stream.
+  void* Allocate(size_t bytes);
+  void Free(void* ptr);
+  // Page-locked host memory (for asynchronous copies).
+  void* AllocateHost(size_t bytes);
+  void FreeHost(void* ptr);
+
+  // Asynchronous copies on stream(); host pointers should be page-locked.
+  void CopyToDevice(void* device_dst, const void* host_src, size_t bytes);
+  void CopyToHost(void* host_dst, const void* device_src, size_t bytes);
+  // Waits for all work queued on stream(); throws on an asynchronous error.
+  void Synchronize();
+
+ private:
+  explicit CudaContext(int device) : device_(device) {}
+  static size_t SizeClass(size_t bytes);
+
+  int device_;
+  void* stream_ = nullptr;
+  void* lt_handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::map<void*, size_t> live_;                 // allocated block -> size class
+  std::map<size_t, std::vector<void*>> cached_;  // size class -> free blocks
+};
+
+// Device memory owned through a context's allocator (RAII).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(CudaContext* ctx, size_t bytes)
+      : ctx_(ctx), ptr_(bytes ? ctx->Allocate(bytes) : nullptr), bytes_(bytes) {}
+  ~DeviceBuffer() { Reset(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      ctx_ = o.ctx_;
+      ptr_ = o.ptr_;
+      bytes_ = o.bytes_;
+      o.ptr_ = nullptr;
+      o.bytes_ = 0;
+    }
+    return *this;
+  }
+  void Reset() {
+    if (ptr_) ctx_->Free(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  // Grows to at least `bytes` (contents are not kept).
+  void Reserve(CudaContext* ctx, size_t bytes) {
+    if (bytes_ >= bytes) return;
+    Reset();
+    ctx_ = ctx;
+    ptr_ = ctx->Allocate(bytes);
+    bytes_ = bytes;
+  }
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  CudaContext* ctx_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace encoderd::kernels

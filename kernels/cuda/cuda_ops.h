@@ -1,0 +1,68 @@
+// Launchers of the CUDA ops other than the GEMM. Plain C++ over device
+// pointers, sizes and a context: no CUDA type appears here. Every launcher
+// queues its work on ctx.stream() and returns without waiting. Activations
+// and tables are `dtype` (fp16 or bf16); statistics, softmax and
+// accumulations are fp32. Sizes are checked on the host (std::invalid_argument);
+// ids and cu_seqlens live on the device and must have been validated by the
+// caller (the encoder checks them on the host before uploading).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/cuda_context.h"
+
+namespace encoderd::kernels {
+
+// Device embedding tables of `dtype`, row-major [rows, hidden]; position and
+// token_type may be null (no such table).
+struct CudaEmbeddingTables {
+  const void* word = nullptr;
+  const void* position = nullptr;
+  const void* token_type = nullptr;
+  int64_t hidden = 0;
+};
+
+// out[t, :] = LN(word[ids[t]] + position[position_ids[t]] + token_type[type_ids[t]]),
+// as kernels::EmbeddingLayerNorm. type_ids null means type 0; LN runs only
+// when gamma (fp32, device) is non-null, beta (fp32) may be null.
+void CudaEmbeddingLayerNorm(CudaContext& ctx, CudaDType dtype, const CudaEmbeddingTables& tables,
+                            const int32_t* ids, const int32_t* position_ids,
+                            const int32_t* type_ids, int64_t tokens, const float* gamma,
+                            const float* beta, float eps, void* out);
+
+// Largest hidden size of the LayerNorm and embedding kernels (each row is
+// held in shared memory).
+constexpr int64_t kCudaMaxNormHidden = 12256;
+
+// out = LN(x + residual) per row, as kernels::AddLayerNorm: residual may be
+// null, gamma/beta fp32 (null: 1/0), out may alias x or residual;
+// hidden <= kCudaMaxNormHidden.
+void CudaAddLayerNorm(CudaContext& ctx, CudaDType dtype, const void* x, const void* residual,
+                      const float* gamma, const float* beta, int64_t rows, int64_t hidden,
+                      float eps, void* out);
+
+// Varlen multi-head self-attention over packed QKV, as kernels::Attention
+// (same layouts; cu_seqlens on the device, max_seqlen its longest sequence).
+// Flash-attention style: tiles of keys in shared memory, online softmax in
+// fp32, no score matrix in global memory. head_dim must be 32, 64 or 128
+// (CudaAttentionSupports).
+bool CudaAttentionSupports(int64_t head_dim);
+void CudaAttention(CudaContext& ctx, CudaDType dtype, const void* qkv, const int32_t* cu_seqlens,
+                   int64_t batch, int32_t max_seqlen, int64_t heads, int64_t head_dim, float scale,
+                   void* out);
+
+enum class CudaPoolingMode { kCls, kMean };
+// out[b, :] (fp32) = first token / mean of sequence b of hidden [tokens, hidden].
+void CudaPool(CudaContext& ctx, CudaDType dtype, const void* hidden_states,
+              const int32_t* cu_seqlens, int64_t batch, int64_t hidden, CudaPoolingMode mode,
+              float* out);
+
+// Element-wise conversions between fp32 and `dtype` (round to nearest even).
+void CudaCastFromFloat(CudaContext& ctx, CudaDType dtype, const float* in, int64_t n, void* out);
+void CudaCastToFloat(CudaContext& ctx, CudaDType dtype, const void* in, int64_t n, float* out);
+
+// Copies fp32 host data to the device as `dtype` (through a device staging
+// buffer); synchronous with respect to `host`, which may be pageable.
+void CudaUploadAs(CudaContext& ctx, CudaDType dtype, const float* host, int64_t n, void* out);
+
+}  // namespace encoderd::kernels

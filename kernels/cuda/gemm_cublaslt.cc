@@ -1,0 +1,94 @@
+#include "kernels/cuda/gemm_cublaslt.h"
+
+#include <stdexcept>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace encoderd::kernels {
+namespace {
+
+// Owns the cuBLASLt descriptors of one call.
+struct MatmulPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~MatmulPlan() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+cublasLtEpilogue_t LtEpilogue(GemmEpilogue e, bool has_bias) {
+  switch (e) {
+    case GemmEpilogue::kBiasGelu:
+      return has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    case GemmEpilogue::kBiasRelu:
+      return has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case GemmEpilogue::kBias:
+    case GemmEpilogue::kBiasResidual:
+      break;
+  }
+  return has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+}  // namespace
+
+void GemmLt(CudaContext& ctx, CudaDType dtype, const void* x, int64_t rows, const void* weight,
+            const void* bias, int64_t out_features, int64_t in_features, GemmEpilogue epilogue,
+            const void* residual, void* y) {
+  if (rows < 0 || out_features <= 0 || in_features <= 0) {
+    throw std::invalid_argument("GemmLt: bad sizes");
+  }
+  if (rows == 0) return;
+  if (!x || !weight || !y || (epilogue == GemmEpilogue::kBiasResidual && !residual)) {
+    throw std::invalid_argument("GemmLt: missing pointer");
+  }
+  const cudaDataType_t type = dtype == CudaDType::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
+  // cuBLASLt is column-major. Row-major y [rows, N] is column-major y^T
+  // [N, rows] = W x^T, where row-major W [N, K] is column-major [K, N]
+  // (transposed by the op) and row-major x [rows, K] is column-major [K, rows].
+  const uint64_t m = out_features, n = rows, k = in_features;
+  MatmulPlan p;
+  ENCODERD_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  ENCODERD_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  ENCODERD_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  const cublasLtEpilogue_t epi = LtEpilogue(epilogue, bias != nullptr);
+  ENCODERD_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if (bias) {
+    // The bias has the output's type (cuBLASLt's default for 16-bit D).
+    ENCODERD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                         &bias, sizeof(bias)));
+  }
+  ENCODERD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, type, k, m, k));
+  ENCODERD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, type, k, n, k));
+  ENCODERD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, type, m, n, m));  // C and D alike
+
+  uint64_t workspace = ctx.workspace_bytes();
+  ENCODERD_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p.pref));
+  ENCODERD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+  auto handle = static_cast<cublasLtHandle_t>(ctx.lt_handle());
+  cublasLtMatmulHeuristicResult_t result = {};
+  int found = 0;
+  ENCODERD_CUBLAS_CHECK(
+      cublasLtMatmulAlgoGetHeuristic(handle, p.op, p.a, p.b, p.c, p.c, p.pref, 1, &result, &found));
+  if (found == 0) {
+    throw std::runtime_error("GemmLt: cuBLASLt has no algorithm for " + std::to_string(rows) + "x" +
+                             std::to_string(in_features) + " -> " + std::to_string(out_features));
+  }
+  const float alpha = 1.0f;
+  const float beta = epilogue == GemmEpilogue::kBiasResidual ? 1.0f : 0.0f;
+  const void* c = epilogue == GemmEpilogue::kBiasResidual ? residual : y;
+  ENCODERD_CUBLAS_CHECK(cublasLtMatmul(handle, p.op, &alpha, weight, p.a, x, p.b, &beta, c, p.c, y,
+                                       p.c, &result.algo, ctx.workspace(), ctx.workspace_bytes(),
+                                       static_cast<cudaStream_t>(ctx.stream())));
+}
+
+}  // namespace encoderd::kernels

@@ -1,0 +1,217 @@
+// Every CUDA op against the CPU kernel on random ragged shapes (sequence
+// lengths 1, 2, odd and 512), for fp16 and bf16. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#if ENCODERD_WITH_CUDA
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/cpu_context.h"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/embeddings.h"
+#include "kernels/layer_norm.h"
+#include "kernels/linear.h"
+#include "kernels/pooling.h"
+#include "tests/unit/cuda_test_util.h"
+
+namespace encoderd {
+namespace {
+
+namespace k = kernels;
+using cuda_test::Download;
+using cuda_test::Random;
+using cuda_test::Rounded;
+using cuda_test::Tolerance;
+using cuda_test::Upload;
+using cuda_test::UploadRaw;
+
+const std::vector<int32_t> kRaggedLengths = {1, 2, 37, 512, 5};
+
+std::vector<int32_t> CuSeqlens(const std::vector<int32_t>& lengths) {
+  std::vector<int32_t> cu = {0};
+  for (int32_t l : lengths) cu.push_back(cu.back() + l);
+  return cu;
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, k::CudaDType dtype,
+                 const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::abs(got[i] - want[i]) <= Tolerance(dtype, want[i]))) {
+      if (++bad <= 5) {
+        ADD_FAILURE() << what << " " << cuda_test::Name(dtype) << " element " << i << ": got "
+                      << got[i] << ", want " << want[i];
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+class CudaOpsTest : public testing::TestWithParam<k::CudaDType> {
+ protected:
+  void SetUp() override {
+    ENCODERD_SKIP_WITHOUT_GPU();
+    ctx_ = k::CudaContext::Create(0);
+  }
+  k::CudaDType dtype() const { return GetParam(); }
+
+  k::CpuContext cpu_{2};
+  std::unique_ptr<k::CudaContext> ctx_;
+};
+
+TEST_P(CudaOpsTest, GemmEpiloguesMatchCpuLinear) {
+  const int64_t in = 64, out = 96;
+  const auto w = Rounded(*ctx_, dtype(), Random(out * in, -0.2f, 0.2f, 1));
+  const auto b = Rounded(*ctx_, dtype(), Random(out, -0.5f, 0.5f, 2));
+  auto packed = k::PackedWeight::Pack(cpu_, w.data(), b.data(), out, in, k::WeightType::kFloat32);
+  auto dw = Upload(*ctx_, dtype(), w);
+  auto db = Upload(*ctx_, dtype(), b);
+  const std::pair<k::GemmEpilogue, k::LinearEpilogue> epilogues[] = {
+      {k::GemmEpilogue::kBias, k::LinearEpilogue::kNone},
+      {k::GemmEpilogue::kBiasGelu, k::LinearEpilogue::kGelu},
+      {k::GemmEpilogue::kBiasRelu, k::LinearEpilogue::kRelu},
+      {k::GemmEpilogue::kBiasResidual, k::LinearEpilogue::kResidual}};
+  for (int64_t rows : {1, 2, 37, 512}) {
+    const auto x = Rounded(*ctx_, dtype(), Random(rows * in, -1.0f, 1.0f, 3 + rows));
+    const auto r = Rounded(*ctx_, dtype(), Random(rows * out, -1.0f, 1.0f, 4 + rows));
+    auto dx = Upload(*ctx_, dtype(), x);
+    for (auto [gpu_epi, cpu_epi] : epilogues) {
+      SCOPED_TRACE(testing::Message() << "rows " << rows << " epilogue " << int(gpu_epi));
+      std::vector<float> want(rows * out);
+      k::Linear(cpu_, x.data(), rows, *packed, cpu_epi, r.data(), want.data());
+      // The residual case runs in place, as the encoder does.
+      auto dy = Upload(*ctx_, dtype(), r);
+      k::GemmLt(*ctx_, dtype(), dx.get(), rows, dw.get(), db.get(), out, in, gpu_epi, dy.get(),
+                dy.get());
+      ExpectClose(Download(*ctx_, dtype(), dy.get(), rows * out), want, dtype(), "gemm");
+    }
+  }
+}
+
+TEST_P(CudaOpsTest, AttentionMatchesCpuOnRaggedBatch) {
+  const auto cu = CuSeqlens(kRaggedLengths);
+  const int64_t batch = kRaggedLengths.size(), tokens = cu.back();
+  auto dcu = UploadRaw(*ctx_, cu.data(), cu.size() * sizeof(int32_t));
+  for (int64_t head_dim : {32, 64, 128}) {
+    const int64_t heads = 3, width = heads * head_dim;
+    SCOPED_TRACE(testing::Message() << "head_dim " << head_dim);
+    const auto qkv = Rounded(*ctx_, dtype(), Random(tokens * 3 * width, -1.0f, 1.0f, head_dim));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    std::vector<float> want(tokens * width);
+    k::Attention(cpu_, qkv.data(), cu.data(), batch, tokens, heads, head_dim, scale, want.data());
+    auto dqkv = Upload(*ctx_, dtype(), qkv);
+    k::DeviceBuffer dout(ctx_.get(), tokens * width * 2);
+    k::CudaAttention(*ctx_, dtype(), dqkv.get(), dcu.as<int32_t>(), batch, 512, heads, head_dim,
+                     scale, dout.get());
+    ExpectClose(Download(*ctx_, dtype(), dout.get(), tokens * width), want, dtype(), "attention");
+  }
+}
+
+TEST_P(CudaOpsTest, AddLayerNormMatchesCpuInPlace) {
+  for (int64_t hidden : {768, 101}) {
+    const int64_t rows = 517;
+    const auto x = Rounded(*ctx_, dtype(), Random(rows * hidden, -2.0f, 3.0f, 7));
+    const auto r = Rounded(*ctx_, dtype(), Random(rows * hidden, -1.0f, 1.0f, 8));
+    const auto g = Random(hidden, 0.5f, 1.5f, 9), b = Random(hidden, -0.5f, 0.5f, 10);
+    for (bool with_residual : {false, true}) {
+      std::vector<float> want(rows * hidden);
+      k::AddLayerNorm(cpu_, x.data(), with_residual ? r.data() : nullptr, g.data(), b.data(), rows,
+                      hidden, 1e-5f, want.data());
+      auto dx = Upload(*ctx_, dtype(), x);
+      auto dr = Upload(*ctx_, dtype(), r);
+      auto dg = UploadRaw(*ctx_, g.data(), hidden * sizeof(float));
+      auto db = UploadRaw(*ctx_, b.data(), hidden * sizeof(float));
+      k::CudaAddLayerNorm(*ctx_, dtype(), dx.get(), with_residual ? dr.get() : nullptr,
+                          dg.as<float>(), db.as<float>(), rows, hidden, 1e-5f, dx.get());
+      ExpectClose(Download(*ctx_, dtype(), dx.get(), rows * hidden), want, dtype(), "layer norm");
+    }
+  }
+}
+
+TEST_P(CudaOpsTest, EmbeddingLayerNormMatchesCpu) {
+  const int64_t hidden = 96, vocab = 300, positions = 520, types = 2;
+  const auto cu = CuSeqlens(kRaggedLengths);
+  const int64_t tokens = cu.back();
+  const auto word = Rounded(*ctx_, dtype(), Random(vocab * hidden, -1.0f, 1.0f, 11));
+  const auto pos = Rounded(*ctx_, dtype(), Random(positions * hidden, -1.0f, 1.0f, 12));
+  const auto type = Rounded(*ctx_, dtype(), Random(types * hidden, -1.0f, 1.0f, 13));
+  const auto g = Random(hidden, 0.5f, 1.5f, 14), b = Random(hidden, -0.5f, 0.5f, 15);
+  std::vector<int32_t> ids(tokens), pids(tokens), tids(tokens);
+  std::mt19937 rng(16);
+  for (int64_t t = 0; t < tokens; ++t) {
+    ids[t] = rng() % vocab;
+    tids[t] = rng() % types;
+  }
+  k::FillPositionIds(cu.data(), kRaggedLengths.size(), k::PositionIdRule::kAfterPadding, 1,
+                     pids.data());
+  k::EmbeddingTables tables{word.data(), vocab, pos.data(), positions, type.data(), types, hidden};
+  std::vector<float> want(tokens * hidden);
+  k::EmbeddingLayerNorm(cpu_, tables, ids.data(), pids.data(), tids.data(), tokens, g.data(),
+                        b.data(), 1e-5f, want.data());
+  auto dword = Upload(*ctx_, dtype(), word), dpos = Upload(*ctx_, dtype(), pos),
+       dtype_table = Upload(*ctx_, dtype(), type);
+  auto dids = UploadRaw(*ctx_, ids.data(), tokens * 4),
+       dpids = UploadRaw(*ctx_, pids.data(), tokens * 4),
+       dtids = UploadRaw(*ctx_, tids.data(), tokens * 4);
+  auto dg = UploadRaw(*ctx_, g.data(), hidden * 4), db = UploadRaw(*ctx_, b.data(), hidden * 4);
+  k::DeviceBuffer dout(ctx_.get(), tokens * hidden * 2);
+  k::CudaEmbeddingTables dtables{dword.get(), dpos.get(), dtype_table.get(), hidden};
+  k::CudaEmbeddingLayerNorm(*ctx_, dtype(), dtables, dids.as<int32_t>(), dpids.as<int32_t>(),
+                            dtids.as<int32_t>(), tokens, dg.as<float>(), db.as<float>(), 1e-5f,
+                            dout.get());
+  ExpectClose(Download(*ctx_, dtype(), dout.get(), tokens * hidden), want, dtype(), "embeddings");
+}
+
+TEST_P(CudaOpsTest, PoolingMatchesCpu) {
+  const int64_t hidden = 80;
+  const auto cu = CuSeqlens(kRaggedLengths);
+  const int64_t batch = kRaggedLengths.size(), tokens = cu.back();
+  const auto x = Rounded(*ctx_, dtype(), Random(tokens * hidden, -1.0f, 1.0f, 17));
+  auto dx = Upload(*ctx_, dtype(), x);
+  auto dcu = UploadRaw(*ctx_, cu.data(), cu.size() * sizeof(int32_t));
+  for (auto [gpu_mode, cpu_mode] : {std::pair{k::CudaPoolingMode::kCls, k::PoolingMode::kCls},
+                                    std::pair{k::CudaPoolingMode::kMean, k::PoolingMode::kMean}}) {
+    std::vector<float> want(batch * hidden), got(batch * hidden);
+    k::Pool(cpu_, x.data(), cu.data(), batch, hidden, cpu_mode, want.data());
+    k::DeviceBuffer dout(ctx_.get(), got.size() * sizeof(float));
+    k::CudaPool(*ctx_, dtype(), dx.get(), dcu.as<int32_t>(), batch, hidden, gpu_mode,
+                dout.as<float>());
+    ctx_->CopyToHost(got.data(), dout.get(), got.size() * sizeof(float));
+    ctx_->Synchronize();
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f) << i;
+  }
+}
+
+TEST_P(CudaOpsTest, AllocatorReusesFreedBlocks) {
+  void* a = ctx_->Allocate(1000);
+  ctx_->Free(a);
+  void* b = ctx_->Allocate(1024);  // same size class
+  EXPECT_EQ(a, b);
+  void* c = ctx_->Allocate(1024);
+  EXPECT_NE(b, c);
+  ctx_->Free(b);
+  ctx_->Free(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOpsTest,
+                         testing::Values(k::CudaDType::kFloat16, k::CudaDType::kBFloat16),
+                         [](const testing::TestParamInfo<k::CudaDType>& info) {
+                           return std::string(cuda_test::Name(info.param));
+                         });
+
+}  // namespace
+}  // namespace encoderd
+
+#else  // !ENCODERD_WITH_CUDA
+
+TEST(CudaOpsTest, BuiltWithoutCuda) {
+  GTEST_SKIP() << "this build has no CUDA backend (nvcc not found at build time)";
+}
+
+#endif  // ENCODERD_WITH_CUDA
