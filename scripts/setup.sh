@@ -10,6 +10,8 @@ PACKAGES=(
   # server stack
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libyaml-cpp-dev prometheus-cpp-dev
+  # metrics end-to-end test: a real Prometheus server and promtool
+  prometheus
   # engine
   libtorch-dev libdnnl-dev libopenblas-dev libopenblas0-pthread
   libsentencepiece-dev sentencepiece nlohmann-json3-dev libicu-dev
@@ -24,10 +26,16 @@ PACKAGES=(
   libgstreamer1.0-0 libpam-runtime libapt-pkg6.0 libavahi-common-data
   at-spi2-common appstream binutils-common gsettings-desktop-schemas
   shared-mime-info man-db psmisc procps login wget xz-utils make
+  # ... and the translated man pages it learns prose from (langid_prose.MAN_PACKAGES)
+  manpages manpages-dev manpages-de manpages-fr manpages-es manpages-it
+  manpages-pl manpages-ru manpages-uk manpages-cs manpages-nl manpages-pt
+  manpages-pt-br manpages-sv manpages-ja manpages-zh manpages-tr
   # fuzzing
   clang libclang-rt-14-dev
   # loadtest sweep plots (loadtest/scripts)
   gnuplot-nox
+  # deployment manifest checks (tests/deploy)
+  yamllint
 )
 
 missing=()

@@ -24,7 +24,12 @@ void FailAll(const BatchPlan& plan, const Status& status) {
 
 }  // namespace
 
-Status ExecuteBatch(const BatchPlan& plan, const PackingRule& rule, BatchEngine* engine) {
+Status ExecuteBatch(const BatchPlan& plan, const PackingRule& rule, BatchEngine* engine,
+                    BatchSample* sample) {
+  BatchSample unused;
+  if (!sample) sample = &unused;
+  *sample = BatchSample{};
+  sample->ok = false;
   const Clock::time_point start = Clock::now();
   PackedBatchBuilder builder(rule.position_rule, rule.pad_token_id);
   std::vector<OutputSpec> specs;
@@ -45,10 +50,15 @@ Status ExecuteBatch(const BatchPlan& plan, const PackingRule& rule, BatchEngine*
                        std::to_string(specs.size()) + " sequences");
   const int64_t inference_us =
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+  sample->sequences = batch.num_sequences();
+  sample->tokens = batch.num_tokens();
+  sample->padded_tokens = batch.padded_tokens();
+  sample->inference_us = inference_us;
   if (!outputs.ok()) {
     FailAll(plan, outputs.status());
     return outputs.status();
   }
+  sample->ok = true;
   // Timing first: the last Complete() wakes the handler, which reads it.
   for (const BatchSlice& slice : plan.slices) slice.request->AddBatch(start, inference_us);
   size_t k = 0;

@@ -6,6 +6,7 @@
 #include "engine/model/model_spec.h"
 #include "server/batch_engine.h"
 #include "server/batch_policy.h"
+#include "server/serving_metrics.h"
 
 namespace encoderd::server {
 
@@ -15,7 +16,9 @@ struct PackingRule {
 };
 
 // Called on an executor thread. Returns the engine's status (already delivered
-// to the requests) for logging.
-Status ExecuteBatch(const BatchPlan& plan, const PackingRule& rule, BatchEngine* engine);
+// to the requests) for logging. When `sample` is not null it receives the
+// batch's size, padding and engine time for metrics.
+Status ExecuteBatch(const BatchPlan& plan, const PackingRule& rule, BatchEngine* engine,
+                    BatchSample* sample = nullptr);
 
 }  // namespace encoderd::server

@@ -97,6 +97,8 @@ std::map<std::string, Setter> TopLevelFields(ServerConfig* c) {
           {"listen.tls_key_file", StringField(&c->listen.tls_key_file)},
           {"log.level", StringField(&c->log.level)},
           {"log.format", StringField(&c->log.format)},
+          {"log.access_log_sample", DoubleField(&c->log.access_log_sample)},
+          {"metrics.enabled", BoolField(&c->metrics.enabled)},
           {"shutdown.grace_s", DoubleField(&c->shutdown.grace_s)}};
 }
 
@@ -151,6 +153,8 @@ Status ServerConfig::Validate() const {
   if (!level_ok) return bad("log.level", "must be trace, debug, info, warn, error or off");
   if (log.format != "text" && log.format != "json")
     return bad("log.format", "must be text or json");
+  if (!(log.access_log_sample >= 0 && log.access_log_sample <= 1))
+    return bad("log.access_log_sample", "must be in 0..1");
   if (!(shutdown.grace_s >= 0)) return bad("shutdown.grace_s", "must be >= 0");
   if (models.empty()) return bad("models", "must list at least one model");
   for (size_t i = 0; i < models.size(); ++i) {
@@ -181,7 +185,9 @@ std::string ServerConfig::Summary() const {
   std::ostringstream s;
   s << "listen=" << listen.address << ":" << listen.port << " metrics_port=" << listen.metrics_port
     << " reflection=" << (listen.reflection ? "true" : "false") << " log=" << log.level << "/"
-    << log.format << " shutdown.grace_s=" << shutdown.grace_s;
+    << log.format << " access_log_sample=" << log.access_log_sample
+    << " metrics=" << (metrics.enabled ? "true" : "false")
+    << " shutdown.grace_s=" << shutdown.grace_s;
   for (const ModelConfig& m : models) {
     s << " model{name=" << m.name << " directory=" << m.directory << " device=" << m.device
       << " dtype=" << m.dtype << " replicas=" << m.replicas

@@ -17,7 +17,8 @@ struct ListenConfig {
   std::string address = "0.0.0.0";
   // gRPC port; 0 picks a free port (logged at start-up).
   int port = 50051;
-  // Port of the Prometheus /metrics endpoint.
+  // Port of the Prometheus /metrics endpoint (metrics.enabled); 0 picks a
+  // free port (logged at start-up).
   int metrics_port = 9400;
   // Register the gRPC server reflection service.
   bool reflection = true;
@@ -59,6 +60,14 @@ struct LogConfig {
   std::string level = "info";
   // "text" or "json".
   std::string format = "text";
+  // Fraction of requests (0..1) logged as one access line each (request id,
+  // model, RPC, status, tokens, timing); 0: none.
+  double access_log_sample = 0.0;
+};
+
+struct MetricsConfig {
+  // Serve Prometheus metrics on listen.address:listen.metrics_port.
+  bool enabled = true;
 };
 
 struct ShutdownConfig {
@@ -70,6 +79,7 @@ struct ServerConfig {
   ListenConfig listen;
   std::vector<ModelConfig> models = {ModelConfig{}};
   LogConfig log;
+  MetricsConfig metrics;
   ShutdownConfig shutdown;
 
   // Checks every value; the error names the key ("models[0].replicas").

@@ -5,10 +5,13 @@
 namespace encoderd::server {
 
 DynamicBatcher::DynamicBatcher(BatchLimits limits, PackingRule rule,
-                               std::vector<std::unique_ptr<BatchEngine>> replicas)
+                               std::vector<std::unique_ptr<BatchEngine>> replicas,
+                               ServingMetrics* metrics, std::string model)
     : limits_(limits),
       rule_(rule),
       replicas_(std::move(replicas)),
+      metrics_(metrics),
+      model_(std::move(model)),
       queue_(limits.max_queue_size),
       idle_(static_cast<int>(replicas_.size())) {
   threads_.emplace_back([this] { BatcherLoop(); });
@@ -28,6 +31,11 @@ Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
   }
   batcher_cv_.notify_one();
   return Status::Ok();
+}
+
+size_t DynamicBatcher::queue_depth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
 }
 
 void DynamicBatcher::Stop() {
@@ -79,7 +87,9 @@ void DynamicBatcher::ExecutorLoop(BatchEngine* engine) {
     BatchPlan plan = std::move(ready_.front());
     ready_.pop_front();
     lock.unlock();
-    (void)ExecuteBatch(plan, rule_, engine);
+    BatchSample sample;
+    (void)ExecuteBatch(plan, rule_, engine, metrics_ ? &sample : nullptr);
+    if (metrics_) metrics_->ObserveBatch(model_, sample);
     lock.lock();
     ++idle_;
     batcher_cv_.notify_one();

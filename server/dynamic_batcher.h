@@ -7,20 +7,25 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "server/batch_engine.h"
 #include "server/batch_executor.h"
 #include "server/batch_policy.h"
+#include "server/serving_metrics.h"
 
 namespace encoderd::server {
 
 class DynamicBatcher {
  public:
   // Starts the threads. Takes ownership of the replicas (at least one).
+  // `metrics` (may be null; must outlive Stop()) receives every batch under
+  // the label `model`.
   DynamicBatcher(BatchLimits limits, PackingRule rule,
-                 std::vector<std::unique_ptr<BatchEngine>> replicas);
+                 std::vector<std::unique_ptr<BatchEngine>> replicas,
+                 ServingMetrics* metrics = nullptr, std::string model = "");
   // Stop()s.
   ~DynamicBatcher();
   DynamicBatcher(const DynamicBatcher&) = delete;
@@ -34,6 +39,9 @@ class DynamicBatcher {
   // UNAVAILABLE and joins the threads. Idempotent.
   void Stop();
 
+  // Any thread: requests waiting in the queue now.
+  size_t queue_depth() const;
+
  private:
   void BatcherLoop();
   void ExecutorLoop(BatchEngine* engine);
@@ -41,8 +49,10 @@ class DynamicBatcher {
   const BatchLimits limits_;
   const PackingRule rule_;
   std::vector<std::unique_ptr<BatchEngine>> replicas_;
+  ServingMetrics* const metrics_;
+  const std::string model_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable batcher_cv_;   // work arrived or an executor freed up
   std::condition_variable executor_cv_;  // a batch is ready
   RequestQueue queue_;                   // guarded by mu_

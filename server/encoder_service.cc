@@ -32,14 +32,46 @@ struct Call {
   int64_t token_count = 0;
 };
 
+// Records the answer (metrics, logs) and attaches the request id; returns
+// `status` as a grpc::Status.
+grpc::Status Answer(RequestObserver& observer, grpc::ServerContext* context, Rpc rpc, uint64_t id,
+                    const Call& call, const Status& status, bool add_metadata = true) {
+  if (add_metadata) context->AddTrailingMetadata("x-request-id", std::to_string(id));
+  grpc::Status answer = ToGrpcStatus(status);
+  RequestSample sample;
+  sample.rpc = rpc;
+  sample.grpc_code = static_cast<int>(answer.error_code());
+  sample.tokens = call.token_count;
+  sample.total_us = MicrosSince(call.start);
+  sample.tokenize_us = call.tokenize_us;
+  if (call.request) {
+    sample.ran_model = true;
+    sample.sequences = call.request->num_sequences();
+    if (observer.metrics()) {
+      sample.lengths.reserve(sample.sequences);
+      for (int32_t i = 0; i < call.request->num_sequences(); ++i)
+        sample.lengths.push_back(static_cast<int32_t>(call.request->sequence(i).size()));
+    }
+    if (status.ok()) {
+      sample.queue_us = call.request->queue_us();
+      sample.inference_us = call.request->inference_us();
+    }
+  }
+  observer.Finish(id, call.model ? call.model->config().name : "", sample, status.message());
+  return answer;
+}
+
 // Submits `sequences` and waits for the result, cancelling the request when
 // the client goes away.
 Status RunOnModel(grpc::ServerContext* context, uint64_t id,
-                  std::vector<std::vector<int32_t>> sequences, OutputSpec spec, Call* call) {
+                  std::vector<std::vector<int32_t>> sequences, OutputSpec spec, Call* call,
+                  ServingMetrics* metrics) {
   for (const auto& s : sequences) call->token_count += static_cast<int64_t>(s.size());
   call->request = std::make_shared<InferenceRequest>(id, std::move(sequences), spec, Clock::now(),
                                                      SteadyDeadline(context));
   RETURN_IF_ERROR(call->model->batcher().Submit(call->request));
+  const std::string& model = call->model->config().name;
+  if (metrics) metrics->AddInFlight(model, 1);
   // The handler answers as soon as the client is gone or the deadline passed;
   // the batcher then drops the finished request without computing it.
   auto done = call->request->done();
@@ -51,6 +83,7 @@ Status RunOnModel(grpc::ServerContext* context, uint64_t id,
       call->request->Fail(DeadlineExceeded("the deadline passed before the request was computed"));
     }
   }
+  if (metrics) metrics->AddInFlight(model, -1);
   return done.get();
 }
 
@@ -77,8 +110,8 @@ void FillTiming(const Call& call, v1::Timing* timing) {
 }
 
 Status EmbedOne(const ModelRegistry& registry, uint64_t id, grpc::ServerContext* context,
-                const v1::EmbedRequest& request, v1::EmbedResponse* response) {
-  Call call;
+                const v1::EmbedRequest& request, v1::EmbedResponse* response, Call& call,
+                ServingMetrics* metrics) {
   std::vector<std::vector<int32_t>> sequences;
   RETURN_IF_ERROR(
       Prepare(registry, request.model(), request.texts(), request.truncate(), &call, &sequences));
@@ -86,7 +119,7 @@ Status EmbedOne(const ModelRegistry& registry, uint64_t id, grpc::ServerContext*
                   request.normalize()};
   if (request.pooling() == v1::POOLING_CLS) spec.pooling = Pooling::kCls;
   if (request.pooling() == v1::POOLING_MEAN) spec.pooling = Pooling::kMean;
-  RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences), spec, &call));
+  RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences), spec, &call, metrics));
   for (const auto& values : call.request->results())
     response->add_embeddings()->mutable_values()->Assign(values.begin(), values.end());
   response->set_token_count(call.token_count);
@@ -99,7 +132,10 @@ Status EmbedOne(const ModelRegistry& registry, uint64_t id, grpc::ServerContext*
 
 grpc::Status EncoderService::Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
                                    v1::EmbedResponse* response) {
-  return ToGrpcStatus(EmbedOne(*registry_, next_request_id_++, context, *request, response));
+  const uint64_t id = next_request_id_++;
+  Call call;
+  Status status = EmbedOne(*registry_, id, context, *request, response, call, observer_.metrics());
+  return Answer(observer_, context, Rpc::kEmbed, id, call, status);
 }
 
 grpc::Status EncoderService::EmbedStream(
@@ -108,8 +144,12 @@ grpc::Status EncoderService::EmbedStream(
   v1::EmbedRequest request;
   while (stream->Read(&request)) {
     v1::EmbedResponse response;
-    Status status = EmbedOne(*registry_, next_request_id_++, context, request, &response);
-    if (!status.ok()) return ToGrpcStatus(status);
+    const uint64_t id = next_request_id_++;
+    Call call;
+    Status status =
+        EmbedOne(*registry_, id, context, request, &response, call, observer_.metrics());
+    if (!status.ok()) return Answer(observer_, context, Rpc::kEmbedStream, id, call, status);
+    (void)Answer(observer_, context, Rpc::kEmbedStream, id, call, status, false);
     if (!stream->Write(response)) return grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
   }
   return grpc::Status::OK;
@@ -118,6 +158,7 @@ grpc::Status EncoderService::EmbedStream(
 grpc::Status EncoderService::Classify(grpc::ServerContext* context,
                                       const v1::ClassifyRequest* request,
                                       v1::ClassifyResponse* response) {
+  const uint64_t id = next_request_id_++;
   Call call;
   auto run = [&]() -> Status {
     std::vector<std::vector<int32_t>> sequences;
@@ -127,8 +168,9 @@ grpc::Status EncoderService::Classify(grpc::ServerContext* context,
     if (config.num_labels <= 0)
       return FailedPrecondition("model '" + call.model->config().name +
                                 "' has no classification head");
-    RETURN_IF_ERROR(RunOnModel(context, next_request_id_++, std::move(sequences),
-                               {OutputKind::kClassification, Pooling::kCls, false}, &call));
+    RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences),
+                               {OutputKind::kClassification, Pooling::kCls, false}, &call,
+                               observer_.metrics()));
     for (const auto& scores : call.request->results()) {
       v1::Classification* result = response->add_results();
       result->mutable_scores()->Assign(scores.begin(), scores.end());
@@ -140,15 +182,17 @@ grpc::Status EncoderService::Classify(grpc::ServerContext* context,
     return Status::Ok();
   };
   Status status = run();
-  if (!status.ok()) return ToGrpcStatus(status);
-  response->set_token_count(call.token_count);
-  response->set_model(call.model->config().name);
-  FillTiming(call, response->mutable_timing());
-  return grpc::Status::OK;
+  if (status.ok()) {
+    response->set_token_count(call.token_count);
+    response->set_model(call.model->config().name);
+    FillTiming(call, response->mutable_timing());
+  }
+  return Answer(observer_, context, Rpc::kClassify, id, call, status);
 }
 
 grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::EncodeRequest* request,
                                     v1::EncodeResponse* response) {
+  const uint64_t id = next_request_id_++;
   Call call;
   auto run = [&]() -> Status {
     if (request->texts_size() > 0 && request->token_ids_size() > 0)
@@ -165,8 +209,9 @@ grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::Enco
     }
     std::vector<int32_t> lengths;
     for (const auto& s : sequences) lengths.push_back(static_cast<int32_t>(s.size()));
-    RETURN_IF_ERROR(RunOnModel(context, next_request_id_++, std::move(sequences),
-                               {OutputKind::kHiddenStates, Pooling::kCls, false}, &call));
+    RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences),
+                               {OutputKind::kHiddenStates, Pooling::kCls, false}, &call,
+                               observer_.metrics()));
     const int32_t hidden = static_cast<int32_t>(call.model->encoder_config().hidden_size);
     for (size_t i = 0; i < lengths.size(); ++i) {
       const auto& values = call.request->results()[i];
@@ -178,22 +223,26 @@ grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::Enco
     return Status::Ok();
   };
   Status status = run();
-  if (!status.ok()) return ToGrpcStatus(status);
-  response->set_token_count(call.token_count);
-  response->set_model(call.model->config().name);
-  FillTiming(call, response->mutable_timing());
-  return grpc::Status::OK;
+  if (status.ok()) {
+    response->set_token_count(call.token_count);
+    response->set_model(call.model->config().name);
+    FillTiming(call, response->mutable_timing());
+  }
+  return Answer(observer_, context, Rpc::kEncode, id, call, status);
 }
 
 grpc::Status EncoderService::Tokenize(grpc::ServerContext* context,
                                       const v1::TokenizeRequest* request,
                                       v1::TokenizeResponse* response) {
+  const uint64_t id = next_request_id_++;
   Call call;
   auto model = registry_->Find(request->model());
-  if (!model.ok()) return ToGrpcStatus(model.status());
+  if (!model.ok()) return Answer(observer_, context, Rpc::kTokenize, id, call, model.status());
+  call.model = *model;
   auto encodings =
       (*model)->Tokenize({request->texts().begin(), request->texts().end()}, request->truncate());
-  if (!encodings.ok()) return ToGrpcStatus(encodings.status());
+  if (!encodings.ok())
+    return Answer(observer_, context, Rpc::kTokenize, id, call, encodings.status());
   for (const Encoding& e : *encodings) {
     v1::Tokenization* t = response->add_tokenizations();
     t->mutable_ids()->Assign(e.ids.begin(), e.ids.end());
@@ -205,19 +254,24 @@ grpc::Status EncoderService::Tokenize(grpc::ServerContext* context,
   response->set_token_count(call.token_count);
   response->set_model((*model)->config().name);
   FillTiming(call, response->mutable_timing());
-  return grpc::Status::OK;
+  return Answer(observer_, context, Rpc::kTokenize, id, call, Status::Ok());
 }
 
 grpc::Status EncoderService::ModelInfo(grpc::ServerContext* context,
                                        const v1::ModelInfoRequest* request,
                                        v1::ModelInfoResponse* response) {
+  const uint64_t id = next_request_id_++;
+  Call call;
   std::vector<std::shared_ptr<ServedModel>> models;
   if (!request->model().empty()) {
     auto model = registry_->Find(request->model());
-    if (!model.ok()) return ToGrpcStatus(model.status());
+    if (!model.ok()) return Answer(observer_, context, Rpc::kModelInfo, id, call, model.status());
+    call.model = *model;
     models.push_back(*model);
   } else {
-    if (registry_->draining()) return ToGrpcStatus(Unavailable("the server is shutting down"));
+    if (registry_->draining())
+      return Answer(observer_, context, Rpc::kModelInfo, id, call,
+                    Unavailable("the server is shutting down"));
     models = registry_->Loaded();
   }
   for (const auto& m : models) {
@@ -234,7 +288,7 @@ grpc::Status EncoderService::ModelInfo(grpc::ServerContext* context,
     info->set_replicas(m->config().replicas);
     info->set_max_client_batch_size(m->config().max_client_batch_size);
   }
-  return grpc::Status::OK;
+  return Answer(observer_, context, Rpc::kModelInfo, id, call, Status::Ok());
 }
 
 }  // namespace encoderd::server

@@ -8,13 +8,18 @@
 
 #include "proto/encoderd.grpc.pb.h"
 #include "server/model_registry.h"
+#include "server/request_observer.h"
 
 namespace encoderd::server {
 
 class EncoderService final : public encoderd::v1::Encoder::Service {
  public:
-  // `registry` must outlive the service.
-  explicit EncoderService(const ModelRegistry* registry) : registry_(registry) {}
+  // `registry` and `metrics` (null: metrics off) must outlive the service.
+  // Every answer carries its request id in the trailing metadata key
+  // `x-request-id` (a stream: the id of the message that failed it).
+  explicit EncoderService(const ModelRegistry* registry, ServingMetrics* metrics = nullptr,
+                          double access_log_sample = 0)
+      : registry_(registry), observer_(metrics, access_log_sample) {}
 
   grpc::Status Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
                      v1::EmbedResponse* response) override;
@@ -32,6 +37,7 @@ class EncoderService final : public encoderd::v1::Encoder::Service {
 
  private:
   const ModelRegistry* registry_;
+  RequestObserver observer_;
   std::atomic<uint64_t> next_request_id_{1};
 };
 

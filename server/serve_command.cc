@@ -13,6 +13,7 @@
 
 #include "server/config_loader.h"
 #include "server/encoder_service.h"
+#include "server/metrics_endpoint.h"
 #include "server/model_registry.h"
 #include "server/shutdown_signals.h"
 
@@ -60,7 +61,20 @@ int RunServeCommand(const std::vector<std::string>& args) {
   std::vector<std::string> names;
   for (const ModelConfig& m : config.models) names.push_back(m.name);
   ModelRegistry registry(names);
-  EncoderService service(&registry);
+  // Declared after the registry (its collector reads it) and before the
+  // service and the server (which report to it).
+  std::unique_ptr<MetricsEndpoint> metrics;
+  if (config.metrics.enabled) {
+    auto started = MetricsEndpoint::Start(config, &registry);
+    if (!started.ok()) {
+      spdlog::error("{}", started.status().ToString());
+      return 1;
+    }
+    metrics = std::move(started).value();
+    spdlog::info("metrics on http://{}:{}/metrics", config.listen.address, metrics->port());
+  }
+  ServingMetrics* sink = metrics ? metrics->metrics() : nullptr;
+  EncoderService service(&registry, sink, config.log.access_log_sample);
 
   grpc::EnableDefaultHealthCheckService(true);
   if (config.listen.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -78,10 +92,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
   spdlog::info("listening on {}:{}", config.listen.address, port);
 
   for (const ModelConfig& m : config.models) {
-    auto model = ServedModel::Load(m);
+    auto model = ServedModel::Load(m, sink);
     if (!model.ok()) {
       spdlog::error("{}", model.status().ToString());
       server->Shutdown(std::chrono::system_clock::now());
+      for (const auto& loaded : registry.Loaded()) loaded->batcher().Stop();
       return 1;
     }
     registry.Add(std::shared_ptr<ServedModel>(std::move(model).value()));

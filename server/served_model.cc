@@ -38,7 +38,8 @@ ServedModel::ServedModel(ModelConfig config, ModelBundle bundle)
   if (config_.max_tokens > 0) max_tokens_ = std::min(max_tokens_, config_.max_tokens);
 }
 
-StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& config) {
+StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& config,
+                                                         ServingMetrics* metrics) {
   const auto start = std::chrono::steady_clock::now();
   const std::string context = "model '" + config.name + "' (" + config.directory + ")";
   auto bundle = LoadModelDirectory(config.directory);
@@ -67,7 +68,8 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   limits.max_queue_size = config.max_queue_size;
   PackingRule rule{model->encoder_config_.position_rule,
                    static_cast<int32_t>(model->encoder_config_.pad_token_id)};
-  model->batcher_ = std::make_unique<DynamicBatcher>(limits, rule, std::move(replicas));
+  model->batcher_ =
+      std::make_unique<DynamicBatcher>(limits, rule, std::move(replicas), metrics, config.name);
 
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -18,7 +18,9 @@ class ServedModel {
  public:
   // Loads the directory, builds config.replicas engines, runs a warm-up batch
   // on each (every output kind the model supports) and starts the batcher.
-  static StatusOr<std::unique_ptr<ServedModel>> Load(const ModelConfig& config);
+  // `metrics` (may be null) must outlive the batcher's Stop().
+  static StatusOr<std::unique_ptr<ServedModel>> Load(const ModelConfig& config,
+                                                     ServingMetrics* metrics = nullptr);
 
   const ModelConfig& config() const { return config_; }
   const EncoderConfig& encoder_config() const { return encoder_config_; }

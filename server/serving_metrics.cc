@@ -1,0 +1,55 @@
+#include "server/serving_metrics.h"
+
+namespace encoderd::server {
+
+const char* RpcName(Rpc rpc) {
+  static const char* kNames[kNumRpcs] = {"Embed",    "Classify",  "Encode",
+                                         "Tokenize", "ModelInfo", "EmbedStream"};
+  return kNames[static_cast<int>(rpc)];
+}
+
+const char* GrpcCodeName(int code) {
+  static const char* kNames[] = {"OK",
+                                 "CANCELLED",
+                                 "UNKNOWN",
+                                 "INVALID_ARGUMENT",
+                                 "DEADLINE_EXCEEDED",
+                                 "NOT_FOUND",
+                                 "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED",
+                                 "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION",
+                                 "ABORTED",
+                                 "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED",
+                                 "INTERNAL",
+                                 "UNAVAILABLE",
+                                 "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
+  if (code < 0 || code > 16) return "UNKNOWN";
+  return kNames[code];
+}
+
+const char* FailureReason(int code) {
+  switch (code) {
+    case 0:
+      return "";
+    case 3:   // INVALID_ARGUMENT
+    case 5:   // NOT_FOUND
+    case 9:   // FAILED_PRECONDITION
+    case 11:  // OUT_OF_RANGE
+      return "invalid_argument";
+    case 8:  // RESOURCE_EXHAUSTED
+      return "overloaded";
+    case 4:
+      return "deadline";
+    case 1:
+      return "cancelled";
+    case 14:
+      return "unavailable";
+    default:
+      return "internal";
+  }
+}
+
+}  // namespace encoderd::server

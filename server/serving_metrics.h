@@ -1,0 +1,61 @@
+// What the serving path reports to metrics, free of any metrics library: the
+// gRPC handlers report once per request (each message of a stream), the
+// executors once per batch. A null ServingMetrics* means metrics are off.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace encoderd::server {
+
+enum class Rpc { kEmbed, kClassify, kEncode, kTokenize, kModelInfo, kEmbedStream };
+inline constexpr int kNumRpcs = 6;
+const char* RpcName(Rpc rpc);
+
+// gRPC status codes 0..16 by name ("OK", "INVALID_ARGUMENT"); "UNKNOWN" otherwise.
+const char* GrpcCodeName(int code);
+// The failure reason a gRPC code counts under: invalid_argument (INVALID_ARGUMENT,
+// NOT_FOUND, FAILED_PRECONDITION, OUT_OF_RANGE), overloaded (RESOURCE_EXHAUSTED),
+// deadline, cancelled, unavailable, internal (every other code); "" for OK.
+const char* FailureReason(int code);
+
+struct RequestSample {
+  Rpc rpc = Rpc::kEmbed;
+  int grpc_code = 0;  // grpc::StatusCode value
+  // Sequences and tokens of the request (counted as processed when ran_model).
+  int64_t sequences = 0;
+  int64_t tokens = 0;
+  // Token count of each sequence (for the input-length histogram).
+  std::vector<int32_t> lengths;
+  // Phases, microseconds; queue and inference are 0 unless the model ran it.
+  int64_t total_us = 0;
+  int64_t tokenize_us = 0;
+  int64_t queue_us = 0;
+  int64_t inference_us = 0;
+  // The request went through the batcher (Embed, Classify, Encode, EmbedStream).
+  bool ran_model = false;
+};
+
+struct BatchSample {
+  int64_t sequences = 0;
+  // Tokens computed (packed) and tokens a padded batch would have computed.
+  int64_t tokens = 0;
+  int64_t padded_tokens = 0;
+  int64_t inference_us = 0;
+  bool ok = true;
+};
+
+class ServingMetrics {
+ public:
+  virtual ~ServingMetrics() = default;
+  // Any thread. `model`: the served model's name, or "" when the request did
+  // not resolve to one (unknown name, ModelInfo for all models).
+  virtual void ObserveRequest(const std::string& model, const RequestSample& sample) = 0;
+  // Executor threads, after each batch (failed ones too).
+  virtual void ObserveBatch(const std::string& model, const BatchSample& sample) = 0;
+  // Any thread: a request entered (+1) or left (-1) the model's batcher.
+  virtual void AddInFlight(const std::string& model, int delta) = 0;
+};
+
+}  // namespace encoderd::server

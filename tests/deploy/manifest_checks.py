@@ -1,0 +1,191 @@
+"""Checks on rendered Kubernetes manifests of encoderd (see
+validate_manifests.py). check_rendered() returns a list of error strings,
+empty when the manifests hold every property."""
+import re
+
+API_VERSIONS = {
+    "Deployment": "apps/v1",
+    "Service": "v1",
+    "PodDisruptionBudget": "policy/v1",
+    "HorizontalPodAutoscaler": "autoscaling/v2",
+    "ServiceMonitor": "monitoring.coreos.com/v1",
+}
+_SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(value) -> float:
+    """A Kubernetes resource quantity ("500m", "2", "1Gi") as a number."""
+    m = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", str(value))
+    if not m or (m.group(2) and m.group(2) not in _SUFFIX):
+        raise ValueError(f"bad quantity {value!r}")
+    return float(m.group(1)) * _SUFFIX.get(m.group(2), 1)
+
+
+def _subset(selector: dict, labels: dict) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def _env(container: dict) -> dict:
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def _prestop_seconds(container: dict) -> float:
+    pre = container.get("lifecycle", {}).get("preStop")
+    if not pre:
+        return 0.0
+    if "sleep" in pre:
+        return float(pre["sleep"]["seconds"])
+    cmd = pre.get("exec", {}).get("command", [])
+    if len(cmd) == 2 and cmd[0] in ("sleep", "/bin/sleep"):
+        return float(cmd[1])
+    raise ValueError(f"preStop {pre} has no duration this check understands")
+
+
+def _check_container(c: dict, pod: dict, facts: dict, image_uid, gpu: bool) -> list:
+    errors = []
+    env = _env(c)
+    for name in env:
+        if name.startswith("ENCODERD_") and name not in facts["env_vars"]:
+            errors.append(f"env {name} is not read by encoderd (server/config_loader.cc)")
+    grpc_port = int(env.get("ENCODERD_PORT", facts["grpc_port"]))
+    metrics_port = int(env.get("ENCODERD_METRICS_PORT", facts["metrics_port"]))
+    ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
+    if ports.get("grpc") != grpc_port:
+        errors.append(f"container port 'grpc' is {ports.get('grpc')}, encoderd listens on {grpc_port}")
+    if ports.get("metrics") != metrics_port:
+        errors.append(f"container port 'metrics' is {ports.get('metrics')}, "
+                      f"encoderd serves metrics on {metrics_port}")
+
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        p = c.get(probe)
+        if not p:
+            errors.append(f"no {probe}")
+        elif set(p) & {"httpGet", "exec", "tcpSocket"} or p.get("grpc", {}).get("port") != grpc_port:
+            errors.append(f"{probe} must be a native gRPC probe on port {grpc_port}: {p}")
+
+    grace_s = float(env.get("ENCODERD_SHUTDOWN_GRACE_S", facts["grace_s"]))
+    try:
+        pre = _prestop_seconds(c)
+    except (ValueError, KeyError) as e:
+        errors.append(str(e))
+        pre = 0.0
+    term = pod.get("terminationGracePeriodSeconds", 30)
+    if not term > grace_s + pre:
+        errors.append(f"terminationGracePeriodSeconds {term} must exceed drain {grace_s} s "
+                      f"+ preStop {pre} s")
+
+    sc, psc = c.get("securityContext", {}), pod.get("securityContext", {})
+    if not (sc.get("runAsNonRoot") or psc.get("runAsNonRoot")):
+        errors.append("runAsNonRoot is not set")
+    uid = sc.get("runAsUser", psc.get("runAsUser"))
+    if uid == 0 or (image_uid and uid not in (None, image_uid)):
+        errors.append(f"runAsUser {uid} differs from the image's USER {image_uid}")
+    if sc.get("allowPrivilegeEscalation") is not False:
+        errors.append("allowPrivilegeEscalation must be false")
+    if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+        errors.append("capabilities must drop ALL")
+    seccomp = sc.get("seccompProfile", psc.get("seccompProfile", {})).get("type")
+    if seccomp != "RuntimeDefault":
+        errors.append(f"seccompProfile is {seccomp}, want RuntimeDefault")
+    if sc.get("readOnlyRootFilesystem") is not True:
+        errors.append("readOnlyRootFilesystem must be true")
+    empty_dirs = {v["name"] for v in pod.get("volumes", []) if "emptyDir" in v}
+    if not any(m["mountPath"] == "/tmp" and m["name"] in empty_dirs
+               for m in c.get("volumeMounts", [])):
+        errors.append("/tmp must be an emptyDir (the root filesystem is read-only)")
+
+    res = c.get("resources", {})
+    req, lim = res.get("requests", {}), res.get("limits", {})
+    for kind in ("cpu", "memory"):
+        if kind not in req or kind not in lim:
+            errors.append(f"resources need requests and limits of {kind}")
+        elif quantity(req[kind]) > quantity(lim[kind]):
+            errors.append(f"{kind} request {req[kind]} exceeds limit {lim[kind]}")
+    if gpu:
+        if quantity(lim.get("nvidia.com/gpu", 0)) < 1:
+            errors.append("GPU variant needs an nvidia.com/gpu limit")
+        if env.get("ENCODERD_DEVICE") != "cuda":
+            errors.append("GPU variant must set ENCODERD_DEVICE=cuda")
+    elif "nvidia.com/gpu" in lim or env.get("ENCODERD_DEVICE", "cpu") != "cpu":
+        errors.append("CPU variant asks for a GPU")
+    threads = int(env.get("ENCODERD_NUM_THREADS", 0) or 0)
+    if "cpu" in req and threads > quantity(req["cpu"]):
+        errors.append(f"num_threads {threads} exceeds the CPU request {req['cpu']}")
+    return errors
+
+
+def check_rendered(docs: list, facts: dict, hpa_metrics: set, image_uid, gpu: bool) -> list:
+    errors = []
+    seen = set()
+    for d in docs:
+        kind, name = d.get("kind"), d.get("metadata", {}).get("name")
+        if kind not in API_VERSIONS or d.get("apiVersion") != API_VERSIONS[kind] or not name:
+            errors.append(f"unexpected resource {d.get('apiVersion')}/{kind}/{name}")
+        if (kind, name) in seen:
+            errors.append(f"duplicate {kind}/{name}")
+        seen.add((kind, name))
+    by_kind = {k: [d for d in docs if d.get("kind") == k] for k in API_VERSIONS}
+    if len(by_kind["Deployment"]) != 1:
+        return errors + [f"want exactly one Deployment, got {len(by_kind['Deployment'])}"]
+    dep = by_kind["Deployment"][0]
+    pod_labels = dep["spec"]["template"]["metadata"].get("labels", {})
+    if not _subset(dep["spec"]["selector"].get("matchLabels", {}), pod_labels):
+        errors.append("Deployment selector does not match its pod labels")
+    pod = dep["spec"]["template"]["spec"]
+    server = [c for c in pod.get("containers", []) if c.get("name") == "encoderd"]
+    if len(server) != 1:
+        return errors + ["no container named encoderd"]
+    c = server[0]
+    errors += [f"Deployment/{dep['metadata']['name']}: {e}"
+               for e in _check_container(c, pod, facts, image_uid, gpu)]
+    container_ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
+
+    headless = cluster_ip = 0
+    for s in by_kind["Service"]:
+        sname = s["metadata"]["name"]
+        if not _subset(s["spec"].get("selector", {}), pod_labels):
+            errors.append(f"Service/{sname}: selector matches no encoderd pod")
+        names = {}
+        for p in s["spec"].get("ports", []):
+            target = p.get("targetPort", p.get("port"))
+            resolved = container_ports.get(target) if isinstance(target, str) else target
+            if resolved not in container_ports.values():
+                errors.append(f"Service/{sname}: targetPort {target} is no container port")
+            names[p.get("name")] = resolved
+        if names.get("grpc") != container_ports.get("grpc"):
+            errors.append(f"Service/{sname}: no 'grpc' port to the gRPC container port")
+        if s["spec"].get("clusterIP") == "None":
+            headless += 1
+        elif names.get("metrics") == container_ports.get("metrics"):
+            cluster_ip += 1
+    if not headless or not cluster_ip:
+        errors.append("need a ClusterIP Service with grpc+metrics ports and a headless Service")
+
+    if not any(_subset(p["spec"].get("selector", {}).get("matchLabels", {}), pod_labels) and
+               ("maxUnavailable" in p["spec"] or "minAvailable" in p["spec"])
+               for p in by_kind["PodDisruptionBudget"]):
+        errors.append("no PodDisruptionBudget covering the encoderd pods")
+
+    for h in by_kind["HorizontalPodAutoscaler"]:
+        spec = h["spec"]
+        ref = spec["scaleTargetRef"]
+        if (ref.get("kind"), ref.get("name")) != ("Deployment", dep["metadata"]["name"]):
+            errors.append(f"HPA targets {ref}, not the Deployment")
+        if not 1 <= spec.get("minReplicas", 1) <= spec["maxReplicas"]:
+            errors.append("HPA needs 1 <= minReplicas <= maxReplicas")
+        for m in spec.get("metrics", []):
+            name = m.get(m["type"].lower(), {}).get("metric", {}).get("name")
+            if m["type"] in ("Pods", "Object", "External") and name not in hpa_metrics:
+                errors.append(f"HPA metric {name} is not served by prometheus-adapter rules")
+    if by_kind["HorizontalPodAutoscaler"] and not by_kind["ServiceMonitor"]:
+        errors.append("HPA on Prometheus metrics but no ServiceMonitor scrapes them")
+    for sm in by_kind["ServiceMonitor"]:
+        targets = [s for s in by_kind["Service"]
+                   if _subset(sm["spec"]["selector"].get("matchLabels", {}),
+                              s["metadata"].get("labels", {}))]
+        for ep in sm["spec"].get("endpoints", []):
+            ok = [s for s in targets for p in s["spec"]["ports"] if p.get("name") == ep.get("port")]
+            if not ok or ep.get("path", "/metrics") != "/metrics":
+                errors.append(f"ServiceMonitor endpoint {ep} reaches no Service metrics port")
+    return errors

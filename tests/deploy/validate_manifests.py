@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""Validates deploy/k8s: yamllint on every YAML file, then renders each
+kustomization (base and overlays, tests/deploy/kustomize_lite.py) and checks
+the properties a working rollout depends on against the daemon's own
+sources: ports and shutdown grace from config/default.yaml, ENCODERD_*
+variables from server/config_loader.cc, metric names from server/*.cc, the
+image's user and ports from deploy/Dockerfile*.
+
+Each check is also run on deliberately broken copies of the rendered
+manifests (MUTATIONS) to prove it can fail.
+
+usage: validate_manifests.py --source-dir REPO
+Exit status 0 when everything holds; the failures are printed otherwise.
+"""
+import argparse
+import copy
+import pathlib
+import re
+import subprocess
+import sys
+
+import yaml
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import kustomize_lite  # noqa: E402
+from manifest_checks import check_rendered  # noqa: E402
+
+KUSTOMIZATIONS = ["base", "overlays/cpu", "overlays/cuda"]
+GPU_OVERLAYS = {"overlays/cuda"}
+# Broken variants of a rendered overlay, each of which must be reported.
+MUTATIONS = {
+    "no readiness probe": lambda d: d["containers"][0].pop("readinessProbe"),
+    "HTTP liveness probe": lambda d: d["containers"][0].update(
+        livenessProbe={"httpGet": {"port": 9400, "path": "/"}}),
+    "grace period too short": lambda d: d["pod"].update(terminationGracePeriodSeconds=20),
+    "root allowed": lambda d: (d["pod"]["securityContext"].pop("runAsNonRoot"),
+                               d["containers"][0]["securityContext"].pop("runAsNonRoot")),
+    "writable root": lambda d: d["containers"][0]["securityContext"].update(
+        readOnlyRootFilesystem=False),
+    "no memory limit": lambda d: d["containers"][0]["resources"]["limits"].pop("memory"),
+    "wrong gRPC port": lambda d: d["containers"][0]["ports"][0].update(containerPort=50052),
+    "unknown env var": lambda d: d["containers"][0]["env"].append(
+        {"name": "ENCODERD_MAX_BATCH_TOKEN", "value": "1"}),
+    "HPA on unknown metric": lambda d: d["hpa"]["spec"]["metrics"][0]["pods"]["metric"].update(
+        name="encoderd_queue_length"),
+}
+
+
+def yamllint(files: list) -> list:
+    config = ("{extends: default, rules: {line-length: {max: 100}, "
+              "document-start: disable, truthy: {check-keys: false}, "
+              "comments: {min-spaces-from-content: 1}}}")
+    try:
+        proc = subprocess.run(["yamllint", "--strict", "-f", "parsable", "-d", config] +
+                              [str(f) for f in files], capture_output=True, text=True)
+    except FileNotFoundError:
+        return ["yamllint is not installed (scripts/setup.sh installs it)"]
+    if proc.returncode != 0:
+        return [f"yamllint: {line}" for line in (proc.stdout + proc.stderr).splitlines()]
+    return []
+
+
+def source_facts(repo: pathlib.Path) -> dict:
+    """What the manifests must agree with, read from the daemon's sources."""
+    default = yaml.safe_load((repo / "config/default.yaml").read_text())
+    loader = (repo / "server/config_loader.cc").read_text()
+    env_vars = set(re.findall(r'"(ENCODERD_[A-Z0-9_]+)"', loader))
+    metrics = set()
+    for src in sorted((repo / "server").glob("*.cc")):
+        metrics |= set(re.findall(r'"(encoderd_[a-z0-9_]+)"', src.read_text()))
+    dockerfiles = {}
+    for name in ["Dockerfile", "Dockerfile.cuda"]:
+        text = (repo / "deploy" / name).read_text()
+        user = re.search(r"^USER\s+(\d+)(?::(\d+))?\s*$", text, re.M)
+        expose = re.search(r"^EXPOSE\s+(.+)$", text, re.M)
+        entry = re.search(r"^ENTRYPOINT\s+(.+)$", text, re.M)
+        dockerfiles[name] = {
+            "uid": int(user.group(1)) if user else None,
+            "ports": {int(p.split("/")[0]) for p in expose.group(1).split()} if expose else set(),
+            "exec_form": bool(entry) and entry.group(1).strip().startswith("["),
+            "healthcheck": re.search(r"^HEALTHCHECK\s", text, re.M) is not None,
+        }
+    return {
+        "grpc_port": default["listen"]["port"],
+        "metrics_port": default["listen"]["metrics_port"],
+        "grace_s": float(default["shutdown"]["grace_s"]),
+        "env_vars": env_vars,
+        "metrics": metrics,
+        "dockerfiles": dockerfiles,
+    }
+
+
+def adapter_metrics(repo: pathlib.Path, facts: dict) -> tuple:
+    """Metric names prometheus-adapter exposes, and errors in its rules."""
+    rules = yaml.safe_load((repo / "deploy/k8s/prometheus-adapter/rules.yaml").read_text())
+    exposed, errors = set(), []
+    for rule in rules["rules"]["custom"]:
+        series = re.match(r"([a-z0-9_]+)\{", rule["seriesQuery"]).group(1)
+        if series not in facts["metrics"]:
+            errors.append(f"prometheus-adapter: series {series} is not exported by server/")
+        exposed.add(rule["name"]["as"])
+    return exposed, errors
+
+
+def dockerfile_errors(facts: dict) -> list:
+    errors = []
+    for name, d in facts["dockerfiles"].items():
+        if not d["uid"]:
+            errors.append(f"deploy/{name}: USER must be a numeric non-root uid")
+        if {facts["grpc_port"], facts["metrics_port"]} - d["ports"]:
+            errors.append(f"deploy/{name}: EXPOSE {sorted(d['ports'])} lacks the default ports")
+        if not d["exec_form"]:
+            errors.append(f"deploy/{name}: ENTRYPOINT must be exec form (PID 1 gets SIGTERM)")
+        if not d["healthcheck"]:
+            errors.append(f"deploy/{name}: no HEALTHCHECK")
+    return errors
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--source-dir", type=pathlib.Path, required=True)
+    args = parser.parse_args()
+    repo = args.source_dir.resolve()
+    deploy = repo / "deploy"
+
+    # The Kubernetes manifests and adapter rules (deploy/prometheus has its
+    # own checks: promtool test rules).
+    yaml_files = sorted(p for p in (deploy / "k8s").rglob("*") if p.suffix in (".yaml", ".yml"))
+    errors = yamllint(yaml_files)
+    facts = source_facts(repo)
+    hpa_metrics, adapter_errors = adapter_metrics(repo, facts)
+    errors += adapter_errors + dockerfile_errors(facts)
+
+    rendered = {}
+    for k in KUSTOMIZATIONS:
+        try:
+            rendered[k] = kustomize_lite.render(deploy / "k8s" / k)
+        except (kustomize_lite.KustomizeError, OSError, yaml.YAMLError) as e:
+            errors.append(f"{k}: {e}")
+            continue
+        image = "Dockerfile.cuda" if k in GPU_OVERLAYS else "Dockerfile"
+        errors += [f"{k}: {e}" for e in check_rendered(
+            rendered[k], facts, hpa_metrics, facts["dockerfiles"][image]["uid"],
+            gpu=k in GPU_OVERLAYS)]
+
+    # Every mutation of the CPU overlay must be caught.
+    if "overlays/cpu" in rendered:
+        for what, mutate in MUTATIONS.items():
+            docs = copy.deepcopy(rendered["overlays/cpu"])
+            dep = next(d for d in docs if d["kind"] == "Deployment")
+            pod = dep["spec"]["template"]["spec"]
+            mutate({"pod": pod, "containers": pod["containers"],
+                    "hpa": next(d for d in docs if d["kind"] == "HorizontalPodAutoscaler")})
+            if not check_rendered(docs, facts, hpa_metrics, facts["dockerfiles"]["Dockerfile"]["uid"],
+                                  gpu=False):
+                errors.append(f"self-test: mutation '{what}' was not detected")
+
+    for e in errors:
+        print(f"FAIL {e}")
+    counts = ", ".join(f"{k}: {len(v)} resources" for k, v in rendered.items())
+    print(f"validate_manifests: {len(yaml_files)} YAML files linted; {counts}; "
+          f"{len(MUTATIONS)} mutations; {len(errors)} failure(s)")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

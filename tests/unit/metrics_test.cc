@@ -1,0 +1,336 @@
+// Metrics: the prometheus-cpp recording of requests and batches (read back
+// through Collect()), the failure-reason mapping, /proc parsing, the batch
+// sample the executor reports (packed vs padded tokens), the batcher's
+// reporting, the access-log sampling and the /metrics HTTP server.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <prometheus/registry.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "server/batch_executor.h"
+#include "server/dynamic_batcher.h"
+#include "server/metrics_http_server.h"
+#include "server/process_stats.h"
+#include "server/prometheus_metrics.h"
+#include "server/request_observer.h"
+
+namespace encoderd::server {
+namespace {
+
+// The value of the series `name` with exactly `labels` (a histogram: its
+// count; `bucket_le` >= 0: the cumulative count of that bucket). -1 if absent.
+double Value(const prometheus::Registry& registry, const std::string& name,
+             const std::map<std::string, std::string>& labels, double bucket_le = -1) {
+  for (const auto& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const auto& metric : family.metric) {
+      std::map<std::string, std::string> got;
+      for (const auto& l : metric.label) got[l.name] = l.value;
+      if (got != labels) continue;
+      switch (family.type) {
+        case prometheus::MetricType::Counter:
+          return metric.counter.value;
+        case prometheus::MetricType::Gauge:
+          return metric.gauge.value;
+        case prometheus::MetricType::Histogram:
+          if (bucket_le < 0) return static_cast<double>(metric.histogram.sample_count);
+          for (const auto& b : metric.histogram.bucket)
+            if (b.upper_bound == bucket_le) return static_cast<double>(b.cumulative_count);
+          return -1;
+        default:
+          return -1;
+      }
+    }
+  }
+  return -1;
+}
+
+RequestSample OkEmbed(std::vector<int32_t> lengths, int64_t total_us) {
+  RequestSample s;
+  s.rpc = Rpc::kEmbed;
+  s.ran_model = true;
+  s.sequences = static_cast<int64_t>(lengths.size());
+  for (int32_t l : lengths) s.tokens += l;
+  s.lengths = std::move(lengths);
+  s.total_us = total_us;
+  s.tokenize_us = 50;
+  s.queue_us = 300;
+  s.inference_us = 2000;
+  return s;
+}
+
+TEST(MetricsTest, RequestsCountByModelRpcCodeAndReason) {
+  prometheus::Registry registry;
+  PrometheusMetrics metrics(&registry, {"m"});
+  metrics.ObserveRequest("m", OkEmbed({3, 5}, 4000));
+  metrics.ObserveRequest("m", OkEmbed({7}, 20000));
+  RequestSample bad;
+  bad.rpc = Rpc::kEmbed;
+  bad.grpc_code = 3;  // INVALID_ARGUMENT
+  metrics.ObserveRequest("m", bad);
+  RequestSample busy;
+  busy.rpc = Rpc::kClassify;
+  busy.grpc_code = 8;  // RESOURCE_EXHAUSTED
+  metrics.ObserveRequest("m", busy);
+  RequestSample unknown_model;
+  unknown_model.rpc = Rpc::kTokenize;
+  unknown_model.grpc_code = 5;  // NOT_FOUND
+  metrics.ObserveRequest("no-such-model", unknown_model);
+
+  using L = std::map<std::string, std::string>;
+  EXPECT_EQ(Value(registry, "encoderd_requests_total",
+                  L{{"model", "m"}, {"rpc", "Embed"}, {"code", "OK"}}),
+            2);
+  EXPECT_EQ(Value(registry, "encoderd_requests_total",
+                  L{{"model", "m"}, {"rpc", "Embed"}, {"code", "INVALID_ARGUMENT"}}),
+            1);
+  EXPECT_EQ(Value(registry, "encoderd_request_failures_total",
+                  L{{"model", "m"}, {"rpc", "Classify"}, {"reason", "overloaded"}}),
+            1);
+  EXPECT_EQ(Value(registry, "encoderd_request_failures_total",
+                  L{{"model", kNoModelLabel}, {"rpc", "Tokenize"}, {"reason", "invalid_argument"}}),
+            1);
+  EXPECT_EQ(Value(registry, "encoderd_sequences_total", L{{"model", "m"}}), 3);
+  EXPECT_EQ(Value(registry, "encoderd_tokens_total", L{{"model", "m"}}), 15);
+  // Every answered request has a duration; only OK ones have phases.
+  EXPECT_EQ(
+      Value(registry, "encoderd_request_duration_seconds", L{{"model", "m"}, {"rpc", "Embed"}}), 3);
+  EXPECT_EQ(Value(registry, "encoderd_request_duration_seconds",
+                  L{{"model", "m"}, {"rpc", "Embed"}}, 0.005),
+            2);
+  EXPECT_EQ(Value(registry, "encoderd_request_duration_seconds",
+                  L{{"model", "m"}, {"rpc", "Embed"}}, 0.0025),
+            1);
+  EXPECT_EQ(Value(registry, "encoderd_request_duration_seconds",
+                  L{{"model", "m"}, {"rpc", "Embed"}}, 0.025),
+            3);
+  EXPECT_EQ(Value(registry, "encoderd_queue_duration_seconds", L{{"model", "m"}}), 2);
+  EXPECT_EQ(Value(registry, "encoderd_inference_duration_seconds", L{{"model", "m"}}, 0.001), 0);
+  EXPECT_EQ(Value(registry, "encoderd_inference_duration_seconds", L{{"model", "m"}}, 0.0025), 2);
+  EXPECT_EQ(Value(registry, "encoderd_input_length_tokens", L{{"model", "m"}}), 3);
+  EXPECT_EQ(Value(registry, "encoderd_input_length_tokens", L{{"model", "m"}}, 4), 1);
+  // The no-model label has request series only.
+  EXPECT_EQ(Value(registry, "encoderd_sequences_total", L{{"model", kNoModelLabel}}), -1);
+}
+
+TEST(MetricsTest, BatchesCountPackedAndPaddedTokens) {
+  prometheus::Registry registry;
+  PrometheusMetrics metrics(&registry, {"m"});
+  metrics.ObserveBatch("m", BatchSample{2, 8, 10, 1500, true});
+  metrics.ObserveBatch("m", BatchSample{3, 30, 60, 2500, true});
+  metrics.ObserveBatch("m", BatchSample{1, 4, 4, 10, false});
+  metrics.AddInFlight("m", 1);
+  metrics.AddInFlight("m", 1);
+  metrics.AddInFlight("m", -1);
+  using L = std::map<std::string, std::string>;
+  EXPECT_EQ(Value(registry, "encoderd_batch_tokens_total", L{{"model", "m"}}), 38);
+  EXPECT_EQ(Value(registry, "encoderd_batch_padded_tokens_total", L{{"model", "m"}}), 70);
+  EXPECT_EQ(Value(registry, "encoderd_batch_failures_total", L{{"model", "m"}}), 1);
+  EXPECT_EQ(Value(registry, "encoderd_batch_size_sequences", L{{"model", "m"}}), 2);
+  EXPECT_EQ(Value(registry, "encoderd_batch_size_sequences", L{{"model", "m"}}, 2), 1);
+  EXPECT_EQ(Value(registry, "encoderd_batch_size_tokens", L{{"model", "m"}}, 16), 1);
+  EXPECT_EQ(Value(registry, "encoderd_in_flight_requests", L{{"model", "m"}}), 1);
+}
+
+TEST(MetricsTest, FailureReasons) {
+  EXPECT_STREQ(FailureReason(0), "");
+  EXPECT_STREQ(FailureReason(3), "invalid_argument");
+  EXPECT_STREQ(FailureReason(5), "invalid_argument");
+  EXPECT_STREQ(FailureReason(8), "overloaded");
+  EXPECT_STREQ(FailureReason(4), "deadline");
+  EXPECT_STREQ(FailureReason(1), "cancelled");
+  EXPECT_STREQ(FailureReason(14), "unavailable");
+  EXPECT_STREQ(FailureReason(13), "internal");
+  EXPECT_STREQ(GrpcCodeName(16), "UNAUTHENTICATED");
+  EXPECT_STREQ(GrpcCodeName(99), "UNKNOWN");
+}
+
+TEST(ProcessStatsTest, ParsesStatWithSpacesAndParensInTheName) {
+  // Fields 14/15 (utime, stime) = 250/150 ticks, field 20 (threads) = 7.
+  const std::string stat =
+      "1234 (my (odd) proc) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 150 0 0 20 0 7 0 "
+      "5000 100000000 2000 18446744073709551615";
+  auto stats = ParseProcessStats(stat, "24414 2000 500 1 0 300 0\n", 100, 4096);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_DOUBLE_EQ(stats->cpu_seconds, 4.0);
+  EXPECT_EQ(stats->threads, 7);
+  EXPECT_EQ(stats->resident_bytes, 2000 * 4096);
+}
+
+TEST(ProcessStatsTest, DamagedInputNamesTheFile) {
+  auto no_name = ParseProcessStats("1234 S 1", "1 2", 100, 4096);
+  ASSERT_FALSE(no_name.ok());
+  EXPECT_NE(no_name.status().message().find("/proc/self/stat"), std::string::npos);
+  auto short_stat = ParseProcessStats("1 (x) S 1 2 3", "1 2", 100, 4096);
+  EXPECT_FALSE(short_stat.ok());
+  const std::string stat = "1 (x) S 1 1 1 0 -1 0 0 0 0 0 a b 0 0 20 0 1 0 0 0 0";
+  EXPECT_FALSE(ParseProcessStats(stat, "1 2", 100, 4096).ok());
+  auto bad_statm =
+      ParseProcessStats("1 (x) S 1 1 1 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0 0 0 0", "x", 100, 4096);
+  ASSERT_FALSE(bad_statm.ok());
+  EXPECT_NE(bad_statm.status().message().find("/proc/self/statm"), std::string::npos);
+}
+
+TEST(ProcessStatsTest, ReadsThisProcess) {
+  auto stats = ReadProcessStats();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_GT(stats->resident_bytes, 1 << 20);
+  EXPECT_GE(stats->threads, 1);
+  EXPECT_GE(stats->cpu_seconds, 0);
+}
+
+// Returns one float per sequence: its length.
+class LengthEngine : public BatchEngine {
+ public:
+  StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch& batch,
+                                                const std::vector<OutputSpec>&) override {
+    if (fail) return Internal("boom");
+    std::vector<std::vector<float>> out;
+    for (int64_t i = 0; i < batch.num_sequences(); ++i)
+      out.push_back({static_cast<float>(batch.length(i))});
+    return out;
+  }
+  bool fail = false;
+};
+
+std::shared_ptr<InferenceRequest> Request(uint64_t id, std::vector<int> lengths) {
+  std::vector<std::vector<int32_t>> seqs;
+  for (int len : lengths) seqs.emplace_back(len, 5);
+  return std::make_shared<InferenceRequest>(id, std::move(seqs), OutputSpec{}, Clock::now(),
+                                            Clock::time_point::max());
+}
+
+TEST(MetricsTest, ExecutorReportsPackedAndPaddedTokens) {
+  BatchPlan plan;
+  plan.slices.push_back({Request(1, {3, 5}), 0, 2});
+  plan.slices.push_back({Request(2, {2}), 0, 1});
+  LengthEngine engine;
+  BatchSample sample;
+  ASSERT_TRUE(ExecuteBatch(plan, PackingRule{}, &engine, &sample).ok());
+  EXPECT_TRUE(sample.ok);
+  EXPECT_EQ(sample.sequences, 3);
+  EXPECT_EQ(sample.tokens, 10);
+  EXPECT_EQ(sample.padded_tokens, 15);  // 3 sequences * longest 5
+  EXPECT_GE(sample.inference_us, 0);
+
+  engine.fail = true;
+  BatchPlan failing;
+  failing.slices.push_back({Request(3, {4}), 0, 1});
+  EXPECT_FALSE(ExecuteBatch(failing, PackingRule{}, &engine, &sample).ok());
+  EXPECT_FALSE(sample.ok);
+}
+
+// Records what the batcher reports.
+class RecordingMetrics : public ServingMetrics {
+ public:
+  void ObserveRequest(const std::string&, const RequestSample&) override { ++requests; }
+  void ObserveBatch(const std::string& model, const BatchSample& s) override {
+    std::lock_guard<std::mutex> lock(mu);
+    models.push_back(model);
+    tokens += s.tokens;
+    padded += s.padded_tokens;
+  }
+  void AddInFlight(const std::string&, int) override {}
+  std::mutex mu;
+  std::vector<std::string> models;
+  int64_t tokens = 0, padded = 0;
+  int requests = 0;
+};
+
+TEST(MetricsTest, BatcherReportsEveryBatchUnderItsModel) {
+  RecordingMetrics metrics;
+  std::vector<std::unique_ptr<BatchEngine>> replicas;
+  replicas.push_back(std::make_unique<LengthEngine>());
+  BatchLimits limits;
+  limits.max_queue_delay_us = 0;
+  DynamicBatcher batcher(limits, PackingRule{}, std::move(replicas), &metrics, "m1");
+  auto a = Request(1, {4, 2});
+  ASSERT_TRUE(batcher.Submit(a).ok());
+  ASSERT_TRUE(a->done().get().ok());
+  EXPECT_EQ(batcher.queue_depth(), 0u);
+  batcher.Stop();
+  std::lock_guard<std::mutex> lock(metrics.mu);
+  ASSERT_EQ(metrics.models.size(), 1u);  // one request, taken whole
+  EXPECT_EQ(metrics.models[0], "m1");
+  EXPECT_EQ(metrics.tokens, 6);
+  EXPECT_EQ(metrics.padded, 8);
+}
+
+TEST(MetricsTest, AccessLogSamplesEvenlyAndFailuresCarryTheRequestId) {
+  std::ostringstream out;
+  auto logger = std::make_shared<spdlog::logger>(
+      "metrics_test", std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
+  logger->set_pattern("%l %v");
+  logger->set_level(spdlog::level::debug);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(logger);
+  RecordingMetrics metrics;
+  RequestObserver observer(&metrics, 0.25);
+  for (uint64_t id = 1; id <= 8; ++id) observer.Finish(id, "m", OkEmbed({3}, 100), "");
+  RequestSample internal;
+  internal.grpc_code = 13;
+  observer.Finish(42, "m", internal, "engine failure: boom");
+  spdlog::set_default_logger(previous);
+
+  const std::string log = out.str();
+  EXPECT_EQ(metrics.requests, 9);
+  size_t access = 0;
+  for (size_t p = log.find("access id="); p != std::string::npos; p = log.find("access id=", p + 1))
+    ++access;
+  EXPECT_EQ(access, 2u);  // 8 OK requests at 1/4 (the failure is the 9th)
+  EXPECT_NE(log.find("error request 42 model=m rpc=Embed failed: INTERNAL: engine failure: boom"),
+            std::string::npos)
+      << log;
+}
+
+std::string HttpGet(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "connect failed";
+  }
+  send(fd, request.data(), request.size(), 0);
+  std::string response;
+  char buf[4096];
+  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) response.append(buf, n);
+  close(fd);
+  return response;
+}
+
+TEST(MetricsHttpServerTest, ServesMetricsOnly) {
+  int scrapes = 0;
+  auto server = MetricsHttpServer::Start("127.0.0.1", 0, [&] {
+    ++scrapes;
+    return std::string("encoderd_x 1\n");
+  });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const int port = (*server)->port();
+  ASSERT_GT(port, 0);
+  const std::string ok = HttpGet(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(ok.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << ok;
+  EXPECT_NE(ok.find("text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_NE(ok.find("\r\n\r\nencoderd_x 1\n"), std::string::npos);
+  EXPECT_EQ(HttpGet(port, "GET / HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(HttpGet(port, "POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405", 0), 0u);
+  EXPECT_EQ(HttpGet(port, "garbage\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
+  EXPECT_EQ(scrapes, 1);
+  // A second server cannot bind the same port; the error names the key.
+  auto clash = MetricsHttpServer::Start("127.0.0.1", port, [] { return std::string(); });
+  ASSERT_FALSE(clash.ok());
+  EXPECT_NE(clash.status().message().find("listen.metrics_port"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace encoderd::server
