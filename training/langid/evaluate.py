@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""Evaluates the committed langid model on the test split with PyTorch.
+"""Evaluates the committed langid model with PyTorch on the held-out test
+splits of both sources and on the smoke sentences.
 
-Reads DATA/test.jsonl; with --recreate (or when it is missing) first
-re-creates it from the Debian catalogs (installing them with apt-get if
-needed) with the same filters and split as extract_data.py, no retraining.
-Writes DATA/test_predictions.jsonl, one line per test line in the same order:
-{"label": predicted label, "ids": token ids fed to the model, "logits": [...]}
-and prints accuracy per language. Exits 1 if accuracy < --min-accuracy.
+Reads DATA/test.jsonl (gettext catalogs) and DATA/prose_test.jsonl (man
+pages); with --recreate (or when one is missing) first re-creates both from
+the Debian packages (installing them with apt-get if needed) with the same
+filters and splits as extract_data.py, no retraining, and says whether each
+is identical to an existing file. Writes DATA/test_predictions.jsonl and
+DATA/prose_test_predictions.jsonl, one line per test line in the same order:
+{"label": predicted label, "ids": token ids fed to the model, "logits": [...]}.
+Prints accuracy per language for the catalog test set, the prose test set,
+both together, and the smoke sentences (training/langid/smoke_sentences.tsv).
+Exits 1 if the overall test accuracy (both sets) is below --min-accuracy or
+the smoke accuracy is below --min-smoke-accuracy.
 
-Usage: /usr/bin/python3 training/langid/evaluate.py --model-dir models/langid \
-           --data build/langid-data [--recreate] [--min-accuracy 0.95]
+Usage: /usr/bin/python3 training/langid/evaluate.py --model-dir models/langid \\
+           --data build/langid-data [--recreate] [--min-accuracy 0.95] \\
+           [--min-smoke-accuracy 0.9]
 """
 import argparse
 import json
@@ -22,19 +29,38 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import langid_data  # noqa: E402
 import langid_model as lm  # noqa: E402
+import langid_prose  # noqa: E402
 
 
-def recreate_test(path, install):
+def recreate_tests(paths, install):
+    """Re-creates {"catalog": path, "prose": path} test splits."""
     if install:
         langid_data.ensure_packages()
-    data, _ = langid_data.build_corpus()
-    rows = data["test"]
-    if os.path.exists(path):
-        same = langid_data.read_jsonl(path) == rows
-        print("re-created test split %s the existing %s" % (
-            "is identical to" if same else "DIFFERS from", path))
-    langid_data.write_jsonl(path, rows)
-    return rows
+        langid_data.ensure_packages(langid_prose.MAN_PACKAGES)
+    out = {}
+    for source, build in (("catalog", langid_data.build_corpus),
+                          ("prose", langid_prose.build_corpus)):
+        rows = build()[0]["test"]
+        path = paths[source]
+        if os.path.exists(path):
+            same = langid_data.read_jsonl(path) == rows
+            print("re-created %s test split %s the existing %s" % (
+                source, "is identical to" if same else "DIFFERS from", path))
+        langid_data.write_jsonl(path, rows)
+        out[source] = rows
+    return out
+
+
+def report(name, labels, gold, pred):
+    """Prints accuracy per language; returns (correct, total)."""
+    correct = [p == g for p, g in zip(pred, gold)]
+    print("%s\n%-4s %6s %8s" % (name, "lang", "texts", "accuracy"))
+    for lab in labels:
+        idx = [i for i, g in enumerate(gold) if g == lab]
+        if idx:
+            print("%-4s %6d %8.4f" % (lab, len(idx), sum(correct[i] for i in idx) / len(idx)))
+    print("all  %6d %8.4f\n" % (len(gold), sum(correct) / max(1, len(gold))))
+    return sum(correct), len(gold)
 
 
 def main():
@@ -42,9 +68,12 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model-dir", default="models/langid")
     ap.add_argument("--data", default="build/langid-data")
+    ap.add_argument("--smoke", default=os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "smoke_sentences.tsv"))
     ap.add_argument("--recreate", action="store_true")
     ap.add_argument("--no-install", action="store_true")
     ap.add_argument("--min-accuracy", type=float, default=0.0)
+    ap.add_argument("--min-smoke-accuracy", type=float, default=0.0)
     args = ap.parse_args()
     torch.set_num_threads(1)
 
@@ -56,36 +85,56 @@ def main():
     state = torch.load(os.path.join(args.model_dir, card["checkpoint"]),
                        map_location="cpu")
     model.load_state_dict(state)
+    max_tokens = card.get("max_tokens", lm.MAX_TOKENS)
 
     os.makedirs(args.data, exist_ok=True)
-    test_path = os.path.join(args.data, "test.jsonl")
-    if args.recreate or not os.path.exists(test_path):
-        rows = recreate_test(test_path, not args.no_install)
+    paths = {"catalog": os.path.join(args.data, "test.jsonl"),
+             "prose": os.path.join(args.data, "prose_test.jsonl")}
+    if args.recreate or not all(map(os.path.exists, paths.values())):
+        tests = recreate_tests(paths, not args.no_install)
     else:
-        rows = langid_data.read_jsonl(test_path)
-    encoded = [tok.encode(text, card.get("max_tokens", lm.MAX_TOKENS))
-               for _, text in rows]
-    preds, logits = lm.predict(model, encoded)
-    out_path = os.path.join(args.data, "test_predictions.jsonl")
-    with open(out_path, "w") as f:
-        for p, ids, lg in zip(preds, encoded, logits.tolist()):
-            f.write(json.dumps({"label": labels[p], "ids": ids,
-                                "logits": [round(v, 6) for v in lg]}) + "\n")
+        tests = {k: langid_data.read_jsonl(p) for k, p in paths.items()}
 
-    gold = [lab for lab, _ in rows]
-    correct = [labels[p] == g for p, g in zip(preds, gold)]
-    total = sum(correct) / len(correct)
-    print("%-4s %6s %8s" % ("lang", "texts", "accuracy"))
-    for lab in labels:
-        idx = [i for i, g in enumerate(gold) if g == lab]
-        if idx:
-            print("%-4s %6d %8.4f" % (lab, len(idx), sum(correct[i] for i in idx) / len(idx)))
-    print("all  %6d %8.4f" % (len(gold), total))
-    print("wrote %s" % out_path)
+    def classify(rows):
+        encoded = [tok.encode(text, max_tokens) for _, text in rows]
+        preds, logits = lm.predict(model, encoded)
+        return [labels[p] for p in preds], encoded, logits
+
+    all_gold, all_pred = [], []
+    for source in ("catalog", "prose"):
+        rows = tests[source]
+        pred, encoded, logits = classify(rows)
+        out_path = os.path.join(args.data, ("" if source == "catalog" else "prose_")
+                                + "test_predictions.jsonl")
+        with open(out_path, "w") as f:
+            for p, ids, lg in zip(pred, encoded, logits.tolist()):
+                f.write(json.dumps({"label": p, "ids": ids,
+                                    "logits": [round(v, 6) for v in lg]}) + "\n")
+        gold = [lab for lab, _ in rows]
+        report("%s test (%s; predictions in %s)" % (source, paths[source], out_path),
+               labels, gold, pred)
+        all_gold += gold
+        all_pred += pred
+    ok, n = report("catalog + prose test", labels, all_gold, all_pred)
+    total = ok / max(1, n)
+
+    smoke = langid_data.read_smoke(args.smoke)
+    pred, _, _ = classify(smoke)
+    sok, sn = report("smoke sentences (%s)" % args.smoke, labels,
+                     [lab for lab, _ in smoke], pred)
+    for (lab, text), p in zip(smoke, pred):
+        if p != lab:
+            print("  smoke miss: %s -> %s  %s" % (lab, p, text))
+    smoke_acc = sok / max(1, sn)
+    status = 0
     if total < args.min_accuracy:
-        print("accuracy %.4f is below --min-accuracy %.4f" % (total, args.min_accuracy))
-        return 1
-    return 0
+        print("test accuracy %.4f is below --min-accuracy %.4f" % (total, args.min_accuracy))
+        status = 1
+    if smoke_acc < args.min_smoke_accuracy:
+        print("smoke accuracy %.4f is below --min-smoke-accuracy %.4f" % (
+            smoke_acc, args.min_smoke_accuracy))
+        status = 1
+    return status
 
 
 if __name__ == "__main__":

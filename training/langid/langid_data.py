@@ -64,9 +64,10 @@ MIN_LETTER_RATIO = 0.5
 MAX_CHARS = 400
 
 
-def ensure_packages():
-    """Installs the catalog packages (and gettext) if any is missing."""
-    missing = [p for p in PACKAGES if subprocess.run(
+def ensure_packages(packages=None):
+    """Installs the catalog packages (and gettext), or `packages`, if any is
+    missing."""
+    missing = [p for p in (packages or PACKAGES) if subprocess.run(
         ["dpkg-query", "-W", "-f=${Status}", p], capture_output=True,
         text=True).stdout.find("install ok installed") < 0]
     if not missing:
@@ -81,9 +82,9 @@ def ensure_packages():
                    + missing, check=True, env=env)
 
 
-def package_versions():
+def package_versions(packages=None):
     out = subprocess.run(["dpkg-query", "-W", "-f=${Package}\t${Version}\n"]
-                         + PACKAGES, capture_output=True, text=True).stdout
+                         + (packages or PACKAGES), capture_output=True, text=True).stdout
     return dict(line.split("\t") for line in out.splitlines() if "\t" in line)
 
 
@@ -246,3 +247,15 @@ def write_jsonl(path, rows):
 def read_jsonl(path):
     with open(path, encoding="utf-8") as f:
         return [(r["label"], r["text"]) for r in map(json.loads, f)]
+
+
+def read_smoke(path):
+    """(label, text) rows of a smoke-sentence TSV; '#' lines are comments."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line and not line.startswith("#"):
+                label, text = line.split("\t", 1)
+                rows.append((label, text))
+    return rows

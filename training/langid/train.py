@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Trains the langid classifier on DATA/train.jsonl (from extract_data.py)
-with the tokenizer in MODEL_DIR, prints validation and test accuracy per
-language, and writes MODEL_DIR/model.pt (state dict, legacy pre-1.6 format)
+"""Trains the langid classifier on DATA/train.jsonl (catalogs) and
+DATA/prose_train.jsonl (man pages), both from extract_data.py, with the
+tokenizer in MODEL_DIR; --catalog-cap / --prose-cap keep only the first N
+texts per language of each (the files are in sha1 order, so this is a
+deterministic subset). Prints validation and test accuracy per language for
+each source and on the smoke sentences (smoke_sentences.tsv), and writes MODEL_DIR/model.pt (state dict, legacy pre-1.6 format)
 and MODEL_DIR/encoderd.yaml.
 
 CPU only, one thread, deterministic given --seed (same data, same torch build).
@@ -9,7 +12,9 @@ Usage: nice -n 19 /usr/bin/python3 training/langid/train.py \
            [--data build/langid-data] [--model-dir models/langid] [--seed 1]
 """
 import argparse
+import collections
 import math
+import random
 import os
 import sys
 import time
@@ -34,12 +39,37 @@ def make_batches(encoded, labels, batch_size, gen):
     return [batches[i] for i in order]
 
 
+def fragments(rows, fraction, seed):
+    """Short contiguous pieces of prose sentences, so that the model also
+    sees few-word inputs with the function words of running text."""
+    rng = random.Random(seed)
+    out = []
+    for label, text in rows:
+        if rng.random() >= fraction:
+            continue
+        if label in ("ja", "zh"):
+            n = rng.randint(4, 14)
+            start = rng.randint(0, max(0, len(text) - n))
+            piece = text[start:start + n]
+        else:
+            words = text.split()
+            n = rng.randint(3, 7)
+            if len(words) <= n:
+                continue
+            start = rng.randint(0, len(words) - n)
+            piece = " ".join(words[start:start + n])
+        if sum(c.isalpha() for c in piece) >= 8:
+            out.append((label, piece))
+    return out
+
+
 def accuracy_report(name, preds, gold, labels):
     total = sum(p == g for p, g in zip(preds, gold)) / len(gold)
     per = {}
     for k, lab in enumerate(labels):
         idx = [i for i, g in enumerate(gold) if g == k]
-        per[lab] = sum(preds[i] == k for i in idx) / max(1, len(idx))
+        if idx:
+            per[lab] = sum(preds[i] == k for i in idx) / len(idx)
     print("%s accuracy %.4f (%d texts): %s" % (name, total, len(gold), " ".join(
         "%s=%.3f" % kv for kv in per.items())), flush=True)
     return total, per
@@ -85,6 +115,18 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--warmup", type=int, default=300)
+    ap.add_argument("--catalog-cap", type=int, default=0,
+                    help="catalog training texts per language (0: all)")
+    ap.add_argument("--prose-cap", type=int, default=0,
+                    help="man-page training texts per language (0: all)")
+    ap.add_argument("--sources", default="catalog,prose",
+                    help="training sources, comma-separated: catalog, prose")
+    ap.add_argument("--prose-fragments", type=float, default=0.0,
+                    help="add, for this fraction of the prose training texts, "
+                    "a short fragment of it (3-7 words, 4-14 characters in "
+                    "CJK) as an extra training text, chosen with --seed")
+    ap.add_argument("--smoke", default=os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "smoke_sentences.tsv"))
     ap.add_argument("--init", help="start from this state dict (a second "
                     "training stage) instead of a random initialisation")
     args = ap.parse_args()
@@ -95,12 +137,27 @@ def main():
     t0 = time.time()
     labels = langid_data.LABELS
     tok = lm.Tokenizer(os.path.join(args.model_dir, "sentencepiece.bpe.model"))
-    splits = {}
-    for split in langid_data.SPLITS:
-        rows = langid_data.read_jsonl(os.path.join(args.data, split + ".jsonl"))
-        splits[split] = ([tok.encode(t) for _, t in rows],
-                         [labels.index(lab) for lab, _ in rows])
-    enc, gold = splits["train"]
+    def load(name, cap=0):
+        path = os.path.join(args.data, name + ".jsonl")
+        rows = langid_data.read_jsonl(path) if os.path.exists(path) else []
+        if cap:
+            seen = collections.Counter()
+            rows = [r for r in rows if seen.update([r[0]]) or seen[r[0]] <= cap]
+        return rows
+
+    def encode(rows):
+        return ([tok.encode(t) for _, t in rows], [labels.index(lab) for lab, _ in rows])
+
+    splits = {
+        "catalog val": encode(load("val")), "prose val": encode(load("prose_val")),
+        "catalog test": encode(load("test")), "prose test": encode(load("prose_test")),
+        "smoke": encode(langid_data.read_smoke(args.smoke)),
+    }
+    sources = args.sources.split(",")
+    prose_rows = load("prose_train", args.prose_cap) if "prose" in sources else []
+    train_rows = (load("train", args.catalog_cap) if "catalog" in sources else []) + prose_rows
+    train_rows += fragments(prose_rows, args.prose_fragments, args.seed)
+    enc, gold = encode(train_rows)
     model = lm.build_model(tok.vocab_size, len(labels))
     if args.init:
         model.load_state_dict(torch.load(args.init, map_location="cpu"))
@@ -132,11 +189,14 @@ def main():
                     epoch, step, total, run_loss / run_n, sched.get_last_lr()[0],
                     time.time() - t0), flush=True)
                 run_loss, run_n = 0.0, 0
-        preds, _ = lm.predict(model, splits["val"][0])
-        accuracy_report("epoch %d val" % epoch, preds, splits["val"][1], labels)
+        for split in ("catalog val", "prose val", "smoke"):
+            preds, _ = lm.predict(model, splits[split][0])
+            accuracy_report("epoch %d %s" % (epoch, split), preds, splits[split][1], labels)
         torch.save(model.state_dict(), os.path.join(args.model_dir, "model.pt"),
                    _use_new_zipfile_serialization=False)
-    for split in ("val", "test"):
+    for split in ("catalog val", "prose val", "catalog test", "prose test", "smoke"):
+        if not splits[split][0]:
+            continue
         preds, _ = lm.predict(model, splits[split][0])
         accuracy_report(split, preds, splits[split][1], labels)
     write_model_card(os.path.join(args.model_dir, "encoderd.yaml"), labels)
