@@ -93,6 +93,8 @@ std::map<std::string, Setter> TopLevelFields(ServerConfig* c) {
           {"listen.port", IntField(&c->listen.port)},
           {"listen.metrics_port", IntField(&c->listen.metrics_port)},
           {"listen.reflection", BoolField(&c->listen.reflection)},
+          {"listen.max_concurrent_requests", IntField(&c->listen.max_concurrent_requests)},
+          {"listen.max_receive_message_bytes", IntField(&c->listen.max_receive_message_bytes)},
           {"listen.tls_cert_file", StringField(&c->listen.tls_cert_file)},
           {"listen.tls_key_file", StringField(&c->listen.tls_key_file)},
           {"log.level", StringField(&c->log.level)},
@@ -145,6 +147,10 @@ Status ServerConfig::Validate() const {
   if (listen.port < 0 || listen.port > 65535) return bad("listen.port", "must be in 0..65535");
   if (listen.metrics_port < 0 || listen.metrics_port > 65535)
     return bad("listen.metrics_port", "must be in 0..65535");
+  if (listen.max_concurrent_requests < 1)
+    return bad("listen.max_concurrent_requests", "must be at least 1");
+  if (listen.max_receive_message_bytes < 1024)
+    return bad("listen.max_receive_message_bytes", "must be at least 1024");
   if (!listen.tls_cert_file.empty() || !listen.tls_key_file.empty())
     return bad("listen.tls_cert_file", "is set: TLS is not supported yet");
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
@@ -184,8 +190,10 @@ Status ServerConfig::Validate() const {
 std::string ServerConfig::Summary() const {
   std::ostringstream s;
   s << "listen=" << listen.address << ":" << listen.port << " metrics_port=" << listen.metrics_port
-    << " reflection=" << (listen.reflection ? "true" : "false") << " log=" << log.level << "/"
-    << log.format << " access_log_sample=" << log.access_log_sample
+    << " reflection=" << (listen.reflection ? "true" : "false")
+    << " max_concurrent_requests=" << listen.max_concurrent_requests
+    << " max_receive_message_bytes=" << listen.max_receive_message_bytes << " log=" << log.level
+    << "/" << log.format << " access_log_sample=" << log.access_log_sample
     << " metrics=" << (metrics.enabled ? "true" : "false")
     << " shutdown.grace_s=" << shutdown.grace_s;
   for (const ModelConfig& m : models) {

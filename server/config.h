@@ -22,6 +22,12 @@ struct ListenConfig {
   int metrics_port = 9400;
   // Register the gRPC server reflection service.
   bool reflection = true;
+  // Inference calls (Embed, Classify, Encode, Tokenize, open EmbedStreams)
+  // worked on at once; more are refused at once with RESOURCE_EXHAUSTED.
+  int max_concurrent_requests = 256;
+  // Largest request message accepted, in bytes; a larger one is refused
+  // (RESOURCE_EXHAUSTED) before it is parsed.
+  int max_receive_message_bytes = 4 * 1024 * 1024;
   // PEM certificate chain for TLS; empty: plaintext (TLS is not supported yet).
   std::string tls_cert_file;
   // PEM private key for TLS.

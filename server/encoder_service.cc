@@ -130,8 +130,18 @@ Status EmbedOne(const ModelRegistry& registry, uint64_t id, grpc::ServerContext*
 
 }  // namespace
 
+grpc::Status EncoderService::Refuse(grpc::ServerContext* context, Rpc rpc) {
+  const uint64_t id = next_request_id_++;
+  Call call;
+  return Answer(observer_, context, rpc, id, call,
+                ResourceExhausted("server is at max_concurrent_requests (" +
+                                  std::to_string(limiter_.limit()) + " calls in progress)"));
+}
+
 grpc::Status EncoderService::Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
                                    v1::EmbedResponse* response) {
+  ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
+  if (!slot.held()) return Refuse(context, Rpc::kEmbed);
   const uint64_t id = next_request_id_++;
   Call call;
   Status status = EmbedOne(*registry_, id, context, *request, response, call, observer_.metrics());
@@ -141,6 +151,8 @@ grpc::Status EncoderService::Embed(grpc::ServerContext* context, const v1::Embed
 grpc::Status EncoderService::EmbedStream(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) {
+  ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
+  if (!slot.held()) return Refuse(context, Rpc::kEmbedStream);
   v1::EmbedRequest request;
   while (stream->Read(&request)) {
     v1::EmbedResponse response;
@@ -158,6 +170,8 @@ grpc::Status EncoderService::EmbedStream(
 grpc::Status EncoderService::Classify(grpc::ServerContext* context,
                                       const v1::ClassifyRequest* request,
                                       v1::ClassifyResponse* response) {
+  ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
+  if (!slot.held()) return Refuse(context, Rpc::kClassify);
   const uint64_t id = next_request_id_++;
   Call call;
   auto run = [&]() -> Status {
@@ -192,6 +206,8 @@ grpc::Status EncoderService::Classify(grpc::ServerContext* context,
 
 grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::EncodeRequest* request,
                                     v1::EncodeResponse* response) {
+  ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
+  if (!slot.held()) return Refuse(context, Rpc::kEncode);
   const uint64_t id = next_request_id_++;
   Call call;
   auto run = [&]() -> Status {
@@ -234,6 +250,8 @@ grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::Enco
 grpc::Status EncoderService::Tokenize(grpc::ServerContext* context,
                                       const v1::TokenizeRequest* request,
                                       v1::TokenizeResponse* response) {
+  ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
+  if (!slot.held()) return Refuse(context, Rpc::kTokenize);
   const uint64_t id = next_request_id_++;
   Call call;
   auto model = registry_->Find(request->model());

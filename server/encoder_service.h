@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "proto/encoderd.grpc.pb.h"
+#include "server/concurrency_limiter.h"
 #include "server/model_registry.h"
 #include "server/request_observer.h"
 
@@ -17,9 +18,15 @@ class EncoderService final : public encoderd::v1::Encoder::Service {
   // `registry` and `metrics` (null: metrics off) must outlive the service.
   // Every answer carries its request id in the trailing metadata key
   // `x-request-id` (a stream: the id of the message that failed it).
-  explicit EncoderService(const ModelRegistry* registry, ServingMetrics* metrics = nullptr,
-                          double access_log_sample = 0)
-      : registry_(registry), observer_(metrics, access_log_sample) {}
+  // At most `max_concurrent_requests` inference calls (Embed, Classify,
+  // Encode, Tokenize, open EmbedStreams) run at once; more get
+  // RESOURCE_EXHAUSTED without waiting.
+  EncoderService(const ModelRegistry* registry, int64_t max_concurrent_requests,
+                 ServingMetrics* metrics = nullptr, double access_log_sample = 0)
+      : registry_(registry),
+        limiter_(max_concurrent_requests),
+        observer_(metrics, access_log_sample) {}
+  int64_t in_flight() const { return limiter_.in_flight(); }
 
   grpc::Status Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
                      v1::EmbedResponse* response) override;
@@ -36,7 +43,10 @@ class EncoderService final : public encoderd::v1::Encoder::Service {
       grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) override;
 
  private:
+  // The answer to a call that found every slot taken.
+  grpc::Status Refuse(grpc::ServerContext* context, Rpc rpc);
   const ModelRegistry* registry_;
+  ConcurrencyLimiter limiter_;
   RequestObserver observer_;
   std::atomic<uint64_t> next_request_id_{1};
 };

@@ -2,6 +2,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -19,6 +20,10 @@
 
 namespace encoderd::server {
 namespace {
+
+// Server threads beyond max_concurrent_requests: pollers, health checks,
+// ModelInfo and the refusals themselves.
+constexpr int kSpareServerThreads = 32;
 
 void SetUpLogging(const LogConfig& log) {
   auto logger = spdlog::stderr_logger_mt("encoderd");
@@ -74,7 +79,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
     spdlog::info("metrics on http://{}:{}/metrics", config.listen.address, metrics->port());
   }
   ServingMetrics* sink = metrics ? metrics->metrics() : nullptr;
-  EncoderService service(&registry, sink, config.log.access_log_sample);
+  EncoderService service(&registry, config.listen.max_concurrent_requests, sink,
+                         config.log.access_log_sample);
 
   grpc::EnableDefaultHealthCheckService(true);
   if (config.listen.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -83,6 +89,14 @@ int RunServeCommand(const std::vector<std::string>& args) {
   const std::string address = config.listen.address + ":" + std::to_string(config.listen.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(config.listen.max_receive_message_bytes);
+  // Each call in progress holds a thread of the synchronous server. The
+  // service admits at most max_concurrent_requests inference calls (refusing
+  // the rest at once); the quota is a backstop that keeps a flood of cheap
+  // calls from growing the thread count without bound.
+  grpc::ResourceQuota quota("encoderd");
+  quota.SetMaxThreads(config.listen.max_concurrent_requests + kSpareServerThreads);
+  builder.SetResourceQuota(quota);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     spdlog::error("cannot listen on {}", address);

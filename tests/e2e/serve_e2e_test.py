@@ -168,6 +168,7 @@ def main():
         if proc.poll() is None:
             proc.kill()
     check_second_signal(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp)
+    check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp)
     print(f"{len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
 
@@ -201,6 +202,62 @@ def check_second_signal(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
         release.set()
     finally:
         if proc.poll() is None:
+            proc.kill()
+
+
+def check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
+    """max_concurrent_requests=2: two open streams hold both slots, so the next
+    calls are refused at once with RESOURCE_EXHAUSTED, and admitted again once a
+    stream closes; a message over max_receive_message_bytes is refused."""
+    proc, port = start_server(args.binary, args.model_dir, tmp / "server3.log",
+                              ["--max-concurrent-requests", "2",
+                               "--max-receive-message-bytes", "65536"])
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        stub = pb_grpc.EncoderStub(channel)
+        health = health_pb2_grpc.HealthStub(channel)
+        if not check(wait_serving(health_pb2, health, [""]), "capped server SERVING"):
+            return
+        releases = [threading.Event(), threading.Event()]
+        streams = []
+        for release in releases:
+            def requests(release=release):
+                yield pb.EmbedRequest(texts=["hello"])
+                release.wait(60)
+            stream = stub.EmbedStream(requests())
+            check(len(next(stream).embeddings) == 1, "stream holds a slot")
+            streams.append(stream)
+        refused = 0
+        started = time.time()
+        for _ in range(3):
+            try:
+                stub.Embed(pb.EmbedRequest(texts=["one too many"]), timeout=10)
+            except grpc.RpcError as e:
+                refused += e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        elapsed = time.time() - started
+        check(refused == 3, f"all 3 calls over the cap refused with RESOURCE_EXHAUSTED ({refused})")
+        check(elapsed < 1.0, f"refusals are immediate ({elapsed:.3f} s for 3)")
+        releases[0].set()
+        list(streams[0])  # the stream ends: its slot is free again
+        r = stub.Embed(pb.EmbedRequest(texts=["admitted again"]), timeout=10)
+        check(len(r.embeddings) == 1, "a call is admitted once a slot is free")
+        try:
+            stub.Embed(pb.EmbedRequest(texts=["x" * 70000]), timeout=10)
+            check(False, "a message over max_receive_message_bytes is refused")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
+                  f"oversized message: RESOURCE_EXHAUSTED ({e.code()})")
+        check(health.Check(health_pb2.HealthCheckRequest(service="")).status ==
+              health_pb2.HealthCheckResponse.SERVING, "still SERVING after the refusals")
+        releases[1].set()
+        list(streams[1])
+    finally:
+        for release in releases:
+            release.set()
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
             proc.kill()
 
 

@@ -1,0 +1,52 @@
+// Caps how many inference calls the server works on at once. Each admitted
+// call holds a Slot until it returns; a call that finds every slot taken is
+// refused at once (RESOURCE_EXHAUSTED) instead of queuing a thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace encoderd::server {
+
+class ConcurrencyLimiter {
+ public:
+  // A held slot; releases it when destroyed. Empty (held() == false) when
+  // the limiter was full.
+  class Slot {
+   public:
+    Slot(Slot&& other) noexcept : owner_(other.owner_) { other.owner_ = nullptr; }
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+    Slot& operator=(Slot&&) = delete;
+    ~Slot() {
+      if (owner_ != nullptr) owner_->in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    bool held() const { return owner_ != nullptr; }
+
+   private:
+    friend class ConcurrencyLimiter;
+    explicit Slot(ConcurrencyLimiter* owner) : owner_(owner) {}
+    ConcurrencyLimiter* owner_;
+  };
+
+  // `limit` <= 0 means no limit.
+  explicit ConcurrencyLimiter(int64_t limit) : limit_(limit) {}
+
+  // Thread-safe. Exactly `limit` concurrent callers get a held slot.
+  Slot TryAcquire() {
+    const int64_t before = in_flight_.fetch_add(1, std::memory_order_acq_rel);
+    if (limit_ > 0 && before >= limit_) {
+      in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+      return Slot(nullptr);
+    }
+    return Slot(this);
+  }
+  int64_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
+  int64_t limit() const { return limit_; }
+
+ private:
+  const int64_t limit_;
+  std::atomic<int64_t> in_flight_{0};
+};
+
+}  // namespace encoderd::server
