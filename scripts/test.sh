@@ -21,7 +21,7 @@ if [ -f tests/fuzz/CMakeLists.txt ] && command -v clang++ >/dev/null 2>&1; then
   CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DENCODERD_WITH_TORCH=OFF -DENCODERD_WITH_CUDA=OFF -DENCODERD_BUILD_TESTS=OFF \
     -DENCODERD_BUILD_FUZZERS=ON
-  cmake --build "$FUZZ_BUILD" -j"$JOBS"
+  cmake --build "$FUZZ_BUILD" --target fuzzers -j"$JOBS"
   ctest --test-dir "$FUZZ_BUILD" --output-on-failure
 else
   echo "test.sh: clang++ not found, fuzz smoke run skipped"
