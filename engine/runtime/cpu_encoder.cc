@@ -7,13 +7,12 @@
 
 #include "engine/runtime/cuda_encoder.h"
 #include "engine/runtime/encoder.h"
-#include "kernels/activations.h"
+#include "engine/runtime/host_head.h"
 #include "kernels/attention.h"
 #include "kernels/cpu_context.h"
 #include "kernels/embeddings.h"
 #include "kernels/layer_norm.h"
 #include "kernels/linear.h"
-#include "kernels/pooling.h"
 
 namespace encoderd {
 namespace {
@@ -43,16 +42,19 @@ class CpuEncoder final : public Encoder {
 
   StatusOr<Tensor> Forward(const PackedBatch& batch) override;
   StatusOr<Tensor> Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
-                        bool normalize) override;
-  StatusOr<Tensor> Classify(const Tensor& hidden, const PackedBatch& batch) override;
-  size_t weight_bytes() const override { return weight_bytes_; }
+                        bool normalize) override {
+    return head_->Pool(hidden, batch, pooling, normalize);
+  }
+  StatusOr<Tensor> Classify(const Tensor& hidden, const PackedBatch& batch) override {
+    return head_->Classify(hidden, batch);
+  }
+  size_t weight_bytes() const override { return weight_bytes_ + head_->weight_bytes(); }
 
  private:
   StatusOr<Tensor> Fp32(const TensorMap& weights, const std::string& name);
   // Packs `prefix`.weight/.bias for Linear, then releases them from `weights`.
   StatusOr<std::unique_ptr<k::PackedWeight>> Pack(TensorMap& weights, const std::string& prefix);
   StatusOr<Norm> LoadNorm(const TensorMap& weights, const std::string& prefix);
-  Status CheckBatch(const PackedBatch& batch) const;
   void RunLayer(const Layer& layer, int64_t tokens, const PackedBatch& batch, float* x);
 
   k::CpuContext ctx_;
@@ -60,7 +62,7 @@ class CpuEncoder final : public Encoder {
   Tensor word_, position_, token_type_;
   Norm embedding_norm_, final_norm_;
   std::vector<Layer> layers_;
-  std::unique_ptr<k::PackedWeight> head_dense_, head_out_;
+  std::unique_ptr<HostHead> head_;
   size_t weight_bytes_ = 0;
   std::vector<float> qkv_, context_, ffn_, normed_;
 };
@@ -79,30 +81,9 @@ StatusOr<Tensor> CpuEncoder::Fp32(const TensorMap& weights, const std::string& n
 
 StatusOr<std::unique_ptr<k::PackedWeight>> CpuEncoder::Pack(TensorMap& weights,
                                                             const std::string& prefix) {
-  auto w_it = weights.find(prefix + ".weight");
-  auto b_it = weights.find(prefix + ".bias");
-  if (w_it == weights.end()) return NotFound("missing weight " + prefix + ".weight");
-  const Tensor w = w_it->second.To(DType::kFloat32);
-  if (w.dim() != 2) return InvalidArgument(prefix + ".weight is not a matrix: " + w.Describe());
-  Tensor b;
-  if (b_it != weights.end()) {
-    b = b_it->second.To(DType::kFloat32);
-    if (b.numel() != w.size(0)) return InvalidArgument(prefix + ".bias has the wrong size");
-  }
-  try {
-    auto packed =
-        k::PackedWeight::Pack(ctx_, w.data<float>(), b.defined() ? b.data<float>() : nullptr,
-                              w.size(0), w.size(1), WeightTypeFor(options().dtype));
-    weight_bytes_ += packed->bytes();
-    for (auto it : {w_it, b_it}) {
-      if (it == weights.end()) continue;
-      it->second.ReleasePages();
-      weights.erase(it);
-    }
-    return packed;
-  } catch (const std::exception& e) {
-    return Internal("packing " + prefix + ": " + e.what());
-  }
+  ASSIGN_OR_RETURN(auto packed, PackLinear(ctx_, weights, prefix, WeightTypeFor(options().dtype)));
+  weight_bytes_ += packed->bytes();
+  return packed;
 }
 
 StatusOr<Norm> CpuEncoder::LoadNorm(const TensorMap& weights, const std::string& prefix) {
@@ -138,46 +119,7 @@ Status CpuEncoder::Init(TensorMap& weights) {
   if (c.final_norm) {
     ASSIGN_OR_RETURN(final_norm_, LoadNorm(weights, "final_norm"));
   }
-  if (c.num_labels > 0) {
-    ASSIGN_OR_RETURN(head_dense_, Pack(weights, "head.dense"));
-    ASSIGN_OR_RETURN(head_out_, Pack(weights, "head.out"));
-  }
-  return Status::Ok();
-}
-
-Status CpuEncoder::CheckBatch(const PackedBatch& batch) const {
-  const EncoderConfig& c = config();
-  const size_t tokens = batch.token_ids.size();
-  if (batch.num_sequences() == 0 || tokens == 0) return InvalidArgument("empty batch");
-  if (batch.cu_seqlens.size() != static_cast<size_t>(batch.num_sequences()) + 1 ||
-      batch.cu_seqlens.front() != 0 || batch.cu_seqlens.back() != static_cast<int32_t>(tokens) ||
-      batch.position_ids.size() != tokens || batch.token_type_ids.size() != tokens) {
-    return InvalidArgument("malformed packed batch");
-  }
-  for (int64_t s = 0; s < batch.num_sequences(); ++s) {
-    if (batch.length(s) <= 0) return InvalidArgument("empty sequence in batch");
-    if (batch.length(s) > c.max_tokens) {
-      return InvalidArgument("sequence of " + std::to_string(batch.length(s)) +
-                             " tokens exceeds the model's limit of " +
-                             std::to_string(c.max_tokens));
-    }
-  }
-  for (size_t t = 0; t < tokens; ++t) {
-    if (batch.token_ids[t] < 0 || batch.token_ids[t] >= c.vocab_size) {
-      return InvalidArgument("token id " + std::to_string(batch.token_ids[t]) +
-                             " outside the vocabulary of " + std::to_string(c.vocab_size));
-    }
-    if (position_.defined() &&
-        (batch.position_ids[t] < 0 || batch.position_ids[t] >= position_.size(0))) {
-      return InvalidArgument("position id " + std::to_string(batch.position_ids[t]) +
-                             " outside the position table");
-    }
-    const int64_t type_rows = token_type_.defined() ? token_type_.size(0) : 1;
-    if (batch.token_type_ids[t] < 0 || batch.token_type_ids[t] >= type_rows) {
-      return InvalidArgument("token type id " + std::to_string(batch.token_type_ids[t]) +
-                             " outside the token type table");
-    }
-  }
+  ASSIGN_OR_RETURN(head_, HostHead::Create(c, weights, options().dtype, options().num_threads));
   return Status::Ok();
 }
 
@@ -215,7 +157,8 @@ void CpuEncoder::RunLayer(const Layer& layer, int64_t tokens, const PackedBatch&
 }
 
 StatusOr<Tensor> CpuEncoder::Forward(const PackedBatch& batch) {
-  RETURN_IF_ERROR(CheckBatch(batch));
+  RETURN_IF_ERROR(ValidatePackedBatch(config(), batch, position_.defined() ? position_.size(0) : 0,
+                                      token_type_.defined() ? token_type_.size(0) : 0));
   const EncoderConfig& c = config();
   const int64_t tokens = batch.num_tokens();
   const int64_t hidden = c.hidden_size;
@@ -252,60 +195,6 @@ StatusOr<Tensor> CpuEncoder::Forward(const PackedBatch& batch) {
     return Internal(std::string("encoder forward failed: ") + e.what());
   }
   return out;
-}
-
-StatusOr<Tensor> CpuEncoder::Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
-                                  bool normalize) {
-  const int64_t h = config().hidden_size;
-  if (hidden.dim() != 2 || hidden.size(0) != batch.num_tokens() || hidden.size(1) != h ||
-      hidden.dtype() != DType::kFloat32) {
-    return InvalidArgument("Pool: hidden states do not match the batch");
-  }
-  const int64_t sequences = batch.num_sequences();
-  Tensor out = Tensor::Zeros(DType::kFloat32, {sequences, h});
-  std::lock_guard<std::mutex> lock(mutex_);
-  try {
-    k::Pool(ctx_, hidden.data<float>(), batch.cu_seqlens.data(), sequences, h,
-            pooling == Pooling::kMean ? k::PoolingMode::kMean : k::PoolingMode::kCls,
-            out.mutable_data<float>());
-  } catch (const std::exception& e) {
-    return InvalidArgument(std::string("Pool: ") + e.what());
-  }
-  if (normalize) k::L2NormalizeRows(out.mutable_data<float>(), sequences, h);
-  return out;
-}
-
-StatusOr<Tensor> CpuEncoder::Classify(const Tensor& hidden, const PackedBatch& batch) {
-  const EncoderConfig& c = config();
-  if (!head_out_) return FailedPrecondition("model has no classification head");
-  ASSIGN_OR_RETURN(Tensor first, Pool(hidden, batch, Pooling::kCls, /*normalize=*/false));
-  const int64_t sequences = batch.num_sequences();
-  Tensor dense = Tensor::Zeros(DType::kFloat32, {sequences, c.hidden_size});
-  Tensor scores = Tensor::Zeros(DType::kFloat32, {sequences, c.num_labels});
-  std::lock_guard<std::mutex> lock(mutex_);
-  try {
-    float* d = dense.mutable_data<float>();
-    k::Linear(ctx_, first.data<float>(), sequences, *head_dense_, k::LinearEpilogue::kNone, nullptr,
-              d);
-    const int64_t n = sequences * c.hidden_size;
-    switch (c.head_activation) {
-      case Activation::kTanh:
-        k::TanhInPlace(d, n);
-        break;
-      case Activation::kRelu:
-        k::ReluInPlace(d, n);
-        break;
-      case Activation::kGelu:
-        k::GeluInPlace(d, n);
-        break;
-    }
-    float* s = scores.mutable_data<float>();
-    k::Linear(ctx_, d, sequences, *head_out_, k::LinearEpilogue::kNone, nullptr, s);
-    k::SoftmaxRows(s, sequences, c.num_labels);
-  } catch (const std::exception& e) {
-    return Internal(std::string("classification head failed: ") + e.what());
-  }
-  return scores;
 }
 
 }  // namespace

@@ -13,13 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/activations.h"
-#include "kernels/cpu_context.h"
+#include "engine/runtime/host_head.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm_cublaslt.h"
-#include "kernels/linear.h"
-#include "kernels/pooling.h"
 
 namespace encoderd {
 namespace {
@@ -72,15 +69,18 @@ class CudaEncoder final : public Encoder {
         dtype_(options.dtype == DType::kBFloat16 ? k::CudaDType::kBFloat16
                                                  : k::CudaDType::kFloat16),
         host_in_(ctx_.get()),
-        host_out_(ctx_.get()),
-        cpu_(1) {}
+        host_out_(ctx_.get()) {}
 
   Status Init(TensorMap& weights);
 
   StatusOr<Tensor> Forward(const PackedBatch& batch) override;
   StatusOr<Tensor> Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
-                        bool normalize) override;
-  StatusOr<Tensor> Classify(const Tensor& hidden, const PackedBatch& batch) override;
+                        bool normalize) override {
+    return head_->Pool(hidden, batch, pooling, normalize);
+  }
+  StatusOr<Tensor> Classify(const Tensor& hidden, const PackedBatch& batch) override {
+    return head_->Classify(hidden, batch);
+  }
   size_t weight_bytes() const override { return weight_bytes_; }
 
  private:
@@ -98,7 +98,7 @@ class CudaEncoder final : public Encoder {
   // through it.
   std::unique_ptr<k::CudaContext> ctx_;
   k::CudaDType dtype_;
-  std::mutex mutex_;  // serialises use of ctx_, the scratch buffers and cpu_
+  std::mutex mutex_;  // serialises use of ctx_ and the scratch buffers
   k::DeviceBuffer word_, position_, token_type_;
   int64_t position_rows_ = 0, token_type_rows_ = 0;
   DeviceNorm embedding_norm_, final_norm_;
@@ -107,9 +107,8 @@ class CudaEncoder final : public Encoder {
   // Scratch, grown to the largest batch seen.
   k::DeviceBuffer ids_, x_, qkv_, context_, ffn_, normed_, out_f32_;
   PinnedBuffer host_in_, host_out_;
-  // The classification head, on the host (a few rows per batch).
-  k::CpuContext cpu_;
-  std::unique_ptr<k::PackedWeight> head_dense_, head_out_;
+  // Pooling and the classification head, on the host.
+  std::unique_ptr<HostHead> head_;
 };
 
 StatusOr<k::DeviceBuffer> CudaEncoder::Upload(TensorMap& weights, const std::string& name,
@@ -197,71 +196,15 @@ Status CudaEncoder::Init(TensorMap& weights) {
   if (c.final_norm) {
     ASSIGN_OR_RETURN(final_norm_, UploadNorm(weights, "final_norm"));
   }
-  if (c.num_labels > 0) {
-    for (const char* prefix : {"head.dense", "head.out"}) {
-      auto w = weights.find(std::string(prefix) + ".weight");
-      auto b = weights.find(std::string(prefix) + ".bias");
-      if (w == weights.end()) return NotFound(std::string("missing weight ") + prefix + ".weight");
-      const Tensor wf = w->second.To(DType::kFloat32);
-      if (wf.dim() != 2) return InvalidArgument(std::string(prefix) + ".weight is not a matrix");
-      Tensor bf;
-      if (b != weights.end()) bf = b->second.To(DType::kFloat32);
-      if (bf.defined() && bf.numel() != wf.size(0)) {
-        return InvalidArgument(std::string(prefix) + ".bias has the wrong size");
-      }
-      try {
-        auto packed =
-            k::PackedWeight::Pack(cpu_, wf.data<float>(), bf.defined() ? bf.data<float>() : nullptr,
-                                  wf.size(0), wf.size(1), k::WeightType::kFloat32);
-        weight_bytes_ += packed->bytes();
-        (std::string(prefix) == "head.dense" ? head_dense_ : head_out_) = std::move(packed);
-      } catch (const std::exception& e) {
-        return Internal(std::string("packing ") + prefix + ": " + e.what());
-      }
-    }
-  }
+  // The head runs on the host in fp32 (a few rows per batch).
+  ASSIGN_OR_RETURN(head_, HostHead::Create(c, weights, DType::kFloat32, /*num_threads=*/1));
+  weight_bytes_ += head_->weight_bytes();
   return Status::Ok();
 }
 
 Status CudaEncoder::CheckBatch(const PackedBatch& batch) const {
-  const EncoderConfig& c = config();
-  const size_t tokens = batch.token_ids.size();
-  if (batch.num_sequences() == 0 || tokens == 0) return InvalidArgument("empty batch");
-  if (batch.cu_seqlens.size() != static_cast<size_t>(batch.num_sequences()) + 1 ||
-      batch.cu_seqlens.front() != 0 || batch.cu_seqlens.back() != static_cast<int32_t>(tokens) ||
-      batch.position_ids.size() != tokens || batch.token_type_ids.size() != tokens) {
-    return InvalidArgument("malformed packed batch");
-  }
   if (batch.num_sequences() > 65535) return InvalidArgument("more than 65535 sequences in a batch");
-  int32_t longest = 0;
-  for (int64_t s = 0; s < batch.num_sequences(); ++s) {
-    const int32_t len = batch.length(s);
-    if (len <= 0) return InvalidArgument("empty sequence in batch");
-    if (len > c.max_tokens) {
-      return InvalidArgument("sequence of " + std::to_string(len) +
-                             " tokens exceeds the model's limit of " +
-                             std::to_string(c.max_tokens));
-    }
-    longest = std::max(longest, len);
-  }
-  if (batch.max_seqlen != longest) return InvalidArgument("max_seqlen does not match cu_seqlens");
-  const int64_t type_rows = token_type_rows_ > 0 ? token_type_rows_ : 1;
-  for (size_t t = 0; t < tokens; ++t) {
-    if (batch.token_ids[t] < 0 || batch.token_ids[t] >= c.vocab_size) {
-      return InvalidArgument("token id " + std::to_string(batch.token_ids[t]) +
-                             " outside the vocabulary of " + std::to_string(c.vocab_size));
-    }
-    if (position_rows_ > 0 &&
-        (batch.position_ids[t] < 0 || batch.position_ids[t] >= position_rows_)) {
-      return InvalidArgument("position id " + std::to_string(batch.position_ids[t]) +
-                             " outside the position table");
-    }
-    if (batch.token_type_ids[t] < 0 || batch.token_type_ids[t] >= type_rows) {
-      return InvalidArgument("token type id " + std::to_string(batch.token_type_ids[t]) +
-                             " outside the token type table");
-    }
-  }
-  return Status::Ok();
+  return ValidatePackedBatch(config(), batch, position_rows_, token_type_rows_);
 }
 
 void CudaEncoder::Linear(const DeviceLinear& w, const void* x, int64_t rows,
@@ -365,60 +308,6 @@ StatusOr<Tensor> CudaEncoder::Forward(const PackedBatch& batch) {
     return Internal(std::string("cuda encoder forward failed: ") + e.what());
   }
   return out;
-}
-
-StatusOr<Tensor> CudaEncoder::Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
-                                   bool normalize) {
-  const int64_t h = config().hidden_size;
-  if (hidden.dim() != 2 || hidden.size(0) != batch.num_tokens() || hidden.size(1) != h ||
-      hidden.dtype() != DType::kFloat32) {
-    return InvalidArgument("Pool: hidden states do not match the batch");
-  }
-  const int64_t sequences = batch.num_sequences();
-  Tensor out = Tensor::Zeros(DType::kFloat32, {sequences, h});
-  std::lock_guard<std::mutex> lock(mutex_);
-  try {
-    k::Pool(cpu_, hidden.data<float>(), batch.cu_seqlens.data(), sequences, h,
-            pooling == Pooling::kMean ? k::PoolingMode::kMean : k::PoolingMode::kCls,
-            out.mutable_data<float>());
-  } catch (const std::exception& e) {
-    return InvalidArgument(std::string("Pool: ") + e.what());
-  }
-  if (normalize) k::L2NormalizeRows(out.mutable_data<float>(), sequences, h);
-  return out;
-}
-
-StatusOr<Tensor> CudaEncoder::Classify(const Tensor& hidden, const PackedBatch& batch) {
-  const EncoderConfig& c = config();
-  if (!head_out_) return FailedPrecondition("model has no classification head");
-  ASSIGN_OR_RETURN(Tensor first, Pool(hidden, batch, Pooling::kCls, /*normalize=*/false));
-  const int64_t sequences = batch.num_sequences();
-  Tensor dense = Tensor::Zeros(DType::kFloat32, {sequences, c.hidden_size});
-  Tensor scores = Tensor::Zeros(DType::kFloat32, {sequences, c.num_labels});
-  std::lock_guard<std::mutex> lock(mutex_);
-  try {
-    float* d = dense.mutable_data<float>();
-    k::Linear(cpu_, first.data<float>(), sequences, *head_dense_, k::LinearEpilogue::kNone, nullptr,
-              d);
-    const int64_t n = sequences * c.hidden_size;
-    switch (c.head_activation) {
-      case Activation::kTanh:
-        k::TanhInPlace(d, n);
-        break;
-      case Activation::kRelu:
-        k::ReluInPlace(d, n);
-        break;
-      case Activation::kGelu:
-        k::GeluInPlace(d, n);
-        break;
-    }
-    float* s = scores.mutable_data<float>();
-    k::Linear(cpu_, d, sequences, *head_out_, k::LinearEpilogue::kNone, nullptr, s);
-    k::SoftmaxRows(s, sequences, c.num_labels);
-  } catch (const std::exception& e) {
-    return Internal(std::string("classification head failed: ") + e.what());
-  }
-  return scores;
 }
 
 }  // namespace

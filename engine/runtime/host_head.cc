@@ -1,0 +1,156 @@
+#include "engine/runtime/host_head.h"
+
+#include <algorithm>
+#include <exception>
+#include <string>
+
+#include "kernels/activations.h"
+#include "kernels/pooling.h"
+
+namespace encoderd {
+
+namespace k = kernels;
+
+Status ValidatePackedBatch(const EncoderConfig& c, const PackedBatch& batch, int64_t position_rows,
+                           int64_t type_rows) {
+  const size_t tokens = batch.token_ids.size();
+  if (batch.num_sequences() == 0 || tokens == 0) return InvalidArgument("empty batch");
+  if (batch.cu_seqlens.size() != static_cast<size_t>(batch.num_sequences()) + 1 ||
+      batch.cu_seqlens.front() != 0 || batch.cu_seqlens.back() != static_cast<int32_t>(tokens) ||
+      batch.position_ids.size() != tokens || batch.token_type_ids.size() != tokens) {
+    return InvalidArgument("malformed packed batch");
+  }
+  int32_t longest = 0;
+  for (int64_t s = 0; s < batch.num_sequences(); ++s) {
+    const int32_t length = batch.length(s);
+    if (length <= 0) return InvalidArgument("empty sequence in batch");
+    if (length > c.max_tokens) {
+      return InvalidArgument("sequence of " + std::to_string(length) +
+                             " tokens exceeds the model's limit of " +
+                             std::to_string(c.max_tokens));
+    }
+    longest = std::max(longest, length);
+  }
+  if (batch.max_seqlen != longest) return InvalidArgument("max_seqlen does not match cu_seqlens");
+  const int64_t types = std::max<int64_t>(type_rows, 1);
+  for (size_t t = 0; t < tokens; ++t) {
+    if (batch.token_ids[t] < 0 || batch.token_ids[t] >= c.vocab_size) {
+      return InvalidArgument("token id " + std::to_string(batch.token_ids[t]) +
+                             " outside the vocabulary of " + std::to_string(c.vocab_size));
+    }
+    if (position_rows > 0 &&
+        (batch.position_ids[t] < 0 || batch.position_ids[t] >= position_rows)) {
+      return InvalidArgument("position id " + std::to_string(batch.position_ids[t]) +
+                             " outside the position table");
+    }
+    if (batch.token_type_ids[t] < 0 || batch.token_type_ids[t] >= types) {
+      return InvalidArgument("token type id " + std::to_string(batch.token_type_ids[t]) +
+                             " outside the token type table");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<k::PackedWeight>> PackLinear(const k::CpuContext& ctx, TensorMap& weights,
+                                                      const std::string& prefix,
+                                                      k::WeightType type) {
+  auto w_it = weights.find(prefix + ".weight");
+  auto b_it = weights.find(prefix + ".bias");
+  if (w_it == weights.end()) return NotFound("missing weight " + prefix + ".weight");
+  const Tensor w = w_it->second.To(DType::kFloat32);
+  if (w.dim() != 2) return InvalidArgument(prefix + ".weight is not a matrix: " + w.Describe());
+  Tensor b;
+  if (b_it != weights.end()) {
+    b = b_it->second.To(DType::kFloat32);
+    if (b.numel() != w.size(0)) return InvalidArgument(prefix + ".bias has the wrong size");
+  }
+  std::unique_ptr<k::PackedWeight> packed;
+  try {
+    packed = k::PackedWeight::Pack(ctx, w.data<float>(), b.defined() ? b.data<float>() : nullptr,
+                                   w.size(0), w.size(1), type);
+  } catch (const std::exception& e) {
+    return Internal("packing " + prefix + ": " + e.what());
+  }
+  for (auto it : {w_it, b_it}) {
+    if (it == weights.end()) continue;
+    it->second.ReleasePages();
+    weights.erase(it);
+  }
+  return packed;
+}
+
+StatusOr<std::unique_ptr<HostHead>> HostHead::Create(const EncoderConfig& config,
+                                                     TensorMap& weights, DType dtype,
+                                                     int num_threads) {
+  std::unique_ptr<HostHead> head(new HostHead(config, num_threads));
+  if (config.num_labels > 0) {
+    const auto type =
+        dtype == DType::kBFloat16 ? k::WeightType::kBFloat16 : k::WeightType::kFloat32;
+    ASSIGN_OR_RETURN(head->dense_, PackLinear(head->ctx_, weights, "head.dense", type));
+    ASSIGN_OR_RETURN(head->out_, PackLinear(head->ctx_, weights, "head.out", type));
+  }
+  return head;
+}
+
+size_t HostHead::weight_bytes() const {
+  return (dense_ ? dense_->bytes() : 0) + (out_ ? out_->bytes() : 0);
+}
+
+StatusOr<Tensor> HostHead::Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
+                                bool normalize) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return PoolLocked(hidden, batch, pooling, normalize);
+}
+
+StatusOr<Tensor> HostHead::PoolLocked(const Tensor& hidden, const PackedBatch& batch,
+                                      Pooling pooling, bool normalize) {
+  const int64_t h = config_.hidden_size;
+  if (hidden.dim() != 2 || hidden.size(0) != batch.num_tokens() || hidden.size(1) != h ||
+      hidden.dtype() != DType::kFloat32) {
+    return InvalidArgument("Pool: hidden states do not match the batch");
+  }
+  const int64_t sequences = batch.num_sequences();
+  Tensor out = Tensor::Zeros(DType::kFloat32, {sequences, h});
+  try {
+    k::Pool(ctx_, hidden.data<float>(), batch.cu_seqlens.data(), sequences, h,
+            pooling == Pooling::kMean ? k::PoolingMode::kMean : k::PoolingMode::kCls,
+            out.mutable_data<float>());
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("Pool: ") + e.what());
+  }
+  if (normalize) k::L2NormalizeRows(out.mutable_data<float>(), sequences, h);
+  return out;
+}
+
+StatusOr<Tensor> HostHead::Classify(const Tensor& hidden, const PackedBatch& batch) {
+  if (!out_) return FailedPrecondition("model has no classification head");
+  std::lock_guard<std::mutex> lock(mutex_);
+  ASSIGN_OR_RETURN(Tensor first, PoolLocked(hidden, batch, Pooling::kCls, /*normalize=*/false));
+  const int64_t sequences = batch.num_sequences();
+  const int64_t n = sequences * config_.hidden_size;
+  Tensor dense = Tensor::Zeros(DType::kFloat32, {sequences, config_.hidden_size});
+  Tensor scores = Tensor::Zeros(DType::kFloat32, {sequences, config_.num_labels});
+  try {
+    float* d = dense.mutable_data<float>();
+    k::Linear(ctx_, first.data<float>(), sequences, *dense_, k::LinearEpilogue::kNone, nullptr, d);
+    switch (config_.head_activation) {
+      case Activation::kTanh:
+        k::TanhInPlace(d, n);
+        break;
+      case Activation::kRelu:
+        k::ReluInPlace(d, n);
+        break;
+      case Activation::kGelu:
+        k::GeluInPlace(d, n);
+        break;
+    }
+    float* s = scores.mutable_data<float>();
+    k::Linear(ctx_, d, sequences, *out_, k::LinearEpilogue::kNone, nullptr, s);
+    k::SoftmaxRows(s, sequences, config_.num_labels);
+  } catch (const std::exception& e) {
+    return Internal(std::string("classification head failed: ") + e.what());
+  }
+  return scores;
+}
+
+}  // namespace encoderd

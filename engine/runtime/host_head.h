@@ -1,0 +1,59 @@
+// Pooling and the classification head, run on the host with the CPU kernels
+// over an encoder's fp32 hidden states. Shared by every Encoder
+// implementation (the CUDA encoder hands its output back to the host too).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "engine/core/status.h"
+#include "engine/core/tensor.h"
+#include "engine/model/model_spec.h"
+#include "engine/runtime/packed_batch.h"
+#include "kernels/cpu_context.h"
+#include "kernels/linear.h"
+
+namespace encoderd {
+
+// Checks a batch against the model before any kernel sees it: consistent
+// cu_seqlens / max_seqlen, no empty or over-long sequence, every token,
+// position and token type id inside its table (`position_rows` 0: the model
+// has no position table; `type_rows` 0: only type 0 is valid).
+Status ValidatePackedBatch(const EncoderConfig& config, const PackedBatch& batch,
+                           int64_t position_rows, int64_t type_rows);
+
+// Packs `prefix`.weight [out, in] and `prefix`.bias for kernels::Linear, then
+// removes both from `weights` and releases their pages (Encoder::Create's
+// contract: one copy of the model at a time).
+StatusOr<std::unique_ptr<kernels::PackedWeight>> PackLinear(const kernels::CpuContext& ctx,
+                                                            TensorMap& weights,
+                                                            const std::string& prefix,
+                                                            kernels::WeightType type);
+
+class HostHead {
+ public:
+  // Packs head.dense / head.out when config.num_labels > 0 (removing them from
+  // `weights`), with bf16-rounded weights when dtype is bfloat16.
+  static StatusOr<std::unique_ptr<HostHead>> Create(const EncoderConfig& config, TensorMap& weights,
+                                                    DType dtype, int num_threads);
+
+  // See Encoder::Pool and Encoder::Classify. Thread-safe.
+  StatusOr<Tensor> Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
+                        bool normalize);
+  StatusOr<Tensor> Classify(const Tensor& hidden, const PackedBatch& batch);
+  // Bytes of the packed head weights.
+  size_t weight_bytes() const;
+
+ private:
+  HostHead(const EncoderConfig& config, int num_threads) : config_(config), ctx_(num_threads) {}
+  StatusOr<Tensor> PoolLocked(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
+                              bool normalize);
+
+  EncoderConfig config_;
+  kernels::CpuContext ctx_;
+  std::mutex mutex_;  // serialises use of ctx_
+  std::unique_ptr<kernels::PackedWeight> dense_, out_;
+};
+
+}  // namespace encoderd
