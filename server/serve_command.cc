@@ -14,6 +14,7 @@
 
 #include "server/config_loader.h"
 #include "server/encoder_service.h"
+#include "server/json_log_format.h"
 #include "server/metrics_endpoint.h"
 #include "server/model_registry.h"
 #include "server/shutdown_signals.h"
@@ -28,7 +29,7 @@ constexpr int kSpareServerThreads = 32;
 void SetUpLogging(const LogConfig& log) {
   auto logger = spdlog::stderr_logger_mt("encoderd");
   if (log.format == "json") {
-    logger->set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%f%z","level":"%l","msg":"%v"})");
+    logger->set_formatter(MakeJsonLogFormatter());
   } else {
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %L %v");
   }
