@@ -100,7 +100,13 @@ Status Prepare(const ModelRegistry& registry, const std::string& model_name,
   return Status::Ok();
 }
 
-void FillTiming(const Call& call, v1::Timing* timing) {
+// The fields every successful response carries: token count, model name and
+// the timing breakdown. `call.model` must be set.
+template <typename Response>
+void FillSummary(const Call& call, Response* response) {
+  response->set_token_count(call.token_count);
+  response->set_model(call.model->config().name);
+  v1::Timing* timing = response->mutable_timing();
   timing->set_tokenize_us(call.tokenize_us);
   if (call.request) {
     timing->set_queue_us(call.request->queue_us());
@@ -122,9 +128,7 @@ Status EmbedOne(const ModelRegistry& registry, uint64_t id, grpc::ServerContext*
   RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences), spec, &call, metrics));
   for (const auto& values : call.request->results())
     response->add_embeddings()->mutable_values()->Assign(values.begin(), values.end());
-  response->set_token_count(call.token_count);
-  response->set_model(call.model->config().name);
-  FillTiming(call, response->mutable_timing());
+  FillSummary(call, response);
   return Status::Ok();
 }
 
@@ -196,11 +200,7 @@ grpc::Status EncoderService::Classify(grpc::ServerContext* context,
     return Status::Ok();
   };
   Status status = run();
-  if (status.ok()) {
-    response->set_token_count(call.token_count);
-    response->set_model(call.model->config().name);
-    FillTiming(call, response->mutable_timing());
-  }
+  if (status.ok()) FillSummary(call, response);
   return Answer(observer_, context, Rpc::kClassify, id, call, status);
 }
 
@@ -239,11 +239,7 @@ grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::Enco
     return Status::Ok();
   };
   Status status = run();
-  if (status.ok()) {
-    response->set_token_count(call.token_count);
-    response->set_model(call.model->config().name);
-    FillTiming(call, response->mutable_timing());
-  }
+  if (status.ok()) FillSummary(call, response);
   return Answer(observer_, context, Rpc::kEncode, id, call, status);
 }
 
@@ -269,9 +265,7 @@ grpc::Status EncoderService::Tokenize(grpc::ServerContext* context,
     call.token_count += static_cast<int64_t>(e.ids.size());
   }
   call.tokenize_us = MicrosSince(call.start);
-  response->set_token_count(call.token_count);
-  response->set_model((*model)->config().name);
-  FillTiming(call, response->mutable_timing());
+  FillSummary(call, response);
   return Answer(observer_, context, Rpc::kTokenize, id, call, Status::Ok());
 }
 
