@@ -83,47 +83,19 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   return model;
 }
 
-Status ServedModel::CheckCount(size_t count) const {
-  if (count == 0) return InvalidArgument("the request has no texts");
-  if (static_cast<int64_t>(count) > config_.max_client_batch_size)
-    return InvalidArgument("the request has " + std::to_string(count) + " texts; the limit is " +
-                           std::to_string(config_.max_client_batch_size));
-  return Status::Ok();
+RequestLimits ServedModel::limits() const {
+  return {config_.max_client_batch_size, max_tokens_, encoder_config_.vocab_size};
 }
 
 StatusOr<std::vector<Encoding>> ServedModel::Tokenize(const std::vector<std::string>& texts,
                                                       bool truncate) const {
-  RETURN_IF_ERROR(CheckCount(texts.size()));
   if (!tokenizer_)
     return FailedPrecondition("model '" + config_.name + "' has no tokenizer; send token_ids");
-  std::vector<Encoding> encodings;
-  encodings.reserve(texts.size());
-  for (size_t i = 0; i < texts.size(); ++i) {
-    const std::string where = "texts[" + std::to_string(i) + "]";
-    if (texts[i].empty()) return InvalidArgument(where + " is empty");
-    auto encoding = tokenizer_->Encode(texts[i], max_tokens_, truncate);
-    if (!encoding.ok()) return encoding.status().WithContext(where);
-    encodings.push_back(std::move(encoding).value());
-  }
-  return encodings;
+  return TokenizeTexts(*tokenizer_, texts, limits(), truncate);
 }
 
 Status ServedModel::CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences) const {
-  RETURN_IF_ERROR(CheckCount(sequences.size()));
-  for (size_t i = 0; i < sequences.size(); ++i) {
-    const std::string where = "token_ids[" + std::to_string(i) + "]";
-    const auto& ids = sequences[i];
-    if (ids.empty()) return InvalidArgument(where + " is empty");
-    if (static_cast<int64_t>(ids.size()) > max_tokens_)
-      return InvalidArgument(where + " has " + std::to_string(ids.size()) +
-                             " tokens; the limit is " + std::to_string(max_tokens_));
-    for (int32_t id : ids)
-      if (id < 0 || id >= encoder_config_.vocab_size)
-        return InvalidArgument(where + ": token id " + std::to_string(id) +
-                               " is outside the vocabulary (size " +
-                               std::to_string(encoder_config_.vocab_size) + ")");
-  }
-  return Status::Ok();
+  return server::CheckTokenIds(sequences, limits());
 }
 
 }  // namespace encoderd::server

@@ -1,6 +1,7 @@
 // One served model: its bundle (config, tokenizer), the engine replicas
 // behind a DynamicBatcher, and the request validation that needs the model
-// (text count, empty or invalid texts, token limits). Free of gRPC.
+// (text count, empty or invalid texts, token limits; the checks themselves
+// live in request_validation.h). Free of gRPC.
 #pragma once
 
 #include <memory>
@@ -11,6 +12,7 @@
 #include "engine/text/tokenizer.h"
 #include "server/config.h"
 #include "server/dynamic_batcher.h"
+#include "server/request_validation.h"
 
 namespace encoderd::server {
 
@@ -26,9 +28,12 @@ class ServedModel {
   const EncoderConfig& encoder_config() const { return encoder_config_; }
   // Longest sequence accepted: min(config.max_tokens, the model's own limit).
   int64_t max_tokens() const { return max_tokens_; }
+  // What one request may ask of this model (server/request_validation.h).
+  RequestLimits limits() const;
 
-  // Checks the number of texts and each text, then tokenizes every text.
-  // INVALID_ARGUMENT names the offending text ("texts[2]: ...").
+  // Checks the number of texts and each text (empty, NUL byte, invalid
+  // UTF-8), then tokenizes every text (TokenizeTexts). INVALID_ARGUMENT names
+  // the offending text ("texts[2]: ...").
   StatusOr<std::vector<Encoding>> Tokenize(const std::vector<std::string>& texts,
                                            bool truncate) const;
   // Checks pre-tokenised sequences (ids in the vocabulary, within max_tokens).
@@ -38,7 +43,6 @@ class ServedModel {
 
  private:
   ServedModel(ModelConfig config, ModelBundle bundle);
-  Status CheckCount(size_t count) const;
 
   ModelConfig config_;
   EncoderConfig encoder_config_;

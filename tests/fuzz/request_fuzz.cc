@@ -1,0 +1,160 @@
+// libFuzzer target: arbitrary bytes as an encoderd.v1 request, through the
+// same validation and tokenization the gRPC handlers run
+// (server/request_validation.h), against the default model's real
+// SentencePiece tokenizer (models/langid) with small limits.
+//
+// Input: byte 0 picks the request type (Embed, Classify, Encode, Tokenize,
+// ModelInfo) and the truncate flag's override; the rest is parsed as that
+// message (unparsable: ignored, as gRPC answers it before validation).
+// Invariants (trap on violation): every rejection is INVALID_ARGUMENT; an
+// accepted request has 1..max_client_batch_size inputs, and every sequence it
+// yields has 2..max_tokens ids inside the vocabulary; validation accepts
+// exactly what an independent check of the limits accepts.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/text/sentencepiece_tokenizer.h"
+#include "proto/encoderd.pb.h"
+#include "server/request_validation.h"
+
+namespace {
+
+using encoderd::Encoding;
+using encoderd::Status;
+using encoderd::StatusCode;
+using encoderd::Tokenizer;
+using encoderd::server::RequestLimits;
+namespace v1 = encoderd::v1;
+namespace sv = encoderd::server;
+
+#define REQUIRE(cond)                                                      \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      std::fprintf(stderr, "request_fuzz: invariant failed: %s\n", #cond); \
+      __builtin_trap();                                                    \
+    }                                                                      \
+  } while (0)
+
+const Tokenizer& LangidTokenizer() {
+  static const Tokenizer* const tokenizer = [] {
+    auto t = encoderd::CreateSentencePieceTokenizer(
+        ENCODERD_SOURCE_DIR "/models/langid/sentencepiece.bpe.model", {});
+    if (!t.ok()) {
+      std::fprintf(stderr, "request_fuzz: cannot load the langid tokenizer: %s\n",
+                   t.status().ToString().c_str());
+      std::abort();
+    }
+    return std::move(t).value().release();
+  }();
+  return *tokenizer;
+}
+
+bool IsInvalidArgument(const Status& s) { return s.code() == StatusCode::kInvalidArgument; }
+
+// Texts through TokenizeTexts, checked against CheckTexts and the limits.
+void FuzzTexts(const google::protobuf::RepeatedPtrField<std::string>& field, bool truncate,
+               const RequestLimits& limits) {
+  const std::vector<std::string> texts(field.begin(), field.end());
+  const Tokenizer& tokenizer = LangidTokenizer();
+  const Status checked = sv::CheckTexts(texts, limits);
+  auto encodings = sv::TokenizeTexts(tokenizer, texts, limits, truncate);
+  if (!checked.ok()) {
+    REQUIRE(IsInvalidArgument(checked));
+    REQUIRE(!encodings.ok() && encodings.status().message() == checked.message());
+    bool bad_text = false;
+    for (const std::string& t : texts) bad_text |= t.empty() || t.find('\0') != std::string::npos;
+    const bool bad_count =
+        texts.empty() || static_cast<int64_t>(texts.size()) > limits.max_client_batch_size;
+    // Protobuf already refused invalid UTF-8, so a rejection has a visible cause.
+    REQUIRE(bad_count || bad_text);
+    return;
+  }
+  if (!encodings.ok()) {
+    // Only the length limit can refuse checked texts, and only without truncation.
+    REQUIRE(IsInvalidArgument(encodings.status()) && !truncate);
+    REQUIRE(encodings.status().message().find("more than the limit of") != std::string::npos);
+    return;
+  }
+  REQUIRE(encodings->size() == texts.size());
+  for (const Encoding& e : *encodings) {
+    REQUIRE(e.ids.size() >= 2 && static_cast<int64_t>(e.ids.size()) <= limits.max_tokens);
+    REQUIRE(e.pieces.size() == e.ids.size());
+    REQUIRE(truncate || !e.truncated());
+    for (int32_t id : e.ids) REQUIRE(id >= 0 && id < tokenizer.vocab_size());
+  }
+}
+
+void FuzzTokenIds(const v1::EncodeRequest& request, const RequestLimits& limits) {
+  std::vector<std::vector<int32_t>> sequences;
+  for (const v1::TokenIds& ids : request.token_ids())
+    sequences.emplace_back(ids.ids().begin(), ids.ids().end());
+  bool valid =
+      !sequences.empty() && static_cast<int64_t>(sequences.size()) <= limits.max_client_batch_size;
+  for (const auto& s : sequences) {
+    valid &= !s.empty() && static_cast<int64_t>(s.size()) <= limits.max_tokens;
+    for (int32_t id : s) valid &= id >= 0 && id < limits.vocab_size;
+  }
+  const Status status = sv::CheckTokenIds(sequences, limits);
+  REQUIRE(status.ok() == valid);
+  REQUIRE(status.ok() || IsInvalidArgument(status));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const RequestLimits limits{/*max_client_batch_size=*/4, /*max_tokens=*/16,
+                             LangidTokenizer().vocab_size()};
+  const uint8_t selector = data[0];
+  const void* body = data + 1;
+  const int body_size = static_cast<int>(size - 1);
+  switch (selector % 5) {
+    case 0: {
+      v1::EmbedRequest r;
+      if (!r.ParseFromArray(body, body_size)) return 0;
+      const Status pooling = sv::CheckPooling(r.pooling());
+      REQUIRE(pooling.ok() == v1::Pooling_IsValid(r.pooling()));
+      REQUIRE(pooling.ok() || IsInvalidArgument(pooling));
+      FuzzTexts(r.texts(), r.truncate(), limits);
+      break;
+    }
+    case 1: {
+      v1::ClassifyRequest r;
+      if (!r.ParseFromArray(body, body_size)) return 0;
+      FuzzTexts(r.texts(), r.truncate(), limits);
+      break;
+    }
+    case 2: {
+      v1::EncodeRequest r;
+      if (!r.ParseFromArray(body, body_size)) return 0;
+      const Status inputs = sv::CheckEncodeInputs(r.texts_size(), r.token_ids_size());
+      REQUIRE(inputs.ok() == ((r.texts_size() > 0) != (r.token_ids_size() > 0)));
+      if (!inputs.ok()) {
+        REQUIRE(IsInvalidArgument(inputs));
+      } else if (r.token_ids_size() > 0) {
+        FuzzTokenIds(r, limits);
+      } else {
+        FuzzTexts(r.texts(), r.truncate(), limits);
+      }
+      break;
+    }
+    case 3: {
+      v1::TokenizeRequest r;
+      if (!r.ParseFromArray(body, body_size)) return 0;
+      // The selector's high bit flips truncate, so both modes see every text.
+      FuzzTexts(r.texts(), r.truncate() != ((selector & 0x80) != 0), limits);
+      break;
+    }
+    default: {
+      v1::ModelInfoRequest r;
+      if (!r.ParseFromArray(body, body_size)) return 0;
+      REQUIRE(r.ByteSizeLong() <= static_cast<size_t>(body_size));
+      break;
+    }
+  }
+  return 0;
+}
