@@ -12,23 +12,30 @@ Status RequestQueue::Push(std::shared_ptr<InferenceRequest> request) {
   return Status::Ok();
 }
 
-BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now) {
-  BatchDecision decision;
+DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now) {
+  DroppedRequests dropped;
   auto& requests = queue->requests();
   for (auto it = requests.begin(); it != requests.end();) {
     const auto& r = *it;
     if (r->finished()) {
       it = requests.erase(it);
     } else if (r->cancelled()) {
-      decision.dropped.emplace_back(r, Cancelled("the client cancelled the request"));
+      dropped.emplace_back(r, Cancelled("the client cancelled the request"));
       it = requests.erase(it);
     } else if (r->deadline() <= now) {
-      decision.dropped.emplace_back(r, DeadlineExceeded("the deadline passed while queued"));
+      dropped.emplace_back(r, DeadlineExceeded("the deadline passed while queued"));
       it = requests.erase(it);
     } else {
       ++it;
     }
   }
+  return dropped;
+}
+
+BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now) {
+  BatchDecision decision;
+  decision.dropped = DropStale(queue, now);
+  auto& requests = queue->requests();
   if (requests.empty()) return decision;
 
   // Plan without touching the queue: (request position, end sequence) pairs.
@@ -61,7 +68,10 @@ BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::t
     decision.wake_at = due;
     return decision;
   }
-  for (const BatchSlice& slice : plan.slices) slice.request->next_sequence = slice.end;
+  for (const BatchSlice& slice : plan.slices) {
+    slice.request->next_sequence = slice.end;
+    slice.request->MarkDispatched();
+  }
   while (!requests.empty() && requests.front()->next_sequence >= requests.front()->num_sequences())
     requests.pop_front();
   decision.batch = std::move(plan);

@@ -38,10 +38,14 @@ struct BatchPlan {
   int64_t num_sequences = 0;
 };
 
+// Requests removed from the queue, each with the status to fail it with
+// (CANCELLED or DEADLINE_EXCEEDED).
+using DroppedRequests = std::vector<std::pair<std::shared_ptr<InferenceRequest>, Status>>;
+
 struct BatchDecision {
-  // Requests removed without being computed, with the status to fail them with
-  // (CANCELLED or DEADLINE_EXCEEDED).
-  std::vector<std::pair<std::shared_ptr<InferenceRequest>, Status>> dropped;
+  // Requests removed without being computed (or, split across batches,
+  // without their remaining sequences computed).
+  DroppedRequests dropped;
   // The batch to run now; empty when none should run yet.
   BatchPlan batch;
   // When no batch was formed but work is queued: when to decide again.
@@ -64,11 +68,18 @@ class RequestQueue {
   std::deque<std::shared_ptr<InferenceRequest>> requests_;
 };
 
+// Removes from the queue the requests that finished already (silently) and
+// those cancelled or past their deadline at `now` (returned with CANCELLED or
+// DEADLINE_EXCEEDED, for the caller to fail). Never touches a request that
+// is neither.
+DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now);
+
 // Called when an executor is free. Drops cancelled, expired and already
-// finished requests, then packs sequences from the head in FIFO order until
+// finished requests (DropStale), then packs sequences from the head in FIFO order until
 // the next sequence would exceed a limit (the batch is full: it runs now) or
 // the queue is exhausted (it runs only once the oldest request has waited
-// max_queue_delay_us). Taken sequences leave the queue.
+// max_queue_delay_us). Taken sequences leave the queue, and every request
+// with a sequence in the batch is marked dispatched.
 BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now);
 
 }  // namespace encoderd::server

@@ -19,7 +19,9 @@ class ConcurrencyLimiter {
     Slot& operator=(const Slot&) = delete;
     Slot& operator=(Slot&&) = delete;
     ~Slot() {
-      if (owner_ != nullptr) owner_->in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+      if (owner_ == nullptr) return;
+      owner_->in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+      held_total_.fetch_sub(1, std::memory_order_relaxed);
     }
     bool held() const { return owner_ != nullptr; }
 
@@ -39,14 +41,19 @@ class ConcurrencyLimiter {
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
       return Slot(nullptr);
     }
+    held_total_.fetch_add(1, std::memory_order_relaxed);
     return Slot(this);
   }
   int64_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
   int64_t limit() const { return limit_; }
+  // Slots held now, summed over every limiter of the process (for the
+  // scrape-time gauge; the daemon has one limiter).
+  static int64_t HeldInProcess() { return held_total_.load(std::memory_order_relaxed); }
 
  private:
   const int64_t limit_;
   std::atomic<int64_t> in_flight_{0};
+  static inline std::atomic<int64_t> held_total_{0};
 };
 
 }  // namespace encoderd::server

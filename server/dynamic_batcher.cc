@@ -24,6 +24,10 @@ DynamicBatcher::DynamicBatcher(BatchLimits limits, PackingRule rule,
 DynamicBatcher::~DynamicBatcher() { Stop(); }
 
 Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
+  if (request->deadline() <= Clock::now()) {
+    if (metrics_) metrics_->ObserveDrop(model_, DropReason::kDeadlineBeforeQueue);
+    return DeadlineExceeded("the deadline passed before the request was queued");
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Unavailable("the server is shutting down");
@@ -31,6 +35,36 @@ Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
   }
   batcher_cv_.notify_one();
   return Status::Ok();
+}
+
+bool DynamicBatcher::Abandon(const std::shared_ptr<InferenceRequest>& request,
+                             const Status& status) {
+  {
+    // Under mu_, so that FormBatch either sees the request finished (and
+    // drops it unpacked) or has already marked it dispatched.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!request->Fail(status)) return false;
+    CountDrop(*request, status.code());
+  }
+  batcher_cv_.notify_one();
+  return true;
+}
+
+void DynamicBatcher::FailDropped(const DroppedRequests& dropped) {
+  for (const auto& [request, status] : dropped)
+    if (request->Fail(status)) CountDrop(*request, status.code());
+}
+
+void DynamicBatcher::CountDrop(const InferenceRequest& request, StatusCode code) {
+  if (!metrics_) return;
+  const bool running = request.dispatched();
+  if (code == StatusCode::kCancelled) {
+    metrics_->ObserveDrop(
+        model_, running ? DropReason::kCancelledWhileRunning : DropReason::kCancelledInQueue);
+  } else if (code == StatusCode::kDeadlineExceeded) {
+    metrics_->ObserveDrop(
+        model_, running ? DropReason::kDeadlineWhileRunning : DropReason::kDeadlineInQueue);
+  }
 }
 
 size_t DynamicBatcher::queue_depth() const {
@@ -56,15 +90,21 @@ void DynamicBatcher::Stop() {
 void DynamicBatcher::BatcherLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    if (idle_ == 0 || queue_.empty()) {
-      batcher_cv_.wait(lock);
-      continue;
+    // Every wake-up first clears abandoned, cancelled and expired requests
+    // out of the queue, even while every executor is busy.
+    BatchDecision decision;
+    if (idle_ > 0 && !queue_.empty()) {
+      decision = FormBatch(&queue_, limits_, Clock::now());
+    } else {
+      decision.dropped = DropStale(&queue_, Clock::now());
     }
-    BatchDecision decision = FormBatch(&queue_, limits_, Clock::now());
     if (!decision.dropped.empty()) {
       lock.unlock();
-      for (auto& [request, status] : decision.dropped) request->Fail(status);
+      FailDropped(decision.dropped);
+      decision.dropped.clear();
       lock.lock();
+      // Work may have arrived meanwhile: decide again before sleeping.
+      if (decision.batch.slices.empty()) continue;
     }
     if (!decision.batch.slices.empty()) {
       ready_.push_back(std::move(decision.batch));
@@ -72,10 +112,13 @@ void DynamicBatcher::BatcherLoop() {
       executor_cv_.notify_one();
       continue;
     }
-    // Nothing due yet: sleep until the oldest request's delay expires or
-    // new work arrives (a wake-up re-runs FormBatch).
-    if (decision.wake_at != Clock::time_point::max())
+    if (idle_ == 0 || queue_.empty()) {
+      batcher_cv_.wait(lock);
+    } else if (decision.wake_at != Clock::time_point::max()) {
+      // Nothing due yet: sleep until the oldest request's delay expires or
+      // new work arrives (a wake-up re-runs FormBatch).
       batcher_cv_.wait_until(lock, decision.wake_at);
+    }
   }
 }
 

@@ -31,9 +31,18 @@ class DynamicBatcher {
   DynamicBatcher(const DynamicBatcher&) = delete;
   DynamicBatcher& operator=(const DynamicBatcher&) = delete;
 
-  // Any thread. RESOURCE_EXHAUSTED at once when the queue is full;
-  // UNAVAILABLE once stopped. On OK the request will finish (done()).
+  // Any thread. DEADLINE_EXCEEDED without queuing when the request's deadline
+  // has passed (counted as a drop, deadline_before_queue); RESOURCE_EXHAUSTED
+  // at once when the queue is full; UNAVAILABLE once stopped. On OK the
+  // request will finish (done()).
   Status Submit(std::shared_ptr<InferenceRequest> request);
+
+  // Any thread, for a request Submit() accepted whose caller stops waiting:
+  // finishes it with `status` (CANCELLED or DEADLINE_EXCEEDED) unless it
+  // finished already, counts the drop (in queue, or while running: its
+  // results are then discarded) and wakes the batcher thread, which removes
+  // a queued request from the queue at once. False when it had finished.
+  bool Abandon(const std::shared_ptr<InferenceRequest>& request, const Status& status);
 
   // Finishes the batches already running, fails every queued request with
   // UNAVAILABLE and joins the threads. Idempotent.
@@ -45,6 +54,11 @@ class DynamicBatcher {
  private:
   void BatcherLoop();
   void ExecutorLoop(BatchEngine* engine);
+  // Fails each dropped request unless it finished already, counting the drop.
+  // Call without mu_.
+  void FailDropped(const DroppedRequests& dropped);
+  // The drop reason of a request failed with `code` (by its dispatched flag).
+  void CountDrop(const InferenceRequest& request, StatusCode code);
 
   const BatchLimits limits_;
   const PackingRule rule_;

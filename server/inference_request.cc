@@ -4,6 +4,8 @@
 
 namespace encoderd::server {
 
+std::atomic<int64_t> InferenceRequest::live_{0};
+
 InferenceRequest::InferenceRequest(uint64_t id, std::vector<std::vector<int32_t>> sequences,
                                    OutputSpec spec, Clock::time_point enqueued,
                                    Clock::time_point deadline)
@@ -15,8 +17,11 @@ InferenceRequest::InferenceRequest(uint64_t id, std::vector<std::vector<int32_t>
       results_(sequences_.size()),
       remaining_(static_cast<int32_t>(sequences_.size())),
       done_(promise_.get_future().share()) {
+  live_.fetch_add(1, std::memory_order_relaxed);
   if (remaining_ == 0) Finish(Status::Ok());
 }
+
+InferenceRequest::~InferenceRequest() { live_.fetch_sub(1, std::memory_order_relaxed); }
 
 void InferenceRequest::Complete(int32_t index, std::vector<float> values) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -25,9 +30,11 @@ void InferenceRequest::Complete(int32_t index, std::vector<float> values) {
   if (--remaining_ == 0) Finish(Status::Ok());
 }
 
-void InferenceRequest::Fail(const Status& status) {
+bool InferenceRequest::Fail(const Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!finished_.load()) Finish(status);
+  if (finished_.load()) return false;
+  Finish(status);
+  return true;
 }
 
 void InferenceRequest::Finish(Status status) {

@@ -33,6 +33,9 @@ class InferenceRequest {
  public:
   InferenceRequest(uint64_t id, std::vector<std::vector<int32_t>> sequences, OutputSpec spec,
                    Clock::time_point enqueued, Clock::time_point deadline);
+  ~InferenceRequest();
+  InferenceRequest(const InferenceRequest&) = delete;
+  InferenceRequest& operator=(const InferenceRequest&) = delete;
 
   uint64_t id() const { return id_; }
   const OutputSpec& spec() const { return spec_; }
@@ -45,13 +48,23 @@ class InferenceRequest {
   void Cancel() { cancelled_.store(true); }
   bool cancelled() const { return cancelled_.load(); }
 
+  // Batcher thread, with the batcher's lock held: some of the request's
+  // sequences were taken into a batch (it is running, or has run).
+  void MarkDispatched() { dispatched_.store(true); }
+  bool dispatched() const { return dispatched_.load(); }
+
+  // InferenceRequest objects alive in this process (every thread, every
+  // batcher): 0 once no request state is left behind.
+  static int64_t Live() { return live_.load(std::memory_order_relaxed); }
+
   // Batcher thread only: the first sequence not yet handed to an executor.
   int32_t next_sequence = 0;
 
   // Executors: the result of sequence `index`; the last one completes the request.
   void Complete(int32_t index, std::vector<float> values);
   // Any thread: finishes the request with `status` unless it already finished.
-  void Fail(const Status& status);
+  // True when this call finished it.
+  bool Fail(const Status& status);
   // Records that a batch holding some of the request started at `start` and
   // ran for `inference_us`.
   void AddBatch(Clock::time_point start, int64_t inference_us);
@@ -76,6 +89,8 @@ class InferenceRequest {
   const Clock::time_point deadline_;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> finished_{false};
+  std::atomic<bool> dispatched_{false};
+  static std::atomic<int64_t> live_;
 
   mutable std::mutex mu_;
   std::vector<std::vector<float>> results_;

@@ -86,7 +86,13 @@ struct PrometheusMetrics::Families {
         in_flight(BuildGauge()
                       .Name("encoderd_in_flight_requests")
                       .Help("Requests submitted to the model's batcher and not yet answered.")
-                      .Register(*r)) {}
+                      .Register(*r)),
+        dropped(BuildCounter()
+                    .Name("encoderd_requests_dropped_total")
+                    .Help("Requests the batcher dropped without delivering a result, by reason: "
+                          "deadline_before_queue, deadline_in_queue, deadline_while_running, "
+                          "cancelled_in_queue, cancelled_while_running.")
+                    .Register(*r)) {}
 
   Family<Counter>& requests;
   Family<Counter>& failures;
@@ -103,6 +109,7 @@ struct PrometheusMetrics::Families {
   Family<Counter>& batch_padded_tokens;
   Family<Counter>& batch_failures;
   Family<Gauge>& in_flight;
+  Family<Counter>& dropped;
 };
 
 struct PrometheusMetrics::ModelSeries {
@@ -127,6 +134,9 @@ struct PrometheusMetrics::ModelSeries {
     batch_padded_tokens = &f.batch_padded_tokens.Add(labels);
     batch_failures = &f.batch_failures.Add(labels);
     in_flight = &f.in_flight.Add(labels);
+    for (int i = 0; i < kNumDropReasons; ++i)
+      dropped[i] = &f.dropped.Add(
+          {{"model", model}, {"reason", DropReasonName(static_cast<DropReason>(i))}});
   }
 
   // The series of (rpc, code), created on first use. Family::Add returns the
@@ -177,6 +187,7 @@ struct PrometheusMetrics::ModelSeries {
   Counter* batch_padded_tokens = nullptr;
   Counter* batch_failures = nullptr;
   Gauge* in_flight = nullptr;
+  std::array<Counter*, kNumDropReasons> dropped = {};
   std::array<std::array<std::atomic<Counter*>, kNumCodes>, kNumRpcs> requests;
   std::array<std::array<std::atomic<Counter*>, kNumCodes>, kNumRpcs> failures;
   std::array<std::atomic<Histogram*>, kNumRpcs> duration;
@@ -239,6 +250,11 @@ void PrometheusMetrics::ObserveBatch(const std::string& model, const BatchSample
 void PrometheusMetrics::AddInFlight(const std::string& model, int delta) {
   ModelSeries& s = Series(model);
   if (s.in_flight) s.in_flight->Increment(delta);
+}
+
+void PrometheusMetrics::ObserveDrop(const std::string& model, DropReason reason) {
+  Counter* c = Series(model).dropped[static_cast<int>(reason)];
+  if (c) c->Increment();  // null for kNoModelLabel
 }
 
 }  // namespace encoderd::server

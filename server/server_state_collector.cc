@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "engine/model/model_spec.h"
+#include "server/concurrency_limiter.h"
+#include "server/inference_request.h"
 #include "server/process_stats.h"
 
 namespace encoderd::server {
@@ -72,8 +74,20 @@ std::vector<MetricFamily> ServerStateCollector::Collect() const {
               {"replicas", std::to_string(config.replicas)}},
              1);
   }
+  MetricFamily live = Family("encoderd_live_requests",
+                             "InferenceRequest objects alive (queued, running, or still held "
+                             "by a handler or a batch); 0 when idle.",
+                             MetricType::Gauge);
+  AddGauge(&live, {}, static_cast<double>(InferenceRequest::Live()));
+  MetricFamily slots = Family("encoderd_concurrency_slots_in_use",
+                              "Inference calls holding one of listen.max_concurrent_requests "
+                              "slots.",
+                              MetricType::Gauge);
+  AddGauge(&slots, {}, static_cast<double>(ConcurrencyLimiter::HeldInProcess()));
   std::vector<MetricFamily> families = {std::move(build), std::move(ready), std::move(info),
                                         std::move(depth), std::move(capacity)};
+  families.push_back(std::move(live));
+  families.push_back(std::move(slots));
 
   auto stats = ReadProcessStats();
   if (!stats.ok()) {

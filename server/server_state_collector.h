@@ -1,6 +1,7 @@
 // Gauges read when Prometheus scrapes rather than on the request path: queue
-// depth and capacity, model readiness and info, build info, and the process'
-// memory and CPU time from /proc.
+// depth and capacity, model readiness and info, build info, live request
+// objects and held concurrency slots, and the process' memory and CPU time
+// from /proc.
 #pragma once
 
 #include <prometheus/collectable.h>

@@ -20,6 +20,18 @@ const char* GrpcCodeName(int code);
 // deadline, cancelled, unavailable, internal (every other code); "" for OK.
 const char* FailureReason(int code);
 
+// Why a request left the batcher without its result being delivered.
+enum class DropReason {
+  kDeadlineBeforeQueue,    // the deadline had passed when it was submitted
+  kDeadlineInQueue,        // the deadline passed while it waited: never computed
+  kDeadlineWhileRunning,   // the deadline passed during its batch: result discarded
+  kCancelledInQueue,       // the client went away while it waited: never computed
+  kCancelledWhileRunning,  // the client went away during its batch: result discarded
+};
+inline constexpr int kNumDropReasons = 5;
+// "deadline_before_queue", "deadline_in_queue", ...
+const char* DropReasonName(DropReason reason);
+
 struct RequestSample {
   Rpc rpc = Rpc::kEmbed;
   int grpc_code = 0;  // grpc::StatusCode value
@@ -56,6 +68,8 @@ class ServingMetrics {
   virtual void ObserveBatch(const std::string& model, const BatchSample& sample) = 0;
   // Any thread: a request entered (+1) or left (-1) the model's batcher.
   virtual void AddInFlight(const std::string& model, int delta) = 0;
+  // Any thread: the batcher dropped a request (once per request at most).
+  virtual void ObserveDrop(const std::string& /*model*/, DropReason /*reason*/) {}
 };
 
 }  // namespace encoderd::server

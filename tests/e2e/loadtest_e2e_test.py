@@ -20,22 +20,8 @@ import time
 
 import grpc
 
-FAILURES = []
-
-
-def check(condition, what):
-    if not condition:
-        FAILURES.append(what)
-        print("FAIL:", what, flush=True)
-    return condition
-
-
-def generate_stubs(source_dir, out_dir):
-    plugin = subprocess.run(["which", "grpc_python_plugin"], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    subprocess.run(["protoc", f"-I{source_dir}", f"--python_out={out_dir}", f"--grpc_out={out_dir}",
-                    f"--plugin=protoc-gen-grpc={plugin}", "proto/encoderd.proto"], check=True)
-    sys.path.insert(0, str(out_dir))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from e2e_common import FAILURES, check, generate_stubs  # noqa: E402
 
 
 def start_server(binary, model_dir, log_path):

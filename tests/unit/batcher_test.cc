@@ -5,6 +5,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -171,6 +174,25 @@ TEST(BatchPolicyTest, RequestsTheHandlerAlreadyFinishedAreDroppedSilently) {
   EXPECT_EQ(gone->done().get().code(), StatusCode::kCancelled);
 }
 
+TEST(BatchPolicyTest, DropStaleLeavesLiveRequestsAndFormBatchMarksTakenOnesDispatched) {
+  RequestQueue q(100);
+  auto gone = MakeRequest(1, {2});
+  gone->Fail(Cancelled("client left"));
+  auto expired = MakeRequest(2, {2}, kT0, kT0 + microseconds(10));
+  auto first = MakeRequest(3, {2, 2});
+  auto second = MakeRequest(4, {2});
+  for (const auto& r : {gone, expired, first, second}) ASSERT_TRUE(q.Push(r).ok());
+  DroppedRequests dropped = DropStale(&q, kT0 + microseconds(10));
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0].first->id(), 2u);
+  EXPECT_EQ(q.size(), 2u);
+  // A batch of 3 tokens takes the first sequence of request 3 only.
+  BatchDecision d = FormBatch(&q, Limits(3, 100), kT0 + microseconds(10));
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"3:0-1"}));
+  EXPECT_TRUE(first->dispatched());
+  EXPECT_FALSE(second->dispatched());
+}
+
 TEST(BatchPolicyTest, AFullQueueIsResourceExhausted) {
   RequestQueue q(2);
   ASSERT_TRUE(q.Push(MakeRequest(1, {1})).ok());
@@ -254,6 +276,105 @@ TEST(DynamicBatcherTest, ConcurrentRaggedRequestsGetExactlyTheirOwnResults) {
   }
   for (auto& t : clients) t.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// Blocks every batch until Release(); Started() waits for a batch to begin.
+class GateEngine : public BatchEngine {
+ public:
+  StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch& batch,
+                                                const std::vector<OutputSpec>&) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++started_;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return open_; });
+    return std::vector<std::vector<float>>(batch.num_sequences(), std::vector<float>{1});
+  }
+  bool Started(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(5), [&] { return started_ >= n; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int started_ = 0;
+  bool open_ = false;
+};
+
+class DropCounter : public ServingMetrics {
+ public:
+  void ObserveRequest(const std::string&, const RequestSample&) override {}
+  void ObserveBatch(const std::string&, const BatchSample&) override {}
+  void AddInFlight(const std::string&, int) override {}
+  void ObserveDrop(const std::string& model, DropReason reason) override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++counts[model + "/" + DropReasonName(reason)];
+  }
+  std::map<std::string, int> Counts() {
+    std::lock_guard<std::mutex> lock(mu);
+    return counts;
+  }
+  std::mutex mu;
+  std::map<std::string, int> counts;
+};
+
+bool QueueEmptiesWithin(const DynamicBatcher& batcher, std::chrono::milliseconds limit) {
+  const auto end = Clock::now() + limit;
+  while (batcher.queue_depth() != 0 && Clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return batcher.queue_depth() == 0;
+}
+
+TEST(DynamicBatcherTest, EachDropIsCountedOnceByWhereTheRequestWas) {
+  const int64_t live_before = InferenceRequest::Live();
+  DropCounter drops;
+  {
+    std::vector<std::unique_ptr<BatchEngine>> replicas;
+    auto gate = std::make_unique<GateEngine>();
+    GateEngine* engine = gate.get();
+    replicas.push_back(std::move(gate));
+    DynamicBatcher batcher(Limits(1000, 100, 0), PackingRule{}, std::move(replicas), &drops, "m");
+
+    // Already expired: refused before it takes a queue entry.
+    auto expired = MakeRequest(1, {2}, Clock::now(), Clock::now() - microseconds(1));
+    EXPECT_EQ(batcher.Submit(expired).code(), StatusCode::kDeadlineExceeded);
+    EXPECT_EQ(batcher.queue_depth(), 0u);
+
+    // `running` occupies the only executor; the others wait behind it.
+    auto running = MakeRequest(2, {2}, Clock::now());
+    ASSERT_TRUE(batcher.Submit(running).ok());
+    ASSERT_TRUE(engine->Started(1));
+    auto cancelled = MakeRequest(3, {2}, Clock::now());
+    auto late = MakeRequest(4, {2}, Clock::now());
+    ASSERT_TRUE(batcher.Submit(cancelled).ok());
+    ASSERT_TRUE(batcher.Submit(late).ok());
+    EXPECT_EQ(batcher.queue_depth(), 2u);
+    // Abandoned requests leave the queue at once, though no executor is free.
+    EXPECT_TRUE(batcher.Abandon(cancelled, Cancelled("client left")));
+    EXPECT_TRUE(batcher.Abandon(late, DeadlineExceeded("too late")));
+    EXPECT_FALSE(batcher.Abandon(late, Cancelled("again")));  // finished: not counted twice
+    EXPECT_TRUE(QueueEmptiesWithin(batcher, std::chrono::milliseconds(1000)));
+    // Cancelled while running: the client gets CANCELLED, the results are discarded.
+    EXPECT_TRUE(batcher.Abandon(running, Cancelled("client left")));
+    engine->Release();
+    EXPECT_EQ(running->done().get().code(), StatusCode::kCancelled);
+    EXPECT_EQ(cancelled->done().get().code(), StatusCode::kCancelled);
+    EXPECT_EQ(late->done().get().code(), StatusCode::kDeadlineExceeded);
+    EXPECT_FALSE(cancelled->dispatched());
+    EXPECT_FALSE(late->dispatched());
+    batcher.Stop();
+  }
+  EXPECT_EQ(drops.Counts(), (std::map<std::string, int>{{"m/cancelled_in_queue", 1},
+                                                        {"m/cancelled_while_running", 1},
+                                                        {"m/deadline_before_queue", 1},
+                                                        {"m/deadline_in_queue", 1}}));
+  // Every request object is gone once its last owner is.
+  EXPECT_EQ(InferenceRequest::Live(), live_before);
 }
 
 TEST(DynamicBatcherTest, StopFailsQueuedWorkAndRejectsNewWork) {

@@ -228,6 +228,23 @@ TEST(MetricsTest, ExecutorReportsPackedAndPaddedTokens) {
   EXPECT_FALSE(sample.ok);
 }
 
+TEST(MetricsTest, DropsCountByModelAndReasonFromZero) {
+  prometheus::Registry registry;
+  PrometheusMetrics metrics(&registry, {"m1"});
+  const std::string name = "encoderd_requests_dropped_total";
+  for (const char* reason : {"deadline_before_queue", "deadline_in_queue", "deadline_while_running",
+                             "cancelled_in_queue", "cancelled_while_running"})
+    EXPECT_EQ(Value(registry, name, {{"model", "m1"}, {"reason", reason}}), 0) << reason;
+  metrics.ObserveDrop("m1", DropReason::kCancelledInQueue);
+  metrics.ObserveDrop("m1", DropReason::kCancelledInQueue);
+  metrics.ObserveDrop("m1", DropReason::kDeadlineBeforeQueue);
+  metrics.ObserveDrop("unknown", DropReason::kDeadlineInQueue);  // no series: ignored
+  EXPECT_EQ(Value(registry, name, {{"model", "m1"}, {"reason", "cancelled_in_queue"}}), 2);
+  EXPECT_EQ(Value(registry, name, {{"model", "m1"}, {"reason", "deadline_before_queue"}}), 1);
+  EXPECT_EQ(Value(registry, name, {{"model", "m1"}, {"reason", "deadline_in_queue"}}), 0);
+  EXPECT_EQ(Value(registry, name, {{"model", kNoModelLabel}, {"reason", "deadline_in_queue"}}), -1);
+}
+
 // Records what the batcher reports.
 class RecordingMetrics : public ServingMetrics {
  public:
