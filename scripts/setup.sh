@@ -36,6 +36,8 @@ PACKAGES=(
   gnuplot-nox
   # deployment manifest checks (tests/deploy)
   yamllint
+  # access end-to-end test: certificates made with the openssl CLI
+  openssl
 )
 
 missing=()

@@ -95,13 +95,25 @@ std::map<std::string, Setter> TopLevelFields(ServerConfig* c) {
           {"listen.reflection", BoolField(&c->listen.reflection)},
           {"listen.max_concurrent_requests", IntField(&c->listen.max_concurrent_requests)},
           {"listen.max_receive_message_bytes", IntField(&c->listen.max_receive_message_bytes)},
-          {"listen.tls_cert_file", StringField(&c->listen.tls_cert_file)},
-          {"listen.tls_key_file", StringField(&c->listen.tls_key_file)},
+          {"listen.tls.cert_file", StringField(&c->listen.tls.cert_file)},
+          {"listen.tls.key_file", StringField(&c->listen.tls.key_file)},
+          {"listen.tls.client_ca_file", StringField(&c->listen.tls.client_ca_file)},
+          {"listen.tls.require_client_cert", BoolField(&c->listen.tls.require_client_cert)},
+          {"listen.health_port", IntField(&c->listen.health_port)},
+          {"listen.auth.bearer_token_file", StringField(&c->listen.auth.bearer_token_file)},
           {"log.level", StringField(&c->log.level)},
           {"log.format", StringField(&c->log.format)},
           {"log.access_log_sample", DoubleField(&c->log.access_log_sample)},
           {"metrics.enabled", BoolField(&c->metrics.enabled)},
           {"shutdown.grace_s", DoubleField(&c->shutdown.grace_s)}};
+}
+
+// "off", "on", "on+client_ca" (client certificates verified when presented)
+// or "mutual" (required).
+const char* TlsMode(const TlsConfig& tls) {
+  if (tls.cert_file.empty()) return "off";
+  if (tls.client_ca_file.empty()) return "on";
+  return tls.require_client_cert ? "mutual" : "on+client_ca";
 }
 
 Status UnknownKey(const std::string& origin, const std::string& key) {
@@ -151,8 +163,18 @@ Status ServerConfig::Validate() const {
     return bad("listen.max_concurrent_requests", "must be at least 1");
   if (listen.max_receive_message_bytes < 1024)
     return bad("listen.max_receive_message_bytes", "must be at least 1024");
-  if (!listen.tls_cert_file.empty() || !listen.tls_key_file.empty())
-    return bad("listen.tls_cert_file", "is set: TLS is not supported yet");
+  if (listen.health_port < 0 || listen.health_port > 65535)
+    return bad("listen.health_port", "must be in 0..65535");
+  if (listen.health_port != 0 && listen.health_port == listen.port)
+    return bad("listen.health_port", "must differ from listen.port");
+  const TlsConfig& tls = listen.tls;
+  if (tls.cert_file.empty() != tls.key_file.empty())
+    return bad(tls.cert_file.empty() ? "listen.tls.cert_file" : "listen.tls.key_file",
+               "must be set: listen.tls.cert_file and listen.tls.key_file go together");
+  if (!tls.client_ca_file.empty() && tls.cert_file.empty())
+    return bad("listen.tls.client_ca_file", "needs listen.tls.cert_file (TLS) as well");
+  if (tls.require_client_cert && tls.client_ca_file.empty())
+    return bad("listen.tls.require_client_cert", "needs listen.tls.client_ca_file");
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
   bool level_ok = false;
   for (const char* l : kLevels) level_ok |= log.level == l;
@@ -192,8 +214,10 @@ std::string ServerConfig::Summary() const {
   s << "listen=" << listen.address << ":" << listen.port << " metrics_port=" << listen.metrics_port
     << " reflection=" << (listen.reflection ? "true" : "false")
     << " max_concurrent_requests=" << listen.max_concurrent_requests
-    << " max_receive_message_bytes=" << listen.max_receive_message_bytes << " log=" << log.level
-    << "/" << log.format << " access_log_sample=" << log.access_log_sample
+    << " max_receive_message_bytes=" << listen.max_receive_message_bytes
+    << " tls=" << TlsMode(listen.tls) << " health_port=" << listen.health_port
+    << " auth=" << (listen.auth.bearer_token_file.empty() ? "off" : "bearer")
+    << " log=" << log.level << "/" << log.format << " access_log_sample=" << log.access_log_sample
     << " metrics=" << (metrics.enabled ? "true" : "false")
     << " shutdown.grace_s=" << shutdown.grace_s;
   for (const ModelConfig& m : models) {

@@ -12,6 +12,24 @@
 
 namespace encoderd::server {
 
+struct TlsConfig {
+  // PEM certificate chain of the server; set: the gRPC port speaks TLS only.
+  std::string cert_file;
+  // PEM private key of cert_file; required with it.
+  std::string key_file;
+  // PEM CA bundle that client certificates are verified against; set: a
+  // client that presents a certificate must present one this CA signed.
+  std::string client_ca_file;
+  // With client_ca_file: refuse clients without a valid certificate (mutual TLS).
+  bool require_client_cert = false;
+};
+
+struct AuthConfig {
+  // File holding the bearer token inference calls must carry as metadata
+  // `authorization: Bearer <token>`; empty: no token needed.
+  std::string bearer_token_file;
+};
+
 struct ListenConfig {
   // Address the gRPC server binds.
   std::string address = "0.0.0.0";
@@ -20,18 +38,22 @@ struct ListenConfig {
   // Port of the Prometheus /metrics endpoint (metrics.enabled); 0 picks a
   // free port (logged at start-up).
   int metrics_port = 9400;
-  // Register the gRPC server reflection service.
-  bool reflection = true;
+  // Register the gRPC server reflection service (off unless set: it lists
+  // the API to anyone who can connect).
+  bool reflection = false;
   // Inference calls (Embed, Classify, Encode, Tokenize, open EmbedStreams)
   // worked on at once; more are refused at once with RESOURCE_EXHAUSTED.
   int max_concurrent_requests = 256;
   // Largest request message accepted, in bytes; a larger one is refused
   // (RESOURCE_EXHAUSTED) before it is parsed.
   int max_receive_message_bytes = 4 * 1024 * 1024;
-  // PEM certificate chain for TLS; empty: plaintext (TLS is not supported yet).
-  std::string tls_cert_file;
-  // PEM private key for TLS.
-  std::string tls_key_file;
+  // TLS on the gRPC port (off while tls.cert_file is empty).
+  TlsConfig tls;
+  // Plaintext port serving only grpc.health.v1.Health, mirroring the gRPC
+  // port's status (for probes that cannot speak TLS); 0: off.
+  int health_port = 0;
+  // Bearer-token authentication of the inference calls.
+  AuthConfig auth;
 };
 
 struct ModelConfig {

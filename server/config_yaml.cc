@@ -43,7 +43,8 @@ Status ApplyNode(const YAML::Node& node, const std::string& key, const std::stri
                  ServerConfig* config) {
   if (node.IsMap()) {
     // Only the sections exist as mappings; a mapping anywhere else is an unknown key.
-    if (key != "listen" && key != "log" && key != "metrics" && key != "shutdown")
+    if (key != "listen" && key != "listen.tls" && key != "listen.auth" && key != "log" &&
+        key != "metrics" && key != "shutdown")
       return InvalidArgument(Where(source, node) + ": unknown key '" + key + "'");
     return ApplyMap(node, key, source, config);
   }

@@ -6,6 +6,7 @@
 
 #include "engine/core/dtype.h"
 #include "server/grpc_status.h"
+#include "server/request_validation.h"
 
 namespace encoderd::server {
 namespace {
@@ -69,18 +70,24 @@ Status RunOnModel(grpc::ServerContext* context, uint64_t id,
   for (const auto& s : sequences) call->token_count += static_cast<int64_t>(s.size());
   call->request = std::make_shared<InferenceRequest>(id, std::move(sequences), spec, Clock::now(),
                                                      SteadyDeadline(context));
-  RETURN_IF_ERROR(call->model->batcher().Submit(call->request));
+  // Submit refuses a request whose deadline already passed (DEADLINE_EXCEEDED,
+  // counted as deadline_before_queue) before it takes a queue entry.
+  DynamicBatcher& batcher = call->model->batcher();
+  RETURN_IF_ERROR(batcher.Submit(call->request));
   const std::string& model = call->model->config().name;
   if (metrics) metrics->AddInFlight(model, 1);
-  // The handler answers as soon as the client is gone or the deadline passed;
-  // the batcher then drops the finished request without computing it.
+  // The handler answers as soon as the deadline passed or the client is gone
+  // (the deadline first: gRPC also cancels the call when it expires); the
+  // batcher removes an abandoned request from its queue at once and discards
+  // the results of a running one.
   auto done = call->request->done();
   while (done.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) {
-    if (context->IsCancelled()) {
+    if (Clock::now() >= call->request->deadline()) {
+      batcher.Abandon(call->request,
+                      DeadlineExceeded("the deadline passed before the request was computed"));
+    } else if (context->IsCancelled()) {
       call->request->Cancel();
-      call->request->Fail(Cancelled("the client cancelled the request"));
-    } else if (Clock::now() >= call->request->deadline()) {
-      call->request->Fail(DeadlineExceeded("the deadline passed before the request was computed"));
+      batcher.Abandon(call->request, Cancelled("the client cancelled the request"));
     }
   }
   if (metrics) metrics->AddInFlight(model, -1);
@@ -118,6 +125,7 @@ void FillSummary(const Call& call, Response* response) {
 Status EmbedOne(const ModelRegistry& registry, uint64_t id, grpc::ServerContext* context,
                 const v1::EmbedRequest& request, v1::EmbedResponse* response, Call& call,
                 ServingMetrics* metrics) {
+  RETURN_IF_ERROR(CheckPooling(request.pooling()));
   std::vector<std::vector<int32_t>> sequences;
   RETURN_IF_ERROR(
       Prepare(registry, request.model(), request.texts(), request.truncate(), &call, &sequences));
@@ -142,8 +150,21 @@ grpc::Status EncoderService::Refuse(grpc::ServerContext* context, Rpc rpc) {
                                   std::to_string(limiter_.limit()) + " calls in progress)"));
 }
 
+std::optional<grpc::Status> EncoderService::Authenticate(grpc::ServerContext* context, Rpc rpc) {
+  grpc::Status denied = auth_.Check(*context);
+  if (denied.ok()) return std::nullopt;
+  const uint64_t id = next_request_id_++;
+  context->AddTrailingMetadata("x-request-id", std::to_string(id));
+  RequestSample sample;
+  sample.rpc = rpc;
+  sample.grpc_code = static_cast<int>(denied.error_code());
+  observer_.Finish(id, "", sample, denied.error_message());
+  return denied;
+}
+
 grpc::Status EncoderService::Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
                                    v1::EmbedResponse* response) {
+  if (auto denied = Authenticate(context, Rpc::kEmbed)) return *denied;
   ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
   if (!slot.held()) return Refuse(context, Rpc::kEmbed);
   const uint64_t id = next_request_id_++;
@@ -155,9 +176,11 @@ grpc::Status EncoderService::Embed(grpc::ServerContext* context, const v1::Embed
 grpc::Status EncoderService::EmbedStream(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) {
+  if (auto denied = Authenticate(context, Rpc::kEmbedStream)) return *denied;
   ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
   if (!slot.held()) return Refuse(context, Rpc::kEmbedStream);
   v1::EmbedRequest request;
+  (void)TakeRequestParseError();  // only this stream's Reads count below
   while (stream->Read(&request)) {
     v1::EmbedResponse response;
     const uint64_t id = next_request_id_++;
@@ -168,12 +191,14 @@ grpc::Status EncoderService::EmbedStream(
     (void)Answer(observer_, context, Rpc::kEmbedStream, id, call, status, false);
     if (!stream->Write(response)) return grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
   }
-  return grpc::Status::OK;
+  // Read() also ends on a message that does not parse: INVALID_ARGUMENT.
+  return TakeRequestParseError();
 }
 
 grpc::Status EncoderService::Classify(grpc::ServerContext* context,
                                       const v1::ClassifyRequest* request,
                                       v1::ClassifyResponse* response) {
+  if (auto denied = Authenticate(context, Rpc::kClassify)) return *denied;
   ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
   if (!slot.held()) return Refuse(context, Rpc::kClassify);
   const uint64_t id = next_request_id_++;
@@ -206,13 +231,13 @@ grpc::Status EncoderService::Classify(grpc::ServerContext* context,
 
 grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::EncodeRequest* request,
                                     v1::EncodeResponse* response) {
+  if (auto denied = Authenticate(context, Rpc::kEncode)) return *denied;
   ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
   if (!slot.held()) return Refuse(context, Rpc::kEncode);
   const uint64_t id = next_request_id_++;
   Call call;
   auto run = [&]() -> Status {
-    if (request->texts_size() > 0 && request->token_ids_size() > 0)
-      return InvalidArgument("send either texts or token_ids, not both");
+    RETURN_IF_ERROR(CheckEncodeInputs(request->texts_size(), request->token_ids_size()));
     std::vector<std::vector<int32_t>> sequences;
     if (request->token_ids_size() > 0) {
       ASSIGN_OR_RETURN(call.model, registry_->Find(request->model()));
@@ -246,6 +271,7 @@ grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::Enco
 grpc::Status EncoderService::Tokenize(grpc::ServerContext* context,
                                       const v1::TokenizeRequest* request,
                                       v1::TokenizeResponse* response) {
+  if (auto denied = Authenticate(context, Rpc::kTokenize)) return *denied;
   ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
   if (!slot.held()) return Refuse(context, Rpc::kTokenize);
   const uint64_t id = next_request_id_++;
@@ -272,6 +298,7 @@ grpc::Status EncoderService::Tokenize(grpc::ServerContext* context,
 grpc::Status EncoderService::ModelInfo(grpc::ServerContext* context,
                                        const v1::ModelInfoRequest* request,
                                        v1::ModelInfoResponse* response) {
+  if (auto denied = Authenticate(context, Rpc::kModelInfo)) return *denied;
   const uint64_t id = next_request_id_++;
   Call call;
   std::vector<std::shared_ptr<ServedModel>> models;

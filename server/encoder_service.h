@@ -5,27 +5,38 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
+#include <utility>
 
+// Also brings server/request_serialization.h: requests that do not parse are
+// INVALID_ARGUMENT (see proto/CMakeLists.txt, server/encoder_service_base.h).
 #include "proto/encoderd.grpc.pb.h"
+#include "server/bearer_auth.h"
 #include "server/concurrency_limiter.h"
+#include "server/encoder_service_base.h"
 #include "server/model_registry.h"
 #include "server/request_observer.h"
 
 namespace encoderd::server {
 
-class EncoderService final : public encoderd::v1::Encoder::Service {
+class EncoderService final : public EncoderServiceBase {
  public:
   // `registry` and `metrics` (null: metrics off) must outlive the service.
   // Every answer carries its request id in the trailing metadata key
   // `x-request-id` (a stream: the id of the message that failed it).
   // At most `max_concurrent_requests` inference calls (Embed, Classify,
   // Encode, Tokenize, open EmbedStreams) run at once; more get
-  // RESOURCE_EXHAUSTED without waiting.
+  // RESOURCE_EXHAUSTED without waiting. Every RPC of the service needs the
+  // bearer token when `auth` is enabled (checked before anything else).
   EncoderService(const ModelRegistry* registry, int64_t max_concurrent_requests,
-                 ServingMetrics* metrics = nullptr, double access_log_sample = 0)
+                 ServingMetrics* metrics = nullptr, double access_log_sample = 0,
+                 BearerAuth auth = BearerAuth())
       : registry_(registry),
         limiter_(max_concurrent_requests),
-        observer_(metrics, access_log_sample) {}
+        observer_(metrics, access_log_sample),
+        auth_(std::move(auth)) {
+    RouteProtobufLogsToSpdlog();  // request parse errors: debug level only
+  }
   int64_t in_flight() const { return limiter_.in_flight(); }
 
   grpc::Status Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
@@ -45,9 +56,13 @@ class EncoderService final : public encoderd::v1::Encoder::Service {
  private:
   // The answer to a call that found every slot taken.
   grpc::Status Refuse(grpc::ServerContext* context, Rpc rpc);
+  // Checks the call's bearer token: nullopt when it may go on, else the
+  // answer (UNAUTHENTICATED, recorded like every other answer).
+  std::optional<grpc::Status> Authenticate(grpc::ServerContext* context, Rpc rpc);
   const ModelRegistry* registry_;
   ConcurrencyLimiter limiter_;
   RequestObserver observer_;
+  const BearerAuth auth_;
   std::atomic<uint64_t> next_request_id_{1};
 };
 

@@ -8,6 +8,13 @@ const char* RpcName(Rpc rpc) {
   return kNames[static_cast<int>(rpc)];
 }
 
+const char* DropReasonName(DropReason reason) {
+  static const char* kNames[kNumDropReasons] = {"deadline_before_queue", "deadline_in_queue",
+                                                "deadline_while_running", "cancelled_in_queue",
+                                                "cancelled_while_running"};
+  return kNames[static_cast<int>(reason)];
+}
+
 const char* GrpcCodeName(int code) {
   static const char* kNames[] = {"OK",
                                  "CANCELLED",
@@ -47,6 +54,8 @@ const char* FailureReason(int code) {
       return "cancelled";
     case 14:
       return "unavailable";
+    case 16:
+      return "unauthenticated";
     default:
       return "internal";
   }

@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import pathlib
-import re
 import signal
 import struct
 import subprocess
@@ -21,74 +20,19 @@ import time
 
 import grpc
 
-HEALTH_PROTO = """
-syntax = "proto3";
-package grpc.health.v1;
-message HealthCheckRequest { string service = 1; }
-message HealthCheckResponse {
-  enum ServingStatus { UNKNOWN = 0; SERVING = 1; NOT_SERVING = 2; SERVICE_UNKNOWN = 3; }
-  ServingStatus status = 1;
-}
-service Health {
-  rpc Check(HealthCheckRequest) returns (HealthCheckResponse);
-  rpc Watch(HealthCheckRequest) returns (stream HealthCheckResponse);
-}
-"""
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from e2e_common import FAILURES, check, generate_stubs, start_daemon, wait_serving  # noqa: E402
 
 MODEL = "xlmr"
 MAX_CLIENT_BATCH = 16
-FAILURES = []
-
-
-def check(condition, what):
-    if not condition:
-        FAILURES.append(what)
-        print("FAIL:", what, flush=True)
-    return condition
-
-
-def generate_stubs(source_dir, out_dir):
-    """protoc + grpc_python_plugin for encoderd.proto and the health proto."""
-    plugin = subprocess.run(["which", "grpc_python_plugin"], capture_output=True,
-                            text=True, check=True).stdout.strip()
-    health_dir = out_dir / "health_v1"
-    health_dir.mkdir()
-    (health_dir / "health.proto").write_text(HEALTH_PROTO)
-    for include, proto in ((source_dir, "proto/encoderd.proto"), (out_dir, "health_v1/health.proto")):
-        subprocess.run(["protoc", f"-I{include}", f"--python_out={out_dir}", f"--grpc_out={out_dir}",
-                        f"--plugin=protoc-gen-grpc={plugin}", proto], check=True)
-    sys.path.insert(0, str(out_dir))
 
 
 def start_server(binary, model_dir, log_path, extra=()):
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [binary, "serve", "--address", "127.0.0.1", "--port", "0", "--model-name", MODEL,
-         "--model-dir", model_dir, "--max-client-batch-size", str(MAX_CLIENT_BATCH),
-         "--max-batch-tokens", "2048", "--max-queue-delay-us", "2000", "--shutdown-grace-s", "20",
-         *extra], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        m = re.search(r"listening on 127\.0\.0\.1:(\d+)", pathlib.Path(log_path).read_text())
-        if m:
-            return proc, int(m.group(1))
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise RuntimeError("server did not start:\n" + pathlib.Path(log_path).read_text())
-
-
-def wait_serving(health_pb2, health_stub, names, timeout=120):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            if all(health_stub.Check(health_pb2.HealthCheckRequest(service=n)).status ==
-                   health_pb2.HealthCheckResponse.SERVING for n in names):
-                return True
-        except grpc.RpcError:
-            pass
-        time.sleep(0.1)
-    return False
+    d = start_daemon(binary, ["--model-name", MODEL, "--model-dir", model_dir,
+                              "--max-client-batch-size", str(MAX_CLIENT_BATCH),
+                              "--max-batch-tokens", "2048", "--max-queue-delay-us", "2000",
+                              "--shutdown-grace-s", "20", *extra], log_path)
+    return d.proc, d.port
 
 
 def close(a, b, tol):
@@ -142,7 +86,7 @@ def main():
         health = health_pb2_grpc.HealthStub(channel)
         if not check(wait_serving(health_pb2, health, ["", MODEL]), "health SERVING for '' and model"):
             return 1
-        run_checks(args, pb, stub, channel, health_pb2, health)
+        run_checks(args, pb, stub, channel, health_pb2, health, tmp / "server.log")
         # SIGTERM with a call in flight: the call finishes, health flips, exit 0.
         inflight = {}
 
@@ -261,7 +205,7 @@ def check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
             proc.kill()
 
 
-def run_checks(args, pb, stub, stub_channel, health_pb2, health):
+def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None):
     info = stub.ModelInfo(pb.ModelInfoRequest())
     check(len(info.models) == 1 and info.models[0].name == MODEL, "ModelInfo lists the model")
     m = info.models[0]
@@ -344,35 +288,85 @@ def run_checks(args, pb, stub, stub_channel, health_pb2, health):
         t.join()
     check(not wrong, f"64 concurrent clients got their own results (wrong: {wrong})")
 
-    # Bad inputs: the right code each, and the server stays healthy.
-    def code_of(call):
+    # Bad inputs: the right code and a message naming the problem, and the
+    # server stays healthy.
+    def answer_of(call):
         try:
             call()
-            return grpc.StatusCode.OK
+            return grpc.StatusCode.OK, ""
         except grpc.RpcError as e:
-            return e.code(), e.details()
-    # The generated stubs refuse to serialise invalid UTF-8: send raw bytes.
-    # gRPC's proto3 parser rejects them before the handler runs (INTERNAL,
-    # "failed to parse"); the tokenizer's own check answers INVALID_ARGUMENT.
-    raw_embed = stub_channel.unary_unary("/encoderd.v1.Encoder/Embed",
-                                         request_serializer=lambda b: b,
-                                         response_deserializer=pb.EmbedResponse.FromString)
+            return e.code(), e.details() or ""
+
+    # The generated stubs refuse to serialise invalid UTF-8: send raw bytes
+    # (a serialized request with a placeholder patched to invalid UTF-8, or a
+    # truncated / garbage body). The server's SerializationTraits answer
+    # INVALID_ARGUMENT before the handler runs (server/request_serialization.h).
+    def raw(method, response):
+        return stub_channel.unary_unary(f"/encoderd.v1.Encoder/{method}",
+                                        request_serializer=lambda b: b,
+                                        response_deserializer=response.FromString)
+    raw_embed = raw("Embed", pb.EmbedResponse)
+    bad_utf8_classify = pb.ClassifyRequest(texts=["ok", "PLACEHOLDER"]).SerializeToString().replace(
+        b"PLACEHOLDER", b"PLACEHOLD\xff\xfe")
+    truncated_body = pb.EmbedRequest(texts=["hello world"]).SerializeToString()[:-3]
+    invalid = grpc.StatusCode.INVALID_ARGUMENT
+    too_long = f"more than the limit of {m.max_tokens} tokens"
     cases = {
-        "empty list": (lambda: stub.Embed(pb.EmbedRequest(texts=[])), grpc.StatusCode.INVALID_ARGUMENT),
-        "empty string": (lambda: stub.Classify(pb.ClassifyRequest(texts=["ok", ""])), grpc.StatusCode.INVALID_ARGUMENT),
-        "invalid UTF-8": (lambda: raw_embed(b"\x0a\x03\xff\xfe\x41"), grpc.StatusCode.INVALID_ARGUMENT),
-        "over-long text": (lambda: stub.Embed(pb.EmbedRequest(texts=["word " * 2000])), grpc.StatusCode.INVALID_ARGUMENT),
-        "too many texts": (lambda: stub.Embed(pb.EmbedRequest(texts=["a"] * (MAX_CLIENT_BATCH + 1))), grpc.StatusCode.INVALID_ARGUMENT),
-        "unknown model": (lambda: stub.Embed(pb.EmbedRequest(texts=["a"], model="nope")), grpc.StatusCode.NOT_FOUND),
-        "bad token id": (lambda: stub.Encode(pb.EncodeRequest(token_ids=[pb.TokenIds(ids=[0, 10**6, 2])])), grpc.StatusCode.INVALID_ARGUMENT),
-        "expired deadline": (lambda: stub.Embed(pb.EmbedRequest(texts=["a"] * MAX_CLIENT_BATCH), timeout=0.0001), grpc.StatusCode.DEADLINE_EXCEEDED),
+        "empty list": (lambda: stub.Embed(pb.EmbedRequest(texts=[])), invalid, "the request has no texts"),
+        "empty string": (lambda: stub.Classify(pb.ClassifyRequest(texts=["ok", ""])), invalid, "texts[1] is empty"),
+        "NUL byte": (lambda: stub.Tokenize(pb.TokenizeRequest(texts=["a\x00b"])), invalid, "texts[0] contains a NUL byte"),
+        "invalid UTF-8 (Embed)": (lambda: raw_embed(b"\x0a\x03\xff\xfe\x41"), invalid,
+                                  "not a valid encoderd.v1.EmbedRequest"),
+        "invalid UTF-8 (Classify)": (lambda: raw("Classify", pb.ClassifyResponse)(bad_utf8_classify), invalid,
+                                     "not a valid encoderd.v1.ClassifyRequest"),
+        "invalid UTF-8 (EmbedStream)": (lambda: list(stub_channel.stream_stream(
+            "/encoderd.v1.Encoder/EmbedStream", request_serializer=lambda b: b,
+            response_deserializer=pb.EmbedResponse.FromString)(
+                iter([pb.EmbedRequest(texts=["fine"]).SerializeToString(), b"\x0a\x02\xc3\x28"]))),
+            invalid, "not a valid encoderd.v1.EmbedRequest"),
+        "truncated body": (lambda: raw_embed(truncated_body), invalid, "not a valid encoderd.v1.EmbedRequest"),
+        "garbage body": (lambda: raw("Encode", pb.EncodeResponse)(b"\xff\xff\xff\xff\xff"), invalid,
+                         "not a valid encoderd.v1.EncodeRequest"),
+        "over-long text": (lambda: stub.Embed(pb.EmbedRequest(texts=["word " * 2000])), invalid, too_long),
+        "too many texts": (lambda: stub.Embed(pb.EmbedRequest(texts=["a"] * (MAX_CLIENT_BATCH + 1))), invalid,
+                           f"the limit is {MAX_CLIENT_BATCH}"),
+        "unknown model": (lambda: stub.Embed(pb.EmbedRequest(texts=["a"], model="nope")), grpc.StatusCode.NOT_FOUND,
+                          "unknown model 'nope'"),
+        "token id out of vocab": (lambda: stub.Encode(pb.EncodeRequest(token_ids=[pb.TokenIds(ids=[0, 10**6, 2])])),
+                                  invalid, "token id 1000000 (position 1) is outside the vocabulary"),
+        "negative token id": (lambda: stub.Encode(pb.EncodeRequest(token_ids=[pb.TokenIds(ids=[0, -5, 2])])),
+                              invalid, "token id -5"),
+        "too many token ids": (lambda: stub.Encode(pb.EncodeRequest(token_ids=[pb.TokenIds(ids=[0] * (m.max_tokens + 1))])),
+                               invalid, f"tokens; the limit is {m.max_tokens}"),
+        "empty token ids": (lambda: stub.Encode(pb.EncodeRequest(token_ids=[pb.TokenIds(ids=[])])), invalid,
+                            "token_ids[0] is empty"),
+        "texts and token ids": (lambda: stub.Encode(pb.EncodeRequest(texts=["a"], token_ids=[pb.TokenIds(ids=[0, 2])])),
+                                invalid, "not both"),
+        "neither texts nor token ids": (lambda: stub.Encode(pb.EncodeRequest()), invalid, "neither texts nor token_ids"),
+        "pooling 99": (lambda: stub.Embed(pb.EmbedRequest(texts=["a"], pooling=99)), invalid, "pooling 99 is not one of"),
+        "negative pooling": (lambda: stub.Embed(pb.EmbedRequest(texts=["a"], pooling=-1)), invalid, "pooling -1"),
+        "1 MB word, no truncation": (lambda: stub.Tokenize(pb.TokenizeRequest(texts=["x" * 1_000_000])), invalid,
+                                     too_long),
+        "expired deadline": (lambda: stub.Embed(pb.EmbedRequest(texts=["a"] * MAX_CLIENT_BATCH), timeout=0.0001),
+                             grpc.StatusCode.DEADLINE_EXCEEDED, ""),
     }
-    for name, (call, want) in cases.items():
-        got = code_of(call)
-        wanted = (want, grpc.StatusCode.INTERNAL) if name == "invalid UTF-8" else (want,)
-        check(got != grpc.StatusCode.OK and got[0] in wanted, f"{name}: {want} (got {got})")
-        if name == "over-long text" and got != grpc.StatusCode.OK:
-            check(str(m.max_tokens) in got[1], f"over-long error names the limit: {got[1]}")
+    for name, (call, want, part) in cases.items():
+        started = time.time()
+        code, details = answer_of(call)
+        elapsed = time.time() - started
+        check(code == want and part in details, f"{name}: {want} with '{part}' (got {code}: {details!r})")
+        check(elapsed < 10, f"{name}: answered in {elapsed:.2f} s")
+    started = time.time()
+    word = stub.Tokenize(pb.TokenizeRequest(texts=["x" * 1_000_000], truncate=True))
+    elapsed = time.time() - started
+    print(f"1 MB word, truncate=true: {elapsed:.3f} s", flush=True)
+    check(len(word.tokenizations[0].ids) == m.max_tokens and elapsed < 10,
+          f"1 MB word with truncation: {m.max_tokens} ids in {elapsed:.2f} s "
+          f"(got {len(word.tokenizations[0].ids)})")
+    if log_path:
+        log = pathlib.Path(log_path).read_text()
+        check("contains invalid UTF-8" not in log,
+              "protobuf's per-request invalid UTF-8 complaint stays out of the log (debug level)")
     check(health.Check(health_pb2.HealthCheckRequest(service="")).status ==
           health_pb2.HealthCheckResponse.SERVING, "still SERVING after bad inputs")
     check(len(stub.Embed(pb.EmbedRequest(texts=["still fine"])).embeddings) == 1,

@@ -7,7 +7,10 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
+#include "server/access_secrets.h"
 #include "server/config_loader.h"
 
 namespace encoderd::server {
@@ -141,13 +144,142 @@ TEST(ConfigTest, BadValuesNameTheKey) {
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("dtype"), std::string::npos);
 
-  c = LoadServerConfig({"--set", "listen.tls_cert_file=/c.pem"}, FakeEnv({}));
+  c = LoadServerConfig({"--set", "listen.tls.cert_file=/c.pem"}, FakeEnv({}));
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("not supported yet"), std::string::npos);
+  EXPECT_NE(c.status().message().find("'listen.tls.key_file' must be set"), std::string::npos)
+      << c.status().ToString();
 
   c = LoadServerConfig({"--config", WriteTemp("syntax.yaml", "listen: [1,\n")}, FakeEnv({}));
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("syntax.yaml"), std::string::npos);
+}
+
+TEST(ConfigTest, ReflectionIsOffUnlessSet) {
+  auto c = LoadServerConfig({}, FakeEnv({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->listen.reflection);
+  c = LoadServerConfig({}, FakeEnv({{"ENCODERD_REFLECTION", "true"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->listen.reflection);
+}
+
+TEST(ConfigTest, AccessKeysFromYamlEnvironmentAndFlags) {
+  const std::string path = WriteTemp("access.yaml",
+                                     "listen:\n"
+                                     "  health_port: 8081\n"
+                                     "  tls:\n"
+                                     "    cert_file: /yaml/cert.pem\n"
+                                     "    key_file: /yaml/key.pem\n"
+                                     "    client_ca_file: /yaml/ca.pem\n"
+                                     "    require_client_cert: true\n"
+                                     "  auth:\n"
+                                     "    bearer_token_file: /yaml/token\n");
+  auto c = LoadServerConfig({"--config", path}, FakeEnv({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->listen.health_port, 8081);
+  EXPECT_EQ(c->listen.tls.cert_file, "/yaml/cert.pem");
+  EXPECT_EQ(c->listen.tls.key_file, "/yaml/key.pem");
+  EXPECT_EQ(c->listen.tls.client_ca_file, "/yaml/ca.pem");
+  EXPECT_TRUE(c->listen.tls.require_client_cert);
+  EXPECT_EQ(c->listen.auth.bearer_token_file, "/yaml/token");
+  EXPECT_NE(c->Summary().find("tls=mutual health_port=8081 auth=bearer"), std::string::npos)
+      << c->Summary();
+
+  auto env = FakeEnv({{"ENCODERD_CONFIG", path},
+                      {"ENCODERD_BEARER_TOKEN_FILE", "/env/token"},
+                      {"ENCODERD_TLS_CERT_FILE", "/env/cert.pem"},
+                      {"ENCODERD_HEALTH_PORT", "9090"}});
+  c = LoadServerConfig({"--tls-cert-file", "/flag/cert.pem"}, env);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->listen.auth.bearer_token_file, "/env/token");
+  EXPECT_EQ(c->listen.health_port, 9090);
+  EXPECT_EQ(c->listen.tls.cert_file, "/flag/cert.pem");
+  EXPECT_EQ(c->listen.tls.key_file, "/yaml/key.pem");
+
+  c = LoadServerConfig({"--config", WriteTemp("tlsfoo.yaml", "listen:\n  tls:\n    cert: x\n")},
+                       FakeEnv({}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("tlsfoo.yaml:3: unknown key 'listen.tls.cert'"),
+            std::string::npos)
+      << c.status().ToString();
+}
+
+TEST(ConfigTest, AccessValidationNamesTheKey) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string key;
+  };
+  const Case cases[] = {
+      {{"--tls-key-file", "/k.pem"}, "'listen.tls.cert_file' must be set"},
+      {{"--tls-client-ca-file", "/ca.pem"}, "'listen.tls.client_ca_file' needs"},
+      {{"--tls-cert-file", "/c", "--tls-key-file", "/k", "--tls-require-client-cert", "true"},
+       "'listen.tls.require_client_cert' needs listen.tls.client_ca_file"},
+      {{"--tls-require-client-cert", "maybe"}, "listen.tls.require_client_cert"},
+      {{"--health-port", "70000"}, "'listen.health_port' must be in 0..65535"},
+      {{"--health-port", "6000", "--port", "6000"}, "'listen.health_port' must differ"},
+  };
+  for (const Case& c : cases) {
+    auto config = LoadServerConfig(c.args, FakeEnv({}));
+    ASSERT_FALSE(config.ok()) << c.key;
+    EXPECT_NE(config.status().message().find(c.key), std::string::npos)
+        << config.status().ToString();
+  }
+}
+
+TEST(AccessSecretsTest, ReadsEveryFileAndTrimsTheToken) {
+  ListenConfig listen;
+  listen.tls.cert_file = WriteTemp("cert.pem", "-----BEGIN CERTIFICATE-----\nMIIB\n");
+  listen.tls.key_file = WriteTemp("key.pem", "-----BEGIN PRIVATE KEY-----\nMIIE\n");
+  listen.tls.client_ca_file = WriteTemp("ca.pem", "-----BEGIN CERTIFICATE-----\nMIIC\n");
+  listen.auth.bearer_token_file = WriteTemp("token", "  abc.DEF-123\n");
+  auto secrets = ReadAccessSecrets(listen);
+  ASSERT_TRUE(secrets.ok()) << secrets.status().ToString();
+  EXPECT_EQ(secrets->tls_cert_pem, "-----BEGIN CERTIFICATE-----\nMIIB\n");
+  EXPECT_EQ(secrets->tls_key_pem, "-----BEGIN PRIVATE KEY-----\nMIIE\n");
+  EXPECT_EQ(secrets->tls_client_ca_pem, "-----BEGIN CERTIFICATE-----\nMIIC\n");
+  EXPECT_EQ(secrets->bearer_token, "abc.DEF-123");
+
+  auto none = ReadAccessSecrets(ListenConfig{});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->tls_cert_pem.empty() && none->bearer_token.empty());
+}
+
+TEST(AccessSecretsTest, BadFilesNameTheKeyAndTheFileButNotTheContents) {
+  struct Case {
+    std::string TlsConfig::*tls_field;  // null: the bearer token file
+    std::string path;
+    std::string key;
+    std::string why;
+  };
+  const std::string missing = ::testing::TempDir() + "/does-not-exist.pem";
+  const Case cases[] = {
+      {&TlsConfig::cert_file, missing, "listen.tls.cert_file", "cannot be opened"},
+      {&TlsConfig::key_file, WriteTemp("empty.key", " \n"), "listen.tls.key_file", "is empty"},
+      {&TlsConfig::client_ca_file, WriteTemp("notpem.pem", "hunter2"), "listen.tls.client_ca_file",
+       "holds no PEM certificate"},
+      {&TlsConfig::key_file, WriteTemp("cert-as-key.pem", "-----BEGIN CERTIFICATE-----\n"),
+       "listen.tls.key_file", "holds no PEM private key"},
+      {nullptr, missing, "listen.auth.bearer_token_file", "cannot be opened"},
+      {nullptr, WriteTemp("empty-token", "\n\n"), "listen.auth.bearer_token_file", "is empty"},
+      {nullptr, WriteTemp("two-words", "hunter2 hunter3\n"), "listen.auth.bearer_token_file",
+       "cannot carry"},
+      {nullptr, ::testing::TempDir(), "listen.auth.bearer_token_file", "cannot be read"},
+  };
+  for (const Case& c : cases) {
+    ListenConfig listen;
+    if (c.tls_field != nullptr) {
+      listen.tls.*c.tls_field = c.path;
+    } else {
+      listen.auth.bearer_token_file = c.path;
+    }
+    auto secrets = ReadAccessSecrets(listen);
+    ASSERT_FALSE(secrets.ok()) << c.key << " " << c.path;
+    const std::string& message = secrets.status().message();
+    EXPECT_NE(message.find("'" + c.key + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find("'" + c.path + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find(c.why), std::string::npos) << message;
+    EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
+  }
 }
 
 }  // namespace
