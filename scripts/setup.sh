@@ -14,7 +14,7 @@ PACKAGES=(
   prometheus
   # engine
   libtorch-dev libdnnl-dev libopenblas-dev libopenblas0-pthread
-  libsentencepiece-dev sentencepiece nlohmann-json3-dev libicu-dev
+  libsentencepiece-dev sentencepiece nlohmann-json3-dev libicu-dev zlib1g-dev
   # tests and reference implementation
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-torchtext python3-sentencepiece python3-numpy
@@ -30,7 +30,7 @@ PACKAGES=(
   manpages manpages-dev manpages-de manpages-fr manpages-es manpages-it
   manpages-pl manpages-ru manpages-uk manpages-cs manpages-nl manpages-pt
   manpages-pt-br manpages-sv manpages-ja manpages-zh manpages-tr
-  # fuzzing
+  # fuzzing and the sanitizer builds
   clang libclang-rt-14-dev
   # loadtest sweep plots (loadtest/scripts)
   gnuplot-nox

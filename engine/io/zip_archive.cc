@@ -1,5 +1,7 @@
 #include "engine/io/zip_archive.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -24,6 +26,19 @@ uint64_t Load(const std::byte* p, size_t n) {
 }
 
 Status Corrupt(const std::string& what) { return DataLoss("zip: " + what); }
+
+// CRC-32 of `data` in 16 MiB chunks, releasing each chunk's pages after it
+// is read (a mapped checkpoint stays mostly non-resident until it is used).
+uint32_t Crc32(const Storage& data) {
+  constexpr size_t kChunk = size_t{16} << 20;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (size_t offset = 0; offset < data.size(); offset += kChunk) {
+    const size_t n = std::min(kChunk, data.size() - offset);
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(data.data() + offset), static_cast<uInt>(n));
+    data.ReleasePages(offset, n);
+  }
+  return static_cast<uint32_t>(crc);
+}
 
 // Fills the 0xffffffff fields of `e` from a zip64 extended-information extra field.
 Status ApplyZip64Extra(const std::byte* extra, size_t len, bool need_size, bool need_csize,
@@ -108,6 +123,7 @@ StatusOr<ZipArchive> ZipArchive::Open(std::shared_ptr<const Storage> bytes) {
     const std::byte* h = data + pos;
     Entry e;
     e.method = static_cast<uint16_t>(Load(h + 10, 2));
+    e.crc32 = static_cast<uint32_t>(Load(h + 16, 4));
     e.compressed_size = Load(h + 20, 4);
     e.size = Load(h + 24, 4);
     const size_t name_len = Load(h + 28, 2);
@@ -160,8 +176,15 @@ StatusOr<std::shared_ptr<const Storage>> ZipArchive::Read(const Entry& e) const 
                    std::to_string(e.size) + ") runs into the central directory at " +
                    std::to_string(cd_offset_));
   }
-  return std::shared_ptr<const Storage>(std::make_shared<StorageSlice>(
-      bytes_, static_cast<size_t>(start), static_cast<size_t>(e.size)));
+  auto slice = std::make_shared<StorageSlice>(bytes_, static_cast<size_t>(start),
+                                              static_cast<size_t>(e.size));
+  const uint32_t crc = Crc32(*slice);
+  if (crc != e.crc32) {
+    return Corrupt("data of '" + e.name + "' fails its CRC-32 check (stored " +
+                   std::to_string(e.crc32) + ", computed " + std::to_string(crc) +
+                   "): the file is damaged");
+  }
+  return std::shared_ptr<const Storage>(std::move(slice));
 }
 
 }  // namespace encoderd

@@ -22,6 +22,7 @@ class ZipArchive {
     uint64_t compressed_size = 0;
     uint64_t size = 0;
     uint64_t local_header_offset = 0;
+    uint32_t crc32 = 0;  // of the uncompressed data, from the central directory
   };
 
   // Parses the central directory of `bytes`. Fails on anything that does not
@@ -31,8 +32,11 @@ class ZipArchive {
   const std::vector<Entry>& entries() const { return entries_; }
   // The entry named `name`, or nullptr.
   const Entry* Find(const std::string& name) const;
-  // The data of a stored (uncompressed) entry, without copying. A compressed
-  // entry is an error: torch writes every entry stored.
+  // The data of a stored (uncompressed) entry, without copying, after checking
+  // it against the entry's CRC-32 (a flipped bit in a tensor is DATA_LOSS, as
+  // in PyTorch's reader). The check reads the data once in chunks and gives
+  // each chunk's pages back, so it does not hold the whole entry resident. A
+  // compressed entry is an error: torch writes every entry stored.
   StatusOr<std::shared_ptr<const Storage>> Read(const Entry& entry) const;
 
   // True when `bytes` starts with a local file header signature.

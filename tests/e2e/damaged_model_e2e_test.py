@@ -161,7 +161,9 @@ def main():
         "checkpoint cut to 100 bytes": (CHECKPOINT, truncate(100 / 514138),
                                         r"(?i)truncat|end of|zip|too (short|small)"),
         "bit flips in the stored pickle": ("data.pkl", flip_in_member("data.pkl", 8, 1),
-                                           r"(?i)pickle|opcode|global|storage"),
+                                           r"data\.pkl' fails its CRC-32 check"),
+        "one bit flipped in tensor data": ("data.pkl", flip_in_member("/data/0", 1, 2),
+                                           r"data/0' fails its CRC-32 check"),
         "bit flips in pickle (CRC fixed)": ("data.pkl", edit_pickle(lambda d: flip_bits(d, 2, len(d), 6, 7)),
                                             r"(?i)pickle|opcode|global|storage|tensor|shape"),
         "storage numel too large": ("data.pkl", edit_pickle(replace_once(

@@ -108,6 +108,50 @@ TEST(CheckpointCorruptZipTest, OffsetsAndCountsPastTheEnd) {
   ExpectNamedError(r, "zip-deflate");
 }
 
+// One flipped bit inside a tensor's bytes leaves every structure intact; only
+// the entry's CRC-32 tells (the zip formats; legacy and safetensors files
+// carry no checksum).
+TEST(CheckpointCorruptZipTest, AFlippedBitInTensorDataFailsTheCrcCheck) {
+  const auto good = ReadFileBytes(CheckpointPath("sd_zip.pt"));
+  auto reference = ReadBytes(good, "sd_zip.pt");
+  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+  // The last stored entry before the central directory is tensor data
+  // ("archive/data/N"); flip a bit in its middle.
+  const size_t eocd = FindEocd(good);
+  const size_t cd = Load32(good, eocd + 16);
+  size_t pos = cd, last_data = 0;
+  std::string last_name;
+  while (Load32(good, pos) == 0x02014b50) {
+    const size_t name_len =
+        static_cast<size_t>(good[pos + 28]) | static_cast<size_t>(good[pos + 29]) << 8;
+    const size_t extra_len =
+        static_cast<size_t>(good[pos + 30]) | static_cast<size_t>(good[pos + 31]) << 8;
+    const size_t comment_len =
+        static_cast<size_t>(good[pos + 32]) | static_cast<size_t>(good[pos + 33]) << 8;
+    std::string name(reinterpret_cast<const char*>(good.data() + pos + 46), name_len);
+    if (name.find("/data/") != std::string::npos) {
+      const size_t local = Load32(good, pos + 42);
+      const size_t local_name =
+          static_cast<size_t>(good[local + 26]) | static_cast<size_t>(good[local + 27]) << 8;
+      const size_t local_extra =
+          static_cast<size_t>(good[local + 28]) | static_cast<size_t>(good[local + 29]) << 8;
+      const size_t size = Load32(good, pos + 24);
+      if (size >= 4) {
+        last_data = local + 30 + local_name + local_extra + size / 2;
+        last_name = name;
+      }
+    }
+    pos += 46 + name_len + extra_len + comment_len;
+  }
+  ASSERT_NE(last_data, 0u) << "no tensor data entry found";
+  auto bytes = good;
+  bytes[last_data] ^= std::byte{0x10};
+  auto r = ReadBytes(bytes, "zip-bitflip");
+  ExpectNamedError(r, "zip-bitflip");
+  EXPECT_NE(r.status().message().find("CRC-32"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find(last_name), std::string::npos) << r.status().ToString();
+}
+
 TEST(CheckpointCorruptLegacyTest, HugeElementCount) {
   auto bytes = ReadFileBytes(CheckpointPath("sd_legacy.pt"));
   // The storages follow the last pickle's STOP; make the last one enormous by
