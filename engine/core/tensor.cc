@@ -296,13 +296,17 @@ bool Tensor::IsContiguous() const {
   return true;
 }
 
+bool Tensor::IsAligned() const {
+  return !storage_ || reinterpret_cast<uintptr_t>(raw_data()) % DTypeSize(dtype_) == 0;
+}
+
 Tensor Tensor::ToContiguous() const {
-  if (IsContiguous()) return *this;
+  if (IsContiguous() && IsAligned()) return *this;
   return To(dtype_);
 }
 
 Tensor Tensor::To(DType dtype) const {
-  if (dtype == dtype_ && IsContiguous()) return *this;
+  if (dtype == dtype_ && IsContiguous() && IsAligned()) return *this;
   Tensor out = Zeros(dtype, shape_);
   std::byte* dst = out.mutable_data<std::byte>();
   const std::byte* base = storage_->data();

@@ -103,6 +103,10 @@ class Tensor {
   size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
   bool defined() const { return storage_ != nullptr; }
   bool IsContiguous() const;
+  // True when the first element's address is a multiple of the element size.
+  // Legacy (pre-1.6) and safetensors files place tensors at any byte offset;
+  // reading such data through a typed pointer is undefined behaviour.
+  bool IsAligned() const;
   const std::shared_ptr<const Storage>& storage() const { return storage_; }
 
   // Pointer to the first element (at offset). Only meaningful as a flat array
@@ -120,10 +124,12 @@ class Tensor {
     return reinterpret_cast<T*>(const_cast<std::byte*>(raw_data()));
   }
 
-  // This tensor if already contiguous, else a contiguous copy.
+  // This tensor if already contiguous and aligned, else a contiguous,
+  // aligned copy.
   Tensor ToContiguous() const;
-  // A contiguous copy converted to `dtype` (float types and integer types
-  // convert as PyTorch's .to() would; returns *this when nothing changes).
+  // A contiguous, aligned copy converted to `dtype` (float types and integer
+  // types convert as PyTorch's .to() would; returns *this when nothing
+  // changes).
   Tensor To(DType dtype) const;
   // "float32[768, 3072]"
   std::string Describe() const;

@@ -75,6 +75,8 @@ StatusOr<Tensor> CpuEncoder::Fp32(const TensorMap& weights, const std::string& n
   auto it = weights.find(name);
   if (it == weights.end()) return NotFound("missing weight " + name);
   Tensor t = it->second.To(DType::kFloat32);
+  // A converted or realigned copy: the file's pages are no longer needed.
+  if (t.raw_data() != it->second.raw_data()) it->second.ReleasePages();
   weight_bytes_ += t.nbytes();
   return t;
 }
