@@ -20,14 +20,19 @@ constexpr char kLibraryName[] = "libencoderd_sentencepiece.so";
 #define ENCODERD_NO_DEEPBIND 1
 #endif
 
-// The sanitizer runtimes refuse RTLD_DEEPBIND. Without it the wrapper still
-// loads, but sentencepiece then fails cleanly (a version error) when the
-// system libprotobuf is in the process too.
+// The sanitizer runtimes refuse RTLD_DEEPBIND. Sanitizer builds load the
+// wrapper (built without sanitizers, engine/text/CMakeLists.txt) into a link
+// namespace of its own with dlmopen instead: there it gets its own libc,
+// libstdc++ and protobuf, and only plain C calls cross the boundary (model
+// bytes in; pieces out through a callback; the processor freed by the
+// wrapper), so the system libprotobuf in the main namespace never meets it.
+void* OpenWrapper(const std::string& path) {
 #ifdef ENCODERD_NO_DEEPBIND
-constexpr int kDlopenFlags = RTLD_NOW | RTLD_LOCAL;
+  return dlmopen(LM_ID_NEWLM, path.c_str(), RTLD_NOW | RTLD_LOCAL);
 #else
-constexpr int kDlopenFlags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
+  return dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
 #endif
+}
 
 std::vector<std::string> Candidates() {
   std::vector<std::string> out;
@@ -62,7 +67,7 @@ StatusOr<const SentencePieceLibrary*> SentencePieceLibrary::Get() {
       []() -> StatusOr<const SentencePieceLibrary*> {
     std::string tried;
     for (const std::string& path : Candidates()) {
-      void* handle = dlopen(path.c_str(), kDlopenFlags);
+      void* handle = OpenWrapper(path);
       if (handle == nullptr) {
         const char* why = dlerror();
         tried += "\n  " + path + ": " + (why ? why : "not loadable");

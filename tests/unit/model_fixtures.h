@@ -13,11 +13,18 @@
 
 namespace encoderd::testing {
 
+// The fixture models this build can load: TorchScript archives need LibTorch
+// (builds without it, e.g. the sanitizer builds, check their clear error in
+// checkpoint_reader_test.cc instead).
 inline const std::vector<std::string>& FixtureModelNames() {
   static const std::vector<std::string> names = {
       "hf_bert_legacy",       "hf_bert_gamma_beta",    "hf_roberta_safetensors",
       "hf_xlmr_zip",          "torchtext_xlmr_legacy", "torchtext_xlmr_fairseq",
-      "generic_prenorm_relu", "generic_postnorm_gelu", "torchscript_encoder"};
+      "generic_prenorm_relu", "generic_postnorm_gelu",
+#ifdef ENCODERD_WITH_TORCH
+      "torchscript_encoder",
+#endif
+  };
   return names;
 }
 
