@@ -1,7 +1,9 @@
 #include "kernels/embeddings.h"
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/layer_norm_cpu.h"
 #include "kernels/cu_seqlens.h"
@@ -42,25 +44,31 @@ void EmbeddingLayerNorm(const CpuContext& ctx, const EmbeddingTables& tables, co
     }
   }
   const int threads = tokens * h >= 2 * kMinParallelElements ? ctx.num_threads() : 1;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t t = 0; t < tokens; ++t) {
-    float* row = out + t * h;
-    const float* word = tables.word + int64_t{ids[t]} * h;
-    const float* pos = tables.position ? tables.position + int64_t{position_ids[t]} * h : nullptr;
-    const float* type =
-        tables.token_type ? tables.token_type + int64_t{type_ids ? type_ids[t] : 0} * h : nullptr;
-    if (pos != nullptr && type != nullptr) {
+  // The tables may sit at any byte address (a legacy checkpoint's storages
+  // are used where the file maps them), so rows are read with memcpy.
+  const auto read_row = [h](const float* table, int64_t index, float* dst) {
+    std::memcpy(dst, reinterpret_cast<const char*>(table) + index * h * sizeof(float),
+                static_cast<size_t>(h) * sizeof(float));
+  };
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<float> other(static_cast<size_t>(h));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tokens; ++t) {
+      float* row = out + t * h;
+      read_row(tables.word, ids[t], row);
+      if (tables.position != nullptr) {
+        read_row(tables.position, position_ids[t], other.data());
 #pragma omp simd
-      for (int64_t i = 0; i < h; ++i) row[i] = word[i] + pos[i] + type[i];
-    } else if (pos != nullptr || type != nullptr) {
-      const float* other = pos != nullptr ? pos : type;
+        for (int64_t i = 0; i < h; ++i) row[i] += other[i];
+      }
+      if (tables.token_type != nullptr) {
+        read_row(tables.token_type, type_ids ? type_ids[t] : 0, other.data());
 #pragma omp simd
-      for (int64_t i = 0; i < h; ++i) row[i] = word[i] + other[i];
-    } else {
-#pragma omp simd
-      for (int64_t i = 0; i < h; ++i) row[i] = word[i];
+        for (int64_t i = 0; i < h; ++i) row[i] += other[i];
+      }
+      if (gamma != nullptr) AddLayerNormRow(row, nullptr, gamma, beta, h, eps, row);
     }
-    if (gamma != nullptr) AddLayerNormRow(row, nullptr, gamma, beta, h, eps, row);
   }
 }
 

@@ -21,6 +21,7 @@ struct EmbeddingTables {
 };
 
 // out[t, :] = LN(word[ids[t]] + position[position_ids[t]] + token_type[type_ids[t]])
+// The tables need not be aligned (they are read with memcpy).
 // for t < tokens; out is [tokens, hidden]. A null table drops its term;
 // type_ids null means type 0 for every token (as BERT without
 // token_type_ids). LN runs only when gamma is non-null (beta may be null).

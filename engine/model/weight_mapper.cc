@@ -76,7 +76,9 @@ Status WeightMapper::AddConcat(const std::string& canonical, const std::vector<s
                              std::string(DTypeName(t.dtype())) + " but '" + keys.front() + "' is " +
                              std::string(DTypeName(parts.front().dtype())));
     }
-    parts.push_back(t.ToContiguous());
+    // Copied below with memcpy, so any alignment will do; keeping the mapped
+    // tensor itself lets ReleasePages give the checkpoint's pages back.
+    parts.push_back(t.IsContiguous() ? t : t.ToContiguous());
   }
   std::vector<int64_t> shape = part_shape;
   shape[0] *= static_cast<int64_t>(parts.size());

@@ -51,7 +51,9 @@ class CpuEncoder final : public Encoder {
   size_t weight_bytes() const override { return weight_bytes_ + head_->weight_bytes(); }
 
  private:
-  StatusOr<Tensor> Fp32(const TensorMap& weights, const std::string& name);
+  // `name` as contiguous fp32, aligned unless `any_alignment`.
+  StatusOr<Tensor> Fp32(const TensorMap& weights, const std::string& name,
+                        bool any_alignment = false);
   // Packs `prefix`.weight/.bias for Linear, then releases them from `weights`.
   StatusOr<std::unique_ptr<k::PackedWeight>> Pack(TensorMap& weights, const std::string& prefix);
   StatusOr<Norm> LoadNorm(const TensorMap& weights, const std::string& prefix);
@@ -71,10 +73,15 @@ k::WeightType WeightTypeFor(DType dtype) {
   return dtype == DType::kBFloat16 ? k::WeightType::kBFloat16 : k::WeightType::kFloat32;
 }
 
-StatusOr<Tensor> CpuEncoder::Fp32(const TensorMap& weights, const std::string& name) {
+StatusOr<Tensor> CpuEncoder::Fp32(const TensorMap& weights, const std::string& name,
+                                  bool any_alignment) {
   auto it = weights.find(name);
   if (it == weights.end()) return NotFound("missing weight " + name);
-  Tensor t = it->second.To(DType::kFloat32);
+  const Tensor& source = it->second;
+  // An embedding table stays where the checkpoint maps it even when it is not
+  // 4-byte aligned (the kernel reads rows with memcpy): only the rows used
+  // become resident, instead of a full copy at load.
+  Tensor t = any_alignment ? Fp32AnyAlignment(source) : source.To(DType::kFloat32);
   // A converted or realigned copy: the file's pages are no longer needed.
   if (t.raw_data() != it->second.raw_data()) it->second.ReleasePages();
   weight_bytes_ += t.nbytes();
@@ -98,12 +105,12 @@ StatusOr<Norm> CpuEncoder::LoadNorm(const TensorMap& weights, const std::string&
 Status CpuEncoder::Init(TensorMap& weights) {
   const EncoderConfig& c = config();
   RETURN_IF_ERROR(c.Validate());
-  ASSIGN_OR_RETURN(word_, Fp32(weights, "embeddings.word"));
+  ASSIGN_OR_RETURN(word_, Fp32(weights, "embeddings.word", true));
   if (c.position_rule != PositionRule::kNone) {
-    ASSIGN_OR_RETURN(position_, Fp32(weights, "embeddings.position"));
+    ASSIGN_OR_RETURN(position_, Fp32(weights, "embeddings.position", true));
   }
   if (c.type_vocab_size > 0) {
-    ASSIGN_OR_RETURN(token_type_, Fp32(weights, "embeddings.token_type"));
+    ASSIGN_OR_RETURN(token_type_, Fp32(weights, "embeddings.token_type", true));
   }
   if (c.embedding_norm) {
     ASSIGN_OR_RETURN(embedding_norm_, LoadNorm(weights, "embeddings.norm"));

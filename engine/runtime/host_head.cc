@@ -51,17 +51,21 @@ Status ValidatePackedBatch(const EncoderConfig& c, const PackedBatch& batch, int
   return Status::Ok();
 }
 
+Tensor Fp32AnyAlignment(const Tensor& t) {
+  return t.dtype() == DType::kFloat32 && t.IsContiguous() ? t : t.To(DType::kFloat32);
+}
+
 StatusOr<std::unique_ptr<k::PackedWeight>> PackLinear(const k::CpuContext& ctx, TensorMap& weights,
                                                       const std::string& prefix,
                                                       k::WeightType type) {
   auto w_it = weights.find(prefix + ".weight");
   auto b_it = weights.find(prefix + ".bias");
   if (w_it == weights.end()) return NotFound("missing weight " + prefix + ".weight");
-  const Tensor w = w_it->second.To(DType::kFloat32);
+  const Tensor w = Fp32AnyAlignment(w_it->second);
   if (w.dim() != 2) return InvalidArgument(prefix + ".weight is not a matrix: " + w.Describe());
   Tensor b;
   if (b_it != weights.end()) {
-    b = b_it->second.To(DType::kFloat32);
+    b = Fp32AnyAlignment(b_it->second);
     if (b.numel() != w.size(0)) return InvalidArgument(prefix + ".bias has the wrong size");
   }
   std::unique_ptr<k::PackedWeight> packed;

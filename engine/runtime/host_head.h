@@ -26,6 +26,12 @@ Status ValidatePackedBatch(const EncoderConfig& config, const PackedBatch& batch
 // Packs `prefix`.weight [out, in] and `prefix`.bias for kernels::Linear, then
 // removes both from `weights` and releases their pages (Encoder::Create's
 // contract: one copy of the model at a time).
+// `t` as contiguous fp32, without a copy when it already is, at any address:
+// for data read only by memcpy, unaligned vector loads or oneDNN (a legacy
+// checkpoint's storages are mapped at arbitrary byte offsets; copying them to
+// realign would make whole tables resident at load).
+Tensor Fp32AnyAlignment(const Tensor& t);
+
 StatusOr<std::unique_ptr<kernels::PackedWeight>> PackLinear(const kernels::CpuContext& ctx,
                                                             TensorMap& weights,
                                                             const std::string& prefix,

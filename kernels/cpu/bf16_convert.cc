@@ -40,6 +40,13 @@ __attribute__((target("avx512f,avx512bw"))) void ConvertAvx512(const float* src,
   for (; i < n; ++i) dst[i] = ScalarToBFloat16(src[i]);
 }
 
+// `src` may be unaligned (a legacy checkpoint's storage as mapped).
+float LoadFloat(const float* p) {
+  float v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
 __attribute__((target("avx512f,avx512bw"))) void RoundAvx512(const float* src, float* dst,
                                                              int64_t n) {
   const __m512i bias = _mm512_set1_epi32(0x7fff);
@@ -56,7 +63,7 @@ __attribute__((target("avx512f,avx512bw"))) void RoundAvx512(const float* src, f
     _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(bits));
   }
   for (; i < n; ++i) {
-    const uint32_t bits = static_cast<uint32_t>(ScalarToBFloat16(src[i])) << 16;
+    const uint32_t bits = static_cast<uint32_t>(ScalarToBFloat16(LoadFloat(src + i))) << 16;
     std::memcpy(dst + i, &bits, sizeof(bits));
   }
 }
@@ -69,7 +76,7 @@ void RoundToBFloat16(const float* src, float* dst, int64_t n) {
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bits = static_cast<uint32_t>(ScalarToBFloat16(src[i])) << 16;
+    const uint32_t bits = static_cast<uint32_t>(ScalarToBFloat16(LoadFloat(src + i))) << 16;
     std::memcpy(dst + i, &bits, sizeof(bits));
   }
 }

@@ -12,6 +12,6 @@ void ConvertFloatToBFloat16(const float* src, uint16_t* dst, int64_t n);
 // dst[i] = float(bf16(src[i])): the same rounding, kept in fp32 storage (used
 // to run bf16 math on fp32 GEMMs where the CPU has no bf16 instructions).
 // dst may equal src.
-void RoundToBFloat16(const float* src, float* dst, int64_t n);
+void RoundToBFloat16(const float* src, float* dst, int64_t n);  // src may be unaligned
 
 }  // namespace encoderd::kernels

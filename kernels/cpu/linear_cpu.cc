@@ -120,7 +120,8 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
   auto& be = ctx.backend();
   if (bias != nullptr) {
     w->bias = memory({{1, out_features}, Dt::f32, Tag::ab}, be.engine);
-    std::copy(bias, bias + out_features, static_cast<float*>(w->bias.get_data_handle()));
+    // memcpy: the bias may sit unaligned in a mapped legacy checkpoint.
+    std::memcpy(w->bias.get_data_handle(), bias, static_cast<size_t>(out_features) * sizeof(float));
   }
   std::vector<float> rounded;
   if (type == WeightType::kBFloat16 && !w->bf16_compute) {
