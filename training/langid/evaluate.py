@@ -1,22 +1,23 @@
 #!/usr/bin/env python3
 """Evaluates the committed langid model with PyTorch on the held-out test
-splits of both sources and on the smoke sentences.
+splits of the chosen sources and on the smoke sentences.
 
-Reads DATA/test.jsonl (gettext catalogs) and DATA/prose_test.jsonl (man
-pages); with --recreate (or when one is missing) first re-creates both from
-the Debian packages (installing them with apt-get if needed) with the same
-filters and splits as extract_data.py, no retraining, and says whether each
-is identical to an existing file. Writes DATA/test_predictions.jsonl and
-DATA/prose_test_predictions.jsonl, one line per test line in the same order:
-{"label": predicted label, "ids": token ids fed to the model, "logits": [...]}.
-Prints accuracy per language for the catalog test set, the prose test set,
-both together, and the smoke sentences (training/langid/smoke_sentences.tsv).
-Exits 1 if the overall test accuracy (both sets) is below --min-accuracy or
-the smoke accuracy is below --min-smoke-accuracy.
+Reads DATA/<prefix>test.jsonl of each source in --sources (test.jsonl:
+gettext catalogs, prose_test.jsonl: man pages, dialogue_test.jsonl: Wesnoth
+story and dialogue); with --recreate (or when one is missing) first
+re-creates them from the Debian packages (installing them with apt-get if
+needed) with the same filters and splits as extract_data.py, no retraining,
+and says whether each is identical to an existing file. Writes
+DATA/<prefix>test_predictions.jsonl, one line per test line in the same
+order: {"label": predicted label, "ids": token ids fed to the model,
+"logits": [...]}. Prints accuracy per language for each test set, all of
+them together, and the smoke sentences (training/langid/smoke_sentences.tsv).
+Exits 1 if the overall test accuracy is below --min-accuracy or the smoke
+accuracy is below --min-smoke-accuracy.
 
 Usage: /usr/bin/python3 training/langid/evaluate.py --model-dir models/langid \\
-           --data build/langid-data [--recreate] [--min-accuracy 0.95] \\
-           [--min-smoke-accuracy 0.9]
+           --data build/langid-data [--sources catalog,prose,dialogue] \\
+           [--recreate] [--min-accuracy 0.95] [--min-smoke-accuracy 0.9]
 """
 import argparse
 import json
@@ -29,25 +30,23 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import langid_data  # noqa: E402
 import langid_model as lm  # noqa: E402
-import langid_prose  # noqa: E402
+import langid_sources  # noqa: E402
 
 
-def recreate_tests(paths, install):
-    """Re-creates {"catalog": path, "prose": path} test splits."""
-    if install:
-        langid_data.ensure_packages()
-        langid_data.ensure_packages(langid_prose.MAN_PACKAGES)
+def recreate_tests(sources, paths, install):
+    """Re-creates the test split of each source at paths[source.name]."""
     out = {}
-    for source, build in (("catalog", langid_data.build_corpus),
-                          ("prose", langid_prose.build_corpus)):
-        rows = build()[0]["test"]
-        path = paths[source]
+    for source in sources:
+        if install:
+            langid_data.ensure_packages(source.packages)
+        rows = source.module.build_corpus()[0]["test"]
+        path = paths[source.name]
         if os.path.exists(path):
             same = langid_data.read_jsonl(path) == rows
             print("re-created %s test split %s the existing %s" % (
-                source, "is identical to" if same else "DIFFERS from", path))
+                source.name, "is identical to" if same else "DIFFERS from", path))
         langid_data.write_jsonl(path, rows)
-        out[source] = rows
+        out[source.name] = rows
     return out
 
 
@@ -70,6 +69,8 @@ def main():
     ap.add_argument("--data", default="build/langid-data")
     ap.add_argument("--smoke", default=os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "smoke_sentences.tsv"))
+    ap.add_argument("--sources", default="catalog,prose,dialogue",
+                    help="test splits to evaluate, comma-separated")
     ap.add_argument("--recreate", action="store_true")
     ap.add_argument("--no-install", action="store_true")
     ap.add_argument("--min-accuracy", type=float, default=0.0)
@@ -88,10 +89,10 @@ def main():
     max_tokens = card.get("max_tokens", lm.MAX_TOKENS)
 
     os.makedirs(args.data, exist_ok=True)
-    paths = {"catalog": os.path.join(args.data, "test.jsonl"),
-             "prose": os.path.join(args.data, "prose_test.jsonl")}
+    sources = langid_sources.select(args.sources)
+    paths = {s.name: os.path.join(args.data, s.prefix + "test.jsonl") for s in sources}
     if args.recreate or not all(map(os.path.exists, paths.values())):
-        tests = recreate_tests(paths, not args.no_install)
+        tests = recreate_tests(sources, paths, not args.no_install)
     else:
         tests = {k: langid_data.read_jsonl(p) for k, p in paths.items()}
 
@@ -101,21 +102,20 @@ def main():
         return [labels[p] for p in preds], encoded, logits
 
     all_gold, all_pred = [], []
-    for source in ("catalog", "prose"):
-        rows = tests[source]
+    for source in sources:
+        rows = tests[source.name]
         pred, encoded, logits = classify(rows)
-        out_path = os.path.join(args.data, ("" if source == "catalog" else "prose_")
-                                + "test_predictions.jsonl")
+        out_path = os.path.join(args.data, source.prefix + "test_predictions.jsonl")
         with open(out_path, "w") as f:
             for p, ids, lg in zip(pred, encoded, logits.tolist()):
                 f.write(json.dumps({"label": p, "ids": ids,
                                     "logits": [round(v, 6) for v in lg]}) + "\n")
         gold = [lab for lab, _ in rows]
-        report("%s test (%s; predictions in %s)" % (source, paths[source], out_path),
+        report("%s test (%s; predictions in %s)" % (source.name, paths[source.name], out_path),
                labels, gold, pred)
         all_gold += gold
         all_pred += pred
-    ok, n = report("catalog + prose test", labels, all_gold, all_pred)
+    ok, n = report(" + ".join(s.name for s in sources) + " test", labels, all_gold, all_pred)
     total = ok / max(1, n)
 
     smoke = langid_data.read_smoke(args.smoke)

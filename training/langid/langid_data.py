@@ -211,6 +211,16 @@ def build_corpus(log=print):
     for msgid, lines in english.items():
         for line in lines:
             candidates[("en", line)].add(split_of(msgid))
+    data, stats = finalize_splits(candidates, CAPS)
+    stats["catalogs_absent"] = len(missing)
+    return data, stats
+
+
+def finalize_splits(candidates, caps):
+    """Turns {(label, text): {split, ...}} into ({split: [(label, text)]},
+    stats): a text under two labels is dropped, a text in several splits
+    stays in the earliest of train/val/test, each language is capped per
+    split by sha1(text) order, rows are ordered by sha1(label, text)."""
     labels_of = collections.defaultdict(set)
     for label, text in candidates:
         labels_of[text].add(label)
@@ -222,14 +232,13 @@ def build_corpus(log=print):
             continue
         split = next(s for s in SPLITS if s in splits)
         per[split][label].append(text)
-    data, stats = {}, {"available": {}, "kept": {}, "ambiguous_dropped": ambiguous,
-                       "catalogs_absent": len(missing)}
+    data, stats = {}, {"available": {}, "kept": {}, "ambiguous_dropped": ambiguous}
     for split in SPLITS:
         rows = []
         for label in LABELS:
             texts = sorted(per[split][label], key=_text_key)
             stats["available"].setdefault(split, {})[label] = len(texts)
-            texts = texts[:CAPS[split]]
+            texts = texts[:caps[split]]
             stats["kept"].setdefault(split, {})[label] = len(texts)
             rows.extend((label, t) for t in texts)
         rows.sort(key=lambda r: _text_key(r[0] + "\t" + r[1]))

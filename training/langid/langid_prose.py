@@ -167,25 +167,26 @@ def _looks_english(text):
     return hits >= 2 and hits >= 0.12 * len(words)
 
 
-def sentences(paragraph, label):
-    """Real sentences of one paragraph in the script of `label`."""
+def sentences(paragraph, label, min_chars=MIN_CHARS, min_words=MIN_WORDS):
+    """Real sentences of one paragraph in the script of `label`: min_chars to
+    MAX_CHARS characters, at least min_words words outside CJK."""
     out = []
     cjk = label in ("ja", "zh", "ko")
     for sent in _SENT_END.split(paragraph):
         sent = sent.strip()
-        if not (MIN_CHARS <= len(sent) <= MAX_CHARS) or "\ufffd" in sent:
+        if not (min_chars <= len(sent) <= MAX_CHARS) or "\ufffd" in sent:
             continue
         if not cjk and not _FINAL.search(sent):
             continue
         cleaned = langid_data.clean_lines(sent)
-        if len(cleaned) != 1 or len(cleaned[0]) < MIN_CHARS:
+        if len(cleaned) != 1 or len(cleaned[0]) < min_chars:
             continue
         text = cleaned[0]
         # clean_lines strips final punctuation; put a period back on prose.
         if not cjk and not _FINAL.search(text):
             text += sent[-1] if sent[-1] in ".!?" else "."
         letters = [c for c in text if c.isalpha()]
-        if not cjk and len(text.split()) < MIN_WORDS:
+        if not cjk and len(text.split()) < min_words:
             continue
         if label in _SCRIPT:
             native = sum(bool(_SCRIPT[label].match(c)) for c in letters)
@@ -218,10 +219,6 @@ def split_of(page):
     return "test" if h % 10 == 0 else "val" if h % 10 == 1 else "train"
 
 
-def _text_key(text):
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
-
-
 def build_corpus(log=print):
     """Returns ({split: [(label, text), ...]}, stats) from installed pages."""
     candidates = collections.defaultdict(set)
@@ -239,28 +236,6 @@ def build_corpus(log=print):
         for para in roff_paragraphs(src):
             for sent in sentences(para, label):
                 candidates[(label, sent)].add(split)
-    labels_of = collections.defaultdict(set)
-    for label, text in candidates:
-        labels_of[text].add(label)
-    per = {s: collections.defaultdict(list) for s in langid_data.SPLITS}
-    ambiguous = 0
-    for (label, text), splits in candidates.items():
-        if len(labels_of[text]) > 1:
-            ambiguous += 1
-            continue
-        split = next(s for s in langid_data.SPLITS if s in splits)
-        per[split][label].append(text)
-    data = {}
-    stats = {"pages": dict(pages_read), "undecodable_pages": undecodable,
-             "ambiguous_dropped": ambiguous, "available": {}, "kept": {}}
-    for split in langid_data.SPLITS:
-        rows = []
-        for label in langid_data.LABELS:
-            texts = sorted(per[split][label], key=_text_key)
-            stats["available"].setdefault(split, {})[label] = len(texts)
-            texts = texts[:CAPS[split]]
-            stats["kept"].setdefault(split, {})[label] = len(texts)
-            rows.extend((label, t) for t in texts)
-        rows.sort(key=lambda r: _text_key(r[0] + "\t" + r[1]))
-        data[split] = rows
+    data, stats = langid_data.finalize_splits(candidates, CAPS)
+    stats.update(pages=dict(pages_read), undecodable_pages=undecodable)
     return data, stats

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Trains the langid classifier on DATA/train.jsonl (catalogs) and
-DATA/prose_train.jsonl (man pages), both from extract_data.py, with the
-tokenizer in MODEL_DIR; --catalog-cap / --prose-cap keep only the first N
-texts per language of each (the files are in sha1 order, so this is a
+"""Trains the langid classifier on the training splits of --sources from
+extract_data.py (DATA/train.jsonl: catalogs, prose_train.jsonl: man pages,
+dialogue_train.jsonl: Wesnoth story and dialogue) with the tokenizer in
+MODEL_DIR; --catalog-cap / --prose-cap / --dialogue-cap keep only the first
+N texts per language of each (the files are in sha1 order, so this is a
 deterministic subset). Prints validation and test accuracy per language for
 each source and on the smoke sentences (smoke_sentences.tsv), and writes MODEL_DIR/model.pt (state dict, legacy pre-1.6 format)
 and MODEL_DIR/encoderd.yaml.
@@ -24,6 +25,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import langid_data  # noqa: E402
 import langid_model as lm  # noqa: E402
+import langid_sources  # noqa: E402
 
 
 def make_batches(encoded, labels, batch_size, gen):
@@ -40,8 +42,8 @@ def make_batches(encoded, labels, batch_size, gen):
 
 
 def fragments(rows, fraction, seed):
-    """Short contiguous pieces of prose sentences, so that the model also
-    sees few-word inputs with the function words of running text."""
+    """Short contiguous pieces of sentences (prose, dialogue), so that the
+    model also sees few-word inputs with the function words of running text."""
     rng = random.Random(seed)
     out = []
     for label, text in rows:
@@ -119,12 +121,14 @@ def main():
                     help="catalog training texts per language (0: all)")
     ap.add_argument("--prose-cap", type=int, default=0,
                     help="man-page training texts per language (0: all)")
-    ap.add_argument("--sources", default="catalog,prose",
-                    help="training sources, comma-separated: catalog, prose")
-    ap.add_argument("--prose-fragments", type=float, default=0.0,
-                    help="add, for this fraction of the prose training texts, "
-                    "a short fragment of it (3-7 words, 4-14 characters in "
-                    "CJK) as an extra training text, chosen with --seed")
+    ap.add_argument("--dialogue-cap", type=int, default=0,
+                    help="dialogue training texts per language (0: all)")
+    ap.add_argument("--sources", default="catalog,prose,dialogue",
+                    help="training sources, comma-separated: catalog, prose, dialogue")
+    ap.add_argument("--fragments", type=float, default=0.0,
+                    help="add, for this fraction of the prose and dialogue "
+                    "training texts, a short fragment of it (3-7 words, 4-14 "
+                    "characters in CJK) as an extra training text, chosen with --seed")
     ap.add_argument("--smoke", default=os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "smoke_sentences.tsv"))
     ap.add_argument("--init", help="start from this state dict (a second "
@@ -148,15 +152,20 @@ def main():
     def encode(rows):
         return ([tok.encode(t) for _, t in rows], [labels.index(lab) for lab, _ in rows])
 
-    splits = {
-        "catalog val": encode(load("val")), "prose val": encode(load("prose_val")),
-        "catalog test": encode(load("test")), "prose test": encode(load("prose_test")),
-        "smoke": encode(langid_data.read_smoke(args.smoke)),
-    }
-    sources = args.sources.split(",")
-    prose_rows = load("prose_train", args.prose_cap) if "prose" in sources else []
-    train_rows = (load("train", args.catalog_cap) if "catalog" in sources else []) + prose_rows
-    train_rows += fragments(prose_rows, args.prose_fragments, args.seed)
+    sources = langid_sources.select(args.sources)
+    caps = {"catalog": args.catalog_cap, "prose": args.prose_cap, "dialogue": args.dialogue_cap}
+    splits = {}
+    for split in ("val", "test"):
+        for source in langid_sources.SOURCES:
+            splits["%s %s" % (source.name, split)] = encode(load(source.prefix + split))
+    splits["smoke"] = encode(langid_data.read_smoke(args.smoke))
+    train_rows, sentence_rows = [], []
+    for source in sources:
+        rows = load(source.prefix + "train", caps[source.name])
+        train_rows += rows
+        if source.name != "catalog":
+            sentence_rows += rows
+    train_rows += fragments(sentence_rows, args.fragments, args.seed)
     enc, gold = encode(train_rows)
     model = lm.build_model(tok.vocab_size, len(labels))
     if args.init:
@@ -189,12 +198,14 @@ def main():
                     epoch, step, total, run_loss / run_n, sched.get_last_lr()[0],
                     time.time() - t0), flush=True)
                 run_loss, run_n = 0.0, 0
-        for split in ("catalog val", "prose val", "smoke"):
+        for split in [k for k in splits if k.endswith(" val")] + ["smoke"]:
+            if not splits[split][0]:
+                continue
             preds, _ = lm.predict(model, splits[split][0])
             accuracy_report("epoch %d %s" % (epoch, split), preds, splits[split][1], labels)
         torch.save(model.state_dict(), os.path.join(args.model_dir, "model.pt"),
                    _use_new_zipfile_serialization=False)
-    for split in ("catalog val", "prose val", "catalog test", "prose test", "smoke"):
+    for split in splits:
         if not splits[split][0]:
             continue
         preds, _ = lm.predict(model, splits[split][0])
