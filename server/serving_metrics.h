@@ -17,7 +17,8 @@ const char* RpcName(Rpc rpc);
 const char* GrpcCodeName(int code);
 // The failure reason a gRPC code counts under: invalid_argument (INVALID_ARGUMENT,
 // NOT_FOUND, FAILED_PRECONDITION, OUT_OF_RANGE), overloaded (RESOURCE_EXHAUSTED),
-// deadline, cancelled, unavailable, internal (every other code); "" for OK.
+// deadline, cancelled, unavailable, unauthenticated (UNAUTHENTICATED),
+// internal (every other code); "" for OK.
 const char* FailureReason(int code);
 
 // Why a request left the batcher without its result being delivered.
