@@ -12,6 +12,7 @@
 #include <string>
 
 #include "loadtest/latency_histogram.h"
+#include "proto/grpc_code_name.h"  // GrpcCodeName, used with RunStats::errors_by_code
 
 namespace encoderd::loadtest {
 
@@ -63,8 +64,5 @@ class Recorder {
   mutable std::mutex mu_;
   RunStats stats_;  // guarded by mu_
 };
-
-// Canonical gRPC status code name (e.g. "DEADLINE_EXCEEDED").
-const char* GrpcCodeName(int code);
 
 }  // namespace encoderd::loadtest

@@ -15,28 +15,6 @@ const char* DropReasonName(DropReason reason) {
   return kNames[static_cast<int>(reason)];
 }
 
-const char* GrpcCodeName(int code) {
-  static const char* kNames[] = {"OK",
-                                 "CANCELLED",
-                                 "UNKNOWN",
-                                 "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED",
-                                 "NOT_FOUND",
-                                 "ALREADY_EXISTS",
-                                 "PERMISSION_DENIED",
-                                 "RESOURCE_EXHAUSTED",
-                                 "FAILED_PRECONDITION",
-                                 "ABORTED",
-                                 "OUT_OF_RANGE",
-                                 "UNIMPLEMENTED",
-                                 "INTERNAL",
-                                 "UNAVAILABLE",
-                                 "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
-  if (code < 0 || code > 16) return "UNKNOWN";
-  return kNames[code];
-}
-
 const char* FailureReason(int code) {
   switch (code) {
     case 0:

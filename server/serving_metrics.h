@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "proto/grpc_code_name.h"  // GrpcCodeName, used with RequestSample::grpc_code
+
 namespace encoderd::server {
 
 enum class Rpc { kEmbed, kClassify, kEncode, kTokenize, kModelInfo, kEmbedStream };
 inline constexpr int kNumRpcs = 6;
 const char* RpcName(Rpc rpc);
 
-// gRPC status codes 0..16 by name ("OK", "INVALID_ARGUMENT"); "UNKNOWN" otherwise.
-const char* GrpcCodeName(int code);
 // The failure reason a gRPC code counts under: invalid_argument (INVALID_ARGUMENT,
 // NOT_FOUND, FAILED_PRECONDITION, OUT_OF_RANGE), overloaded (RESOURCE_EXHAUSTED),
 // deadline, cancelled, unavailable, unauthenticated (UNAUTHENTICATED),

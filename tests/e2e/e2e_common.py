@@ -74,13 +74,18 @@ class Daemon:
         return metric_value(self.metrics_text(), name, labels)
 
     def stop(self, timeout=20):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, timeout)
+
+
+def stop_process(proc, timeout=20):
+    """SIGTERM, then SIGKILL if `proc` has not exited within `timeout` s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def start_daemon(binary, serve_args, log_path, timeout=60):

@@ -80,11 +80,7 @@ def main() -> int:
         common.check(agree >= 0.999, f"daemon agrees with PyTorch on >= 99.9% ({agree:.5f})")
         common.check(accuracy >= 0.95, f"daemon accuracy >= 95% ({accuracy:.4f})")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        common.stop_process(proc, 30)
     print(f"{len(common.FAILURES)} failure(s)")
     return 1 if common.FAILURES else 0
 

@@ -21,7 +21,7 @@ import time
 import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from e2e_common import FAILURES, check, generate_stubs  # noqa: E402
+from e2e_common import FAILURES, check, generate_stubs, stop_process  # noqa: E402
 
 
 def start_server(binary, model_dir, log_path):
@@ -138,11 +138,7 @@ def main():
             check(r["requests_ok"] == 0 and r["errors_by_code"] == {"NOT_FOUND": 5},
                   f"bad_model: 5 NOT_FOUND errors (got {r['errors_by_code']})")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, 30)
 
     # Nothing listens any more: the tool says so and fails.
     res = subprocess.run([args.loadtest, "--target", target, "--requests", "1", "--duration", "0"],

@@ -21,7 +21,7 @@ import time
 import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from e2e_common import FAILURES, check, generate_stubs, start_daemon, wait_serving  # noqa: E402
+from e2e_common import FAILURES, check, generate_stubs, start_daemon, stop_process, wait_serving  # noqa: E402
 
 MODEL = "xlmr"
 MAX_CLIENT_BATCH = 16
@@ -198,11 +198,7 @@ def check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
     finally:
         for release in releases:
             release.set()
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, 20)
 
 
 def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None):
