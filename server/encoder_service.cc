@@ -64,43 +64,44 @@ grpc::Status Answer(RequestObserver& observer, grpc::ServerContext* context, Rpc
 }
 
 // Submits `sequences` and waits for the result, cancelling the request when
-// the client goes away.
+// the client goes away (`watcher` watches the client).
 Status RunOnModel(grpc::ServerContext* context, uint64_t id,
                   std::vector<std::vector<int32_t>> sequences, OutputSpec spec, Call* call,
-                  ServingMetrics* metrics) {
+                  CancellationWatcher& watcher, ServingMetrics* metrics) {
   for (const auto& s : sequences) call->token_count += static_cast<int64_t>(s.size());
-  call->request = std::make_shared<InferenceRequest>(id, std::move(sequences), spec, Clock::now(),
-                                                     SteadyDeadline(context));
+  auto request = std::make_shared<InferenceRequest>(id, std::move(sequences), spec, Clock::now(),
+                                                    SteadyDeadline(context));
+  call->request = request;
   // Submit refuses a request whose deadline already passed (DEADLINE_EXCEEDED,
   // counted as deadline_before_queue) before it takes a queue entry.
   DynamicBatcher& batcher = call->model->batcher();
-  RETURN_IF_ERROR(batcher.Submit(call->request));
+  RETURN_IF_ERROR(batcher.Submit(request));
   const std::string& model = call->model->config().name;
   if (metrics) metrics->AddInFlight(model, 1);
-  // The handler answers as soon as the deadline passed or the client is gone
-  // (the deadline first: gRPC also cancels the call when it expires); the
-  // batcher removes an abandoned request from its queue at once and discards
-  // the results of a running one.
-  //
-  // gRPC's synchronous API has no cancellation callback, so the handler polls
-  // IsCancelled(). The poll interval doubles from 1 ms to kMaxPoll: a short
-  // call sees its result at once, and a long wait (a backlog of hundreds of
-  // queued calls) costs ~60 wake-ups a second per call instead of 500, which
-  // at 2 ms polls took enough CPU on 2 cores to keep an overloaded server
-  // from catching up (soak at 70% of saturation). A client's cancel is seen
-  // within kMaxPoll; the deadline is met exactly (waits end at it).
-  constexpr auto kMaxPoll = std::chrono::milliseconds(16);
-  auto poll = std::chrono::milliseconds(1);
-  auto done = call->request->done();
-  while (done.wait_until(std::min(Clock::now() + poll, call->request->deadline())) !=
-         std::future_status::ready) {
-    poll = std::min(poll * 2, kMaxPoll);
-    if (Clock::now() >= call->request->deadline()) {
-      batcher.Abandon(call->request,
+  // The handler answers as soon as the result is there, the deadline passed
+  // (checked first: gRPC also cancels the call when it expires) or the client
+  // is gone; the batcher removes an abandoned request from its queue at once
+  // and discards the results of a running one. Abandon() fails the request,
+  // which makes done() ready.
+  auto done = request->done();
+  {
+    CancellationWatcher::Watch watch =
+        watcher.Add([context] { return context->IsCancelled(); },
+                    [&batcher, request] {
+                      if (Clock::now() >= request->deadline())
+                        return;  // the deadline's answer, below
+                      request->Cancel();
+                      batcher.Abandon(request, Cancelled("the client cancelled the request"));
+                    });
+    bool ready = true;
+    if (request->deadline() == Clock::time_point::max()) {
+      done.wait();
+    } else {
+      ready = done.wait_until(request->deadline()) == std::future_status::ready;
+    }
+    if (!ready) {
+      batcher.Abandon(request,
                       DeadlineExceeded("the deadline passed before the request was computed"));
-    } else if (context->IsCancelled()) {
-      call->request->Cancel();
-      batcher.Abandon(call->request, Cancelled("the client cancelled the request"));
     }
   }
   if (metrics) metrics->AddInFlight(model, -1);
@@ -137,7 +138,7 @@ void FillSummary(const Call& call, Response* response) {
 
 Status EmbedOne(const ModelRegistry& registry, uint64_t id, grpc::ServerContext* context,
                 const v1::EmbedRequest& request, v1::EmbedResponse* response, Call& call,
-                ServingMetrics* metrics) {
+                CancellationWatcher& watcher, ServingMetrics* metrics) {
   RETURN_IF_ERROR(CheckPooling(request.pooling()));
   std::vector<std::vector<int32_t>> sequences;
   RETURN_IF_ERROR(
@@ -146,7 +147,7 @@ Status EmbedOne(const ModelRegistry& registry, uint64_t id, grpc::ServerContext*
                   request.normalize()};
   if (request.pooling() == v1::POOLING_CLS) spec.pooling = Pooling::kCls;
   if (request.pooling() == v1::POOLING_MEAN) spec.pooling = Pooling::kMean;
-  RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences), spec, &call, metrics));
+  RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences), spec, &call, watcher, metrics));
   for (const auto& values : call.request->results())
     response->add_embeddings()->mutable_values()->Assign(values.begin(), values.end());
   FillSummary(call, response);
@@ -182,7 +183,8 @@ grpc::Status EncoderService::Embed(grpc::ServerContext* context, const v1::Embed
   if (!slot.held()) return Refuse(context, Rpc::kEmbed);
   const uint64_t id = next_request_id_++;
   Call call;
-  Status status = EmbedOne(*registry_, id, context, *request, response, call, observer_.metrics());
+  Status status =
+      EmbedOne(*registry_, id, context, *request, response, call, watcher_, observer_.metrics());
   return Answer(observer_, context, Rpc::kEmbed, id, call, status);
 }
 
@@ -199,7 +201,7 @@ grpc::Status EncoderService::EmbedStream(
     const uint64_t id = next_request_id_++;
     Call call;
     Status status =
-        EmbedOne(*registry_, id, context, request, &response, call, observer_.metrics());
+        EmbedOne(*registry_, id, context, request, &response, call, watcher_, observer_.metrics());
     if (!status.ok()) return Answer(observer_, context, Rpc::kEmbedStream, id, call, status);
     (void)Answer(observer_, context, Rpc::kEmbedStream, id, call, status, false);
     if (!stream->Write(response)) return grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
@@ -225,7 +227,7 @@ grpc::Status EncoderService::Classify(grpc::ServerContext* context,
       return FailedPrecondition("model '" + call.model->config().name +
                                 "' has no classification head");
     RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences),
-                               {OutputKind::kClassification, Pooling::kCls, false}, &call,
+                               {OutputKind::kClassification, Pooling::kCls, false}, &call, watcher_,
                                observer_.metrics()));
     for (const auto& scores : call.request->results()) {
       v1::Classification* result = response->add_results();
@@ -264,7 +266,7 @@ grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::Enco
     std::vector<int32_t> lengths;
     for (const auto& s : sequences) lengths.push_back(static_cast<int32_t>(s.size()));
     RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences),
-                               {OutputKind::kHiddenStates, Pooling::kCls, false}, &call,
+                               {OutputKind::kHiddenStates, Pooling::kCls, false}, &call, watcher_,
                                observer_.metrics()));
     const int32_t hidden = static_cast<int32_t>(call.model->encoder_config().hidden_size);
     for (size_t i = 0; i < lengths.size(); ++i) {

@@ -1,6 +1,7 @@
 // encoderd.v1.Encoder over the synchronous gRPC API. Handlers validate and
 // tokenize on the gRPC thread, submit to the model's DynamicBatcher and wait
-// for the result (cancelling the request if the client goes away).
+// for the result (cancelling the request if the client goes away: one
+// CancellationWatcher thread watches every waiting call's client).
 #pragma once
 
 #include <atomic>
@@ -12,6 +13,7 @@
 // INVALID_ARGUMENT (see proto/CMakeLists.txt, server/encoder_service_base.h).
 #include "proto/encoderd.grpc.pb.h"
 #include "server/bearer_auth.h"
+#include "server/cancellation_watcher.h"
 #include "server/concurrency_limiter.h"
 #include "server/encoder_service_base.h"
 #include "server/model_registry.h"
@@ -63,6 +65,8 @@ class EncoderService final : public EncoderServiceBase {
   ConcurrencyLimiter limiter_;
   RequestObserver observer_;
   const BearerAuth auth_;
+  // Watches the clients of waiting calls (a cancel is seen within 10 ms).
+  CancellationWatcher watcher_{std::chrono::milliseconds(10)};
   std::atomic<uint64_t> next_request_id_{1};
 };
 

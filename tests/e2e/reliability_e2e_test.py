@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """End-to-end reliability test of `encoderd serve` (models/langid): overload,
 deadlines, cancellation, no leaked request state after 10,000 mixed calls,
-and graceful shutdown under load. Each part starts its own daemon on free
-loopback ports and reads the daemon's /metrics and /proc/<pid>.
+graceful shutdown under load, and the cost of waiting calls. Each part starts
+its own daemon on free loopback ports and reads the daemon's /metrics and
+/proc/<pid>.
 
 usage: reliability_e2e_test.py --binary build/server/encoderd --source-dir REPO
        [--model-dir models/langid] [--calls 10000] [--only cap,deadline,...]
@@ -391,6 +392,53 @@ def check_graceful_shutdown(args, tmp):
         daemon.stop()
 
 
+def context_switches(pid):
+    """{thread id: voluntary + involuntary context switches so far}."""
+    switches = {}
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        try:
+            lines = (task / "status").read_text().splitlines()
+        except OSError:  # the thread ended
+            continue
+        switches[task.name] = sum(int(line.split()[1]) for line in lines
+                                  if line.startswith(("voluntary_ctxt", "nonvoluntary_ctxt")))
+    return switches
+
+
+def check_waiting_is_free(args, tmp):
+    """200 calls wait in the queue (held by a 3 s batching delay): the
+    daemon's threads wake up less than 1,000 times a second in all, i.e. a
+    waiting call costs no periodic wake-ups (its client's cancellation is
+    watched by one thread for all calls)."""
+    waiting = 200
+    daemon, channel, health = start(args, tmp, "waiting", [
+        "--max-concurrent-requests", "256", "--max-queue-delay-us", "3000000",
+        "--max-batch-sequences", "256"])
+    if not daemon:
+        return
+    try:
+        stub = pb_grpc.EncoderStub(channel)
+        futures = [stub.Embed.future(pb.EmbedRequest(texts=[f"waiting {i}"]), timeout=30)
+                   for i in range(waiting)]
+        check(wait_until(lambda: idle_state(daemon)[2] == waiting, 2, 0.005),
+              f"waiting: {waiting} calls queued ({idle_state(daemon)})")
+        time.sleep(0.2)  # past the first, denser polls of any per-call loop
+        before, t0 = context_switches(daemon.proc.pid), time.perf_counter()
+        time.sleep(1.0)
+        after, t1 = context_switches(daemon.proc.pid), time.perf_counter()
+        queued = idle_state(daemon)[2]
+        rate = sum(n - before[tid] for tid, n in after.items() if tid in before) / (t1 - t0)
+        print(f"waiting: {waiting} queued calls: {rate:.0f} context switches/s in the daemon "
+              f"({len(after)} threads); still queued at the end: {queued:.0f}", flush=True)
+        check(queued == waiting, f"waiting: the calls were still queued when measured ({queued})")
+        check(rate < 1000, f"waiting: < 1,000 context switches/s with {waiting} calls waiting "
+              f"({rate:.0f}/s)")
+        codes = [code_of(f) for f in futures]
+        check(all(c == Code.OK for c in codes), "waiting: all calls answered OK afterwards")
+    finally:
+        daemon.stop()
+
+
 def serving_or_down(health):
     try:
         return serving(health)
@@ -399,7 +447,8 @@ def serving_or_down(health):
 
 
 PARTS = {"cap": check_concurrency_cap, "deadline": check_deadlines_and_cancellation,
-         "leaks": check_no_leaks, "shutdown": check_graceful_shutdown}
+         "leaks": check_no_leaks, "shutdown": check_graceful_shutdown,
+         "waiting": check_waiting_is_free}
 
 
 def main():

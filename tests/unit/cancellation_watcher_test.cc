@@ -1,0 +1,102 @@
+#include "server/cancellation_watcher.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace encoderd::server {
+namespace {
+
+using std::chrono::milliseconds;
+
+bool WaitFor(const std::function<bool()>& predicate, milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (!predicate()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+TEST(CancellationWatcherTest, CallsOnCancelOnceWhenTheClientIsGone) {
+  CancellationWatcher watcher(milliseconds(2));
+  std::atomic<bool> gone{false};
+  std::atomic<int> checks{0}, cancels{0};
+  auto watch = watcher.Add(
+      [&] {
+        ++checks;
+        return gone.load();
+      },
+      [&] { ++cancels; });
+  ASSERT_TRUE(WaitFor([&] { return checks >= 3; }, milliseconds(2000)));
+  EXPECT_EQ(cancels, 0);
+  gone = true;
+  ASSERT_TRUE(WaitFor([&] { return cancels == 1; }, milliseconds(2000)));
+  EXPECT_EQ(watcher.watched(), 0u);  // watched no more after the cancel
+  const int checked = checks;
+  std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_EQ(checks, checked);
+  EXPECT_EQ(cancels, 1);
+}
+
+TEST(CancellationWatcherTest, NothingRunsAfterTheWatchIsDestroyed) {
+  CancellationWatcher watcher(milliseconds(1));
+  std::atomic<int> after{0};
+  for (int i = 0; i < 200; ++i) {
+    auto alive = std::make_shared<std::atomic<bool>>(true);
+    {
+      auto watch = watcher.Add(
+          [alive, &after] {
+            if (!*alive) ++after;
+            return false;
+          },
+          [] {});
+      std::this_thread::sleep_for(std::chrono::microseconds(100 * (i % 20)));
+    }
+    *alive = false;  // the handler's context is gone from here on
+  }
+  std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(after, 0);
+  EXPECT_EQ(watcher.watched(), 0u);
+}
+
+TEST(CancellationWatcherTest, ManyConcurrentWatchesEachCancelledExactlyOnce) {
+  CancellationWatcher watcher(milliseconds(1));
+  constexpr int kThreads = 16, kPerThread = 50;
+  std::atomic<int> cancels{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        std::atomic<bool> gone{(i + t) % 2 == 0};
+        std::atomic<bool> cancelled{false};
+        auto watch = watcher.Add([&] { return gone.load(); },
+                                 [&] {
+                                   cancelled = true;
+                                   ++cancels;
+                                 });
+        if (gone) WaitFor([&] { return cancelled.load(); }, milliseconds(2000));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(cancels, kThreads * kPerThread / 2);
+  EXPECT_EQ(watcher.watched(), 0u);
+}
+
+TEST(CancellationWatcherTest, IdleWatcherDoesNotPoll) {
+  // Nothing watched: the thread sleeps; a new watch wakes it at once.
+  CancellationWatcher watcher(milliseconds(1000));
+  std::this_thread::sleep_for(milliseconds(20));
+  std::atomic<bool> cancelled{false};
+  const auto start = std::chrono::steady_clock::now();
+  auto watch = watcher.Add([] { return true; }, [&] { cancelled = true; });
+  ASSERT_TRUE(WaitFor([&] { return cancelled.load(); }, milliseconds(500)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(500));
+}
+
+}  // namespace
+}  // namespace encoderd::server
