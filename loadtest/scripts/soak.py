@@ -5,20 +5,26 @@ its saturation throughput on a mixed workload (or takes --rate), then offers
 
 The workload mixes successful Embed calls with cancels (at once and after
 a few ms), 1 ms deadlines, invalid arguments and an unknown model; every call
-must get the code its kind expects. Every 10 s the daemon's RSS, threads and
-open fds (from /proc/PID) go to a CSV. At the end it prints RSS after warm-up
-vs at the end, threads/fds first/last/max and idle before/after, and the
-outcome counts, and exits 1 when RSS grew >= 5%, threads or fds grew, any call
-got an unexpected code, or request state was left behind.
+must get the code its kind expects. Every second a row goes to the CSV: the
+daemon's RSS, threads and open fds (from /proc/PID), its CPU use, its live
+requests, queue depth and refusals (from /metrics), the calls done and
+unexpected codes so far, how far the load generator ran behind its schedule,
+and the CPU time the hypervisor took from this machine (steal, from
+/proc/stat: on a VM, cores the daemon did not get). At the end it prints RSS
+after warm-up vs at the end, threads/fds first/last/max and idle
+before/after, the outcome counts, and where the unexpected codes fell
+relative to steal; it exits 1 when RSS grew >= 5%, threads or fds grew, any
+call got an unexpected code, or request state was left behind.
 
 usage: loadtest/scripts/soak.py [--binary build/server/encoderd]
        [--model-dir models/langid] [--minutes 30] [--warmup-minutes 2]
-       [--rate R] [--csv soak.csv]
+       [--rate R | --fraction 0.7] [--csv soak.csv] [--serve-arg=--flag=value ...]
 Use /usr/bin/python3 (Debian's python3-grpcio).
 """
 import argparse
 import csv
 import heapq
+import os
 import pathlib
 import random
 import sys
@@ -42,13 +48,18 @@ KINDS = {"ok": (0.70, Code.OK), "cancel_queued": (0.06, Code.CANCELLED),
          "invalid": (0.06, Code.INVALID_ARGUMENT), "unknown_model": (0.06, Code.NOT_FOUND)}
 THREAD_SLACK = 2  # gRPC's own pollers
 FD_SLACK = 2
+# An unexpected code counts as "during steal" when the hypervisor took at
+# least this many cores in one of the STEAL_WINDOW seconds before it.
+STEAL_CORES = 0.25
+STEAL_WINDOW = 3
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Outcomes:
     def __init__(self):
         self.lock = threading.Lock()
         self.counts = {}
-        self.unexpected = []
+        self.unexpected = []  # (kind, got, wanted, time.monotonic())
         self.done = 0
 
     def record(self, kind, got, want):
@@ -57,7 +68,7 @@ class Outcomes:
             self.counts[key] = self.counts.get(key, 0) + 1
             self.done += 1
             if got != want:
-                self.unexpected.append((kind, got.name, want.name))
+                self.unexpected.append((kind, got.name, want.name, time.monotonic()))
 
 
 class Load:
@@ -73,6 +84,7 @@ class Load:
         self.cancels = []  # heap of (when, seq, future, kind)
         self.seq = 0
         self.in_flight = 0
+        self.max_lag = 0.0  # seconds behind the arrival schedule, since last read
         self.lock = threading.Lock()
 
     def request(self, kind, i):
@@ -124,7 +136,9 @@ class Load:
             if not future.cancel():
                 state["want"] = Code.OK
 
-    def open_loop(self, rate, seconds, on_tick=None):
+    def open_loop(self, rate, seconds):
+        """Poisson arrivals at `rate`; calls the loop fell behind on are sent
+        at once (as clients on other machines would have sent them)."""
         start = time.perf_counter()
         next_send = start
         while True:
@@ -132,15 +146,13 @@ class Load:
             if now - start >= seconds:
                 break
             self.run_cancels(now)
+            if next_send <= now:
+                self.max_lag = max(self.max_lag, now - next_send)
             while next_send <= now:
                 self.send()
                 next_send += self.rng.expovariate(rate)
-            if on_tick:
-                on_tick(now - start, False)
             time.sleep(max(0.0, min(next_send, self.cancels[0][0] if self.cancels else next_send) -
                            time.perf_counter()))
-        if on_tick:
-            on_tick(time.perf_counter() - start, True)  # the last sample, at the end
         self.drain()
 
     def closed_loop(self, clients, seconds):
@@ -161,6 +173,78 @@ class Load:
         while self.in_flight > 0 or self.cancels:
             self.run_cancels(time.perf_counter())
             time.sleep(0.001)
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of process `pid`."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def steal_seconds():
+    """CPU seconds the hypervisor ran something else while this machine's
+    CPUs wanted to run (all CPUs; 0 outside a VM)."""
+    fields = pathlib.Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return int(fields[8]) / TICKS if len(fields) > 8 else 0.0
+
+
+class Sampler:
+    """Every second, a CSV row of the daemon's and the machine's state."""
+    COLUMNS = ["elapsed_s", "rss_bytes", "threads", "fds", "daemon_cpu_cores", "steal_cores",
+               "live_requests", "queue_depth", "refused", "calls_done", "unexpected",
+               "client_lag_s"]
+
+    def __init__(self, daemon, load, path):
+        self.daemon, self.load = daemon, load
+        self.pid = daemon.proc.pid
+        self.out = open(path, "w", newline="")
+        self.writer = csv.writer(self.out)
+        self.writer.writerow(self.COLUMNS)
+        self.rows = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def start(self):
+        self.start_time = time.monotonic()
+        self.last = (self.start_time, cpu_seconds(self.pid), steal_seconds(), self.refused())
+        self.thread.start()
+
+    def refused(self):
+        return metric_value(self.daemon.metrics_text(), "encoderd_request_failures_total",
+                            {"reason": "overloaded"})
+
+    def sample(self):
+        now, cpu, steal = time.monotonic(), cpu_seconds(self.pid), steal_seconds()
+        text = self.daemon.metrics_text()
+        refused = metric_value(text, "encoderd_request_failures_total", {"reason": "overloaded"})
+        then, cpu0, steal0, refused0 = self.last
+        self.last = (now, cpu, steal, refused)
+        dt = max(now - then, 1e-3)
+        lag, self.load.max_lag = self.load.max_lag, 0.0
+        row = [round(now - self.start_time, 1), proc_rss_bytes(self.pid), proc_threads(self.pid),
+               proc_fds(self.pid), round((cpu - cpu0) / dt, 2), round((steal - steal0) / dt, 2),
+               metric_value(text, "encoderd_live_requests"), metric_value(text, "encoderd_queue_depth"),
+               refused - refused0, self.load.outcomes.done, len(self.load.outcomes.unexpected),
+               round(lag, 3)]
+        self.rows.append(dict(zip(self.COLUMNS, row), time=now))
+        self.writer.writerow(row)
+        self.out.flush()
+
+    def run(self):
+        while not self.stop.wait(1 - (time.monotonic() - self.start_time) % 1):
+            self.sample()
+
+    def finish(self):
+        """Stops sampling after one last row."""
+        self.stop.set()
+        self.thread.join()
+        self.sample()
+        self.out.close()
+
+    def steal_before(self, t):
+        """The most cores stolen in one second of the STEAL_WINDOW s up to `t`."""
+        return max((r["steal_cores"] for r in self.rows
+                    if t - STEAL_WINDOW <= r["time"] <= t + 1), default=0.0)
 
 
 def idle_state(daemon):
@@ -198,14 +282,16 @@ def main():
     p.add_argument("--clients", type=int, default=64, help="closed-loop calls in flight (probe)")
     p.add_argument("--csv", default="soak.csv")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--serve-arg", action="append", default=[],
+                   help="extra `encoderd serve` argument (repeat), e.g. --serve-arg=--replicas=2")
     args = p.parse_args()
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="encoderd_soak_"))
     generate_stubs(REPO, tmp)
     from proto import encoderd_pb2 as pb, encoderd_pb2_grpc as pb_grpc
     from health_v1 import health_pb2, health_pb2_grpc
-    daemon = start_daemon(args.binary, ["--model-name", "langid", "--model-dir", args.model_dir],
-                          tmp / "server.log")
+    daemon = start_daemon(args.binary, ["--model-name", "langid", "--model-dir", args.model_dir,
+                                        *args.serve_arg], tmp / "server.log")
     pid = daemon.proc.pid
     failures = []
     try:
@@ -222,43 +308,41 @@ def main():
         probe_unexpected = list(load.outcomes.unexpected)
         load.outcomes = Outcomes()
 
-        samples = []
-        out = open(args.csv, "w", newline="")
-        writer = csv.writer(out)
-        writer.writerow(["elapsed_s", "rss_bytes", "threads", "fds", "calls_done", "unexpected"])
-        next_sample = [0.0]
-
-        def tick(elapsed, last):
-            if elapsed < next_sample[0] and not last:
-                return
-            next_sample[0] += 10
-            row = [round(elapsed, 1), proc_rss_bytes(pid), proc_threads(pid), proc_fds(pid),
-                   load.outcomes.done, len(load.outcomes.unexpected)]
-            samples.append(row)
-            writer.writerow(row)
-            out.flush()
-        load.open_loop(rate, args.minutes * 60, tick)
-        out.close()
+        sampler = Sampler(daemon, load, args.csv)
+        sampler.start()
+        load.open_loop(rate, args.minutes * 60)
+        sampler.finish()
         threads1, fds1, state = settle(daemon, pid)
 
-        warm = [s for s in samples if s[0] >= args.warmup_minutes * 60] or samples[-1:]
-        rss_warm, rss_end = warm[0][1], samples[-1][1]
+        samples = sampler.rows
+        warm = [r for r in samples if r["elapsed_s"] >= args.warmup_minutes * 60] or samples[-1:]
+        rss_warm, rss_end = warm[0]["rss_bytes"], samples[-1]["rss_bytes"]
         growth = 100.0 * (rss_end - rss_warm) / rss_warm
-        threads, fds = [s[2] for s in samples], [s[3] for s in samples]
+        threads, fds = [r["threads"] for r in samples], [r["fds"] for r in samples]
         counts = load.outcomes.counts
         total = sum(counts.values())
         print(f"calls: {total} in {args.minutes} min ({total / (args.minutes * 60):.0f}/s)")
         for (kind, code), n in sorted(counts.items()):
             print(f"  {kind:15s} {code:20s} {n}")
         unexpected = probe_unexpected + load.outcomes.unexpected
-        print(f"unexpected codes: {len(unexpected)} {unexpected[:10]}")
-        print(f"RSS: {rss_warm / 2**20:.1f} MiB at {warm[0][0]:.0f} s -> {rss_end / 2**20:.1f} MiB "
-              f"at {samples[-1][0]:.0f} s ({growth:+.2f}%)")
+        print(f"unexpected codes: {len(unexpected)} {[u[:3] for u in unexpected[:10]]}")
+        print(f"RSS: {rss_warm / 2**20:.1f} MiB at {warm[0]['elapsed_s']:.0f} s -> "
+              f"{rss_end / 2**20:.1f} MiB at {samples[-1]['elapsed_s']:.0f} s ({growth:+.2f}%)")
         print(f"threads under load: first {threads[0]} last {threads[-1]} max {max(threads)}; "
               f"idle before {threads0} after {threads1}")
         print(f"fds under load: first {fds[0]} last {fds[-1]} max {max(fds)}; "
               f"idle before {fds0} after {fds1}")
         print(f"idle state after (live, in flight, queue, slots): {state}; samples in {args.csv}")
+        steal = [r["steal_cores"] for r in samples]
+        stolen = sum(1 for x in steal if x >= STEAL_CORES)
+        print(f"host CPU steal: {sum(steal):.0f} core-seconds in all, max {max(steal):.2f} cores in "
+              f"one second, {stolen} of {len(steal)} seconds >= {STEAL_CORES} cores; daemon CPU "
+              f"mean {sum(r['daemon_cpu_cores'] for r in samples) / len(samples):.2f} cores; "
+              f"backlog max {max(r['live_requests'] for r in samples):.0f} live requests; "
+              f"client lag max {max(r['client_lag_s'] for r in samples):.3f} s")
+        during = sum(1 for u in load.outcomes.unexpected if sampler.steal_before(u[3]) >= STEAL_CORES)
+        print(f"unexpected codes within {STEAL_WINDOW} s after a second with steal >= "
+              f"{STEAL_CORES} cores: {during} of {len(load.outcomes.unexpected)}")
         if growth >= 5:
             failures.append(f"RSS grew {growth:.2f}% (>= 5%)")
         if threads1 > threads0 + THREAD_SLACK:
