@@ -36,8 +36,8 @@ import grpc
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
-from e2e_common import (generate_stubs, metric_value, proc_fds, proc_rss_bytes,  # noqa: E402
-                        proc_threads, start_daemon, wait_serving)
+from e2e_common import (generate_stubs, metric_value, proc_cpu_seconds, proc_fds,  # noqa: E402
+                        proc_rss_bytes, proc_threads, start_daemon, wait_serving)
 
 Code = grpc.StatusCode
 SENTENCE = "the quick brown fox jumps over the lazy dog and keeps running far away "
@@ -175,12 +175,6 @@ class Load:
             time.sleep(0.001)
 
 
-def cpu_seconds(pid):
-    """User + system CPU seconds of process `pid`."""
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
 def steal_seconds():
     """CPU seconds the hypervisor ran something else while this machine's
     CPUs wanted to run (all CPUs; 0 outside a VM)."""
@@ -206,7 +200,7 @@ class Sampler:
 
     def start(self):
         self.start_time = time.monotonic()
-        self.last = (self.start_time, cpu_seconds(self.pid), steal_seconds(), self.refused())
+        self.last = (self.start_time, proc_cpu_seconds(self.pid), steal_seconds(), self.refused())
         self.thread.start()
 
     def refused(self):
@@ -214,7 +208,7 @@ class Sampler:
                             {"reason": "overloaded"})
 
     def sample(self):
-        now, cpu, steal = time.monotonic(), cpu_seconds(self.pid), steal_seconds()
+        now, cpu, steal = time.monotonic(), proc_cpu_seconds(self.pid), steal_seconds()
         text = self.daemon.metrics_text()
         refused = metric_value(text, "encoderd_request_failures_total", {"reason": "overloaded"})
         then, cpu0, steal0, refused0 = self.last
@@ -302,6 +296,7 @@ def main():
         saturation = load.closed_loop(args.clients, args.probe_seconds)
         rate = args.rate or args.fraction * saturation
         threads0, fds0, _ = settle(daemon, pid)
+        rss_idle0 = proc_rss_bytes(pid)
         print(f"saturation (closed loop, {args.clients} in flight, {args.probe_seconds:.0f} s): "
               f"{saturation:.0f} calls/s; soak rate {rate:.0f} calls/s for {args.minutes} min; "
               f"idle before: {threads0} threads, {fds0} fds", flush=True)
@@ -313,6 +308,7 @@ def main():
         load.open_loop(rate, args.minutes * 60)
         sampler.finish()
         threads1, fds1, state = settle(daemon, pid)
+        rss_idle1 = proc_rss_bytes(pid)
 
         samples = sampler.rows
         warm = [r for r in samples if r["elapsed_s"] >= args.warmup_minutes * 60] or samples[-1:]
@@ -327,7 +323,9 @@ def main():
         unexpected = probe_unexpected + load.outcomes.unexpected
         print(f"unexpected codes: {len(unexpected)} {[u[:3] for u in unexpected[:10]]}")
         print(f"RSS: {rss_warm / 2**20:.1f} MiB at {warm[0]['elapsed_s']:.0f} s -> "
-              f"{rss_end / 2**20:.1f} MiB at {samples[-1]['elapsed_s']:.0f} s ({growth:+.2f}%)")
+              f"{rss_end / 2**20:.1f} MiB at {samples[-1]['elapsed_s']:.0f} s ({growth:+.2f}%); "
+              f"idle after the probe {rss_idle0 / 2**20:.1f} MiB, after the soak "
+              f"{rss_idle1 / 2**20:.1f} MiB")
         print(f"threads under load: first {threads[0]} last {threads[-1]} max {max(threads)}; "
               f"idle before {threads0} after {threads1}")
         print(f"fds under load: first {fds[0]} last {fds[-1]} max {max(fds)}; "

@@ -4,6 +4,7 @@ daemon on free loopback ports, health waits and /metrics scrapes.
 
 Use /usr/bin/python3 (Debian's python3-grpcio).
 """
+import os
 import pathlib
 import re
 import subprocess
@@ -149,6 +150,12 @@ def proc_threads(pid):
 
 def proc_fds(pid):
     return len(list(pathlib.Path(f"/proc/{pid}/fd").iterdir()))
+
+
+def proc_cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` so far."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def proc_rss_bytes(pid):

@@ -21,8 +21,8 @@ import time
 import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from e2e_common import (FAILURES, check, generate_stubs, proc_fds, proc_threads,  # noqa: E402
-                        start_daemon, wait_serving)
+from e2e_common import (FAILURES, check, generate_stubs, proc_cpu_seconds, proc_fds,  # noqa: E402
+                        proc_threads, start_daemon, wait_serving)
 
 MODEL = "langid"
 SENTENCE = "the quick brown fox jumps over the lazy dog and keeps running far away "
@@ -406,13 +406,14 @@ def context_switches(pid):
 
 
 def check_waiting_is_free(args, tmp):
-    """200 calls wait in the queue (held by a 3 s batching delay): the
+    """200 calls wait in the queue (held by a 5 s batching delay): the
     daemon's threads wake up less than 1,000 times a second in all, i.e. a
     waiting call costs no periodic wake-ups (its client's cancellation is
-    watched by one thread for all calls)."""
+    watched by one thread for all calls). A call without a deadline that is
+    cancelled while waiting is answered CANCELLED and leaves the queue."""
     waiting = 200
     daemon, channel, health = start(args, tmp, "waiting", [
-        "--max-concurrent-requests", "256", "--max-queue-delay-us", "3000000",
+        "--max-concurrent-requests", "256", "--max-queue-delay-us", "5000000",
         "--max-batch-sequences", "256"])
     if not daemon:
         return
@@ -423,16 +424,30 @@ def check_waiting_is_free(args, tmp):
         check(wait_until(lambda: idle_state(daemon)[2] == waiting, 2, 0.005),
               f"waiting: {waiting} calls queued ({idle_state(daemon)})")
         time.sleep(0.2)  # past the first, denser polls of any per-call loop
-        before, t0 = context_switches(daemon.proc.pid), time.perf_counter()
+        pid = daemon.proc.pid
+        before, cpu0, t0 = context_switches(pid), proc_cpu_seconds(pid), time.perf_counter()
         time.sleep(1.0)
-        after, t1 = context_switches(daemon.proc.pid), time.perf_counter()
+        after, cpu1, t1 = context_switches(pid), proc_cpu_seconds(pid), time.perf_counter()
         queued = idle_state(daemon)[2]
         rate = sum(n - before[tid] for tid, n in after.items() if tid in before) / (t1 - t0)
+        cores = (cpu1 - cpu0) / (t1 - t0)
         print(f"waiting: {waiting} queued calls: {rate:.0f} context switches/s in the daemon "
-              f"({len(after)} threads); still queued at the end: {queued:.0f}", flush=True)
+              f"({len(after)} threads), {cores:.3f} cores; still queued at the end: {queued:.0f}",
+              flush=True)
         check(queued == waiting, f"waiting: the calls were still queued when measured ({queued})")
         check(rate < 1000, f"waiting: < 1,000 context switches/s with {waiting} calls waiting "
               f"({rate:.0f}/s)")
+        # No deadline: only the watcher can end this wait.
+        cancelled = drops(daemon, "cancelled_in_queue")
+        endless = stub.Embed.future(pb.EmbedRequest(texts=["no deadline"]))
+        check(wait_until(lambda: idle_state(daemon)[2] == waiting + 1, 2, 0.005),
+              "waiting: the call without a deadline is queued")
+        endless.cancel()
+        check(wait_until(lambda: drops(daemon, "cancelled_in_queue") == cancelled + 1 and
+                         idle_state(daemon)[2:] == (waiting, waiting), 1, 0.005),
+              f"waiting: cancelled without a deadline: cancelled_in_queue +1, queue and slots "
+              f"back to {waiting} ({idle_state(daemon)})")
+        check(code_of(endless) == Code.CANCELLED, "waiting: the cancelled call got CANCELLED")
         codes = [code_of(f) for f in futures]
         check(all(c == Code.OK for c in codes), "waiting: all calls answered OK afterwards")
     finally:

@@ -22,7 +22,7 @@ bool WaitFor(const std::function<bool()>& predicate, milliseconds timeout) {
 }
 
 TEST(CancellationWatcherTest, CallsOnCancelOnceWhenTheClientIsGone) {
-  CancellationWatcher watcher(milliseconds(2));
+  CancellationWatcher watcher(milliseconds(2), 1000000);
   std::atomic<bool> gone{false};
   std::atomic<int> checks{0}, cancels{0};
   auto watch = watcher.Add(
@@ -43,7 +43,7 @@ TEST(CancellationWatcherTest, CallsOnCancelOnceWhenTheClientIsGone) {
 }
 
 TEST(CancellationWatcherTest, NothingRunsAfterTheWatchIsDestroyed) {
-  CancellationWatcher watcher(milliseconds(1));
+  CancellationWatcher watcher(milliseconds(1), 1000000);
   std::atomic<int> after{0};
   for (int i = 0; i < 200; ++i) {
     auto alive = std::make_shared<std::atomic<bool>>(true);
@@ -64,7 +64,7 @@ TEST(CancellationWatcherTest, NothingRunsAfterTheWatchIsDestroyed) {
 }
 
 TEST(CancellationWatcherTest, ManyConcurrentWatchesEachCancelledExactlyOnce) {
-  CancellationWatcher watcher(milliseconds(1));
+  CancellationWatcher watcher(milliseconds(1), 1000000);
   constexpr int kThreads = 16, kPerThread = 50;
   std::atomic<int> cancels{0};
   std::vector<std::thread> threads;
@@ -78,7 +78,10 @@ TEST(CancellationWatcherTest, ManyConcurrentWatchesEachCancelledExactlyOnce) {
                                    cancelled = true;
                                    ++cancels;
                                  });
-        if (gone) WaitFor([&] { return cancelled.load(); }, milliseconds(2000));
+        if (gone && !WaitFor([&] { return cancelled.load(); }, milliseconds(2000))) {
+          ADD_FAILURE() << "a cancelled watch was not seen in 2 s";
+          return;
+        }
       }
     });
   }
@@ -87,9 +90,55 @@ TEST(CancellationWatcherTest, ManyConcurrentWatchesEachCancelledExactlyOnce) {
   EXPECT_EQ(watcher.watched(), 0u);
 }
 
-TEST(CancellationWatcherTest, IdleWatcherDoesNotPoll) {
-  // Nothing watched: the thread sleeps; a new watch wakes it at once.
-  CancellationWatcher watcher(milliseconds(1000));
+TEST(CancellationWatcherTest, SweepsMoreWatchesThanOneChunk) {
+  // The sweep lets its lock go between chunks of entries: every entry is
+  // still checked, including those past the first chunks.
+  CancellationWatcher watcher(milliseconds(1), 1000000);
+  constexpr int kWatches = 300;
+  std::vector<std::atomic<bool>> gone(kWatches);
+  std::vector<std::atomic<int>> cancels(kWatches);
+  std::vector<CancellationWatcher::Watch> watches;
+  for (int i = 0; i < kWatches; ++i) {
+    watches.push_back(
+        watcher.Add([&gone, i] { return gone[i].load(); }, [&cancels, i] { ++cancels[i]; }));
+  }
+  for (int i = 6; i < kWatches; i += 7) gone[i] = true;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (int i = 6; i < kWatches; i += 7)
+          if (cancels[i] == 0) return false;
+        return true;
+      },
+      milliseconds(2000)));
+  for (int i = 0; i < kWatches; ++i) EXPECT_EQ(cancels[i], i % 7 == 6 ? 1 : 0) << i;
+  EXPECT_EQ(watcher.watched(), static_cast<size_t>(kWatches - kWatches / 7));
+}
+
+TEST(CancellationWatcherTest, ChecksPerSecondStayWithinTheBudget) {
+  // 2,000 calls at a 1 ms interval would be 2,000,000 checks a second; the
+  // budget of 20,000 stretches the sweeps to 100 ms apart.
+  CancellationWatcher watcher(milliseconds(1), 20000);
+  std::atomic<int64_t> checks{0};
+  std::vector<CancellationWatcher::Watch> watches;
+  for (int i = 0; i < 2000; ++i)
+    watches.push_back(watcher.Add(
+        [&] {
+          ++checks;
+          return false;
+        },
+        [] {}));
+  std::this_thread::sleep_for(milliseconds(150));  // past the first sweep
+  const int64_t before = checks;
+  std::this_thread::sleep_for(milliseconds(1000));
+  const int64_t per_second = checks - before;
+  EXPECT_GE(per_second, 2000);          // still swept, ~10 times
+  EXPECT_LE(per_second, 20000 + 2000);  // one sweep of slack
+}
+
+TEST(CancellationWatcherTest, AddWakesTheSleepingThread) {
+  // Nothing watched: the thread sleeps (a 1 s interval); a new watch wakes it
+  // at once.
+  CancellationWatcher watcher(milliseconds(1000), 1000000);
   std::this_thread::sleep_for(milliseconds(20));
   std::atomic<bool> cancelled{false};
   const auto start = std::chrono::steady_clock::now();
