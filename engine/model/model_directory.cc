@@ -140,6 +140,22 @@ int64_t PositionLimit(const EncoderConfig& c) {
   return 0;
 }
 
+Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card,
+                  EncoderConfig* config) {
+  switch (config->family) {
+    case ModelFamily::kBert:
+      return MapBertWeights(mapper, config);
+    case ModelFamily::kRoberta:
+    case ModelFamily::kXlmRoberta:
+      return MapRobertaWeights(mapper, config);
+    case ModelFamily::kTorchtextRoberta:
+      return MapTorchtextRobertaWeights(mapper, config);
+    case ModelFamily::kTransformerEncoder:
+      return MapTransformerEncoderWeights(mapper, card->weights, config).WithContext(card->source);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ModelBundle> LoadModelBundle(const std::string& dir,
@@ -182,21 +198,16 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& dir,
 
   WeightMapper mapper(bundle.checkpoint_tensors, bundle.checkpoint_path);
   if (card && card->norm_first) config.norm_first = *card->norm_first;
-  switch (config.family) {
-    case ModelFamily::kBert:
-      RETURN_IF_ERROR(MapBertWeights(mapper, &config));
-      break;
-    case ModelFamily::kRoberta:
-    case ModelFamily::kXlmRoberta:
-      RETURN_IF_ERROR(MapRobertaWeights(mapper, &config));
-      break;
-    case ModelFamily::kTorchtextRoberta:
-      RETURN_IF_ERROR(MapTorchtextRobertaWeights(mapper, &config));
-      break;
-    case ModelFamily::kTransformerEncoder:
-      RETURN_IF_ERROR(
-          MapTransformerEncoderWeights(mapper, card->weights, &config).WithContext(card->source));
-      break;
+  if (Status mapped = MapWeights(mapper, card, &config); !mapped.ok()) {
+    if (bundle.placeholder_globals.empty()) return mapped;
+    // A tensor the pickle meant to build with a global off the allow-list
+    // (a hostile or foreign checkpoint) was never built: name the globals.
+    std::string globals;
+    for (const std::string& g : bundle.placeholder_globals)
+      globals += (globals.empty() ? "" : ", ") + g;
+    return Status(
+        mapped.code(),
+        mapped.message() + " (the pickle names globals the loader does not run: " + globals + ")");
   }
   bundle.weights = mapper.Release();
 

@@ -12,7 +12,6 @@ usage: damaged_model_e2e_test.py --binary build/server/encoderd --model-dir DIR
 Exits 0 when every check passed; prints each failed check.
 """
 import argparse
-import io
 import pathlib
 import pickle
 import random
@@ -175,10 +174,12 @@ def main():
         "tensor size past the storage": ("data.pkl", edit_pickle(replace_once(
             b"QK\x00M\xa4\x03K@", b"QK\x00M\xa4\x7fK@")),
             r"(?i)storage|size|bytes|elements|shape"),
+        # The error names both the missing tensor and the global not run.
         "hostile pickle (os.system)": ("data.pkl", hostile_pickle(marker),
-                                       r"missing tensor 'embedding\.weight'"),
+                                       r"missing tensor 'embedding\.weight'.*(posix|os)\.system"),
         "hostile global replacing _rebuild_tensor_v2": ("data.pkl", hostile_global(marker),
-                                                        r"missing tensor 'embedding\.weight'"),
+                                                        r"missing tensor 'embedding\.weight'.*"
+                                                        r"(posix|os)\.system"),
         "missing model card": ("encoderd.yaml", remove, r"(?i)encoderd\.yaml|config\.json|no model"),
         "garbled model card": ("encoderd.yaml", write("family: [\x01 unclosed\nnum_heads: {{{\n"),
                                r"(?i)yaml|parse|family|card"),
