@@ -2,6 +2,8 @@
 """Soak test of `encoderd serve` (not part of ctest): starts a daemon, finds
 its saturation throughput on a mixed workload (or takes --rate), then offers
 --fraction (default 70%) of it, open loop, for --minutes (default 30).
+Before the soak, a peak warm-up (--peak-clients calls in flight for
+--peak-seconds) takes the daemon to its high-water marks.
 
 The workload mixes successful Embed calls with cancels (at once and after
 a few ms), 1 ms deadlines, invalid arguments and an unknown model; every call
@@ -274,6 +276,10 @@ def main():
     p.add_argument("--fraction", type=float, default=0.7)
     p.add_argument("--probe-seconds", type=float, default=15)
     p.add_argument("--clients", type=int, default=64, help="closed-loop calls in flight (probe)")
+    p.add_argument("--peak-clients", type=int, default=900,
+                   help="calls in flight during the peak warm-up (0: none); below the daemon's "
+                        "listen.max_concurrent_requests (1024 by default)")
+    p.add_argument("--peak-seconds", type=float, default=10)
     p.add_argument("--csv", default="soak.csv")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--serve-arg", action="append", default=[],
@@ -295,12 +301,23 @@ def main():
         load = Load(pb, pb_grpc.EncoderStub(channel), args.seed)
         saturation = load.closed_loop(args.clients, args.probe_seconds)
         rate = args.rate or args.fraction * saturation
+        probe_unexpected = list(load.outcomes.unexpected)
+        # Warm-up at the peak: a backlog near the concurrency cap makes the
+        # daemon reach its high-water marks (a handler thread per call, the
+        # largest batches' buffers) before RSS is compared; growth after that
+        # is what a leak would show. Its outcomes are printed, not judged.
+        if args.peak_clients:
+            load.outcomes = Outcomes()
+            load.closed_loop(args.peak_clients, args.peak_seconds)
+            peak_counts = load.outcomes.counts
+            print(f"peak warm-up ({args.peak_clients} in flight, {args.peak_seconds:.0f} s): "
+                  f"{dict((f'{k}/{c}', n) for (k, c), n in sorted(peak_counts.items()))}", flush=True)
         threads0, fds0, _ = settle(daemon, pid)
         rss_idle0 = proc_rss_bytes(pid)
         print(f"saturation (closed loop, {args.clients} in flight, {args.probe_seconds:.0f} s): "
               f"{saturation:.0f} calls/s; soak rate {rate:.0f} calls/s for {args.minutes} min; "
-              f"idle before: {threads0} threads, {fds0} fds", flush=True)
-        probe_unexpected = list(load.outcomes.unexpected)
+              f"idle before: {threads0} threads, {fds0} fds, RSS {rss_idle0 / 2**20:.1f} MiB",
+              flush=True)
         load.outcomes = Outcomes()
 
         sampler = Sampler(daemon, load, args.csv)
@@ -324,8 +341,7 @@ def main():
         print(f"unexpected codes: {len(unexpected)} {[u[:3] for u in unexpected[:10]]}")
         print(f"RSS: {rss_warm / 2**20:.1f} MiB at {warm[0]['elapsed_s']:.0f} s -> "
               f"{rss_end / 2**20:.1f} MiB at {samples[-1]['elapsed_s']:.0f} s ({growth:+.2f}%); "
-              f"idle after the probe {rss_idle0 / 2**20:.1f} MiB, after the soak "
-              f"{rss_idle1 / 2**20:.1f} MiB")
+              f"idle before the soak {rss_idle0 / 2**20:.1f} MiB, after {rss_idle1 / 2**20:.1f} MiB")
         print(f"threads under load: first {threads[0]} last {threads[-1]} max {max(threads)}; "
               f"idle before {threads0} after {threads1}")
         print(f"fds under load: first {fds[0]} last {fds[-1]} max {max(fds)}; "
