@@ -22,7 +22,7 @@ import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from e2e_common import (FAILURES, check, generate_stubs, proc_cpu_seconds, proc_fds,  # noqa: E402
-                        proc_threads, start_daemon, wait_serving)
+                        proc_rss_bytes, proc_threads, start_daemon, wait_serving)
 
 MODEL = "langid"
 SENTENCE = "the quick brown fox jumps over the lazy dog and keeps running far away "
@@ -406,25 +406,28 @@ def context_switches(pid):
 
 
 def check_waiting_is_free(args, tmp):
-    """200 calls wait in the queue (held by a 5 s batching delay): the
+    """--waiting calls (200) wait in the queue (held by a 5 s batching delay): the
     daemon's threads wake up less than 1,000 times a second in all, i.e. a
     waiting call costs no periodic wake-ups (its client's cancellation is
     watched by one thread for all calls). A call without a deadline that is
     cancelled while waiting is answered CANCELLED and leaves the queue."""
-    waiting = 200
+    waiting = args.waiting
+    room = max(256, waiting + 56)  # slots, queue entries and one batch for them all
     daemon, channel, health = start(args, tmp, "waiting", [
-        "--max-concurrent-requests", "256", "--max-queue-delay-us", "5000000",
-        "--max-batch-sequences", "256"])
+        "--max-concurrent-requests", str(room), "--max-queue-size", str(max(1024, room)),
+        "--max-queue-delay-us", "5000000", "--max-batch-sequences", str(room),
+        "--max-batch-tokens", str(max(8192, 16 * room))])
     if not daemon:
         return
     try:
         stub = pb_grpc.EncoderStub(channel)
+        pid = daemon.proc.pid
+        rss_idle = proc_rss_bytes(pid)
         futures = [stub.Embed.future(pb.EmbedRequest(texts=[f"waiting {i}"]), timeout=30)
                    for i in range(waiting)]
         check(wait_until(lambda: idle_state(daemon)[2] == waiting, 2, 0.005),
               f"waiting: {waiting} calls queued ({idle_state(daemon)})")
         time.sleep(0.2)  # past the first, denser polls of any per-call loop
-        pid = daemon.proc.pid
         before, cpu0, t0 = context_switches(pid), proc_cpu_seconds(pid), time.perf_counter()
         time.sleep(1.0)
         after, cpu1, t1 = context_switches(pid), proc_cpu_seconds(pid), time.perf_counter()
@@ -432,7 +435,8 @@ def check_waiting_is_free(args, tmp):
         rate = sum(n - before[tid] for tid, n in after.items() if tid in before) / (t1 - t0)
         cores = (cpu1 - cpu0) / (t1 - t0)
         print(f"waiting: {waiting} queued calls: {rate:.0f} context switches/s in the daemon "
-              f"({len(after)} threads), {cores:.3f} cores; still queued at the end: {queued:.0f}",
+              f"({len(after)} threads), {cores:.3f} cores, RSS {rss_idle / 2**20:.0f} -> "
+              f"{proc_rss_bytes(pid) / 2**20:.0f} MiB; still queued at the end: {queued:.0f}",
               flush=True)
         check(queued == waiting, f"waiting: the calls were still queued when measured ({queued})")
         check(rate < 1000, f"waiting: < 1,000 context switches/s with {waiting} calls waiting "
@@ -450,6 +454,9 @@ def check_waiting_is_free(args, tmp):
         check(code_of(endless) == Code.CANCELLED, "waiting: the cancelled call got CANCELLED")
         codes = [code_of(f) for f in futures]
         check(all(c == Code.OK for c in codes), "waiting: all calls answered OK afterwards")
+        wait_until(lambda: proc_threads(pid) <= 25, 5, 0.1)  # handler threads gone
+        print(f"waiting: answered; idle RSS {rss_idle / 2**20:.0f} -> "
+              f"{proc_rss_bytes(pid) / 2**20:.0f} MiB ({proc_threads(pid)} threads)", flush=True)
     finally:
         daemon.stop()
 
@@ -473,6 +480,7 @@ def main():
     p.add_argument("--source-dir", required=True)
     p.add_argument("--model-dir", help="default: SOURCE_DIR/models/langid")
     p.add_argument("--calls", type=int, default=10000)
+    p.add_argument("--waiting", type=int, default=200, help="calls held waiting (part waiting)")
     p.add_argument("--only", default=",".join(PARTS), help="comma-separated parts")
     args = p.parse_args()
     args.model_dir = args.model_dir or str(pathlib.Path(args.source_dir) / "models" / "langid")
