@@ -104,6 +104,12 @@ std::u32string LowerAndStripAccents(std::u32string_view word) {
 
 }  // namespace
 
+bool IsBertWordCharacter(char32_t c) {
+  return c != 0 && c != 0xFFFD && !IsBertWhitespace(c) && !IsBertControl(c) &&
+         !IsBertPunctuation(c) && !IsBertCjk(c) &&
+         u_charType(static_cast<UChar32>(c)) != U_NON_SPACING_MARK;
+}
+
 bool IsBertWhitespace(char32_t c) {
   if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return true;
   return u_charType(static_cast<UChar32>(c)) == U_SPACE_SEPARATOR;

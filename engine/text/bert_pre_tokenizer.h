@@ -20,5 +20,9 @@ bool IsBertWhitespace(char32_t c);   // _is_whitespace
 bool IsBertControl(char32_t c);      // _is_control
 bool IsBertPunctuation(char32_t c);  // _is_punctuation
 bool IsBertCjk(char32_t c);          // _is_chinese_char
+// A character that stays in the middle of a word whatever surrounds it: not
+// dropped (NUL, U+FFFD, control, non-spacing mark) and not a split point
+// (whitespace, punctuation, CJK).
+bool IsBertWordCharacter(char32_t c);
 
 }  // namespace encoderd

@@ -79,6 +79,7 @@ StatusOr<const SentencePieceLibrary*> SentencePieceLibrary::Get() {
           !Resolve(handle, ENCODERD_SPM_PIECE_SIZE, &lib->piece_size_) ||
           !Resolve(handle, ENCODERD_SPM_UNK_ID, &lib->unk_id_) ||
           !Resolve(handle, ENCODERD_SPM_PIECE_TO_ID, &lib->piece_to_id_) ||
+          !Resolve(handle, ENCODERD_SPM_ID_TO_PIECE, &lib->id_to_piece_) ||
           !Resolve(handle, ENCODERD_SPM_ENCODE, &lib->encode_)) {
         delete lib;
         tried += "\n  " + path + ": missing encoderd_spm_* symbols";
@@ -101,12 +102,23 @@ StatusOr<std::unique_ptr<SentencePieceLibrary::Model>> SentencePieceLibrary::Loa
   return std::make_unique<Model>(this, handle);
 }
 
-StatusOr<std::vector<std::string>> SentencePieceLibrary::Model::Encode(
-    std::string_view text) const {
-  std::vector<std::string> pieces;
+std::string SentencePieceLibrary::Model::IdToPiece(int id) const {
+  std::string piece;
+  const auto sink = [](void* context, const char* data, size_t size) {
+    static_cast<std::string*>(context)->assign(data, size);
+  };
+  lib_->id_to_piece_(handle_, id, sink, &piece);
+  return piece;
+}
+
+StatusOr<std::vector<SentencePieceLibrary::Model::Piece>>
+SentencePieceLibrary::Model::EncodeWithOffsets(std::string_view text) const {
+  std::vector<Piece> pieces;
   char error[512] = {0};
-  const auto sink = [](void* context, const char* piece, size_t size) {
-    static_cast<std::vector<std::string>*>(context)->emplace_back(piece, size);
+  const auto sink = [](void* context, const char* piece, size_t size, int id, size_t begin,
+                       size_t end) {
+    static_cast<std::vector<Piece>*>(context)->push_back(
+        {std::string(piece, size), id, begin, end});
   };
   if (lib_->encode_(handle_, text.data(), text.size(), sink, &pieces, error, sizeof(error)) != 0) {
     return Internal(std::string("sentencepiece: ") + error);

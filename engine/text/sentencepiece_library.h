@@ -34,8 +34,16 @@ class SentencePieceLibrary {
     int PieceToId(std::string_view piece) const {
       return lib_->piece_to_id_(handle_, piece.data(), piece.size());
     }
-    // Thread-safe.
-    StatusOr<std::vector<std::string>> Encode(std::string_view text) const;
+    // The piece of `id`, 0 <= id < piece_size().
+    std::string IdToPiece(int id) const;
+    // The pieces of `text`, each with its sentencepiece id and the bytes of
+    // `text` it stands for. Thread-safe.
+    struct Piece {
+      std::string piece;
+      int id = 0;
+      size_t begin = 0, end = 0;
+    };
+    StatusOr<std::vector<Piece>> EncodeWithOffsets(std::string_view text) const;
 
    private:
     const SentencePieceLibrary* lib_;
@@ -52,6 +60,7 @@ class SentencePieceLibrary {
   EncoderdSpmPieceSizeFn piece_size_ = nullptr;
   EncoderdSpmUnkIdFn unk_id_ = nullptr;
   EncoderdSpmPieceToIdFn piece_to_id_ = nullptr;
+  EncoderdSpmIdToPieceFn id_to_piece_ = nullptr;
   EncoderdSpmEncodeFn encode_ = nullptr;
 };
 

@@ -69,17 +69,35 @@ ENCODERD_SPM_EXPORT int encoderd_spm_piece_to_id(const void* processor, const ch
   }
 }
 
+ENCODERD_SPM_EXPORT int encoderd_spm_id_to_piece(const void* processor, int id,
+                                                 void (*sink)(void*, const char*, size_t),
+                                                 void* context) {
+  try {
+    if (id < 0 || id >= AsProcessor(processor)->GetPieceSize()) return -1;
+    const std::string& piece = AsProcessor(processor)->IdToPiece(id);
+    sink(context, piece.data(), piece.size());
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
 ENCODERD_SPM_EXPORT int encoderd_spm_encode(const void* processor, const char* text,
                                             size_t text_size, EncoderdSpmPieceSink sink,
                                             void* context, char* error, size_t error_size) {
   try {
-    std::vector<std::string> pieces;
-    const auto status = AsProcessor(processor)->Encode(std::string_view(text, text_size), &pieces);
+    sentencepiece::ImmutableSentencePieceText spt;
+    const auto status =
+        AsProcessor(processor)->Encode(std::string_view(text, text_size), spt.mutable_proto());
     if (!status.ok()) {
       SetError(status.ToString(), error, error_size);
       return -1;
     }
-    for (const std::string& piece : pieces) sink(context, piece.data(), piece.size());
+    for (size_t i = 0; i < spt.pieces_size(); ++i) {
+      const auto sp = spt.pieces(static_cast<int>(i));
+      sink(context, sp.piece().data(), sp.piece().size(), static_cast<int>(sp.id()), sp.begin(),
+           sp.end());
+    }
     return 0;
   } catch (const std::exception& e) {
     SetError(e.what(), error, error_size);

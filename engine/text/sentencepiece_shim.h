@@ -21,9 +21,17 @@ typedef void (*EncoderdSpmFreeFn)(void* processor);
 typedef int (*EncoderdSpmPieceSizeFn)(const void* processor);
 typedef int (*EncoderdSpmUnkIdFn)(const void* processor);
 typedef int (*EncoderdSpmPieceToIdFn)(const void* processor, const char* piece, size_t size);
-// Calls sink(context, piece, size) for each piece of `text`, in order; returns
-// 0 on success, -1 with `error` set. Safe to call concurrently on one handle.
-typedef void (*EncoderdSpmPieceSink)(void* context, const char* piece, size_t size);
+// Calls sink(context, piece, size) with the piece of `id` (0 <= id < piece
+// size); returns 0, or -1 for an id out of range.
+typedef int (*EncoderdSpmIdToPieceFn)(const void* processor, int id,
+                                      void (*sink)(void* context, const char* piece, size_t size),
+                                      void* context);
+// Calls sink(context, piece, size, id, begin, end) for each piece of `text`,
+// in order: the piece, its sentencepiece id, and the bytes [begin, end) of
+// `text` it stands for. Returns 0 on success, -1 with `error` set. Safe to
+// call concurrently on one handle.
+typedef void (*EncoderdSpmPieceSink)(void* context, const char* piece, size_t size, int id,
+                                     size_t begin, size_t end);
 typedef int (*EncoderdSpmEncodeFn)(const void* processor, const char* text, size_t text_size,
                                    EncoderdSpmPieceSink sink, void* context, char* error,
                                    size_t error_size);
@@ -35,4 +43,5 @@ typedef int (*EncoderdSpmEncodeFn)(const void* processor, const char* text, size
 #define ENCODERD_SPM_PIECE_SIZE "encoderd_spm_piece_size"
 #define ENCODERD_SPM_UNK_ID "encoderd_spm_unk_id"
 #define ENCODERD_SPM_PIECE_TO_ID "encoderd_spm_piece_to_id"
+#define ENCODERD_SPM_ID_TO_PIECE "encoderd_spm_id_to_piece"
 #define ENCODERD_SPM_ENCODE "encoderd_spm_encode"

@@ -1,10 +1,12 @@
 #include "engine/text/sentencepiece_tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
 
+#include "engine/text/bounded_encoding.h"
 #include "engine/text/sentencepiece_library.h"
 #include "engine/text/truncation.h"
 
@@ -15,30 +17,47 @@ constexpr char kBos[] = "<s>";
 constexpr char kEos[] = "</s>";
 constexpr char kPad[] = "<pad>";
 constexpr char kUnk[] = "<unk>";
+// U+2581, sentencepiece's mark for a space; a piece that starts with it
+// starts a word.
+constexpr std::string_view kSpace = "\xe2\x96\x81";
+// Characters this many bytes before the end of a window may normalize
+// differently once the text goes on (composition, collapsed whitespace).
+constexpr int64_t kNormalizerReach = 64;
+// A cut word settles no closer than this many pieces to the cut.
+constexpr int64_t kSettleMargin = 64;
+
+// Byte offset of the last UTF-8 character of `text` (0 when empty).
+size_t LastCharStart(std::string_view text) {
+  size_t i = text.empty() ? 0 : text.size() - 1;
+  while (i > 0 && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
+  return i;
+}
+
+// Bytes of normalized text a piece stands for: 1 for a byte-fallback piece
+// ("<0xE3>"), its length otherwise.
+int64_t CoverBytes(std::string_view piece) {
+  const bool byte_piece = piece.size() == 6 && piece.substr(0, 3) == "<0x" && piece[5] == '>';
+  return byte_piece ? 1 : static_cast<int64_t>(piece.size());
+}
 
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   SentencePieceTokenizer(std::unique_ptr<SentencePieceLibrary::Model> processor,
                          const SentencePieceOptions& options, int64_t vocab_size)
-      : processor_(std::move(processor)), options_(options), vocab_size_(vocab_size) {}
+      : processor_(std::move(processor)), options_(options), vocab_size_(vocab_size) {
+    for (int id = 0; id < processor_->piece_size(); ++id) {
+      const std::string piece = processor_->IdToPiece(id);
+      max_cover_bytes_ = std::max(max_cover_bytes_, CoverBytes(piece));
+      if (piece.find(kSpace, 1) != std::string::npos) splits_at_spaces_ = false;
+    }
+  }
 
   StatusOr<Encoding> Encode(std::string_view text, int64_t max_tokens,
                             bool truncate) const override {
     RETURN_IF_ERROR(CheckUtf8(text));
-    ASSIGN_OR_RETURN(std::vector<std::string> pieces, processor_->Encode(text));
     const SpecialTokens& special = options_.special_tokens;
-    Encoding enc;
-    enc.ids.reserve(pieces.size() + 2);
-    enc.pieces.reserve(pieces.size() + 2);
-    enc.ids.push_back(special.bos);
-    enc.pieces.emplace_back(kBos);
-    for (std::string& piece : pieces) {
-      enc.ids.push_back(PieceToId(piece));
-      enc.pieces.push_back(std::move(piece));
-    }
-    enc.ids.push_back(special.eos);
-    enc.pieces.emplace_back(kEos);
-    return ApplyLengthLimit(std::move(enc), max_tokens, truncate);
+    return EncodeBounded(text, max_tokens, truncate, {special.bos, kBos}, {special.eos, kEos},
+                         [this](const TextWindow& window) { return EncodeWindow(window); });
   }
 
   int64_t vocab_size() const override { return vocab_size_; }
@@ -49,6 +68,82 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
  private:
+  // One window of the text (bounded_encoding.h). Pieces never span a space
+  // when no piece has U+2581 after its first byte (checked at load), nor an
+  // unknown character (sentencepiece gives a whole run of them one <unk>):
+  // both are hard boundaries, where the text may be encoded on its own. A
+  // word cut by the window's end is settled up to its last hard boundary,
+  // then up to half its pieces, no closer than kSettleMargin pieces to the
+  // cut (BPE and unigram segmentations settle long before that on real text;
+  // tests/unit/bounded_encoding_test.cc compares with whole-text encodings).
+  // Its lower bound comes from the normalized bytes its known pieces cover:
+  // no piece covers more than max_cover_bytes_.
+  StatusOr<WindowEncoding> EncodeWindow(const TextWindow& window) const {
+    ASSIGN_OR_RETURN(std::vector<SentencePieceLibrary::Model::Piece> pieces,
+                     processor_->EncodeWithOffsets(window.text));
+    size_t first = 0;
+    if (window.in_unknown_run) {
+      // The window starts with the last character of an unknown run whose
+      // <unk> is counted: skip the dummy-prefix piece and that <unk>.
+      if (first < pieces.size() && pieces[first].piece == kSpace) ++first;
+      if (first < pieces.size() && IsUnknown(pieces[first])) ++first;
+    }
+    WindowEncoding out;
+    for (size_t i = first; i < pieces.size(); ++i) {
+      out.ids.push_back(PieceToId(pieces[i].piece));
+      out.pieces.push_back(std::move(pieces[i].piece));
+    }
+    const auto n = static_cast<int64_t>(out.ids.size());
+    if (window.whole || (window.at_space && splits_at_spaces_)) {
+      out.settled = out.min_tokens = n;
+      if (window.at_space) {
+        out.resume_at = window.text.size();
+        out.resume_tokens = n;
+      }
+      return out;
+    }
+    // The window is cut mid-word. Tokens before `exact` are settled; the
+    // next window may start at `resume_at`.
+    int64_t exact = 0;
+    for (int64_t i = n - 1; i >= 1 && splits_at_spaces_; --i) {
+      if (out.pieces[i].compare(0, kSpace.size(), kSpace) == 0) {
+        exact = i;
+        out.resume_at = pieces[first + i].begin;
+        out.resume_tokens = i;
+        break;
+      }
+    }
+    const size_t last_char = LastCharStart(window.text);
+    if (!pieces.empty() && IsUnknown(pieces.back()) && pieces.back().end == window.text.size() &&
+        last_char > pieces.back().begin) {
+      // An unknown run reaches the cut and may go on: one <unk> for all of
+      // it, counted here (or by an earlier window); resume at its last
+      // character.
+      exact = n;
+      out.resume_at = last_char;
+      out.resume_tokens = n;
+      out.resume_in_unknown_run = true;
+    } else {
+      for (int64_t i = n - 1; i >= exact; --i) {
+        if (IsUnknown(pieces[first + i])) {
+          exact = i + 1;
+          break;
+        }
+      }
+    }
+    int64_t covered = 0;
+    for (int64_t i = exact; i < n; ++i) covered += CoverBytes(out.pieces[i]);
+    const int64_t reach = kNormalizerReach + max_cover_bytes_;
+    const int64_t cut = n - exact;
+    out.settled = exact + std::max<int64_t>(0, cut - std::max(cut / 2, kSettleMargin));
+    out.min_tokens = exact + (covered > reach ? (covered - reach) / max_cover_bytes_ : 0);
+    return out;
+  }
+
+  bool IsUnknown(const SentencePieceLibrary::Model::Piece& piece) const {
+    return piece.id == processor_->unk_id();
+  }
+
   // XLMRobertaTokenizer._convert_token_to_id: the fairseq specials by name,
   // then the sentencepiece id shifted by the offset; spm's own <unk> (id 0 in
   // XLM-R's model) maps to the fairseq <unk>.
@@ -65,6 +160,10 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::unique_ptr<SentencePieceLibrary::Model> processor_;
   SentencePieceOptions options_;
   int64_t vocab_size_;
+  // The most normalized bytes one piece stands for (at least 1).
+  int64_t max_cover_bytes_ = 1;
+  // No piece has U+2581 after its first byte: pieces never span a space.
+  bool splits_at_spaces_ = true;
 };
 
 }  // namespace

@@ -15,10 +15,16 @@ namespace encoderd {
 struct Encoding {
   // Including the special tokens (<s> ... </s> or [CLS] ... [SEP]).
   std::vector<int32_t> ids;
-  // The piece for each id, in the same order.
+  // The piece for each id, in the same order. The <unk> of a run of unknown
+  // characters read over several windows holds the run's start.
   std::vector<std::string> pieces;
   // Length of `ids` before truncation (equals ids.size() when not truncated).
+  // A lower bound (at least max_tokens + 1) when the tokenizer stopped reading
+  // a text longer than max_tokens can use.
   int64_t untruncated_length = 0;
+  // Bytes of the text the tokenizer read: a prefix when the rest cannot
+  // change the result (engine/text/bounded_encoding.h).
+  int64_t bytes_read = 0;
   bool truncated() const { return untruncated_length > static_cast<int64_t>(ids.size()); }
 };
 
@@ -36,7 +42,9 @@ class Tokenizer {
   // Tokenizes `text` (must be valid UTF-8; otherwise INVALID_ARGUMENT) and adds
   // the special tokens. When the result is longer than `max_tokens`:
   // truncate=true keeps the first max_tokens-1 ids and the closing special
-  // token; truncate=false returns INVALID_ARGUMENT naming the limit and the count.
+  // token; truncate=false returns INVALID_ARGUMENT naming the limit and the
+  // count (or a lower bound of it). Reads only as much of `text` as settles
+  // the answer, so the cost is bounded by max_tokens, not by the text's size.
   // Thread-safe: may be called concurrently.
   virtual StatusOr<Encoding> Encode(std::string_view text, int64_t max_tokens,
                                     bool truncate) const = 0;

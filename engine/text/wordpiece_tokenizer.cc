@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "engine/text/bert_pre_tokenizer.h"
+#include "engine/text/bounded_encoding.h"
 #include "engine/text/truncation.h"
 #include "engine/text/utf8.h"
 
@@ -19,6 +20,9 @@ constexpr char kSep[] = "[SEP]";
 constexpr char kPad[] = "[PAD]";
 constexpr char kUnk[] = "[UNK]";
 
+// Bytes of `c` in UTF-8.
+size_t Utf8Length(char32_t c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
+
 class WordPieceTokenizer final : public Tokenizer {
  public:
   WordPieceTokenizer(std::unordered_map<std::string, int32_t> vocab, int64_t vocab_size,
@@ -28,17 +32,8 @@ class WordPieceTokenizer final : public Tokenizer {
   StatusOr<Encoding> Encode(std::string_view text, int64_t max_tokens,
                             bool truncate) const override {
     RETURN_IF_ERROR(CheckUtf8(text));
-    Encoding enc;
-    enc.ids.push_back(special_.bos);
-    enc.pieces.emplace_back(kCls);
-    const std::vector<char32_t> chars = DecodeUtf8(text);
-    const std::u32string_view view(chars.data(), chars.size());
-    for (const std::u32string& word : BertPreTokenize(view, options_.lower_case)) {
-      AppendWord(word, &enc);
-    }
-    enc.ids.push_back(special_.eos);
-    enc.pieces.emplace_back(kSep);
-    return ApplyLengthLimit(std::move(enc), max_tokens, truncate);
+    return EncodeBounded(text, max_tokens, truncate, {special_.bos, kCls}, {special_.eos, kSep},
+                         [this](const TextWindow& window) { return EncodeWindow(window); });
   }
 
   int64_t vocab_size() const override { return vocab_size_; }
@@ -49,6 +44,53 @@ class WordPieceTokenizer final : public Tokenizer {
   }
 
  private:
+  // One window of the text (bounded_encoding.h). Words never span a space,
+  // so a window that ends before one is settled. A window cut mid-word
+  // settles every word but the last, which may go on; the last one too once
+  // it is longer than max_chars_per_word + 1 characters (one of them may
+  // still compose with what follows): it is one [UNK] however it goes on,
+  // and the next window starts at its last character and skips the rest.
+  StatusOr<WindowEncoding> EncodeWindow(const TextWindow& window) const {
+    WindowEncoding out;
+    Encoding enc;
+    const std::vector<char32_t> chars = DecodeUtf8(window.text);
+    const std::vector<std::u32string> words =
+        BertPreTokenize(std::u32string_view(chars.data(), chars.size()), options_.lower_case);
+    const size_t first = window.in_unknown_run && !words.empty() ? 1 : 0;
+    const char32_t last = chars.empty() ? U' ' : chars.back();
+    const bool cut = !window.whole && !window.at_space;
+    if (first == 1 && words.size() == 1 && cut && IsBertWordCharacter(last)) {
+      // The [UNK] word of an earlier window fills this one and goes on.
+      out.resume_at = window.text.size() - Utf8Length(last);
+      out.resume_in_unknown_run = true;
+      return out;
+    }
+    const bool goes_on = cut && words.size() > first && !IsBertWhitespace(last) &&
+                         !IsBertPunctuation(last) && !IsBertCjk(last);
+    const bool long_word =
+        goes_on && static_cast<int64_t>(words.back().size()) > options_.max_chars_per_word + 1;
+    for (size_t i = first; i < words.size(); ++i) {
+      if (goes_on && !long_word && i + 1 == words.size()) {
+        out.settled = static_cast<int64_t>(enc.ids.size());
+      }
+      AppendWord(words[i], &enc);
+    }
+    const auto n = static_cast<int64_t>(enc.ids.size());
+    if (!goes_on || long_word) out.settled = n;
+    out.min_tokens = out.settled + (goes_on && !long_word ? 1 : 0);
+    if (window.at_space) {
+      out.resume_at = window.text.size();
+      out.resume_tokens = n;
+    } else if (long_word && IsBertWordCharacter(last)) {
+      out.resume_at = window.text.size() - Utf8Length(last);
+      out.resume_tokens = n;
+      out.resume_in_unknown_run = true;
+    }
+    out.ids = std::move(enc.ids);
+    out.pieces = std::move(enc.pieces);
+    return out;
+  }
+
   // WordpieceTokenizer.tokenize for one word: greedy longest-match-first, the
   // whole word becomes [UNK] when it is too long or any part has no match.
   void AppendWord(const std::u32string& word, Encoding* enc) const {

@@ -1,0 +1,102 @@
+#include "engine/text/bounded_encoding.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "engine/text/truncation.h"
+
+namespace encoderd {
+
+TextWindow PrefixWindow(std::string_view text, size_t budget) {
+  TextWindow window;
+  if (text.size() <= budget) {
+    window.text = text;
+    window.whole = true;
+    return window;
+  }
+  for (size_t i = budget; i >= budget / 2 && i > 0; --i) {
+    if (text[i] == ' ') {
+      window.text = text.substr(0, i);
+      window.at_space = true;
+      return window;
+    }
+  }
+  size_t end = budget;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  window.text = text.substr(0, end);
+  return window;
+}
+
+size_t InitialWindowBytes(int64_t max_tokens) {
+  // Ordinary text averages 3-6 bytes a token; a window that settles too few
+  // tokens grows.
+  return static_cast<size_t>(std::max<int64_t>(max_tokens, 0)) * 8 + 256;
+}
+
+namespace {
+
+// Windows through a run of unknown characters stay small: sentencepiece joins
+// a run into one piece by appending, so its cost grows with the square of
+// the run's length within one window.
+constexpr size_t kUnknownRunWindow = 1024;
+
+void Append(const WindowEncoding& w, int64_t count, Encoding* enc) {
+  enc->ids.insert(enc->ids.end(), w.ids.begin(), w.ids.begin() + count);
+  enc->pieces.insert(enc->pieces.end(), w.pieces.begin(), w.pieces.begin() + count);
+}
+
+}  // namespace
+
+StatusOr<Encoding> EncodeBounded(std::string_view text, int64_t max_tokens, bool truncate,
+                                 std::pair<int32_t, std::string> bos,
+                                 std::pair<int32_t, std::string> eos,
+                                 const WindowEncoder& encode_window) {
+  if (max_tokens < 2) return ApplyLengthLimit(Encoding{}, max_tokens, truncate);
+  // Content tokens (specials not counted) that put a text over the limit.
+  const int64_t over = max_tokens - 1;
+  Encoding enc;
+  enc.ids.push_back(bos.first);
+  enc.pieces.push_back(std::move(bos.second));
+  const auto finish = [&](size_t bytes_read) -> StatusOr<Encoding> {
+    enc.ids.push_back(eos.first);
+    enc.pieces.push_back(std::move(eos.second));
+    ASSIGN_OR_RETURN(Encoding done, ApplyLengthLimit(std::move(enc), max_tokens, truncate));
+    done.bytes_read = static_cast<int64_t>(bytes_read);
+    return done;
+  };
+  size_t pos = 0, read = 0;
+  bool in_unknown_run = false;
+  for (size_t budget = InitialWindowBytes(max_tokens);;) {
+    TextWindow window = PrefixWindow(text.substr(pos), budget);
+    window.in_unknown_run = in_unknown_run;
+    ASSIGN_OR_RETURN(WindowEncoding w, encode_window(window));
+    read = std::max(read, pos + window.text.size());
+    const auto before = static_cast<int64_t>(enc.ids.size()) - 1;
+    if (window.whole) {
+      Append(w, static_cast<int64_t>(w.ids.size()), &enc);
+      return finish(read);
+    }
+    if (truncate && before + w.settled >= over) {
+      Append(w, w.settled, &enc);
+      ASSIGN_OR_RETURN(Encoding done, finish(read));
+      done.untruncated_length = std::max(before + w.min_tokens + 2, max_tokens + 1);
+      return done;
+    }
+    const int64_t at_least = before + w.min_tokens + 2;
+    if (!truncate && at_least > max_tokens) {
+      return InvalidArgument("input is at least " + std::to_string(at_least) +
+                             " tokens long, more than the limit of " + std::to_string(max_tokens) +
+                             " tokens (truncation is off)");
+    }
+    if (w.resume_at > 0) {
+      Append(w, w.resume_tokens, &enc);
+      pos += w.resume_at;
+      in_unknown_run = w.resume_in_unknown_run;
+      budget = in_unknown_run ? kUnknownRunWindow : InitialWindowBytes(max_tokens);
+    } else {
+      budget *= 4;
+    }
+  }
+}
+
+}  // namespace encoderd

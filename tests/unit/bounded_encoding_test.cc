@@ -1,0 +1,252 @@
+// Bounded encoding (engine/text/bounded_encoding.h): a tokenizer that reads
+// only a prefix of a long text gives exactly the answer it gives on the whole
+// text, over real and adversarial texts, for every tokenizer kind, and reads a
+// number of bytes bounded by max_tokens however large the text is.
+#include "engine/text/bounded_encoding.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/text/sentencepiece_tokenizer.h"
+#include "engine/text/wordpiece_tokenizer.h"
+
+namespace encoderd {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kFixtures = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers";
+
+struct NamedTokenizer {
+  std::string name;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+std::vector<NamedTokenizer> AllTokenizers() {
+  std::vector<NamedTokenizer> out;
+  const auto add = [&](const std::string& name, StatusOr<std::unique_ptr<Tokenizer>> t) {
+    EXPECT_TRUE(t.ok()) << name << ": " << t.status().ToString();
+    if (t.ok()) out.push_back({name, std::move(t).value()});
+  };
+  add("langid bpe", CreateSentencePieceTokenizer(
+                        ENCODERD_SOURCE_DIR "/models/langid/sentencepiece.bpe.model", {}));
+  add("fixture bpe",
+      CreateSentencePieceTokenizer((kFixtures / "spm" / "sentencepiece.bpe.model").string(), {}));
+  add("fixture unigram", CreateSentencePieceTokenizer(
+                             (kFixtures / "spm" / "sentencepiece.unigram.model").string(), {}));
+  for (const bool lower : {true, false}) {
+    WordPieceOptions options;
+    options.lower_case = lower;
+    const std::string file = lower ? "vocab_uncased.txt" : "vocab_cased.txt";
+    add(lower ? "wordpiece uncased" : "wordpiece cased",
+        CreateWordPieceTokenizer((kFixtures / "wordpiece" / file).string(), options));
+  }
+  return out;
+}
+
+std::string Repeat(const std::string& unit, size_t bytes) {
+  std::string s;
+  while (s.size() < bytes) s += unit;
+  return s;
+}
+
+// Real text (the fixture samples) and adversarial text: long runs without a
+// space of one letter, of mixed scripts, of combining marks, of CJK, of emoji
+// and ZWJ sequences, of characters the normalizer drops; words just over
+// WordPiece's 100-character limit; spaces in odd places.
+std::vector<std::string> Texts() {
+  std::vector<std::string> texts;
+  std::ifstream in(kFixtures / "samples.json");
+  EXPECT_TRUE(in.good()) << "missing fixture samples.json (run ctest -R generate_fixtures)";
+  if (in) {
+    std::string all_samples;
+    for (const auto& s : nlohmann::json::parse(in)) {
+      texts.push_back(s.get<std::string>());
+      all_samples += s.get<std::string>() + " ";
+    }
+    texts.push_back(Repeat(all_samples, 60000));
+  }
+  const std::string cjk =
+      "\xe4\xbb\x8a\xe5\xa4\xa9\xe5\xa4\xa9\xe6\xb0\x94\xe5\xbe\x88\xe5\xa5\xbd\xef\xbc\x8c"
+      "\xe6\x88\x91\xe4\xbb\xac\xe5\x8e\xbb\xe5\x85\xac\xe5\x9b\xad\xe6\x95\xa3\xe6\xad\xa5"
+      "\xe3\x80\x82\xe3\x83\x95\xe3\x82\xa1\xe3\x82\xa4\xe3\x83\xab\xe3\x82\x92\xe9\x96\x8b"
+      "\xe3\x81\x91\xe3\x81\xbe\xe3\x81\x9b\xe3\x82\x93";
+  const std::string emoji =
+      "\xf0\x9f\x98\x80\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91"
+      "\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7";
+  const std::string mixed = "abcxyz\xc3\xa4\xc3\xb6\xc3\xbc\xe6\x97\xa5\xe6\x9c\xac\xd0\xb6";
+  for (const size_t n : {3000u, 20011u, 70001u}) {
+    texts.push_back(std::string(n, 'a'));
+    texts.push_back(Repeat(mixed, n));
+    texts.push_back(Repeat(cjk, n));
+    texts.push_back(Repeat(emoji, n));
+    texts.push_back(Repeat("e\xcc\x81", n));              // e + combining acute
+    texts.push_back("a" + Repeat("\xcc\x81", n));         // one letter, endless marks
+    texts.push_back(Repeat("\x01\x02\x7f", n) + " end");  // dropped by normalizers
+    texts.push_back(Repeat("word\n", n));                 // separated, but not by spaces
+    texts.push_back(Repeat(std::string(101, 'b') + " ", n));
+    texts.push_back(Repeat(std::string(99, 'c') + "-", n));
+    texts.push_back(Repeat("ab", n) + " tail words");
+    texts.push_back("start " + std::string(n, ' ') + "end");
+    texts.push_back(Repeat("supercalifragilistic" + cjk + " ", n));
+  }
+  return texts;
+}
+
+// What the tokenizer makes of the whole text.
+Encoding Whole(const Tokenizer& t, const std::string& text) {
+  // Never more tokens than bytes (+2), so this window is the whole text.
+  const StatusOr<Encoding> whole = t.Encode(text, static_cast<int64_t>(text.size()) + 2, false);
+  EXPECT_TRUE(whole.ok()) << whole.status().ToString();
+  if (!whole.ok()) return Encoding{};
+  EXPECT_EQ(whole->bytes_read, static_cast<int64_t>(text.size()));
+  return *whole;
+}
+
+// The whole text's encoding with the length limit applied afterwards: the
+// reference for every bounded answer. Null when truncate=false refuses.
+std::unique_ptr<Encoding> Reference(Encoding whole, int64_t max_tokens, bool truncate) {
+  const auto count = static_cast<int64_t>(whole.ids.size());
+  if (count > max_tokens && !truncate) return nullptr;
+  if (count > max_tokens) {
+    const int32_t closing = whole.ids.back();
+    const std::string closing_piece = whole.pieces.back();
+    whole.ids.resize(max_tokens - 1);
+    whole.pieces.resize(max_tokens - 1);
+    whole.ids.push_back(closing);
+    whole.pieces.push_back(closing_piece);
+  }
+  whole.untruncated_length = count;
+  return std::make_unique<Encoding>(std::move(whole));
+}
+
+TEST(BoundedEncodingTest, SameAnswerAsTheWholeText) {
+  const std::vector<NamedTokenizer> tokenizers = AllTokenizers();
+  ASSERT_EQ(tokenizers.size(), 5u);
+  const std::vector<std::string> texts = Texts();
+  int64_t compared = 0, cut = 0;
+  for (const auto& [name, t] : tokenizers) {
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const Encoding whole = Whole(*t, texts[i]);
+      for (const int64_t max_tokens : {2, 3, 8, 16, 64, 128, 512}) {
+        for (const bool truncate : {false, true}) {
+          SCOPED_TRACE(name + ", text " + std::to_string(i) + " (" +
+                       std::to_string(texts[i].size()) + " bytes), max_tokens " +
+                       std::to_string(max_tokens) + ", truncate " + std::to_string(truncate));
+          const std::unique_ptr<Encoding> want = Reference(whole, max_tokens, truncate);
+          const StatusOr<Encoding> got = t->Encode(texts[i], max_tokens, truncate);
+          ++compared;
+          ASSERT_EQ(got.ok(), want != nullptr) << got.status().ToString();
+          if (!got.ok()) {
+            EXPECT_NE(got.status().message().find("more than the limit of " +
+                                                  std::to_string(max_tokens) + " tokens"),
+                      std::string::npos)
+                << got.status().message();
+            continue;
+          }
+          ASSERT_EQ(got->ids, want->ids);
+          ASSERT_EQ(got->pieces.size(), want->pieces.size());
+          for (size_t p = 0; p < got->pieces.size(); ++p) {
+            // An <unk> for a run read over several windows holds the run's
+            // start (what the first window saw).
+            const bool same = got->ids[p] == t->special_tokens().unk
+                                  ? want->pieces[p].rfind(got->pieces[p], 0) == 0
+                                  : want->pieces[p] == got->pieces[p];
+            ASSERT_TRUE(same) << "piece " << p << ": " << got->pieces[p].substr(0, 40)
+                              << " != " << want->pieces[p].substr(0, 40);
+          }
+          EXPECT_EQ(got->truncated(), want->truncated());
+          EXPECT_LE(got->untruncated_length, want->untruncated_length);
+          if (got->bytes_read < static_cast<int64_t>(texts[i].size())) {
+            ++cut;
+            EXPECT_GT(got->untruncated_length, max_tokens);
+          } else {
+            EXPECT_EQ(got->untruncated_length, want->untruncated_length);
+          }
+        }
+      }
+    }
+  }
+  // The bound is exercised, not only whole texts.
+  EXPECT_GT(cut, compared / 8) << cut << " of " << compared;
+}
+
+// 4 MiB texts of one endless word. A word of known characters costs a few
+// windows sized by max_tokens, and the answer is the truncated encoding or the
+// refusal naming the limit. A run the vocabulary does not know is one token
+// however long (sentencepiece's <unk> for the run, WordPiece's [UNK] for a
+// word over 100 characters): it is read to its end, in small windows, and
+// the text fits. (CPU per MiB is measured by tokenize_bench, not here.)
+TEST(BoundedEncodingTest, HugeWordsReadBoundedBytesOrAreOneUnknownToken) {
+  const std::vector<NamedTokenizer> tokenizers = AllTokenizers();
+  const size_t four_mib = size_t{4} << 20;
+  const std::string emoji =
+      "\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7";
+  struct Word {
+    std::string text;
+    bool unknown_for_sentencepiece, unknown_for_wordpiece;
+  };
+  const std::vector<Word> words = {
+      {std::string(four_mib, 'a'), false, true},
+      {Repeat("abcxyz\xc3\xa4\xc3\xb6\xc3\xbc\xe6\x97\xa5\xe6\x9c\xac", four_mib), false, false},
+      {Repeat("\xe4\xbb\x8a\xe5\xa4\xa9\xe5\xa4\xa9\xe6\xb0\x94", four_mib), false, false},
+      {Repeat(emoji, four_mib), true, true},
+  };
+  for (const auto& [name, t] : tokenizers) {
+    const bool wordpiece = name.rfind("wordpiece", 0) == 0;
+    for (size_t w = 0; w < words.size(); ++w) {
+      const std::string& text = words[w].text;
+      const bool unknown =
+          wordpiece ? words[w].unknown_for_wordpiece : words[w].unknown_for_sentencepiece;
+      for (const int64_t max_tokens : {16, 512}) {
+        SCOPED_TRACE(name + ", word " + std::to_string(w) + ", max_tokens " +
+                     std::to_string(max_tokens));
+        const StatusOr<Encoding> cut = t->Encode(text, max_tokens, true);
+        const StatusOr<Encoding> strict = t->Encode(text, max_tokens, false);
+        ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+        if (unknown) {
+          ASSERT_TRUE(strict.ok()) << strict.status().ToString();
+          EXPECT_EQ(strict->ids, cut->ids);
+          EXPECT_FALSE(cut->truncated());
+          EXPECT_EQ(cut->bytes_read, static_cast<int64_t>(text.size()));
+          // [CLS] [UNK] [SEP], or <s> (U+2581) <unk> </s>.
+          EXPECT_EQ(cut->ids.size(), wordpiece ? 3u : 4u);
+          EXPECT_EQ(cut->ids[cut->ids.size() - 2], t->special_tokens().unk);
+          continue;
+        }
+        // Windows grow x4 from InitialWindowBytes; three growths at most.
+        const auto limit = static_cast<int64_t>(InitialWindowBytes(max_tokens)) * 64;
+        EXPECT_EQ(static_cast<int64_t>(cut->ids.size()), max_tokens);
+        EXPECT_GT(cut->untruncated_length, max_tokens);
+        EXPECT_LE(cut->bytes_read, limit);
+        ASSERT_FALSE(strict.ok());
+        EXPECT_NE(strict.status().message().find("more than the limit of " +
+                                                 std::to_string(max_tokens) + " tokens"),
+                  std::string::npos)
+            << strict.status().message();
+      }
+    }
+  }
+}
+
+TEST(BoundedEncodingTest, PrefixWindow) {
+  EXPECT_TRUE(PrefixWindow("short", 10).whole);
+  const TextWindow spaced = PrefixWindow("aaaa bbbb cccc", 12);
+  EXPECT_EQ(spaced.text, "aaaa bbbb");
+  EXPECT_TRUE(spaced.at_space);
+  EXPECT_FALSE(spaced.whole);
+  // No space in the second half: cut mid-word, on a character boundary.
+  const TextWindow cut = PrefixWindow("ab \xc3\xa4\xc3\xa4\xc3\xa4\xc3\xa4", 8);
+  EXPECT_EQ(cut.text, "ab \xc3\xa4\xc3\xa4");
+  EXPECT_FALSE(cut.at_space);
+  EXPECT_EQ(PrefixWindow(std::string(100, 'x'), 10).text.size(), 10u);
+}
+
+}  // namespace
+}  // namespace encoderd
