@@ -3,6 +3,8 @@
 #include <cpuid.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <utility>
 
 namespace encoderd::kernels {
 namespace {
@@ -35,11 +37,67 @@ CpuFeatures Detect() {
   return f;
 }
 
+// Every feature by name, in the order logs list them.
+const std::pair<const char*, bool CpuFeatures::*> kFeatures[] = {
+    {"avx2", &CpuFeatures::avx2},
+    {"fma", &CpuFeatures::fma},
+    {"avx512f", &CpuFeatures::avx512f},
+    {"avx512bw", &CpuFeatures::avx512bw},
+    {"avx512_bf16", &CpuFeatures::avx512_bf16},
+    {"avx512_vnni", &CpuFeatures::avx512_vnni},
+};
+
+std::string_view DisableList() {
+  const char* env = std::getenv(kCpuDisableEnv);
+  return env == nullptr ? std::string_view() : std::string_view(env);
+}
+
 }  // namespace
 
+CpuFeatures DisableCpuFeatures(CpuFeatures detected, std::string_view disable,
+                               std::string* unknown) {
+  while (!disable.empty()) {
+    const size_t comma = disable.find(',');
+    const std::string_view name = disable.substr(0, comma);
+    disable = comma == std::string_view::npos ? std::string_view() : disable.substr(comma + 1);
+    if (name.empty()) continue;
+    bool known = false;
+    for (const auto& [feature, member] : kFeatures) {
+      if (name == feature) {
+        detected.*member = false;
+        known = true;
+      }
+    }
+    if (!known && unknown != nullptr) {
+      if (!unknown->empty()) *unknown += ",";
+      *unknown += name;
+    }
+  }
+  return detected;
+}
+
 const CpuFeatures& GetCpuFeatures() {
-  static const CpuFeatures features = Detect();
+  static const CpuFeatures features = DisableCpuFeatures(Detect(), DisableList(), nullptr);
   return features;
+}
+
+std::string DescribeCpuFeatures() {
+  const CpuFeatures detected = Detect();
+  const CpuFeatures& used = GetCpuFeatures();
+  std::string in_use, off;
+  for (const auto& [name, member] : kFeatures) {
+    std::string& list = used.*member ? in_use : off;
+    if (!(used.*member) && !(detected.*member)) continue;
+    list += list.empty() ? "" : " ";
+    list += name;
+  }
+  std::string line = "CPU features: " + (in_use.empty() ? std::string("none") : in_use);
+  if (!off.empty()) line += std::string("; turned off by ") + kCpuDisableEnv + ": " + off;
+  std::string unknown;
+  DisableCpuFeatures(detected, DisableList(), &unknown);
+  if (!unknown.empty())
+    line += std::string("; ") + kCpuDisableEnv + " names no feature: " + unknown;
+  return line;
 }
 
 }  // namespace encoderd::kernels

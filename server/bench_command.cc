@@ -279,8 +279,7 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
   out << "shape: " << config.num_layers << " layers, hidden " << config.hidden_size << ", "
       << config.num_heads << " heads, ffn " << config.intermediate_size << "; threads " << a.threads
       << "\n"
-      << torch_setup << "; encoderd GEMM: oneDNN; AVX512-BF16 " << (cpu.avx512_bf16 ? "yes" : "no")
-      << "\n\n";
+      << torch_setup << "; encoderd GEMM: oneDNN; " << kernels::DescribeCpuFeatures() << "\n\n";
   out << "| workload | engine | dtype | tokens | ms | tokens/s | vs nested | max abs diff "
          "| min cosine |\n"
       << "|---|---|---|---:|---:|---:|---:|---:|---:|\n";

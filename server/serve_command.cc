@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "kernels/cpu_features.h"
 #include "server/access_secrets.h"
 #include "server/bearer_auth.h"
 #include "server/config_loader.h"
@@ -138,6 +139,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   }
   SetUpLogging(config.log);
   spdlog::info("encoderd serve: {}", config.Summary());
+  spdlog::info("{}", kernels::DescribeCpuFeatures());
   InstallShutdownSignalHandlers();
 
   std::vector<std::string> names;
