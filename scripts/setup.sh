@@ -19,6 +19,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-torchtext python3-sentencepiece python3-numpy
   python3-grpcio python3-protobuf
+  # HTTP/2 frame by frame, for calls gRPC libraries will not make (e2e tests)
+  python3-h2
   # bundled langid model (training/langid): msgunfmt, the gettext catalogs it
   # learns from (langid_data.CATALOGS), python3-yaml for evaluate.py
   gettext python3-yaml gettext-base gnupg-l10n libc-l10n libdpkg-perl libexif12

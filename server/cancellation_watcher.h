@@ -55,6 +55,10 @@ class CancellationWatcher {
 
   size_t watched() const;
 
+  // The pause after a sweep over `watched` calls: the interval, or longer so
+  // that the checks stay within max_checks_per_second.
+  std::chrono::microseconds Pause(size_t watched) const;
+
  private:
   struct Entry {
     std::function<bool()> is_cancelled;
@@ -62,9 +66,6 @@ class CancellationWatcher {
   };
   void Unwatch(uint64_t id);
   void Run();
-
-  // The pause after a sweep over `watched` calls.
-  std::chrono::microseconds Pause(size_t watched) const;
 
   const std::chrono::milliseconds interval_;
   const int64_t max_checks_per_second_;

@@ -199,8 +199,9 @@ def main():
         errors = [line for line in out.splitlines() if " E " in line] or out.splitlines()[-1:]
         print(f"{name}: rc={rc} in {seconds:.2f} s: " + " | ".join(errors).replace(str(tmp) + "/", ""),
               flush=True)
+        # rc None: still running after START_TIMEOUT_S (a guard against a hang,
+        # not a speed requirement).
         check(rc is not None and rc > 0, f"{name}: exits non-zero by itself, no signal (rc={rc})")
-        check(seconds < 10, f"{name}: refused within 10 s ({seconds:.2f} s)")
         shown = target if target != "data.pkl" else CHECKPOINT
         check(shown in out, f"{name}: the output names {shown}")
         check(re.search(why, out) is not None, f"{name}: the output says what is wrong ({why})")

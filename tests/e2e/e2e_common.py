@@ -163,3 +163,53 @@ def proc_rss_bytes(pid):
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError("no VmRSS line")
+
+
+def raw_grpc_call(port, path, body, extra_headers=(), timeout=30):
+    """One unary gRPC call written frame by frame with python3-h2, for what a
+    gRPC library will not send (e.g. a grpc-timeout of 0, which libraries
+    fail on their side). Returns the first grpc-status the server sends (int)
+    and its grpc-message; (None, "...") when the stream is reset or the
+    connection closes first. The server's frames are read with hyperframe and
+    hpack, without h2's stream state machine: a server may legally send a
+    reset after the trailers."""
+    import socket
+    import struct
+    import h2.config
+    import h2.connection
+    import hpack
+    import hyperframe.frame as hf
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    stream = conn.get_next_available_stream_id()
+    conn.send_headers(stream, [(":method", "POST"), (":scheme", "http"), (":path", path),
+                               (":authority", f"127.0.0.1:{port}"),
+                               ("content-type", "application/grpc"), ("te", "trailers"),
+                               *extra_headers])
+    conn.send_data(stream, b"\x00" + struct.pack(">I", len(body)) + body, end_stream=True)
+    sock.sendall(conn.data_to_send())
+    decoder, buf = hpack.Decoder(), b""
+    try:
+        while True:
+            while len(buf) >= 9:
+                frame, length = hf.Frame.parse_frame_header(memoryview(buf[:9]))
+                if len(buf) < 9 + length:
+                    break
+                frame.parse_body(memoryview(buf[9:9 + length]))
+                buf = buf[9 + length:]
+                if isinstance(frame, hf.HeadersFrame):
+                    fields = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
+                              for k, v in decoder.decode(frame.data)}
+                    if "grpc-status" in fields and frame.stream_id == stream:
+                        return int(fields["grpc-status"]), fields.get("grpc-message", "")
+                elif isinstance(frame, hf.RstStreamFrame) and frame.stream_id == stream:
+                    return None, f"stream reset (HTTP/2 error {frame.error_code})"
+                elif isinstance(frame, hf.SettingsFrame) and "ACK" not in frame.flags:
+                    sock.sendall(hf.SettingsFrame(0, flags=["ACK"]).serialize())
+            data = sock.recv(65536)
+            if not data:
+                return None, "connection closed"
+            buf += data
+    finally:
+        sock.close()

@@ -116,7 +116,9 @@ def main():
                   "stream: tokens match the server's Tokenize count")
 
         # Open loop for 3 s after a 1 s warm-up at 100 req/s (Poisson): the
-        # counted requests are the arrivals of the measured window, +-5 sigma.
+        # counted requests are the arrivals of the measured window, +-5 sigma
+        # (the arrival times are seeded: the count does not depend on the
+        # machine's speed, the achieved rate would).
         rate, duration = 100.0, 3.0
         r = run_loadtest(args.loadtest, target, tmp, "open", "--mode", "open", "--rate",
                          str(rate), "--duration", str(duration), "--warmup", "1",
@@ -127,8 +129,6 @@ def main():
                   f"open: about {expect:.0f} requests ok, 0 errors (got {r['requests_ok']}, {r['requests_error']})")
             check(r["tokens"] >= 10 * r["requests_ok"],
                   f"open: 8 words + specials give >= 10 tokens per request ({r['tokens']})")
-            check(abs(r["requests_per_s"] - rate) <= 0.2 * rate,
-                  f"open: achieved rate near {rate} (got {r['requests_per_s']:.1f})")
 
         # A wrong request is reported by status code, not hidden.
         # Exit status 1: no request succeeded; the report is still written.

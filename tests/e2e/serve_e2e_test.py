@@ -171,16 +171,16 @@ def check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
             stream = stub.EmbedStream(requests())
             check(len(next(stream).embeddings) == 1, "stream holds a slot")
             streams.append(stream)
+        # Both slots stay taken until the streams end: a call that waited for a
+        # slot would end DEADLINE_EXCEEDED, so RESOURCE_EXHAUSTED means refused
+        # on arrival.
         refused = 0
-        started = time.time()
         for _ in range(3):
             try:
                 stub.Embed(pb.EmbedRequest(texts=["one too many"]), timeout=10)
             except grpc.RpcError as e:
                 refused += e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        elapsed = time.time() - started
         check(refused == 3, f"all 3 calls over the cap refused with RESOURCE_EXHAUSTED ({refused})")
-        check(elapsed < 1.0, f"refusals are immediate ({elapsed:.3f} s for 3)")
         releases[0].set()
         list(streams[0])  # the stream ends: its slot is free again
         r = stub.Embed(pb.EmbedRequest(texts=["admitted again"]), timeout=10)
@@ -347,18 +347,12 @@ def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None):
                              grpc.StatusCode.DEADLINE_EXCEEDED, ""),
     }
     for name, (call, want, part) in cases.items():
-        started = time.time()
         code, details = answer_of(call)
-        elapsed = time.time() - started
         check(code == want and part in details, f"{name}: {want} with '{part}' (got {code}: {details!r})")
-        check(elapsed < 10, f"{name}: answered in {elapsed:.2f} s")
-    started = time.time()
-    word = stub.Tokenize(pb.TokenizeRequest(texts=["x" * 1_000_000], truncate=True))
-    elapsed = time.time() - started
-    print(f"1 MB word, truncate=true: {elapsed:.3f} s", flush=True)
-    check(len(word.tokenizations[0].ids) == m.max_tokens and elapsed < 10,
-          f"1 MB word with truncation: {m.max_tokens} ids in {elapsed:.2f} s "
-          f"(got {len(word.tokenizations[0].ids)})")
+    word = stub.Tokenize(pb.TokenizeRequest(texts=["x" * 1_000_000], truncate=True)).tokenizations[0]
+    check(len(word.ids) == m.max_tokens and word.untruncated_length > m.max_tokens,
+          f"1 MB word with truncation: {m.max_tokens} ids, untruncated length over the limit "
+          f"(got {len(word.ids)}, {word.untruncated_length})")
     if log_path:
         log = pathlib.Path(log_path).read_text()
         check("contains invalid UTF-8" not in log,

@@ -114,37 +114,26 @@ TEST(CancellationWatcherTest, SweepsMoreWatchesThanOneChunk) {
   EXPECT_EQ(watcher.watched(), static_cast<size_t>(kWatches - kWatches / 7));
 }
 
-TEST(CancellationWatcherTest, ChecksPerSecondStayWithinTheBudget) {
+TEST(CancellationWatcherTest, ChecksStayWithinTheBudget) {
   // 2,000 calls at a 1 ms interval would be 2,000,000 checks a second; the
-  // budget of 20,000 stretches the sweeps to 100 ms apart.
+  // budget of 20,000 stretches the sweeps to 100 ms apart. Few calls keep
+  // the interval.
   CancellationWatcher watcher(milliseconds(1), 20000);
-  std::atomic<int64_t> checks{0};
-  std::vector<CancellationWatcher::Watch> watches;
-  for (int i = 0; i < 2000; ++i)
-    watches.push_back(watcher.Add(
-        [&] {
-          ++checks;
-          return false;
-        },
-        [] {}));
-  std::this_thread::sleep_for(milliseconds(150));  // past the first sweep
-  const int64_t before = checks;
-  std::this_thread::sleep_for(milliseconds(1000));
-  const int64_t per_second = checks - before;
-  EXPECT_GE(per_second, 2000);          // still swept, ~10 times
-  EXPECT_LE(per_second, 20000 + 2000);  // one sweep of slack
+  EXPECT_EQ(watcher.Pause(2000), milliseconds(100));
+  EXPECT_EQ(watcher.Pause(20000), milliseconds(1000));
+  EXPECT_EQ(watcher.Pause(20), milliseconds(1));
+  EXPECT_EQ(watcher.Pause(0), milliseconds(1));
 }
 
 TEST(CancellationWatcherTest, AddWakesTheSleepingThread) {
-  // Nothing watched: the thread sleeps (a 1 s interval); a new watch wakes it
-  // at once.
-  CancellationWatcher watcher(milliseconds(1000), 1000000);
+  // Nothing watched: the thread sleeps; a new watch wakes it. The interval is
+  // an hour, so only the wake-up can make the check run (the 10 s is a guard
+  // against a hang, not a speed requirement).
+  CancellationWatcher watcher(std::chrono::hours(1), 1000000);
   std::this_thread::sleep_for(milliseconds(20));
   std::atomic<bool> cancelled{false};
-  const auto start = std::chrono::steady_clock::now();
   auto watch = watcher.Add([] { return true; }, [&] { cancelled = true; });
-  ASSERT_TRUE(WaitFor([&] { return cancelled.load(); }, milliseconds(500)));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(500));
+  EXPECT_TRUE(WaitFor([&] { return cancelled.load(); }, milliseconds(10000)));
 }
 
 }  // namespace
