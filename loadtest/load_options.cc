@@ -86,7 +86,7 @@ Drives `encoderd serve` over gRPC and reports throughput and latency.
   --duration S              measured seconds, 0: until --requests (default 10)
   --requests N              counted requests, 0: until --duration (default 0)
   --warmup S                seconds whose requests are not counted (default 2)
-  --timeout-ms MS           per-call deadline (default 30000)
+  --timeout-ms MS           per-call deadline, 0: none (default 30000)
   --texts N                 texts per request (default 1)
   --words N | A-B           words per generated text, fixed or uniform (default 16)
   --text-file FILE          sample texts from FILE (one per line) instead
@@ -94,6 +94,8 @@ Drives `encoderd serve` over gRPC and reports throughput and latency.
   --seed N                  workload and arrival seed (default 1)
   --json                    also print the report as JSON
   --json-file FILE          write the JSON report (sweep: one object per rate) to FILE
+  --per-second-csv FILE     one row per second of the measured window: OK and failed
+                            calls (by intended send time), p50/p99 latency of OK calls
   --sweep-rates R1,R2,...   open-loop runs at ascending rates; stops after saturation
   --sweep-csv FILE          sweep results as CSV (default sweep.csv)
   --dump-workload           print the first --requests requests as JSON lines, exit
@@ -163,7 +165,7 @@ std::string ParseLoadOptions(int argc, const char* const* argv, LoadOptions* o) 
       {"warmup",
        [&](const std::string& v) { return ParseDouble(v, &o->warmup_s) && o->warmup_s >= 0; }},
       {"timeout-ms",
-       [&](const std::string& v) { return ParseInt(v, &o->timeout_ms) && o->timeout_ms > 0; }},
+       [&](const std::string& v) { return ParseInt(v, &o->timeout_ms) && o->timeout_ms >= 0; }},
       {"texts",
        [&](const std::string& v) {
          int64_t n;
@@ -183,6 +185,11 @@ std::string ParseLoadOptions(int argc, const char* const* argv, LoadOptions* o) 
       {"json-file",
        [&](const std::string& v) {
          o->json_file = v;
+         return !v.empty();
+       }},
+      {"per-second-csv",
+       [&](const std::string& v) {
+         o->per_second_csv = v;
          return !v.empty();
        }},
       {"sweep-rates", [&](const std::string& v) { return ParseRates(v, &o->sweep_rates); }},

@@ -52,6 +52,8 @@ struct LoadOptions {
   // Output: the text table always, plus JSON on stdout (--json) or to a file.
   bool json = false;
   std::string json_file;
+  // One CSV row per second of the measured window (PerSecondCsv).
+  std::string per_second_csv;
   // Sweep: one open-loop run per rate, ascending; stops after the first rate
   // the server cannot sustain (achieved < 90% of offered, or > 1% errors).
   std::vector<double> sweep_rates;

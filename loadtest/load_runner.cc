@@ -30,7 +30,8 @@ class Run {
         warmup_end_ns_(start_ns + static_cast<int64_t>(options.warmup_s * 1e9)),
         end_ns_(options.duration_s > 0
                     ? warmup_end_ns_ + static_cast<int64_t>(options.duration_s * 1e9)
-                    : std::numeric_limits<int64_t>::max()) {}
+                    : std::numeric_limits<int64_t>::max()),
+        recorder_(warmup_end_ns_) {}
 
   void set_sink(CallSink* sink) { sink_ = sink; }
   int64_t end_ns() const { return end_ns_; }

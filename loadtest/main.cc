@@ -84,6 +84,8 @@ int Main(int argc, char** argv) {
   const nlohmann::json report = ReportJson(options, options.rate, stats);
   if (options.json) std::cout << report.dump(2) << "\n";
   if (!options.json_file.empty() && !WriteFile(options.json_file, report.dump(2) + "\n")) return 1;
+  if (!options.per_second_csv.empty() && !WriteFile(options.per_second_csv, PerSecondCsv(stats)))
+    return 1;
   return stats.ok > 0 ? 0 : 1;
 }
 

@@ -66,6 +66,7 @@ std::string FormatReportText(const LoadOptions& o, double offered_rate, const Ru
   out += HistRow("latency (from intended)", s.latency_us);
   out += HistRow("service (from send)", s.service_us);
   out += HistRow("client send lag", s.send_lag_us);
+  out += HistRow("time to refusal", s.refusal_us);
   out += HistRow("server tokenize", s.tokenize_us);
   out += HistRow("server queue", s.queue_us);
   out += HistRow("server inference", s.inference_us);
@@ -96,11 +97,23 @@ nlohmann::json ReportJson(const LoadOptions& o, double offered_rate, const RunSt
           {"latency", HistJson(s.latency_us)},
           {"service", HistJson(s.service_us)},
           {"send_lag", HistJson(s.send_lag_us)},
+          {"refusal", HistJson(s.refusal_us)},
           {"server",
            {{"tokenize", HistJson(s.tokenize_us)},
             {"queue", HistJson(s.queue_us)},
             {"inference", HistJson(s.inference_us)},
             {"total", HistJson(s.server_total_us)}}}};
+}
+
+std::string PerSecondCsv(const RunStats& stats) {
+  std::string out = "second,ok,errors,p50_ms,p99_ms\n";
+  for (size_t i = 0; i < stats.per_second.size(); ++i) {
+    const SecondStats& s = stats.per_second[i];
+    out += std::to_string(i) + "," + std::to_string(s.ok) + "," + std::to_string(s.errors) + "," +
+           Ms(s.latency_us.ValueAtQuantile(0.5)) + "," + Ms(s.latency_us.ValueAtQuantile(0.99)) +
+           "\n";
+  }
+  return out;
 }
 
 std::string SweepCsvHeader() {

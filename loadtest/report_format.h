@@ -15,6 +15,9 @@ std::string FormatReportText(const LoadOptions& options, double offered_rate,
 nlohmann::json ReportJson(const LoadOptions& options, double offered_rate, const RunStats& stats);
 
 // Sweep CSV: one row per rate; latencies in milliseconds.
+// Per-second CSV: second,ok,errors,p50_ms,p99_ms (latency of OK calls).
+std::string PerSecondCsv(const RunStats& stats);
+
 std::string SweepCsvHeader();
 std::string SweepCsvRow(double offered_rate, double window_s, const RunStats& stats);
 

@@ -3,6 +3,12 @@
 #include <algorithm>
 
 namespace encoderd::loadtest {
+namespace {
+
+// Runs longer than a day keep no per-second series past it.
+constexpr int64_t kMaxSeconds = 86400;
+
+}  // namespace
 
 double RunStats::ElapsedSeconds() const {
   if (last_done_ns <= first_intended_ns) return 0;
@@ -26,9 +32,22 @@ void Recorder::Record(const CallOutcome& c) {
     s.first_intended_ns = c.intended_ns;
   s.last_done_ns = std::max(s.last_done_ns, c.done_ns);
   s.send_lag_us.Record((c.sent_ns - c.intended_ns) / 1000);
+  const int64_t second = std::max<int64_t>(0, (c.intended_ns - origin_ns_) / 1000000000);
+  if (second < kMaxSeconds) {
+    if (static_cast<int64_t>(s.per_second.size()) <= second) s.per_second.resize(second + 1);
+    SecondStats& slot = s.per_second[second];
+    if (c.status_code != 0) {
+      ++slot.errors;
+    } else {
+      ++slot.ok;
+      slot.latency_us.Record((c.done_ns - c.intended_ns) / 1000);
+    }
+  }
   if (c.status_code != 0) {
     ++s.errors;
     ++s.errors_by_code[c.status_code];
+    if (c.status_code == 8 || c.status_code == 14)  // RESOURCE_EXHAUSTED, UNAVAILABLE
+      s.refusal_us.Record((c.done_ns - c.sent_ns) / 1000);
     return;
   }
   ++s.ok;

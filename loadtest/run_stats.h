@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "loadtest/latency_histogram.h"
 #include "proto/grpc_code_name.h"  // GrpcCodeName, used with RunStats::errors_by_code
@@ -31,6 +32,13 @@ struct CallOutcome {
   int64_t server_total_us = 0;
 };
 
+// Calls whose intended send fell in one second of the measured window.
+struct SecondStats {
+  int64_t ok = 0;
+  int64_t errors = 0;
+  LatencyHistogram latency_us{5};  // done - intended, OK calls
+};
+
 struct RunStats {
   int64_t ok = 0;
   int64_t errors = 0;
@@ -43,11 +51,14 @@ struct RunStats {
   LatencyHistogram latency_us;   // done - intended, OK calls
   LatencyHistogram service_us;   // done - sent, OK calls
   LatencyHistogram send_lag_us;  // sent - intended, all counted calls
+  LatencyHistogram refusal_us;   // done - sent, RESOURCE_EXHAUSTED and UNAVAILABLE calls
   LatencyHistogram tokenize_us, queue_us, inference_us, server_total_us;
   // Client process CPU (user + system) and wall time over the whole run,
   // warm-up and drain included, seconds.
   double client_cpu_s = 0;
   double client_wall_s = 0;
+  // Second i of the measured window (by intended send time).
+  std::vector<SecondStats> per_second;
 
   double ElapsedSeconds() const;
   double RequestsPerSecond() const;
@@ -56,11 +67,14 @@ struct RunStats {
 
 class Recorder {
  public:
+  // `origin_ns`: the start of the measured window (second 0 of per_second).
+  explicit Recorder(int64_t origin_ns = 0) : origin_ns_(origin_ns) {}
   void Record(const CallOutcome& outcome);
   // Copy of the totals so far.
   RunStats Snapshot() const;
 
  private:
+  const int64_t origin_ns_;
   mutable std::mutex mu_;
   RunStats stats_;  // guarded by mu_
 };

@@ -52,8 +52,10 @@ class UnarySink : public CallSink {
     call->request.set_model(options_.model);
     call->request.set_truncate(options_.truncate);
     call->sent_ns = NowNanos();
-    call->context.set_deadline(std::chrono::system_clock::now() +
-                               std::chrono::milliseconds(options_.timeout_ms));
+    if (options_.timeout_ms > 0) {
+      call->context.set_deadline(std::chrono::system_clock::now() +
+                                 std::chrono::milliseconds(options_.timeout_ms));
+    }
     invoke(&call->context, &call->request, &call->response,
            std::function<void(grpc::Status)>([this, call](grpc::Status status) {
              std::unique_ptr<UnaryCall<Request, Response>> owned(call);
