@@ -1,5 +1,6 @@
 #include "server/batch_policy.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace encoderd::server {
@@ -11,6 +12,30 @@ Status RequestQueue::Push(std::shared_ptr<InferenceRequest> request) {
   requests_.push_back(std::move(request));
   return Status::Ok();
 }
+
+int64_t RequestQueue::QueuedTokens() const {
+  int64_t tokens = 0;
+  for (const auto& r : requests_) tokens += r->TokensFrom(r->next_sequence);
+  return tokens;
+}
+
+namespace {
+
+// Removes the requests whose deadline passes before `horizon`.
+void DropLate(RequestQueue* queue, Clock::time_point horizon, DroppedRequests* dropped) {
+  auto& requests = queue->requests();
+  for (auto it = requests.begin(); it != requests.end();) {
+    if ((*it)->deadline() < horizon) {
+      dropped->emplace_back(
+          *it, DeadlineExceeded("the deadline would pass before the request could be computed"));
+      it = requests.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace
 
 DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now) {
   DroppedRequests dropped;
@@ -32,9 +57,14 @@ DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now) {
   return dropped;
 }
 
-BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now) {
+BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now,
+                        const ThroughputEstimate* estimate) {
   BatchDecision decision;
   decision.dropped = DropStale(queue, now);
+  if (estimate != nullptr && estimate->known() && limits.admission.predict_deadlines) {
+    const int64_t batch = std::min(limits.max_batch_tokens, queue->QueuedTokens());
+    DropLate(queue, now + estimate->Predict(batch), &decision.dropped);
+  }
   auto& requests = queue->requests();
   if (requests.empty()) return decision;
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/core/status.h"
+#include "server/admission_policy.h"
 #include "server/inference_request.h"
 
 namespace encoderd::server {
@@ -23,6 +24,8 @@ struct BatchLimits {
   int64_t max_queue_delay_us = 2000;
   // Most requests in the queue.
   int64_t max_queue_size = 1024;
+  // Which calls the queue admits under overload.
+  AdmissionLimits admission;
 };
 
 // Sequences [begin, end) of one request.
@@ -61,6 +64,8 @@ class RequestQueue {
   Status Push(std::shared_ptr<InferenceRequest> request);
   bool empty() const { return requests_.empty(); }
   size_t size() const { return requests_.size(); }
+  // Tokens not yet handed to an executor (O(size)).
+  int64_t QueuedTokens() const;
   std::deque<std::shared_ptr<InferenceRequest>>& requests() { return requests_; }
 
  private:
@@ -75,11 +80,15 @@ class RequestQueue {
 DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now);
 
 // Called when an executor is free. Drops cancelled, expired and already
-// finished requests (DropStale), then packs sequences from the head in FIFO order until
+// finished requests (DropStale), and, when `estimate` knows the throughput,
+// those whose deadline passes before a batch of the queued work (at most
+// max_batch_tokens) would finish: never computed, since they cannot succeed.
+// Then packs sequences from the head in FIFO order until
 // the next sequence would exceed a limit (the batch is full: it runs now) or
 // the queue is exhausted (it runs only once the oldest request has waited
 // max_queue_delay_us). Taken sequences leave the queue, and every request
 // with a sequence in the batch is marked dispatched.
-BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now);
+BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now,
+                        const ThroughputEstimate* estimate = nullptr);
 
 }  // namespace encoderd::server

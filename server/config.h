@@ -77,6 +77,14 @@ struct ModelConfig {
   int64_t max_queue_delay_us = 2000;
   // Most requests waiting in the queue; more are RESOURCE_EXHAUSTED.
   int64_t max_queue_size = 1024;
+  // Refuse at once (RESOURCE_EXHAUSTED) a call that is predicted, from the
+  // queued tokens and the throughput measured on this machine, to finish
+  // after its deadline: under overload the queue then holds only work that
+  // can still succeed.
+  bool predict_deadlines = true;
+  // The same for a call without a deadline predicted to wait longer than this
+  // in the queue; 0: no limit.
+  int64_t max_queue_time_us = 2000000;
   // Most texts in one client request.
   int64_t max_client_batch_size = 256;
   // Longest sequence accepted, special tokens included; 0: the model's limit.

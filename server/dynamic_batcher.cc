@@ -31,10 +31,29 @@ Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Unavailable("the server is shutting down");
+    RETURN_IF_ERROR(AdmitLocked(request->TokensFrom(0), request->deadline()));
     RETURN_IF_ERROR(queue_.Push(std::move(request)));
   }
+  if (metrics_) metrics_->ObserveAdmitted(model_);
   batcher_cv_.notify_one();
   return Status::Ok();
+}
+
+Status DynamicBatcher::Precheck(Clock::time_point deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return Unavailable("the server is shutting down");
+  return AdmitLocked(0, deadline);
+}
+
+Status DynamicBatcher::AdmitLocked(int64_t tokens, Clock::time_point deadline) {
+  const Backlog backlog{queue_.QueuedTokens(), running_tokens_, static_cast<int>(replicas_.size())};
+  Status admitted = Admit(backlog, tokens, deadline, Clock::now(), estimate_, limits_.admission);
+  if (!admitted.ok() && metrics_) {
+    metrics_->ObserveDrop(model_, deadline == Clock::time_point::max()
+                                      ? DropReason::kRefusedQueueTime
+                                      : DropReason::kRefusedPredictedLate);
+  }
+  return admitted;
 }
 
 bool DynamicBatcher::Abandon(const std::shared_ptr<InferenceRequest>& request,
@@ -94,7 +113,7 @@ void DynamicBatcher::BatcherLoop() {
     // out of the queue, even while every executor is busy.
     BatchDecision decision;
     if (idle_ > 0 && !queue_.empty()) {
-      decision = FormBatch(&queue_, limits_, Clock::now());
+      decision = FormBatch(&queue_, limits_, Clock::now(), &estimate_);
     } else {
       decision.dropped = DropStale(&queue_, Clock::now());
     }
@@ -107,6 +126,7 @@ void DynamicBatcher::BatcherLoop() {
       if (decision.batch.slices.empty()) continue;
     }
     if (!decision.batch.slices.empty()) {
+      running_tokens_ += decision.batch.num_tokens;
       ready_.push_back(std::move(decision.batch));
       --idle_;
       executor_cv_.notify_one();
@@ -131,9 +151,13 @@ void DynamicBatcher::ExecutorLoop(BatchEngine* engine) {
     ready_.pop_front();
     lock.unlock();
     BatchSample sample;
-    (void)ExecuteBatch(plan, rule_, engine, metrics_ ? &sample : nullptr);
+    const Clock::time_point start = Clock::now();
+    const Status ran = ExecuteBatch(plan, rule_, engine, metrics_ ? &sample : nullptr);
+    const Clock::duration took = Clock::now() - start;
     if (metrics_) metrics_->ObserveBatch(model_, sample);
     lock.lock();
+    if (ran.ok()) estimate_.Observe(plan.num_tokens, took);
+    running_tokens_ -= plan.num_tokens;
     ++idle_;
     batcher_cv_.notify_one();
   }

@@ -33,9 +33,17 @@ class DynamicBatcher {
 
   // Any thread. DEADLINE_EXCEEDED without queuing when the request's deadline
   // has passed (counted as a drop, deadline_before_queue); RESOURCE_EXHAUSTED
-  // at once when the queue is full; UNAVAILABLE once stopped. On OK the
-  // request will finish (done()).
+  // at once when the queue is full, or when Admit (admission_policy.h)
+  // predicts the request would finish after its deadline or wait too long
+  // (counted as refused_predicted_late / refused_queue_time); UNAVAILABLE
+  // once stopped. On OK the request will finish (done()).
   Status Submit(std::shared_ptr<InferenceRequest> request);
+
+  // Any thread, before a call is tokenized: Admit with its own tokens not
+  // known yet (counted as none), so that a call the queue would refuse is
+  // refused before its tokenization costs anything. Counted as Submit's
+  // refusals are.
+  Status Precheck(Clock::time_point deadline);
 
   // Any thread, for a request Submit() accepted whose caller stops waiting:
   // finishes it with `status` (CANCELLED or DEADLINE_EXCEEDED) unless it
@@ -52,6 +60,8 @@ class DynamicBatcher {
   size_t queue_depth() const;
 
  private:
+  // Admit against the current backlog, counting a refusal. Requires mu_.
+  Status AdmitLocked(int64_t tokens, Clock::time_point deadline);
   void BatcherLoop();
   void ExecutorLoop(BatchEngine* engine);
   // Fails each dropped request unless it finished already, counting the drop.
@@ -73,6 +83,8 @@ class DynamicBatcher {
   std::deque<BatchPlan> ready_;          // guarded by mu_; at most idle_ entries
   int idle_ = 0;                         // executors without a batch; guarded by mu_
   bool stopping_ = false;                // guarded by mu_
+  ThroughputEstimate estimate_;          // guarded by mu_; updated by the executors
+  int64_t running_tokens_ = 0;           // tokens of batches ready or running; guarded by mu_
   std::vector<std::thread> threads_;
 };
 

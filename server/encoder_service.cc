@@ -108,11 +108,14 @@ Status RunOnModel(grpc::ServerContext* context, uint64_t id,
   return done.get();
 }
 
-// Looks up the model and tokenizes `texts` into `sequences`.
+// Looks up the model and tokenizes `texts` into `sequences`, unless the
+// model's batcher would refuse a call due at `deadline` anyway.
 Status Prepare(const ModelRegistry& registry, const std::string& model_name,
                const google::protobuf::RepeatedPtrField<std::string>& texts, bool truncate,
-               Call* call, std::vector<std::vector<int32_t>>* sequences) {
+               Clock::time_point deadline, Call* call,
+               std::vector<std::vector<int32_t>>* sequences) {
   ASSIGN_OR_RETURN(call->model, registry.Find(model_name));
+  RETURN_IF_ERROR(call->model->batcher().Precheck(deadline));
   const Clock::time_point t = Clock::now();
   ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
                    call->model->Tokenize({texts.begin(), texts.end()}, truncate));
@@ -141,8 +144,8 @@ Status EmbedOne(const ModelRegistry& registry, uint64_t id, grpc::ServerContext*
                 CancellationWatcher& watcher, ServingMetrics* metrics) {
   RETURN_IF_ERROR(CheckPooling(request.pooling()));
   std::vector<std::vector<int32_t>> sequences;
-  RETURN_IF_ERROR(
-      Prepare(registry, request.model(), request.texts(), request.truncate(), &call, &sequences));
+  RETURN_IF_ERROR(Prepare(registry, request.model(), request.texts(), request.truncate(),
+                          SteadyDeadline(context), &call, &sequences));
   OutputSpec spec{OutputKind::kEmbedding, call.model->encoder_config().default_pooling,
                   request.normalize()};
   if (request.pooling() == v1::POOLING_CLS) spec.pooling = Pooling::kCls;
@@ -221,7 +224,7 @@ grpc::Status EncoderService::Classify(grpc::ServerContext* context,
   auto run = [&]() -> Status {
     std::vector<std::vector<int32_t>> sequences;
     RETURN_IF_ERROR(Prepare(*registry_, request->model(), request->texts(), request->truncate(),
-                            &call, &sequences));
+                            SteadyDeadline(context), &call, &sequences));
     const EncoderConfig& config = call.model->encoder_config();
     if (config.num_labels <= 0)
       return FailedPrecondition("model '" + call.model->config().name +
@@ -261,7 +264,7 @@ grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::Enco
       RETURN_IF_ERROR(call.model->CheckTokenIds(sequences));
     } else {
       RETURN_IF_ERROR(Prepare(*registry_, request->model(), request->texts(), request->truncate(),
-                              &call, &sequences));
+                              SteadyDeadline(context), &call, &sequences));
     }
     std::vector<int32_t> lengths;
     for (const auto& s : sequences) lengths.push_back(static_cast<int32_t>(s.size()));

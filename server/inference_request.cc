@@ -18,6 +18,10 @@ InferenceRequest::InferenceRequest(uint64_t id, std::vector<std::vector<int32_t>
       remaining_(static_cast<int32_t>(sequences_.size())),
       done_(promise_.get_future().share()) {
   live_.fetch_add(1, std::memory_order_relaxed);
+  token_prefix_.reserve(sequences_.size() + 1);
+  token_prefix_.push_back(0);
+  for (const auto& s : sequences_)
+    token_prefix_.push_back(token_prefix_.back() + static_cast<int64_t>(s.size()));
   if (remaining_ == 0) Finish(Status::Ok());
 }
 

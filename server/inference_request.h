@@ -41,6 +41,10 @@ class InferenceRequest {
   const OutputSpec& spec() const { return spec_; }
   int32_t num_sequences() const { return static_cast<int32_t>(sequences_.size()); }
   const std::vector<int32_t>& sequence(int32_t i) const { return sequences_[i]; }
+  // Tokens of sequences [first, num_sequences()).
+  int64_t TokensFrom(int32_t first) const {
+    return token_prefix_.back() - token_prefix_[static_cast<size_t>(first)];
+  }
   Clock::time_point enqueued() const { return enqueued_; }
   Clock::time_point deadline() const { return deadline_; }
 
@@ -84,6 +88,7 @@ class InferenceRequest {
 
   const uint64_t id_;
   const std::vector<std::vector<int32_t>> sequences_;
+  std::vector<int64_t> token_prefix_;  // tokens of sequences [0, i)
   const OutputSpec spec_;
   const Clock::time_point enqueued_;
   const Clock::time_point deadline_;

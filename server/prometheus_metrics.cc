@@ -91,8 +91,13 @@ struct PrometheusMetrics::Families {
                     .Name("encoderd_requests_dropped_total")
                     .Help("Requests the batcher dropped without delivering a result, by reason: "
                           "deadline_before_queue, deadline_in_queue, deadline_while_running, "
-                          "cancelled_in_queue, cancelled_while_running.")
-                    .Register(*r)) {}
+                          "cancelled_in_queue, cancelled_while_running, refused_predicted_late, "
+                          "refused_queue_time (overload: refused at once).")
+                    .Register(*r)),
+        admitted(BuildCounter()
+                     .Name("encoderd_requests_admitted_total")
+                     .Help("Requests the model's batcher admitted into its queue.")
+                     .Register(*r)) {}
 
   Family<Counter>& requests;
   Family<Counter>& failures;
@@ -110,6 +115,7 @@ struct PrometheusMetrics::Families {
   Family<Counter>& batch_failures;
   Family<Gauge>& in_flight;
   Family<Counter>& dropped;
+  Family<Counter>& admitted;
 };
 
 struct PrometheusMetrics::ModelSeries {
@@ -134,6 +140,7 @@ struct PrometheusMetrics::ModelSeries {
     batch_padded_tokens = &f.batch_padded_tokens.Add(labels);
     batch_failures = &f.batch_failures.Add(labels);
     in_flight = &f.in_flight.Add(labels);
+    admitted = &f.admitted.Add(labels);
     for (int i = 0; i < kNumDropReasons; ++i)
       dropped[i] = &f.dropped.Add(
           {{"model", model}, {"reason", DropReasonName(static_cast<DropReason>(i))}});
@@ -187,6 +194,7 @@ struct PrometheusMetrics::ModelSeries {
   Counter* batch_padded_tokens = nullptr;
   Counter* batch_failures = nullptr;
   Gauge* in_flight = nullptr;
+  Counter* admitted = nullptr;
   std::array<Counter*, kNumDropReasons> dropped = {};
   std::array<std::array<std::atomic<Counter*>, kNumCodes>, kNumRpcs> requests;
   std::array<std::array<std::atomic<Counter*>, kNumCodes>, kNumRpcs> failures;
@@ -250,6 +258,11 @@ void PrometheusMetrics::ObserveBatch(const std::string& model, const BatchSample
 void PrometheusMetrics::AddInFlight(const std::string& model, int delta) {
   ModelSeries& s = Series(model);
   if (s.in_flight) s.in_flight->Increment(delta);
+}
+
+void PrometheusMetrics::ObserveAdmitted(const std::string& model) {
+  Counter* c = Series(model).admitted;
+  if (c) c->Increment();
 }
 
 void PrometheusMetrics::ObserveDrop(const std::string& model, DropReason reason) {

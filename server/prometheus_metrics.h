@@ -35,6 +35,7 @@ class PrometheusMetrics final : public ServingMetrics {
   void ObserveBatch(const std::string& model, const BatchSample& sample) override;
   void AddInFlight(const std::string& model, int delta) override;
   void ObserveDrop(const std::string& model, DropReason reason) override;
+  void ObserveAdmitted(const std::string& model) override;
 
   // Bucket bounds, exposed for tests and the docs.
   static const prometheus::Histogram::BucketBoundaries& LatencyBuckets();

@@ -28,8 +28,10 @@ enum class DropReason {
   kDeadlineWhileRunning,   // the deadline passed during its batch: result discarded
   kCancelledInQueue,       // the client went away while it waited: never computed
   kCancelledWhileRunning,  // the client went away during its batch: result discarded
+  kRefusedPredictedLate,   // refused at once: predicted to finish after its deadline
+  kRefusedQueueTime,       // refused at once: no deadline, predicted to wait too long
 };
-inline constexpr int kNumDropReasons = 5;
+inline constexpr int kNumDropReasons = 7;
 // "deadline_before_queue", "deadline_in_queue", ...
 const char* DropReasonName(DropReason reason);
 
@@ -71,6 +73,8 @@ class ServingMetrics {
   virtual void AddInFlight(const std::string& model, int delta) = 0;
   // Any thread: the batcher dropped a request (once per request at most).
   virtual void ObserveDrop(const std::string& /*model*/, DropReason /*reason*/) {}
+  // Any thread: the batcher admitted a request into its queue.
+  virtual void ObserveAdmitted(const std::string& /*model*/) {}
 };
 
 }  // namespace encoderd::server

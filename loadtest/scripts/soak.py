@@ -48,6 +48,9 @@ SENTENCE = "the quick brown fox jumps over the lazy dog and keeps running far aw
 KINDS = {"ok": (0.70, Code.OK), "cancel_queued": (0.06, Code.CANCELLED),
          "cancel_running": (0.06, Code.CANCELLED), "tiny_deadline": (0.06, Code.DEADLINE_EXCEEDED),
          "invalid": (0.06, Code.INVALID_ARGUMENT), "unknown_model": (0.06, Code.NOT_FOUND)}
+# A call that cannot make its 1 ms deadline may also be refused at once
+# (predicted to finish late).
+ALSO_EXPECTED = {"tiny_deadline": {Code.RESOURCE_EXHAUSTED}}
 THREAD_SLACK = 2  # gRPC's own pollers
 FD_SLACK = 2
 # An unexpected code counts as "during steal" when the hypervisor took at
@@ -69,7 +72,7 @@ class Outcomes:
             key = (kind, got.name)
             self.counts[key] = self.counts.get(key, 0) + 1
             self.done += 1
-            if got != want:
+            if got != want and got not in ALSO_EXPECTED.get(kind, ()):
                 self.unexpected.append((kind, got.name, want.name, time.monotonic()))
 
 

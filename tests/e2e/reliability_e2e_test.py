@@ -137,9 +137,11 @@ def check_deadlines_and_cancellation(args, tmp):
     batch (~3 s) fills the executor; behind it a call whose deadline expires
     in the queue and a call cancelled in the queue are never computed; a call
     expired before queuing and a call cancelled while running are counted."""
+    # Admission by predicted finish is off here: these calls must reach the
+    # queue (check_admission covers the refusals).
     daemon, channel, health = start(args, tmp, "deadline", [
         "--max-concurrent-requests", "2", "--num-threads", "1", "--max-queue-delay-us", "2000",
-        "--max-batch-tokens", "65536"])
+        "--max-batch-tokens", "65536", "--predict-deadlines", "false", "--max-queue-time-us", "0"])
     if not daemon:
         return
     try:
@@ -234,9 +236,12 @@ def mixed_kinds():
     }
 
 
-EXPECTED = {"ok": Code.OK, "invalid": Code.INVALID_ARGUMENT, "unknown_model": Code.NOT_FOUND,
-            "tiny_deadline": Code.DEADLINE_EXCEEDED, "cancel_queued": Code.CANCELLED,
-            "cancel_running": Code.CANCELLED}
+# The codes each kind may get. A call that cannot make its 1 ms deadline is
+# either refused at once (predicted to finish late: RESOURCE_EXHAUSTED,
+# counted as refused_predicted_late) or expires (DEADLINE_EXCEEDED).
+EXPECTED = {"ok": {Code.OK}, "invalid": {Code.INVALID_ARGUMENT}, "unknown_model": {Code.NOT_FOUND},
+            "tiny_deadline": {Code.DEADLINE_EXCEEDED, Code.RESOURCE_EXHAUSTED},
+            "cancel_queued": {Code.CANCELLED}, "cancel_running": {Code.CANCELLED}}
 
 
 def run_mixed(stub, calls, clients, seed):
@@ -267,12 +272,12 @@ def run_mixed(stub, calls, clients, seed):
                 if cancel_after:
                     time.sleep(cancel_after)
                 if not future.cancel():
-                    want = Code.OK
+                    want = {Code.OK}
             got = code_of(future)
             with lock:
                 counts[kind][got.name] = counts[kind].get(got.name, 0) + 1
-                if got != want:
-                    unexpected.append((i, kind, got.name, want.name))
+                if got not in want:
+                    unexpected.append((i, kind, got.name, sorted(w.name for w in want)))
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
     for t in threads:
@@ -280,6 +285,55 @@ def run_mixed(stub, calls, clients, seed):
     for t in threads:
         t.join()
     return counts, unexpected
+
+
+def check_admission(args, tmp):
+    """Overload control: while a 256-text batch (~3 s) runs on one thread, a
+    call whose deadline is shorter than the predicted wait and a call without
+    a deadline (max_queue_time_us = 100 ms) are refused at once with
+    RESOURCE_EXHAUSTED, each counted by its reason, before the batch ends; a
+    call with a long deadline is admitted and served."""
+    daemon, channel, health = start(args, tmp, "admission", [
+        "--num-threads", "1", "--max-queue-delay-us", "2000", "--max-batch-tokens", "65536",
+        "--max-queue-time-us", "100000"])
+    if not daemon:
+        return
+    try:
+        stub = pb_grpc.EncoderStub(channel)
+        stub.Embed(pb.EmbedRequest(texts=["warm up"] * 8), timeout=30)  # throughput measured
+        reasons = ("refused_predicted_late", "refused_queue_time")
+        before = {r: drops(daemon, r) for r in reasons}
+        admitted0 = daemon.metric("encoderd_requests_admitted_total", {"model": MODEL})
+        big = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * 256, truncate=True), timeout=60)
+        check(wait_until(lambda: idle_state(daemon)[1] == 1 and idle_state(daemon)[2] == 0, 10),
+              "admission: the 256-text batch is running")
+        late = answer_of(lambda: stub.Embed(pb.EmbedRequest(texts=["hurry"]), timeout=0.3))
+        endless = answer_of(lambda: stub.Embed(pb.EmbedRequest(texts=["no deadline"])))
+        patient = stub.Embed.future(pb.EmbedRequest(texts=["patient"]), timeout=60)
+        print(f"admission: short deadline -> {late}; no deadline -> {endless}", flush=True)
+        check(not big.done(), "admission: the refusals came while the big batch ran")
+        check(late[0] == Code.RESOURCE_EXHAUSTED and "would finish in" in late[1],
+              f"admission: a 300 ms deadline behind ~3 s of work is refused at once ({late})")
+        check(endless[0] == Code.RESOURCE_EXHAUSTED and "would wait" in endless[1],
+              f"admission: a call without deadline over max_queue_time_us is refused ({endless})")
+        check(code_of(big) == Code.OK and code_of(patient) == Code.OK,
+              "admission: the running batch and the patient call are served")
+        got = {r: drops(daemon, r) - before[r] for r in reasons}
+        check(got == {"refused_predicted_late": 1, "refused_queue_time": 1},
+              f"admission: refusals counted by reason ({got})")
+        admitted = daemon.metric("encoderd_requests_admitted_total", {"model": MODEL}) - admitted0
+        check(admitted == 2, f"admission: encoderd_requests_admitted_total +2 ({admitted})")
+    finally:
+        daemon.stop()
+
+
+def answer_of(call):
+    """(code, details) of a blocking call."""
+    try:
+        call()
+        return Code.OK, ""
+    except grpc.RpcError as e:
+        return e.code(), e.details() or ""
 
 
 def check_no_leaks(args, tmp):
@@ -300,7 +354,7 @@ def check_no_leaks(args, tmp):
         threads0, fds0 = proc_threads(pid), proc_fds(pid)
         dropped0 = {r: drops(daemon, r) for r in ("deadline_before_queue", "deadline_in_queue",
                                                   "deadline_while_running", "cancelled_in_queue",
-                                                  "cancelled_while_running")}
+                                                  "cancelled_while_running", "refused_predicted_late")}
         peak = {"threads": threads0, "fds": fds0}
         sampling = threading.Event()
 
@@ -334,6 +388,13 @@ def check_no_leaks(args, tmp):
         check(threads1 <= threads0 + THREAD_SLACK,
               f"leaks: threads back to baseline {threads0} (+{THREAD_SLACK}): {threads1}")
         check(fds1 <= fds0 + FD_SLACK, f"leaks: fds back to baseline {fds0} (+{FD_SLACK}): {fds1}")
+        # A refusal can reach a 1 ms client after its deadline (it then sees
+        # DEADLINE_EXCEEDED), so the counter is between the two.
+        refused = sum(c.get("RESOURCE_EXHAUSTED", 0) for c in counts.values())
+        tiny = sum(counts["tiny_deadline"].values())
+        check(refused <= dropped["refused_predicted_late"] <= tiny,
+              f"leaks: RESOURCE_EXHAUSTED answers ({refused}) <= predicted-late refusals "
+              f"({dropped['refused_predicted_late']:.0f}) <= tiny-deadline calls ({tiny})")
         check(serving(health), "leaks: still SERVING")
     finally:
         daemon.stop()
@@ -481,7 +542,7 @@ def serving_or_down(health):
 
 PARTS = {"cap": check_concurrency_cap, "deadline": check_deadlines_and_cancellation,
          "leaks": check_no_leaks, "shutdown": check_graceful_shutdown,
-         "waiting": check_waiting_is_free}
+         "waiting": check_waiting_is_free, "admission": check_admission}
 
 
 def main():
