@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Overload benchmark: goodput, latency and wasted work at and past capacity.
+
+Starts `encoderd serve` on the default model, measures its capacity (closed
+loop, 64 clients, Embed of one 8-24-word text), then drives it open loop
+(Poisson, encoderd-loadtest) at 1x, 1.5x, 2x, 4x and 8x that capacity with
+1 s deadlines, 100 ms deadlines and none. Per run: goodput (OK calls a second
+of the measured window), p50/p99 latency of OK calls from their intended send
+time, p99 time to a refusal, the codes, and the wasted sequences (computed by
+the engine for calls that did not get OK, from the daemon's metrics). Then a
+step test: 0.5x, 3x, 0.5x for --step-seconds each, with per-second goodput and
+p99 (CSV and a gnuplot PNG).
+
+Benchmark, not a test: the figures go in docs/reliability.md. The load
+generator shares the machine with the daemon (its CPU is in the JSON).
+
+    /usr/bin/python3 loadtest/scripts/overload.py [--out DIR] [--duration S]
+        [--serve-arg=--predict-deadlines=false ...]
+"""
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+from e2e_common import metric_value, start_daemon  # noqa: E402
+
+WORKLOAD = ["--rpc", "embed", "--texts", "1", "--words", "8-24", "--seed", "1"]
+MULTIPLES = [1, 1.5, 2, 4, 8]
+DEADLINES_MS = [1000, 100, 0]  # 0: no deadline
+
+
+def loadtest(args, port, tmp, name, extra):
+    report = tmp / f"{name}.json"
+    cmd = [args.loadtest, "--target", f"127.0.0.1:{port}", *WORKLOAD, *extra,
+           "--json-file", str(report)]
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+    return json.loads(report.read_text())
+
+
+def counters(daemon):
+    text = daemon.metrics_text()
+    return {"computed": metric_value(text, "encoderd_batch_size_sequences_sum"),
+            "ok": metric_value(text, "encoderd_requests_total", {"rpc": "Embed", "code": "OK"}),
+            "in_flight": metric_value(text, "encoderd_in_flight_requests")}
+
+
+def settle(daemon):
+    deadline = time.time() + 60
+    while time.time() < deadline and counters(daemon)["in_flight"] > 0:
+        time.sleep(0.2)
+    time.sleep(1.0)
+
+
+def open_run(args, daemon, tmp, name, rate, timeout_ms, duration, warmup, extra=()):
+    settle(daemon)
+    before = counters(daemon)
+    r = loadtest(args, daemon.port, tmp, name,
+                 ["--mode", "open", "--rate", f"{rate:.1f}", "--duration", str(duration),
+                  "--warmup", str(warmup), "--timeout-ms", str(timeout_ms), *extra])
+    settle(daemon)
+    after = counters(daemon)
+    computed = after["computed"] - before["computed"]
+    ok = after["ok"] - before["ok"]
+    return {"offered_per_s": rate, "timeout_ms": timeout_ms, "duration_s": duration,
+            "goodput_per_s": r["requests_ok"] / duration,
+            "p50_ms": r["latency"]["p50_us"] / 1e3, "p99_ms": r["latency"]["p99_us"] / 1e3,
+            "refusal_p99_ms": r["refusal"]["p99_us"] / 1e3, "codes": r["errors_by_code"],
+            "ok": r["requests_ok"], "computed_sequences": computed, "ok_sequences": ok,
+            "wasted_sequences": computed - ok,
+            "wasted_fraction": (computed - ok) / computed if computed else 0.0,
+            "client_cpu_s": r.get("client_cpu_s")}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--binary", default=str(REPO / "build" / "server" / "encoderd"))
+    p.add_argument("--loadtest", default=str(REPO / "build" / "loadtest" / "encoderd-loadtest"))
+    p.add_argument("--model-dir", default=str(REPO / "models" / "langid"))
+    p.add_argument("--out", default="/tmp/encoderd-overload")
+    p.add_argument("--duration", type=float, default=8)
+    p.add_argument("--warmup", type=float, default=2)
+    p.add_argument("--step-seconds", type=int, default=10, help="0: no step test")
+    p.add_argument("--multiples", default=",".join(str(m) for m in MULTIPLES))
+    p.add_argument("--deadlines-ms", default=",".join(str(d) for d in DEADLINES_MS),
+                   help="0: no deadline")
+    p.add_argument("--serve-arg", action="append", default=[],
+                   help="extra `encoderd serve` argument (repeatable), e.g. --serve-arg=--predict-deadlines=false")
+    args = p.parse_args()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    serve_args = []
+    for a in args.serve_arg:
+        serve_args.extend(a.split("=", 1) if a.startswith("--") and "=" in a else [a])
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        daemon = start_daemon(args.binary, ["--model-name", "langid", "--model-dir", args.model_dir,
+                                            *serve_args], tmp / "serve.log")
+        try:
+            loadtest(args, daemon.port, tmp, "warm", ["--concurrency", "64", "--duration", "3",
+                                                      "--warmup", "1"])
+            cap = loadtest(args, daemon.port, tmp, "capacity",
+                           ["--concurrency", "64", "--duration", str(args.duration), "--warmup", "2"])
+            capacity = cap["requests_ok"] / args.duration
+            print(f"capacity (closed loop, 64 clients): {capacity:.0f} calls/s", flush=True)
+            runs = []
+            for timeout_ms in [int(d) for d in args.deadlines_ms.split(",")]:
+                for m in [float(x) for x in args.multiples.split(",")]:
+                    r = open_run(args, daemon, tmp, f"open_{timeout_ms}_{m}", m * capacity, timeout_ms,
+                                 args.duration, args.warmup)
+                    r["multiple"] = m
+                    runs.append(r)
+                    print(json.dumps(r), flush=True)
+            step = []
+            settle(daemon)
+            for phase, m in enumerate([0.5, 3, 0.5] if args.step_seconds > 0 else []):
+                csv = tmp / f"step{phase}.csv"
+                loadtest(args, daemon.port, tmp, f"step{phase}",
+                         ["--mode", "open", "--rate", f"{m * capacity:.1f}",
+                          "--duration", str(args.step_seconds), "--warmup", "0",
+                          "--timeout-ms", "1000", "--per-second-csv", str(csv)])
+                for line in csv.read_text().splitlines()[1:args.step_seconds + 1]:
+                    sec, ok, errors, p50, p99 = line.split(",")
+                    step.append({"t": phase * args.step_seconds + int(sec), "multiple": m,
+                                 "goodput": int(ok), "errors": int(errors), "p50_ms": float(p50),
+                                 "p99_ms": float(p99)})
+        finally:
+            daemon.stop()
+    summary = {"capacity_per_s": capacity, "serve_args": serve_args, "runs": runs, "step": step}
+    (out / "overload.json").write_text(json.dumps(summary, indent=1) + "\n")
+    lines = [f"capacity {capacity:.0f} calls/s (closed loop, 64 clients); serve args {serve_args or 'default'}",
+             "", "| deadline | load | offered/s | goodput/s | goodput / capacity | p50 ms | p99 ms "
+             "| p99 refusal ms | codes | wasted sequences |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for r in runs:
+        deadline = f"{r['timeout_ms']} ms" if r["timeout_ms"] else "none"
+        codes = ", ".join(f"{k} {v}" for k, v in sorted(r["codes"].items())) or "-"
+        lines.append(f"| {deadline} | {r['multiple']}x | {r['offered_per_s']:.0f} | {r['goodput_per_s']:.0f} "
+                     f"| {r['goodput_per_s'] / capacity:.0%} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
+                     f"| {r['refusal_p99_ms']:.1f} | {codes} | {r['wasted_fraction']:.1%} "
+                     f"({r['wasted_sequences']:.0f}) |")
+    lines += ["", "Step test (1 s deadlines): second, load, goodput, p99 ms",
+              "", "| t | load | goodput | p99 ms |", "|---:|---|---:|---:|"]
+    lines += [f"| {s['t']} | {s['multiple']}x | {s['goodput']} | {s['p99_ms']:.1f} |" for s in step]
+    (out / "overload.md").write_text("\n".join(lines) + "\n")
+    csv = out / "step.csv"
+    csv.write_text("t,multiple,goodput,p99_ms\n" +
+                   "".join(f"{s['t']},{s['multiple']},{s['goodput']},{s['p99_ms']}\n" for s in step))
+    plot = (f"set terminal png size 900,500; set output '{out / 'step.png'}'; set datafile separator ',';"
+            "set key outside; set xlabel 'second'; set ylabel 'OK calls/s'; set y2label 'p99 ms (OK)';"
+            "set y2tics; set ytics nomirror; set title 'Step 0.5x -> 3x -> 0.5x of capacity';"
+            f"plot '{csv}' every ::1 using 1:3 with linespoints title 'goodput',"
+            f" '' every ::1 using 1:4 axes x1y2 with linespoints title 'p99'")
+    subprocess.run(["gnuplot", "-e", plot], check=False)
+    print((out / "overload.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
