@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -330,6 +331,95 @@ std::string HttpGet(int port, const std::string& request) {
   for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) response.append(buf, n);
   close(fd);
   return response;
+}
+
+// A connected socket that sent `partial` (an unfinished request).
+int SlowClient(int port, const std::string& partial) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  send(fd, partial.data(), partial.size(), 0);
+  return fd;
+}
+
+// True when the server has closed `fd` (EOF); false while it stays open.
+bool ClosedByServer(int fd) {
+  char byte;
+  return recv(fd, &byte, 1, MSG_DONTWAIT) == 0;
+}
+
+// Waits (at most `guard`: a guard against a hang, not a speed requirement)
+// for the server to close `fd`.
+bool ClosedWithin(int fd, std::chrono::seconds guard) {
+  timeval timeout{static_cast<time_t>(guard.count()), 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char byte;
+  return recv(fd, &byte, 1, 0) == 0;
+}
+
+TEST(MetricsHttpServerTest, SlowClientsDoNotDelayAScrape) {
+  MetricsHttpOptions options;
+  options.timeout = std::chrono::seconds(60);
+  auto server = MetricsHttpServer::Start(
+      "127.0.0.1", 0, [] { return std::string("encoderd_x 1\n"); }, options);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const int port = (*server)->port();
+  std::vector<int> slow;
+  for (int i = 0; i < 100; ++i) slow.push_back(SlowClient(port, "GET /metr"));
+  // Answered while every slow client still holds its connection (the old
+  // one-connection-at-a-time server answered only after each had timed out).
+  const std::string ok = HttpGet(port, "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(ok.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << ok;
+  int open = 0;
+  for (int fd : slow) open += fd >= 0 && !ClosedByServer(fd);
+  EXPECT_EQ(open, 100);
+  for (int fd : slow) close(fd);
+}
+
+TEST(MetricsHttpServerTest, AConnectionWithoutARequestIsClosedAtItsTimeout) {
+  MetricsHttpOptions options;
+  options.timeout = std::chrono::milliseconds(100);
+  auto server = MetricsHttpServer::Start(
+      "127.0.0.1", 0, [] { return std::string("encoderd_x 1\n"); }, options);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const int idle = SlowClient((*server)->port(), "");
+  const int partial = SlowClient((*server)->port(), "GET /metrics HTTP/1.1\r\nHost:");
+  EXPECT_TRUE(ClosedWithin(idle, std::chrono::seconds(10)));
+  EXPECT_TRUE(ClosedWithin(partial, std::chrono::seconds(10)));
+  close(idle);
+  close(partial);
+}
+
+TEST(MetricsHttpServerTest, OverTheCapTheOldestWaitingConnectionMakesRoom) {
+  MetricsHttpOptions options;
+  options.timeout = std::chrono::seconds(60);
+  options.max_connections = 8;
+  auto server = MetricsHttpServer::Start(
+      "127.0.0.1", 0, [] { return std::string("encoderd_x 1\n"); }, options);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const int port = (*server)->port();
+  std::vector<int> slow;
+  for (int i = 0; i < 8; ++i) {
+    slow.push_back(SlowClient(port, "GET /"));
+    // A probe answered (and closed) after it proves the server accepted the
+    // slow client before it: the slow clients hold the slots in this order.
+    if (i < 7) {
+      ASSERT_EQ(HttpGet(port, "GET / HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
+    }
+  }
+  // All 8 slots are taken by clients still sending their headers: the scrape
+  // takes the slot of the oldest one.
+  const std::string ok = HttpGet(port, "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(ok.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << ok;
+  EXPECT_TRUE(ClosedWithin(slow[0], std::chrono::seconds(10)));
+  for (int i = 1; i < 8; ++i) EXPECT_FALSE(ClosedByServer(slow[i])) << i;
+  for (int fd : slow) close(fd);
 }
 
 TEST(MetricsHttpServerTest, ServesMetricsOnly) {
