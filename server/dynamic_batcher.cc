@@ -24,13 +24,8 @@ DynamicBatcher::DynamicBatcher(BatchLimits limits, PackingRule rule,
 DynamicBatcher::~DynamicBatcher() { Stop(); }
 
 Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
-  if (request->deadline() <= Clock::now()) {
-    if (metrics_) metrics_->ObserveDrop(model_, DropReason::kDeadlineBeforeQueue);
-    return DeadlineExceeded("the deadline passed before the request was queued");
-  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return Unavailable("the server is shutting down");
     RETURN_IF_ERROR(AdmitLocked(request->TokensFrom(0), request->deadline()));
     RETURN_IF_ERROR(queue_.Push(std::move(request)));
   }
@@ -41,13 +36,18 @@ Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
 
 Status DynamicBatcher::Precheck(Clock::time_point deadline) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) return Unavailable("the server is shutting down");
   return AdmitLocked(0, deadline);
 }
 
 Status DynamicBatcher::AdmitLocked(int64_t tokens, Clock::time_point deadline) {
+  const Clock::time_point now = Clock::now();
+  if (deadline <= now) {
+    if (metrics_) metrics_->ObserveDrop(model_, DropReason::kDeadlineBeforeQueue);
+    return DeadlineExceeded("the deadline passed before the request was queued");
+  }
+  if (stopping_) return Unavailable("the server is shutting down");
   const Backlog backlog{queue_.QueuedTokens(), running_tokens_, static_cast<int>(replicas_.size())};
-  Status admitted = Admit(backlog, tokens, deadline, Clock::now(), estimate_, limits_.admission);
+  Status admitted = Admit(backlog, tokens, deadline, now, estimate_, limits_.admission);
   if (!admitted.ok() && metrics_) {
     metrics_->ObserveDrop(model_, deadline == Clock::time_point::max()
                                       ? DropReason::kRefusedQueueTime

@@ -60,7 +60,9 @@ class DynamicBatcher {
   size_t queue_depth() const;
 
  private:
-  // Admit against the current backlog, counting a refusal. Requires mu_.
+  // DEADLINE_EXCEEDED for a passed deadline (counted), UNAVAILABLE once
+  // stopping, then Admit against the current backlog (a refusal counted).
+  // Requires mu_.
   Status AdmitLocked(int64_t tokens, Clock::time_point deadline);
   void BatcherLoop();
   void ExecutorLoop(BatchEngine* engine);
