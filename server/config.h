@@ -89,7 +89,9 @@ struct ModelConfig {
   int64_t max_client_batch_size = 256;
   // Longest sequence accepted, special tokens included; 0: the model's limit.
   int64_t max_tokens = 0;
-  // CPU threads per executor; 0: every core.
+  // CPU threads per executor; 0: the CPUs this process may use (its affinity
+  // mask, capped by the cgroup CPU quota, i.e. a container's CPU limit)
+  // divided among the replicas.
   int num_threads = 0;
 };
 

@@ -7,6 +7,7 @@
 
 #include "engine/core/dtype.h"
 #include "engine/runtime/encoder.h"
+#include "server/cpu_quota.h"
 #include "server/encoder_batch_engine.h"
 #include "server/model_card_yaml.h"
 
@@ -51,6 +52,12 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   if (!dtype) return InvalidArgument(context + ": unknown dtype '" + config.dtype + "'");
   options.dtype = *dtype;
   options.num_threads = config.num_threads;
+  if (options.device == Device::kCpu && options.num_threads == 0) {
+    const CpuBudget budget = ReadCpuBudget();
+    options.num_threads = std::max(1, budget.cpus / std::max(1, config.replicas));
+    spdlog::info("model '{}': {} threads per executor: {} for {} executor(s)", config.name,
+                 options.num_threads, budget.Describe(), config.replicas);
+  }
 
   std::vector<std::unique_ptr<BatchEngine>> replicas;
   for (int r = 0; r < config.replicas; ++r) {
