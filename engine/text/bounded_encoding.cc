@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "engine/text/truncation.h"
+#include "engine/text/utf8.h"
 
 namespace encoderd {
 
@@ -21,9 +22,7 @@ TextWindow PrefixWindow(std::string_view text, size_t budget) {
       return window;
     }
   }
-  size_t end = budget;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  window.text = text.substr(0, end);
+  window.text = text.substr(0, CharStartAtOrBefore(text, budget));
   return window;
 }
 

@@ -9,6 +9,7 @@
 #include "engine/text/bounded_encoding.h"
 #include "engine/text/sentencepiece_library.h"
 #include "engine/text/truncation.h"
+#include "engine/text/utf8.h"
 
 namespace encoderd {
 namespace {
@@ -25,13 +26,6 @@ constexpr std::string_view kSpace = "\xe2\x96\x81";
 constexpr int64_t kNormalizerReach = 64;
 // A cut word settles no closer than this many pieces to the cut.
 constexpr int64_t kSettleMargin = 64;
-
-// Byte offset of the last UTF-8 character of `text` (0 when empty).
-size_t LastCharStart(std::string_view text) {
-  size_t i = text.empty() ? 0 : text.size() - 1;
-  while (i > 0 && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
-  return i;
-}
 
 // Bytes of normalized text a piece stands for: 1 for a byte-fallback piece
 // ("<0xE3>"), its length otherwise.
@@ -113,7 +107,8 @@ class SentencePieceTokenizer final : public Tokenizer {
         break;
       }
     }
-    const size_t last_char = LastCharStart(window.text);
+    const size_t last_char =
+        window.text.empty() ? 0 : CharStartAtOrBefore(window.text, window.text.size() - 1);
     if (!pieces.empty() && IsUnknown(pieces.back()) && pieces.back().end == window.text.size() &&
         last_char > pieces.back().begin) {
       // An unknown run reaches the cut and may go on: one <unk> for all of

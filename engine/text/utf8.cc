@@ -87,4 +87,9 @@ void AppendUtf8(char32_t cp, std::string* out) {
   }
 }
 
+size_t CharStartAtOrBefore(std::string_view text, size_t pos) {
+  while (pos > 0 && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) --pos;
+  return pos;
+}
+
 }  // namespace encoderd

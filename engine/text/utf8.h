@@ -16,5 +16,8 @@ size_t FirstInvalidUtf8Offset(std::string_view text);
 // Decodes well-formed UTF-8 (check IsValidUtf8 first) into code points.
 std::vector<char32_t> DecodeUtf8(std::string_view text);
 void AppendUtf8(char32_t cp, std::string* out);
+// The start of the UTF-8 character that holds byte `pos` of `text`
+// (pos < text.size()): `pos` itself unless it is a continuation byte.
+size_t CharStartAtOrBefore(std::string_view text, size_t pos);
 
 }  // namespace encoderd

@@ -20,9 +20,6 @@ constexpr char kSep[] = "[SEP]";
 constexpr char kPad[] = "[PAD]";
 constexpr char kUnk[] = "[UNK]";
 
-// Bytes of `c` in UTF-8.
-size_t Utf8Length(char32_t c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
-
 class WordPieceTokenizer final : public Tokenizer {
  public:
   WordPieceTokenizer(std::unordered_map<std::string, int32_t> vocab, int64_t vocab_size,
@@ -61,7 +58,7 @@ class WordPieceTokenizer final : public Tokenizer {
     const bool cut = !window.whole && !window.at_space;
     if (first == 1 && words.size() == 1 && cut && IsBertWordCharacter(last)) {
       // The [UNK] word of an earlier window fills this one and goes on.
-      out.resume_at = window.text.size() - Utf8Length(last);
+      out.resume_at = CharStartAtOrBefore(window.text, window.text.size() - 1);
       out.resume_in_unknown_run = true;
       return out;
     }
@@ -82,7 +79,7 @@ class WordPieceTokenizer final : public Tokenizer {
       out.resume_at = window.text.size();
       out.resume_tokens = n;
     } else if (long_word && IsBertWordCharacter(last)) {
-      out.resume_at = window.text.size() - Utf8Length(last);
+      out.resume_at = CharStartAtOrBefore(window.text, window.text.size() - 1);
       out.resume_tokens = n;
       out.resume_in_unknown_run = true;
     }

@@ -315,26 +315,8 @@ TEST(MetricsTest, AccessLogSamplesEvenlyAndFailuresCarryTheRequestId) {
       << log;
 }
 
-std::string HttpGet(int port, const std::string& request) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "connect failed";
-  }
-  send(fd, request.data(), request.size(), 0);
-  std::string response;
-  char buf[4096];
-  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) response.append(buf, n);
-  close(fd);
-  return response;
-}
-
-// A connected socket that sent `partial` (an unfinished request).
-int SlowClient(int port, const std::string& partial) {
+// A socket connected to 127.0.0.1:`port` that sent `data`; -1 on failure.
+int ConnectAndSend(int port, const std::string& data) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -344,8 +326,18 @@ int SlowClient(int port, const std::string& partial) {
     close(fd);
     return -1;
   }
-  send(fd, partial.data(), partial.size(), 0);
+  send(fd, data.data(), data.size(), 0);
   return fd;
+}
+
+std::string HttpGet(int port, const std::string& request) {
+  const int fd = ConnectAndSend(port, request);
+  if (fd < 0) return "connect failed";
+  std::string response;
+  char buf[4096];
+  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) response.append(buf, n);
+  close(fd);
+  return response;
 }
 
 // True when the server has closed `fd` (EOF); false while it stays open.
@@ -371,7 +363,7 @@ TEST(MetricsHttpServerTest, SlowClientsDoNotDelayAScrape) {
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   const int port = (*server)->port();
   std::vector<int> slow;
-  for (int i = 0; i < 100; ++i) slow.push_back(SlowClient(port, "GET /metr"));
+  for (int i = 0; i < 100; ++i) slow.push_back(ConnectAndSend(port, "GET /metr"));
   // Answered while every slow client still holds its connection (the old
   // one-connection-at-a-time server answered only after each had timed out).
   const std::string ok = HttpGet(port, "GET /metrics HTTP/1.1\r\n\r\n");
@@ -388,8 +380,8 @@ TEST(MetricsHttpServerTest, AConnectionWithoutARequestIsClosedAtItsTimeout) {
   auto server = MetricsHttpServer::Start(
       "127.0.0.1", 0, [] { return std::string("encoderd_x 1\n"); }, options);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  const int idle = SlowClient((*server)->port(), "");
-  const int partial = SlowClient((*server)->port(), "GET /metrics HTTP/1.1\r\nHost:");
+  const int idle = ConnectAndSend((*server)->port(), "");
+  const int partial = ConnectAndSend((*server)->port(), "GET /metrics HTTP/1.1\r\nHost:");
   EXPECT_TRUE(ClosedWithin(idle, std::chrono::seconds(10)));
   EXPECT_TRUE(ClosedWithin(partial, std::chrono::seconds(10)));
   close(idle);
@@ -406,7 +398,7 @@ TEST(MetricsHttpServerTest, OverTheCapTheOldestWaitingConnectionMakesRoom) {
   const int port = (*server)->port();
   std::vector<int> slow;
   for (int i = 0; i < 8; ++i) {
-    slow.push_back(SlowClient(port, "GET /"));
+    slow.push_back(ConnectAndSend(port, "GET /"));
     // A probe answered (and closed) after it proves the server accepted the
     // slow client before it: the slow clients hold the slots in this order.
     if (i < 7) {
