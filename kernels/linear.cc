@@ -12,8 +12,12 @@ PackedWeight::~PackedWeight() = default;
 
 std::unique_ptr<PackedWeight> PackedWeight::Pack(const CpuContext& ctx, const float* weight,
                                                  const float* bias, int64_t out_features,
-                                                 int64_t in_features, WeightType type) {
+                                                 int64_t in_features, DType type) {
   if (weight == nullptr) throw std::invalid_argument("PackedWeight::Pack: null weight");
+  if (type != DType::kFloat32 && type != DType::kBFloat16) {
+    throw std::invalid_argument("PackedWeight::Pack: weights are float32 or bfloat16, not " +
+                                std::string(DTypeName(type)));
+  }
   if (out_features <= 0 || in_features <= 0) {
     throw std::invalid_argument("PackedWeight::Pack: bad shape [" + std::to_string(out_features) +
                                 ", " + std::to_string(in_features) + "]");
@@ -24,7 +28,7 @@ std::unique_ptr<PackedWeight> PackedWeight::Pack(const CpuContext& ctx, const fl
 
 int64_t PackedWeight::out_features() const { return impl_->out_features; }
 int64_t PackedWeight::in_features() const { return impl_->in_features; }
-WeightType PackedWeight::type() const { return impl_->type; }
+DType PackedWeight::type() const { return impl_->type; }
 size_t PackedWeight::bytes() const {
   size_t n = impl_->weight.get_desc().get_size();
   if (impl_->bias) n += impl_->bias.get_desc().get_size();
@@ -32,11 +36,11 @@ size_t PackedWeight::bytes() const {
 }
 
 void Linear(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& weight,
-            LinearEpilogue epilogue, const float* residual, float* y) {
+            Epilogue epilogue, const float* residual, float* y) {
   if (rows < 0) throw std::invalid_argument("Linear: negative row count");
   if (rows == 0) return;
   if (x == nullptr || y == nullptr) throw std::invalid_argument("Linear: null input or output");
-  if (epilogue == LinearEpilogue::kResidual && residual == nullptr) {
+  if (epilogue == Epilogue::kResidual && residual == nullptr) {
     throw std::invalid_argument("Linear: residual epilogue without a residual tensor");
   }
   if (x == y) throw std::invalid_argument("Linear: input aliases output");

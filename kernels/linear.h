@@ -4,19 +4,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/dtype.h"
+#include "core/op_types.h"
 #include "kernels/cpu_context.h"
 
 namespace encoderd::kernels {
-
-enum class WeightType { kFloat32, kBFloat16 };
-
-// What is applied to x W^T + b before it is stored.
-enum class LinearEpilogue {
-  kNone,
-  kGelu,  // exact erf form, as torch.nn.functional.gelu's default
-  kRelu,
-  kResidual,  // + residual[m, n], a tensor of y's shape
-};
 
 // Weight and bias of one Linear layer in the GEMM library's preferred layout,
 // packed once at load time. Thread-safe: Linear may run with the same
@@ -25,16 +17,17 @@ class PackedWeight {
  public:
   // weight: [out_features, in_features] fp32 row-major (torch.nn.Linear's
   // layout); bias: [out_features] or null. Neither is referenced after the
-  // call. kBFloat16 rounds the weight to bf16 (nearest even); the bias stays
-  // fp32. Throws std::invalid_argument on non-positive sizes or a null weight.
+  // call. `type` is the stored weight type: kFloat32, or kBFloat16, which
+  // rounds the weight to bf16 (nearest even); the bias stays fp32. Throws
+  // std::invalid_argument on another type, non-positive sizes or a null weight.
   static std::unique_ptr<PackedWeight> Pack(const CpuContext& ctx, const float* weight,
                                             const float* bias, int64_t out_features,
-                                            int64_t in_features, WeightType type);
+                                            int64_t in_features, DType type);
   ~PackedWeight();
 
   int64_t out_features() const;
   int64_t in_features() const;
-  WeightType type() const;
+  DType type() const;
   // Bytes held by the packed weight and bias.
   size_t bytes() const;
 
@@ -53,6 +46,6 @@ class PackedWeight {
 // it may alias y. x must not alias y. rows == 0 is a no-op. Throws
 // std::invalid_argument on negative rows or missing pointers.
 void Linear(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& weight,
-            LinearEpilogue epilogue, const float* residual, float* y);
+            Epilogue epilogue, const float* residual, float* y);
 
 }  // namespace encoderd::kernels

@@ -11,7 +11,7 @@
 namespace encoderd::kernels {
 
 void Pool(const CpuContext& ctx, const float* hidden_states, const int32_t* cu_seqlens,
-          int64_t batch, int64_t hidden, PoolingMode mode, float* out) {
+          int64_t batch, int64_t hidden, Pooling mode, float* out) {
   if (batch < 0 || hidden <= 0) throw std::invalid_argument("Pool: bad shape");
   if (batch == 0) return;
   if (cu_seqlens == nullptr) throw std::invalid_argument("Pool: null cu_seqlens");
@@ -23,7 +23,7 @@ void Pool(const CpuContext& ctx, const float* hidden_states, const int32_t* cu_s
   for (int64_t b = 0; b < batch; ++b) {
     const float* first = hidden_states + int64_t{cu_seqlens[b]} * hidden;
     float* dst = out + b * hidden;
-    if (mode == PoolingMode::kCls) {
+    if (mode == Pooling::kCls) {
       std::memcpy(dst, first, hidden * sizeof(float));
       continue;
     }

@@ -4,8 +4,8 @@
 
 #include <memory>
 
-#include "engine/core/status.h"
-#include "engine/core/tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 #include "engine/io/torch_pickle.h"
 #include "engine/io/zip_archive.h"
 

@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "engine/core/dtype.h"
-#include "engine/core/status.h"
+#include "core/dtype.h"
+#include "core/status.h"
 #include "engine/io/pickle_value.h"
 
 namespace encoderd {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/io/pickle_value.h"
 
 namespace encoderd {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 
 namespace encoderd {
 

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "engine/core/status.h"
-#include "engine/core/tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 #include "engine/io/torch_pickle.h"
 
 namespace encoderd {

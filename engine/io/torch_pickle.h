@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
-#include "engine/core/tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 #include "engine/io/pickle_reader.h"
 
 namespace encoderd {

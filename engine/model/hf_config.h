@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/model/model_spec.h"
 
 namespace encoderd {

@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
-#include "engine/core/tensor.h"
+#include "core/op_types.h"
+#include "core/status.h"
+#include "core/tensor.h"
 #include "engine/io/checkpoint_reader.h"
 #include "engine/text/tokenizer.h"
 
@@ -25,7 +26,6 @@ enum class ModelFamily {
   kTransformerEncoder,  // any nn.Embedding + nn.TransformerEncoder stack
 };
 enum class Activation { kGelu, kRelu, kTanh };
-enum class Pooling { kCls, kMean };
 // How position ids are assigned to the tokens of a sequence.
 enum class PositionRule {
   kNone,             // no position embeddings

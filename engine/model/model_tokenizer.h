@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/model/model_card.h"
 #include "engine/model/model_spec.h"
 #include "engine/text/tokenizer.h"

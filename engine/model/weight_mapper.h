@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
-#include "engine/core/tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 
 namespace encoderd {
 

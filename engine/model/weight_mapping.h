@@ -7,8 +7,8 @@
 // checkpoint file and the key.
 #pragma once
 
-#include "engine/core/status.h"
-#include "engine/core/tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 #include "engine/model/model_card.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/weight_mapper.h"

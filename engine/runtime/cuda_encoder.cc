@@ -1,5 +1,6 @@
-// The CUDA implementation of Encoder: fp16/bf16 weights uploaded once, one
-// stream per encoder, every layer op on the device over the packed tokens.
+// The CUDA backend of the encoder (encoder_backend.h): fp16/bf16 weights
+// uploaded once, one stream per encoder, every op of RunEncoder on the device
+// over the packed tokens.
 // The forward's result comes back in fp32 through a page-locked buffer.
 // Pooling and the classification head work on a few rows per sequence and
 // run on the host with the CPU kernels, on Forward's fp32 output.
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/runtime/encoder_backend.h"
 #include "engine/runtime/host_head.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -32,11 +34,6 @@ struct DeviceNorm {
   k::DeviceBuffer gamma, beta;  // fp32 [hidden]
   const float* g() const { return gamma.as<float>(); }
   const float* b() const { return beta.as<float>(); }
-};
-
-struct DeviceLayer {
-  DeviceLinear qkv, out, ffn_in, ffn_out;
-  DeviceNorm norm1, norm2;
 };
 
 // Page-locked host memory that grows on demand.
@@ -60,63 +57,53 @@ class PinnedBuffer {
   size_t bytes_ = 0;
 };
 
-class CudaEncoder final : public Encoder {
+class CudaEncoder final : public BackendEncoder {
  public:
   CudaEncoder(const EncoderConfig& config, const EncoderOptions& options,
               std::unique_ptr<k::CudaContext> ctx)
-      : Encoder(config, options),
+      : BackendEncoder(config, options),
         ctx_(std::move(ctx)),
-        dtype_(options.dtype == DType::kBFloat16 ? k::CudaDType::kBFloat16
-                                                 : k::CudaDType::kFloat16),
+        weights_(config.num_layers),
         host_in_(ctx_.get()),
         host_out_(ctx_.get()) {}
 
-  Status Init(TensorMap& weights);
+  Status Init(TensorMap& weights) {
+    // The head runs on the host in fp32 (a few rows per batch).
+    return Load(weights, DType::kFloat32, /*head_threads=*/1);
+  }
 
   StatusOr<Tensor> Forward(const PackedBatch& batch) override;
-  StatusOr<Tensor> Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
-                        bool normalize) override {
-    return head_->Pool(hidden, batch, pooling, normalize);
-  }
-  StatusOr<Tensor> Classify(const Tensor& hidden, const PackedBatch& batch) override {
-    return head_->Classify(hidden, batch);
-  }
-  size_t weight_bytes() const override { return weight_bytes_; }
 
  private:
-  // Uploads weight `name` (any float dtype) as dtype_, or as fp32 with as_float.
-  StatusOr<k::DeviceBuffer> Upload(TensorMap& weights, const std::string& name, bool as_float,
-                                   int64_t* rows = nullptr);
-  StatusOr<DeviceLinear> UploadLinear(TensorMap& weights, const std::string& prefix);
-  StatusOr<DeviceNorm> UploadNorm(TensorMap& weights, const std::string& prefix);
-  Status CheckBatch(const PackedBatch& batch) const;
-  void RunLayer(const DeviceLayer& layer, int64_t tokens, const PackedBatch& batch);
-  void Linear(const DeviceLinear& w, const void* x, int64_t rows, k::GemmEpilogue epilogue,
-              void* y);
+  Status LoadTable(EmbeddingTable table, const Tensor& t) override;
+  Status LoadLinear(int64_t layer, LinearSlot slot, const Tensor& weight,
+                    const Tensor& bias) override;
+  Status LoadNorm(int64_t layer, NormSlot slot, const Tensor& gamma, const Tensor& beta) override;
+  void Embed(Buffer out) override;
+  void Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue, Buffer out) override;
+  void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) override;
+  void Attention(Buffer qkv, Buffer out) override;
+
+  // Uploads `t` (any float dtype) as options().dtype, or as fp32 with as_float.
+  StatusOr<k::DeviceBuffer> Upload(const Tensor& t, bool as_float);
+  void* Data(Buffer buffer) { return buffers_[static_cast<int>(buffer)].get(); }
+  DType dtype() const { return options().dtype; }
 
   // Declared first so that it is destroyed last: every buffer below frees
   // through it.
   std::unique_ptr<k::CudaContext> ctx_;
-  k::CudaDType dtype_;
-  std::mutex mutex_;  // serialises use of ctx_ and the scratch buffers
+  std::mutex mutex_;  // serialises use of ctx_, the scratch buffers and batch_
   k::DeviceBuffer word_, position_, token_type_;
   int64_t position_rows_ = 0, token_type_rows_ = 0;
-  DeviceNorm embedding_norm_, final_norm_;
-  std::vector<DeviceLayer> layers_;
-  size_t weight_bytes_ = 0;
-  // Scratch, grown to the largest batch seen.
-  k::DeviceBuffer ids_, x_, qkv_, context_, ffn_, normed_, out_f32_;
+  SlotWeights<DeviceLinear, DeviceNorm> weights_;
+  // The forward in progress and its buffers, grown to the largest batch seen.
+  const PackedBatch* batch_ = nullptr;
+  k::DeviceBuffer ids_, buffers_[kNumBuffers], out_f32_;
   PinnedBuffer host_in_, host_out_;
-  // Pooling and the classification head, on the host.
-  std::unique_ptr<HostHead> head_;
 };
 
-StatusOr<k::DeviceBuffer> CudaEncoder::Upload(TensorMap& weights, const std::string& name,
-                                              bool as_float, int64_t* rows) {
-  auto it = weights.find(name);
-  if (it == weights.end()) return NotFound("missing weight " + name);
-  const Tensor t = it->second.To(DType::kFloat32);
-  if (rows) *rows = t.dim() > 0 ? t.size(0) : 0;
+StatusOr<k::DeviceBuffer> CudaEncoder::Upload(const Tensor& source, bool as_float) {
+  const Tensor t = source.To(DType::kFloat32);
   const int64_t n = t.numel();
   const size_t bytes = static_cast<size_t>(n) * (as_float ? sizeof(float) : 2);
   try {
@@ -124,134 +111,97 @@ StatusOr<k::DeviceBuffer> CudaEncoder::Upload(TensorMap& weights, const std::str
     if (as_float) {
       ctx_->CopyToDevice(buf.get(), t.data<float>(), bytes);
     } else {
-      k::CudaUploadAs(*ctx_, dtype_, t.data<float>(), n, buf.get());
+      k::CudaUploadAs(*ctx_, dtype(), t.data<float>(), n, buf.get());
     }
     ctx_->Synchronize();  // `t` and the checkpoint's pages may go now
     weight_bytes_ += bytes;
-    it->second.ReleasePages();
-    weights.erase(it);
+    source.ReleasePages();
     return buf;
   } catch (const std::exception& e) {
-    return Internal("uploading " + name + " to the GPU: " + e.what());
+    return Internal(std::string("uploading a weight to the GPU: ") + e.what());
   }
 }
 
-StatusOr<DeviceLinear> CudaEncoder::UploadLinear(TensorMap& weights, const std::string& prefix) {
-  DeviceLinear lin;
-  auto w = weights.find(prefix + ".weight");
-  if (w == weights.end()) return NotFound("missing weight " + prefix + ".weight");
-  if (w->second.dim() != 2) {
-    return InvalidArgument(prefix + ".weight is not a matrix: " + w->second.Describe());
+Status CudaEncoder::LoadTable(EmbeddingTable table, const Tensor& t) {
+  ASSIGN_OR_RETURN(k::DeviceBuffer buf, Upload(t, /*as_float=*/false));
+  switch (table) {
+    case EmbeddingTable::kWord:
+      word_ = std::move(buf);
+      break;
+    case EmbeddingTable::kPosition:
+      position_ = std::move(buf);
+      position_rows_ = t.size(0);
+      break;
+    case EmbeddingTable::kTokenType:
+      token_type_ = std::move(buf);
+      token_type_rows_ = t.size(0);
+      break;
   }
-  lin.out = w->second.size(0);
-  lin.in = w->second.size(1);
-  ASSIGN_OR_RETURN(lin.weight, Upload(weights, prefix + ".weight", false));
-  if (weights.count(prefix + ".bias")) {
-    int64_t rows = 0;
-    ASSIGN_OR_RETURN(lin.bias, Upload(weights, prefix + ".bias", false, &rows));
-    if (rows != lin.out) return InvalidArgument(prefix + ".bias has the wrong size");
-  }
-  return lin;
-}
-
-StatusOr<DeviceNorm> CudaEncoder::UploadNorm(TensorMap& weights, const std::string& prefix) {
-  DeviceNorm norm;
-  int64_t rows = 0;
-  ASSIGN_OR_RETURN(norm.gamma, Upload(weights, prefix + ".weight", true, &rows));
-  if (rows != config().hidden_size) return InvalidArgument(prefix + ".weight has the wrong size");
-  ASSIGN_OR_RETURN(norm.beta, Upload(weights, prefix + ".bias", true, &rows));
-  if (rows != config().hidden_size) return InvalidArgument(prefix + ".bias has the wrong size");
-  return norm;
-}
-
-Status CudaEncoder::Init(TensorMap& weights) {
-  const EncoderConfig& c = config();
-  ASSIGN_OR_RETURN(word_, Upload(weights, "embeddings.word", false));
-  if (c.position_rule != PositionRule::kNone) {
-    ASSIGN_OR_RETURN(position_, Upload(weights, "embeddings.position", false, &position_rows_));
-  }
-  if (c.type_vocab_size > 0) {
-    ASSIGN_OR_RETURN(token_type_,
-                     Upload(weights, "embeddings.token_type", false, &token_type_rows_));
-  }
-  if (c.embedding_norm) {
-    ASSIGN_OR_RETURN(embedding_norm_, UploadNorm(weights, "embeddings.norm"));
-  }
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    DeviceLayer layer;
-    ASSIGN_OR_RETURN(layer.qkv, UploadLinear(weights, LayerWeightName(i, "attention.qkv")));
-    ASSIGN_OR_RETURN(layer.out, UploadLinear(weights, LayerWeightName(i, "attention.out")));
-    ASSIGN_OR_RETURN(layer.ffn_in, UploadLinear(weights, LayerWeightName(i, "ffn.in")));
-    ASSIGN_OR_RETURN(layer.ffn_out, UploadLinear(weights, LayerWeightName(i, "ffn.out")));
-    const int64_t h = c.hidden_size, f = c.intermediate_size;
-    if (layer.qkv.out != 3 * h || layer.qkv.in != h || layer.out.out != h || layer.out.in != h ||
-        layer.ffn_in.out != f || layer.ffn_in.in != h || layer.ffn_out.out != h ||
-        layer.ffn_out.in != f) {
-      return InvalidArgument(LayerWeightName(i, "*") + ": weight shapes do not match the config");
-    }
-    ASSIGN_OR_RETURN(layer.norm1, UploadNorm(weights, LayerWeightName(i, "norm1")));
-    ASSIGN_OR_RETURN(layer.norm2, UploadNorm(weights, LayerWeightName(i, "norm2")));
-    layers_.push_back(std::move(layer));
-  }
-  if (c.final_norm) {
-    ASSIGN_OR_RETURN(final_norm_, UploadNorm(weights, "final_norm"));
-  }
-  // The head runs on the host in fp32 (a few rows per batch).
-  ASSIGN_OR_RETURN(head_, HostHead::Create(c, weights, DType::kFloat32, /*num_threads=*/1));
-  weight_bytes_ += head_->weight_bytes();
   return Status::Ok();
 }
 
-Status CudaEncoder::CheckBatch(const PackedBatch& batch) const {
-  if (batch.num_sequences() > 65535) return InvalidArgument("more than 65535 sequences in a batch");
-  return ValidatePackedBatch(config(), batch, position_rows_, token_type_rows_);
+Status CudaEncoder::LoadLinear(int64_t layer, LinearSlot slot, const Tensor& weight,
+                               const Tensor& bias) {
+  DeviceLinear& lin = weights_.linear(layer, slot);
+  lin.out = weight.size(0);
+  lin.in = weight.size(1);
+  ASSIGN_OR_RETURN(lin.weight, Upload(weight, /*as_float=*/false));
+  if (bias.defined()) {
+    ASSIGN_OR_RETURN(lin.bias, Upload(bias, /*as_float=*/false));
+  }
+  return Status::Ok();
 }
 
-void CudaEncoder::Linear(const DeviceLinear& w, const void* x, int64_t rows,
-                         k::GemmEpilogue epilogue, void* y) {
-  k::GemmLt(*ctx_, dtype_, x, rows, w.weight.get(), w.bias.get(), w.out, w.in, epilogue,
-            epilogue == k::GemmEpilogue::kBiasResidual ? y : nullptr, y);
+Status CudaEncoder::LoadNorm(int64_t layer, NormSlot slot, const Tensor& gamma,
+                             const Tensor& beta) {
+  DeviceNorm norm;
+  ASSIGN_OR_RETURN(norm.gamma, Upload(gamma, /*as_float=*/true));
+  ASSIGN_OR_RETURN(norm.beta, Upload(beta, /*as_float=*/true));
+  weights_.norm(layer, slot) = std::move(norm);
+  return Status::Ok();
 }
 
-// The same sequence of ops as CpuEncoder::RunLayer, on x_ in place.
-void CudaEncoder::RunLayer(const DeviceLayer& layer, int64_t tokens, const PackedBatch& batch) {
+void CudaEncoder::Embed(Buffer out) {
   const EncoderConfig& c = config();
-  const int64_t hidden = c.hidden_size;
-  const float eps = c.layer_norm_eps;
-  const auto activation =
-      c.activation == Activation::kGelu ? k::GemmEpilogue::kBiasGelu : k::GemmEpilogue::kBiasRelu;
+  const int64_t tokens = batch_->num_tokens();
+  // ids_ holds ids | position ids | token type ids | cu_seqlens (Forward).
+  const int32_t* ids = ids_.as<int32_t>();
+  k::CudaEmbeddingTables tables;
+  tables.word = word_.get();
+  tables.position = position_.get();
+  tables.token_type = token_type_.get();
+  tables.hidden = c.hidden_size;
+  const DeviceNorm& norm = weights_.norm(-1, NormSlot::kEmbedding);
+  k::CudaEmbeddingLayerNorm(*ctx_, dtype(), tables, ids, position_.get() ? ids + tokens : nullptr,
+                            token_type_.get() ? ids + 2 * tokens : nullptr, tokens,
+                            c.embedding_norm ? norm.g() : nullptr,
+                            c.embedding_norm ? norm.b() : nullptr, c.layer_norm_eps, Data(out));
+}
+
+void CudaEncoder::Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue, Buffer out) {
+  const DeviceLinear& w = weights_.linear(layer, slot);
+  void* y = Data(out);
+  k::GemmLt(*ctx_, dtype(), Data(in), batch_->num_tokens(), w.weight.get(), w.bias.get(), w.out,
+            w.in, epilogue, epilogue == Epilogue::kResidual ? y : nullptr, y);
+}
+
+void CudaEncoder::Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) {
+  const DeviceNorm& norm = weights_.norm(layer, slot);
+  k::CudaAddLayerNorm(*ctx_, dtype(), Data(in), nullptr, norm.g(), norm.b(), batch_->num_tokens(),
+                      config().hidden_size, config().layer_norm_eps, Data(out));
+}
+
+void CudaEncoder::Attention(Buffer qkv, Buffer out) {
+  const EncoderConfig& c = config();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
-  void* x = x_.get();
-  const int32_t* cu = ids_.as<int32_t>() + 3 * tokens;
-  const void* attn_in = x;
-  if (c.norm_first) {
-    k::CudaAddLayerNorm(*ctx_, dtype_, x, nullptr, layer.norm1.g(), layer.norm1.b(), tokens, hidden,
-                        eps, normed_.get());
-    attn_in = normed_.get();
-  }
-  Linear(layer.qkv, attn_in, tokens, k::GemmEpilogue::kBias, qkv_.get());
-  k::CudaAttention(*ctx_, dtype_, qkv_.get(), cu, batch.num_sequences(), batch.max_seqlen,
-                   c.num_heads, c.head_dim(), scale, context_.get());
-  Linear(layer.out, context_.get(), tokens, k::GemmEpilogue::kBiasResidual, x);
-  const void* ffn_in = x;
-  if (c.norm_first) {
-    k::CudaAddLayerNorm(*ctx_, dtype_, x, nullptr, layer.norm2.g(), layer.norm2.b(), tokens, hidden,
-                        eps, normed_.get());
-    ffn_in = normed_.get();
-  } else {
-    k::CudaAddLayerNorm(*ctx_, dtype_, x, nullptr, layer.norm1.g(), layer.norm1.b(), tokens, hidden,
-                        eps, x);
-  }
-  Linear(layer.ffn_in, ffn_in, tokens, activation, ffn_.get());
-  Linear(layer.ffn_out, ffn_.get(), tokens, k::GemmEpilogue::kBiasResidual, x);
-  if (!c.norm_first) {
-    k::CudaAddLayerNorm(*ctx_, dtype_, x, nullptr, layer.norm2.g(), layer.norm2.b(), tokens, hidden,
-                        eps, x);
-  }
+  const int32_t* cu = ids_.as<int32_t>() + 3 * batch_->num_tokens();
+  k::CudaAttention(*ctx_, dtype(), Data(qkv), cu, batch_->num_sequences(), batch_->max_seqlen,
+                   c.num_heads, c.head_dim(), scale, Data(out));
 }
 
 StatusOr<Tensor> CudaEncoder::Forward(const PackedBatch& batch) {
-  RETURN_IF_ERROR(CheckBatch(batch));
+  if (batch.num_sequences() > 65535) return InvalidArgument("more than 65535 sequences in a batch");
+  RETURN_IF_ERROR(ValidatePackedBatch(config(), batch, position_rows_, token_type_rows_));
   const EncoderConfig& c = config();
   const int64_t tokens = batch.num_tokens();
   const int64_t sequences = batch.num_sequences();
@@ -270,36 +220,24 @@ StatusOr<Tensor> CudaEncoder::Forward(const PackedBatch& batch) {
     std::memcpy(in + 3 * tokens, batch.cu_seqlens.data(), (sequences + 1) * sizeof(int32_t));
     ids_.Reserve(ctx, ints * sizeof(int32_t));
     ctx->CopyToDevice(ids_.get(), in, ints * sizeof(int32_t));
-    x_.Reserve(ctx, act * hidden);
-    qkv_.Reserve(ctx, act * 3 * hidden);
-    context_.Reserve(ctx, act * hidden);
-    ffn_.Reserve(ctx, act * c.intermediate_size);
-    if (c.norm_first) normed_.Reserve(ctx, act * hidden);
-
-    const int32_t* ids = ids_.as<int32_t>();
-    k::CudaEmbeddingTables tables;
-    tables.word = word_.get();
-    tables.position = position_.get();
-    tables.token_type = token_type_.get();
-    tables.hidden = hidden;
-    k::CudaEmbeddingLayerNorm(*ctx, dtype_, tables, ids, position_.get() ? ids + tokens : nullptr,
-                              token_type_.get() ? ids + 2 * tokens : nullptr, tokens,
-                              c.embedding_norm ? embedding_norm_.g() : nullptr,
-                              c.embedding_norm ? embedding_norm_.b() : nullptr, c.layer_norm_eps,
-                              x_.get());
-    for (const DeviceLayer& layer : layers_) RunLayer(layer, tokens, batch);
-    if (c.final_norm) {
-      k::CudaAddLayerNorm(*ctx, dtype_, x_.get(), nullptr, final_norm_.g(), final_norm_.b(), tokens,
-                          hidden, c.layer_norm_eps, x_.get());
+    const int64_t widths[kNumBuffers] = {hidden, 3 * hidden, hidden, c.intermediate_size,
+                                         c.norm_first ? hidden : 0};
+    for (int b = 0; b < kNumBuffers; ++b) {
+      if (widths[b] > 0) buffers_[b].Reserve(ctx, act * widths[b]);
     }
+
+    batch_ = &batch;
+    RunEncoder(c, *this);
+    batch_ = nullptr;
     const size_t out_bytes = static_cast<size_t>(tokens * hidden) * sizeof(float);
     out_f32_.Reserve(ctx, out_bytes);
-    k::CudaCastToFloat(*ctx, dtype_, x_.get(), tokens * hidden, out_f32_.as<float>());
+    k::CudaCastToFloat(*ctx, dtype(), Data(Buffer::kHidden), tokens * hidden, out_f32_.as<float>());
     void* host = host_out_.Reserve(out_bytes);
     ctx->CopyToHost(host, out_f32_.get(), out_bytes);
     ctx->Synchronize();
     std::memcpy(out.mutable_data<float>(), host, out_bytes);
   } catch (const std::exception& e) {
+    batch_ = nullptr;
     // Let queued copies from host_in_ finish before the next batch refills it.
     try {
       ctx_->Synchronize();
@@ -323,9 +261,6 @@ StatusOr<std::unique_ptr<Encoder>> CreateCudaEncoder(const EncoderConfig& config
                            " is not supported on cuda (float16, bfloat16)");
   }
   RETURN_IF_ERROR(config.Validate());
-  if (config.head_dim() * config.num_heads != config.hidden_size) {
-    return InvalidArgument("num_heads does not divide hidden_size");
-  }
   if (!k::CudaAttentionSupports(config.head_dim())) {
     return InvalidArgument("device cuda: head size " + std::to_string(config.head_dim()) +
                            " is not supported by the attention kernel (32, 64, 128)");

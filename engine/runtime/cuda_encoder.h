@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/runtime/encoder.h"
 
 namespace encoderd {

@@ -55,31 +55,37 @@ Tensor Fp32AnyAlignment(const Tensor& t) {
   return t.dtype() == DType::kFloat32 && t.IsContiguous() ? t : t.To(DType::kFloat32);
 }
 
-StatusOr<std::unique_ptr<k::PackedWeight>> PackLinear(const k::CpuContext& ctx, TensorMap& weights,
-                                                      const std::string& prefix,
-                                                      k::WeightType type) {
-  auto w_it = weights.find(prefix + ".weight");
-  auto b_it = weights.find(prefix + ".bias");
-  if (w_it == weights.end()) return NotFound("missing weight " + prefix + ".weight");
-  const Tensor w = Fp32AnyAlignment(w_it->second);
-  if (w.dim() != 2) return InvalidArgument(prefix + ".weight is not a matrix: " + w.Describe());
+StatusOr<std::unique_ptr<k::PackedWeight>> PackLinear(const k::CpuContext& ctx,
+                                                      const std::string& name, const Tensor& weight,
+                                                      const Tensor& bias, DType type) {
+  const Tensor w = Fp32AnyAlignment(weight);
+  if (w.dim() != 2) return InvalidArgument(name + ".weight is not a matrix: " + w.Describe());
   Tensor b;
-  if (b_it != weights.end()) {
-    b = Fp32AnyAlignment(b_it->second);
-    if (b.numel() != w.size(0)) return InvalidArgument(prefix + ".bias has the wrong size");
+  if (bias.defined()) {
+    b = Fp32AnyAlignment(bias);
+    if (b.numel() != w.size(0)) return InvalidArgument(name + ".bias has the wrong size");
   }
   std::unique_ptr<k::PackedWeight> packed;
   try {
     packed = k::PackedWeight::Pack(ctx, w.data<float>(), b.defined() ? b.data<float>() : nullptr,
                                    w.size(0), w.size(1), type);
   } catch (const std::exception& e) {
-    return Internal("packing " + prefix + ": " + e.what());
+    return Internal("packing " + name + ": " + e.what());
   }
-  for (auto it : {w_it, b_it}) {
-    if (it == weights.end()) continue;
-    it->second.ReleasePages();
-    weights.erase(it);
-  }
+  weight.ReleasePages();
+  if (bias.defined()) bias.ReleasePages();
+  return packed;
+}
+
+StatusOr<std::unique_ptr<k::PackedWeight>> PackLinear(const k::CpuContext& ctx, TensorMap& weights,
+                                                      const std::string& prefix, DType type) {
+  auto w_it = weights.find(prefix + ".weight");
+  if (w_it == weights.end()) return NotFound("missing weight " + prefix + ".weight");
+  auto b_it = weights.find(prefix + ".bias");
+  ASSIGN_OR_RETURN(auto packed, PackLinear(ctx, prefix, w_it->second,
+                                           b_it != weights.end() ? b_it->second : Tensor(), type));
+  weights.erase(w_it);
+  if (b_it != weights.end()) weights.erase(b_it);
   return packed;
 }
 
@@ -88,8 +94,7 @@ StatusOr<std::unique_ptr<HostHead>> HostHead::Create(const EncoderConfig& config
                                                      int num_threads) {
   std::unique_ptr<HostHead> head(new HostHead(config, num_threads));
   if (config.num_labels > 0) {
-    const auto type =
-        dtype == DType::kBFloat16 ? k::WeightType::kBFloat16 : k::WeightType::kFloat32;
+    const DType type = dtype == DType::kBFloat16 ? DType::kBFloat16 : DType::kFloat32;
     ASSIGN_OR_RETURN(head->dense_, PackLinear(head->ctx_, weights, "head.dense", type));
     ASSIGN_OR_RETURN(head->out_, PackLinear(head->ctx_, weights, "head.out", type));
   }
@@ -116,8 +121,7 @@ StatusOr<Tensor> HostHead::PoolLocked(const Tensor& hidden, const PackedBatch& b
   const int64_t sequences = batch.num_sequences();
   Tensor out = Tensor::Zeros(DType::kFloat32, {sequences, h});
   try {
-    k::Pool(ctx_, hidden.data<float>(), batch.cu_seqlens.data(), sequences, h,
-            pooling == Pooling::kMean ? k::PoolingMode::kMean : k::PoolingMode::kCls,
+    k::Pool(ctx_, hidden.data<float>(), batch.cu_seqlens.data(), sequences, h, pooling,
             out.mutable_data<float>());
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("Pool: ") + e.what());
@@ -136,7 +140,7 @@ StatusOr<Tensor> HostHead::Classify(const Tensor& hidden, const PackedBatch& bat
   Tensor scores = Tensor::Zeros(DType::kFloat32, {sequences, config_.num_labels});
   try {
     float* d = dense.mutable_data<float>();
-    k::Linear(ctx_, first.data<float>(), sequences, *dense_, k::LinearEpilogue::kNone, nullptr, d);
+    k::Linear(ctx_, first.data<float>(), sequences, *dense_, Epilogue::kNone, nullptr, d);
     switch (config_.head_activation) {
       case Activation::kTanh:
         k::TanhInPlace(d, n);
@@ -149,7 +153,7 @@ StatusOr<Tensor> HostHead::Classify(const Tensor& hidden, const PackedBatch& bat
         break;
     }
     float* s = scores.mutable_data<float>();
-    k::Linear(ctx_, d, sequences, *out_, k::LinearEpilogue::kNone, nullptr, s);
+    k::Linear(ctx_, d, sequences, *out_, Epilogue::kNone, nullptr, s);
     k::SoftmaxRows(s, sequences, config_.num_labels);
   } catch (const std::exception& e) {
     return Internal(std::string("classification head failed: ") + e.what());

@@ -7,8 +7,8 @@
 #include <mutex>
 #include <string>
 
-#include "engine/core/status.h"
-#include "engine/core/tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 #include "engine/model/model_spec.h"
 #include "engine/runtime/packed_batch.h"
 #include "kernels/cpu_context.h"
@@ -23,19 +23,25 @@ namespace encoderd {
 Status ValidatePackedBatch(const EncoderConfig& config, const PackedBatch& batch,
                            int64_t position_rows, int64_t type_rows);
 
-// Packs `prefix`.weight [out, in] and `prefix`.bias for kernels::Linear, then
-// removes both from `weights` and releases their pages (Encoder::Create's
-// contract: one copy of the model at a time).
 // `t` as contiguous fp32, without a copy when it already is, at any address:
 // for data read only by memcpy, unaligned vector loads or oneDNN (a legacy
 // checkpoint's storages are mapped at arbitrary byte offsets; copying them to
 // realign would make whole tables resident at load).
 Tensor Fp32AnyAlignment(const Tensor& t);
 
+// Packs weight [out, in] and bias ([out] or undefined) of the Linear layer
+// `name` for kernels::Linear with `type` weights (float32 or bfloat16), then
+// releases their pages (Encoder::Create's contract: one copy of the model at
+// a time).
+StatusOr<std::unique_ptr<kernels::PackedWeight>> PackLinear(const kernels::CpuContext& ctx,
+                                                            const std::string& name,
+                                                            const Tensor& weight,
+                                                            const Tensor& bias, DType type);
+// The same for `prefix`.weight and `prefix`.bias of `weights`, which it
+// removes from the map.
 StatusOr<std::unique_ptr<kernels::PackedWeight>> PackLinear(const kernels::CpuContext& ctx,
                                                             TensorMap& weights,
-                                                            const std::string& prefix,
-                                                            kernels::WeightType type);
+                                                            const std::string& prefix, DType type);
 
 class HostHead {
  public:

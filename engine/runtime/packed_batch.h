@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/model/model_spec.h"
 
 namespace encoderd {

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "engine/core/tensor.h"
+#include "core/tensor.h"
 #include "engine/model/model_spec.h"
 
 namespace encoderd {

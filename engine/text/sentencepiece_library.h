@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/text/sentencepiece_shim.h"
 
 namespace encoderd {

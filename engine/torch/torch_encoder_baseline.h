@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
-#include "engine/core/tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 #include "engine/model/model_spec.h"
 
 namespace encoderd {

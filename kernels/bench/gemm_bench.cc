@@ -31,9 +31,9 @@ namespace {
 
 using encoderd::kernels::CpuContext;
 using encoderd::kernels::Linear;
-using encoderd::kernels::LinearEpilogue;
+using encoderd::Epilogue;
 using encoderd::kernels::PackedWeight;
-using encoderd::kernels::WeightType;
+using encoderd::DType;
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
@@ -120,8 +120,8 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
   for (const Shape& s : shapes) {
     const auto w = random(s.n * s.k), b = random(s.n);
-    const auto pf32 = PackedWeight::Pack(ctx, w.data(), b.data(), s.n, s.k, WeightType::kFloat32);
-    const auto pbf16 = PackedWeight::Pack(ctx, w.data(), b.data(), s.n, s.k, WeightType::kBFloat16);
+    const auto pf32 = PackedWeight::Pack(ctx, w.data(), b.data(), s.n, s.k, DType::kFloat32);
+    const auto pbf16 = PackedWeight::Pack(ctx, w.data(), b.data(), s.n, s.k, DType::kBFloat16);
     encoderd::kernels::ApplyThreadBudget(ctx);
     memory::desc bias_md({1, s.n}, Dt::f32, Tag::ab);
     memory bias_mem(bias_md, be.engine, const_cast<float*>(b.data()));
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
         return flop / TimeBest(fn, budget) * 1e-9;
       };
       const double g_f32 = gflops(
-          [&] { Linear(ctx, x.data(), m, *pf32, LinearEpilogue::kNone, nullptr, y.data()); });
+          [&] { Linear(ctx, x.data(), m, *pf32, Epilogue::kNone, nullptr, y.data()); });
       // Exact-M primitive on the same packed weights (possibly from oneDNN's
       // primitive cache); JIT time measured on a size nothing else used (M+1).
       const auto& impl = pf32->impl();
@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
       const double g_rt =
           gflops([&] { run(rt_prim, rt_w, bias_mem, x.data(), Dt::f32, m, s, y.data()); });
       const double g_lbf16 = gflops(
-          [&] { Linear(ctx, x.data(), m, *pbf16, LinearEpilogue::kNone, nullptr, y.data()); });
+          [&] { Linear(ctx, x.data(), m, *pbf16, Epilogue::kNone, nullptr, y.data()); });
       dnnl::matmul::primitive_desc bf_pd(
           dnnl::matmul::desc({{m, s.k}, Dt::bf16, Tag::ab}, {{s.k, s.n}, Dt::bf16, Tag::any},
                              bias_md, {{m, s.n}, Dt::f32, Tag::ab}),

@@ -29,18 +29,18 @@ constexpr int64_t kRowGranule = 16;
 
 Dt ComputeType(const PackedWeight::Impl& w) { return w.bf16_compute ? Dt::bf16 : Dt::f32; }
 
-dnnl::primitive_attr EpilogueAttr(LinearEpilogue epilogue, int64_t rows, int64_t cols) {
+dnnl::primitive_attr EpilogueAttr(Epilogue epilogue, int64_t rows, int64_t cols) {
   dnnl::post_ops ops;
   switch (epilogue) {
-    case LinearEpilogue::kNone:
+    case Epilogue::kNone:
       break;
-    case LinearEpilogue::kGelu:
+    case Epilogue::kGelu:
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
       break;
-    case LinearEpilogue::kRelu:
+    case Epilogue::kRelu:
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
       break;
-    case LinearEpilogue::kResidual:
+    case Epilogue::kResidual:
       // dst = x W^T + b + dst: the residual is copied into dst before the
       // call. A binary-add post-op reading the residual from dst itself is
       // wrong once oneDNN splits K (K > 512): dst then holds partial sums.
@@ -54,7 +54,7 @@ dnnl::primitive_attr EpilogueAttr(LinearEpilogue epilogue, int64_t rows, int64_t
 
 dnnl::matmul::primitive_desc MakeMatmul(const dnnl::engine& engine, const PackedWeight::Impl& w,
                                         int64_t rows, const memory::desc& weight_desc,
-                                        LinearEpilogue epilogue) {
+                                        Epilogue epilogue) {
   const int64_t n = w.out_features, k = w.in_features;
   memory::desc src({rows, k}, ComputeType(w), Tag::ab);
   memory::desc dst({rows, n}, Dt::f32, Tag::ab);
@@ -67,7 +67,7 @@ dnnl::matmul::primitive_desc MakeMatmul(const dnnl::engine& engine, const Packed
 }
 
 dnnl::matmul GetPrimitive(const CpuContext& ctx, PackedWeight::Impl& w, int64_t rows,
-                          LinearEpilogue epilogue) {
+                          Epilogue epilogue) {
   const auto key = std::make_pair(rows, static_cast<int>(epilogue));
   std::lock_guard<std::mutex> lock(w.mu);
   auto it = w.primitives.find(key);
@@ -109,14 +109,14 @@ void* RoundInput(const CpuContext& ctx, const PackedWeight::Impl& w, const float
 
 std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const float* weight,
                                                   const float* bias, int64_t out_features,
-                                                  int64_t in_features, WeightType type) {
+                                                  int64_t in_features, DType type) {
   ApplyThreadBudget(ctx);
   auto w = std::make_unique<PackedWeight::Impl>();
   w->out_features = out_features;
   w->in_features = in_features;
   w->type = type;
   const CpuFeatures& cpu = GetCpuFeatures();
-  w->bf16_compute = type == WeightType::kBFloat16 && cpu.avx512_bf16 && cpu.avx512bw;
+  w->bf16_compute = type == DType::kBFloat16 && cpu.avx512_bf16 && cpu.avx512bw;
   auto& be = ctx.backend();
   if (bias != nullptr) {
     w->bias = memory({{1, out_features}, Dt::f32, Tag::ab}, be.engine);
@@ -124,13 +124,13 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
     std::memcpy(w->bias.get_data_handle(), bias, static_cast<size_t>(out_features) * sizeof(float));
   }
   std::vector<float> rounded;
-  if (type == WeightType::kBFloat16 && !w->bf16_compute) {
+  if (type == DType::kBFloat16 && !w->bf16_compute) {
     rounded.resize(out_features * in_features);
     RoundToBFloat16(weight, rounded.data(), out_features * in_features);
     weight = rounded.data();
   }
   memory::desc any({in_features, out_features}, ComputeType(*w), Tag::any);
-  const auto pd = MakeMatmul(be.engine, *w, kChunkRows, any, LinearEpilogue::kNone);
+  const auto pd = MakeMatmul(be.engine, *w, kChunkRows, any, Epilogue::kNone);
   w->weight_desc = pd.weights_desc();
   w->weight = memory(w->weight_desc, be.engine);
   // torch's [out, in] row-major is the matmul's [in, out] weight with tag ba;
@@ -143,7 +143,7 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
 }
 
 void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& weight,
-               LinearEpilogue epilogue, const float* residual, float* y) {
+               Epilogue epilogue, const float* residual, float* y) {
   ApplyThreadBudget(ctx);
   PackedWeight::Impl& w = weight.impl();
   auto& be = ctx.backend();
@@ -151,7 +151,7 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
   const Dt src_type = ComputeType(w);
   const size_t src_elem = w.bf16_compute ? sizeof(uint16_t) : sizeof(float);
   const char* src = reinterpret_cast<const char*>(x);
-  if (w.type == WeightType::kBFloat16)
+  if (w.type == DType::kBFloat16)
     src = static_cast<const char*>(RoundInput(ctx, w, x, rows * k));
 
   for (int64_t r0 = 0; r0 < rows;) {
@@ -166,7 +166,7 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, w.weight}, {DNNL_ARG_DST, dst_mem}};
     if (w.bias) args.emplace(DNNL_ARG_BIAS, w.bias);
-    if (epilogue == LinearEpilogue::kResidual && residual != y) {
+    if (epilogue == Epilogue::kResidual && residual != y) {
       std::memcpy(y + r0 * n, residual + r0 * n, sizeof(float) * chunk * n);
     }
     prim.execute(be.stream, args);

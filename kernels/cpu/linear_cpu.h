@@ -15,7 +15,7 @@ namespace encoderd::kernels {
 struct PackedWeight::Impl {
   int64_t out_features = 0;
   int64_t in_features = 0;
-  WeightType type = WeightType::kFloat32;
+  DType type = DType::kFloat32;
   // bf16 weights run on bf16 GEMMs only where the CPU has AVX512-BF16;
   // elsewhere they are kept as bf16-rounded fp32 values and the input is
   // rounded the same way, which gives bf16 products with fp32 accumulation
@@ -33,9 +33,9 @@ struct PackedWeight::Impl {
 
 std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const float* weight,
                                                   const float* bias, int64_t out_features,
-                                                  int64_t in_features, WeightType type);
+                                                  int64_t in_features, DType type);
 
 void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& weight,
-               LinearEpilogue epilogue, const float* residual, float* y);
+               Epilogue epilogue, const float* residual, float* y);
 
 }  // namespace encoderd::kernels

@@ -138,7 +138,7 @@ bool CudaAttentionSupports(int64_t head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 128;
 }
 
-void CudaAttention(CudaContext& ctx, CudaDType dtype, const void* qkv, const int32_t* cu_seqlens,
+void CudaAttention(CudaContext& ctx, DType dtype, const void* qkv, const int32_t* cu_seqlens,
                    int64_t batch, int32_t max_seqlen, int64_t heads, int64_t head_dim, float scale,
                    void* out) {
   if (!CudaAttentionSupports(head_dim)) {

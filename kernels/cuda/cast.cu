@@ -24,7 +24,7 @@ unsigned Blocks(int64_t n) {
 
 }  // namespace
 
-void CudaCastFromFloat(CudaContext& ctx, CudaDType dtype, const float* in, int64_t n, void* out) {
+void CudaCastFromFloat(CudaContext& ctx, DType dtype, const float* in, int64_t n, void* out) {
   if (n < 0) throw std::invalid_argument("CudaCastFromFloat: negative size");
   if (n == 0) return;
   auto stream = static_cast<cudaStream_t>(ctx.stream());
@@ -33,7 +33,7 @@ void CudaCastFromFloat(CudaContext& ctx, CudaDType dtype, const float* in, int64
   ENCODERD_CUDA_CHECK_LAUNCH();
 }
 
-void CudaCastToFloat(CudaContext& ctx, CudaDType dtype, const void* in, int64_t n, float* out) {
+void CudaCastToFloat(CudaContext& ctx, DType dtype, const void* in, int64_t n, float* out) {
   if (n < 0) throw std::invalid_argument("CudaCastToFloat: negative size");
   if (n == 0) return;
   auto stream = static_cast<cudaStream_t>(ctx.stream());
@@ -43,7 +43,7 @@ void CudaCastToFloat(CudaContext& ctx, CudaDType dtype, const void* in, int64_t 
   ENCODERD_CUDA_CHECK_LAUNCH();
 }
 
-void CudaUploadAs(CudaContext& ctx, CudaDType dtype, const float* host, int64_t n, void* out) {
+void CudaUploadAs(CudaContext& ctx, DType dtype, const float* host, int64_t n, void* out) {
   if (n < 0) throw std::invalid_argument("CudaUploadAs: negative size");
   if (n == 0) return;
   DeviceBuffer staging(&ctx, static_cast<size_t>(n) * sizeof(float));

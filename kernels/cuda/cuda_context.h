@@ -11,11 +11,9 @@
 #include <string>
 #include <vector>
 
-namespace encoderd::kernels {
+#include "core/dtype.h"
 
-// Element type of activations and weights on the device.
-enum class CudaDType { kFloat16, kBFloat16 };
-inline size_t CudaDTypeSize(CudaDType) { return 2; }
+namespace encoderd::kernels {
 
 // Number of CUDA devices the runtime can use; 0 when there is no driver or no
 // device. Never throws. `reason` (optional) receives the runtime's message

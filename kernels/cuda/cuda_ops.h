@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "core/op_types.h"
 #include "kernels/cuda/cuda_context.h"
 
 namespace encoderd::kernels {
@@ -25,7 +26,7 @@ struct CudaEmbeddingTables {
 // out[t, :] = LN(word[ids[t]] + position[position_ids[t]] + token_type[type_ids[t]]),
 // as kernels::EmbeddingLayerNorm. type_ids null means type 0; LN runs only
 // when gamma (fp32, device) is non-null, beta (fp32) may be null.
-void CudaEmbeddingLayerNorm(CudaContext& ctx, CudaDType dtype, const CudaEmbeddingTables& tables,
+void CudaEmbeddingLayerNorm(CudaContext& ctx, DType dtype, const CudaEmbeddingTables& tables,
                             const int32_t* ids, const int32_t* position_ids,
                             const int32_t* type_ids, int64_t tokens, const float* gamma,
                             const float* beta, float eps, void* out);
@@ -37,7 +38,7 @@ constexpr int64_t kCudaMaxNormHidden = 12256;
 // out = LN(x + residual) per row, as kernels::AddLayerNorm: residual may be
 // null, gamma/beta fp32 (null: 1/0), out may alias x or residual;
 // hidden <= kCudaMaxNormHidden.
-void CudaAddLayerNorm(CudaContext& ctx, CudaDType dtype, const void* x, const void* residual,
+void CudaAddLayerNorm(CudaContext& ctx, DType dtype, const void* x, const void* residual,
                       const float* gamma, const float* beta, int64_t rows, int64_t hidden,
                       float eps, void* out);
 
@@ -47,22 +48,24 @@ void CudaAddLayerNorm(CudaContext& ctx, CudaDType dtype, const void* x, const vo
 // fp32, no score matrix in global memory. head_dim must be 32, 64 or 128
 // (CudaAttentionSupports).
 bool CudaAttentionSupports(int64_t head_dim);
-void CudaAttention(CudaContext& ctx, CudaDType dtype, const void* qkv, const int32_t* cu_seqlens,
+void CudaAttention(CudaContext& ctx, DType dtype, const void* qkv, const int32_t* cu_seqlens,
                    int64_t batch, int32_t max_seqlen, int64_t heads, int64_t head_dim, float scale,
                    void* out);
 
-enum class CudaPoolingMode { kCls, kMean };
 // out[b, :] (fp32) = first token / mean of sequence b of hidden [tokens, hidden].
-void CudaPool(CudaContext& ctx, CudaDType dtype, const void* hidden_states,
-              const int32_t* cu_seqlens, int64_t batch, int64_t hidden, CudaPoolingMode mode,
-              float* out);
+void CudaPool(CudaContext& ctx, DType dtype, const void* hidden_states, const int32_t* cu_seqlens,
+              int64_t batch, int64_t hidden, Pooling mode, float* out);
+
+// x[i] = gelu(x[i]) for i < n, in place, in the exact erf form computed in
+// fp32 (torch.nn.functional.gelu's default; kernels::GeluInPlace on the CPU).
+void CudaGeluInPlace(CudaContext& ctx, DType dtype, void* x, int64_t n);
 
 // Element-wise conversions between fp32 and `dtype` (round to nearest even).
-void CudaCastFromFloat(CudaContext& ctx, CudaDType dtype, const float* in, int64_t n, void* out);
-void CudaCastToFloat(CudaContext& ctx, CudaDType dtype, const void* in, int64_t n, float* out);
+void CudaCastFromFloat(CudaContext& ctx, DType dtype, const float* in, int64_t n, void* out);
+void CudaCastToFloat(CudaContext& ctx, DType dtype, const void* in, int64_t n, float* out);
 
 // Copies fp32 host data to the device as `dtype` (through a device staging
 // buffer); synchronous with respect to `host`, which may be pageable.
-void CudaUploadAs(CudaContext& ctx, CudaDType dtype, const float* host, int64_t n, void* out);
+void CudaUploadAs(CudaContext& ctx, DType dtype, const float* host, int64_t n, void* out);
 
 }  // namespace encoderd::kernels

@@ -5,6 +5,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <stdexcept>
+#include <string>
+
+#include "core/dtype.h"
+
 namespace encoderd::kernels::cuda_detail {
 
 __device__ __forceinline__ float ToFloat(float v) { return v; }
@@ -54,14 +59,18 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
 
 }  // namespace encoderd::kernels::cuda_detail
 
-// Instantiates a launcher body for fp16 or bf16 from a runtime CudaDType.
-#define ENCODERD_DISPATCH_DTYPE(dtype, T, ...) \
-  do {                                         \
-    if ((dtype) == CudaDType::kBFloat16) {     \
-      using T = __nv_bfloat16;                 \
-      __VA_ARGS__;                             \
-    } else {                                   \
-      using T = __half;                        \
-      __VA_ARGS__;                             \
-    }                                          \
+// Instantiates a launcher body for fp16 or bf16 from a runtime DType; any
+// other dtype throws std::invalid_argument.
+#define ENCODERD_DISPATCH_DTYPE(dtype, T, ...)                                               \
+  do {                                                                                       \
+    if ((dtype) == DType::kBFloat16) {                                                       \
+      using T = __nv_bfloat16;                                                               \
+      __VA_ARGS__;                                                                           \
+    } else if ((dtype) == DType::kFloat16) {                                                 \
+      using T = __half;                                                                      \
+      __VA_ARGS__;                                                                           \
+    } else {                                                                                 \
+      throw std::invalid_argument(std::string("CUDA ops run in float16 or bfloat16, not ") + \
+                                  std::string(DTypeName(dtype)));                            \
+    }                                                                                        \
   } while (0)

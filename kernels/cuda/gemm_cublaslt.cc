@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
 
 namespace encoderd::kernels {
 namespace {
@@ -21,14 +22,13 @@ struct MatmulPlan {
   }
 };
 
-cublasLtEpilogue_t LtEpilogue(GemmEpilogue e, bool has_bias) {
+cublasLtEpilogue_t LtEpilogue(Epilogue e, bool has_bias) {
   switch (e) {
-    case GemmEpilogue::kBiasGelu:
-      return has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
-    case GemmEpilogue::kBiasRelu:
+    case Epilogue::kRelu:
       return has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
-    case GemmEpilogue::kBias:
-    case GemmEpilogue::kBiasResidual:
+    case Epilogue::kGelu:  // applied after the GEMM (CudaGeluInPlace)
+    case Epilogue::kNone:
+    case Epilogue::kResidual:
       break;
   }
   return has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
@@ -36,17 +36,20 @@ cublasLtEpilogue_t LtEpilogue(GemmEpilogue e, bool has_bias) {
 
 }  // namespace
 
-void GemmLt(CudaContext& ctx, CudaDType dtype, const void* x, int64_t rows, const void* weight,
-            const void* bias, int64_t out_features, int64_t in_features, GemmEpilogue epilogue,
+void GemmLt(CudaContext& ctx, DType dtype, const void* x, int64_t rows, const void* weight,
+            const void* bias, int64_t out_features, int64_t in_features, Epilogue epilogue,
             const void* residual, void* y) {
   if (rows < 0 || out_features <= 0 || in_features <= 0) {
     throw std::invalid_argument("GemmLt: bad sizes");
   }
   if (rows == 0) return;
-  if (!x || !weight || !y || (epilogue == GemmEpilogue::kBiasResidual && !residual)) {
+  if (!x || !weight || !y || (epilogue == Epilogue::kResidual && !residual)) {
     throw std::invalid_argument("GemmLt: missing pointer");
   }
-  const cudaDataType_t type = dtype == CudaDType::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
+  if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) {
+    throw std::invalid_argument("GemmLt: dtype must be float16 or bfloat16");
+  }
+  const cudaDataType_t type = dtype == DType::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
   // cuBLASLt is column-major. Row-major y [rows, N] is column-major y^T
   // [N, rows] = W x^T, where row-major W [N, K] is column-major [K, N]
   // (transposed by the op) and row-major x [rows, K] is column-major [K, rows].
@@ -84,11 +87,12 @@ void GemmLt(CudaContext& ctx, CudaDType dtype, const void* x, int64_t rows, cons
                              std::to_string(in_features) + " -> " + std::to_string(out_features));
   }
   const float alpha = 1.0f;
-  const float beta = epilogue == GemmEpilogue::kBiasResidual ? 1.0f : 0.0f;
-  const void* c = epilogue == GemmEpilogue::kBiasResidual ? residual : y;
+  const float beta = epilogue == Epilogue::kResidual ? 1.0f : 0.0f;
+  const void* c = epilogue == Epilogue::kResidual ? residual : y;
   ENCODERD_CUBLAS_CHECK(cublasLtMatmul(handle, p.op, &alpha, weight, p.a, x, p.b, &beta, c, p.c, y,
                                        p.c, &result.algo, ctx.workspace(), ctx.workspace_bytes(),
                                        static_cast<cudaStream_t>(ctx.stream())));
+  if (epilogue == Epilogue::kGelu) CudaGeluInPlace(ctx, dtype, y, rows * out_features);
 }
 
 }  // namespace encoderd::kernels

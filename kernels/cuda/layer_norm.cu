@@ -30,7 +30,7 @@ __global__ void AddLayerNormKernel(const T* x, const T* residual, const float* g
 
 }  // namespace
 
-void CudaAddLayerNorm(CudaContext& ctx, CudaDType dtype, const void* x, const void* residual,
+void CudaAddLayerNorm(CudaContext& ctx, DType dtype, const void* x, const void* residual,
                       const float* gamma, const float* beta, int64_t rows, int64_t hidden,
                       float eps, void* out) {
   if (rows < 0 || hidden <= 0 || hidden > cuda_detail::kMaxNormHidden || eps < 0) {

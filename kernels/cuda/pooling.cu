@@ -31,16 +31,15 @@ __global__ void PoolKernel(const T* hidden_states, const int32_t* cu_seqlens, in
 
 }  // namespace
 
-void CudaPool(CudaContext& ctx, CudaDType dtype, const void* hidden_states,
-              const int32_t* cu_seqlens, int64_t batch, int64_t hidden, CudaPoolingMode mode,
-              float* out) {
+void CudaPool(CudaContext& ctx, DType dtype, const void* hidden_states, const int32_t* cu_seqlens,
+              int64_t batch, int64_t hidden, Pooling mode, float* out) {
   if (batch < 0 || batch > 0x7fffffff || hidden <= 0) {
     throw std::invalid_argument("CudaPool: bad sizes");
   }
   if (batch == 0) return;
   if (!hidden_states || !cu_seqlens || !out) throw std::invalid_argument("CudaPool: null pointer");
   auto stream = static_cast<cudaStream_t>(ctx.stream());
-  const bool mean = mode == CudaPoolingMode::kMean;
+  const bool mean = mode == Pooling::kMean;
   ENCODERD_DISPATCH_DTYPE(
       dtype, T,
       PoolKernel<T><<<static_cast<unsigned>(batch), 256, 0, stream>>>(

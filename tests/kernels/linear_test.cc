@@ -18,15 +18,15 @@ using testing::ScaledMaxError;
 
 std::vector<double> Reference(const std::vector<float>& x, const std::vector<float>& w,
                               const std::vector<float>& b, const std::vector<float>& residual,
-                              int64_t m, int64_t n, int64_t k, LinearEpilogue ep) {
+                              int64_t m, int64_t n, int64_t k, Epilogue ep) {
   std::vector<double> y(m * n);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double acc = b.empty() ? 0.0 : b[j];
       for (int64_t c = 0; c < k; ++c) acc += static_cast<double>(x[i * k + c]) * w[j * k + c];
-      if (ep == LinearEpilogue::kGelu) acc = 0.5 * acc * (1 + std::erf(acc / std::sqrt(2.0)));
-      if (ep == LinearEpilogue::kRelu) acc = std::max(acc, 0.0);
-      if (ep == LinearEpilogue::kResidual) acc += residual[i * n + j];
+      if (ep == Epilogue::kGelu) acc = 0.5 * acc * (1 + std::erf(acc / std::sqrt(2.0)));
+      if (ep == Epilogue::kRelu) acc = std::max(acc, 0.0);
+      if (ep == Epilogue::kResidual) acc += residual[i * n + j];
       y[i * n + j] = acc;
     }
   }
@@ -39,8 +39,9 @@ std::vector<float> RoundedToBFloat16(std::vector<float> v) {
 }
 
 // rows 600 = one 512-row chunk + 80 (granule multiple) + 8 (tail); 21 = 16 + 5.
-class LinearTest : public ::testing::TestWithParam<
-                       std::tuple<int64_t, std::pair<int64_t, int64_t>, LinearEpilogue>> {};
+class LinearTest
+    : public ::testing::TestWithParam<std::tuple<int64_t, std::pair<int64_t, int64_t>, Epilogue>> {
+};
 
 TEST_P(LinearTest, MatchesDoubleReference) {
   const auto [m, nk, ep] = GetParam();
@@ -50,7 +51,7 @@ TEST_P(LinearTest, MatchesDoubleReference) {
   const auto b = RandomVector(n, 3), residual = RandomVector(m * n, 4, -2.f, 2.f);
   const auto want = Reference(x, w, b, residual, m, n, k, ep);
 
-  const auto packed = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, WeightType::kFloat32);
+  const auto packed = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kFloat32);
   EXPECT_EQ(packed->out_features(), n);
   EXPECT_EQ(packed->in_features(), k);
   std::vector<float> y(m * n, NAN);
@@ -59,7 +60,7 @@ TEST_P(LinearTest, MatchesDoubleReference) {
 
   // bf16 weights: close to the fp32 reference, and equal (up to fp32
   // summation) to the reference over bf16-rounded operands.
-  const auto packed16 = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, WeightType::kBFloat16);
+  const auto packed16 = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kBFloat16);
   std::vector<float> y16(m * n, NAN);
   Linear(ctx, x.data(), m, *packed16, ep, residual.data(), y16.data());
   EXPECT_GE(Cosine(y16, want), 0.999);
@@ -74,8 +75,8 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(std::make_pair<int64_t, int64_t>(37, 19),
                                          std::make_pair<int64_t, int64_t>(96, 64),
                                          std::make_pair<int64_t, int64_t>(40, 768)),
-                       ::testing::Values(LinearEpilogue::kNone, LinearEpilogue::kGelu,
-                                         LinearEpilogue::kRelu, LinearEpilogue::kResidual)));
+                       ::testing::Values(Epilogue::kNone, Epilogue::kGelu, Epilogue::kRelu,
+                                         Epilogue::kResidual)));
 
 // In place (residual == y), as the encoder layers call it. K > 512 makes
 // oneDNN split the reduction, which once corrupted an aliased residual.
@@ -86,9 +87,9 @@ TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
       const int64_t n = 24;
       const auto x = RandomVector(m * k, 5), w = RandomVector(n * k, 6, -0.05f, 0.05f);
       auto y = RandomVector(m * n, 7);
-      const auto want = Reference(x, w, {}, y, m, n, k, LinearEpilogue::kResidual);
-      const auto packed = PackedWeight::Pack(ctx, w.data(), nullptr, n, k, WeightType::kFloat32);
-      Linear(ctx, x.data(), m, *packed, LinearEpilogue::kResidual, y.data(), y.data());
+      const auto want = Reference(x, w, {}, y, m, n, k, Epilogue::kResidual);
+      const auto packed = PackedWeight::Pack(ctx, w.data(), nullptr, n, k, DType::kFloat32);
+      Linear(ctx, x.data(), m, *packed, Epilogue::kResidual, y.data(), y.data());
       EXPECT_LT(ScaledMaxError(y, want), 1e-4) << "k=" << k << " m=" << m;
     }
   }
@@ -97,23 +98,26 @@ TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
 TEST(LinearTest, RejectsBadArguments) {
   CpuContext ctx;
   const auto w = RandomVector(8 * 4, 8);
-  EXPECT_THROW(PackedWeight::Pack(ctx, nullptr, nullptr, 8, 4, WeightType::kFloat32),
+  EXPECT_THROW(PackedWeight::Pack(ctx, nullptr, nullptr, 8, 4, DType::kFloat32),
                std::invalid_argument);
-  EXPECT_THROW(PackedWeight::Pack(ctx, w.data(), nullptr, 0, 4, WeightType::kFloat32),
+  EXPECT_THROW(PackedWeight::Pack(ctx, w.data(), nullptr, 0, 4, DType::kFloat32),
                std::invalid_argument);
-  EXPECT_THROW(PackedWeight::Pack(ctx, w.data(), nullptr, 8, -1, WeightType::kFloat32),
+  EXPECT_THROW(PackedWeight::Pack(ctx, w.data(), nullptr, 8, -1, DType::kFloat32),
                std::invalid_argument);
-  const auto packed = PackedWeight::Pack(ctx, w.data(), nullptr, 8, 4, WeightType::kFloat32);
+  // The stored weight type is float32 or bfloat16; anything else is refused.
+  EXPECT_THROW(PackedWeight::Pack(ctx, w.data(), nullptr, 8, 4, DType::kFloat16),
+               std::invalid_argument);
+  const auto packed = PackedWeight::Pack(ctx, w.data(), nullptr, 8, 4, DType::kFloat32);
   std::vector<float> x(4), y(8);
-  EXPECT_THROW(Linear(ctx, x.data(), -1, *packed, LinearEpilogue::kNone, nullptr, y.data()),
+  EXPECT_THROW(Linear(ctx, x.data(), -1, *packed, Epilogue::kNone, nullptr, y.data()),
                std::invalid_argument);
-  EXPECT_THROW(Linear(ctx, x.data(), 1, *packed, LinearEpilogue::kResidual, nullptr, y.data()),
+  EXPECT_THROW(Linear(ctx, x.data(), 1, *packed, Epilogue::kResidual, nullptr, y.data()),
                std::invalid_argument);
-  EXPECT_THROW(Linear(ctx, nullptr, 1, *packed, LinearEpilogue::kNone, nullptr, y.data()),
+  EXPECT_THROW(Linear(ctx, nullptr, 1, *packed, Epilogue::kNone, nullptr, y.data()),
                std::invalid_argument);
-  EXPECT_THROW(Linear(ctx, y.data(), 1, *packed, LinearEpilogue::kNone, nullptr, y.data()),
+  EXPECT_THROW(Linear(ctx, y.data(), 1, *packed, Epilogue::kNone, nullptr, y.data()),
                std::invalid_argument);
-  Linear(ctx, nullptr, 0, *packed, LinearEpilogue::kNone, nullptr, nullptr);  // no-op
+  Linear(ctx, nullptr, 0, *packed, Epilogue::kNone, nullptr, nullptr);  // no-op
 }
 
 }  // namespace

@@ -22,8 +22,8 @@ TEST(PoolingTest, ClsAndMeanMatchReference) {
   const int64_t batch = 5, tokens = cu.back();
   const auto h = RandomVector(tokens * hidden, 1);
   std::vector<float> cls(batch * hidden), mean(batch * hidden);
-  Pool(ctx, h.data(), cu.data(), batch, hidden, PoolingMode::kCls, cls.data());
-  Pool(ctx, h.data(), cu.data(), batch, hidden, PoolingMode::kMean, mean.data());
+  Pool(ctx, h.data(), cu.data(), batch, hidden, Pooling::kCls, cls.data());
+  Pool(ctx, h.data(), cu.data(), batch, hidden, Pooling::kMean, mean.data());
   std::vector<double> want_cls(batch * hidden), want_mean(batch * hidden);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t i = 0; i < hidden; ++i) {
@@ -52,12 +52,12 @@ TEST(PoolingTest, RejectsEmptySequencesAndBadCuSeqlens) {
   CpuContext ctx;
   std::vector<float> h(4 * 8), out(2 * 8);
   const auto empty = CuSeqlens({4, 0});
-  EXPECT_THROW(Pool(ctx, h.data(), empty.data(), 2, 8, PoolingMode::kMean, out.data()),
+  EXPECT_THROW(Pool(ctx, h.data(), empty.data(), 2, 8, Pooling::kMean, out.data()),
                std::invalid_argument);
   const std::vector<int32_t> bad = {0, 5, 4};
-  EXPECT_THROW(Pool(ctx, h.data(), bad.data(), 2, 8, PoolingMode::kCls, out.data()),
+  EXPECT_THROW(Pool(ctx, h.data(), bad.data(), 2, 8, Pooling::kCls, out.data()),
                std::invalid_argument);
-  EXPECT_THROW(Pool(ctx, h.data(), nullptr, 2, 8, PoolingMode::kCls, out.data()),
+  EXPECT_THROW(Pool(ctx, h.data(), nullptr, 2, 8, Pooling::kCls, out.data()),
                std::invalid_argument);
 }
 

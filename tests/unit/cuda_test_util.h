@@ -34,7 +34,7 @@ inline std::vector<float> Random(size_t n, float lo, float hi, uint32_t seed) {
   return v;
 }
 
-inline kernels::DeviceBuffer Upload(kernels::CudaContext& ctx, kernels::CudaDType dtype,
+inline kernels::DeviceBuffer Upload(kernels::CudaContext& ctx, DType dtype,
                                     const std::vector<float>& host) {
   kernels::DeviceBuffer buf(&ctx, host.size() * 2);
   kernels::CudaUploadAs(ctx, dtype, host.data(), static_cast<int64_t>(host.size()), buf.get());
@@ -49,7 +49,7 @@ inline kernels::DeviceBuffer UploadRaw(kernels::CudaContext& ctx, const void* ho
 }
 
 // n elements of `dtype` at `device`, as fp32 on the host.
-inline std::vector<float> Download(kernels::CudaContext& ctx, kernels::CudaDType dtype,
+inline std::vector<float> Download(kernels::CudaContext& ctx, DType dtype,
                                    const void* device, size_t n) {
   kernels::DeviceBuffer f(&ctx, n * sizeof(float));
   kernels::CudaCastToFloat(ctx, dtype, device, static_cast<int64_t>(n), f.as<float>());
@@ -61,20 +61,20 @@ inline std::vector<float> Download(kernels::CudaContext& ctx, kernels::CudaDType
 
 // `host` rounded to `dtype` (through the device), so that the CPU reference
 // sees exactly the inputs the GPU sees.
-inline std::vector<float> Rounded(kernels::CudaContext& ctx, kernels::CudaDType dtype,
+inline std::vector<float> Rounded(kernels::CudaContext& ctx, DType dtype,
                                   const std::vector<float>& host) {
   auto buf = Upload(ctx, dtype, host);
   return Download(ctx, dtype, buf.get(), host.size());
 }
 
 // Tolerance of one output element: absolute plus relative to the reference.
-inline float Tolerance(kernels::CudaDType dtype, float ref) {
-  const float eps = dtype == kernels::CudaDType::kBFloat16 ? 1.6e-2f : 2e-3f;
+inline float Tolerance(DType dtype, float ref) {
+  const float eps = dtype == DType::kBFloat16 ? 1.6e-2f : 2e-3f;
   return eps * (1.0f + std::abs(ref));
 }
 
-inline const char* Name(kernels::CudaDType dtype) {
-  return dtype == kernels::CudaDType::kBFloat16 ? "bf16" : "fp16";
+inline const char* Name(DType dtype) {
+  return dtype == DType::kBFloat16 ? "bf16" : "fp16";
 }
 
 }  // namespace encoderd::cuda_test

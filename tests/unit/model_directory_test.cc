@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "engine/io/checkpoint_reader.h"
 #include "server/model_card_yaml.h"
 #include "tests/unit/model_fixtures.h"

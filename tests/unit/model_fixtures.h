@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/dtype.h"
-#include "engine/core/tensor.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
 
 namespace encoderd::testing {
 

@@ -1,4 +1,4 @@
-#include "engine/core/tensor.h"
+#include "core/tensor.h"
 
 #include <gtest/gtest.h>
 

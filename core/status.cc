@@ -1,4 +1,4 @@
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace encoderd {
 
@@ -20,6 +20,8 @@ const char* StatusCodeName(StatusCode code) {
       return "DEADLINE_EXCEEDED";
     case StatusCode::kCancelled:
       return "CANCELLED";
+    case StatusCode::kUnauthenticated:
+      return "UNAUTHENTICATED";
     case StatusCode::kUnimplemented:
       return "UNIMPLEMENTED";
     case StatusCode::kDataLoss:

@@ -1,4 +1,4 @@
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 
 #include <cstring>
 

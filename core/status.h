@@ -18,6 +18,7 @@ enum class StatusCode {
   kUnavailable,         // not ready yet, or draining
   kDeadlineExceeded,    // the request expired
   kCancelled,           // the client went away
+  kUnauthenticated,     // the caller did not prove who it is
   kUnimplemented,       // the build lacks a component (e.g. LibTorch, CUDA)
   kDataLoss,            // a file is truncated or corrupt
   kInternal,            // a bug
@@ -59,6 +60,9 @@ inline Status DeadlineExceeded(std::string m) {
   return {StatusCode::kDeadlineExceeded, std::move(m)};
 }
 inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+inline Status Unauthenticated(std::string m) {
+  return {StatusCode::kUnauthenticated, std::move(m)};
+}
 inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }

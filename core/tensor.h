@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/dtype.h"
-#include "engine/core/status.h"
+#include "core/dtype.h"
+#include "core/status.h"
 
 namespace encoderd {
 

@@ -1,0 +1,143 @@
+#include "engine/runtime/encoder_backend.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace encoderd {
+namespace {
+
+// The tensor `name` when it has exactly `shape`.
+StatusOr<Tensor> Checked(const TensorMap& weights, const std::string& name,
+                         const std::vector<int64_t>& shape) {
+  auto it = weights.find(name);
+  if (it == weights.end()) return NotFound("missing weight " + name);
+  if (it->second.shape() != shape) {
+    return InvalidArgument(name + " is " + ShapeToString(it->second.shape()) +
+                           " but the config needs " + ShapeToString(shape));
+  }
+  return it->second;
+}
+
+class WeightWalk {
+ public:
+  WeightWalk(const EncoderConfig& c, TensorMap& weights, EncoderBackend& backend)
+      : c_(c), weights_(weights), backend_(backend) {}
+
+  Status Table(EmbeddingTable table, const std::string& name, int64_t rows) {
+    ASSIGN_OR_RETURN(Tensor t, Checked(weights_, name, {rows, c_.hidden_size}));
+    RETURN_IF_ERROR(backend_.LoadTable(table, t));
+    weights_.erase(name);
+    return Status::Ok();
+  }
+
+  Status Linear(int64_t layer, LinearSlot slot, int64_t out, int64_t in) {
+    const std::string prefix = LayerWeightName(layer, LinearSlotName(slot));
+    ASSIGN_OR_RETURN(Tensor w, Checked(weights_, prefix + ".weight", {out, in}));
+    Tensor b;
+    if (weights_.count(prefix + ".bias")) {
+      ASSIGN_OR_RETURN(b, Checked(weights_, prefix + ".bias", {out}));
+    }
+    RETURN_IF_ERROR(backend_.LoadLinear(layer, slot, w, b));
+    weights_.erase(prefix + ".weight");
+    weights_.erase(prefix + ".bias");
+    return Status::Ok();
+  }
+
+  Status Norm(int64_t layer, NormSlot slot, const std::string& prefix) {
+    ASSIGN_OR_RETURN(Tensor gamma, Checked(weights_, prefix + ".weight", {c_.hidden_size}));
+    ASSIGN_OR_RETURN(Tensor beta, Checked(weights_, prefix + ".bias", {c_.hidden_size}));
+    RETURN_IF_ERROR(backend_.LoadNorm(layer, slot, gamma, beta));
+    weights_.erase(prefix + ".weight");
+    weights_.erase(prefix + ".bias");
+    return Status::Ok();
+  }
+
+ private:
+  const EncoderConfig& c_;
+  TensorMap& weights_;
+  EncoderBackend& backend_;
+};
+
+void RunLayer(const EncoderConfig& c, int64_t l, EncoderBackend& ops) {
+  const Epilogue activation = c.activation == Activation::kGelu ? Epilogue::kGelu : Epilogue::kRelu;
+  // Pre-norm: x += attn(LN1(x)); x += ffn(LN2(x)).
+  // Post-norm: x = LN1(x + attn(x)); x = LN2(x + ffn(x)).
+  Buffer attention_in = Buffer::kHidden;
+  if (c.norm_first) {
+    ops.Norm(l, NormSlot::kNorm1, Buffer::kHidden, Buffer::kNormed);
+    attention_in = Buffer::kNormed;
+  }
+  ops.Linear(l, LinearSlot::kQkv, attention_in, Epilogue::kNone, Buffer::kQkv);
+  ops.Attention(Buffer::kQkv, Buffer::kContext);
+  ops.Linear(l, LinearSlot::kOut, Buffer::kContext, Epilogue::kResidual, Buffer::kHidden);
+  Buffer ffn_in = Buffer::kHidden;
+  if (c.norm_first) {
+    ops.Norm(l, NormSlot::kNorm2, Buffer::kHidden, Buffer::kNormed);
+    ffn_in = Buffer::kNormed;
+  } else {
+    ops.Norm(l, NormSlot::kNorm1, Buffer::kHidden, Buffer::kHidden);
+  }
+  ops.Linear(l, LinearSlot::kFfnIn, ffn_in, activation, Buffer::kFfn);
+  ops.Linear(l, LinearSlot::kFfnOut, Buffer::kFfn, Epilogue::kResidual, Buffer::kHidden);
+  if (!c.norm_first) ops.Norm(l, NormSlot::kNorm2, Buffer::kHidden, Buffer::kHidden);
+}
+
+}  // namespace
+
+const char* LinearSlotName(LinearSlot slot) {
+  switch (slot) {
+    case LinearSlot::kQkv:
+      return "attention.qkv";
+    case LinearSlot::kOut:
+      return "attention.out";
+    case LinearSlot::kFfnIn:
+      return "ffn.in";
+    case LinearSlot::kFfnOut:
+      break;
+  }
+  return "ffn.out";
+}
+
+Status LoadEncoderWeights(const EncoderConfig& c, TensorMap& weights, EncoderBackend& backend) {
+  RETURN_IF_ERROR(c.Validate());
+  if (c.activation != Activation::kGelu && c.activation != Activation::kRelu) {
+    return InvalidArgument(std::string("the layers' activation must be gelu or relu, not ") +
+                           ActivationName(c.activation));
+  }
+  WeightWalk walk(c, weights, backend);
+  RETURN_IF_ERROR(walk.Table(EmbeddingTable::kWord, "embeddings.word", c.vocab_size));
+  if (c.position_rule != PositionRule::kNone) {
+    RETURN_IF_ERROR(walk.Table(EmbeddingTable::kPosition, "embeddings.position", c.max_positions));
+  }
+  if (c.type_vocab_size > 0) {
+    RETURN_IF_ERROR(
+        walk.Table(EmbeddingTable::kTokenType, "embeddings.token_type", c.type_vocab_size));
+  }
+  if (c.embedding_norm) RETURN_IF_ERROR(walk.Norm(-1, NormSlot::kEmbedding, "embeddings.norm"));
+  const int64_t h = c.hidden_size, f = c.intermediate_size;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    RETURN_IF_ERROR(walk.Linear(i, LinearSlot::kQkv, 3 * h, h));
+    RETURN_IF_ERROR(walk.Linear(i, LinearSlot::kOut, h, h));
+    RETURN_IF_ERROR(walk.Linear(i, LinearSlot::kFfnIn, f, h));
+    RETURN_IF_ERROR(walk.Linear(i, LinearSlot::kFfnOut, h, f));
+    RETURN_IF_ERROR(walk.Norm(i, NormSlot::kNorm1, LayerWeightName(i, "norm1")));
+    RETURN_IF_ERROR(walk.Norm(i, NormSlot::kNorm2, LayerWeightName(i, "norm2")));
+  }
+  if (c.final_norm) RETURN_IF_ERROR(walk.Norm(-1, NormSlot::kFinal, "final_norm"));
+  return Status::Ok();
+}
+
+void RunEncoder(const EncoderConfig& c, EncoderBackend& backend) {
+  backend.Embed(Buffer::kHidden);
+  for (int64_t l = 0; l < c.num_layers; ++l) RunLayer(c, l, backend);
+  if (c.final_norm) backend.Norm(-1, NormSlot::kFinal, Buffer::kHidden, Buffer::kHidden);
+}
+
+Status BackendEncoder::Load(TensorMap& weights, DType head_dtype, int head_threads) {
+  RETURN_IF_ERROR(LoadEncoderWeights(config(), weights, *this));
+  ASSIGN_OR_RETURN(head_, HostHead::Create(config(), weights, head_dtype, head_threads));
+  return Status::Ok();
+}
+
+}  // namespace encoderd

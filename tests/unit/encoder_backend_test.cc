@@ -1,0 +1,186 @@
+// The encoder written once for every device: which weights it loads, the op
+// sequence of its forward, and the checks every backend now shares.
+#include "engine/runtime/encoder_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/runtime/random_weights.h"
+
+namespace encoderd {
+namespace {
+
+EncoderConfig Tiny(bool norm_first) {
+  EncoderConfig c;
+  c.vocab_size = 32;
+  c.hidden_size = 16;
+  c.num_layers = 2;
+  c.num_heads = 2;
+  c.intermediate_size = 24;
+  c.max_tokens = 8;
+  c.max_positions = 10;
+  c.position_rule = PositionRule::kFromZero;
+  c.type_vocab_size = 2;
+  c.pad_token_id = 0;
+  c.norm_first = norm_first;
+  c.final_norm = norm_first;
+  c.embedding_norm = !norm_first;
+  return c;
+}
+
+const char* Name(Buffer b) {
+  switch (b) {
+    case Buffer::kHidden:
+      return "x";
+    case Buffer::kQkv:
+      return "qkv";
+    case Buffer::kContext:
+      return "ctx";
+    case Buffer::kFfn:
+      return "ffn";
+    case Buffer::kNormed:
+      break;
+  }
+  return "normed";
+}
+
+// Writes down every call as text.
+class RecordingBackend : public EncoderBackend {
+ public:
+  std::vector<std::string> calls;
+
+  Status LoadTable(EmbeddingTable table, const Tensor& t) override {
+    calls.push_back("table " + std::to_string(int(table)) + " " + ShapeToString(t.shape()));
+    return Status::Ok();
+  }
+  Status LoadLinear(int64_t layer, LinearSlot slot, const Tensor& w, const Tensor& b) override {
+    calls.push_back(LayerWeightName(layer, LinearSlotName(slot)) + " " + ShapeToString(w.shape()) +
+                    (b.defined() ? " bias" : ""));
+    return Status::Ok();
+  }
+  Status LoadNorm(int64_t layer, NormSlot slot, const Tensor&, const Tensor&) override {
+    calls.push_back("norm " + std::to_string(layer) + " " + std::to_string(int(slot)));
+    return Status::Ok();
+  }
+  void Embed(Buffer out) override { calls.push_back(std::string("embed ") + Name(out)); }
+  void Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue e, Buffer out) override {
+    calls.push_back(std::to_string(layer) + " " + LinearSlotName(slot) + " " + Name(in) + "->" +
+                    Name(out) + " epilogue " + std::to_string(int(e)));
+  }
+  void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) override {
+    calls.push_back(std::to_string(layer) + " norm " + std::to_string(int(slot)) + " " + Name(in) +
+                    "->" + Name(out));
+  }
+  void Attention(Buffer qkv, Buffer out) override {
+    calls.push_back(std::string("attention ") + Name(qkv) + "->" + Name(out));
+  }
+};
+
+TEST(EncoderBackendTest, LoadsEveryWeightOnceInOrderAndLeavesTheHead) {
+  EncoderConfig c = Tiny(/*norm_first=*/false);
+  TensorMap weights = RandomEncoderWeights(c, 1);
+  weights.erase(LayerWeightName(1, "ffn.out") + ".bias");  // a Linear without bias
+  weights["head.dense.weight"] = Tensor::Zeros(DType::kFloat32, {16, 16});
+  RecordingBackend backend;
+  ASSERT_TRUE(LoadEncoderWeights(c, weights, backend).ok());
+  const std::vector<std::string> want = {
+      "table 0 [32, 16]",
+      "table 1 [10, 16]",
+      "table 2 [2, 16]",
+      "norm -1 0",
+      LayerWeightName(0, "attention.qkv") + " [48, 16] bias",
+      LayerWeightName(0, "attention.out") + " [16, 16] bias",
+      LayerWeightName(0, "ffn.in") + " [24, 16] bias",
+      LayerWeightName(0, "ffn.out") + " [16, 24] bias",
+      "norm 0 1",
+      "norm 0 2",
+      LayerWeightName(1, "attention.qkv") + " [48, 16] bias",
+      LayerWeightName(1, "attention.out") + " [16, 16] bias",
+      LayerWeightName(1, "ffn.in") + " [24, 16] bias",
+      LayerWeightName(1, "ffn.out") + " [16, 24]",
+      "norm 1 1",
+      "norm 1 2",
+  };
+  EXPECT_EQ(backend.calls, want);
+  ASSERT_EQ(weights.size(), 1u);
+  EXPECT_EQ(weights.begin()->first, "head.dense.weight");
+}
+
+TEST(EncoderBackendTest, PostNormLayerSequence) {
+  EncoderConfig c = Tiny(/*norm_first=*/false);
+  c.num_layers = 1;
+  c.activation = Activation::kRelu;
+  RecordingBackend backend;
+  RunEncoder(c, backend);
+  const std::vector<std::string> want = {
+      "embed x",
+      "0 attention.qkv x->qkv epilogue 0",
+      "attention qkv->ctx",
+      "0 attention.out ctx->x epilogue 3",
+      "0 norm 1 x->x",
+      "0 ffn.in x->ffn epilogue 2",
+      "0 ffn.out ffn->x epilogue 3",
+      "0 norm 2 x->x",
+  };
+  EXPECT_EQ(backend.calls, want);
+}
+
+TEST(EncoderBackendTest, PreNormLayerSequenceEndsWithTheFinalNorm) {
+  EncoderConfig c = Tiny(/*norm_first=*/true);
+  c.num_layers = 1;
+  RecordingBackend backend;
+  RunEncoder(c, backend);
+  const std::vector<std::string> want = {
+      "embed x",
+      "0 norm 1 x->normed",
+      "0 attention.qkv normed->qkv epilogue 0",
+      "attention qkv->ctx",
+      "0 attention.out ctx->x epilogue 3",
+      "0 norm 2 x->normed",
+      "0 ffn.in normed->ffn epilogue 1",
+      "0 ffn.out ffn->x epilogue 3",
+      "-1 norm 3 x->x",
+  };
+  EXPECT_EQ(backend.calls, want);
+}
+
+// The CPU encoder did not check Linear shapes against the config (only the
+// CUDA one did); both now refuse a mismatch at load, naming the weight.
+TEST(EncoderBackendTest, CpuEncoderRefusesAWeightOfTheWrongShape) {
+  const EncoderConfig c = Tiny(/*norm_first=*/false);
+  TensorMap weights = RandomEncoderWeights(c, 2);
+  const std::string name = LayerWeightName(1, "ffn.in") + ".weight";
+  weights[name] = Tensor::Zeros(DType::kFloat32, {c.intermediate_size, c.hidden_size + 1});
+  auto encoder = Encoder::Create(c, std::move(weights), EncoderOptions{});
+  ASSERT_FALSE(encoder.ok());
+  EXPECT_EQ(encoder.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(encoder.status().message().find(name + " is [24, 17] but the config needs [24, 16]"),
+            std::string::npos)
+      << encoder.status().message();
+}
+
+TEST(EncoderBackendTest, MissingNormIsNotFound) {
+  const EncoderConfig c = Tiny(/*norm_first=*/true);
+  TensorMap weights = RandomEncoderWeights(c, 3);
+  weights.erase("final_norm.bias");
+  auto encoder = Encoder::Create(c, std::move(weights), EncoderOptions{});
+  ASSERT_FALSE(encoder.ok());
+  EXPECT_EQ(encoder.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(encoder.status().message().find("final_norm.bias"), std::string::npos);
+}
+
+// A tanh layer activation used to run as ReLU without a word.
+TEST(EncoderBackendTest, RefusesALayerActivationItCannotRun) {
+  EncoderConfig c = Tiny(/*norm_first=*/false);
+  c.activation = Activation::kTanh;
+  auto encoder = Encoder::Create(c, RandomEncoderWeights(c, 4), EncoderOptions{});
+  ASSERT_FALSE(encoder.ok());
+  EXPECT_EQ(encoder.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(encoder.status().message().find("gelu or relu, not tanh"), std::string::npos)
+      << encoder.status().message();
+}
+
+}  // namespace
+}  // namespace encoderd
