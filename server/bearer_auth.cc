@@ -29,18 +29,17 @@ bool BearerCredentials(std::string_view value, std::string_view* credentials) {
 
 }  // namespace
 
-grpc::Status BearerAuth::CheckHeader(const std::string_view* authorization) const {
-  if (!enabled()) return grpc::Status::OK;
+Status BearerAuth::CheckHeader(const std::string_view* authorization) const {
+  if (!enabled()) return Status::Ok();
   std::string_view presented;
   if (authorization == nullptr || !BearerCredentials(*authorization, &presented))
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing bearer token");
-  if (!ConstantTimeEquals(presented, token_))
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "invalid bearer token");
-  return grpc::Status::OK;
+    return Unauthenticated("missing bearer token");
+  if (!ConstantTimeEquals(presented, token_)) return Unauthenticated("invalid bearer token");
+  return Status::Ok();
 }
 
-grpc::Status BearerAuth::Check(const grpc::ServerContext& context) const {
-  if (!enabled()) return grpc::Status::OK;
+Status BearerAuth::Check(const grpc::ServerContext& context) const {
+  if (!enabled()) return Status::Ok();
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find("authorization");
   if (it == metadata.end()) return CheckHeader(nullptr);

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <utility>
 
+#include "core/status.h"
+
 namespace encoderd::server {
 
 class BearerAuth {
@@ -22,10 +24,10 @@ class BearerAuth {
   // OK when authentication is off or the call carries the token; otherwise
   // UNAUTHENTICATED "missing bearer token" (no `authorization` metadata, or
   // not of the Bearer scheme) or "invalid bearer token". Any thread.
-  grpc::Status Check(const grpc::ServerContext& context) const;
+  Status Check(const grpc::ServerContext& context) const;
 
   // The same for the value of the `authorization` header (null: absent).
-  grpc::Status CheckHeader(const std::string_view* authorization) const;
+  Status CheckHeader(const std::string_view* authorization) const;
 
  private:
   std::string token_;

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "server/grpc_status.h"
 #include "server/request_validation.h"
 
@@ -153,50 +153,52 @@ Status EmbedOne(const ModelRegistry& registry, uint64_t id, grpc::ServerContext*
   RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences), spec, &call, watcher, metrics));
   for (const auto& values : call.request->results())
     response->add_embeddings()->mutable_values()->Assign(values.begin(), values.end());
-  FillSummary(call, response);
   return Status::Ok();
 }
 
+// ModelInfo's response carries no summary.
+void FillSummary(const Call&, v1::ModelInfoResponse*) {}
+
 }  // namespace
 
-grpc::Status EncoderService::Refuse(grpc::ServerContext* context, Rpc rpc) {
-  const uint64_t id = next_request_id_++;
-  Call call;
-  return Answer(observer_, context, rpc, id, call,
-                ResourceExhausted("server is at max_concurrent_requests (" +
-                                  std::to_string(limiter_.limit()) + " calls in progress)"));
+Status EncoderService::Admit(grpc::ServerContext* context, bool takes_slot,
+                             std::optional<ConcurrencyLimiter::Slot>* slot) {
+  RETURN_IF_ERROR(auth_.Check(*context));
+  if (!takes_slot) return Status::Ok();
+  slot->emplace(limiter_.TryAcquire());
+  if ((*slot)->held()) return Status::Ok();
+  return ResourceExhausted("server is at max_concurrent_requests (" +
+                           std::to_string(limiter_.limit()) + " calls in progress)");
 }
 
-std::optional<grpc::Status> EncoderService::Authenticate(grpc::ServerContext* context, Rpc rpc) {
-  grpc::Status denied = auth_.Check(*context);
-  if (denied.ok()) return std::nullopt;
+template <typename Response, typename Body>
+grpc::Status EncoderService::Handle(grpc::ServerContext* context, Rpc rpc, bool takes_slot,
+                                    Response* response, Body&& body) {
+  std::optional<ConcurrencyLimiter::Slot> slot;
+  Status status = Admit(context, takes_slot, &slot);
   const uint64_t id = next_request_id_++;
-  context->AddTrailingMetadata("x-request-id", std::to_string(id));
-  RequestSample sample;
-  sample.rpc = rpc;
-  sample.grpc_code = static_cast<int>(denied.error_code());
-  observer_.Finish(id, "", sample, denied.error_message());
-  return denied;
+  Call call;
+  if (status.ok()) status = body(id, call);
+  if (status.ok()) FillSummary(call, response);
+  return Answer(observer_, context, rpc, id, call, status);
 }
 
 grpc::Status EncoderService::Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
                                    v1::EmbedResponse* response) {
-  if (auto denied = Authenticate(context, Rpc::kEmbed)) return *denied;
-  ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
-  if (!slot.held()) return Refuse(context, Rpc::kEmbed);
-  const uint64_t id = next_request_id_++;
-  Call call;
-  Status status =
-      EmbedOne(*registry_, id, context, *request, response, call, watcher_, observer_.metrics());
-  return Answer(observer_, context, Rpc::kEmbed, id, call, status);
+  return Handle(context, Rpc::kEmbed, true, response, [&](uint64_t id, Call& call) {
+    return EmbedOne(*registry_, id, context, *request, response, call, watcher_,
+                    observer_.metrics());
+  });
 }
 
 grpc::Status EncoderService::EmbedStream(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) {
-  if (auto denied = Authenticate(context, Rpc::kEmbedStream)) return *denied;
-  ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
-  if (!slot.held()) return Refuse(context, Rpc::kEmbedStream);
+  std::optional<ConcurrencyLimiter::Slot> slot;
+  Status admitted = Admit(context, /*takes_slot=*/true, &slot);
+  if (!admitted.ok()) {
+    return Answer(observer_, context, Rpc::kEmbedStream, next_request_id_++, Call(), admitted);
+  }
   v1::EmbedRequest request;
   (void)TakeRequestParseError();  // only this stream's Reads count below
   while (stream->Read(&request)) {
@@ -205,9 +207,10 @@ grpc::Status EncoderService::EmbedStream(
     Call call;
     Status status =
         EmbedOne(*registry_, id, context, request, &response, call, watcher_, observer_.metrics());
+    if (status.ok()) FillSummary(call, &response);
     if (!status.ok()) return Answer(observer_, context, Rpc::kEmbedStream, id, call, status);
     (void)Answer(observer_, context, Rpc::kEmbedStream, id, call, status, false);
-    if (!stream->Write(response)) return grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
+    if (!stream->Write(response)) return ToGrpcStatus(Cancelled("write failed"));
   }
   // Read() also ends on a message that does not parse: INVALID_ARGUMENT.
   return TakeRequestParseError();
@@ -216,12 +219,7 @@ grpc::Status EncoderService::EmbedStream(
 grpc::Status EncoderService::Classify(grpc::ServerContext* context,
                                       const v1::ClassifyRequest* request,
                                       v1::ClassifyResponse* response) {
-  if (auto denied = Authenticate(context, Rpc::kClassify)) return *denied;
-  ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
-  if (!slot.held()) return Refuse(context, Rpc::kClassify);
-  const uint64_t id = next_request_id_++;
-  Call call;
-  auto run = [&]() -> Status {
+  return Handle(context, Rpc::kClassify, true, response, [&](uint64_t id, Call& call) -> Status {
     std::vector<std::vector<int32_t>> sequences;
     RETURN_IF_ERROR(Prepare(*registry_, request->model(), request->texts(), request->truncate(),
                             SteadyDeadline(context), &call, &sequences));
@@ -241,20 +239,12 @@ grpc::Status EncoderService::Classify(grpc::ServerContext* context,
       if (best < config.labels.size()) result->set_label(config.labels[best]);
     }
     return Status::Ok();
-  };
-  Status status = run();
-  if (status.ok()) FillSummary(call, response);
-  return Answer(observer_, context, Rpc::kClassify, id, call, status);
+  });
 }
 
 grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::EncodeRequest* request,
                                     v1::EncodeResponse* response) {
-  if (auto denied = Authenticate(context, Rpc::kEncode)) return *denied;
-  ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
-  if (!slot.held()) return Refuse(context, Rpc::kEncode);
-  const uint64_t id = next_request_id_++;
-  Call call;
-  auto run = [&]() -> Status {
+  return Handle(context, Rpc::kEncode, true, response, [&](uint64_t id, Call& call) -> Status {
     RETURN_IF_ERROR(CheckEncodeInputs(request->texts_size(), request->token_ids_size()));
     std::vector<std::vector<int32_t>> sequences;
     if (request->token_ids_size() > 0) {
@@ -280,72 +270,58 @@ grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::Enco
       states->set_hidden_size(hidden);
     }
     return Status::Ok();
-  };
-  Status status = run();
-  if (status.ok()) FillSummary(call, response);
-  return Answer(observer_, context, Rpc::kEncode, id, call, status);
+  });
 }
 
 grpc::Status EncoderService::Tokenize(grpc::ServerContext* context,
                                       const v1::TokenizeRequest* request,
                                       v1::TokenizeResponse* response) {
-  if (auto denied = Authenticate(context, Rpc::kTokenize)) return *denied;
-  ConcurrencyLimiter::Slot slot = limiter_.TryAcquire();
-  if (!slot.held()) return Refuse(context, Rpc::kTokenize);
-  const uint64_t id = next_request_id_++;
-  Call call;
-  auto model = registry_->Find(request->model());
-  if (!model.ok()) return Answer(observer_, context, Rpc::kTokenize, id, call, model.status());
-  call.model = *model;
-  auto encodings =
-      (*model)->Tokenize({request->texts().begin(), request->texts().end()}, request->truncate());
-  if (!encodings.ok())
-    return Answer(observer_, context, Rpc::kTokenize, id, call, encodings.status());
-  for (const Encoding& e : *encodings) {
-    v1::Tokenization* t = response->add_tokenizations();
-    t->mutable_ids()->Assign(e.ids.begin(), e.ids.end());
-    for (const std::string& piece : e.pieces) t->add_pieces(piece);
-    t->set_untruncated_length(e.untruncated_length);
-    call.token_count += static_cast<int64_t>(e.ids.size());
-  }
-  call.tokenize_us = MicrosSince(call.start);
-  FillSummary(call, response);
-  return Answer(observer_, context, Rpc::kTokenize, id, call, Status::Ok());
+  return Handle(context, Rpc::kTokenize, true, response, [&](uint64_t, Call& call) -> Status {
+    ASSIGN_OR_RETURN(call.model, registry_->Find(request->model()));
+    ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
+                     call.model->Tokenize({request->texts().begin(), request->texts().end()},
+                                          request->truncate()));
+    for (const Encoding& e : encodings) {
+      v1::Tokenization* t = response->add_tokenizations();
+      t->mutable_ids()->Assign(e.ids.begin(), e.ids.end());
+      for (const std::string& piece : e.pieces) t->add_pieces(piece);
+      t->set_untruncated_length(e.untruncated_length);
+      call.token_count += static_cast<int64_t>(e.ids.size());
+    }
+    call.tokenize_us = MicrosSince(call.start);
+    return Status::Ok();
+  });
 }
 
 grpc::Status EncoderService::ModelInfo(grpc::ServerContext* context,
                                        const v1::ModelInfoRequest* request,
                                        v1::ModelInfoResponse* response) {
-  if (auto denied = Authenticate(context, Rpc::kModelInfo)) return *denied;
-  const uint64_t id = next_request_id_++;
-  Call call;
-  std::vector<std::shared_ptr<ServedModel>> models;
-  if (!request->model().empty()) {
-    auto model = registry_->Find(request->model());
-    if (!model.ok()) return Answer(observer_, context, Rpc::kModelInfo, id, call, model.status());
-    call.model = *model;
-    models.push_back(*model);
-  } else {
-    if (registry_->draining())
-      return Answer(observer_, context, Rpc::kModelInfo, id, call,
-                    Unavailable("the server is shutting down"));
-    models = registry_->Loaded();
-  }
-  for (const auto& m : models) {
-    const EncoderConfig& c = m->encoder_config();
-    v1::Model* info = response->add_models();
-    info->set_name(m->config().name);
-    info->set_family(ModelFamilyName(c.family));
-    info->set_hidden_size(c.hidden_size);
-    info->set_max_tokens(m->max_tokens());
-    for (const std::string& label : c.labels) info->add_labels(label);
-    info->set_dtype(m->config().dtype);
-    info->set_device(m->config().device);
-    info->set_default_pooling(PoolingName(c.default_pooling));
-    info->set_replicas(m->config().replicas);
-    info->set_max_client_batch_size(m->config().max_client_batch_size);
-  }
-  return Answer(observer_, context, Rpc::kModelInfo, id, call, Status::Ok());
+  // Takes no concurrency slot: answering it costs no model time.
+  return Handle(context, Rpc::kModelInfo, false, response, [&](uint64_t, Call& call) -> Status {
+    std::vector<std::shared_ptr<ServedModel>> models;
+    if (!request->model().empty()) {
+      ASSIGN_OR_RETURN(call.model, registry_->Find(request->model()));
+      models.push_back(call.model);
+    } else {
+      if (registry_->draining()) return Unavailable("the server is shutting down");
+      models = registry_->Loaded();
+    }
+    for (const auto& m : models) {
+      const EncoderConfig& c = m->encoder_config();
+      v1::Model* info = response->add_models();
+      info->set_name(m->config().name);
+      info->set_family(ModelFamilyName(c.family));
+      info->set_hidden_size(c.hidden_size);
+      info->set_max_tokens(m->max_tokens());
+      for (const std::string& label : c.labels) info->add_labels(label);
+      info->set_dtype(m->config().dtype);
+      info->set_device(m->config().device);
+      info->set_default_pooling(PoolingName(c.default_pooling));
+      info->set_replicas(m->config().replicas);
+      info->set_max_client_batch_size(m->config().max_client_batch_size);
+    }
+    return Status::Ok();
+  });
 }
 
 }  // namespace encoderd::server

@@ -56,11 +56,17 @@ class EncoderService final : public EncoderServiceBase {
       grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) override;
 
  private:
-  // The answer to a call that found every slot taken.
-  grpc::Status Refuse(grpc::ServerContext* context, Rpc rpc);
-  // Checks the call's bearer token: nullopt when it may go on, else the
-  // answer (UNAUTHENTICATED, recorded like every other answer).
-  std::optional<grpc::Status> Authenticate(grpc::ServerContext* context, Rpc rpc);
+  // The bearer token, then (takes_slot) a concurrency slot into `slot`:
+  // UNAUTHENTICATED, or RESOURCE_EXHAUSTED when every slot is taken.
+  Status Admit(grpc::ServerContext* context, bool takes_slot,
+               std::optional<ConcurrencyLimiter::Slot>* slot);
+  // What every unary RPC shares: Admit, a request id, then `body(id, call)`
+  // (the RPC's own work), the summary fields of a successful response, and
+  // the answer, recorded in the metrics and logs with its request id.
+  template <typename Response, typename Body>
+  grpc::Status Handle(grpc::ServerContext* context, Rpc rpc, bool takes_slot, Response* response,
+                      Body&& body);
+
   const ModelRegistry* registry_;
   ConcurrencyLimiter limiter_;
   RequestObserver observer_;

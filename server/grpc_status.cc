@@ -28,6 +28,9 @@ grpc::Status ToGrpcStatus(const Status& status) {
     case StatusCode::kCancelled:
       code = grpc::StatusCode::CANCELLED;
       break;
+    case StatusCode::kUnauthenticated:
+      code = grpc::StatusCode::UNAUTHENTICATED;
+      break;
     case StatusCode::kUnimplemented:
       code = grpc::StatusCode::UNIMPLEMENTED;
       break;
