@@ -11,4 +11,4 @@ export CCACHE_BASEDIR="$PWD"
 BUILD=${ENCODERD_BUILD_DIR:-build}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD" --target encoderd -j"$(nproc)"
-exec "$BUILD/server/encoderd" serve "$@"
+exec "$BUILD/cli/encoderd" serve "$@"

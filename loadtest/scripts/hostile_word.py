@@ -7,7 +7,7 @@ allows, to Tokenize and Embed with and without truncation, and prints the
 daemon's CPU seconds (/proc/PID/stat) spent on each call and the answer.
 Benchmark, not a test: the figures go in docs/reliability.md.
 
-    /usr/bin/python3 loadtest/scripts/hostile_word.py [--binary build/server/encoderd]
+    /usr/bin/python3 loadtest/scripts/hostile_word.py [--binary build/cli/encoderd]
 """
 import argparse
 import pathlib

@@ -13,7 +13,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-server=${ENCODERD_BINARY:-$root/build/server/encoderd}
+server=${ENCODERD_BINARY:-$root/build/cli/encoderd}
 loadtest=${ENCODERD_LOADTEST:-$root/build/loadtest/encoderd-loadtest}
 out=/tmp/encoderd-serving
 langid_dir=$root/models/langid

@@ -18,7 +18,7 @@ before/after, the outcome counts, and where the unexpected codes fell
 relative to steal; it exits 1 when RSS grew >= 5%, threads or fds grew, any
 call got an unexpected code, or request state was left behind.
 
-usage: loadtest/scripts/soak.py [--binary build/server/encoderd]
+usage: loadtest/scripts/soak.py [--binary build/cli/encoderd]
        [--model-dir models/langid] [--minutes 30] [--warmup-minutes 2]
        [--rate R | --fraction 0.7] [--csv soak.csv] [--serve-arg=--flag=value ...]
 Use /usr/bin/python3 (Debian's python3-grpcio).

@@ -47,7 +47,7 @@ def _check_container(c: dict, pod: dict, facts: dict, image_uid, gpu: bool) -> l
     env = _env(c)
     for name in env:
         if name.startswith("ENCODERD_") and name not in facts["env_vars"]:
-            errors.append(f"env {name} is not read by encoderd (server/config_loader.cc)")
+            errors.append(f"env {name} is not read by encoderd (server/config/config_loader.cc)")
     grpc_port = int(env.get("ENCODERD_PORT", facts["grpc_port"]))
     metrics_port = int(env.get("ENCODERD_METRICS_PORT", facts["metrics_port"]))
     ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}

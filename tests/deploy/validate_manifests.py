@@ -3,7 +3,7 @@
 kustomization (base and overlays, tests/deploy/kustomize_lite.py) and checks
 the properties a working rollout depends on against the daemon's own
 sources: ports and shutdown grace from config/default.yaml, ENCODERD_*
-variables from server/config_loader.cc, metric names from server/*.cc, the
+variables from server/config/config_loader.cc, metric names from server/**/*.cc, the
 image's user and ports from deploy/Dockerfile*.
 
 Each check is also run on deliberately broken copies of the rendered
@@ -63,10 +63,10 @@ def yamllint(files: list) -> list:
 def source_facts(repo: pathlib.Path) -> dict:
     """What the manifests must agree with, read from the daemon's sources."""
     default = yaml.safe_load((repo / "config/default.yaml").read_text())
-    loader = (repo / "server/config_loader.cc").read_text()
+    loader = (repo / "server/config/config_loader.cc").read_text()
     env_vars = set(re.findall(r'"(ENCODERD_[A-Z0-9_]+)"', loader))
     metrics = set()
-    for src in sorted((repo / "server").glob("*.cc")):
+    for src in sorted((repo / "server").rglob("*.cc")):
         metrics |= set(re.findall(r'"(encoderd_[a-z0-9_]+)"', src.read_text()))
     dockerfiles = {}
     for name in ["Dockerfile", "Dockerfile.cuda"]:

@@ -7,7 +7,7 @@ Certificates are made with the `openssl` CLI in a temporary directory: a CA,
 a server certificate for localhost/127.0.0.1 signed by it, a client
 certificate signed by it, and a self-signed "rogue" client certificate.
 
-usage: access_e2e_test.py --binary build/server/encoderd --source-dir REPO
+usage: access_e2e_test.py --binary build/cli/encoderd --source-dir REPO
        [--model-dir DIR]   (default: REPO/models/langid)
 Exits 0 when every check passed; prints each failed check.
 """

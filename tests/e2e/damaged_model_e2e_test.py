@@ -8,7 +8,7 @@ status (a signal such as SIGSEGV or SIGABRT gives a negative returncode and
 fails), and its output must name the damaged file and say what is wrong. The
 hostile pickle must not run: its marker file must not exist afterwards.
 
-usage: damaged_model_e2e_test.py --binary build/server/encoderd --model-dir DIR
+usage: damaged_model_e2e_test.py --binary build/cli/encoderd --model-dir DIR
 Exits 0 when every check passed; prints each failed check.
 """
 import argparse

@@ -8,7 +8,7 @@ traffic, then checks the values Prometheus answers to PromQL against what was
 sent, and that every query of deploy/grafana/encoderd-dashboard.json parses
 and returns data. Also runs promtool on deploy/prometheus.
 
-usage: prometheus_e2e_test.py --binary build/server/encoderd --model-dir DIR
+usage: prometheus_e2e_test.py --binary build/cli/encoderd --model-dir DIR
        --source-dir REPO
 Exit 0: every check passed; 1: a check failed; 77: no prometheus binary (skip).
 """

@@ -5,7 +5,7 @@ graceful shutdown under load, and the cost of waiting calls. Each part starts
 its own daemon on free loopback ports and reads the daemon's /metrics and
 /proc/<pid>.
 
-usage: reliability_e2e_test.py --binary build/server/encoderd --source-dir REPO
+usage: reliability_e2e_test.py --binary build/cli/encoderd --source-dir REPO
        [--model-dir models/langid] [--calls 10000] [--only cap,deadline,...]
 Exits 0 when every check passed; prints each failed check and the figures.
 """

@@ -2,7 +2,7 @@
 """End-to-end test of `encoderd serve`: starts the real daemon on a free
 loopback port against a fixture model and calls every RPC.
 
-usage: serve_e2e_test.py --binary build/server/encoderd --model-dir DIR
+usage: serve_e2e_test.py --binary build/cli/encoderd --model-dir DIR
        --source-dir REPO [--reference DIR.reference]
 Exits 0 when every check passed; prints each failed check.
 """
@@ -296,7 +296,7 @@ def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None):
     # The generated stubs refuse to serialise invalid UTF-8: send raw bytes
     # (a serialized request with a placeholder patched to invalid UTF-8, or a
     # truncated / garbage body). The server's SerializationTraits answer
-    # INVALID_ARGUMENT before the handler runs (server/request_serialization.h).
+    # INVALID_ARGUMENT before the handler runs (server/grpc/request_serialization.h).
     def raw(method, response):
         return stub_channel.unary_unary(f"/encoderd.v1.Encoder/{method}",
                                         request_serializer=lambda b: b,

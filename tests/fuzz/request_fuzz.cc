@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary bytes as an encoderd.v1 request, through the
 // same validation and tokenization the gRPC handlers run
-// (server/request_validation.h), against the default model's real
+// (server/core/request_validation.h), against the default model's real
 // SentencePiece tokenizer (models/langid) with small limits.
 //
 // Input: byte 0 picks the request type (Embed, Classify, Encode, Tokenize,
@@ -19,7 +19,7 @@
 
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "proto/encoderd.pb.h"
-#include "server/request_validation.h"
+#include "server/core/request_validation.h"
 
 namespace {
 

@@ -1,13 +1,13 @@
-// Overload control (server/admission_policy.h) on a fake clock: the measured
+// Overload control (server/core/admission_policy.h) on a fake clock: the measured
 // throughput, admission against the predicted finish and queue time, and
 // FormBatch dropping what cannot finish before its deadline.
-#include "server/admission_policy.h"
+#include "server/core/admission_policy.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 
-#include "server/batch_policy.h"
+#include "server/core/batch_policy.h"
 
 namespace encoderd::server {
 namespace {

@@ -11,9 +11,9 @@
 #include <stdexcept>
 #include <thread>
 
-#include "server/batch_executor.h"
-#include "server/batch_policy.h"
-#include "server/dynamic_batcher.h"
+#include "server/core/batch_executor.h"
+#include "server/core/batch_policy.h"
+#include "server/core/dynamic_batcher.h"
 
 namespace encoderd::server {
 namespace {

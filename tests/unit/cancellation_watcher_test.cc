@@ -1,4 +1,4 @@
-#include "server/cancellation_watcher.h"
+#include "server/core/cancellation_watcher.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "server/concurrency_limiter.h"
+#include "server/core/concurrency_limiter.h"
 
 #include <gtest/gtest.h>
 

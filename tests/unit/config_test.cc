@@ -1,6 +1,6 @@
 // Daemon configuration: defaults, YAML, environment and flag precedence, and
 // errors that name the key (and the line, for YAML).
-#include "server/config.h"
+#include "server/config/config.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "server/access_secrets.h"
-#include "server/config_loader.h"
+#include "server/config/access_secrets.h"
+#include "server/config/config_loader.h"
 
 namespace encoderd::server {
 namespace {

@@ -1,6 +1,6 @@
-// The CPU budget from the cgroup quota (server/cpu_quota.h), on fake cgroup
+// The CPU budget from the cgroup quota (server/core/cpu_quota.h), on fake cgroup
 // files: a container's CPU limit caps the threads, not the node's core count.
-#include "server/cpu_quota.h"
+#include "server/core/cpu_quota.h"
 
 #include <gtest/gtest.h>
 

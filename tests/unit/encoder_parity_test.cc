@@ -8,7 +8,7 @@
 
 #include "engine/runtime/encoder.h"
 #include "engine/runtime/packed_batch.h"
-#include "server/model_card_yaml.h"
+#include "server/config/model_card_yaml.h"
 #include "tests/unit/model_fixtures.h"
 
 namespace encoderd {

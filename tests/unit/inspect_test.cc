@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "server/inspect_command.h"
+#include "cli/inspect_command.h"
 #include "tests/unit/model_fixtures.h"
 
 namespace encoderd {

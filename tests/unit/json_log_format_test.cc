@@ -1,4 +1,4 @@
-#include "server/json_log_format.h"
+#include "server/metrics/json_log_format.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/details/log_msg.h>

@@ -16,12 +16,12 @@
 #include <mutex>
 #include <sstream>
 
-#include "server/batch_executor.h"
-#include "server/dynamic_batcher.h"
-#include "server/metrics_http_server.h"
-#include "server/process_stats.h"
-#include "server/prometheus_metrics.h"
-#include "server/request_observer.h"
+#include "server/core/batch_executor.h"
+#include "server/core/dynamic_batcher.h"
+#include "server/exporter/metrics_http_server.h"
+#include "server/metrics/process_stats.h"
+#include "server/metrics/prometheus_metrics.h"
+#include "server/metrics/request_observer.h"
 
 namespace encoderd::server {
 namespace {

@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "engine/model/model_directory.h"
-#include "server/model_card_yaml.h"
+#include "server/config/model_card_yaml.h"
 #include "tests/unit/model_fixtures.h"
 
 namespace encoderd {

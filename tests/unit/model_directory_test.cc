@@ -8,7 +8,7 @@
 
 #include "core/dtype.h"
 #include "engine/io/checkpoint_reader.h"
-#include "server/model_card_yaml.h"
+#include "server/config/model_card_yaml.h"
 #include "tests/unit/model_fixtures.h"
 
 namespace encoderd {

@@ -1,7 +1,7 @@
-// Request validation (server/request_validation.h): every hostile field gets
+// Request validation (server/core/request_validation.h): every hostile field gets
 // INVALID_ARGUMENT naming it, and a 1 MiB single word costs a bounded prefix
 // with the real tokenizers (the default model's SentencePiece, WordPiece).
-#include "server/request_validation.h"
+#include "server/core/request_validation.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,194 @@
+#include "cli/encode_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "engine/runtime/encoder.h"
+#include "engine/runtime/packed_batch.h"
+#include "server/config/model_card_yaml.h"
+
+namespace encoderd::server {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: encoderd encode MODEL_DIR --text TEXT [--text TEXT ...]\n"
+    "         [--pooling cls|mean] [--normalize] [--device cpu|cuda]\n"
+    "         [--dtype fp32|fp16|bf16] [--threads N] [--no-truncate] [--json]\n"
+    "--dtype defaults to fp32 on cpu and fp16 on cuda.\n"
+    "Prints label probabilities when the model has a classification head and no\n"
+    "--pooling is given, otherwise one pooled embedding per text.\n";
+
+struct EncodeArgs {
+  std::string model_dir;
+  std::vector<std::string> texts;
+  std::optional<Pooling> pooling;
+  bool normalize = false;
+  Device device = Device::kCpu;
+  std::optional<DType> dtype;  // unset: the device's default
+  int threads = 0;
+  bool truncate = true;
+  bool json = false;
+};
+
+// Parses `args`; returns an error message, empty on success.
+std::string Parse(const std::vector<std::string>& args, EncodeArgs* out) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* v) {
+      if (i + 1 >= args.size()) return false;
+      *v = args[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--text") {
+      if (!value(&v)) return "--text needs a value";
+      out->texts.push_back(v);
+    } else if (a == "--pooling") {
+      if (!value(&v)) return "--pooling needs a value";
+      out->pooling = ParsePooling(v);
+      if (!out->pooling) return "--pooling must be cls or mean, not '" + v + "'";
+    } else if (a == "--dtype") {
+      if (!value(&v)) return "--dtype needs a value";
+      auto dtype = ParseDType(v);
+      if (!dtype ||
+          (*dtype != DType::kFloat32 && *dtype != DType::kFloat16 && *dtype != DType::kBFloat16)) {
+        return "--dtype must be fp32, fp16 or bf16, not '" + v + "'";
+      }
+      out->dtype = *dtype;
+    } else if (a == "--device") {
+      if (!value(&v)) return "--device needs a value";
+      if (v == "cpu") {
+        out->device = Device::kCpu;
+      } else if (v == "cuda") {
+        out->device = Device::kCuda;
+      } else {
+        return "--device must be cpu or cuda, not '" + v + "'";
+      }
+    } else if (a == "--threads") {
+      if (!value(&v)) return "--threads needs a value";
+      try {
+        out->threads = std::stoi(v);
+      } catch (...) {
+        return "--threads must be a number, not '" + v + "'";
+      }
+      if (out->threads < 0) return "--threads must not be negative";
+    } else if (a == "--normalize") {
+      out->normalize = true;
+    } else if (a == "--no-truncate") {
+      out->truncate = false;
+    } else if (a == "--json") {
+      out->json = true;
+    } else if (!a.empty() && a[0] == '-') {
+      return "unknown option " + a;
+    } else if (out->model_dir.empty()) {
+      out->model_dir = a;
+    } else {
+      return "unexpected argument '" + a + "'";
+    }
+  }
+  if (out->model_dir.empty()) return "missing MODEL_DIR";
+  if (out->texts.empty()) return "give at least one --text";
+  return "";
+}
+
+int Fail(std::ostream& err, const Status& status) {
+  err << "encoderd encode: " << status.ToString() << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  EncodeArgs a;
+  if (const std::string error = Parse(args, &a); !error.empty()) {
+    err << "encoderd encode: " << error << "\n" << kUsage;
+    return 2;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto bundle = LoadModelDirectory(a.model_dir);
+  if (!bundle.ok()) return Fail(err, bundle.status());
+  if (!bundle->tokenizer) {
+    return Fail(err, FailedPrecondition(a.model_dir + " has no tokenizer"));
+  }
+  const EncoderConfig& config = bundle->config;
+  EncoderOptions options;
+  options.device = a.device;
+  options.dtype = a.dtype.value_or(a.device == Device::kCuda ? DType::kFloat16 : DType::kFloat32);
+  options.num_threads = a.threads;
+  // The encoder keeps what it needs; the checkpoint's own tensor map goes.
+  bundle->checkpoint_tensors.clear();
+  auto encoder = Encoder::Create(config, std::move(bundle->weights), options);
+  if (!encoder.ok()) return Fail(err, encoder.status().WithContext(a.model_dir));
+  const auto loaded = std::chrono::steady_clock::now();
+
+  PackedBatchBuilder builder(config.position_rule, static_cast<int32_t>(config.pad_token_id));
+  std::vector<int64_t> token_counts;
+  for (size_t i = 0; i < a.texts.size(); ++i) {
+    auto encoding = bundle->tokenizer->Encode(a.texts[i], config.max_tokens, a.truncate);
+    if (!encoding.ok())
+      return Fail(err, encoding.status().WithContext("text " + std::to_string(i)));
+    token_counts.push_back(static_cast<int64_t>(encoding->ids.size()));
+    Status added = builder.Add(encoding->ids, {}, {0, static_cast<int32_t>(i)});
+    if (!added.ok()) return Fail(err, added);
+  }
+  const PackedBatch batch = builder.Build();
+  auto hidden = (*encoder)->Forward(batch);
+  if (!hidden.ok()) return Fail(err, hidden.status());
+  const bool classify = config.num_labels > 0 && !a.pooling;
+  auto result = classify
+                    ? (*encoder)->Classify(*hidden, batch)
+                    : (*encoder)->Pool(*hidden, batch, a.pooling.value_or(config.default_pooling),
+                                       a.normalize);
+  if (!result.ok()) return Fail(err, result.status());
+  const auto done = std::chrono::steady_clock::now();
+  const int64_t width = result->size(1);
+  const float* values = result->data<float>();
+
+  nlohmann::json json = {
+      {"model", a.model_dir},
+      {"device", DeviceName(options.device)},
+      {"dtype", std::string(DTypeName(options.dtype))},
+      {"load_ms", std::chrono::duration<double, std::milli>(loaded - start).count()},
+      {"inference_ms", std::chrono::duration<double, std::milli>(done - loaded).count()},
+      {"results", nlohmann::json::array()}};
+  for (size_t i = 0; i < a.texts.size(); ++i) {
+    const float* row = values + i * width;
+    nlohmann::json r = {{"text", a.texts[i]}, {"tokens", token_counts[i]}};
+    if (classify) {
+      const int64_t best = std::max_element(row, row + width) - row;
+      r["label"] = config.labels[best];
+      r["scores"] = std::vector<float>(row, row + width);  // in json["labels"] order
+    } else {
+      r["embedding"] = std::vector<float>(row, row + width);
+    }
+    json["results"].push_back(r);
+  }
+  if (a.json) {
+    out << json.dump(2) << "\n";
+    return 0;
+  }
+  out << std::fixed << std::setprecision(4);
+  for (const auto& r : json["results"]) {
+    out << r["text"].get<std::string>() << "\n  tokens: " << r["tokens"].get<int64_t>() << "\n";
+    if (classify) {
+      out << "  label:  " << r["label"].get<std::string>() << "\n  scores:";
+      for (const auto& [label, p] : r["scores"].items())
+        out << " " << label << "=" << p.get<float>();
+      out << "\n";
+    } else {
+      const auto& e = r["embedding"];
+      out << "  embedding[" << e.size() << "]:";
+      for (size_t k = 0; k < std::min<size_t>(8, e.size()); ++k) out << " " << e[k].get<float>();
+      out << (e.size() > 8 ? " ..." : "") << "\n";
+    }
+  }
+  out << std::setprecision(1) << "load " << json["load_ms"].get<double>() << " ms, inference "
+      << json["inference_ms"].get<double>() << " ms (" << DeviceName(options.device) << ", "
+      << DTypeName(options.dtype) << ")\n";
+  return 0;
+}
+
+}  // namespace encoderd::server

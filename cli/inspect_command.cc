@@ -1,0 +1,163 @@
+#include "cli/inspect_command.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "server/config/model_card_yaml.h"
+
+namespace encoderd::server {
+namespace {
+
+using Json = nlohmann::json;
+
+Json ConfigJson(const EncoderConfig& c) {
+  return Json{
+      {"vocab_size", c.vocab_size},
+      {"hidden_size", c.hidden_size},
+      {"num_layers", c.num_layers},
+      {"num_heads", c.num_heads},
+      {"head_dim", c.head_dim()},
+      {"intermediate_size", c.intermediate_size},
+      {"max_positions", c.max_positions},
+      {"max_tokens", c.max_tokens},
+      {"type_vocab_size", c.type_vocab_size},
+      {"layer_norm_eps", c.layer_norm_eps},
+      {"activation", ActivationName(c.activation)},
+      {"norm_first", c.norm_first},
+      {"embedding_norm", c.embedding_norm},
+      {"final_norm", c.final_norm},
+      {"pad_token_id", c.pad_token_id},
+      {"position_rule", PositionRuleName(c.position_rule)},
+      {"default_pooling", PoolingName(c.default_pooling)},
+      {"num_labels", c.num_labels},
+      {"head_activation", ActivationName(c.head_activation)},
+      {"labels", c.labels},
+      {"special_tokens",
+       {{"bos", c.special_tokens.bos},
+        {"eos", c.special_tokens.eos},
+        {"pad", c.special_tokens.pad},
+        {"unk", c.special_tokens.unk}}},
+  };
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+}  // namespace
+
+Json DescribeModelJson(const ModelBundle& bundle) {
+  Json tensors = Json::array();
+  int64_t parameters = 0;
+  uint64_t bytes = 0;
+  for (const auto& [name, t] : bundle.checkpoint_tensors) {
+    tensors.push_back(
+        {{"name", name}, {"dtype", std::string(DTypeName(t.dtype()))}, {"shape", t.shape()}});
+    parameters += t.numel();
+    bytes += t.nbytes();
+  }
+  Json tokenizer = nullptr;
+  if (bundle.tokenizer) {
+    tokenizer = {{"file", bundle.tokenizer_path},
+                 {"description", bundle.tokenizer->Describe()},
+                 {"vocab_size", bundle.tokenizer->vocab_size()}};
+  }
+  return Json{
+      {"directory", bundle.directory},
+      {"family", ModelFamilyName(bundle.config.family)},
+      {"config", ConfigJson(bundle.config)},
+      {"tokenizer", tokenizer},
+      {"checkpoint",
+       {{"file", bundle.checkpoint_path},
+        {"format", CheckpointFormatName(bundle.checkpoint_format)},
+        {"num_tensors", bundle.checkpoint_tensors.size()},
+        {"num_parameters", parameters},
+        {"bytes", bytes},
+        {"tensors", tensors},
+        {"placeholder_globals", bundle.placeholder_globals}}},
+  };
+}
+
+std::string DescribeModelText(const ModelBundle& bundle) {
+  const EncoderConfig& c = bundle.config;
+  std::ostringstream s;
+  s << "model directory: " << bundle.directory << "\n"
+    << "family:          " << ModelFamilyName(c.family) << "\n"
+    << "layers:          " << c.num_layers << (c.norm_first ? " (pre-norm)" : " (post-norm)")
+    << "\n"
+    << "hidden size:     " << c.hidden_size << "\n"
+    << "heads:           " << c.num_heads << " (head dim " << c.head_dim() << ")\n"
+    << "ffn size:        " << c.intermediate_size << " (" << ActivationName(c.activation) << ")\n"
+    << "vocab size:      " << c.vocab_size << "\n"
+    << "positions:       " << c.max_positions << " (" << PositionRuleName(c.position_rule)
+    << "), max tokens " << c.max_tokens << "\n"
+    << "token types:     " << c.type_vocab_size << "\n"
+    << "layer norm eps:  " << c.layer_norm_eps << "; embedding norm "
+    << (c.embedding_norm ? "yes" : "no") << ", final norm " << (c.final_norm ? "yes" : "no") << "\n"
+    << "pad token id:    " << c.pad_token_id << "\n"
+    << "pooling:         " << PoolingName(c.default_pooling) << "\n";
+  if (c.num_labels > 0) {
+    s << "head:            " << c.num_labels << " labels [" << Join(c.labels) << "], "
+      << ActivationName(c.head_activation) << "\n";
+  } else {
+    s << "head:            none\n";
+  }
+  s << "tokenizer:       "
+    << (bundle.tokenizer ? bundle.tokenizer->Describe() + " from " + bundle.tokenizer_path
+                         : std::string("none"))
+    << "\n";
+  int64_t parameters = 0;
+  uint64_t bytes = 0;
+  for (const auto& [name, t] : bundle.checkpoint_tensors) {
+    parameters += t.numel();
+    bytes += t.nbytes();
+  }
+  s << "checkpoint:      " << bundle.checkpoint_path << " ("
+    << CheckpointFormatName(bundle.checkpoint_format) << ")\n"
+    << "parameters:      " << parameters << " in " << bundle.checkpoint_tensors.size()
+    << " tensors, " << bytes << " bytes\n"
+    << "placeholder globals: "
+    << (bundle.placeholder_globals.empty() ? "none" : Join(bundle.placeholder_globals)) << "\n"
+    << "tensors:\n";
+  for (const auto& [name, t] : bundle.checkpoint_tensors) {
+    s << "  " << name << "  " << t.Describe() << "\n";
+  }
+  return s.str();
+}
+
+int RunInspectCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string dir;
+  bool json = false;
+  for (const std::string& arg : args) {
+    if (arg == "--json") {
+      json = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      err << "encoderd inspect: unknown option '" << arg << "'\n";
+      return 2;
+    } else if (dir.empty()) {
+      dir = arg;
+    } else {
+      err << "encoderd inspect: more than one MODEL_DIR\n";
+      return 2;
+    }
+  }
+  if (dir.empty()) {
+    err << "usage: encoderd inspect MODEL_DIR [--json]\n";
+    return 2;
+  }
+  auto bundle = LoadModelDirectory(dir);
+  if (!bundle.ok()) {
+    err << "encoderd inspect: " << bundle.status().ToString() << "\n";
+    return 1;
+  }
+  if (json) {
+    out << DescribeModelJson(*bundle).dump(1) << "\n";
+  } else {
+    out << DescribeModelText(*bundle);
+  }
+  return 0;
+}
+
+}  // namespace encoderd::server

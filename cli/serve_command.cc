@@ -1,0 +1,240 @@
+#include "cli/serve_command.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/resource_quota.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "kernels/cpu_features.h"
+#include "server/config/access_secrets.h"
+#include "server/grpc/bearer_auth.h"
+#include "server/config/config_loader.h"
+#include "server/grpc/encoder_service.h"
+#include "server/metrics/json_log_format.h"
+#include "server/exporter/metrics_endpoint.h"
+#include "server/core/model_registry.h"
+#include "cli/shutdown_signals.h"
+
+namespace encoderd::server {
+namespace {
+
+// Server threads beyond max_concurrent_requests: pollers, health checks,
+// ModelInfo and the refusals themselves.
+constexpr int kSpareServerThreads = 32;
+
+void SetUpLogging(const LogConfig& log) {
+  auto logger = spdlog::stderr_logger_mt("encoderd");
+  if (log.format == "json") {
+    logger->set_formatter(MakeJsonLogFormatter());
+  } else {
+    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %L %v");
+  }
+  logger->set_level(spdlog::level::from_str(log.level));
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+}
+
+// Removes the server reflection plugin from a builder. Loading
+// libgrpc++_reflection registers the plugin for every ServerBuilder (a static
+// initializer calls InitProtoReflectionServerBuilderPlugin), so reflection is
+// off only where this option takes it out again.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                                    return p->name() == "proto_server_reflection";
+                                  }),
+                   plugins->end());
+  }
+};
+
+// Plaintext, or TLS with the configured certificate, verifying client
+// certificates against the client CA when one is set (required for mutual TLS).
+std::shared_ptr<grpc::ServerCredentials> MainPortCredentials(const TlsConfig& tls,
+                                                             const AccessSecrets& secrets) {
+  if (secrets.tls_cert_pem.empty()) return grpc::InsecureServerCredentials();
+  grpc_ssl_client_certificate_request_type request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
+  if (!secrets.tls_client_ca_pem.empty()) {
+    request = tls.require_client_cert ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                      : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  grpc::SslServerCredentialsOptions options(request);
+  options.pem_root_certs = secrets.tls_client_ca_pem;
+  options.pem_key_cert_pairs.push_back({secrets.tls_key_pem, secrets.tls_cert_pem});
+  return grpc::SslServerCredentials(options);
+}
+
+// A plaintext server on listen.health_port serving gRPC's default health
+// service and nothing else: no reflection, and `unimplemented` (which must
+// outlive the server) answers every other method UNIMPLEMENTED. Null when it
+// cannot listen.
+std::unique_ptr<grpc::Server> StartHealthServer(const ListenConfig& listen,
+                                                grpc::CallbackGenericService* unimplemented,
+                                                int* port) {
+  grpc::ServerBuilder builder;
+  builder.SetOption(std::make_unique<WithoutReflection>());
+  // The server needs one registered service to start; the default health
+  // service is added only while it starts.
+  builder.RegisterCallbackGenericService(unimplemented);
+  builder.AddListeningPort(listen.address + ":" + std::to_string(listen.health_port),
+                           grpc::InsecureServerCredentials(), port);
+  builder.SetMaxReceiveMessageSize(64 * 1024);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (*port == 0) return nullptr;
+  return server;
+}
+
+// Sets `service` ("" for the whole server) to `serving` on every server; the
+// health port mirrors the gRPC port this way.
+void SetServing(const std::vector<grpc::Server*>& servers, const std::string& service,
+                bool serving) {
+  for (grpc::Server* server : servers) {
+    if (auto* health = server->GetHealthCheckService()) health->SetServingStatus(service, serving);
+  }
+}
+
+void SetHealth(const std::vector<grpc::Server*>& servers, const ServerConfig& config,
+               bool serving) {
+  SetServing(servers, "", serving);
+  for (const ModelConfig& m : config.models) SetServing(servers, m.name, serving);
+}
+
+void ShutDown(const std::vector<grpc::Server*>& servers,
+              std::chrono::system_clock::time_point deadline) {
+  for (grpc::Server* server : servers) server->Shutdown(deadline);
+}
+
+}  // namespace
+
+int RunServeCommand(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "-h" || a == "--help") {
+      std::printf("usage: encoderd serve [flags]\nflags:\n%s", ConfigFlagsUsage().c_str());
+      return 0;
+    }
+  }
+  auto loaded = LoadServerConfig(args);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "encoderd serve: %s\n", loaded.status().ToString().c_str());
+    return 2;
+  }
+  const ServerConfig config = std::move(loaded).value();
+  auto secrets = ReadAccessSecrets(config.listen);
+  if (!secrets.ok()) {
+    std::fprintf(stderr, "encoderd serve: %s\n", secrets.status().ToString().c_str());
+    return 2;
+  }
+  SetUpLogging(config.log);
+  spdlog::info("encoderd serve: {}", config.Summary());
+  spdlog::info("{}", kernels::DescribeCpuFeatures());
+  InstallShutdownSignalHandlers();
+
+  std::vector<std::string> names;
+  for (const ModelConfig& m : config.models) names.push_back(m.name);
+  ModelRegistry registry(names);
+  // Declared after the registry (its collector reads it) and before the
+  // service and the server (which report to it).
+  std::unique_ptr<MetricsEndpoint> metrics;
+  if (config.metrics.enabled) {
+    auto started = MetricsEndpoint::Start(config, &registry);
+    if (!started.ok()) {
+      spdlog::error("{}", started.status().ToString());
+      return 1;
+    }
+    metrics = std::move(started).value();
+    spdlog::info("metrics on http://{}:{}/metrics", config.listen.address, metrics->port());
+  }
+  ServingMetrics* sink = metrics ? metrics->metrics() : nullptr;
+  EncoderService service(&registry, config.listen.max_concurrent_requests, sink,
+                         config.log.access_log_sample, BearerAuth(secrets->bearer_token));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  if (!config.listen.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
+  int port = 0;
+  const std::string address = config.listen.address + ":" + std::to_string(config.listen.port);
+  builder.AddListeningPort(address, MainPortCredentials(config.listen.tls, *secrets), &port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(config.listen.max_receive_message_bytes);
+  // Each call in progress holds a thread of the synchronous server. The
+  // service admits at most max_concurrent_requests inference calls (refusing
+  // the rest at once); the quota is a backstop that keeps a flood of cheap
+  // calls from growing the thread count without bound.
+  grpc::ResourceQuota quota("encoderd");
+  quota.SetMaxThreads(config.listen.max_concurrent_requests + kSpareServerThreads);
+  builder.SetResourceQuota(quota);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    spdlog::error(
+        "cannot listen on {}{}", address,
+        secrets->tls_cert_pem.empty()
+            ? ""
+            : " (TLS: are listen.tls.cert_file and listen.tls.key_file a matching pair?)");
+    return 1;
+  }
+  std::vector<grpc::Server*> servers = {server.get()};
+  grpc::CallbackGenericService health_unimplemented;
+  std::unique_ptr<grpc::Server> health_server;
+  if (config.listen.health_port != 0) {
+    int health_port = 0;
+    health_server = StartHealthServer(config.listen, &health_unimplemented, &health_port);
+    if (!health_server) {
+      spdlog::error("cannot listen on {}:{} (listen.health_port)", config.listen.address,
+                    config.listen.health_port);
+      server->Shutdown(std::chrono::system_clock::now());
+      return 1;
+    }
+    servers.push_back(health_server.get());
+    spdlog::info("health (plaintext, grpc.health.v1.Health only) on {}:{}", config.listen.address,
+                 health_port);
+  }
+  SetHealth(servers, config, false);
+  spdlog::info("listening on {}:{}{}", config.listen.address, port,
+               secrets->tls_cert_pem.empty() ? "" : " (TLS)");
+
+  for (const ModelConfig& m : config.models) {
+    auto model = ServedModel::Load(m, sink);
+    if (!model.ok()) {
+      spdlog::error("{}", model.status().ToString());
+      ShutDown(servers, std::chrono::system_clock::now());
+      for (const auto& loaded : registry.Loaded()) loaded->batcher().Stop();
+      return 1;
+    }
+    registry.Add(std::shared_ptr<ServedModel>(std::move(model).value()));
+    SetServing(servers, m.name, true);
+  }
+  SetServing(servers, "", true);
+  spdlog::info("serving {} model(s)", config.models.size());
+
+  const int signal_number = WaitForShutdownSignal();
+  const auto grace = std::chrono::duration_cast<std::chrono::system_clock::duration>(
+      std::chrono::duration<double>(config.shutdown.grace_s));
+  spdlog::info("signal {}: draining (grace {} s)", signal_number, config.shutdown.grace_s);
+  registry.StartDraining();
+  SetHealth(servers, config, false);
+  const auto start = std::chrono::steady_clock::now();
+  // Refuses new calls and waits for in-flight ones, cancelling what is left
+  // at the deadline; the health port answers NOT_SERVING until the gRPC port
+  // has drained.
+  ShutDown(servers, std::chrono::system_clock::now() + grace);
+  for (const auto& model : registry.Loaded()) model->batcher().Stop();
+  spdlog::info("stopped after {:.3f} s",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return 0;
+}
+
+}  // namespace encoderd::server

@@ -1,0 +1,240 @@
+// ServerConfig: setting values by key (shared by YAML, environment and flags),
+// validation and the start-up summary.
+#include "server/config/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace encoderd::server {
+namespace {
+
+Status BadValue(const std::string& origin, const std::string& key, const std::string& value,
+                const std::string& expected) {
+  return InvalidArgument(origin + ": bad value '" + value + "' for '" + key + "' (expected " +
+                         expected + ")");
+}
+
+bool ParseInt(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+bool ParseDouble(const std::string& s, double* out) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (errno != 0 || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+bool ParseBool(const std::string& s, bool* out) {
+  if (s == "true" || s == "1" || s == "yes" || s == "on") return *out = true, true;
+  if (s == "false" || s == "0" || s == "no" || s == "off") return *out = false, true;
+  return false;
+}
+
+// Parses `value` into the field at `key`; false when the key is unknown.
+using Setter = std::function<Status(const std::string& value, const std::string& key,
+                                    const std::string& origin)>;
+
+template <typename T>
+Setter IntField(T* field) {
+  return [field](const std::string& v, const std::string& key, const std::string& origin) {
+    int64_t x = 0;
+    if (!ParseInt(v, &x)) return BadValue(origin, key, v, "an integer");
+    *field = static_cast<T>(x);
+    return Status::Ok();
+  };
+}
+Setter DoubleField(double* field) {
+  return [field](const std::string& v, const std::string& key, const std::string& origin) {
+    return ParseDouble(v, field) ? Status::Ok() : BadValue(origin, key, v, "a number");
+  };
+}
+Setter BoolField(bool* field) {
+  return [field](const std::string& v, const std::string& key, const std::string& origin) {
+    return ParseBool(v, field) ? Status::Ok() : BadValue(origin, key, v, "true or false");
+  };
+}
+Setter StringField(std::string* field) {
+  return [field](const std::string& v, const std::string&, const std::string&) {
+    *field = v;
+    return Status::Ok();
+  };
+}
+
+std::map<std::string, Setter> ModelFields(ModelConfig* m) {
+  return {{"name", StringField(&m->name)},
+          {"directory", StringField(&m->directory)},
+          {"device", StringField(&m->device)},
+          {"dtype", StringField(&m->dtype)},
+          {"replicas", IntField(&m->replicas)},
+          {"max_batch_tokens", IntField(&m->max_batch_tokens)},
+          {"max_batch_sequences", IntField(&m->max_batch_sequences)},
+          {"max_queue_delay_us", IntField(&m->max_queue_delay_us)},
+          {"max_queue_size", IntField(&m->max_queue_size)},
+          {"predict_deadlines", BoolField(&m->predict_deadlines)},
+          {"max_queue_time_us", IntField(&m->max_queue_time_us)},
+          {"max_client_batch_size", IntField(&m->max_client_batch_size)},
+          {"max_tokens", IntField(&m->max_tokens)},
+          {"num_threads", IntField(&m->num_threads)}};
+}
+
+std::map<std::string, Setter> TopLevelFields(ServerConfig* c) {
+  return {{"listen.address", StringField(&c->listen.address)},
+          {"listen.port", IntField(&c->listen.port)},
+          {"listen.metrics_port", IntField(&c->listen.metrics_port)},
+          {"listen.reflection", BoolField(&c->listen.reflection)},
+          {"listen.max_concurrent_requests", IntField(&c->listen.max_concurrent_requests)},
+          {"listen.max_receive_message_bytes", IntField(&c->listen.max_receive_message_bytes)},
+          {"listen.tls.cert_file", StringField(&c->listen.tls.cert_file)},
+          {"listen.tls.key_file", StringField(&c->listen.tls.key_file)},
+          {"listen.tls.client_ca_file", StringField(&c->listen.tls.client_ca_file)},
+          {"listen.tls.require_client_cert", BoolField(&c->listen.tls.require_client_cert)},
+          {"listen.health_port", IntField(&c->listen.health_port)},
+          {"listen.auth.bearer_token_file", StringField(&c->listen.auth.bearer_token_file)},
+          {"log.level", StringField(&c->log.level)},
+          {"log.format", StringField(&c->log.format)},
+          {"log.access_log_sample", DoubleField(&c->log.access_log_sample)},
+          {"metrics.enabled", BoolField(&c->metrics.enabled)},
+          {"shutdown.grace_s", DoubleField(&c->shutdown.grace_s)}};
+}
+
+// "off", "on", "on+client_ca" (client certificates verified when presented)
+// or "mutual" (required).
+const char* TlsMode(const TlsConfig& tls) {
+  if (tls.cert_file.empty()) return "off";
+  if (tls.client_ca_file.empty()) return "on";
+  return tls.require_client_cert ? "mutual" : "on+client_ca";
+}
+
+Status UnknownKey(const std::string& origin, const std::string& key) {
+  return InvalidArgument(origin + ": unknown key '" + key + "'");
+}
+
+}  // namespace
+
+Status SetConfigValue(const std::string& key, const std::string& value, const std::string& origin,
+                      ServerConfig* config) {
+  // models[N].field
+  if (key.rfind("models[", 0) == 0) {
+    const size_t close = key.find("].");
+    int64_t index = 0;
+    if (close == std::string::npos || !ParseInt(key.substr(7, close - 7), &index) || index < 0)
+      return UnknownKey(origin, key);
+    if (index >= static_cast<int64_t>(config->models.size())) config->models.resize(index + 1);
+    auto fields = ModelFields(&config->models[index]);
+    auto it = fields.find(key.substr(close + 2));
+    if (it == fields.end()) return UnknownKey(origin, key);
+    return it->second(value, key, origin);
+  }
+  // model.field: every model.
+  if (key.rfind("model.", 0) == 0) {
+    for (ModelConfig& m : config->models) {
+      auto fields = ModelFields(&m);
+      auto it = fields.find(key.substr(6));
+      if (it == fields.end()) return UnknownKey(origin, key);
+      RETURN_IF_ERROR(it->second(value, key, origin));
+    }
+    return Status::Ok();
+  }
+  auto fields = TopLevelFields(config);
+  auto it = fields.find(key);
+  if (it == fields.end()) return UnknownKey(origin, key);
+  return it->second(value, key, origin);
+}
+
+Status ServerConfig::Validate() const {
+  auto bad = [](const std::string& key, const std::string& why) {
+    return InvalidArgument("config: '" + key + "' " + why);
+  };
+  if (listen.port < 0 || listen.port > 65535) return bad("listen.port", "must be in 0..65535");
+  if (listen.metrics_port < 0 || listen.metrics_port > 65535)
+    return bad("listen.metrics_port", "must be in 0..65535");
+  if (listen.max_concurrent_requests < 1)
+    return bad("listen.max_concurrent_requests", "must be at least 1");
+  if (listen.max_receive_message_bytes < 1024)
+    return bad("listen.max_receive_message_bytes", "must be at least 1024");
+  if (listen.health_port < 0 || listen.health_port > 65535)
+    return bad("listen.health_port", "must be in 0..65535");
+  if (listen.health_port != 0 && listen.health_port == listen.port)
+    return bad("listen.health_port", "must differ from listen.port");
+  const TlsConfig& tls = listen.tls;
+  if (tls.cert_file.empty() != tls.key_file.empty())
+    return bad(tls.cert_file.empty() ? "listen.tls.cert_file" : "listen.tls.key_file",
+               "must be set: listen.tls.cert_file and listen.tls.key_file go together");
+  if (!tls.client_ca_file.empty() && tls.cert_file.empty())
+    return bad("listen.tls.client_ca_file", "needs listen.tls.cert_file (TLS) as well");
+  if (tls.require_client_cert && tls.client_ca_file.empty())
+    return bad("listen.tls.require_client_cert", "needs listen.tls.client_ca_file");
+  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+  bool level_ok = false;
+  for (const char* l : kLevels) level_ok |= log.level == l;
+  if (!level_ok) return bad("log.level", "must be trace, debug, info, warn, error or off");
+  if (log.format != "text" && log.format != "json")
+    return bad("log.format", "must be text or json");
+  if (!(log.access_log_sample >= 0 && log.access_log_sample <= 1))
+    return bad("log.access_log_sample", "must be in 0..1");
+  if (!(shutdown.grace_s >= 0)) return bad("shutdown.grace_s", "must be >= 0");
+  if (models.empty()) return bad("models", "must list at least one model");
+  for (size_t i = 0; i < models.size(); ++i) {
+    const ModelConfig& m = models[i];
+    const std::string p = "models[" + std::to_string(i) + "].";
+    if (m.name.empty()) return bad(p + "name", "must not be empty");
+    for (size_t j = 0; j < i; ++j)
+      if (models[j].name == m.name) return bad(p + "name", "repeats '" + m.name + "'");
+    if (m.directory.empty()) return bad(p + "directory", "must not be empty");
+    if (m.device != "cpu" && m.device != "cuda") return bad(p + "device", "must be cpu or cuda");
+    if (m.dtype != "float32" && m.dtype != "bfloat16")
+      return bad(p + "dtype", "must be float32 or bfloat16");
+    if (m.replicas < 1) return bad(p + "replicas", "must be >= 1");
+    if (m.max_batch_tokens < 1) return bad(p + "max_batch_tokens", "must be >= 1");
+    if (m.max_batch_sequences < 1) return bad(p + "max_batch_sequences", "must be >= 1");
+    if (m.max_queue_delay_us < 0) return bad(p + "max_queue_delay_us", "must be >= 0");
+    if (m.max_queue_size < 1) return bad(p + "max_queue_size", "must be >= 1");
+    if (m.max_queue_time_us < 0) return bad(p + "max_queue_time_us", "must be >= 0");
+    if (m.max_client_batch_size < 1) return bad(p + "max_client_batch_size", "must be >= 1");
+    if (m.max_tokens < 0) return bad(p + "max_tokens", "must be >= 0");
+    if (m.max_tokens > m.max_batch_tokens)
+      return bad(p + "max_tokens", "must not exceed max_batch_tokens");
+    if (m.num_threads < 0) return bad(p + "num_threads", "must be >= 0");
+  }
+  return Status::Ok();
+}
+
+std::string ServerConfig::Summary() const {
+  std::ostringstream s;
+  s << "listen=" << listen.address << ":" << listen.port << " metrics_port=" << listen.metrics_port
+    << " reflection=" << (listen.reflection ? "true" : "false")
+    << " max_concurrent_requests=" << listen.max_concurrent_requests
+    << " max_receive_message_bytes=" << listen.max_receive_message_bytes
+    << " tls=" << TlsMode(listen.tls) << " health_port=" << listen.health_port
+    << " auth=" << (listen.auth.bearer_token_file.empty() ? "off" : "bearer")
+    << " log=" << log.level << "/" << log.format << " access_log_sample=" << log.access_log_sample
+    << " metrics=" << (metrics.enabled ? "true" : "false")
+    << " shutdown.grace_s=" << shutdown.grace_s;
+  for (const ModelConfig& m : models) {
+    s << " model{name=" << m.name << " directory=" << m.directory << " device=" << m.device
+      << " dtype=" << m.dtype << " replicas=" << m.replicas
+      << " max_batch_tokens=" << m.max_batch_tokens
+      << " max_batch_sequences=" << m.max_batch_sequences
+      << " max_queue_delay_us=" << m.max_queue_delay_us << " max_queue_size=" << m.max_queue_size
+      << " predict_deadlines=" << (m.predict_deadlines ? "true" : "false")
+      << " max_queue_time_us=" << m.max_queue_time_us
+      << " max_client_batch_size=" << m.max_client_batch_size << " max_tokens=" << m.max_tokens
+      << " num_threads=" << m.num_threads << "}";
+  }
+  return s.str();
+}
+
+}  // namespace encoderd::server

@@ -1,0 +1,140 @@
+// The daemon's configuration: one typed struct per subsystem, defaults in the
+// structs. Sources, lowest precedence first: these defaults, the YAML file
+// (config_yaml.cc), ENCODERD_* environment variables, command-line flags
+// (config_loader.cc). The defaults describe config/default.yaml.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace encoderd::server {
+
+struct TlsConfig {
+  // PEM certificate chain of the server; set: the gRPC port speaks TLS only.
+  std::string cert_file;
+  // PEM private key of cert_file; required with it.
+  std::string key_file;
+  // PEM CA bundle that client certificates are verified against; set: a
+  // client that presents a certificate must present one this CA signed.
+  std::string client_ca_file;
+  // With client_ca_file: refuse clients without a valid certificate (mutual TLS).
+  bool require_client_cert = false;
+};
+
+struct AuthConfig {
+  // File holding the bearer token inference calls must carry as metadata
+  // `authorization: Bearer <token>`; empty: no token needed.
+  std::string bearer_token_file;
+};
+
+struct ListenConfig {
+  // Address the gRPC server binds.
+  std::string address = "0.0.0.0";
+  // gRPC port; 0 picks a free port (logged at start-up).
+  int port = 50051;
+  // Port of the Prometheus /metrics endpoint (metrics.enabled); 0 picks a
+  // free port (logged at start-up).
+  int metrics_port = 9400;
+  // Register the gRPC server reflection service (off unless set: it lists
+  // the API to anyone who can connect).
+  bool reflection = false;
+  // Inference calls (Embed, Classify, Encode, Tokenize, open EmbedStreams)
+  // worked on at once; more are refused at once with RESOURCE_EXHAUSTED.
+  // Each holds a sleeping gRPC thread (~240 KB of RSS while it waits, no
+  // CPU); 1024 absorbs 1.5-2 s of backlog at a 2-core server's saturation.
+  int max_concurrent_requests = 1024;
+  // Largest request message accepted, in bytes; a larger one is refused
+  // (RESOURCE_EXHAUSTED) before it is parsed.
+  int max_receive_message_bytes = 4 * 1024 * 1024;
+  // TLS on the gRPC port (off while tls.cert_file is empty).
+  TlsConfig tls;
+  // Plaintext port serving only grpc.health.v1.Health, mirroring the gRPC
+  // port's status (for probes that cannot speak TLS); 0: off.
+  int health_port = 0;
+  // Bearer-token authentication of the inference calls.
+  AuthConfig auth;
+};
+
+struct ModelConfig {
+  // Name clients use in the `model` field.
+  std::string name = "langid";
+  // Model directory (see `encoderd inspect`); relative to the working directory.
+  std::string directory = "models/langid";
+  // "cpu" or "cuda".
+  std::string device = "cpu";
+  // "float32" or "bfloat16".
+  std::string dtype = "float32";
+  // Executors (engine instances), each with its own thread.
+  int replicas = 1;
+  // Most tokens (sum of sequence lengths) in one engine batch.
+  int64_t max_batch_tokens = 8192;
+  // Most sequences in one engine batch.
+  int64_t max_batch_sequences = 256;
+  // Longest wait for more work before running a batch that is not full.
+  int64_t max_queue_delay_us = 2000;
+  // Most requests waiting in the queue; more are RESOURCE_EXHAUSTED.
+  int64_t max_queue_size = 1024;
+  // Refuse at once (RESOURCE_EXHAUSTED) a call that is predicted, from the
+  // queued tokens and the throughput measured on this machine, to finish
+  // after its deadline: under overload the queue then holds only work that
+  // can still succeed.
+  bool predict_deadlines = true;
+  // The same for a call without a deadline predicted to wait longer than this
+  // in the queue; 0: no limit.
+  int64_t max_queue_time_us = 2000000;
+  // Most texts in one client request.
+  int64_t max_client_batch_size = 256;
+  // Longest sequence accepted, special tokens included; 0: the model's limit.
+  int64_t max_tokens = 0;
+  // CPU threads per executor; 0: the CPUs this process may use (its affinity
+  // mask, capped by the cgroup CPU quota, i.e. a container's CPU limit)
+  // divided among the replicas.
+  int num_threads = 0;
+};
+
+struct LogConfig {
+  // "trace", "debug", "info", "warn", "error" or "off".
+  std::string level = "info";
+  // "text" or "json".
+  std::string format = "text";
+  // Fraction of requests (0..1) logged as one access line each (request id,
+  // model, RPC, status, tokens, timing); 0: none.
+  double access_log_sample = 0.0;
+};
+
+struct MetricsConfig {
+  // Serve Prometheus metrics on listen.address:listen.metrics_port.
+  bool enabled = true;
+};
+
+struct ShutdownConfig {
+  // Seconds in-flight calls get to finish after SIGTERM/SIGINT.
+  double grace_s = 10.0;
+};
+
+struct ServerConfig {
+  ListenConfig listen;
+  std::vector<ModelConfig> models = {ModelConfig{}};
+  LogConfig log;
+  MetricsConfig metrics;
+  ShutdownConfig shutdown;
+
+  // Checks every value; the error names the key ("models[0].replicas").
+  Status Validate() const;
+  // One line for the start-up log.
+  std::string Summary() const;
+};
+
+// Applies a YAML document over `config`; `source` names it in errors, which
+// carry the key and the line ("config.yaml:7: unknown key 'models[0].foo'").
+Status ApplyYaml(const std::string& yaml_text, const std::string& source, ServerConfig* config);
+
+// Sets one value by its dotted key ("listen.port", "models[0].replicas", or
+// "model.max_batch_tokens" for every model); `origin` names the source in errors.
+Status SetConfigValue(const std::string& key, const std::string& value, const std::string& origin,
+                      ServerConfig* config);
+
+}  // namespace encoderd::server

@@ -1,0 +1,140 @@
+#include "server/config/config_loader.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+namespace encoderd::server {
+namespace {
+
+struct Option {
+  const char* flag;  // --port
+  const char* env;   // ENCODERD_PORT
+  const char* key;   // listen.port
+  const char* help;
+};
+
+// Every option settable from the environment and the command line. "model.*"
+// keys apply to every configured model; --model-dir/--model-name to the first.
+constexpr Option kOptions[] = {
+    {"--address", "ENCODERD_ADDRESS", "listen.address", "address to bind"},
+    {"--port", "ENCODERD_PORT", "listen.port", "gRPC port (0: any free port)"},
+    {"--metrics-port", "ENCODERD_METRICS_PORT", "listen.metrics_port", "metrics port"},
+    {"--reflection", "ENCODERD_REFLECTION", "listen.reflection", "true|false"},
+    {"--max-concurrent-requests", "ENCODERD_MAX_CONCURRENT_REQUESTS",
+     "listen.max_concurrent_requests", "inference calls served at once"},
+    {"--max-receive-message-bytes", "ENCODERD_MAX_RECEIVE_MESSAGE_BYTES",
+     "listen.max_receive_message_bytes", "largest request message"},
+    {"--tls-cert-file", "ENCODERD_TLS_CERT_FILE", "listen.tls.cert_file",
+     "PEM certificate chain: TLS on"},
+    {"--tls-key-file", "ENCODERD_TLS_KEY_FILE", "listen.tls.key_file", "PEM private key"},
+    {"--tls-client-ca-file", "ENCODERD_TLS_CLIENT_CA_FILE", "listen.tls.client_ca_file",
+     "PEM CA that signs client certificates"},
+    {"--tls-require-client-cert", "ENCODERD_TLS_REQUIRE_CLIENT_CERT",
+     "listen.tls.require_client_cert", "true|false: mutual TLS"},
+    {"--health-port", "ENCODERD_HEALTH_PORT", "listen.health_port",
+     "plaintext port serving only grpc.health.v1.Health (0: off)"},
+    {"--bearer-token-file", "ENCODERD_BEARER_TOKEN_FILE", "listen.auth.bearer_token_file",
+     "file holding the bearer token inference calls need"},
+    {"--log-level", "ENCODERD_LOG_LEVEL", "log.level", "trace|debug|info|warn|error|off"},
+    {"--log-format", "ENCODERD_LOG_FORMAT", "log.format", "text|json"},
+    {"--access-log-sample", "ENCODERD_ACCESS_LOG_SAMPLE", "log.access_log_sample",
+     "fraction of requests logged (0..1)"},
+    {"--metrics", "ENCODERD_METRICS", "metrics.enabled", "true|false: serve /metrics"},
+    {"--shutdown-grace-s", "ENCODERD_SHUTDOWN_GRACE_S", "shutdown.grace_s", "seconds"},
+    {"--model-name", "ENCODERD_MODEL_NAME", "models[0].name", "name of the first model"},
+    {"--model-dir", "ENCODERD_MODEL_DIR", "models[0].directory", "directory of the first model"},
+    {"--device", "ENCODERD_DEVICE", "model.device", "cpu|cuda"},
+    {"--dtype", "ENCODERD_DTYPE", "model.dtype", "float32|bfloat16"},
+    {"--replicas", "ENCODERD_REPLICAS", "model.replicas", "executors per model"},
+    {"--max-batch-tokens", "ENCODERD_MAX_BATCH_TOKENS", "model.max_batch_tokens", "tokens"},
+    {"--max-batch-sequences", "ENCODERD_MAX_BATCH_SEQUENCES", "model.max_batch_sequences",
+     "sequences"},
+    {"--max-queue-delay-us", "ENCODERD_MAX_QUEUE_DELAY_US", "model.max_queue_delay_us",
+     "microseconds"},
+    {"--max-queue-size", "ENCODERD_MAX_QUEUE_SIZE", "model.max_queue_size", "requests"},
+    {"--predict-deadlines", "ENCODERD_PREDICT_DEADLINES", "model.predict_deadlines",
+     "true|false: refuse calls predicted to miss their deadline"},
+    {"--max-queue-time-us", "ENCODERD_MAX_QUEUE_TIME_US", "model.max_queue_time_us",
+     "microseconds a call without a deadline may be predicted to wait; 0: no limit"},
+    {"--max-client-batch-size", "ENCODERD_MAX_CLIENT_BATCH_SIZE", "model.max_client_batch_size",
+     "texts per request"},
+    {"--max-tokens", "ENCODERD_MAX_TOKENS", "model.max_tokens", "tokens per sequence"},
+    {"--num-threads", "ENCODERD_NUM_THREADS", "model.num_threads", "CPU threads per executor"},
+};
+
+const Option* FindFlag(const std::string& flag) {
+  for (const Option& o : kOptions)
+    if (flag == o.flag) return &o;
+  return nullptr;
+}
+
+}  // namespace
+
+const char* ProcessEnv(const char* name) { return std::getenv(name); }
+
+std::string ConfigFlagsUsage() {
+  std::ostringstream s;
+  s << "  --config FILE                 YAML config (env ENCODERD_CONFIG)\n"
+    << "  --set KEY=VALUE               any key, e.g. models[0].max_tokens=128\n";
+  for (const Option& o : kOptions) {
+    std::string f = std::string(o.flag) + " V";
+    f.resize(30, ' ');
+    s << "  " << f << o.help << " (" << o.key << ", env " << o.env << ")\n";
+  }
+  return s.str();
+}
+
+StatusOr<ServerConfig> LoadServerConfig(const std::vector<std::string>& args,
+                                        const EnvLookup& env) {
+  // Flags are parsed first (they are applied last) so that --config is known.
+  std::string config_file;
+  if (const char* f = env("ENCODERD_CONFIG")) config_file = f;
+  std::vector<std::pair<std::string, std::string>> flag_values;  // key, value
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::string value;
+    const size_t eq = flag.find('=');
+    const bool inline_value = flag.rfind("--", 0) == 0 && eq != std::string::npos;
+    if (inline_value) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    }
+    const bool known = flag == "--config" || flag == "--set" || FindFlag(flag) != nullptr;
+    if (!known) return InvalidArgument("unknown flag '" + args[i] + "'");
+    if (!inline_value) {
+      if (i + 1 >= args.size()) return InvalidArgument("flag '" + flag + "' needs a value");
+      value = args[++i];
+    }
+    if (flag == "--config") {
+      config_file = value;
+    } else if (flag == "--set") {
+      const size_t kv = value.find('=');
+      if (kv == std::string::npos)
+        return InvalidArgument("--set expects KEY=VALUE, got '" + value + "'");
+      flag_values.emplace_back(value.substr(0, kv), value.substr(kv + 1));
+    } else {
+      flag_values.emplace_back(FindFlag(flag)->key, value);
+    }
+  }
+
+  ServerConfig config;
+  if (!config_file.empty()) {
+    std::ifstream in(config_file, std::ios::binary);
+    if (!in) return NotFound("cannot read config file '" + config_file + "'");
+    std::ostringstream text;
+    text << in.rdbuf();
+    RETURN_IF_ERROR(ApplyYaml(text.str(), config_file, &config));
+  }
+  for (const Option& o : kOptions) {
+    if (const char* v = env(o.env))
+      RETURN_IF_ERROR(SetConfigValue(o.key, v, std::string("environment ") + o.env, &config));
+  }
+  for (const auto& [key, value] : flag_values)
+    RETURN_IF_ERROR(SetConfigValue(key, value, "command line", &config));
+  RETURN_IF_ERROR(config.Validate());
+  return config;
+}
+
+}  // namespace encoderd::server

@@ -1,0 +1,111 @@
+#include "server/core/batch_policy.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace encoderd::server {
+
+Status RequestQueue::Push(std::shared_ptr<InferenceRequest> request) {
+  if (static_cast<int64_t>(requests_.size()) >= max_size_)
+    return ResourceExhausted("the queue is full (" + std::to_string(max_size_) +
+                             " requests); retry later");
+  requests_.push_back(std::move(request));
+  return Status::Ok();
+}
+
+int64_t RequestQueue::QueuedTokens() const {
+  int64_t tokens = 0;
+  for (const auto& r : requests_) tokens += r->TokensFrom(r->next_sequence);
+  return tokens;
+}
+
+namespace {
+
+// Removes the requests whose deadline passes before `horizon`.
+void DropLate(RequestQueue* queue, Clock::time_point horizon, DroppedRequests* dropped) {
+  auto& requests = queue->requests();
+  for (auto it = requests.begin(); it != requests.end();) {
+    if ((*it)->deadline() < horizon) {
+      dropped->emplace_back(
+          *it, DeadlineExceeded("the deadline would pass before the request could be computed"));
+      it = requests.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace
+
+DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now) {
+  DroppedRequests dropped;
+  auto& requests = queue->requests();
+  for (auto it = requests.begin(); it != requests.end();) {
+    const auto& r = *it;
+    if (r->finished()) {
+      it = requests.erase(it);
+    } else if (r->cancelled()) {
+      dropped.emplace_back(r, Cancelled("the client cancelled the request"));
+      it = requests.erase(it);
+    } else if (r->deadline() <= now) {
+      dropped.emplace_back(r, DeadlineExceeded("the deadline passed while queued"));
+      it = requests.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return dropped;
+}
+
+BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now,
+                        const ThroughputEstimate* estimate) {
+  BatchDecision decision;
+  decision.dropped = DropStale(queue, now);
+  if (estimate != nullptr && estimate->known() && limits.admission.predict_deadlines) {
+    const int64_t batch = std::min(limits.max_batch_tokens, queue->QueuedTokens());
+    DropLate(queue, now + estimate->Predict(batch), &decision.dropped);
+  }
+  auto& requests = queue->requests();
+  if (requests.empty()) return decision;
+
+  // Plan without touching the queue: (request position, end sequence) pairs.
+  BatchPlan plan;
+  bool full = false;
+  for (size_t i = 0; i < requests.size() && !full; ++i) {
+    const auto& r = requests[i];
+    int32_t end = r->next_sequence;
+    for (; end < r->num_sequences(); ++end) {
+      const int64_t len = static_cast<int64_t>(r->sequence(end).size());
+      const bool seq_cap = plan.num_sequences >= limits.max_batch_sequences;
+      const bool token_cap =
+          plan.num_sequences > 0 && plan.num_tokens + len > limits.max_batch_tokens;
+      if (seq_cap || token_cap) {
+        full = true;
+        break;
+      }
+      plan.num_tokens += len;
+      ++plan.num_sequences;
+    }
+    if (end > r->next_sequence) plan.slices.push_back({r, r->next_sequence, end});
+  }
+  // A single sequence over the token budget runs alone.
+  if (!full && plan.num_tokens >= limits.max_batch_tokens) full = true;
+  if (!full && plan.num_sequences >= limits.max_batch_sequences) full = true;
+
+  const Clock::time_point due =
+      requests.front()->enqueued() + std::chrono::microseconds(limits.max_queue_delay_us);
+  if (!full && now < due) {
+    decision.wake_at = due;
+    return decision;
+  }
+  for (const BatchSlice& slice : plan.slices) {
+    slice.request->next_sequence = slice.end;
+    slice.request->MarkDispatched();
+  }
+  while (!requests.empty() && requests.front()->next_sequence >= requests.front()->num_sequences())
+    requests.pop_front();
+  decision.batch = std::move(plan);
+  return decision;
+}
+
+}  // namespace encoderd::server

@@ -1,0 +1,94 @@
+// The dynamic batching policy as a pure function of the queue and the time:
+// no threads, no clock of its own, so tests can assert the exact batches.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "server/core/admission_policy.h"
+#include "server/core/inference_request.h"
+
+namespace encoderd::server {
+
+struct BatchLimits {
+  // Most tokens in one batch (a single longer sequence still runs, alone).
+  int64_t max_batch_tokens = 8192;
+  // Most sequences in one batch.
+  int64_t max_batch_sequences = 256;
+  // Longest a batch that is not full waits for more work, from the enqueue
+  // time of the oldest queued request.
+  int64_t max_queue_delay_us = 2000;
+  // Most requests in the queue.
+  int64_t max_queue_size = 1024;
+  // Which calls the queue admits under overload.
+  AdmissionLimits admission;
+};
+
+// Sequences [begin, end) of one request.
+struct BatchSlice {
+  std::shared_ptr<InferenceRequest> request;
+  int32_t begin = 0;
+  int32_t end = 0;
+};
+
+struct BatchPlan {
+  std::vector<BatchSlice> slices;
+  int64_t num_tokens = 0;
+  int64_t num_sequences = 0;
+};
+
+// Requests removed from the queue, each with the status to fail it with
+// (CANCELLED or DEADLINE_EXCEEDED).
+using DroppedRequests = std::vector<std::pair<std::shared_ptr<InferenceRequest>, Status>>;
+
+struct BatchDecision {
+  // Requests removed without being computed (or, split across batches,
+  // without their remaining sequences computed).
+  DroppedRequests dropped;
+  // The batch to run now; empty when none should run yet.
+  BatchPlan batch;
+  // When no batch was formed but work is queued: when to decide again.
+  Clock::time_point wake_at = Clock::time_point::max();
+};
+
+// FIFO of requests; a request split across batches stays at the head until its
+// last sequence is taken. Not thread-safe: owned by one batcher.
+class RequestQueue {
+ public:
+  explicit RequestQueue(int64_t max_size) : max_size_(max_size) {}
+  // RESOURCE_EXHAUSTED when max_size requests are already queued.
+  Status Push(std::shared_ptr<InferenceRequest> request);
+  bool empty() const { return requests_.empty(); }
+  size_t size() const { return requests_.size(); }
+  // Tokens not yet handed to an executor (O(size)).
+  int64_t QueuedTokens() const;
+  std::deque<std::shared_ptr<InferenceRequest>>& requests() { return requests_; }
+
+ private:
+  int64_t max_size_;
+  std::deque<std::shared_ptr<InferenceRequest>> requests_;
+};
+
+// Removes from the queue the requests that finished already (silently) and
+// those cancelled or past their deadline at `now` (returned with CANCELLED or
+// DEADLINE_EXCEEDED, for the caller to fail). Never touches a request that
+// is neither.
+DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now);
+
+// Called when an executor is free. Drops cancelled, expired and already
+// finished requests (DropStale), and, when `estimate` knows the throughput,
+// those whose deadline passes before a batch of the queued work (at most
+// max_batch_tokens) would finish: never computed, since they cannot succeed.
+// Then packs sequences from the head in FIFO order until
+// the next sequence would exceed a limit (the batch is full: it runs now) or
+// the queue is exhausted (it runs only once the oldest request has waited
+// max_queue_delay_us). Taken sequences leave the queue, and every request
+// with a sequence in the batch is marked dispatched.
+BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now,
+                        const ThroughputEstimate* estimate = nullptr);
+
+}  // namespace encoderd::server

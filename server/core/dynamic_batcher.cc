@@ -1,0 +1,166 @@
+#include "server/core/dynamic_batcher.h"
+
+#include <utility>
+
+namespace encoderd::server {
+
+DynamicBatcher::DynamicBatcher(BatchLimits limits, PackingRule rule,
+                               std::vector<std::unique_ptr<BatchEngine>> replicas,
+                               ServingMetrics* metrics, std::string model)
+    : limits_(limits),
+      rule_(rule),
+      replicas_(std::move(replicas)),
+      metrics_(metrics),
+      model_(std::move(model)),
+      queue_(limits.max_queue_size),
+      idle_(static_cast<int>(replicas_.size())) {
+  threads_.emplace_back([this] { BatcherLoop(); });
+  for (auto& engine : replicas_) {
+    BatchEngine* e = engine.get();
+    threads_.emplace_back([this, e] { ExecutorLoop(e); });
+  }
+}
+
+DynamicBatcher::~DynamicBatcher() { Stop(); }
+
+Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(AdmitLocked(request->TokensFrom(0), request->deadline()));
+    RETURN_IF_ERROR(queue_.Push(std::move(request)));
+  }
+  if (metrics_) metrics_->ObserveAdmitted(model_);
+  batcher_cv_.notify_one();
+  return Status::Ok();
+}
+
+Status DynamicBatcher::Precheck(Clock::time_point deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return AdmitLocked(0, deadline);
+}
+
+Status DynamicBatcher::AdmitLocked(int64_t tokens, Clock::time_point deadline) {
+  const Clock::time_point now = Clock::now();
+  if (deadline <= now) {
+    if (metrics_) metrics_->ObserveDrop(model_, DropReason::kDeadlineBeforeQueue);
+    return DeadlineExceeded("the deadline passed before the request was queued");
+  }
+  if (stopping_) return Unavailable("the server is shutting down");
+  const Backlog backlog{queue_.QueuedTokens(), running_tokens_, static_cast<int>(replicas_.size())};
+  Status admitted = Admit(backlog, tokens, deadline, now, estimate_, limits_.admission);
+  if (!admitted.ok() && metrics_) {
+    metrics_->ObserveDrop(model_, deadline == Clock::time_point::max()
+                                      ? DropReason::kRefusedQueueTime
+                                      : DropReason::kRefusedPredictedLate);
+  }
+  return admitted;
+}
+
+bool DynamicBatcher::Abandon(const std::shared_ptr<InferenceRequest>& request,
+                             const Status& status) {
+  {
+    // Under mu_, so that FormBatch either sees the request finished (and
+    // drops it unpacked) or has already marked it dispatched.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!request->Fail(status)) return false;
+    CountDrop(*request, status.code());
+  }
+  batcher_cv_.notify_one();
+  return true;
+}
+
+void DynamicBatcher::FailDropped(const DroppedRequests& dropped) {
+  for (const auto& [request, status] : dropped)
+    if (request->Fail(status)) CountDrop(*request, status.code());
+}
+
+void DynamicBatcher::CountDrop(const InferenceRequest& request, StatusCode code) {
+  if (!metrics_) return;
+  const bool running = request.dispatched();
+  if (code == StatusCode::kCancelled) {
+    metrics_->ObserveDrop(
+        model_, running ? DropReason::kCancelledWhileRunning : DropReason::kCancelledInQueue);
+  } else if (code == StatusCode::kDeadlineExceeded) {
+    metrics_->ObserveDrop(
+        model_, running ? DropReason::kDeadlineWhileRunning : DropReason::kDeadlineInQueue);
+  }
+}
+
+size_t DynamicBatcher::queue_depth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
+void DynamicBatcher::Stop() {
+  std::deque<std::shared_ptr<InferenceRequest>> abandoned;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && threads_.empty()) return;
+    stopping_ = true;
+    abandoned.swap(queue_.requests());
+  }
+  batcher_cv_.notify_all();
+  executor_cv_.notify_all();
+  for (auto& r : abandoned) r->Fail(Unavailable("the server is shutting down"));
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+void DynamicBatcher::BatcherLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    // Every wake-up first clears abandoned, cancelled and expired requests
+    // out of the queue, even while every executor is busy.
+    BatchDecision decision;
+    if (idle_ > 0 && !queue_.empty()) {
+      decision = FormBatch(&queue_, limits_, Clock::now(), &estimate_);
+    } else {
+      decision.dropped = DropStale(&queue_, Clock::now());
+    }
+    if (!decision.dropped.empty()) {
+      lock.unlock();
+      FailDropped(decision.dropped);
+      decision.dropped.clear();
+      lock.lock();
+      // Work may have arrived meanwhile: decide again before sleeping.
+      if (decision.batch.slices.empty()) continue;
+    }
+    if (!decision.batch.slices.empty()) {
+      running_tokens_ += decision.batch.num_tokens;
+      ready_.push_back(std::move(decision.batch));
+      --idle_;
+      executor_cv_.notify_one();
+      continue;
+    }
+    if (idle_ == 0 || queue_.empty()) {
+      batcher_cv_.wait(lock);
+    } else if (decision.wake_at != Clock::time_point::max()) {
+      // Nothing due yet: sleep until the oldest request's delay expires or
+      // new work arrives (a wake-up re-runs FormBatch).
+      batcher_cv_.wait_until(lock, decision.wake_at);
+    }
+  }
+}
+
+void DynamicBatcher::ExecutorLoop(BatchEngine* engine) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    executor_cv_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
+    if (ready_.empty()) return;  // stopping, nothing left to run
+    BatchPlan plan = std::move(ready_.front());
+    ready_.pop_front();
+    lock.unlock();
+    BatchSample sample;
+    const Clock::time_point start = Clock::now();
+    const Status ran = ExecuteBatch(plan, rule_, engine, metrics_ ? &sample : nullptr);
+    const Clock::duration took = Clock::now() - start;
+    if (metrics_) metrics_->ObserveBatch(model_, sample);
+    lock.lock();
+    if (ran.ok()) estimate_.Observe(plan.num_tokens, took);
+    running_tokens_ -= plan.num_tokens;
+    ++idle_;
+    batcher_cv_.notify_one();
+  }
+}
+
+}  // namespace encoderd::server

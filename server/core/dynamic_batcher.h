@@ -1,0 +1,93 @@
+// Per model: a bounded request queue, ONE batcher thread that owns it and
+// forms batches with FormBatch (batch_policy.h), and one executor thread per
+// engine replica. Handlers Submit() requests and wait on request->done().
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/core/batch_engine.h"
+#include "server/core/batch_executor.h"
+#include "server/core/batch_policy.h"
+#include "server/metrics/serving_metrics.h"
+
+namespace encoderd::server {
+
+class DynamicBatcher {
+ public:
+  // Starts the threads. Takes ownership of the replicas (at least one).
+  // `metrics` (may be null; must outlive Stop()) receives every batch under
+  // the label `model`.
+  DynamicBatcher(BatchLimits limits, PackingRule rule,
+                 std::vector<std::unique_ptr<BatchEngine>> replicas,
+                 ServingMetrics* metrics = nullptr, std::string model = "");
+  // Stop()s.
+  ~DynamicBatcher();
+  DynamicBatcher(const DynamicBatcher&) = delete;
+  DynamicBatcher& operator=(const DynamicBatcher&) = delete;
+
+  // Any thread. DEADLINE_EXCEEDED without queuing when the request's deadline
+  // has passed (counted as a drop, deadline_before_queue); RESOURCE_EXHAUSTED
+  // at once when the queue is full, or when Admit (admission_policy.h)
+  // predicts the request would finish after its deadline or wait too long
+  // (counted as refused_predicted_late / refused_queue_time); UNAVAILABLE
+  // once stopped. On OK the request will finish (done()).
+  Status Submit(std::shared_ptr<InferenceRequest> request);
+
+  // Any thread, before a call is tokenized: Admit with its own tokens not
+  // known yet (counted as none), so that a call the queue would refuse is
+  // refused before its tokenization costs anything. Counted as Submit's
+  // refusals are.
+  Status Precheck(Clock::time_point deadline);
+
+  // Any thread, for a request Submit() accepted whose caller stops waiting:
+  // finishes it with `status` (CANCELLED or DEADLINE_EXCEEDED) unless it
+  // finished already, counts the drop (in queue, or while running: its
+  // results are then discarded) and wakes the batcher thread, which removes
+  // a queued request from the queue at once. False when it had finished.
+  bool Abandon(const std::shared_ptr<InferenceRequest>& request, const Status& status);
+
+  // Finishes the batches already running, fails every queued request with
+  // UNAVAILABLE and joins the threads. Idempotent.
+  void Stop();
+
+  // Any thread: requests waiting in the queue now.
+  size_t queue_depth() const;
+
+ private:
+  // DEADLINE_EXCEEDED for a passed deadline (counted), UNAVAILABLE once
+  // stopping, then Admit against the current backlog (a refusal counted).
+  // Requires mu_.
+  Status AdmitLocked(int64_t tokens, Clock::time_point deadline);
+  void BatcherLoop();
+  void ExecutorLoop(BatchEngine* engine);
+  // Fails each dropped request unless it finished already, counting the drop.
+  // Call without mu_.
+  void FailDropped(const DroppedRequests& dropped);
+  // The drop reason of a request failed with `code` (by its dispatched flag).
+  void CountDrop(const InferenceRequest& request, StatusCode code);
+
+  const BatchLimits limits_;
+  const PackingRule rule_;
+  std::vector<std::unique_ptr<BatchEngine>> replicas_;
+  ServingMetrics* const metrics_;
+  const std::string model_;
+
+  mutable std::mutex mu_;
+  std::condition_variable batcher_cv_;   // work arrived or an executor freed up
+  std::condition_variable executor_cv_;  // a batch is ready
+  RequestQueue queue_;                   // guarded by mu_
+  std::deque<BatchPlan> ready_;          // guarded by mu_; at most idle_ entries
+  int idle_ = 0;                         // executors without a batch; guarded by mu_
+  bool stopping_ = false;                // guarded by mu_
+  ThroughputEstimate estimate_;          // guarded by mu_; updated by the executors
+  int64_t running_tokens_ = 0;           // tokens of batches ready or running; guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace encoderd::server

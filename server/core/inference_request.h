@@ -1,0 +1,110 @@
+// One client call on its way through the batcher: its token sequences, what to
+// compute for them, and the place the results are collected. Shared (by
+// shared_ptr) between the gRPC handler, the batcher thread and the executors.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <mutex>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/model/model_spec.h"
+
+namespace encoderd::server {
+
+using Clock = std::chrono::steady_clock;
+
+enum class OutputKind {
+  kEmbedding,       // one pooled row per sequence
+  kClassification,  // label probabilities per sequence
+  kHiddenStates,    // [num_tokens, hidden] per sequence
+};
+
+struct OutputSpec {
+  OutputKind kind = OutputKind::kEmbedding;
+  Pooling pooling = Pooling::kCls;
+  bool normalize = false;
+};
+
+class InferenceRequest {
+ public:
+  InferenceRequest(uint64_t id, std::vector<std::vector<int32_t>> sequences, OutputSpec spec,
+                   Clock::time_point enqueued, Clock::time_point deadline);
+  ~InferenceRequest();
+  InferenceRequest(const InferenceRequest&) = delete;
+  InferenceRequest& operator=(const InferenceRequest&) = delete;
+
+  uint64_t id() const { return id_; }
+  const OutputSpec& spec() const { return spec_; }
+  int32_t num_sequences() const { return static_cast<int32_t>(sequences_.size()); }
+  const std::vector<int32_t>& sequence(int32_t i) const { return sequences_[i]; }
+  // Tokens of sequences [first, num_sequences()).
+  int64_t TokensFrom(int32_t first) const {
+    return token_prefix_.back() - token_prefix_[static_cast<size_t>(first)];
+  }
+  Clock::time_point enqueued() const { return enqueued_; }
+  Clock::time_point deadline() const { return deadline_; }
+
+  // Any thread. Once cancelled, the batcher drops the request (CANCELLED).
+  void Cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+  // Batcher thread, with the batcher's lock held: some of the request's
+  // sequences were taken into a batch (it is running, or has run).
+  void MarkDispatched() { dispatched_.store(true); }
+  bool dispatched() const { return dispatched_.load(); }
+
+  // InferenceRequest objects alive in this process (every thread, every
+  // batcher): 0 once no request state is left behind.
+  static int64_t Live() { return live_.load(std::memory_order_relaxed); }
+
+  // Batcher thread only: the first sequence not yet handed to an executor.
+  int32_t next_sequence = 0;
+
+  // Executors: the result of sequence `index`; the last one completes the request.
+  void Complete(int32_t index, std::vector<float> values);
+  // Any thread: finishes the request with `status` unless it already finished.
+  // True when this call finished it.
+  bool Fail(const Status& status);
+  // Records that a batch holding some of the request started at `start` and
+  // ran for `inference_us`.
+  void AddBatch(Clock::time_point start, int64_t inference_us);
+  bool finished() const { return finished_.load(); }
+
+  // Becomes ready when every sequence completed (OK) or the request failed.
+  std::shared_future<Status> done() const { return done_; }
+  // Valid once done() is OK: one result per sequence, in order.
+  const std::vector<std::vector<float>>& results() const { return results_; }
+  // Microseconds from enqueue to the start of the request's first batch.
+  int64_t queue_us() const;
+  // Sum of the engine time of the batches that computed the request.
+  int64_t inference_us() const;
+
+ private:
+  void Finish(Status status);  // requires mu_
+
+  const uint64_t id_;
+  const std::vector<std::vector<int32_t>> sequences_;
+  std::vector<int64_t> token_prefix_;  // tokens of sequences [0, i)
+  const OutputSpec spec_;
+  const Clock::time_point enqueued_;
+  const Clock::time_point deadline_;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> finished_{false};
+  std::atomic<bool> dispatched_{false};
+  static std::atomic<int64_t> live_;
+
+  mutable std::mutex mu_;
+  std::vector<std::vector<float>> results_;
+  int32_t remaining_;
+  bool started_ = false;
+  Clock::time_point first_batch_;
+  int64_t inference_us_ = 0;
+  std::promise<Status> promise_;
+  std::shared_future<Status> done_;
+};
+
+}  // namespace encoderd::server

@@ -1,0 +1,59 @@
+// Checks of client-supplied request fields against a served model's limits,
+// and the tokenization of validated texts. Pure: no gRPC or protobuf types,
+// so the unit tests and the fuzz target (tests/fuzz/request_fuzz.cc) call the
+// very functions the gRPC handlers call. Every rejection is INVALID_ARGUMENT
+// naming the field ("texts[2] ...", "token_ids[0] ...", "pooling ...").
+// Nothing allocates in proportion to a number the client claims: the work is
+// bounded by the bytes actually received (max_receive_message_bytes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/text/tokenizer.h"
+
+namespace encoderd::server {
+
+// What a request may ask of one model.
+struct RequestLimits {
+  // Most texts (or token_ids sequences) in one request.
+  int64_t max_client_batch_size = 0;
+  // Longest sequence in tokens, special tokens included.
+  int64_t max_tokens = 0;
+  // Token ids must lie in [0, vocab_size).
+  int64_t vocab_size = 0;
+};
+
+// 1 <= count <= max_client_batch_size. `field` is "texts" or "token_ids".
+Status CheckCount(size_t count, const RequestLimits& limits, const char* field = "texts");
+
+// One text: non-empty, well-formed UTF-8 and free of NUL bytes. `index` is its
+// position in the request (named in the message).
+Status CheckText(const std::string& text, size_t index);
+
+// CheckCount, then CheckText on every text (the first bad one is reported).
+Status CheckTexts(const std::vector<std::string>& texts, const RequestLimits& limits);
+
+// CheckTexts, then tokenizes each text with max_tokens. truncate=false and a
+// text over max_tokens: INVALID_ARGUMENT "texts[i]: input is N tokens long,
+// more than the limit of M tokens". On success there is one encoding per
+// text, each of at most max_tokens ids.
+StatusOr<std::vector<Encoding>> TokenizeTexts(const Tokenizer& tokenizer,
+                                              const std::vector<std::string>& texts,
+                                              const RequestLimits& limits, bool truncate);
+
+// Pre-tokenised sequences: CheckCount, then each non-empty, at most max_tokens
+// ids, every id in [0, vocab_size).
+Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences,
+                     const RequestLimits& limits);
+
+// EncodeRequest carries texts or token_ids: exactly one of the two non-empty.
+Status CheckEncodeInputs(size_t num_texts, size_t num_token_ids);
+
+// The wire value of encoderd.v1.Pooling: 0 (DEFAULT), 1 (CLS) or 2 (MEAN).
+// Proto3 enums are open, so any int32 can arrive.
+Status CheckPooling(int32_t pooling);
+
+}  // namespace encoderd::server

@@ -1,0 +1,110 @@
+#include "server/core/served_model.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/dtype.h"
+#include "engine/runtime/encoder.h"
+#include "server/core/cpu_quota.h"
+#include "server/core/encoder_batch_engine.h"
+#include "server/config/model_card_yaml.h"
+
+namespace encoderd::server {
+namespace {
+
+// Runs one tiny batch through `engine` for every output kind the model has.
+Status WarmUp(BatchEngine* engine, const EncoderConfig& config) {
+  const SpecialTokens& special = config.special_tokens;
+  PackedBatchBuilder builder(config.position_rule, static_cast<int32_t>(config.pad_token_id));
+  std::vector<OutputSpec> specs;
+  specs.push_back({OutputKind::kEmbedding, config.default_pooling, false});
+  if (config.num_labels > 0) specs.push_back({OutputKind::kClassification, Pooling::kCls, false});
+  specs.push_back({OutputKind::kHiddenStates, Pooling::kCls, false});
+  for (size_t i = 0; i < specs.size(); ++i)
+    RETURN_IF_ERROR(builder.Add({special.bos, special.eos}, {}, {0, static_cast<int32_t>(i)}));
+  ASSIGN_OR_RETURN(auto outputs, engine->Run(builder.Build(), specs));
+  if (outputs.size() != specs.size()) return Internal("warm-up returned the wrong result count");
+  return Status::Ok();
+}
+
+}  // namespace
+
+ServedModel::ServedModel(ModelConfig config, ModelBundle bundle)
+    : config_(std::move(config)),
+      encoder_config_(bundle.config),
+      tokenizer_(std::move(bundle.tokenizer)) {
+  max_tokens_ = encoder_config_.max_tokens;
+  if (config_.max_tokens > 0) max_tokens_ = std::min(max_tokens_, config_.max_tokens);
+}
+
+StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& config,
+                                                         ServingMetrics* metrics) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string context = "model '" + config.name + "' (" + config.directory + ")";
+  auto bundle = LoadModelDirectory(config.directory);
+  if (!bundle.ok()) return bundle.status().WithContext(context);
+
+  EncoderOptions options;
+  options.device = config.device == "cuda" ? Device::kCuda : Device::kCpu;
+  const auto dtype = ParseDType(config.dtype);
+  if (!dtype) return InvalidArgument(context + ": unknown dtype '" + config.dtype + "'");
+  options.dtype = *dtype;
+  options.num_threads = config.num_threads;
+  if (options.device == Device::kCpu && options.num_threads == 0) {
+    const CpuBudget budget = ReadCpuBudget();
+    options.num_threads = std::max(1, budget.cpus / std::max(1, config.replicas));
+    spdlog::info("model '{}': {} threads per executor: {} for {} executor(s)", config.name,
+                 options.num_threads, budget.Describe(), config.replicas);
+  }
+
+  std::vector<std::unique_ptr<BatchEngine>> replicas;
+  for (int r = 0; r < config.replicas; ++r) {
+    auto encoder = Encoder::Create(bundle->config, bundle->weights, options);
+    if (!encoder.ok()) return encoder.status().WithContext(context);
+    replicas.push_back(std::make_unique<EncoderBatchEngine>(std::move(encoder).value()));
+    Status warm = WarmUp(replicas.back().get(), bundle->config);
+    if (!warm.ok()) return warm.WithContext(context + ": warm-up");
+  }
+  std::unique_ptr<ServedModel> model(new ServedModel(config, std::move(bundle).value()));
+  BatchLimits limits;
+  limits.max_batch_tokens = config.max_batch_tokens;
+  limits.max_batch_sequences = config.max_batch_sequences;
+  limits.max_queue_delay_us = config.max_queue_delay_us;
+  limits.max_queue_size = config.max_queue_size;
+  limits.admission.predict_deadlines = config.predict_deadlines;
+  limits.admission.max_queue_time_us = config.max_queue_time_us;
+  PackingRule rule{model->encoder_config_.position_rule,
+                   static_cast<int32_t>(model->encoder_config_.pad_token_id)};
+  model->batcher_ =
+      std::make_unique<DynamicBatcher>(limits, rule, std::move(replicas), metrics, config.name);
+
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info(
+      "loaded model '{}' from {} in {:.3f} s: family={} hidden={} layers={} labels={} "
+      "max_tokens={} device={} dtype={} replicas={}",
+      config.name, config.directory, seconds, ModelFamilyName(model->encoder_config_.family),
+      model->encoder_config_.hidden_size, model->encoder_config_.num_layers,
+      model->encoder_config_.num_labels, model->max_tokens_, config.device, config.dtype,
+      config.replicas);
+  return model;
+}
+
+RequestLimits ServedModel::limits() const {
+  return {config_.max_client_batch_size, max_tokens_, encoder_config_.vocab_size};
+}
+
+StatusOr<std::vector<Encoding>> ServedModel::Tokenize(const std::vector<std::string>& texts,
+                                                      bool truncate) const {
+  if (!tokenizer_)
+    return FailedPrecondition("model '" + config_.name + "' has no tokenizer; send token_ids");
+  return TokenizeTexts(*tokenizer_, texts, limits(), truncate);
+}
+
+Status ServedModel::CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences) const {
+  return server::CheckTokenIds(sequences, limits());
+}
+
+}  // namespace encoderd::server

@@ -1,0 +1,54 @@
+// One served model: its bundle (config, tokenizer), the engine replicas
+// behind a DynamicBatcher, and the request validation that needs the model
+// (text count, empty or invalid texts, token limits; the checks themselves
+// live in request_validation.h). Free of gRPC.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model/model_spec.h"
+#include "engine/text/tokenizer.h"
+#include "server/config/config.h"
+#include "server/core/dynamic_batcher.h"
+#include "server/core/request_validation.h"
+
+namespace encoderd::server {
+
+class ServedModel {
+ public:
+  // Loads the directory, builds config.replicas engines, runs a warm-up batch
+  // on each (every output kind the model supports) and starts the batcher.
+  // `metrics` (may be null) must outlive the batcher's Stop().
+  static StatusOr<std::unique_ptr<ServedModel>> Load(const ModelConfig& config,
+                                                     ServingMetrics* metrics = nullptr);
+
+  const ModelConfig& config() const { return config_; }
+  const EncoderConfig& encoder_config() const { return encoder_config_; }
+  // Longest sequence accepted: min(config.max_tokens, the model's own limit).
+  int64_t max_tokens() const { return max_tokens_; }
+  // What one request may ask of this model (server/core/request_validation.h).
+  RequestLimits limits() const;
+
+  // Checks the number of texts and each text (empty, NUL byte, invalid
+  // UTF-8), then tokenizes every text (TokenizeTexts). INVALID_ARGUMENT names
+  // the offending text ("texts[2]: ...").
+  StatusOr<std::vector<Encoding>> Tokenize(const std::vector<std::string>& texts,
+                                           bool truncate) const;
+  // Checks pre-tokenised sequences (ids in the vocabulary, within max_tokens).
+  Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences) const;
+
+  DynamicBatcher& batcher() { return *batcher_; }
+
+ private:
+  ServedModel(ModelConfig config, ModelBundle bundle);
+
+  ModelConfig config_;
+  EncoderConfig encoder_config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  int64_t max_tokens_ = 0;
+  std::unique_ptr<DynamicBatcher> batcher_;
+};
+
+}  // namespace encoderd::server

@@ -1,0 +1,188 @@
+#include "server/exporter/metrics_http_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <list>
+#include <vector>
+
+namespace encoderd::server {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr size_t kMaxRequestBytes = 8192;
+
+std::string Response(const std::string& status, const std::string& type, const std::string& body) {
+  return "HTTP/1.1 " + status + "\r\nContent-Type: " + type +
+         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" +
+         body;
+}
+
+// One client connection: reading its request, then writing its response.
+struct Connection {
+  int fd = -1;
+  std::string request;
+  std::string response;
+  size_t sent = 0;
+  bool writing = false;
+  SteadyClock::time_point deadline;
+};
+
+}  // namespace
+
+std::string MetricsHttpResponse(const std::string& request,
+                                const std::function<std::string()>& render) {
+  const std::string line = request.substr(0, request.find("\r\n"));
+  const size_t sp1 = line.find(' ');
+  const size_t sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp2 == std::string::npos) return Response("400 Bad Request", "text/plain", "bad request\n");
+  const std::string method = line.substr(0, sp1);
+  std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  target = target.substr(0, target.find('?'));
+  if (target != "/metrics") return Response("404 Not Found", "text/plain", "try /metrics\n");
+  if (method != "GET") return Response("405 Method Not Allowed", "text/plain", "GET only\n");
+  return Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render());
+}
+
+StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
+    const std::string& address, int port, std::function<std::string()> render,
+    MetricsHttpOptions options) {
+  const std::string where = address + ":" + std::to_string(port);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1)
+    return InvalidArgument("metrics: listen.address '" + address + "' is not an IPv4 address");
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return Unavailable("metrics: cannot create a socket: " + std::string(strerror(errno)));
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 128) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string why = strerror(errno);
+    close(fd);
+    return Unavailable("metrics: cannot listen on " + where + " (listen.metrics_port): " + why);
+  }
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    close(fd);
+    return Unavailable("metrics: cannot create a pipe");
+  }
+  std::unique_ptr<MetricsHttpServer> server(
+      new MetricsHttpServer(fd, pipe_fds[1], ntohs(addr.sin_port), std::move(render), options));
+  server->wake_read_fd_ = pipe_fds[0];
+  server->thread_ = std::thread([s = server.get()] { s->Serve(); });
+  return server;
+}
+
+MetricsHttpServer::MetricsHttpServer(int listen_fd, int wake_fd, int port,
+                                     std::function<std::string()> render,
+                                     MetricsHttpOptions options)
+    : listen_fd_(listen_fd),
+      wake_fd_(wake_fd),
+      port_(port),
+      render_(std::move(render)),
+      options_(options) {}
+
+MetricsHttpServer::~MetricsHttpServer() {
+  const char byte = 0;
+  if (write(wake_fd_, &byte, 1) < 0) {
+    // The pipe cannot be full (one byte, written once); nothing else to do.
+  }
+  if (thread_.joinable()) thread_.join();
+  close(listen_fd_);
+  close(wake_fd_);
+  close(wake_read_fd_);
+}
+
+void MetricsHttpServer::Serve() {
+  std::list<Connection> connections;  // oldest first
+  std::vector<pollfd> fds;
+  const auto close_connection = [&](std::list<Connection>::iterator it) {
+    close(it->fd);
+    return connections.erase(it);
+  };
+  while (true) {
+    fds.assign({{listen_fd_, POLLIN, 0}, {wake_read_fd_, POLLIN, 0}});
+    SteadyClock::time_point next = SteadyClock::time_point::max();
+    for (const Connection& c : connections) {
+      fds.push_back({c.fd, static_cast<short>(c.writing ? POLLOUT : POLLIN), 0});
+      next = std::min(next, c.deadline);
+    }
+    int wait_ms = -1;
+    if (next != SteadyClock::time_point::max()) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(next - SteadyClock::now());
+      wait_ms = static_cast<int>(std::max<int64_t>(0, left.count() + 1));
+    }
+    if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) break;
+    if (fds[1].revents) break;
+    const SteadyClock::time_point now = SteadyClock::now();
+
+    // Connections first (fds[2..] follow `connections` in order), then new ones.
+    size_t i = 2;
+    for (auto it = connections.begin(); it != connections.end(); ++i) {
+      Connection& c = *it;
+      const short events = fds[i].revents;
+      bool done = false;
+      if (!c.writing && (events & (POLLIN | POLLHUP | POLLERR))) {
+        char buffer[2048];
+        const ssize_t n = recv(c.fd, buffer, sizeof(buffer), MSG_DONTWAIT);
+        if (n > 0) {
+          c.request.append(buffer, static_cast<size_t>(n));
+        } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          done = true;  // closed or failed before a full request
+        }
+        if (!done && (c.request.find("\r\n\r\n") != std::string::npos ||
+                      c.request.size() >= kMaxRequestBytes)) {
+          c.response = MetricsHttpResponse(c.request, render_);
+          c.writing = true;
+          c.deadline = now + options_.timeout;
+        }
+      } else if (c.writing && (events & (POLLOUT | POLLHUP | POLLERR))) {
+        const ssize_t n = send(c.fd, c.response.data() + c.sent, c.response.size() - c.sent,
+                               MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) c.sent += static_cast<size_t>(n);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) done = true;
+        if (c.sent == c.response.size()) done = true;
+      }
+      if (done || now >= c.deadline) {
+        it = close_connection(it);
+      } else {
+        ++it;
+      }
+    }
+    if (fds[0].revents & POLLIN) {
+      while (true) {
+        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;
+        if (static_cast<int>(connections.size()) >= options_.max_connections) {
+          auto oldest = std::find_if(connections.begin(), connections.end(),
+                                     [](const Connection& c) { return !c.writing; });
+          if (oldest == connections.end()) {
+            close(fd);  // every slot is writing a response: this one waits for none
+            continue;
+          }
+          close_connection(oldest);
+        }
+        Connection c;
+        c.fd = fd;
+        c.deadline = now + options_.timeout;
+        connections.push_back(std::move(c));
+      }
+    }
+  }
+  for (const Connection& c : connections) close(c.fd);
+}
+
+}  // namespace encoderd::server

@@ -1,0 +1,43 @@
+#include "server/metrics/serving_metrics.h"
+
+namespace encoderd::server {
+
+const char* RpcName(Rpc rpc) {
+  static const char* kNames[kNumRpcs] = {"Embed",    "Classify",  "Encode",
+                                         "Tokenize", "ModelInfo", "EmbedStream"};
+  return kNames[static_cast<int>(rpc)];
+}
+
+const char* DropReasonName(DropReason reason) {
+  static const char* kNames[kNumDropReasons] = {"deadline_before_queue",   "deadline_in_queue",
+                                                "deadline_while_running",  "cancelled_in_queue",
+                                                "cancelled_while_running", "refused_predicted_late",
+                                                "refused_queue_time"};
+  return kNames[static_cast<int>(reason)];
+}
+
+const char* FailureReason(int code) {
+  switch (code) {
+    case 0:
+      return "";
+    case 3:   // INVALID_ARGUMENT
+    case 5:   // NOT_FOUND
+    case 9:   // FAILED_PRECONDITION
+    case 11:  // OUT_OF_RANGE
+      return "invalid_argument";
+    case 8:  // RESOURCE_EXHAUSTED
+      return "overloaded";
+    case 4:
+      return "deadline";
+    case 1:
+      return "cancelled";
+    case 14:
+      return "unavailable";
+    case 16:
+      return "unauthenticated";
+    default:
+      return "internal";
+  }
+}
+
+}  // namespace encoderd::server
