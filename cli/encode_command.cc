@@ -60,13 +60,9 @@ std::string Parse(const std::vector<std::string>& args, EncodeArgs* out) {
       out->dtype = *dtype;
     } else if (a == "--device") {
       if (!value(&v)) return "--device needs a value";
-      if (v == "cpu") {
-        out->device = Device::kCpu;
-      } else if (v == "cuda") {
-        out->device = Device::kCuda;
-      } else {
-        return "--device must be cpu or cuda, not '" + v + "'";
-      }
+      const auto device = ParseDevice(v);
+      if (!device) return "--device must be cpu or cuda, not '" + v + "'";
+      out->device = *device;
     } else if (a == "--threads") {
       if (!value(&v)) return "--threads needs a value";
       try {

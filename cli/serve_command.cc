@@ -16,15 +16,15 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/shutdown_signals.h"
 #include "kernels/cpu_features.h"
 #include "server/config/access_secrets.h"
-#include "server/grpc/bearer_auth.h"
 #include "server/config/config_loader.h"
+#include "server/core/model_registry.h"
+#include "server/exporter/metrics_endpoint.h"
+#include "server/grpc/bearer_auth.h"
 #include "server/grpc/encoder_service.h"
 #include "server/metrics/json_log_format.h"
-#include "server/exporter/metrics_endpoint.h"
-#include "server/core/model_registry.h"
-#include "cli/shutdown_signals.h"
 
 namespace encoderd::server {
 namespace {

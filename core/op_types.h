@@ -2,7 +2,20 @@
 // proto boundary down to the kernels.
 #pragma once
 
+#include <optional>
+#include <string_view>
+
 namespace encoderd {
+
+// Where an encoder runs.
+enum class Device { kCpu, kCuda };
+// "cpu", "cuda", and back.
+inline const char* DeviceName(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }
+inline std::optional<Device> ParseDevice(std::string_view name) {
+  if (name == "cpu") return Device::kCpu;
+  if (name == "cuda") return Device::kCuda;
+  return std::nullopt;
+}
 
 // How a sequence's token states become one row.
 enum class Pooling {

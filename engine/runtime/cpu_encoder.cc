@@ -170,16 +170,11 @@ StatusOr<Tensor> CpuEncoder::Forward(const PackedBatch& batch) {
 
 }  // namespace
 
-const char* DeviceName(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }
-
 StatusOr<std::unique_ptr<Encoder>> Encoder::Create(const EncoderConfig& config, TensorMap weights,
                                                    const EncoderOptions& options) {
+  RETURN_IF_ERROR(CheckDeviceDType(options.device, options.dtype));
   if (options.device == Device::kCuda) {
     return CreateCudaEncoder(config, std::move(weights), options);
-  }
-  if (options.dtype != DType::kFloat32 && options.dtype != DType::kBFloat16) {
-    return InvalidArgument(std::string("dtype ") + std::string(DTypeName(options.dtype)) +
-                           " is not supported on cpu (float32, bfloat16)");
   }
   auto encoder = std::make_unique<CpuEncoder>(config, options);
   RETURN_IF_ERROR(encoder->Init(weights));

@@ -118,7 +118,7 @@ StatusOr<k::DeviceBuffer> CudaEncoder::Upload(const Tensor& source, bool as_floa
     source.ReleasePages();
     return buf;
   } catch (const std::exception& e) {
-    return Internal(std::string("uploading a weight to the GPU: ") + e.what());
+    return Internal(std::string("uploading to the GPU: ") + e.what());
   }
 }
 
@@ -256,10 +256,7 @@ StatusOr<std::unique_ptr<Encoder>> CreateCudaEncoder(const EncoderConfig& config
   if (k::CudaDeviceCount(&reason) == 0) {
     return FailedPrecondition("device cuda: no CUDA device visible (" + reason + ")");
   }
-  if (options.dtype != DType::kFloat16 && options.dtype != DType::kBFloat16) {
-    return InvalidArgument(std::string("dtype ") + std::string(DTypeName(options.dtype)) +
-                           " is not supported on cuda (float16, bfloat16)");
-  }
+  RETURN_IF_ERROR(CheckDeviceDType(Device::kCuda, options.dtype));
   RETURN_IF_ERROR(config.Validate());
   if (!k::CudaAttentionSupports(config.head_dim())) {
     return InvalidArgument("device cuda: head size " + std::to_string(config.head_dim()) +

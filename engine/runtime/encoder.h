@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/op_types.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "engine/model/model_spec.h"
@@ -15,12 +16,15 @@
 
 namespace encoderd {
 
-enum class Device { kCpu, kCuda };
-const char* DeviceName(Device device);
+// OK when `device` runs `dtype` (cpu: float32, bfloat16; cuda: float16,
+// bfloat16), else INVALID_ARGUMENT naming both and the dtypes it runs. Does
+// not look for a GPU: Encoder::Create does, when the model loads.
+Status CheckDeviceDType(Device device, DType dtype);
 
 struct EncoderOptions {
   Device device = Device::kCpu;
-  // float32 or bfloat16 (bf16 weights, fp32 accumulation and LayerNorm).
+  // cpu: float32 or bfloat16 (bf16 weights, fp32 accumulation and
+  // LayerNorm); cuda: float16 or bfloat16 (CheckDeviceDType).
   DType dtype = DType::kFloat32;
   // CPU threads for this encoder; 0 = every core.
   int num_threads = 0;

@@ -26,7 +26,7 @@ class WeightWalk {
 
   Status Table(EmbeddingTable table, const std::string& name, int64_t rows) {
     ASSIGN_OR_RETURN(Tensor t, Checked(weights_, name, {rows, c_.hidden_size}));
-    RETURN_IF_ERROR(backend_.LoadTable(table, t));
+    RETURN_IF_ERROR(backend_.LoadTable(table, t).WithContext(name));
     weights_.erase(name);
     return Status::Ok();
   }
@@ -38,7 +38,7 @@ class WeightWalk {
     if (weights_.count(prefix + ".bias")) {
       ASSIGN_OR_RETURN(b, Checked(weights_, prefix + ".bias", {out}));
     }
-    RETURN_IF_ERROR(backend_.LoadLinear(layer, slot, w, b));
+    RETURN_IF_ERROR(backend_.LoadLinear(layer, slot, w, b).WithContext(prefix));
     weights_.erase(prefix + ".weight");
     weights_.erase(prefix + ".bias");
     return Status::Ok();
@@ -47,7 +47,7 @@ class WeightWalk {
   Status Norm(int64_t layer, NormSlot slot, const std::string& prefix) {
     ASSIGN_OR_RETURN(Tensor gamma, Checked(weights_, prefix + ".weight", {c_.hidden_size}));
     ASSIGN_OR_RETURN(Tensor beta, Checked(weights_, prefix + ".bias", {c_.hidden_size}));
-    RETURN_IF_ERROR(backend_.LoadNorm(layer, slot, gamma, beta));
+    RETURN_IF_ERROR(backend_.LoadNorm(layer, slot, gamma, beta).WithContext(prefix));
     weights_.erase(prefix + ".weight");
     weights_.erase(prefix + ".bias");
     return Status::Ok();
@@ -84,6 +84,15 @@ void RunLayer(const EncoderConfig& c, int64_t l, EncoderBackend& ops) {
 }
 
 }  // namespace
+
+Status CheckDeviceDType(Device device, DType dtype) {
+  const bool cpu = device == Device::kCpu;
+  const DType first = cpu ? DType::kFloat32 : DType::kFloat16;
+  if (dtype == first || dtype == DType::kBFloat16) return Status::Ok();
+  return InvalidArgument(std::string("dtype ") + std::string(DTypeName(dtype)) +
+                         " is not supported on " + DeviceName(device) + " (" +
+                         std::string(DTypeName(first)) + ", bfloat16)");
+}
 
 const char* LinearSlotName(LinearSlot slot) {
   switch (slot) {

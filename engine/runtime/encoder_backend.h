@@ -73,6 +73,7 @@ class SlotWeights {
   const LinearWeights& linear(int64_t layer, LinearSlot slot) const {
     return layers_[static_cast<size_t>(layer)].linear[static_cast<int>(slot)];
   }
+  // kEmbedding and kFinal ignore `layer`; kNorm1 and kNorm2 need a layer.
   NormWeights& norm(int64_t layer, NormSlot slot) {
     switch (slot) {
       case NormSlot::kEmbedding:
@@ -80,11 +81,11 @@ class SlotWeights {
       case NormSlot::kFinal:
         return final_norm_;
       case NormSlot::kNorm1:
-        return layers_[static_cast<size_t>(layer)].norm1;
+        return layers_.at(static_cast<size_t>(layer)).norm1;
       case NormSlot::kNorm2:
         break;
     }
-    return layers_[static_cast<size_t>(layer)].norm2;
+    return layers_.at(static_cast<size_t>(layer)).norm2;
   }
   const NormWeights& norm(int64_t layer, NormSlot slot) const {
     return const_cast<SlotWeights*>(this)->norm(layer, slot);

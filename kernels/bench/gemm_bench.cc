@@ -29,11 +29,11 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace {
 
+using encoderd::DType;
+using encoderd::Epilogue;
 using encoderd::kernels::CpuContext;
 using encoderd::kernels::Linear;
-using encoderd::Epilogue;
 using encoderd::kernels::PackedWeight;
-using encoderd::DType;
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
@@ -143,8 +143,8 @@ int main(int argc, char** argv) {
       auto gflops = [&](const std::function<void()>& fn) {
         return flop / TimeBest(fn, budget) * 1e-9;
       };
-      const double g_f32 = gflops(
-          [&] { Linear(ctx, x.data(), m, *pf32, Epilogue::kNone, nullptr, y.data()); });
+      const double g_f32 =
+          gflops([&] { Linear(ctx, x.data(), m, *pf32, Epilogue::kNone, nullptr, y.data()); });
       // Exact-M primitive on the same packed weights (possibly from oneDNN's
       // primitive cache); JIT time measured on a size nothing else used (M+1).
       const auto& impl = pf32->impl();
@@ -162,8 +162,8 @@ int main(int argc, char** argv) {
           gflops([&] { run(exact, impl.weight, bias_mem, x.data(), Dt::f32, m, s, y.data()); });
       const double g_rt =
           gflops([&] { run(rt_prim, rt_w, bias_mem, x.data(), Dt::f32, m, s, y.data()); });
-      const double g_lbf16 = gflops(
-          [&] { Linear(ctx, x.data(), m, *pbf16, Epilogue::kNone, nullptr, y.data()); });
+      const double g_lbf16 =
+          gflops([&] { Linear(ctx, x.data(), m, *pbf16, Epilogue::kNone, nullptr, y.data()); });
       dnnl::matmul::primitive_desc bf_pd(
           dnnl::matmul::desc({{m, s.k}, Dt::bf16, Tag::ab}, {{s.k, s.n}, Dt::bf16, Tag::any},
                              bias_md, {{m, s.n}, Dt::f32, Tag::ab}),

@@ -151,8 +151,7 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
   const Dt src_type = ComputeType(w);
   const size_t src_elem = w.bf16_compute ? sizeof(uint16_t) : sizeof(float);
   const char* src = reinterpret_cast<const char*>(x);
-  if (w.type == DType::kBFloat16)
-    src = static_cast<const char*>(RoundInput(ctx, w, x, rows * k));
+  if (w.type == DType::kBFloat16) src = static_cast<const char*>(RoundInput(ctx, w, x, rows * k));
 
   for (int64_t r0 = 0; r0 < rows;) {
     const int64_t left = rows - r0;

@@ -1,7 +1,9 @@
 // Linear layers on the GPU: cuBLASLt fp16/bf16 GEMMs (fp32 accumulation) with
 // the bias, ReLU and residual fused into cuBLASLt's epilogue. GELU is the exact
 // erf form, as on the CPU: cuBLASLt's own GELU epilogue is the tanh
-// approximation, so the GEMM stores x W^T + b and CudaGeluInPlace follows.
+// approximation, so the GEMM stores x W^T + b and CudaGeluInPlace follows
+// (one more pass over y, and y is rounded to fp16/bf16 once before GELU as
+// well as after).
 #pragma once
 
 #include <cstdint>

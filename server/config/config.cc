@@ -8,6 +8,8 @@
 #include <map>
 #include <sstream>
 
+#include "engine/runtime/encoder.h"
+
 namespace encoderd::server {
 namespace {
 
@@ -73,11 +75,30 @@ Setter StringField(std::string* field) {
   };
 }
 
+Setter DeviceField(Device* field) {
+  return [field](const std::string& v, const std::string& key, const std::string& origin) {
+    const auto device = ParseDevice(v);
+    if (!device) return BadValue(origin, key, v, "cpu or cuda");
+    *field = *device;
+    return Status::Ok();
+  };
+}
+Setter DTypeField(DType* field) {
+  return [field](const std::string& v, const std::string& key, const std::string& origin) {
+    const auto dtype = ParseDType(v);
+    if (!dtype || !IsFloatingPoint(*dtype) || *dtype == DType::kFloat64) {
+      return BadValue(origin, key, v, "float32, float16 or bfloat16");
+    }
+    *field = *dtype;
+    return Status::Ok();
+  };
+}
+
 std::map<std::string, Setter> ModelFields(ModelConfig* m) {
   return {{"name", StringField(&m->name)},
           {"directory", StringField(&m->directory)},
-          {"device", StringField(&m->device)},
-          {"dtype", StringField(&m->dtype)},
+          {"device", DeviceField(&m->device)},
+          {"dtype", DTypeField(&m->dtype)},
           {"replicas", IntField(&m->replicas)},
           {"max_batch_tokens", IntField(&m->max_batch_tokens)},
           {"max_batch_sequences", IntField(&m->max_batch_sequences)},
@@ -194,9 +215,8 @@ Status ServerConfig::Validate() const {
     for (size_t j = 0; j < i; ++j)
       if (models[j].name == m.name) return bad(p + "name", "repeats '" + m.name + "'");
     if (m.directory.empty()) return bad(p + "directory", "must not be empty");
-    if (m.device != "cpu" && m.device != "cuda") return bad(p + "device", "must be cpu or cuda");
-    if (m.dtype != "float32" && m.dtype != "bfloat16")
-      return bad(p + "dtype", "must be float32 or bfloat16");
+    if (Status s = CheckDeviceDType(m.device, m.dtype); !s.ok())
+      return bad(p + "dtype", s.message());
     if (m.replicas < 1) return bad(p + "replicas", "must be >= 1");
     if (m.max_batch_tokens < 1) return bad(p + "max_batch_tokens", "must be >= 1");
     if (m.max_batch_sequences < 1) return bad(p + "max_batch_sequences", "must be >= 1");
@@ -224,9 +244,9 @@ std::string ServerConfig::Summary() const {
     << " metrics=" << (metrics.enabled ? "true" : "false")
     << " shutdown.grace_s=" << shutdown.grace_s;
   for (const ModelConfig& m : models) {
-    s << " model{name=" << m.name << " directory=" << m.directory << " device=" << m.device
-      << " dtype=" << m.dtype << " replicas=" << m.replicas
-      << " max_batch_tokens=" << m.max_batch_tokens
+    s << " model{name=" << m.name << " directory=" << m.directory
+      << " device=" << DeviceName(m.device) << " dtype=" << DTypeName(m.dtype)
+      << " replicas=" << m.replicas << " max_batch_tokens=" << m.max_batch_tokens
       << " max_batch_sequences=" << m.max_batch_sequences
       << " max_queue_delay_us=" << m.max_queue_delay_us << " max_queue_size=" << m.max_queue_size
       << " predict_deadlines=" << (m.predict_deadlines ? "true" : "false")

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
+#include "core/op_types.h"
 #include "core/status.h"
 
 namespace encoderd::server {
@@ -63,10 +65,11 @@ struct ModelConfig {
   std::string name = "langid";
   // Model directory (see `encoderd inspect`); relative to the working directory.
   std::string directory = "models/langid";
-  // "cpu" or "cuda".
-  std::string device = "cpu";
-  // "float32" or "bfloat16".
-  std::string dtype = "float32";
+  // cpu or cuda.
+  Device device = Device::kCpu;
+  // float32 or bfloat16 on cpu, float16 or bfloat16 on cuda (Validate()
+  // asks the engine, CheckDeviceDType); also written fp32, fp16, bf16.
+  DType dtype = DType::kFloat32;
   // Executors (engine instances), each with its own thread.
   int replicas = 1;
   // Most tokens (sum of sequence lengths) in one engine batch.

@@ -7,9 +7,9 @@
 
 #include "core/dtype.h"
 #include "engine/runtime/encoder.h"
+#include "server/config/model_card_yaml.h"
 #include "server/core/cpu_quota.h"
 #include "server/core/encoder_batch_engine.h"
-#include "server/config/model_card_yaml.h"
 
 namespace encoderd::server {
 namespace {
@@ -47,10 +47,8 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   if (!bundle.ok()) return bundle.status().WithContext(context);
 
   EncoderOptions options;
-  options.device = config.device == "cuda" ? Device::kCuda : Device::kCpu;
-  const auto dtype = ParseDType(config.dtype);
-  if (!dtype) return InvalidArgument(context + ": unknown dtype '" + config.dtype + "'");
-  options.dtype = *dtype;
+  options.device = config.device;
+  options.dtype = config.dtype;
   options.num_threads = config.num_threads;
   if (options.device == Device::kCpu && options.num_threads == 0) {
     const CpuBudget budget = ReadCpuBudget();
@@ -87,8 +85,8 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
       "max_tokens={} device={} dtype={} replicas={}",
       config.name, config.directory, seconds, ModelFamilyName(model->encoder_config_.family),
       model->encoder_config_.hidden_size, model->encoder_config_.num_layers,
-      model->encoder_config_.num_labels, model->max_tokens_, config.device, config.dtype,
-      config.replicas);
+      model->encoder_config_.num_labels, model->max_tokens_, DeviceName(config.device),
+      DTypeName(config.dtype), config.replicas);
   return model;
 }
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "server/exporter/metrics_http_server.h"
-#include "server/metrics/prometheus_metrics.h"
 #include "server/exporter/server_state_collector.h"
+#include "server/metrics/prometheus_metrics.h"
 
 #ifndef ENCODERD_VERSION
 #define ENCODERD_VERSION "unknown"

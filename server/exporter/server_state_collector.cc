@@ -69,8 +69,8 @@ std::vector<MetricFamily> ServerStateCollector::Collect() const {
     AddGauge(&info,
              {{"model", config.name},
               {"family", ModelFamilyName(model->encoder_config().family)},
-              {"device", config.device},
-              {"dtype", config.dtype},
+              {"device", DeviceName(config.device)},
+              {"dtype", std::string(DTypeName(config.dtype))},
               {"replicas", std::to_string(config.replicas)}},
              1);
   }

@@ -185,7 +185,7 @@ grpc::Status EncoderService::Handle(grpc::ServerContext* context, Rpc rpc, bool 
 
 grpc::Status EncoderService::Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
                                    v1::EmbedResponse* response) {
-  return Handle(context, Rpc::kEmbed, true, response, [&](uint64_t id, Call& call) {
+  return Handle(context, Rpc::kEmbed, /*takes_slot=*/true, response, [&](uint64_t id, Call& call) {
     return EmbedOne(*registry_, id, context, *request, response, call, watcher_,
                     observer_.metrics());
   });
@@ -207,8 +207,8 @@ grpc::Status EncoderService::EmbedStream(
     Call call;
     Status status =
         EmbedOne(*registry_, id, context, request, &response, call, watcher_, observer_.metrics());
-    if (status.ok()) FillSummary(call, &response);
     if (!status.ok()) return Answer(observer_, context, Rpc::kEmbedStream, id, call, status);
+    FillSummary(call, &response);
     (void)Answer(observer_, context, Rpc::kEmbedStream, id, call, status, false);
     if (!stream->Write(response)) return ToGrpcStatus(Cancelled("write failed"));
   }
@@ -219,109 +219,114 @@ grpc::Status EncoderService::EmbedStream(
 grpc::Status EncoderService::Classify(grpc::ServerContext* context,
                                       const v1::ClassifyRequest* request,
                                       v1::ClassifyResponse* response) {
-  return Handle(context, Rpc::kClassify, true, response, [&](uint64_t id, Call& call) -> Status {
-    std::vector<std::vector<int32_t>> sequences;
-    RETURN_IF_ERROR(Prepare(*registry_, request->model(), request->texts(), request->truncate(),
-                            SteadyDeadline(context), &call, &sequences));
-    const EncoderConfig& config = call.model->encoder_config();
-    if (config.num_labels <= 0)
-      return FailedPrecondition("model '" + call.model->config().name +
-                                "' has no classification head");
-    RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences),
-                               {OutputKind::kClassification, Pooling::kCls, false}, &call, watcher_,
-                               observer_.metrics()));
-    for (const auto& scores : call.request->results()) {
-      v1::Classification* result = response->add_results();
-      result->mutable_scores()->Assign(scores.begin(), scores.end());
-      size_t best = 0;
-      for (size_t i = 1; i < scores.size(); ++i)
-        if (scores[i] > scores[best]) best = i;
-      if (best < config.labels.size()) result->set_label(config.labels[best]);
-    }
-    return Status::Ok();
-  });
+  return Handle(
+      context, Rpc::kClassify, /*takes_slot=*/true, response,
+      [&](uint64_t id, Call& call) -> Status {
+        std::vector<std::vector<int32_t>> sequences;
+        RETURN_IF_ERROR(Prepare(*registry_, request->model(), request->texts(), request->truncate(),
+                                SteadyDeadline(context), &call, &sequences));
+        const EncoderConfig& config = call.model->encoder_config();
+        if (config.num_labels <= 0)
+          return FailedPrecondition("model '" + call.model->config().name +
+                                    "' has no classification head");
+        RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences),
+                                   {OutputKind::kClassification, Pooling::kCls, false}, &call,
+                                   watcher_, observer_.metrics()));
+        for (const auto& scores : call.request->results()) {
+          v1::Classification* result = response->add_results();
+          result->mutable_scores()->Assign(scores.begin(), scores.end());
+          size_t best = 0;
+          for (size_t i = 1; i < scores.size(); ++i)
+            if (scores[i] > scores[best]) best = i;
+          if (best < config.labels.size()) result->set_label(config.labels[best]);
+        }
+        return Status::Ok();
+      });
 }
 
 grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::EncodeRequest* request,
                                     v1::EncodeResponse* response) {
-  return Handle(context, Rpc::kEncode, true, response, [&](uint64_t id, Call& call) -> Status {
-    RETURN_IF_ERROR(CheckEncodeInputs(request->texts_size(), request->token_ids_size()));
-    std::vector<std::vector<int32_t>> sequences;
-    if (request->token_ids_size() > 0) {
-      ASSIGN_OR_RETURN(call.model, registry_->Find(request->model()));
-      for (const v1::TokenIds& ids : request->token_ids())
-        sequences.emplace_back(ids.ids().begin(), ids.ids().end());
-      RETURN_IF_ERROR(call.model->CheckTokenIds(sequences));
-    } else {
-      RETURN_IF_ERROR(Prepare(*registry_, request->model(), request->texts(), request->truncate(),
-                              SteadyDeadline(context), &call, &sequences));
-    }
-    std::vector<int32_t> lengths;
-    for (const auto& s : sequences) lengths.push_back(static_cast<int32_t>(s.size()));
-    RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences),
-                               {OutputKind::kHiddenStates, Pooling::kCls, false}, &call, watcher_,
-                               observer_.metrics()));
-    const int32_t hidden = static_cast<int32_t>(call.model->encoder_config().hidden_size);
-    for (size_t i = 0; i < lengths.size(); ++i) {
-      const auto& values = call.request->results()[i];
-      v1::TokenStates* states = response->add_sequences();
-      states->mutable_values()->Assign(values.begin(), values.end());
-      states->set_num_tokens(lengths[i]);
-      states->set_hidden_size(hidden);
-    }
-    return Status::Ok();
-  });
+  return Handle(
+      context, Rpc::kEncode, /*takes_slot=*/true, response, [&](uint64_t id, Call& call) -> Status {
+        RETURN_IF_ERROR(CheckEncodeInputs(request->texts_size(), request->token_ids_size()));
+        std::vector<std::vector<int32_t>> sequences;
+        if (request->token_ids_size() > 0) {
+          ASSIGN_OR_RETURN(call.model, registry_->Find(request->model()));
+          for (const v1::TokenIds& ids : request->token_ids())
+            sequences.emplace_back(ids.ids().begin(), ids.ids().end());
+          RETURN_IF_ERROR(call.model->CheckTokenIds(sequences));
+        } else {
+          RETURN_IF_ERROR(Prepare(*registry_, request->model(), request->texts(),
+                                  request->truncate(), SteadyDeadline(context), &call, &sequences));
+        }
+        std::vector<int32_t> lengths;
+        for (const auto& s : sequences) lengths.push_back(static_cast<int32_t>(s.size()));
+        RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences),
+                                   {OutputKind::kHiddenStates, Pooling::kCls, false}, &call,
+                                   watcher_, observer_.metrics()));
+        const int32_t hidden = static_cast<int32_t>(call.model->encoder_config().hidden_size);
+        for (size_t i = 0; i < lengths.size(); ++i) {
+          const auto& values = call.request->results()[i];
+          v1::TokenStates* states = response->add_sequences();
+          states->mutable_values()->Assign(values.begin(), values.end());
+          states->set_num_tokens(lengths[i]);
+          states->set_hidden_size(hidden);
+        }
+        return Status::Ok();
+      });
 }
 
 grpc::Status EncoderService::Tokenize(grpc::ServerContext* context,
                                       const v1::TokenizeRequest* request,
                                       v1::TokenizeResponse* response) {
-  return Handle(context, Rpc::kTokenize, true, response, [&](uint64_t, Call& call) -> Status {
-    ASSIGN_OR_RETURN(call.model, registry_->Find(request->model()));
-    ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
-                     call.model->Tokenize({request->texts().begin(), request->texts().end()},
-                                          request->truncate()));
-    for (const Encoding& e : encodings) {
-      v1::Tokenization* t = response->add_tokenizations();
-      t->mutable_ids()->Assign(e.ids.begin(), e.ids.end());
-      for (const std::string& piece : e.pieces) t->add_pieces(piece);
-      t->set_untruncated_length(e.untruncated_length);
-      call.token_count += static_cast<int64_t>(e.ids.size());
-    }
-    call.tokenize_us = MicrosSince(call.start);
-    return Status::Ok();
-  });
+  return Handle(
+      context, Rpc::kTokenize, /*takes_slot=*/true, response, [&](uint64_t, Call& call) -> Status {
+        ASSIGN_OR_RETURN(call.model, registry_->Find(request->model()));
+        ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
+                         call.model->Tokenize({request->texts().begin(), request->texts().end()},
+                                              request->truncate()));
+        for (const Encoding& e : encodings) {
+          v1::Tokenization* t = response->add_tokenizations();
+          t->mutable_ids()->Assign(e.ids.begin(), e.ids.end());
+          for (const std::string& piece : e.pieces) t->add_pieces(piece);
+          t->set_untruncated_length(e.untruncated_length);
+          call.token_count += static_cast<int64_t>(e.ids.size());
+        }
+        call.tokenize_us = MicrosSince(call.start);
+        return Status::Ok();
+      });
 }
 
 grpc::Status EncoderService::ModelInfo(grpc::ServerContext* context,
                                        const v1::ModelInfoRequest* request,
                                        v1::ModelInfoResponse* response) {
   // Takes no concurrency slot: answering it costs no model time.
-  return Handle(context, Rpc::kModelInfo, false, response, [&](uint64_t, Call& call) -> Status {
-    std::vector<std::shared_ptr<ServedModel>> models;
-    if (!request->model().empty()) {
-      ASSIGN_OR_RETURN(call.model, registry_->Find(request->model()));
-      models.push_back(call.model);
-    } else {
-      if (registry_->draining()) return Unavailable("the server is shutting down");
-      models = registry_->Loaded();
-    }
-    for (const auto& m : models) {
-      const EncoderConfig& c = m->encoder_config();
-      v1::Model* info = response->add_models();
-      info->set_name(m->config().name);
-      info->set_family(ModelFamilyName(c.family));
-      info->set_hidden_size(c.hidden_size);
-      info->set_max_tokens(m->max_tokens());
-      for (const std::string& label : c.labels) info->add_labels(label);
-      info->set_dtype(m->config().dtype);
-      info->set_device(m->config().device);
-      info->set_default_pooling(PoolingName(c.default_pooling));
-      info->set_replicas(m->config().replicas);
-      info->set_max_client_batch_size(m->config().max_client_batch_size);
-    }
-    return Status::Ok();
-  });
+  return Handle(context, Rpc::kModelInfo, /*takes_slot=*/false, response,
+                [&](uint64_t, Call& call) -> Status {
+                  std::vector<std::shared_ptr<ServedModel>> models;
+                  if (!request->model().empty()) {
+                    ASSIGN_OR_RETURN(call.model, registry_->Find(request->model()));
+                    models.push_back(call.model);
+                  } else {
+                    if (registry_->draining()) return Unavailable("the server is shutting down");
+                    models = registry_->Loaded();
+                  }
+                  for (const auto& m : models) {
+                    const EncoderConfig& c = m->encoder_config();
+                    v1::Model* info = response->add_models();
+                    info->set_name(m->config().name);
+                    info->set_family(ModelFamilyName(c.family));
+                    info->set_hidden_size(c.hidden_size);
+                    info->set_max_tokens(m->max_tokens());
+                    for (const std::string& label : c.labels) info->add_labels(label);
+                    info->set_dtype(std::string(DTypeName(m->config().dtype)));
+                    info->set_device(DeviceName(m->config().device));
+                    info->set_default_pooling(PoolingName(c.default_pooling));
+                    info->set_replicas(m->config().replicas);
+                    info->set_max_client_batch_size(m->config().max_client_batch_size);
+                  }
+                  return Status::Ok();
+                });
 }
 
 }  // namespace encoderd::server

@@ -9,13 +9,13 @@
 #include <optional>
 #include <utility>
 
-// Also brings server/grpc/request_serialization.h: requests that do not parse are
-// INVALID_ARGUMENT (see server/grpc/encoderd_grpc.h).
 #include "server/core/cancellation_watcher.h"
 #include "server/core/concurrency_limiter.h"
 #include "server/core/model_registry.h"
 #include "server/grpc/bearer_auth.h"
 #include "server/grpc/encoder_service_base.h"
+// Brings server/grpc/request_serialization.h too: requests that do not parse
+// are INVALID_ARGUMENT.
 #include "server/grpc/encoderd_grpc.h"
 #include "server/metrics/request_observer.h"
 

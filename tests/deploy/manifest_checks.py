@@ -14,6 +14,22 @@ _SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 
 
+# The dtypes each device runs (engine/runtime/encoder.h, CheckDeviceDType);
+# the daemon refuses any other pair when it reads its config.
+# Every spelling core/dtype.cc's ParseDType accepts.
+DEVICE_DTYPES = {"cpu": {"float32", "fp32", "float", "bfloat16", "bf16"},
+                 "cuda": {"float16", "fp16", "half", "bfloat16", "bf16"}}
+
+
+def device_dtype_errors(where: str, env: dict) -> list:
+    device = env.get("ENCODERD_DEVICE", "cpu")
+    dtype = env.get("ENCODERD_DTYPE", "float32")  # config/default.yaml's
+    if dtype in DEVICE_DTYPES.get(device, set()):
+        return []
+    return [f"{where}: device {device} does not run dtype {dtype} "
+            f"(set ENCODERD_DTYPE to one of {sorted(DEVICE_DTYPES.get(device, set()))})"]
+
+
 def quantity(value) -> float:
     """A Kubernetes resource quantity ("500m", "2", "1Gi") as a number."""
     m = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", str(value))
@@ -107,6 +123,7 @@ def _check_container(c: dict, pod: dict, facts: dict, image_uid, gpu: bool) -> l
             errors.append("GPU variant needs an nvidia.com/gpu limit")
         if env.get("ENCODERD_DEVICE") != "cuda":
             errors.append("GPU variant must set ENCODERD_DEVICE=cuda")
+        errors += device_dtype_errors("GPU variant", env)
     elif "nvidia.com/gpu" in lim or env.get("ENCODERD_DEVICE", "cpu") != "cpu":
         errors.append("CPU variant asks for a GPU")
     threads = int(env.get("ENCODERD_NUM_THREADS", 0) or 0)

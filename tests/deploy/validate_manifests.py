@@ -23,7 +23,7 @@ import yaml
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import kustomize_lite  # noqa: E402
-from manifest_checks import check_rendered  # noqa: E402
+from manifest_checks import check_rendered, device_dtype_errors  # noqa: E402
 
 KUSTOMIZATIONS = ["base", "overlays/cpu", "overlays/cuda"]
 GPU_OVERLAYS = {"overlays/cuda"}
@@ -79,6 +79,8 @@ def source_facts(repo: pathlib.Path) -> dict:
             "ports": {int(p.split("/")[0]) for p in expose.group(1).split()} if expose else set(),
             "exec_form": bool(entry) and entry.group(1).strip().startswith("["),
             "healthcheck": re.search(r"^HEALTHCHECK\s", text, re.M) is not None,
+            "env": dict(re.findall(r"\b(ENCODERD_[A-Z0-9_]+)=(\S+)", "\n".join(
+                line for line in text.splitlines() if not line.lstrip().startswith("#")))),
         }
     return {
         "grpc_port": default["listen"]["port"],
@@ -113,6 +115,7 @@ def dockerfile_errors(facts: dict) -> list:
             errors.append(f"deploy/{name}: ENTRYPOINT must be exec form (PID 1 gets SIGTERM)")
         if not d["healthcheck"]:
             errors.append(f"deploy/{name}: no HEALTHCHECK")
+        errors += device_dtype_errors(f"deploy/{name}", d["env"])
     return errors
 
 

@@ -154,6 +154,38 @@ TEST(ConfigTest, BadValuesNameTheKey) {
   EXPECT_NE(c.status().message().find("syntax.yaml"), std::string::npos);
 }
 
+// device and dtype are typed, and the pair is checked when the config is
+// read: cuda with the default float32 used to pass here and fail only when
+// the model loaded (the shipped GPU image and overlay set no dtype).
+TEST(ConfigTest, DeviceAndDTypeAreCheckedTogetherWhenRead) {
+  auto c = LoadServerConfig({"--device", "cuda"}, FakeEnv({}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("dtype float32 is not supported on cuda (float16, bfloat16)"),
+            std::string::npos)
+      << c.status().ToString();
+
+  c = LoadServerConfig({"--device", "cuda", "--dtype", "fp16"}, FakeEnv({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models[0].device, Device::kCuda);
+  EXPECT_EQ(c->models[0].dtype, DType::kFloat16);
+
+  c = LoadServerConfig({}, FakeEnv({{"ENCODERD_DTYPE", "bf16"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models[0].device, Device::kCpu);
+  EXPECT_EQ(c->models[0].dtype, DType::kBFloat16);
+
+  c = LoadServerConfig({"--dtype", "float16"}, FakeEnv({}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("not supported on cpu (float32, bfloat16)"),
+            std::string::npos)
+      << c.status().ToString();
+
+  c = LoadServerConfig({"--device", "tpu"}, FakeEnv({}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("expected cpu or cuda"), std::string::npos)
+      << c.status().ToString();
+}
+
 TEST(ConfigTest, ReflectionIsOffUnlessSet) {
   auto c = LoadServerConfig({}, FakeEnv({}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();

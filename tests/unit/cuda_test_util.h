@@ -49,8 +49,8 @@ inline kernels::DeviceBuffer UploadRaw(kernels::CudaContext& ctx, const void* ho
 }
 
 // n elements of `dtype` at `device`, as fp32 on the host.
-inline std::vector<float> Download(kernels::CudaContext& ctx, DType dtype,
-                                   const void* device, size_t n) {
+inline std::vector<float> Download(kernels::CudaContext& ctx, DType dtype, const void* device,
+                                   size_t n) {
   kernels::DeviceBuffer f(&ctx, n * sizeof(float));
   kernels::CudaCastToFloat(ctx, dtype, device, static_cast<int64_t>(n), f.as<float>());
   std::vector<float> host(n);
@@ -73,9 +73,7 @@ inline float Tolerance(DType dtype, float ref) {
   return eps * (1.0f + std::abs(ref));
 }
 
-inline const char* Name(DType dtype) {
-  return dtype == DType::kBFloat16 ? "bf16" : "fp16";
-}
+inline const char* Name(DType dtype) { return dtype == DType::kBFloat16 ? "bf16" : "fp16"; }
 
 }  // namespace encoderd::cuda_test
 

@@ -108,6 +108,20 @@ TEST(EncoderBackendTest, LoadsEveryWeightOnceInOrderAndLeavesTheHead) {
   EXPECT_EQ(weights.begin()->first, "head.dense.weight");
 }
 
+// A backend's refusal names the weight it was loading.
+TEST(EncoderBackendTest, ABackendErrorNamesTheWeight) {
+  class Refusing : public RecordingBackend {
+    Status LoadLinear(int64_t, LinearSlot slot, const Tensor&, const Tensor&) override {
+      return slot == LinearSlot::kFfnIn ? Internal("out of device memory") : Status::Ok();
+    }
+  } backend;
+  const EncoderConfig c = Tiny(/*norm_first=*/false);
+  TensorMap weights = RandomEncoderWeights(c, 5);
+  const Status status = LoadEncoderWeights(c, weights, backend);
+  EXPECT_EQ(status.code(), StatusCode::kInternal);
+  EXPECT_EQ(status.message(), LayerWeightName(0, "ffn.in") + ": out of device memory");
+}
+
 TEST(EncoderBackendTest, PostNormLayerSequence) {
   EncoderConfig c = Tiny(/*norm_first=*/false);
   c.num_layers = 1;
