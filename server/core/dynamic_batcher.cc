@@ -62,9 +62,10 @@ bool DynamicBatcher::Abandon(const std::shared_ptr<InferenceRequest>& request,
     // Under mu_, so that FormBatch either sees the request finished (and
     // drops it unpacked) or has already marked it dispatched.
     std::lock_guard<std::mutex> lock(mu_);
-    if (!request->Fail(status)) return false;
+    if (!request->Fail(status, /*notify=*/false)) return false;
     CountDrop(*request, status.code());
   }
+  request->NotifyFinished();  // outside mu_: the callback may answer the call
   batcher_cv_.notify_one();
   return true;
 }

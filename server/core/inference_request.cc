@@ -28,22 +28,38 @@ InferenceRequest::InferenceRequest(uint64_t id, std::vector<std::vector<int32_t>
 InferenceRequest::~InferenceRequest() { live_.fetch_sub(1, std::memory_order_relaxed); }
 
 void InferenceRequest::Complete(int32_t index, std::vector<float> values) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (finished_.load() || index < 0 || index >= num_sequences()) return;
-  results_[index] = std::move(values);
-  if (--remaining_ == 0) Finish(Status::Ok());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_.load() || index < 0 || index >= num_sequences()) return;
+    results_[index] = std::move(values);
+    if (--remaining_ != 0) return;
+    Finish(Status::Ok());
+  }
+  NotifyFinished();
 }
 
-bool InferenceRequest::Fail(const Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (finished_.load()) return false;
-  Finish(status);
+bool InferenceRequest::Fail(const Status& status, bool notify) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_.load()) return false;
+    Finish(status);
+  }
+  if (notify) NotifyFinished();
   return true;
 }
 
 void InferenceRequest::Finish(Status status) {
+  final_status_ = status;
   finished_.store(true);
   promise_.set_value(std::move(status));
+}
+
+void InferenceRequest::NotifyFinished() {
+  // Only the thread that finished the request gets here, once; the callback
+  // and its captures go with it.
+  std::function<void(const Status&)> on_finish = std::move(on_finish_);
+  on_finish_ = nullptr;
+  if (on_finish) on_finish(final_status_);
 }
 
 void InferenceRequest::AddBatch(Clock::time_point start, int64_t inference_us) {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <vector>
@@ -64,11 +65,22 @@ class InferenceRequest {
   // Batcher thread only: the first sequence not yet handed to an executor.
   int32_t next_sequence = 0;
 
+  // Called once, with the request's status, by the thread that finishes it
+  // (an executor, or whoever fails it), after every lock of the request is
+  // released: how a caller that does not wait on done() learns the outcome.
+  // Set it before the request is shared (before DynamicBatcher::Submit). A
+  // request with no sequences is finished at construction and never calls it.
+  void SetOnFinish(std::function<void(const Status&)> on_finish) {
+    on_finish_ = std::move(on_finish);
+  }
   // Executors: the result of sequence `index`; the last one completes the request.
   void Complete(int32_t index, std::vector<float> values);
   // Any thread: finishes the request with `status` unless it already finished.
-  // True when this call finished it.
-  bool Fail(const Status& status);
+  // True when this call finished it. With notify = false the caller must
+  // call NotifyFinished() itself once it holds no lock (the on-finish
+  // callback may take the caller's locks).
+  bool Fail(const Status& status, bool notify = true);
+  void NotifyFinished();
   // Records that a batch holding some of the request started at `start` and
   // ran for `inference_us`.
   void AddBatch(Clock::time_point start, int64_t inference_us);
@@ -105,6 +117,8 @@ class InferenceRequest {
   int64_t inference_us_ = 0;
   std::promise<Status> promise_;
   std::shared_future<Status> done_;
+  Status final_status_;  // set by Finish, read by NotifyFinished
+  std::function<void(const Status&)> on_finish_;
 };
 
 }  // namespace encoderd::server

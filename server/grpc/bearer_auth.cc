@@ -38,7 +38,7 @@ Status BearerAuth::CheckHeader(const std::string_view* authorization) const {
   return Status::Ok();
 }
 
-Status BearerAuth::Check(const grpc::ServerContext& context) const {
+Status BearerAuth::Check(const grpc::ServerContextBase& context) const {
   if (!enabled()) return Status::Ok();
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find("authorization");

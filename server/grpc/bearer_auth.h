@@ -24,7 +24,7 @@ class BearerAuth {
   // OK when authentication is off or the call carries the token; otherwise
   // UNAUTHENTICATED "missing bearer token" (no `authorization` metadata, or
   // not of the Bearer scheme) or "invalid bearer token". Any thread.
-  Status Check(const grpc::ServerContext& context) const;
+  Status Check(const grpc::ServerContextBase& context) const;
 
   // The same for the value of the `authorization` header (null: absent).
   Status CheckHeader(const std::string_view* authorization) const;

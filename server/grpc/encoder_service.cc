@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include "core/dtype.h"
 #include "server/core/request_validation.h"
@@ -17,7 +18,7 @@ int64_t MicrosSince(Clock::time_point start) {
 }
 
 // The call's deadline on the steady clock (max when the client set none).
-Clock::time_point SteadyDeadline(const grpc::ServerContext* context) {
+Clock::time_point SteadyDeadline(const grpc::ServerContextBase* context) {
   const auto deadline = context->deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) return Clock::time_point::max();
   const auto left = deadline - std::chrono::system_clock::now();
@@ -34,10 +35,18 @@ struct Call {
   int64_t token_count = 0;
 };
 
+// What a call asks of the model: the sequences, what to compute for them,
+// and how the results fill the response once the request is done.
+struct ModelWork {
+  std::vector<std::vector<int32_t>> sequences;
+  OutputSpec spec;
+  std::function<void(const InferenceRequest&)> fill;
+};
+
 // Records the answer (metrics, logs) and attaches the request id; returns
 // `status` as a grpc::Status.
-grpc::Status Answer(RequestObserver& observer, grpc::ServerContext* context, Rpc rpc, uint64_t id,
-                    const Call& call, const Status& status, bool add_metadata = true) {
+grpc::Status Answer(RequestObserver& observer, grpc::ServerContextBase* context, Rpc rpc,
+                    uint64_t id, const Call& call, const Status& status, bool add_metadata = true) {
   if (add_metadata) context->AddTrailingMetadata("x-request-id", std::to_string(id));
   grpc::Status answer = ToGrpcStatus(status);
   RequestSample sample;
@@ -63,15 +72,29 @@ grpc::Status Answer(RequestObserver& observer, grpc::ServerContext* context, Rpc
   return answer;
 }
 
-// Submits `sequences` and waits for the result, cancelling the request when
-// the client goes away (`watcher` watches the client).
-Status RunOnModel(grpc::ServerContext* context, uint64_t id,
-                  std::vector<std::vector<int32_t>> sequences, OutputSpec spec, Call* call,
+// The batcher's request for `work`, recorded in `call`.
+std::shared_ptr<InferenceRequest> MakeRequest(grpc::ServerContextBase* context, uint64_t id,
+                                              ModelWork& work, Call* call) {
+  for (const auto& s : work.sequences) call->token_count += static_cast<int64_t>(s.size());
+  call->request = std::make_shared<InferenceRequest>(id, std::move(work.sequences), work.spec,
+                                                     Clock::now(), SteadyDeadline(context));
+  return call->request;
+}
+
+// Why a waiting request is given up when its call is cancelled: its deadline
+// passed, or the client went away.
+Status GiveUpReason(const InferenceRequest& request) {
+  if (Clock::now() >= request.deadline())
+    return DeadlineExceeded("the deadline passed before the request was computed");
+  return Cancelled("the client cancelled the request");
+}
+
+// Submits `work` and waits for the result, cancelling the request when the
+// client goes away (`watcher` watches the client): the streaming RPC's way,
+// where a thread serves the stream anyway.
+Status RunOnModel(grpc::ServerContext* context, uint64_t id, ModelWork& work, Call* call,
                   CancellationWatcher& watcher, ServingMetrics* metrics) {
-  for (const auto& s : sequences) call->token_count += static_cast<int64_t>(s.size());
-  auto request = std::make_shared<InferenceRequest>(id, std::move(sequences), spec, Clock::now(),
-                                                    SteadyDeadline(context));
-  call->request = request;
+  auto request = MakeRequest(context, id, work, call);
   // Submit refuses a request whose deadline already passed (DEADLINE_EXCEEDED,
   // counted as deadline_before_queue) before it takes a queue entry.
   DynamicBatcher& batcher = call->model->batcher();
@@ -99,13 +122,12 @@ Status RunOnModel(grpc::ServerContext* context, uint64_t id,
     } else {
       ready = done.wait_until(request->deadline()) == std::future_status::ready;
     }
-    if (!ready) {
-      batcher.Abandon(request,
-                      DeadlineExceeded("the deadline passed before the request was computed"));
-    }
+    if (!ready) batcher.Abandon(request, GiveUpReason(*request));
   }
   if (metrics) metrics->AddInFlight(model, -1);
-  return done.get();
+  RETURN_IF_ERROR(done.get());
+  work.fill(*request);
+  return Status::Ok();
 }
 
 // Looks up the model and tokenizes `texts` into `sequences`, unless the
@@ -139,29 +161,113 @@ void FillSummary(const Call& call, Response* response) {
   timing->set_total_us(MicrosSince(call.start));
 }
 
-Status EmbedOne(const ModelRegistry& registry, uint64_t id, grpc::ServerContext* context,
-                const v1::EmbedRequest& request, v1::EmbedResponse* response, Call& call,
-                CancellationWatcher& watcher, ServingMetrics* metrics) {
-  RETURN_IF_ERROR(CheckPooling(request.pooling()));
-  std::vector<std::vector<int32_t>> sequences;
-  RETURN_IF_ERROR(Prepare(registry, request.model(), request.texts(), request.truncate(),
-                          SteadyDeadline(context), &call, &sequences));
-  OutputSpec spec{OutputKind::kEmbedding, call.model->encoder_config().default_pooling,
-                  request.normalize()};
-  if (request.pooling() == v1::POOLING_CLS) spec.pooling = Pooling::kCls;
-  if (request.pooling() == v1::POOLING_MEAN) spec.pooling = Pooling::kMean;
-  RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences), spec, &call, watcher, metrics));
-  for (const auto& values : call.request->results())
-    response->add_embeddings()->mutable_values()->Assign(values.begin(), values.end());
-  return Status::Ok();
-}
-
 // ModelInfo's response carries no summary.
 void FillSummary(const Call&, v1::ModelInfoResponse*) {}
 
+// Embed's work (shared by Embed and EmbedStream).
+StatusOr<ModelWork> EmbedWork(const ModelRegistry& registry, const v1::EmbedRequest& request,
+                              Clock::time_point deadline, v1::EmbedResponse* response, Call& call) {
+  RETURN_IF_ERROR(CheckPooling(request.pooling()));
+  ModelWork work;
+  RETURN_IF_ERROR(Prepare(registry, request.model(), request.texts(), request.truncate(), deadline,
+                          &call, &work.sequences));
+  work.spec = {OutputKind::kEmbedding, call.model->encoder_config().default_pooling,
+               request.normalize()};
+  if (request.pooling() == v1::POOLING_CLS) work.spec.pooling = Pooling::kCls;
+  if (request.pooling() == v1::POOLING_MEAN) work.spec.pooling = Pooling::kMean;
+  work.fill = [response](const InferenceRequest& done) {
+    for (const auto& values : done.results())
+      response->add_embeddings()->mutable_values()->Assign(values.begin(), values.end());
+  };
+  return work;
+}
+
+// One unary call over gRPC's callback API. The handler admits it, parses
+// and tokenizes on the gRPC thread and submits it to the batcher; the thread
+// that finishes the request (an executor, or the cancellation below) fills
+// the response and answers. No thread waits for the call meanwhile: gRPC
+// cancels it when the client goes away or its deadline passes (OnCancel),
+// which abandons the request. Deletes itself when gRPC is done with it.
+class UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(grpc::CallbackServerContext* context, Rpc rpc, uint64_t id, RequestObserver& observer)
+      : context_(context), rpc_(rpc), id_(id), observer_(observer) {}
+
+  Call& call() { return call_; }
+  uint64_t id() const { return id_; }
+  std::optional<ConcurrencyLimiter::Slot>* slot() { return &slot_; }
+
+  // Answers now with `status` (the response bytes, when OK, are written).
+  void Answer(const Status& status) {
+    const grpc::Status answer =
+        encoderd::server::Answer(observer_, context_, rpc_, id_, call_, status);
+    slot_.reset();
+    Finish(answer);
+  }
+
+  // Submits `work`; `respond` writes the response once the request is done.
+  // The call may be answered (and this object gone) before Submit returns.
+  void Submit(ModelWork work, std::function<Status()> respond) {
+    auto request = MakeRequest(context_, id_, work, &call_);
+    ServingMetrics* metrics = observer_.metrics();
+    const std::string model = call_.model->config().name;
+    request->SetOnFinish(
+        [this, respond = std::move(respond), metrics, model](const Status& status) {
+          if (metrics) metrics->AddInFlight(model, -1);
+          Answer(status.ok() ? respond() : status);
+        });
+    if (metrics) metrics->AddInFlight(model, 1);
+    Status submitted = call_.model->batcher().Submit(request);
+    if (!submitted.ok()) {
+      request->SetOnFinish(nullptr);  // never shared: refused before the queue
+      if (metrics) metrics->AddInFlight(model, -1);
+      Answer(submitted);
+    }
+  }
+
+  void OnCancel() override {
+    std::shared_ptr<InferenceRequest> request = call_.request;
+    if (!request || request->finished()) return;
+    Status reason = GiveUpReason(*request);
+    if (reason.code() == StatusCode::kCancelled) request->Cancel();
+    call_.model->batcher().Abandon(request, reason);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  grpc::CallbackServerContext* const context_;
+  const Rpc rpc_;
+  const uint64_t id_;
+  RequestObserver& observer_;
+  Call call_;
+  std::optional<ConcurrencyLimiter::Slot> slot_;
+};
+
+// Parses a request message from its bytes: INVALID_ARGUMENT when they do not
+// parse (request_serialization.h).
+template <typename Request>
+Status ParseRequest(const grpc::ByteBuffer* bytes, Request* request) {
+  grpc::ByteBuffer copy = *bytes;  // shares the slices
+  const grpc::Status parsed = DeserializeRequest(&copy, request);
+  (void)TakeRequestParseError();  // a unary call reports it here, not on the thread
+  if (parsed.ok()) return Status::Ok();
+  return parsed.error_code() == grpc::StatusCode::INVALID_ARGUMENT
+             ? InvalidArgument(parsed.error_message())
+             : Internal(parsed.error_message());
+}
+
+template <typename Response>
+Status SerializeResponse(const Response& response, grpc::ByteBuffer* bytes) {
+  bool own = false;
+  const grpc::Status s =
+      grpc::GenericSerialize<grpc::ProtoBufferWriter, Response>(response, bytes, &own);
+  return s.ok() ? Status::Ok() : Internal("serializing the response: " + s.error_message());
+}
+
 }  // namespace
 
-Status EncoderService::Admit(grpc::ServerContext* context, bool takes_slot,
+Status EncoderService::Admit(grpc::ServerContextBase* context, bool takes_slot,
                              std::optional<ConcurrencyLimiter::Slot>* slot) {
   RETURN_IF_ERROR(auth_.Check(*context));
   if (!takes_slot) return Status::Ok();
@@ -171,24 +277,51 @@ Status EncoderService::Admit(grpc::ServerContext* context, bool takes_slot,
                            std::to_string(limiter_.limit()) + " calls in progress)");
 }
 
-template <typename Response, typename Body>
-grpc::Status EncoderService::Handle(grpc::ServerContext* context, Rpc rpc, bool takes_slot,
-                                    Response* response, Body&& body) {
-  std::optional<ConcurrencyLimiter::Slot> slot;
-  Status status = Admit(context, takes_slot, &slot);
-  const uint64_t id = next_request_id_++;
-  Call call;
-  if (status.ok()) status = body(id, call);
-  if (status.ok()) FillSummary(call, response);
-  return Answer(observer_, context, rpc, id, call, status);
+template <typename Request, typename Response, typename Body>
+grpc::ServerUnaryReactor* EncoderService::Unary(grpc::CallbackServerContext* context, Rpc rpc,
+                                                bool takes_slot, const grpc::ByteBuffer* bytes,
+                                                grpc::ByteBuffer* response_bytes, Body&& body) {
+  auto* reactor = new UnaryCall(context, rpc, next_request_id_++, observer_);
+  Call& call = reactor->call();
+  // The response outlives this function when the call waits for the model.
+  auto response = std::make_shared<Response>();
+  auto respond = [response, response_bytes, &call]() {
+    FillSummary(call, response.get());
+    return SerializeResponse(*response, response_bytes);
+  };
+  auto run = [&]() -> StatusOr<std::optional<ModelWork>> {
+    RETURN_IF_ERROR(Admit(context, takes_slot, reactor->slot()));
+    Request request;
+    RETURN_IF_ERROR(ParseRequest(bytes, &request));
+    return body(request, response.get(), call);
+  };
+  StatusOr<std::optional<ModelWork>> work = run();
+  if (!work.ok()) {
+    reactor->Answer(work.status());
+  } else if (!work->has_value()) {
+    reactor->Answer(respond());
+  } else {
+    ModelWork& model_work = **work;
+    auto fill = std::move(model_work.fill);
+    reactor->Submit(std::move(model_work), [fill = std::move(fill), respond, &call]() {
+      fill(*call.request);
+      return respond();
+    });
+  }
+  return reactor;
 }
 
-grpc::Status EncoderService::Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
-                                   v1::EmbedResponse* response) {
-  return Handle(context, Rpc::kEmbed, /*takes_slot=*/true, response, [&](uint64_t id, Call& call) {
-    return EmbedOne(*registry_, id, context, *request, response, call, watcher_,
-                    observer_.metrics());
-  });
+grpc::ServerUnaryReactor* EncoderService::Embed(grpc::CallbackServerContext* context,
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) {
+  return Unary<v1::EmbedRequest, v1::EmbedResponse>(
+      context, Rpc::kEmbed, /*takes_slot=*/true, request, response,
+      [&](const v1::EmbedRequest& r, v1::EmbedResponse* out,
+          Call& call) -> StatusOr<std::optional<ModelWork>> {
+        ASSIGN_OR_RETURN(ModelWork work,
+                         EmbedWork(*registry_, r, SteadyDeadline(context), out, call));
+        return std::optional<ModelWork>(std::move(work));
+      });
 }
 
 grpc::Status EncoderService::EmbedStream(
@@ -205,8 +338,12 @@ grpc::Status EncoderService::EmbedStream(
     v1::EmbedResponse response;
     const uint64_t id = next_request_id_++;
     Call call;
-    Status status =
-        EmbedOne(*registry_, id, context, request, &response, call, watcher_, observer_.metrics());
+    auto run = [&]() -> Status {
+      ASSIGN_OR_RETURN(ModelWork work,
+                       EmbedWork(*registry_, request, SteadyDeadline(context), &response, call));
+      return RunOnModel(context, id, work, &call, watcher_, observer_.metrics());
+    };
+    Status status = run();
     if (!status.ok()) return Answer(observer_, context, Rpc::kEmbedStream, id, call, status);
     FillSummary(call, &response);
     (void)Answer(observer_, context, Rpc::kEmbedStream, id, call, status, false);
@@ -216,117 +353,122 @@ grpc::Status EncoderService::EmbedStream(
   return TakeRequestParseError();
 }
 
-grpc::Status EncoderService::Classify(grpc::ServerContext* context,
-                                      const v1::ClassifyRequest* request,
-                                      v1::ClassifyResponse* response) {
-  return Handle(
-      context, Rpc::kClassify, /*takes_slot=*/true, response,
-      [&](uint64_t id, Call& call) -> Status {
-        std::vector<std::vector<int32_t>> sequences;
-        RETURN_IF_ERROR(Prepare(*registry_, request->model(), request->texts(), request->truncate(),
-                                SteadyDeadline(context), &call, &sequences));
+grpc::ServerUnaryReactor* EncoderService::Classify(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
+  return Unary<v1::ClassifyRequest, v1::ClassifyResponse>(
+      context, Rpc::kClassify, /*takes_slot=*/true, request, response,
+      [&](const v1::ClassifyRequest& r, v1::ClassifyResponse* out,
+          Call& call) -> StatusOr<std::optional<ModelWork>> {
+        ModelWork work;
+        RETURN_IF_ERROR(Prepare(*registry_, r.model(), r.texts(), r.truncate(),
+                                SteadyDeadline(context), &call, &work.sequences));
         const EncoderConfig& config = call.model->encoder_config();
         if (config.num_labels <= 0)
           return FailedPrecondition("model '" + call.model->config().name +
                                     "' has no classification head");
-        RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences),
-                                   {OutputKind::kClassification, Pooling::kCls, false}, &call,
-                                   watcher_, observer_.metrics()));
-        for (const auto& scores : call.request->results()) {
-          v1::Classification* result = response->add_results();
-          result->mutable_scores()->Assign(scores.begin(), scores.end());
-          size_t best = 0;
-          for (size_t i = 1; i < scores.size(); ++i)
-            if (scores[i] > scores[best]) best = i;
-          if (best < config.labels.size()) result->set_label(config.labels[best]);
-        }
-        return Status::Ok();
+        work.spec = {OutputKind::kClassification, Pooling::kCls, false};
+        work.fill = [out, labels = config.labels](const InferenceRequest& done) {
+          for (const auto& scores : done.results()) {
+            v1::Classification* result = out->add_results();
+            result->mutable_scores()->Assign(scores.begin(), scores.end());
+            size_t best = 0;
+            for (size_t i = 1; i < scores.size(); ++i)
+              if (scores[i] > scores[best]) best = i;
+            if (best < labels.size()) result->set_label(labels[best]);
+          }
+        };
+        return std::optional<ModelWork>(std::move(work));
       });
 }
 
-grpc::Status EncoderService::Encode(grpc::ServerContext* context, const v1::EncodeRequest* request,
-                                    v1::EncodeResponse* response) {
-  return Handle(
-      context, Rpc::kEncode, /*takes_slot=*/true, response, [&](uint64_t id, Call& call) -> Status {
-        RETURN_IF_ERROR(CheckEncodeInputs(request->texts_size(), request->token_ids_size()));
-        std::vector<std::vector<int32_t>> sequences;
-        if (request->token_ids_size() > 0) {
-          ASSIGN_OR_RETURN(call.model, registry_->Find(request->model()));
-          for (const v1::TokenIds& ids : request->token_ids())
-            sequences.emplace_back(ids.ids().begin(), ids.ids().end());
-          RETURN_IF_ERROR(call.model->CheckTokenIds(sequences));
+grpc::ServerUnaryReactor* EncoderService::Encode(grpc::CallbackServerContext* context,
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) {
+  return Unary<v1::EncodeRequest, v1::EncodeResponse>(
+      context, Rpc::kEncode, /*takes_slot=*/true, request, response,
+      [&](const v1::EncodeRequest& r, v1::EncodeResponse* out,
+          Call& call) -> StatusOr<std::optional<ModelWork>> {
+        RETURN_IF_ERROR(CheckEncodeInputs(r.texts_size(), r.token_ids_size()));
+        ModelWork work;
+        if (r.token_ids_size() > 0) {
+          ASSIGN_OR_RETURN(call.model, registry_->Find(r.model()));
+          for (const v1::TokenIds& ids : r.token_ids())
+            work.sequences.emplace_back(ids.ids().begin(), ids.ids().end());
+          RETURN_IF_ERROR(call.model->CheckTokenIds(work.sequences));
         } else {
-          RETURN_IF_ERROR(Prepare(*registry_, request->model(), request->texts(),
-                                  request->truncate(), SteadyDeadline(context), &call, &sequences));
+          RETURN_IF_ERROR(Prepare(*registry_, r.model(), r.texts(), r.truncate(),
+                                  SteadyDeadline(context), &call, &work.sequences));
         }
-        std::vector<int32_t> lengths;
-        for (const auto& s : sequences) lengths.push_back(static_cast<int32_t>(s.size()));
-        RETURN_IF_ERROR(RunOnModel(context, id, std::move(sequences),
-                                   {OutputKind::kHiddenStates, Pooling::kCls, false}, &call,
-                                   watcher_, observer_.metrics()));
+        work.spec = {OutputKind::kHiddenStates, Pooling::kCls, false};
         const int32_t hidden = static_cast<int32_t>(call.model->encoder_config().hidden_size);
-        for (size_t i = 0; i < lengths.size(); ++i) {
-          const auto& values = call.request->results()[i];
-          v1::TokenStates* states = response->add_sequences();
-          states->mutable_values()->Assign(values.begin(), values.end());
-          states->set_num_tokens(lengths[i]);
-          states->set_hidden_size(hidden);
-        }
-        return Status::Ok();
+        work.fill = [out, hidden](const InferenceRequest& done) {
+          for (int32_t i = 0; i < done.num_sequences(); ++i) {
+            const auto& values = done.results()[i];
+            v1::TokenStates* states = out->add_sequences();
+            states->mutable_values()->Assign(values.begin(), values.end());
+            states->set_num_tokens(static_cast<int32_t>(done.sequence(i).size()));
+            states->set_hidden_size(hidden);
+          }
+        };
+        return std::optional<ModelWork>(std::move(work));
       });
 }
 
-grpc::Status EncoderService::Tokenize(grpc::ServerContext* context,
-                                      const v1::TokenizeRequest* request,
-                                      v1::TokenizeResponse* response) {
-  return Handle(
-      context, Rpc::kTokenize, /*takes_slot=*/true, response, [&](uint64_t, Call& call) -> Status {
-        ASSIGN_OR_RETURN(call.model, registry_->Find(request->model()));
+grpc::ServerUnaryReactor* EncoderService::Tokenize(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
+  return Unary<v1::TokenizeRequest, v1::TokenizeResponse>(
+      context, Rpc::kTokenize, /*takes_slot=*/true, request, response,
+      [&](const v1::TokenizeRequest& r, v1::TokenizeResponse* out,
+          Call& call) -> StatusOr<std::optional<ModelWork>> {
+        ASSIGN_OR_RETURN(call.model, registry_->Find(r.model()));
         ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
-                         call.model->Tokenize({request->texts().begin(), request->texts().end()},
-                                              request->truncate()));
+                         call.model->Tokenize({r.texts().begin(), r.texts().end()}, r.truncate()));
         for (const Encoding& e : encodings) {
-          v1::Tokenization* t = response->add_tokenizations();
+          v1::Tokenization* t = out->add_tokenizations();
           t->mutable_ids()->Assign(e.ids.begin(), e.ids.end());
           for (const std::string& piece : e.pieces) t->add_pieces(piece);
           t->set_untruncated_length(e.untruncated_length);
           call.token_count += static_cast<int64_t>(e.ids.size());
         }
         call.tokenize_us = MicrosSince(call.start);
-        return Status::Ok();
+        return std::optional<ModelWork>();
       });
 }
 
-grpc::Status EncoderService::ModelInfo(grpc::ServerContext* context,
-                                       const v1::ModelInfoRequest* request,
-                                       v1::ModelInfoResponse* response) {
+grpc::ServerUnaryReactor* EncoderService::ModelInfo(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
   // Takes no concurrency slot: answering it costs no model time.
-  return Handle(context, Rpc::kModelInfo, /*takes_slot=*/false, response,
-                [&](uint64_t, Call& call) -> Status {
-                  std::vector<std::shared_ptr<ServedModel>> models;
-                  if (!request->model().empty()) {
-                    ASSIGN_OR_RETURN(call.model, registry_->Find(request->model()));
-                    models.push_back(call.model);
-                  } else {
-                    if (registry_->draining()) return Unavailable("the server is shutting down");
-                    models = registry_->Loaded();
-                  }
-                  for (const auto& m : models) {
-                    const EncoderConfig& c = m->encoder_config();
-                    v1::Model* info = response->add_models();
-                    info->set_name(m->config().name);
-                    info->set_family(ModelFamilyName(c.family));
-                    info->set_hidden_size(c.hidden_size);
-                    info->set_max_tokens(m->max_tokens());
-                    for (const std::string& label : c.labels) info->add_labels(label);
-                    info->set_dtype(std::string(DTypeName(m->config().dtype)));
-                    info->set_device(DeviceName(m->config().device));
-                    info->set_default_pooling(PoolingName(c.default_pooling));
-                    info->set_replicas(m->config().replicas);
-                    info->set_max_client_batch_size(m->config().max_client_batch_size);
-                  }
-                  return Status::Ok();
-                });
+  return Unary<v1::ModelInfoRequest, v1::ModelInfoResponse>(
+      context, Rpc::kModelInfo, /*takes_slot=*/false, request, response,
+      [&](const v1::ModelInfoRequest& r, v1::ModelInfoResponse* out,
+          Call& call) -> StatusOr<std::optional<ModelWork>> {
+        std::vector<std::shared_ptr<ServedModel>> models;
+        if (!r.model().empty()) {
+          ASSIGN_OR_RETURN(call.model, registry_->Find(r.model()));
+          models.push_back(call.model);
+        } else {
+          if (registry_->draining()) return Unavailable("the server is shutting down");
+          models = registry_->Loaded();
+        }
+        for (const auto& m : models) {
+          const EncoderConfig& c = m->encoder_config();
+          v1::Model* info = out->add_models();
+          info->set_name(m->config().name);
+          info->set_family(ModelFamilyName(c.family));
+          info->set_hidden_size(c.hidden_size);
+          info->set_max_tokens(m->max_tokens());
+          for (const std::string& label : c.labels) info->add_labels(label);
+          info->set_dtype(std::string(DTypeName(m->config().dtype)));
+          info->set_device(DeviceName(m->config().device));
+          info->set_default_pooling(PoolingName(c.default_pooling));
+          info->set_replicas(m->config().replicas);
+          info->set_max_client_batch_size(m->config().max_client_batch_size);
+        }
+        return std::optional<ModelWork>();
+      });
 }
 
 }  // namespace encoderd::server

@@ -1,7 +1,10 @@
-// encoderd.v1.Encoder over the synchronous gRPC API. Handlers validate and
-// tokenize on the gRPC thread, submit to the model's DynamicBatcher and wait
-// for the result (cancelling the request if the client goes away: one
-// CancellationWatcher thread watches every waiting call's client).
+// encoderd.v1.Encoder. The unary RPCs use gRPC's callback API: the handler
+// validates and tokenizes on a gRPC thread and submits to the model's
+// DynamicBatcher; the thread that finishes the request answers, and gRPC's
+// cancellation (client gone, deadline passed) abandons it, so no thread
+// waits for a call. EmbedStream is synchronous: its thread waits for each
+// message's result, and one CancellationWatcher thread watches the clients
+// of the streams.
 #pragma once
 
 #include <atomic>
@@ -41,16 +44,21 @@ class EncoderService final : public EncoderServiceBase {
   }
   int64_t in_flight() const { return limiter_.in_flight(); }
 
-  grpc::Status Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
-                     v1::EmbedResponse* response) override;
-  grpc::Status Classify(grpc::ServerContext* context, const v1::ClassifyRequest* request,
-                        v1::ClassifyResponse* response) override;
-  grpc::Status Encode(grpc::ServerContext* context, const v1::EncodeRequest* request,
-                      v1::EncodeResponse* response) override;
-  grpc::Status Tokenize(grpc::ServerContext* context, const v1::TokenizeRequest* request,
-                        v1::TokenizeResponse* response) override;
-  grpc::Status ModelInfo(grpc::ServerContext* context, const v1::ModelInfoRequest* request,
-                         v1::ModelInfoResponse* response) override;
+  grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Encode(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ModelInfo(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
   grpc::Status EmbedStream(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) override;
@@ -58,20 +66,24 @@ class EncoderService final : public EncoderServiceBase {
  private:
   // The bearer token, then (takes_slot) a concurrency slot into `slot`:
   // UNAUTHENTICATED, or RESOURCE_EXHAUSTED when every slot is taken.
-  Status Admit(grpc::ServerContext* context, bool takes_slot,
+  Status Admit(grpc::ServerContextBase* context, bool takes_slot,
                std::optional<ConcurrencyLimiter::Slot>* slot);
-  // What every unary RPC shares: Admit, a request id, then `body(id, call)`
-  // (the RPC's own work), the summary fields of a successful response, and
-  // the answer, recorded in the metrics and logs with its request id.
-  template <typename Response, typename Body>
-  grpc::Status Handle(grpc::ServerContext* context, Rpc rpc, bool takes_slot, Response* response,
-                      Body&& body);
+  // What every unary RPC shares: Admit, a request id, parsing `request` as a
+  // Request, then `body(request, response, call)` (the RPC's own work: it
+  // returns the model work to submit, or nullopt when it answered itself),
+  // the summary fields of a successful response, and the answer, recorded in
+  // the metrics and logs with its request id.
+  template <typename Request, typename Response, typename Body>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, Rpc rpc, bool takes_slot,
+                                  const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
+                                  Body&& body);
 
   const ModelRegistry* registry_;
   ConcurrencyLimiter limiter_;
   RequestObserver observer_;
   const BearerAuth auth_;
-  // Watches the clients of waiting calls: a cancel is seen within 16 ms, or
+  // Watches the clients of streams waiting for a result: a cancel is seen
+  // within 16 ms, or
   // n / 16,000 s with n > 256 calls waiting (~0.1 cores of checks at most).
   CancellationWatcher watcher_{std::chrono::milliseconds(16), 16000};
   std::atomic<uint64_t> next_request_id_{1};

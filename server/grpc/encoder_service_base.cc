@@ -1,35 +1,44 @@
 #include "server/grpc/encoder_service_base.h"
 
+#include <grpcpp/impl/codegen/server_callback_handlers.h>
 #include <grpcpp/impl/rpc_service_method.h>
 #include <grpcpp/support/method_handler.h>
+
+#include <utility>
 
 namespace encoderd::server {
 namespace {
 
 using Base = EncoderServiceBase;
+using RawUnaryMethod = grpc::ServerUnaryReactor* (Base::*)(grpc::CallbackServerContext*,
+                                                           const grpc::ByteBuffer*,
+                                                           grpc::ByteBuffer*);
 
-// A unary method whose handler parses with SerializationTraits<Request>
-// (BaseRequestType defaults to Request).
-template <typename Request, typename Response>
-grpc::internal::RpcServiceMethod* Unary(const char* name, Base* service,
-                                        grpc::Status (Base::*method)(grpc::ServerContext*,
-                                                                     const Request*, Response*)) {
-  return new grpc::internal::RpcServiceMethod(
-      name, grpc::internal::RpcMethod::NORMAL_RPC,
-      new grpc::internal::RpcMethodHandler<Base, Request, Response>(
-          [method](Base* s, grpc::ServerContext* context, const Request* request,
-                   Response* response) { return (s->*method)(context, request, response); },
-          service));
+// A unary method over gRPC's callback API on raw bytes.
+grpc::internal::MethodHandler* RawCallback(Base* service, RawUnaryMethod method) {
+  return new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+      [service, method](grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                        grpc::ByteBuffer* response) {
+        return (service->*method)(context, request, response);
+      });
 }
 
 }  // namespace
 
 EncoderServiceBase::EncoderServiceBase() {
-  AddMethod(Unary("/encoderd.v1.Encoder/Embed", this, &Base::Embed));
-  AddMethod(Unary("/encoderd.v1.Encoder/Classify", this, &Base::Classify));
-  AddMethod(Unary("/encoderd.v1.Encoder/Encode", this, &Base::Encode));
-  AddMethod(Unary("/encoderd.v1.Encoder/Tokenize", this, &Base::Tokenize));
-  AddMethod(Unary("/encoderd.v1.Encoder/ModelInfo", this, &Base::ModelInfo));
+  const std::pair<const char*, RawUnaryMethod> unary[] = {
+      {"/encoderd.v1.Encoder/Embed", &Base::Embed},
+      {"/encoderd.v1.Encoder/Classify", &Base::Classify},
+      {"/encoderd.v1.Encoder/Encode", &Base::Encode},
+      {"/encoderd.v1.Encoder/Tokenize", &Base::Tokenize},
+      {"/encoderd.v1.Encoder/ModelInfo", &Base::ModelInfo},
+  };
+  int index = 0;
+  for (const auto& [name, method] : unary) {
+    AddMethod(
+        new grpc::internal::RpcServiceMethod(name, grpc::internal::RpcMethod::NORMAL_RPC, nullptr));
+    MarkMethodRawCallback(index++, RawCallback(this, method));
+  }
   AddMethod(new grpc::internal::RpcServiceMethod(
       "/encoderd.v1.Encoder/EmbedStream", grpc::internal::RpcMethod::BIDI_STREAMING,
       new grpc::internal::BidiStreamingHandler<Base, v1::EmbedRequest, v1::EmbedResponse>(

@@ -1,13 +1,18 @@
-// The encoderd.v1.Encoder service interface, registered with gRPC so that each
-// request is parsed by SerializationTraits<its own message type>. The
-// generated Encoder::Service (grpc 1.51) registers its unary handlers with
-// BaseRequestType = protobuf::MessageLite, so a per-message specialization
-// (server/grpc/request_serialization.h) would never be consulted and a request that
-// does not parse would stay INTERNAL. Same method names, types and semantics
-// as the generated class; only the handler types differ.
+// The encoderd.v1.Encoder service interface as registered with gRPC. The
+// unary methods use gRPC's callback API on raw bytes: no thread waits for a
+// call, and the service parses each request itself, so a request that does
+// not parse is INVALID_ARGUMENT (gRPC's callback handlers answer a failed
+// parse with an empty UNIMPLEMENTED). EmbedStream is synchronous, its
+// requests parsed by SerializationTraits<EmbedRequest>
+// (server/grpc/request_serialization.h; the generated Encoder::Service
+// registers handlers with BaseRequestType = protobuf::MessageLite, for which
+// a per-message specialization is never consulted). Same method names and
+// semantics as the generated class; only the handler types differ.
 #pragma once
 
 #include <grpcpp/impl/service_type.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/server_callback.h>
 #include <grpcpp/support/sync_stream.h>
 
 #include "server/grpc/encoderd_grpc.h"
@@ -19,16 +24,24 @@ class EncoderServiceBase : public grpc::Service {
   // Registers the six methods of encoderd.v1.Encoder (in .proto order).
   EncoderServiceBase();
 
-  virtual grpc::Status Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
-                             v1::EmbedResponse* response) = 0;
-  virtual grpc::Status Classify(grpc::ServerContext* context, const v1::ClassifyRequest* request,
-                                v1::ClassifyResponse* response) = 0;
-  virtual grpc::Status Encode(grpc::ServerContext* context, const v1::EncodeRequest* request,
-                              v1::EncodeResponse* response) = 0;
-  virtual grpc::Status Tokenize(grpc::ServerContext* context, const v1::TokenizeRequest* request,
-                                v1::TokenizeResponse* response) = 0;
-  virtual grpc::Status ModelInfo(grpc::ServerContext* context, const v1::ModelInfoRequest* request,
-                                 v1::ModelInfoResponse* response) = 0;
+  // The unary methods: `request` holds the request message's bytes; the
+  // reactor writes the response message's bytes to `response` before it
+  // finishes the call.
+  virtual grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) = 0;
+  virtual grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context,
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) = 0;
+  virtual grpc::ServerUnaryReactor* Encode(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) = 0;
+  virtual grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) = 0;
+  virtual grpc::ServerUnaryReactor* ModelInfo(grpc::CallbackServerContext* context,
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) = 0;
   virtual grpc::Status EmbedStream(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) = 0;

@@ -377,6 +377,44 @@ TEST(DynamicBatcherTest, EachDropIsCountedOnceByWhereTheRequestWas) {
   EXPECT_EQ(InferenceRequest::Live(), live_before);
 }
 
+// The callback API answers a call from the request's on-finish callback:
+// it runs once per request, with the request's status, and never under the
+// batcher's lock (here it calls back into the batcher, which would deadlock).
+TEST(DynamicBatcherTest, TheFinishCallbackRunsOnceOutsideTheBatchersLock) {
+  std::vector<std::unique_ptr<BatchEngine>> replicas;
+  auto gate = std::make_unique<GateEngine>();
+  GateEngine* engine = gate.get();
+  replicas.push_back(std::move(gate));
+  DynamicBatcher batcher(Limits(1000, 100, 0), PackingRule{}, std::move(replicas));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<uint64_t, std::vector<StatusCode>> finished;
+  auto watch = [&](const std::shared_ptr<InferenceRequest>& r) {
+    r->SetOnFinish([&, id = r->id()](const Status& status) {
+      (void)batcher.Precheck(Clock::time_point::max());  // takes the batcher's lock
+      std::lock_guard<std::mutex> lock(mu);
+      finished[id].push_back(status.code());
+      cv.notify_all();
+    });
+  };
+  auto running = MakeRequest(1, {2}, Clock::now());
+  auto queued = MakeRequest(2, {2}, Clock::now());
+  watch(running);
+  watch(queued);
+  ASSERT_TRUE(batcher.Submit(running).ok());
+  ASSERT_TRUE(engine->Started(1));
+  ASSERT_TRUE(batcher.Submit(queued).ok());
+  EXPECT_TRUE(batcher.Abandon(queued, Cancelled("client left")));   // from this thread
+  EXPECT_FALSE(batcher.Abandon(queued, Cancelled("client left")));  // finished: no 2nd call
+  engine->Release();                                                // the executor completes
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return finished.size() == 2; }));
+  EXPECT_EQ(finished[1], std::vector<StatusCode>{StatusCode::kOk});
+  EXPECT_EQ(finished[2], std::vector<StatusCode>{StatusCode::kCancelled});
+  lock.unlock();
+  batcher.Stop();
+}
+
 TEST(DynamicBatcherTest, StopFailsQueuedWorkAndRejectsNewWork) {
   std::vector<std::unique_ptr<BatchEngine>> replicas;
   replicas.push_back(std::make_unique<EchoEngine>());
