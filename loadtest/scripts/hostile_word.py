@@ -31,7 +31,7 @@ WORDS = {
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--binary", default=str(REPO / "build" / "server" / "encoderd"))
+    p.add_argument("--binary", default=str(REPO / "build" / "cli" / "encoderd"))
     p.add_argument("--model-dir", default=str(REPO / "models" / "langid"))
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

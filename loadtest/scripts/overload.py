@@ -78,7 +78,7 @@ def open_run(args, daemon, tmp, name, rate, timeout_ms, duration, warmup, extra=
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--binary", default=str(REPO / "build" / "server" / "encoderd"))
+    p.add_argument("--binary", default=str(REPO / "build" / "cli" / "encoderd"))
     p.add_argument("--loadtest", default=str(REPO / "build" / "loadtest" / "encoderd-loadtest"))
     p.add_argument("--model-dir", default=str(REPO / "models" / "langid"))
     p.add_argument("--out", default="/tmp/encoderd-overload")

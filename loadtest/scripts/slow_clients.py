@@ -23,7 +23,7 @@ from e2e_common import start_daemon  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--binary", default=str(REPO / "build" / "server" / "encoderd"))
+    p.add_argument("--binary", default=str(REPO / "build" / "cli" / "encoderd"))
     p.add_argument("--model-dir", default=str(REPO / "models" / "langid"))
     p.add_argument("--clients", type=int, default=100)
     p.add_argument("--scrapes", type=int, default=5)

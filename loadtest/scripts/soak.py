@@ -270,7 +270,7 @@ def settle(daemon, pid, timeout=15):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--binary", default=str(REPO / "build" / "server" / "encoderd"))
+    p.add_argument("--binary", default=str(REPO / "build" / "cli" / "encoderd"))
     p.add_argument("--model-dir", default=str(REPO / "models" / "langid"))
     p.add_argument("--minutes", type=float, default=30)
     p.add_argument("--warmup-minutes", type=float, default=2,
