@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "cli/flags.h"
 #include "engine/runtime/encoder.h"
 #include "engine/runtime/packed_batch.h"
 #include "engine/runtime/random_weights.h"
@@ -125,48 +126,26 @@ double MinSequenceCosine(const Tensor& a, const Tensor& b,
 
 std::string Parse(const std::vector<std::string>& args, BenchArgs* a) {
   a->config = BertBaseConfig();
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    auto next = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : ""; };
-    auto number = [&](int64_t* out) {
-      const std::string v = next();
-      char* end = nullptr;
-      const long long n = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n <= 0) return false;
-      *out = n;
-      return true;
-    };
-    int64_t n = 0;
-    if (arg == "--workloads") {
-      a->workloads.clear();
-      std::stringstream s(next());
-      for (std::string w; std::getline(s, w, ',');) {
-        if (w != "W1" && w != "W2" && w != "W3" && w != "W4") return "unknown workload " + w;
-        a->workloads.push_back(w);
-      }
-    } else if (arg == "--threads") {
-      if (!number(&n)) return "--threads needs a positive number";
-      a->threads = static_cast<int>(n);
-    } else if (arg == "--min-seconds") {
-      a->min_seconds = std::atof(next().c_str());
-    } else if (arg == "--layers") {
-      if (!number(&a->config.num_layers)) return "--layers needs a positive number";
-    } else if (arg == "--hidden") {
-      if (!number(&a->config.hidden_size)) return "--hidden needs a positive number";
-    } else if (arg == "--heads") {
-      if (!number(&a->config.num_heads)) return "--heads needs a positive number";
-    } else if (arg == "--ffn") {
-      if (!number(&a->config.intermediate_size)) return "--ffn needs a positive number";
-    } else if (arg == "--skip-slow") {
-      a->skip_slow = true;
-    } else if (arg == "--all-bf16-paths") {
-      a->all_bf16_paths = true;
-    } else if (arg == "--json") {
-      a->json = true;
-    } else {
-      return "unknown argument " + arg;
+  Flags flags;
+  flags.Value("--workloads", "a list of W1, W2, W3, W4", [a](const std::string& v) {
+    a->workloads.clear();
+    std::stringstream s(v);
+    for (std::string w; std::getline(s, w, ',');) {
+      if (w != "W1" && w != "W2" && w != "W3" && w != "W4") return false;
+      a->workloads.push_back(w);
     }
-  }
+    return !a->workloads.empty();
+  });
+  flags.Int("--threads", &a->threads, 1);
+  flags.Number("--min-seconds", &a->min_seconds, 0);
+  flags.Int("--layers", &a->config.num_layers, 1);
+  flags.Int("--hidden", &a->config.hidden_size, 1);
+  flags.Int("--heads", &a->config.num_heads, 1);
+  flags.Int("--ffn", &a->config.intermediate_size, 1);
+  flags.Switch("--skip-slow", &a->skip_slow);
+  flags.Switch("--all-bf16-paths", &a->all_bf16_paths);
+  flags.Switch("--json", &a->json);
+  if (std::string error = flags.Parse(args); !error.empty()) return error;
   Status valid = a->config.Validate();
   if (!valid.ok()) return valid.message();
   return "";

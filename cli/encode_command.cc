@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/flags.h"
 #include "engine/runtime/encoder.h"
 #include "engine/runtime/packed_batch.h"
 #include "server/config/model_card_yaml.h"
@@ -35,57 +36,34 @@ struct EncodeArgs {
 
 // Parses `args`; returns an error message, empty on success.
 std::string Parse(const std::vector<std::string>& args, EncodeArgs* out) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* v) {
-      if (i + 1 >= args.size()) return false;
-      *v = args[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--text") {
-      if (!value(&v)) return "--text needs a value";
-      out->texts.push_back(v);
-    } else if (a == "--pooling") {
-      if (!value(&v)) return "--pooling needs a value";
-      out->pooling = ParsePooling(v);
-      if (!out->pooling) return "--pooling must be cls or mean, not '" + v + "'";
-    } else if (a == "--dtype") {
-      if (!value(&v)) return "--dtype needs a value";
-      auto dtype = ParseDType(v);
-      if (!dtype ||
-          (*dtype != DType::kFloat32 && *dtype != DType::kFloat16 && *dtype != DType::kBFloat16)) {
-        return "--dtype must be fp32, fp16 or bf16, not '" + v + "'";
-      }
-      out->dtype = *dtype;
-    } else if (a == "--device") {
-      if (!value(&v)) return "--device needs a value";
-      const auto device = ParseDevice(v);
-      if (!device) return "--device must be cpu or cuda, not '" + v + "'";
-      out->device = *device;
-    } else if (a == "--threads") {
-      if (!value(&v)) return "--threads needs a value";
-      try {
-        out->threads = std::stoi(v);
-      } catch (...) {
-        return "--threads must be a number, not '" + v + "'";
-      }
-      if (out->threads < 0) return "--threads must not be negative";
-    } else if (a == "--normalize") {
-      out->normalize = true;
-    } else if (a == "--no-truncate") {
-      out->truncate = false;
-    } else if (a == "--json") {
-      out->json = true;
-    } else if (!a.empty() && a[0] == '-') {
-      return "unknown option " + a;
-    } else if (out->model_dir.empty()) {
-      out->model_dir = a;
-    } else {
-      return "unexpected argument '" + a + "'";
+  Flags flags;
+  flags.Positional("MODEL_DIR", &out->model_dir);
+  flags.Strings("--text", &out->texts);
+  flags.Value("--pooling", "cls or mean", [out](const std::string& v) {
+    out->pooling = ParsePooling(v);
+    return out->pooling.has_value();
+  });
+  flags.Value("--dtype", "fp32, fp16 or bf16", [out](const std::string& v) {
+    const auto dtype = ParseDType(v);
+    if (!dtype ||
+        (*dtype != DType::kFloat32 && *dtype != DType::kFloat16 && *dtype != DType::kBFloat16)) {
+      return false;
     }
-  }
-  if (out->model_dir.empty()) return "missing MODEL_DIR";
+    out->dtype = *dtype;
+    return true;
+  });
+  flags.Value("--device", "cpu or cuda", [out](const std::string& v) {
+    const auto device = ParseDevice(v);
+    if (device) out->device = *device;
+    return device.has_value();
+  });
+  flags.Int("--threads", &out->threads, 0);
+  flags.Switch("--normalize", &out->normalize);
+  bool no_truncate = false;
+  flags.Switch("--no-truncate", &no_truncate);
+  flags.Switch("--json", &out->json);
+  if (std::string error = flags.Parse(args); !error.empty()) return error;
+  out->truncate = !no_truncate;
   if (out->texts.empty()) return "give at least one --text";
   return "";
 }

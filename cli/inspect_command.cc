@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "cli/flags.h"
 #include "server/config/model_card_yaml.h"
 
 namespace encoderd::server {
@@ -130,21 +131,11 @@ std::string DescribeModelText(const ModelBundle& bundle) {
 int RunInspectCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string dir;
   bool json = false;
-  for (const std::string& arg : args) {
-    if (arg == "--json") {
-      json = true;
-    } else if (!arg.empty() && arg[0] == '-') {
-      err << "encoderd inspect: unknown option '" << arg << "'\n";
-      return 2;
-    } else if (dir.empty()) {
-      dir = arg;
-    } else {
-      err << "encoderd inspect: more than one MODEL_DIR\n";
-      return 2;
-    }
-  }
-  if (dir.empty()) {
-    err << "usage: encoderd inspect MODEL_DIR [--json]\n";
+  Flags flags;
+  flags.Positional("MODEL_DIR", &dir);
+  flags.Switch("--json", &json);
+  if (const std::string error = flags.Parse(args); !error.empty()) {
+    err << "encoderd inspect: " << error << "\nusage: encoderd inspect MODEL_DIR [--json]\n";
     return 2;
   }
   auto bundle = LoadModelDirectory(dir);
