@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
@@ -160,6 +161,9 @@ def main():
             sampler.join()
             threads1, rss1 = proc_status(pid)
             alive = daemon.proc.poll() is None
+            after = loadtest(args, daemon.port, args.seconds) if alive else None
+            metrics = urllib.request.urlopen(
+                f"http://127.0.0.1:{daemon.metrics_port}/metrics", timeout=30).read().decode()
         finally:
             daemon.stop()
 
@@ -169,6 +173,12 @@ def main():
                 f"p99 {r['latency']['p99_us'] / 1000:.1f} ms")
     print(f"legitimate alone:        {summary(alone)}")
     print(f"legitimate under attack: {summary(attacked)}")
+    if after:
+        print(f"legitimate after:        {summary(after)}")
+    for line in metrics.splitlines():
+        if line.startswith(("encoderd_requests_in_flight", "encoderd_queue_depth",
+                            "encoderd_concurrent_requests")):
+            print(f"daemon after: {line}")
     print(f"attack: {counter.value} streams opened and reset in {args.seconds + 2} s by "
           f"{args.attackers} process(es) x {args.connections} connection(s) "
           f"({counter.value / (args.seconds + 2):.0f}/s)")

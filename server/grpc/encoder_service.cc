@@ -248,6 +248,9 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
 // parse (request_serialization.h).
 template <typename Request>
 Status ParseRequest(const grpc::ByteBuffer* bytes, Request* request) {
+  // A stream that ended (or was reset) before its message arrived: the
+  // handler still runs, with no bytes.
+  if (!bytes->Valid()) return InvalidArgument("the call carries no request message");
   grpc::ByteBuffer copy = *bytes;  // shares the slices
   const grpc::Status parsed = DeserializeRequest(&copy, request);
   (void)TakeRequestParseError();  // a unary call reports it here, not on the thread

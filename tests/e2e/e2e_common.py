@@ -187,7 +187,10 @@ def raw_grpc_call(port, path, body, extra_headers=(), timeout=30):
                                (":authority", f"127.0.0.1:{port}"),
                                ("content-type", "application/grpc"), ("te", "trailers"),
                                *extra_headers])
-    conn.send_data(stream, b"\x00" + struct.pack(">I", len(body)) + body, end_stream=True)
+    if body is None:  # no request message at all: the headers end the stream
+        conn.end_stream(stream)
+    else:
+        conn.send_data(stream, b"\x00" + struct.pack(">I", len(body)) + body, end_stream=True)
     sock.sendall(conn.data_to_send())
     decoder, buf = hpack.Decoder(), b""
     try:

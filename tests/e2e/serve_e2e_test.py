@@ -21,7 +21,8 @@ import time
 import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from e2e_common import FAILURES, check, generate_stubs, start_daemon, stop_process, wait_serving  # noqa: E402
+from e2e_common import (FAILURES, check, generate_stubs, raw_grpc_call, start_daemon, stop_process,  # noqa: E402
+                        wait_serving)
 
 MODEL = "xlmr"
 MAX_CLIENT_BATCH = 16
@@ -86,7 +87,7 @@ def main():
         health = health_pb2_grpc.HealthStub(channel)
         if not check(wait_serving(health_pb2, health, ["", MODEL]), "health SERVING for '' and model"):
             return 1
-        run_checks(args, pb, stub, channel, health_pb2, health, tmp / "server.log")
+        run_checks(args, pb, stub, channel, health_pb2, health, tmp / "server.log", port)
         # SIGTERM with a call in flight: the call finishes, health flips, exit 0.
         inflight = {}
 
@@ -201,7 +202,7 @@ def check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
         stop_process(proc, 20)
 
 
-def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None):
+def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None, port=None):
     info = stub.ModelInfo(pb.ModelInfoRequest())
     check(len(info.models) == 1 and info.models[0].name == MODEL, "ModelInfo lists the model")
     m = info.models[0]
@@ -352,6 +353,16 @@ def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None):
         code, details = answer_of(call)
         wanted = want if isinstance(want, tuple) else (want,)
         check(code in wanted and part in details, f"{name}: {want} with '{part}' (got {code}: {details!r})")
+    # A call that ends without a request message (HEADERS with END_STREAM,
+    # no DATA; a rapid-reset client's streams look the same to the handler):
+    # the client's fault, INVALID_ARGUMENT, not INTERNAL (and so not an
+    # error line in the log per call).
+    if port:
+        for method in ("Embed", "Tokenize", "ModelInfo"):
+            code, message = raw_grpc_call(port, f"/encoderd.v1.Encoder/{method}", None)
+            check(code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and
+                  "carries no request message" in message,
+                  f"{method} without a message: INVALID_ARGUMENT (got {code}: {message!r})")
     word = stub.Tokenize(pb.TokenizeRequest(texts=["x" * 1_000_000], truncate=True)).tokenizations[0]
     check(len(word.ids) == m.max_tokens and word.untruncated_length > m.max_tokens,
           f"1 MB word with truncation: {m.max_tokens} ids, untruncated length over the limit "
