@@ -1,19 +1,6 @@
 #include "cli/flags.h"
 
-#include <cerrno>
-#include <cstdlib>
-
 namespace encoderd::server {
-
-bool Flags::ParseInt(const std::string& text, int64_t* out) {
-  if (text.empty()) return false;
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0') return false;
-  *out = v;
-  return true;
-}
 
 void Flags::Switch(const std::string& name, bool* out) {
   flags_[name] = Flag{false, "", [out](const std::string&) { return *out = true; }};
@@ -35,11 +22,8 @@ void Flags::Strings(const std::string& name, std::vector<std::string>* out) {
 
 void Flags::Number(const std::string& name, double* out, double min) {
   Value(name, "a number >= " + std::to_string(min), [out, min](const std::string& v) {
-    if (v.empty()) return false;
-    errno = 0;
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    if (errno != 0 || *end != '\0' || !(x >= min)) return false;
+    double x = 0;
+    if (!ParseDouble(v, &x) || !(x >= min)) return false;
     *out = x;
     return true;
   });

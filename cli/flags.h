@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "server/config/config.h"  // ParseInt, ParseDouble
+
 namespace encoderd::server {
 
 class Flags {
@@ -45,8 +47,6 @@ class Flags {
   // value", "--threads: 'x' is not an integer >= 0", "unknown option --x",
   // "missing MODEL_DIR", "unexpected argument 'y'").
   std::string Parse(const std::vector<std::string>& args) const;
-
-  static bool ParseInt(const std::string& text, int64_t* out);
 
  private:
   struct Flag {

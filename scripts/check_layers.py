@@ -64,8 +64,8 @@ def part_of(path):
 
 
 def within(path, prefixes):
-    return any(path == p or path.startswith(p.rstrip("/") + "/") or
-               (p.endswith("/") and path.startswith(p)) for p in prefixes)
+    """`path` is one of `prefixes` or lies under one."""
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in prefixes)
 
 
 def check(path, text):

@@ -151,10 +151,9 @@ StatusOr<Tensor> CpuEncoder::Forward(const PackedBatch& batch) {
   Tensor out = Tensor::Zeros(DType::kFloat32, {tokens, hidden});
   std::lock_guard<std::mutex> lock(mutex_);
   try {
-    const int64_t widths[kNumBuffers] = {0, 3 * hidden, hidden, c.intermediate_size,
-                                         c.norm_first ? hidden : 0};
-    for (int b = 1; b < kNumBuffers; ++b) {
-      scratch_[b].resize(static_cast<size_t>(tokens * widths[b]));
+    for (int b = 0; b < kNumBuffers; ++b) {  // kHidden is the output itself
+      if (b == static_cast<int>(Buffer::kHidden)) continue;
+      scratch_[b].resize(static_cast<size_t>(tokens * BufferWidth(c, static_cast<Buffer>(b))));
       buffers_[b] = scratch_[b].data();
     }
     buffers_[static_cast<int>(Buffer::kHidden)] = out.mutable_data<float>();

@@ -220,10 +220,9 @@ StatusOr<Tensor> CudaEncoder::Forward(const PackedBatch& batch) {
     std::memcpy(in + 3 * tokens, batch.cu_seqlens.data(), (sequences + 1) * sizeof(int32_t));
     ids_.Reserve(ctx, ints * sizeof(int32_t));
     ctx->CopyToDevice(ids_.get(), in, ints * sizeof(int32_t));
-    const int64_t widths[kNumBuffers] = {hidden, 3 * hidden, hidden, c.intermediate_size,
-                                         c.norm_first ? hidden : 0};
     for (int b = 0; b < kNumBuffers; ++b) {
-      if (widths[b] > 0) buffers_[b].Reserve(ctx, act * widths[b]);
+      const int64_t width = BufferWidth(c, static_cast<Buffer>(b));
+      if (width > 0) buffers_[b].Reserve(ctx, act * width);
     }
 
     batch_ = &batch;

@@ -94,6 +94,21 @@ Status CheckDeviceDType(Device device, DType dtype) {
                          std::string(DTypeName(first)) + ", bfloat16)");
 }
 
+int64_t BufferWidth(const EncoderConfig& c, Buffer buffer) {
+  switch (buffer) {
+    case Buffer::kHidden:
+    case Buffer::kContext:
+      return c.hidden_size;
+    case Buffer::kQkv:
+      return 3 * c.hidden_size;
+    case Buffer::kFfn:
+      return c.intermediate_size;
+    case Buffer::kNormed:
+      break;
+  }
+  return c.norm_first ? c.hidden_size : 0;
+}
+
 const char* LinearSlotName(LinearSlot slot) {
   switch (slot) {
     case LinearSlot::kQkv:

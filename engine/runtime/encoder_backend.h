@@ -30,6 +30,9 @@ const char* LinearSlotName(LinearSlot slot);
 // element type: kHidden holds the running hidden states.
 enum class Buffer { kHidden, kQkv, kContext, kFfn, kNormed };
 constexpr int kNumBuffers = 5;
+// Columns of `buffer` per token for a model of `config` (0: unused, e.g.
+// kNormed in a post-norm model).
+int64_t BufferWidth(const EncoderConfig& config, Buffer buffer);
 
 class EncoderBackend {
  public:

@@ -11,13 +11,6 @@
 #include "engine/runtime/encoder.h"
 
 namespace encoderd::server {
-namespace {
-
-Status BadValue(const std::string& origin, const std::string& key, const std::string& value,
-                const std::string& expected) {
-  return InvalidArgument(origin + ": bad value '" + value + "' for '" + key + "' (expected " +
-                         expected + ")");
-}
 
 bool ParseInt(const std::string& s, int64_t* out) {
   if (s.empty()) return false;
@@ -37,6 +30,14 @@ bool ParseDouble(const std::string& s, double* out) {
   if (errno != 0 || *end != '\0') return false;
   *out = v;
   return true;
+}
+
+namespace {
+
+Status BadValue(const std::string& origin, const std::string& key, const std::string& value,
+                const std::string& expected) {
+  return InvalidArgument(origin + ": bad value '" + value + "' for '" + key + "' (expected " +
+                         expected + ")");
 }
 
 bool ParseBool(const std::string& s, bool* out) {

@@ -131,6 +131,12 @@ struct ServerConfig {
   std::string Summary() const;
 };
 
+// The whole of `s` as a decimal integer / a number (strtoll / strtod, no
+// trailing characters, in range); false otherwise. Config values and the
+// commands' flags (cli/flags.h) are read with these.
+bool ParseInt(const std::string& s, int64_t* out);
+bool ParseDouble(const std::string& s, double* out);
+
 // Applies a YAML document over `config`; `source` names it in errors, which
 // carry the key and the line ("config.yaml:7: unknown key 'models[0].foo'").
 Status ApplyYaml(const std::string& yaml_text, const std::string& source, ServerConfig* config);
