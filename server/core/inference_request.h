@@ -48,6 +48,13 @@ class InferenceRequest {
   }
   Clock::time_point enqueued() const { return enqueued_; }
   Clock::time_point deadline() const { return deadline_; }
+  // Whether a cancellation seen at `now` is the deadline's: gRPC's deadline
+  // timer counts whole milliseconds, so it may cancel the call up to about a
+  // millisecond before deadline(); 5 ms of slack tells it from a client's
+  // cancel.
+  bool DeadlineReachedAt(Clock::time_point now) const {
+    return deadline_ != Clock::time_point::max() && now + std::chrono::milliseconds(5) >= deadline_;
+  }
 
   // Any thread. Once cancelled, the batcher drops the request (CANCELLED).
   void Cancel() { cancelled_.store(true); }

@@ -84,7 +84,7 @@ std::shared_ptr<InferenceRequest> MakeRequest(grpc::ServerContextBase* context, 
 // Why a waiting request is given up when its call is cancelled: its deadline
 // passed, or the client went away.
 Status GiveUpReason(const InferenceRequest& request) {
-  if (Clock::now() >= request.deadline())
+  if (request.DeadlineReachedAt(Clock::now()))
     return DeadlineExceeded("the deadline passed before the request was computed");
   return Cancelled("the client cancelled the request");
 }
@@ -111,7 +111,7 @@ Status RunOnModel(grpc::ServerContext* context, uint64_t id, ModelWork& work, Ca
     CancellationWatcher::Watch watch =
         watcher.Add([context] { return context->IsCancelled(); },
                     [&batcher, request] {
-                      if (Clock::now() >= request->deadline())
+                      if (request->DeadlineReachedAt(Clock::now()))
                         return;  // the deadline's answer, below
                       request->Cancel();
                       batcher.Abandon(request, Cancelled("the client cancelled the request"));

@@ -380,6 +380,18 @@ TEST(DynamicBatcherTest, EachDropIsCountedOnceByWhereTheRequestWas) {
 // The callback API answers a call from the request's on-finish callback:
 // it runs once per request, with the request's status, and never under the
 // batcher's lock (here it calls back into the batcher, which would deadlock).
+// gRPC's deadline timer has millisecond granularity and may cancel a call a
+// hair before the request's deadline: that cancel is the deadline's
+// (DEADLINE_EXCEEDED, deadline_in_queue), not the client's. Seen in
+// e2e_reliability as a deadline counted as cancelled_in_queue.
+TEST(InferenceRequestTest, ACancelAtTheDeadlineTimersGranularityIsTheDeadlines) {
+  auto r = MakeRequest(1, {2}, kT0, kT0 + std::chrono::milliseconds(200));
+  EXPECT_TRUE(r->DeadlineReachedAt(kT0 + std::chrono::milliseconds(200)));
+  EXPECT_TRUE(r->DeadlineReachedAt(kT0 + std::chrono::microseconds(199'300)));
+  EXPECT_FALSE(r->DeadlineReachedAt(kT0 + std::chrono::milliseconds(100)));
+  EXPECT_FALSE(MakeRequest(2, {2}, kT0, kNever)->DeadlineReachedAt(kT0 + std::chrono::hours(1)));
+}
+
 TEST(DynamicBatcherTest, TheFinishCallbackRunsOnceOutsideTheBatchersLock) {
   std::vector<std::unique_ptr<BatchEngine>> replicas;
   auto gate = std::make_unique<GateEngine>();
