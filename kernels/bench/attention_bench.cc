@@ -18,25 +18,13 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/bench/best_time.h"
 #include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/attention_cpu.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double TimeBest(const std::function<void()>& fn, double budget) {
-  fn();
-  double best = 1e30, spent = 0;
-  for (int reps = 0; spent < budget || reps < 3; ++reps) {
-    const auto t0 = Clock::now();
-    fn();
-    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::min(best, dt);
-    spent += dt;
-  }
-  return best;
-}
+using encoderd::kernels::bench::BestSeconds;
 
 }  // namespace
 
@@ -78,13 +66,13 @@ int main(int argc, char** argv) {
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     for (float& x : qkv) x = dist(rng);
     const float scale = 1.f / std::sqrt(static_cast<float>(d));
-    const double fast = TimeBest(
+    const double fast = BestSeconds(
         [&] {
           encoderd::kernels::Attention(ctx, qkv.data(), cu.data(), batch, total, heads, d, scale,
                                        out.data());
         },
         budget);
-    const double full = TimeBest(
+    const double full = BestSeconds(
         [&] {
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) collapse(2)
           for (int64_t s = 0; s < batch; ++s)
@@ -94,7 +82,7 @@ int main(int argc, char** argv) {
                                                      cu[s + 1] - cu[s], out.data());
         },
         budget);
-    const double generic = TimeBest(
+    const double generic = BestSeconds(
         [&] {
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) collapse(2)
           for (int64_t s = 0; s < batch; ++s)

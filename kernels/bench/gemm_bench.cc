@@ -19,6 +19,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/bench/best_time.h"
 #include "kernels/cpu/bf16_convert.h"
 #include "kernels/cpu/dnnl_backend.h"
 #include "kernels/cpu/linear_cpu.h"
@@ -40,20 +41,8 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// Best time per call over batches of calls lasting at least `budget` seconds.
 double TimeBest(const std::function<void()>& fn, double budget) {
-  fn();  // warm-up (JIT, page faults)
-  double best = 1e30, spent = 0;
-  int reps = 0;
-  while (spent < budget || reps < 5) {
-    const auto t0 = Clock::now();
-    fn();
-    const double dt = Seconds(t0, Clock::now());
-    best = std::min(best, dt);
-    spent += dt;
-    ++reps;
-  }
-  return best;
+  return encoderd::kernels::bench::BestSeconds(fn, budget, /*min_reps=*/5);
 }
 
 struct Shape {

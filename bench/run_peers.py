@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""encoderd against its peers, each in its own process as its users run it,
+on one checkpoint and one set of token ids, beside the machine's measured
+limits. One command:
+
+  /usr/bin/python3 bench/run_peers.py [--threads 2] [--reps 3] [--workloads W1,W2]
+
+Needs the build (build/cli/encoderd, build/kernels/machine_limits), Debian's
+python3-torch and node/npm (onnxruntime-node is installed into bench/ from
+the npm registry on first use). Writes OUT/results.md, results.json and
+results.png (OUT defaults to build/bench-peers); inputs go to build/bench-inputs.
+
+Systems, one process each, one after another, pinned to the same cores
+(taskset), each run --reps times: encoderd (`encoderd bench --engines
+encoderd` on the model directory), PyTorch 1.13 in Python (slow path,
+fastpath, nested fastpath in fp32, nested fastpath in bf16; bench/peer_pytorch.py),
+ONNX Runtime from npm (padded batch and one sequence at a time;
+bench/peer_ort.mjs), and with --with-inprocess the LibTorch path inside
+`encoderd bench`, to compare with the Python process.
+"""
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+
+import numpy as np
+
+BENCH = pathlib.Path(__file__).resolve().parent
+REPO = BENCH.parent
+PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
+
+# PyTorch's processes run with these: the Debian build's OpenBLAS keeps its
+# own pthreads spinning after each GEMM while ATen's OpenMP threads wait for
+# the cores. These two were the fastest settings tried on W1 and W2 (see the
+# "Debian defaults" row, which runs without them).
+PYTORCH_ENV = {"OMP_WAIT_POLICY": "passive", "OPENBLAS_THREAD_TIMEOUT": "4"}
+
+
+def systems(a):
+    """(key, label, dtype, argv builder, extra env) of every system to run."""
+    enc = str(REPO / a.encoderd)
+    common = ["--threads", str(a.threads), "--workloads", a.workloads,
+              "--min-seconds", str(a.min_seconds)]
+
+    def encoderd(dtype):
+        return lambda out: [enc, "bench", "--engines", "encoderd", "--dtypes", dtype,
+                            "--model", str(a.inputs / "model"),
+                            "--inputs", str(a.inputs / "workloads.json"),
+                            "--json", "--outputs", str(out)] + common
+
+    def pytorch(mode, dtype):
+        return lambda out: [PYTHON, str(BENCH / "peer_pytorch.py"), "--inputs", str(a.inputs),
+                            "--mode", mode, "--dtype", dtype, "--outputs", str(out)] + common
+
+    def ort(mode):
+        return lambda out: ["node", str(BENCH / "peer_ort.mjs"), "--inputs", str(a.inputs),
+                            "--mode", mode, "--outputs", str(out)] + common
+
+    def inprocess(dtype):
+        return lambda out: [enc, "bench", "--engines", "pytorch", "--dtypes", dtype,
+                            "--skip-slow", "--model", str(a.inputs / "model"),
+                            "--inputs", str(a.inputs / "workloads.json"), "--json"] + common
+
+    out = [
+        ("encoderd-fp32", "encoderd", "float32", encoderd("float32"), {}),
+        ("encoderd-bf16", "encoderd", "bfloat16", encoderd("bfloat16"), {}),
+        ("pytorch-slow", "PyTorch slow path (train mode)", "float32", pytorch("slow", "float32"),
+         PYTORCH_ENV),
+        ("pytorch-fastpath", "PyTorch fastpath, padded", "float32",
+         pytorch("fastpath", "float32"), PYTORCH_ENV),
+        ("pytorch-nested", "PyTorch nested fastpath", "float32", pytorch("nested", "float32"),
+         PYTORCH_ENV),
+        ("pytorch-nested-defaults", "PyTorch nested fastpath, Debian defaults", "float32",
+         pytorch("nested", "float32"), {}),
+        ("pytorch-nested-bf16", "PyTorch nested fastpath", "bfloat16",
+         pytorch("nested", "bfloat16"), PYTORCH_ENV),
+        ("ort-padded", "ONNX Runtime, padded batch", "float32", ort("padded"), {}),
+        ("ort-per-sequence", "ONNX Runtime, one sequence at a time", "float32",
+         ort("per-sequence"), {}),
+    ]
+    if a.with_inprocess:
+        out += [("inprocess-nested", "PyTorch nested fastpath in encoderd's process (LibTorch)",
+                 "float32", inprocess("float32"), {}),
+                ("inprocess-nested-bf16",
+                 "PyTorch nested fastpath in encoderd's process (LibTorch)", "bfloat16",
+                 inprocess("bfloat16"), {})]
+    only = set(a.only.split(",")) if a.only else None
+    return [s for s in out if only is None or s[0] in only]
+
+
+def parse_lines(key, stdout):
+    """workload -> (tokens, median ms) from a peer's JSON lines, or encoderd
+    bench's JSON (the entries of its own engine for the in-process rows)."""
+    found = {}
+    text = stdout.strip()
+    if text.startswith("{\n") or text.startswith('{"shape"'):
+        doc = json.loads(text)
+        for r in doc["results"]:
+            if key.startswith("inprocess") and r["engine"] != "pytorch nested fastpath":
+                continue
+            found[r["workload"]] = (r["tokens"], r["ms"])
+        return found
+    for line in text.splitlines():
+        doc = json.loads(line)
+        if "workload" in doc:
+            found[doc["workload"]] = (doc["tokens"], doc["ms"])
+    return found
+
+
+def run_system(a, system, rep, log):
+    key, _, _, argv, env = system
+    out = a.out / "outputs" / f"{key}.{rep}"
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = ["taskset", "-c", f"0-{a.threads - 1}"] + argv(out)
+    full_env = dict(os.environ, **env)
+    print(f"[{key} #{rep}] {' '.join(cmd)}", file=sys.stderr, flush=True)
+    done = subprocess.run(cmd, env=full_env, capture_output=True, text=True)
+    log.write(f"$ {' '.join(f'{k}={v}' for k, v in env.items())} {' '.join(cmd)}\n"
+              f"{done.stdout}{done.stderr}\n")
+    if done.returncode != 0:
+        raise SystemExit(f"{key} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    # encoderd writes OUT/<dtype>/<workload>.f32; the peers OUT/<workload>.f32.
+    for sub in out.glob("*/*.f32"):
+        sub.rename(out / sub.name)
+    return parse_lines(key, done.stdout)
+
+
+def machine_limits(a):
+    cmd = ["taskset", "-c", f"0-{a.threads - 1}", str(REPO / a.machine_limits),
+           "--threads", str(a.threads)]
+    print(f"[machine limits] {' '.join(cmd)}", file=sys.stderr, flush=True)
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+def layer_params(config):
+    h, f = config["hidden_size"], config["intermediate_size"]
+    return config["num_hidden_layers"] * (h * 3 * h + 3 * h + h * h + h + 2 * h * f + f + h + 4 * h)
+
+
+def useful_flops(config, sequences):
+    """Multiply-adds x 2 the encoder layers need for these sequences, unpadded."""
+    h, f, n = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    tokens = sum(len(s) for s in sequences)
+    linear = 2 * tokens * (h * 3 * h + h * h + 2 * h * f)
+    attention = sum(2 * 2 * len(s) * len(s) * h for s in sequences)
+    return n * (linear + attention)
+
+
+def accuracy(a, key, reference_key, workloads):
+    """(max abs error, lowest per-sequence cosine) of `key`'s outputs against the
+    reference's, over every workload."""
+    worst, lowest = 0.0, 1.0
+    for name, sequences in workloads.items():
+        ref = np.fromfile(a.out / "outputs" / f"{reference_key}.1" / f"{name}.f32", np.float32)
+        path = a.out / "outputs" / f"{key}.1" / f"{name}.f32"
+        if not path.exists():
+            return None
+        got = np.fromfile(path, np.float32)
+        if got.size != ref.size:
+            return (float("inf"), float("nan"))
+        worst = max(worst, float(np.abs(got - ref).max()))
+        offset = 0
+        hidden = ref.size // sum(len(s) for s in sequences)
+        for s in sequences:
+            n = len(s) * hidden
+            x, y = got[offset:offset + n].astype(np.float64), ref[offset:offset + n].astype(np.float64)
+            lowest = min(lowest, float(x @ y / np.sqrt((x @ x) * (y @ y))))
+            offset += n
+    return worst, lowest
+
+
+def machine_description(a, limits):
+    model = "unknown CPU"
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    return {
+        "cpu": model, "features": limits["cpu_features"], "threads": a.threads,
+        "pinned": f"taskset -c 0-{a.threads - 1}", "logical_cpus": os.cpu_count(),
+        "kernel": platform.release(), "date": datetime.date.today().isoformat(),
+    }
+
+
+def write_report(a, doc):
+    m = doc["machine"]
+    lim = doc["limits"]
+    lines = [
+        f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs; {m['features']}; "
+        f"{m['threads']} threads per system, pinned with `{m['pinned']}`; {m['date']}.",
+        "",
+        f"Limits measured in the same run (`build/kernels/machine_limits --threads {m['threads']}`): "
+        f"oneDNN GEMM at M = {lim['rows']} on the BERT layer shapes, best shape: "
+        f"fp32 {lim['gemm']['float32']['peak_gflops']:.0f} GFLOP/s, "
+        f"bf16 {lim['gemm']['bfloat16']['peak_gflops']:.0f}"
+        f"{'' if lim['gemm']['bfloat16']['native_instructions'] else ' (emulated)'}, "
+        f"int8 {lim['gemm']['int8']['peak_gflops']:.0f}; "
+        f"memory read {lim['read_bandwidth_gbs']:.1f} GB/s. "
+        f"W2 floor = encoder-layer weight bytes / read bandwidth: "
+        f"fp32 {doc['floor_ms']['float32']:.1f} ms, bf16 {doc['floor_ms']['bfloat16']:.1f} ms.",
+        "",
+    ]
+    workloads = doc["workloads"]
+    header = "| system | dtype |"
+    rule = "|---|---|"
+    for w in workloads:
+        if w == "W2":
+            header += " W2 ms (spread) | W2 × floor |"
+            rule += "---:|---:|"
+        else:
+            header += f" {w} tokens/s (spread) | {w} % of GEMM peak |"
+            rule += "---:|---:|"
+    header += " max abs error vs PyTorch fp32 | min cosine |"
+    rule += "---:|---:|"
+    lines += [header, rule]
+    for r in doc["rows"]:
+        line = f"| {r['label']} | {r['dtype']} |"
+        for w in workloads:
+            c = r["workloads"].get(w)
+            if c is None:
+                line += " | |"
+            elif w == "W2":
+                line += (f" {c['ms']:.1f} ({c['ms_min']:.1f}-{c['ms_max']:.1f}) |"
+                         f" {c['x_floor']:.2f}× |")
+            else:
+                line += (f" {c['tokens_per_s']:,.0f} ({c['tps_min']:,.0f}-{c['tps_max']:,.0f}) |"
+                         f" {c['pct_peak']:.0f}% |")
+        acc = r.get("accuracy")
+        line += (f" {acc[0]:.1e} | {acc[1]:.5f} |" if acc else " (reference) | |"
+                 if r["key"] == doc["reference"] else " | |")
+        lines.append(line)
+    lines += [
+        "",
+        f"Medians of {a.reps} processes per system (spread: their lowest and highest median); "
+        f"each process times at least 3 forwards and {a.min_seconds} s after a warm-up. "
+        "% of GEMM peak: the encoder layers' useful FLOPs (no padding) per second over the "
+        "peak of the system's dtype. Accuracy: last hidden states of every token of every "
+        f"workload against the {doc['reference_label']}.",
+    ]
+    (a.out / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def write_chart(a, doc):
+    if shutil.which("gnuplot") is None:
+        print("gnuplot not found: no results.png", file=sys.stderr)
+        return
+    data = a.out / "chart.dat"
+    first = [w for w in doc["workloads"] if w != "W2"][:1]
+    with data.open("w") as f:
+        for r in doc["rows"]:
+            w1 = r["workloads"].get(first[0], {}).get("tokens_per_s", 0) if first else 0
+            w2 = r["workloads"].get("W2", {}).get("ms", 0)
+            f.write(f"\"{r['label']} ({r['dtype']})\" {w1:.1f} {w2:.2f}\n")
+    rows = len(doc["rows"])
+    script = f"""
+set terminal pngcairo size 1300,{160 + 36 * rows} font ',10'
+set output '{a.out / 'results.png'}'
+set multiplot title "{doc['machine']['cpu']}, {a.threads} threads, medians of {a.reps} processes"
+set style fill solid 0.8
+set yrange [{rows} - 0.5:-0.5]
+set ytics nomirror
+set grid x
+unset key
+set origin 0,0
+set size 0.66,0.95
+set title '{first[0] if first else ''} tokens/s (higher is better)'
+plot '{data}' using (column(2)*0.5):0:(column(2)*0.5):(0.35):yticlabels(1) with boxxyerror
+set origin 0.66,0
+set size 0.34,0.95
+set lmargin 2
+set title 'W2 ms (lower is better)'
+set ytics format ''
+plot '{data}' using (column(3)*0.5):0:(column(3)*0.5):(0.35) with boxxyerror
+unset multiplot
+"""
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--workloads", default="W1,W2")
+    p.add_argument("--min-seconds", type=float, default=3.0)
+    p.add_argument("--inputs", type=pathlib.Path, default=REPO / "build/bench-inputs")
+    p.add_argument("--out", type=pathlib.Path, default=REPO / "build/bench-peers")
+    p.add_argument("--encoderd", default="build/cli/encoderd")
+    p.add_argument("--machine-limits", default="build/kernels/machine_limits")
+    p.add_argument("--with-inprocess", action="store_true",
+                   help="also time the LibTorch path inside encoderd bench")
+    p.add_argument("--only", help="comma-separated system keys (default: all)")
+    p.add_argument("--report-only", action="store_true",
+                   help="rewrite results.md and results.png from OUT/results.json")
+    a = p.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    if a.report_only:
+        doc = json.loads((a.out / "results.json").read_text())
+        a.reps, a.threads = doc["reps"], doc["machine"]["threads"]
+        a.min_seconds = doc.get("min_seconds", a.min_seconds)
+        write_report(a, doc)
+        write_chart(a, doc)
+        print((a.out / "results.md").read_text())
+        return
+    if not (a.inputs / "model.onnx").exists() or not (a.inputs / "workloads.json").exists():
+        subprocess.run([PYTHON, str(BENCH / "make_inputs.py"), str(a.inputs)], check=True)
+    if not (BENCH / "node_modules/onnxruntime-node").exists():
+        # --ignore-scripts: the package's install script only fetches GPU
+        # libraries (from outside the npm registry); the CPU ones ship in it.
+        subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund"],
+                       cwd=BENCH, check=True)
+    config = json.loads((a.inputs / "model/config.json").read_text())
+    all_workloads = json.loads((a.inputs / "workloads.json").read_text())
+    workloads = {w: all_workloads[w] for w in a.workloads.split(",")}
+
+    limits = machine_limits(a)
+    params = layer_params(config)
+    floor_ms = {"float32": params * 4 / (limits["read_bandwidth_gbs"] * 1e9) * 1e3,
+                "bfloat16": params * 2 / (limits["read_bandwidth_gbs"] * 1e9) * 1e3}
+    chosen = systems(a)
+    timings = {s[0]: {} for s in chosen}  # key -> workload -> [(tokens, ms) per rep]
+    with (a.out / "runs.log").open("w") as log:
+        for rep in range(1, a.reps + 1):  # round-robin: drift hits every system alike
+            for system in chosen:
+                for w, value in run_system(a, system, rep, log).items():
+                    timings[system[0]].setdefault(w, []).append(value)
+
+    reference = "pytorch-slow" if "pytorch-slow" in timings else None
+    rows = []
+    for key, label, dtype, _, env in chosen:
+        row = {"key": key, "label": label, "dtype": dtype, "env": env, "workloads": {}}
+        for w, values in timings[key].items():
+            tokens = values[0][0]
+            ms = [v[1] for v in values]
+            med = statistics.median(ms)
+            cell = {"tokens": tokens, "ms": med, "ms_min": min(ms), "ms_max": max(ms),
+                    "ms_per_rep": ms, "tokens_per_s": tokens / med * 1e3,
+                    "tps_min": tokens / max(ms) * 1e3, "tps_max": tokens / min(ms) * 1e3}
+            peak = limits["gemm"][dtype]["peak_gflops"]
+            cell["gflops"] = useful_flops(config, workloads[w]) / med / 1e6
+            cell["pct_peak"] = 100 * cell["gflops"] / peak
+            cell["x_floor"] = med / floor_ms[dtype]
+            row["workloads"][w] = cell
+        if reference and key != reference and not key.startswith("inprocess"):
+            row["accuracy"] = accuracy(a, key, reference, workloads)
+        rows.append(row)
+    doc = {"machine": machine_description(a, limits), "limits": limits, "floor_ms": floor_ms,
+           "workloads": list(workloads), "reps": a.reps, "min_seconds": a.min_seconds, "reference": reference,
+           "reference_label": "PyTorch fp32 slow path", "pytorch_env": PYTORCH_ENV, "rows": rows}
+    (a.out / "results.json").write_text(json.dumps(doc, indent=1))
+    write_report(a, doc)
+    write_chart(a, doc)
+    print((a.out / "results.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

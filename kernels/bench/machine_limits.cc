@@ -1,0 +1,124 @@
+// The machine's measured limits, the yardsticks of bench/run_peers.py: oneDNN
+// matmul throughput per dtype (fp32, bf16, int8 u8*s8->s32) at large M on the
+// BERT-base layer shapes, weights in oneDNN's preferred layout, and memory
+// read bandwidth, all with the benchmark's thread count. Prints one JSON
+// object.
+//
+//   ./build/kernels/machine_limits [--threads N] [--rows M] [--seconds S]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <vector>
+
+#include "kernels/bench/best_time.h"
+#include "kernels/cpu_features.h"
+
+namespace {
+
+using dnnl::memory;
+using Dt = memory::data_type;
+using Tag = memory::format_tag;
+
+using encoderd::kernels::bench::BestSeconds;
+
+// GFLOP/s of an M x K by K x N matmul with source/weights of `src`/`wei`.
+double MatmulGflops(dnnl::engine& engine, dnnl::stream& stream, int64_t m, int64_t n, int64_t k,
+                    Dt src, Dt wei, Dt dst, double budget) {
+  dnnl::matmul::primitive_desc pd(
+      dnnl::matmul::desc({{m, k}, src, Tag::ab}, {{k, n}, wei, Tag::any}, {{m, n}, dst, Tag::ab}),
+      engine);
+  memory a(pd.src_desc(), engine), w(pd.weights_desc(), engine), c(pd.dst_desc(), engine);
+  // Small non-zero inputs (the timings do not depend on the values).
+  std::memset(a.get_data_handle(), 1, pd.src_desc().get_size());
+  memory w_plain({{k, n}, wei, Tag::ab}, engine);
+  std::memset(w_plain.get_data_handle(), 1, w_plain.get_desc().get_size());
+  dnnl::reorder(w_plain, w).execute(stream, w_plain, w);
+  stream.wait();
+  dnnl::matmul prim(pd);
+  const double s = BestSeconds(
+      [&] {
+        prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, c}});
+        stream.wait();
+      },
+      budget);
+  return 2.0 * m * n * k / s / 1e9;
+}
+
+// GB/s of reading `bytes` once with every thread (best of repeated passes).
+double ReadBandwidth(size_t bytes, double budget) {
+  const size_t words = bytes / sizeof(uint64_t);
+  std::vector<uint64_t> data(words);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < words; ++i) data[i] = i;  // first touch by the reading thread
+  uint64_t sink = 0;
+  const double s = BestSeconds(
+      [&] {
+        uint64_t total = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total)
+        for (size_t block = 0; block < words / 8; ++block) {
+          const uint64_t* p = &data[block * 8];
+          total += (p[0] + p[1]) + (p[2] + p[3]) + (p[4] + p[5]) + (p[6] + p[7]);
+        }
+        sink += total;
+      },
+      budget);
+  if (sink == 42) std::fputc(' ', stderr);  // keeps the reads
+  return bytes / s / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = omp_get_num_procs();
+  int64_t rows = 4096;
+  double budget = 1.0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--rows")) rows = std::atoll(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--seconds")) budget = std::atof(argv[i + 1]);
+  }
+  omp_set_num_threads(threads);
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const auto& cpu = encoderd::kernels::GetCpuFeatures();
+  struct Kind {
+    const char* name;
+    Dt src, wei, dst;
+    bool native;
+  };
+  const Kind kinds[] = {{"float32", Dt::f32, Dt::f32, Dt::f32, true},
+                        {"bfloat16", Dt::bf16, Dt::bf16, Dt::f32, cpu.avx512_bf16},
+                        {"int8", Dt::u8, Dt::s8, Dt::s32, cpu.avx512_vnni}};
+  const int64_t shapes[][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};  // N, K
+  std::printf("{\"threads\": %d, \"rows\": %lld, \"cpu_features\": \"%s\",\n \"gemm\": {", threads,
+              static_cast<long long>(rows), encoderd::kernels::DescribeCpuFeatures().c_str());
+  for (size_t i = 0; i < std::size(kinds); ++i) {
+    const Kind& kind = kinds[i];
+    double peak = 0;
+    std::string per_shape;
+    for (const auto& shape : shapes) {
+      const double g = MatmulGflops(engine, stream, rows, shape[0], shape[1], kind.src, kind.wei,
+                                    kind.dst, budget);
+      peak = std::max(peak, g);
+      char item[96];
+      std::snprintf(item, sizeof item, "%s{\"n\": %lld, \"k\": %lld, \"gflops\": %.1f}",
+                    per_shape.empty() ? "" : ", ", static_cast<long long>(shape[0]),
+                    static_cast<long long>(shape[1]), g);
+      per_shape += item;
+    }
+    std::printf(
+        "%s\n  \"%s\": {\"peak_gflops\": %.1f, \"native_instructions\": %s, \"shapes\": [%s]}",
+        i ? "," : "", kind.name, peak, kind.native ? "true" : "false", per_shape.c_str());
+  }
+  const double gbs = ReadBandwidth(size_t{1} << 30, budget);
+  std::printf("},\n \"read_bandwidth_gbs\": %.1f}\n", gbs);
+  return 0;
+}

@@ -1,0 +1,96 @@
+// encoderd bench's inputs and outputs: the workloads file of
+// bench/make_inputs.py, the hidden states written for bench/run_peers.py's
+// accuracy cross-check, and the refusals. (Speed is never asserted.)
+#include "cli/bench_command.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace encoderd::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A tiny shape so the test runs in milliseconds.
+const std::vector<std::string> kTiny = {"--layers",      "1", "--hidden",  "16",
+                                        "--heads",       "2", "--ffn",     "32",
+                                        "--min-seconds", "0", "--engines", "encoderd"};
+
+std::vector<std::string> Tiny(std::vector<std::string> more) {
+  std::vector<std::string> args = kTiny;
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+fs::path TempDir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("bench_command_test_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(BenchCommandTest, RunsTheGivenTokenIdsAndWritesEveryValidRow) {
+  const fs::path dir = TempDir("rows");
+  std::ofstream(dir / "workloads.json") << R"({"W2": [[5, 6, 7], [8, 9]], "W1": [[10]]})";
+  std::ostringstream out, err;
+  ASSERT_EQ(RunBenchCommand(Tiny({"--workloads", "W2", "--dtypes", "float32,bfloat16", "--inputs",
+                                  (dir / "workloads.json").string(), "--outputs",
+                                  (dir / "out").string(), "--json"}),
+                            out, err),
+            0)
+      << err.str();
+  const auto json = nlohmann::json::parse(out.str());
+  ASSERT_EQ(json["results"].size(), 2u);  // encoderd in two dtypes, no PyTorch
+  for (const auto& r : json["results"]) {
+    EXPECT_EQ(r["engine"], "encoderd");
+    EXPECT_EQ(r["workload"], "W2");
+    EXPECT_EQ(r["tokens"], 5);  // the file's ids, not the generated W2 (10 tokens)
+    EXPECT_GE(r["runs_ms"].size(), 3u);
+  }
+  for (const char* dtype : {"float32", "bfloat16"}) {
+    const fs::path rows = dir / "out" / dtype / "W2.f32";
+    ASSERT_TRUE(fs::exists(rows)) << rows;
+    EXPECT_EQ(fs::file_size(rows), 5u * 16 * sizeof(float));  // 5 tokens x hidden 16
+  }
+  EXPECT_FALSE(fs::exists(dir / "out" / "float32" / "W1.f32"));  // not asked for
+}
+
+TEST(BenchCommandTest, RefusesInputsItCannotRun) {
+  const fs::path dir = TempDir("refusals");
+  std::ostringstream out, err;
+  std::ofstream(dir / "bad_id.json") << R"({"W2": [[5, 99999999]]})";
+  EXPECT_EQ(RunBenchCommand(Tiny({"--workloads", "W2", "--inputs", (dir / "bad_id.json").string()}),
+                            out, err),
+            1);
+  EXPECT_NE(err.str().find("W2 has an id outside the vocabulary"), std::string::npos) << err.str();
+  err.str("");
+  std::ofstream(dir / "no_w1.json") << R"({"W2": [[5]]})";
+  EXPECT_EQ(RunBenchCommand(Tiny({"--workloads", "W1", "--inputs", (dir / "no_w1.json").string()}),
+                            out, err),
+            1);
+  EXPECT_NE(err.str().find("no workload W1"), std::string::npos) << err.str();
+  err.str("");
+  EXPECT_EQ(RunBenchCommand(Tiny({"--inputs", (dir / "missing.json").string()}), out, err), 1);
+  EXPECT_NE(err.str().find("cannot read"), std::string::npos) << err.str();
+  err.str("");
+  EXPECT_EQ(RunBenchCommand({"--model", (dir / "m").string(), "--layers", "2"}, out, err), 2);
+  EXPECT_NE(err.str().find("--model takes the shape from the model"), std::string::npos)
+      << err.str();
+  err.str("");
+  EXPECT_EQ(RunBenchCommand({"--engines", "encoderd,onnx"}, out, err), 2);
+  EXPECT_NE(err.str().find("--engines: 'encoderd,onnx' is not a list of encoderd, pytorch"),
+            std::string::npos)
+      << err.str();
+  err.str("");
+  EXPECT_EQ(RunBenchCommand({"--dtypes", "int8"}, out, err), 2);
+  EXPECT_NE(err.str().find("--dtypes: 'int8' is not a list of float32, bfloat16"),
+            std::string::npos)
+      << err.str();
+}
+
+}  // namespace
+}  // namespace encoderd::server
