@@ -115,7 +115,7 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
   auto result = classify
                     ? (*encoder)->Classify(*hidden, batch)
                     : (*encoder)->Pool(*hidden, batch, a.pooling.value_or(config.default_pooling),
-                                       a.normalize);
+                                       a.normalize || config.default_normalize);
   if (!result.ok()) return Fail(err, result.status());
   const auto done = std::chrono::steady_clock::now();
   const int64_t width = result->size(1);

@@ -30,6 +30,7 @@ Json ConfigJson(const EncoderConfig& c) {
       {"pad_token_id", c.pad_token_id},
       {"position_rule", PositionRuleName(c.position_rule)},
       {"default_pooling", PoolingName(c.default_pooling)},
+      {"default_normalize", c.default_normalize},
       {"num_labels", c.num_labels},
       {"head_activation", ActivationName(c.head_activation)},
       {"labels", c.labels},
@@ -70,6 +71,7 @@ Json DescribeModelJson(const ModelBundle& bundle) {
       {"family", ModelFamilyName(bundle.config.family)},
       {"config", ConfigJson(bundle.config)},
       {"tokenizer", tokenizer},
+      {"sentence_transformers_modules", bundle.sentence_transformers_modules},
       {"checkpoint",
        {{"file", bundle.checkpoint_path},
         {"format", CheckpointFormatName(bundle.checkpoint_format)},
@@ -98,7 +100,11 @@ std::string DescribeModelText(const ModelBundle& bundle) {
     << "layer norm eps:  " << c.layer_norm_eps << "; embedding norm "
     << (c.embedding_norm ? "yes" : "no") << ", final norm " << (c.final_norm ? "yes" : "no") << "\n"
     << "pad token id:    " << c.pad_token_id << "\n"
-    << "pooling:         " << PoolingName(c.default_pooling) << "\n";
+    << "pooling:         " << PoolingName(c.default_pooling)
+    << (c.default_normalize ? ", normalized to unit length" : "") << "\n";
+  for (const std::string& module : bundle.sentence_transformers_modules) {
+    s << "sentence-transformers module: " << module << "\n";
+  }
   if (c.num_labels > 0) {
     s << "head:            " << c.num_labels << " labels [" << Join(c.labels) << "], "
       << ActivationName(c.head_activation) << "\n";

@@ -1,9 +1,9 @@
 #include "engine/model/hf_config.h"
 
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "engine/model/json_file.h"
 
 namespace encoderd {
 namespace {
@@ -11,12 +11,7 @@ namespace {
 using Json = nlohmann::json;
 
 StatusOr<Json> ReadJsonObject(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  Json json = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return InvalidArgument(path + ": not valid JSON");
+  ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
   if (!json.is_object()) return InvalidArgument(path + ": expected a JSON object");
   return json;
 }

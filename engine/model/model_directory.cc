@@ -2,9 +2,12 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "engine/io/checkpoint_reader.h"
 #include "engine/model/hf_config.h"
 #include "engine/model/model_tokenizer.h"
+#include "engine/model/sentence_transformers.h"
 #include "engine/model/weight_mapper.h"
 #include "engine/model/weight_mapping.h"
 
@@ -158,8 +161,12 @@ Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card,
 
 }  // namespace
 
-StatusOr<ModelBundle> LoadModelBundle(const std::string& dir,
+StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
                                       const std::optional<ModelCard>& card) {
+  // A sentence-transformers folder may keep the model in a subfolder.
+  ASSIGN_OR_RETURN(const std::optional<SentenceTransformersLayout> st,
+                   ReadSentenceTransformers(folder));
+  const std::string dir = st ? st->transformer_dir : folder;
   const std::string config_path = dir + "/config.json";
   std::optional<HfConfig> hf;
   if (IsFile(config_path)) {
@@ -187,7 +194,8 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& dir,
   }
 
   ModelBundle bundle;
-  bundle.directory = dir;
+  bundle.directory = folder;
+  if (st) bundle.sentence_transformers_modules = st->modules;
   ASSIGN_OR_RETURN(bundle.checkpoint_path, FindCheckpoint(dir, card));
   ReadOptions read_options;
   if (card) read_options.state_dict_key = card->state_dict_key;
@@ -214,6 +222,10 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& dir,
   if (hf && IsHuggingFace(config.family)) {
     RETURN_IF_ERROR(ApplyHfConfig(*hf, config_path, bundle.checkpoint_path, &config));
   }
+  if (st) {  // before the card: what encoderd.yaml says wins
+    config.default_pooling = st->pooling;
+    config.default_normalize = st->normalize;
+  }
   if (card) {
     if (!IsHuggingFace(config.family)) RETURN_IF_ERROR(ApplyCardFamilyDefaults(*card, &config));
     if (card->num_heads && *card->num_heads != config.num_heads) {
@@ -223,7 +235,8 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& dir,
     }
     ApplyCardOverrides(*card, &config);
   }
-  const int64_t limit = PositionLimit(config);
+  int64_t limit = PositionLimit(config);
+  if (st && st->max_seq_length) limit = std::min(limit, *st->max_seq_length);
   config.max_tokens = card && card->max_tokens ? *card->max_tokens : limit;
   if (config.labels.empty()) {
     for (int64_t i = 0; i < config.num_labels; ++i)

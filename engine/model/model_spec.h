@@ -70,6 +70,9 @@ struct EncoderConfig {
   PositionRule position_rule = PositionRule::kFromZero;
   SpecialTokens special_tokens;
   Pooling default_pooling = Pooling::kCls;
+  // Embeddings are scaled to unit length even when the request does not ask
+  // (a sentence-transformers folder with a Normalize module).
+  bool default_normalize = false;
   // Classification head: present when num_labels > 0. Its math is
   // out(act(dense(hidden[first token]))) (BERT pooler + classifier, RoBERTa
   // and torchtext RobertaClassificationHead all reduce to this).
@@ -108,6 +111,9 @@ struct ModelBundle {
   std::unique_ptr<Tokenizer> tokenizer;  // null when the directory has none
   std::string tokenizer_path;
   std::vector<std::string> placeholder_globals;
+  // The modules of a sentence-transformers folder, one line each (empty for
+  // other layouts).
+  std::vector<std::string> sentence_transformers_modules;
 };
 
 }  // namespace encoderd

@@ -171,8 +171,10 @@ StatusOr<ModelWork> EmbedWork(const ModelRegistry& registry, const v1::EmbedRequ
   ModelWork work;
   RETURN_IF_ERROR(Prepare(registry, request.model(), request.texts(), request.truncate(), deadline,
                           &call, &work.sequences));
-  work.spec = {OutputKind::kEmbedding, call.model->encoder_config().default_pooling,
-               request.normalize()};
+  const EncoderConfig& config = call.model->encoder_config();
+  // A model whose folder normalizes (sentence-transformers' Normalize) always does.
+  work.spec = {OutputKind::kEmbedding, config.default_pooling,
+               request.normalize() || config.default_normalize};
   if (request.pooling() == v1::POOLING_CLS) work.spec.pooling = Pooling::kCls;
   if (request.pooling() == v1::POOLING_MEAN) work.spec.pooling = Pooling::kMean;
   work.fill = [response](const InferenceRequest& done) {
@@ -467,6 +469,7 @@ grpc::ServerUnaryReactor* EncoderService::ModelInfo(grpc::CallbackServerContext*
           info->set_dtype(std::string(DTypeName(m->config().dtype)));
           info->set_device(DeviceName(m->config().device));
           info->set_default_pooling(PoolingName(c.default_pooling));
+          info->set_default_normalize(c.default_normalize);
           info->set_replicas(m->config().replicas);
           info->set_max_client_batch_size(m->config().max_client_batch_size);
         }

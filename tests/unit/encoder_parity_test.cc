@@ -132,6 +132,31 @@ TEST_P(EncoderParityTest, RaggedBatchMatchesPyTorch) {
       Compare(prefix + std::to_string(i), pooled->data<float>() + i * h, h, scale);
     }
   }
+  if (config_.default_normalize) {  // what Embed serves by default: unit length
+    auto pooled = encoder_->Pool(*hidden, batch, config_.default_pooling, /*normalize=*/true);
+    ASSERT_TRUE(pooled.ok()) << pooled.status().ToString();
+    const std::string prefix =
+        config_.default_pooling == Pooling::kMean ? "pooled_mean." : "pooled_cls.";
+    for (size_t i = 0; i < all_.size(); ++i) {
+      const Tensor& e = Expected(prefix + std::to_string(i));
+      double norm2 = 0;
+      for (int64_t j = 0; j < h; ++j)
+        norm2 += static_cast<double>(e.data<float>()[j]) * e.data<float>()[j];
+      std::vector<float> unit(h);
+      for (int64_t j = 0; j < h; ++j) {
+        unit[j] = static_cast<float>(e.data<float>()[j] / std::sqrt(norm2));
+      }
+      const float* got = pooled->data<float>() + i * h;
+      if (std::get<1>(GetParam()) == DType::kFloat32) {
+        EXPECT_LE(MaxAbsDiff(got, unit.data(), h), 1e-5) << prefix << i;
+      } else {
+        EXPECT_GE(Cosine(got, unit.data(), h), 0.999) << prefix << i;
+      }
+      double length2 = 0;
+      for (int64_t j = 0; j < h; ++j) length2 += static_cast<double>(got[j]) * got[j];
+      EXPECT_NEAR(std::sqrt(length2), 1.0, 1e-4) << prefix << i;
+    }
+  }
   if (config_.num_labels > 0) {
     auto probs = encoder_->Classify(*hidden, batch);
     ASSERT_TRUE(probs.ok()) << probs.status().ToString();

@@ -66,6 +66,16 @@ TEST_P(ModelDirectoryTest, DetectsFamilyAndHyperparameters) {
     EXPECT_EQ(uncased, want["lower_case"].get<bool>()) << description;
   }
   EXPECT_LE(bundle->tokenizer->vocab_size(), c.vocab_size);
+  // sentence-transformers folders: from 1_Pooling/config.json and 2_Normalize.
+  if (want.contains("default_pooling")) {
+    EXPECT_STREQ(PoolingName(c.default_pooling),
+                 want["default_pooling"].get<std::string>().c_str());
+    EXPECT_EQ(c.default_normalize, want["default_normalize"].get<bool>());
+    EXPECT_FALSE(bundle->sentence_transformers_modules.empty());
+  } else {
+    EXPECT_FALSE(c.default_normalize);
+    EXPECT_TRUE(bundle->sentence_transformers_modules.empty());
+  }
   EXPECT_TRUE(c.Validate().ok());
 }
 

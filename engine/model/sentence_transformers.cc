@@ -1,0 +1,140 @@
+#include "engine/model/sentence_transformers.h"
+
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model/json_file.h"
+#include "engine/model/model_spec.h"
+
+namespace encoderd {
+namespace {
+
+using Json = nlohmann::json;
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// The module's folder: "" or a relative path inside `dir` (no "..", not absolute).
+StatusOr<std::string> ModuleDir(const std::string& dir, const std::string& modules_path,
+                                const Json& module, size_t index) {
+  const auto path = module.find("path");
+  if (path == module.end() || !path->is_string()) {
+    return InvalidArgument(modules_path + ": module " + std::to_string(index) +
+                           " has no \"path\" string");
+  }
+  const std::string rel = path->get<std::string>();
+  if (!rel.empty() && (rel[0] == '/' || rel.find("..") != std::string::npos)) {
+    return InvalidArgument(modules_path + ": module " + std::to_string(index) + " path \"" + rel +
+                           "\" leaves the model folder");
+  }
+  return rel.empty() ? dir : dir + "/" + rel;
+}
+
+// The one pooling mode 1_Pooling/config.json turns on.
+StatusOr<Pooling> ReadPooling(const std::string& path) {
+  ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
+  if (!json.is_object()) return InvalidArgument(path + ": expected a JSON object");
+  struct Mode {
+    const char* key;
+    std::optional<Pooling> pooling;  // nullopt: not supported
+  };
+  const Mode modes[] = {{"pooling_mode_cls_token", Pooling::kCls},
+                        {"pooling_mode_mean_tokens", Pooling::kMean},
+                        {"pooling_mode_max_tokens", std::nullopt},
+                        {"pooling_mode_mean_sqrt_len_tokens", std::nullopt},
+                        {"pooling_mode_weightedmean_tokens", std::nullopt},
+                        {"pooling_mode_lasttoken", std::nullopt}};
+  std::vector<const Mode*> on;
+  for (const Mode& mode : modes) {
+    const auto it = json.find(mode.key);
+    if (it != json.end() && it->is_boolean() && it->get<bool>()) on.push_back(&mode);
+  }
+  if (on.empty()) return InvalidArgument(path + ": no pooling_mode_* is true");
+  if (on.size() > 1) {
+    return InvalidArgument(path + ": " + on[0]->key + " and " + on[1]->key +
+                           " are both true (concatenated poolings are not supported)");
+  }
+  if (!on[0]->pooling) {
+    return InvalidArgument(path + ": " + on[0]->key +
+                           " is not supported (encoderd pools with cls or mean tokens)");
+  }
+  const auto prompt = json.find("include_prompt");
+  if (prompt != json.end() && prompt->is_boolean() && !prompt->get<bool>()) {
+    return InvalidArgument(path + ": include_prompt = false is not supported");
+  }
+  return *on[0]->pooling;
+}
+
+Status ReadSentenceBertConfig(const std::string& path, SentenceTransformersLayout* layout) {
+  if (!Exists(path)) return Status::Ok();
+  ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
+  if (!json.is_object()) return InvalidArgument(path + ": expected a JSON object");
+  if (const auto it = json.find("max_seq_length"); it != json.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 1) {
+      return InvalidArgument(path + ": max_seq_length must be a positive integer, got " +
+                             it->dump());
+    }
+    layout->max_seq_length = it->get<int64_t>();
+  }
+  if (const auto it = json.find("do_lower_case");
+      it != json.end() && it->is_boolean() && it->get<bool>()) {
+    return InvalidArgument(path +
+                           ": do_lower_case = true is not supported (lowercase the text "
+                           "before sending it, or use an uncased tokenizer)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
+    const std::string& dir) {
+  const std::string modules_path = dir + "/modules.json";
+  if (!Exists(modules_path)) return std::optional<SentenceTransformersLayout>();
+  ASSIGN_OR_RETURN(Json modules, ReadJsonFile(modules_path));
+  if (!modules.is_array() || modules.empty()) {
+    return InvalidArgument(modules_path + ": expected a non-empty JSON array of modules");
+  }
+  SentenceTransformersLayout layout;
+  bool transformer = false, pooling = false;
+  for (size_t i = 0; i < modules.size(); ++i) {
+    const Json& module = modules[i];
+    const auto type = module.is_object() ? module.find("type") : module.end();
+    if (type == module.end() || !type->is_string()) {
+      return InvalidArgument(modules_path + ": module " + std::to_string(i) +
+                             " has no \"type\" string");
+    }
+    const std::string name = type->get<std::string>();
+    ASSIGN_OR_RETURN(std::string module_dir, ModuleDir(dir, modules_path, module, i));
+    const std::string where = module_dir == dir ? "the folder itself" : module_dir;
+    const std::string kind = name.substr(name.find_last_of('.') + 1);
+    if (kind == "Transformer" && !transformer && !pooling && !layout.normalize) {
+      transformer = true;
+      layout.transformer_dir = module_dir;
+      RETURN_IF_ERROR(ReadSentenceBertConfig(module_dir + "/sentence_bert_config.json", &layout));
+      layout.modules.push_back("Transformer: weights, config.json and tokenizer in " + where);
+    } else if (kind == "Pooling" && transformer && !pooling && !layout.normalize) {
+      pooling = true;
+      ASSIGN_OR_RETURN(layout.pooling, ReadPooling(module_dir + "/config.json"));
+      layout.modules.push_back(std::string("Pooling: ") + PoolingName(layout.pooling) + " (from " +
+                               module_dir + "/config.json)");
+    } else if (kind == "Normalize" && pooling && !layout.normalize) {
+      layout.normalize = true;
+      layout.modules.push_back("Normalize: embeddings scaled to unit length");
+    } else {
+      return InvalidArgument(modules_path + ": module " + std::to_string(i) + " (" + name +
+                             ", path " + where +
+                             ") is not supported here: encoderd runs Transformer, then "
+                             "Pooling, then optionally Normalize");
+    }
+  }
+  if (!transformer || !pooling) {
+    return InvalidArgument(modules_path + ": needs a Transformer and a Pooling module");
+  }
+  return std::optional<SentenceTransformersLayout>(std::move(layout));
+}
+
+}  // namespace encoderd
