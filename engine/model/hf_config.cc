@@ -62,8 +62,8 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
   HfConfig config;
   auto type = json.find("model_type");
   if (type == json.end() || !type->is_string()) {
-    return InvalidArgument(path +
-                           ": model_type is missing (expected bert, roberta or xlm-roberta)");
+    return InvalidArgument(
+        path + ": model_type is missing (expected bert, roberta, xlm-roberta or distilbert)");
   }
   config.model_type = type->get<std::string>();
   if (config.model_type == "bert") {
@@ -72,15 +72,23 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
     config.family = ModelFamily::kRoberta;
   } else if (config.model_type == "xlm-roberta") {
     config.family = ModelFamily::kXlmRoberta;
+  } else if (config.model_type == "distilbert") {
+    config.family = ModelFamily::kDistilbert;
   } else {
-    return InvalidArgument(path + ": model_type \"" + config.model_type +
-                           "\" is not supported (expected bert, roberta or xlm-roberta)");
+    return InvalidArgument(
+        path + ": model_type \"" + config.model_type +
+        "\" is not supported (expected bert, roberta, xlm-roberta or distilbert)");
   }
+  // DistilBERT's config names the same sizes differently.
+  const bool distil = config.family == ModelFamily::kDistilbert;
   RETURN_IF_ERROR(ReadInt(json, path, "vocab_size", 1, &config.vocab_size));
-  RETURN_IF_ERROR(ReadInt(json, path, "hidden_size", 1, &config.hidden_size));
-  RETURN_IF_ERROR(ReadInt(json, path, "num_hidden_layers", 1, &config.num_hidden_layers));
-  RETURN_IF_ERROR(ReadInt(json, path, "num_attention_heads", 1, &config.num_attention_heads));
-  RETURN_IF_ERROR(ReadInt(json, path, "intermediate_size", 1, &config.intermediate_size));
+  RETURN_IF_ERROR(ReadInt(json, path, distil ? "dim" : "hidden_size", 1, &config.hidden_size));
+  RETURN_IF_ERROR(
+      ReadInt(json, path, distil ? "n_layers" : "num_hidden_layers", 1, &config.num_hidden_layers));
+  RETURN_IF_ERROR(ReadInt(json, path, distil ? "n_heads" : "num_attention_heads", 1,
+                          &config.num_attention_heads));
+  RETURN_IF_ERROR(ReadInt(json, path, distil ? "hidden_dim" : "intermediate_size", 1,
+                          &config.intermediate_size));
   RETURN_IF_ERROR(
       ReadInt(json, path, "max_position_embeddings", 1, &config.max_position_embeddings));
   RETURN_IF_ERROR(ReadInt(json, path, "type_vocab_size", 0, &config.type_vocab_size));
@@ -92,11 +100,12 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
     }
     config.layer_norm_eps = static_cast<float>(eps->get<double>());
   }
-  if (auto act = json.find("hidden_act"); act != json.end() && !act->is_null()) {
+  if (auto act = json.find(distil ? "activation" : "hidden_act");
+      act != json.end() && !act->is_null()) {
     const std::string name = act->is_string() ? act->get<std::string>() : act->dump();
     // Only the exact (erf) GELU and ReLU; gelu_new / gelu_fast are tanh approximations.
     if (name != "gelu" && name != "relu") {
-      return InvalidArgument(path + ": hidden_act \"" + name +
+      return InvalidArgument(path + ": " + (distil ? "activation" : "hidden_act") + " \"" + name +
                              "\" is not supported (expected gelu or relu)");
     }
     config.hidden_act = *ParseActivation(name);

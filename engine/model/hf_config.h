@@ -14,7 +14,10 @@
 namespace encoderd {
 
 struct HfConfig {
-  // From model_type: bert -> kBert, roberta -> kRoberta, xlm-roberta -> kXlmRoberta.
+  // From model_type: bert -> kBert, roberta -> kRoberta, xlm-roberta -> kXlmRoberta,
+  // distilbert -> kDistilbert (whose keys dim, n_layers, n_heads, hidden_dim and
+  // activation fill hidden_size, num_hidden_layers, num_attention_heads,
+  // intermediate_size and hidden_act).
   ModelFamily family = ModelFamily::kBert;
   std::string model_type;
   std::optional<int64_t> vocab_size;

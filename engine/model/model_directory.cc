@@ -19,11 +19,6 @@ bool IsFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-bool IsHuggingFace(ModelFamily family) {
-  return family == ModelFamily::kBert || family == ModelFamily::kRoberta ||
-         family == ModelFamily::kXlmRoberta;
-}
-
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -61,28 +56,34 @@ Status CrossCheck(const std::string& config_path, const char* key,
 Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::string& checkpoint,
                      EncoderConfig* c) {
   RETURN_IF_ERROR(CrossCheck(path, "vocab_size", hf.vocab_size, c->vocab_size, checkpoint));
-  RETURN_IF_ERROR(CrossCheck(path, "hidden_size", hf.hidden_size, c->hidden_size, checkpoint));
+  const bool distil = c->family == ModelFamily::kDistilbert;  // its keys have other names
   RETURN_IF_ERROR(
-      CrossCheck(path, "num_hidden_layers", hf.num_hidden_layers, c->num_layers, checkpoint));
-  RETURN_IF_ERROR(CrossCheck(path, "intermediate_size", hf.intermediate_size, c->intermediate_size,
-                             checkpoint));
+      CrossCheck(path, distil ? "dim" : "hidden_size", hf.hidden_size, c->hidden_size, checkpoint));
+  RETURN_IF_ERROR(CrossCheck(path, distil ? "n_layers" : "num_hidden_layers", hf.num_hidden_layers,
+                             c->num_layers, checkpoint));
+  RETURN_IF_ERROR(CrossCheck(path, distil ? "hidden_dim" : "intermediate_size",
+                             hf.intermediate_size, c->intermediate_size, checkpoint));
   RETURN_IF_ERROR(CrossCheck(path, "max_position_embeddings", hf.max_position_embeddings,
                              c->max_positions, checkpoint));
   RETURN_IF_ERROR(
       CrossCheck(path, "type_vocab_size", hf.type_vocab_size, c->type_vocab_size, checkpoint));
-  if (!hf.num_attention_heads) return InvalidArgument(path + ": num_attention_heads is missing");
+  if (!hf.num_attention_heads) {
+    return InvalidArgument(path + ": " + (distil ? "n_heads" : "num_attention_heads") +
+                           " is missing");
+  }
   c->num_heads = *hf.num_attention_heads;
   if (c->hidden_size % c->num_heads != 0) {
     return InvalidArgument(path + ": num_attention_heads = " + std::to_string(c->num_heads) +
                            " does not divide hidden_size " + std::to_string(c->hidden_size));
   }
-  const bool bert = c->family == ModelFamily::kBert;
+  const bool bert = c->family == ModelFamily::kBert || distil;
   c->layer_norm_eps = hf.layer_norm_eps.value_or(1e-12f);
   c->activation = hf.hidden_act.value_or(Activation::kGelu);
   c->norm_first = false;
   c->pad_token_id = hf.pad_token_id.value_or(bert ? 0 : 1);
   c->position_rule = bert ? PositionRule::kFromZero : PositionRule::kAfterPaddingIdx;
-  c->head_activation = Activation::kTanh;
+  // DistilBertForSequenceClassification: pre_classifier, ReLU, classifier.
+  c->head_activation = distil ? Activation::kRelu : Activation::kTanh;
   if (!hf.labels.empty() && c->num_labels > 0) {
     if (static_cast<int64_t>(hf.labels.size()) != c->num_labels) {
       return InvalidArgument(path + ": id2label has " + std::to_string(hf.labels.size()) +
@@ -151,6 +152,8 @@ Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card,
     case ModelFamily::kRoberta:
     case ModelFamily::kXlmRoberta:
       return MapRobertaWeights(mapper, config);
+    case ModelFamily::kDistilbert:
+      return MapDistilbertWeights(mapper, config);
     case ModelFamily::kTorchtextRoberta:
       return MapTorchtextRobertaWeights(mapper, config);
     case ModelFamily::kTransformerEncoder:
@@ -180,7 +183,7 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   } else {
     return NotFound(dir + ": no config.json, and no encoderd.yaml naming the family");
   }
-  if (IsHuggingFace(config.family)) {
+  if (IsHuggingFaceFamily(config.family)) {
     if (!hf)
       return NotFound(config_path + ": missing (needed for family " +
                       std::string(ModelFamilyName(config.family)) + ")");
@@ -219,7 +222,7 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   }
   bundle.weights = mapper.Release();
 
-  if (hf && IsHuggingFace(config.family)) {
+  if (hf && IsHuggingFaceFamily(config.family)) {
     RETURN_IF_ERROR(ApplyHfConfig(*hf, config_path, bundle.checkpoint_path, &config));
   }
   if (st) {  // before the card: what encoderd.yaml says wins
@@ -227,7 +230,8 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
     config.default_normalize = st->normalize;
   }
   if (card) {
-    if (!IsHuggingFace(config.family)) RETURN_IF_ERROR(ApplyCardFamilyDefaults(*card, &config));
+    if (!IsHuggingFaceFamily(config.family))
+      RETURN_IF_ERROR(ApplyCardFamilyDefaults(*card, &config));
     if (card->num_heads && *card->num_heads != config.num_heads) {
       return InvalidArgument(
           card->source + ": num_heads = " + std::to_string(*card->num_heads) +

@@ -21,6 +21,11 @@ Status Bad(const std::string& field, const std::string& why) {
 
 }  // namespace
 
+bool IsHuggingFaceFamily(ModelFamily family) {
+  return family == ModelFamily::kBert || family == ModelFamily::kRoberta ||
+         family == ModelFamily::kXlmRoberta || family == ModelFamily::kDistilbert;
+}
+
 const char* ModelFamilyName(ModelFamily family) {
   switch (family) {
     case ModelFamily::kBert:
@@ -29,6 +34,8 @@ const char* ModelFamilyName(ModelFamily family) {
       return "roberta";
     case ModelFamily::kXlmRoberta:
       return "xlm-roberta";
+    case ModelFamily::kDistilbert:
+      return "distilbert";
     case ModelFamily::kTorchtextRoberta:
       return "torchtext-roberta";
     case ModelFamily::kTransformerEncoder:
@@ -72,9 +79,9 @@ const char* PositionRuleName(PositionRule rule) {
 }
 
 std::optional<ModelFamily> ParseModelFamily(const std::string& name) {
-  static constexpr ModelFamily kAll[] = {ModelFamily::kBert, ModelFamily::kRoberta,
-                                         ModelFamily::kXlmRoberta, ModelFamily::kTorchtextRoberta,
-                                         ModelFamily::kTransformerEncoder};
+  static constexpr ModelFamily kAll[] = {
+      ModelFamily::kBert,       ModelFamily::kRoberta,          ModelFamily::kXlmRoberta,
+      ModelFamily::kDistilbert, ModelFamily::kTorchtextRoberta, ModelFamily::kTransformerEncoder};
   return ParseByName(name, kAll, ModelFamilyName);
 }
 

@@ -22,6 +22,7 @@ enum class ModelFamily {
   kBert,                // Hugging Face BertModel / BertForSequenceClassification
   kRoberta,             // Hugging Face RobertaModel / RobertaForSequenceClassification
   kXlmRoberta,          // Hugging Face XLMRobertaModel / ...ForSequenceClassification
+  kDistilbert,          // Hugging Face DistilBertModel / DistilBertForSequenceClassification
   kTorchtextRoberta,    // torchtext.models.RobertaModel (XLM-R / RoBERTa bundles)
   kTransformerEncoder,  // any nn.Embedding + nn.TransformerEncoder stack
 };
@@ -36,6 +37,8 @@ enum class PositionRule {
 // Names as written in encoderd.yaml and printed by `encoderd inspect`:
 // "bert", "roberta", "xlm-roberta", "torchtext-roberta", "transformer-encoder";
 // "gelu", "relu", "tanh"; "cls", "mean"; "none", "from_zero", "after_padding_idx".
+// The families described by a Hugging Face config.json (and tokenizer files).
+bool IsHuggingFaceFamily(ModelFamily family);
 const char* ModelFamilyName(ModelFamily family);
 const char* ActivationName(Activation activation);
 const char* PoolingName(Pooling pooling);

@@ -14,11 +14,6 @@ bool IsFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-bool IsHuggingFace(ModelFamily family) {
-  return family == ModelFamily::kBert || family == ModelFamily::kRoberta ||
-         family == ModelFamily::kXlmRoberta;
-}
-
 // A card for the file a Hugging Face directory ships, if any.
 StatusOr<std::optional<TokenizerCard>> HuggingFaceTokenizer(const std::string& dir,
                                                             const std::string& name_hint) {
@@ -52,7 +47,7 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
                                             const std::string& name_hint,
                                             const EncoderConfig& config) {
   std::optional<TokenizerCard> card = card_in;
-  if (!card && IsHuggingFace(config.family)) {
+  if (!card && IsHuggingFaceFamily(config.family)) {
     ASSIGN_OR_RETURN(card, HuggingFaceTokenizer(dir, name_hint));
   }
   ModelTokenizer result;

@@ -27,6 +27,15 @@ const LayerKeys kHuggingFaceLayer = {
     "attention.output.LayerNorm",
     "output.LayerNorm"};
 
+const LayerKeys kDistilbertLayer = {
+    {"attention.q_lin.weight", "attention.k_lin.weight", "attention.v_lin.weight"},
+    {"attention.q_lin.bias", "attention.k_lin.bias", "attention.v_lin.bias"},
+    "attention.out_lin",
+    "ffn.lin1",
+    "ffn.lin2",
+    "sa_layer_norm",
+    "output_layer_norm"};
+
 // torch.nn.TransformerEncoderLayer.
 const LayerKeys kTorchLayer = {{"self_attn.in_proj_weight"},
                                {"self_attn.in_proj_bias"},
@@ -138,6 +147,20 @@ Status MapRobertaWeights(WeightMapper& m, EncoderConfig* c) {
   RETURN_IF_ERROR(MapHuggingFaceBody(m, prefix, c));
   if (!m.Has("classifier.out_proj.weight")) return Status::Ok();
   return MapHead(m, "classifier.dense", "classifier.out_proj", c);
+}
+
+Status MapDistilbertWeights(WeightMapper& m, EncoderConfig* c) {
+  const std::string prefix = HuggingFacePrefix(m, "distilbert.");
+  RETURN_IF_ERROR(MapTokenEmbedding(m, prefix + "embeddings.word_embeddings.weight", c));
+  RETURN_IF_ERROR(MapPositionEmbedding(m, prefix + "embeddings.position_embeddings.weight", c));
+  c->type_vocab_size = 0;
+  RETURN_IF_ERROR(m.AddNorm("embeddings.norm", prefix + "embeddings.LayerNorm", c->hidden_size));
+  c->embedding_norm = true;
+  c->final_norm = false;
+  c->num_labels = 0;
+  RETURN_IF_ERROR(MapLayers(m, prefix + "transformer.layer.", kDistilbertLayer, c));
+  if (!m.Has("classifier.weight")) return Status::Ok();
+  return MapHead(m, "pre_classifier", "classifier", c);
 }
 
 Status MapTorchtextRobertaWeights(WeightMapper& m, EncoderConfig* c) {

@@ -19,6 +19,9 @@ namespace encoderd {
 // without "bert."; LayerNorm weight/bias or gamma/beta). The head is
 // pooler.dense + classifier, present when "classifier.weight" is.
 Status MapBertWeights(WeightMapper& mapper, EncoderConfig* config);
+// DistilBertModel (or DistilBertForSequenceClassification, "distilbert."
+// prefix + pre_classifier/classifier): no token types, q/k/v as q_lin/k_lin/v_lin.
+Status MapDistilbertWeights(WeightMapper& mapper, EncoderConfig* config);
 
 // Hugging Face RobertaModel / XLMRobertaModel and their
 // *ForSequenceClassification (keys with or without "roberta."). The head is
