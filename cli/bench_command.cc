@@ -259,6 +259,9 @@ std::string Parse(const std::vector<std::string>& args, BenchArgs* a) {
   }
   Status valid = a->config.Validate();
   if (!valid.ok()) return valid.message();
+  // fp32 first: its PyTorch output is the reference the bf16 rows compare with.
+  std::stable_sort(a->dtypes.begin(), a->dtypes.end(),
+                   [](DType x, DType y) { return x == DType::kFloat32 && y != DType::kFloat32; });
 #ifndef ENCODERD_WITH_TORCH
   if (a->runs("pytorch")) {
     return "engine pytorch needs LibTorch (rebuild with -DENCODERD_WITH_TORCH=ON, Debian package "
@@ -320,6 +323,13 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   for (const std::string& workload : a.workloads) {
     const Sequences& sequences = workloads->at(workload);
+    for (const auto& sequence : sequences) {
+      if (static_cast<int64_t>(sequence.size()) > config.max_tokens) {
+        return fail(InvalidArgument(workload + " has a sequence of " +
+                                    std::to_string(sequence.size()) + " tokens; the model takes " +
+                                    std::to_string(config.max_tokens)));
+      }
+    }
     PackedBatchBuilder builder(config.position_rule, static_cast<int32_t>(config.pad_token_id));
     for (size_t i = 0; i < sequences.size(); ++i) {
       if (Status added = builder.Add(sequences[i], {}, {0, static_cast<int32_t>(i)}); !added.ok()) {
@@ -348,7 +358,9 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
         }
         Measurement m{workload, std::string("pytorch ") + TorchBaselineModeName(mode), name,
                       batch.num_tokens()};
-        Tensor output;
+        auto first = baselines[name]->Forward(mode, sequences);  // checked once, then timed
+        if (!first.ok()) return fail(first.status().WithContext(workload));
+        Tensor output = *first;
         Time([&] { output = *baselines[name]->Forward(mode, sequences); }, a.min_seconds, &m);
         if (dtype == DType::kFloat32 && mode == TorchBaselineMode::kNestedFastpath) {
           reference = output;
@@ -359,7 +371,9 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
 #endif
       if (!a.runs("encoderd")) continue;
       Measurement m{workload, "encoderd", name, batch.num_tokens()};
-      Tensor output;
+      auto first = encoders[name]->Forward(batch);  // checked once, then timed
+      if (!first.ok()) return fail(first.status().WithContext(workload));
+      Tensor output = *first;
       Time([&] { output = *encoders[name]->Forward(batch); }, a.min_seconds, &m);
       compare(output, &m);
       if (!a.outputs.empty()) {

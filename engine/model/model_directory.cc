@@ -73,8 +73,9 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
   }
   c->num_heads = *hf.num_attention_heads;
   if (c->hidden_size % c->num_heads != 0) {
-    return InvalidArgument(path + ": num_attention_heads = " + std::to_string(c->num_heads) +
-                           " does not divide hidden_size " + std::to_string(c->hidden_size));
+    return InvalidArgument(path + ": " + (distil ? "n_heads" : "num_attention_heads") + " = " +
+                           std::to_string(c->num_heads) + " does not divide hidden_size " +
+                           std::to_string(c->hidden_size));
   }
   const bool bert = c->family == ModelFamily::kBert || distil;
   c->layer_norm_eps = hf.layer_norm_eps.value_or(1e-12f);
@@ -235,7 +236,9 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
     if (card->num_heads && *card->num_heads != config.num_heads) {
       return InvalidArgument(
           card->source + ": num_heads = " + std::to_string(*card->num_heads) +
-          " contradicts config.json num_attention_heads = " + std::to_string(config.num_heads));
+          " contradicts config.json " +
+          (config.family == ModelFamily::kDistilbert ? "n_heads" : "num_attention_heads") + " = " +
+          std::to_string(config.num_heads));
     }
     ApplyCardOverrides(*card, &config);
   }
@@ -247,7 +250,9 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
       config.labels.push_back("LABEL_" + std::to_string(i));
   }
 
-  const std::string name_hint = (hf ? hf->name_or_path + " " : "") + BaseName(dir);
+  // The folder's name too: a sentence-transformers model sits in 0_Transformer/.
+  const std::string name_hint = (hf ? hf->name_or_path + " " : "") + BaseName(folder) +
+                                (dir != folder ? " " + BaseName(dir) : "");
   ASSIGN_OR_RETURN(
       ModelTokenizer tokenizer,
       LoadModelTokenizer(dir, card ? card->tokenizer : std::nullopt, name_hint, config));

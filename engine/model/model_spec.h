@@ -35,7 +35,7 @@ enum class PositionRule {
 };
 
 // Names as written in encoderd.yaml and printed by `encoderd inspect`:
-// "bert", "roberta", "xlm-roberta", "torchtext-roberta", "transformer-encoder";
+// "bert", "roberta", "xlm-roberta", "distilbert", "torchtext-roberta", "transformer-encoder";
 // "gelu", "relu", "tanh"; "cls", "mean"; "none", "from_zero", "after_padding_idx".
 // The families described by a Hugging Face config.json (and tokenizer files).
 bool IsHuggingFaceFamily(ModelFamily family);

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "engine/model/json_file.h"
@@ -26,7 +27,9 @@ StatusOr<std::string> ModuleDir(const std::string& dir, const std::string& modul
                            " has no \"path\" string");
   }
   const std::string rel = path->get<std::string>();
-  if (!rel.empty() && (rel[0] == '/' || rel.find("..") != std::string::npos)) {
+  bool escapes = !rel.empty() && rel[0] == '/';
+  for (const auto& part : std::filesystem::path(rel)) escapes = escapes || part == "..";
+  if (escapes) {
     return InvalidArgument(modules_path + ": module " + std::to_string(index) + " path \"" + rel +
                            "\" leaves the model folder");
   }
@@ -50,7 +53,11 @@ StatusOr<Pooling> ReadPooling(const std::string& path) {
   std::vector<const Mode*> on;
   for (const Mode& mode : modes) {
     const auto it = json.find(mode.key);
-    if (it != json.end() && it->is_boolean() && it->get<bool>()) on.push_back(&mode);
+    if (it == json.end() || it->is_null()) continue;
+    if (!it->is_boolean()) {
+      return InvalidArgument(path + ": " + mode.key + " must be true or false, got " + it->dump());
+    }
+    if (it->get<bool>()) on.push_back(&mode);
   }
   if (on.empty()) return InvalidArgument(path + ": no pooling_mode_* is true");
   if (on.size() > 1) {

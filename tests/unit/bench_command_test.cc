@@ -74,6 +74,19 @@ TEST(BenchCommandTest, RefusesInputsItCannotRun) {
             1);
   EXPECT_NE(err.str().find("no workload W1"), std::string::npos) << err.str();
   err.str("");
+  // Longer than the model takes: refused before any forward (was a forward's
+  // error used as a result).
+  std::string long_row = "[5";
+  for (int i = 1; i < 600; ++i) long_row += ", 5";
+  std::ofstream(dir / "too_long.json") << R"({"W4": [)" + long_row + "]]}";
+  EXPECT_EQ(
+      RunBenchCommand(Tiny({"--workloads", "W4", "--inputs", (dir / "too_long.json").string()}),
+                      out, err),
+      1);
+  EXPECT_NE(err.str().find("W4 has a sequence of 600 tokens; the model takes 512"),
+            std::string::npos)
+      << err.str();
+  err.str("");
   EXPECT_EQ(RunBenchCommand(Tiny({"--inputs", (dir / "missing.json").string()}), out, err), 1);
   EXPECT_NE(err.str().find("cannot read"), std::string::npos) << err.str();
   err.str("");

@@ -88,6 +88,8 @@ TEST_F(SentenceTransformersTest, RefusesModulesItCannotRunAndNamesThem) {
   Modules(
       R"({"idx": 0, "path": "../elsewhere", "type": "sentence_transformers.models.Transformer"})");
   EXPECT_NE(Error().find("leaves the model folder"), std::string::npos) << Error();
+  Modules(R"({"idx": 0, "path": "a/../../b", "type": "sentence_transformers.models.Transformer"})");
+  EXPECT_NE(Error().find("leaves the model folder"), std::string::npos) << Error();
   Write("modules.json", "{not json");
   EXPECT_NE(Error().find("modules.json: not valid JSON"), std::string::npos) << Error();
 }
@@ -98,6 +100,10 @@ TEST_F(SentenceTransformersTest, RefusesPoolingItCannotDo) {
   EXPECT_NE(Error().find("pooling_mode_max_tokens is not supported"), std::string::npos) << Error();
   Pooling(R"("pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true)");
   EXPECT_NE(Error().find("are both true"), std::string::npos) << Error();
+  Pooling(R"("pooling_mode_mean_tokens": 1)");  // sentence-transformers would take it as on
+  EXPECT_NE(Error().find("pooling_mode_mean_tokens must be true or false, got 1"),
+            std::string::npos)
+      << Error();
   Pooling(R"("pooling_mode_mean_tokens": false)");
   EXPECT_NE(Error().find("no pooling_mode_* is true"), std::string::npos) << Error();
   Pooling(R"("pooling_mode_mean_tokens": true, "include_prompt": false)");
