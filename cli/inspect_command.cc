@@ -18,6 +18,7 @@ Json ConfigJson(const EncoderConfig& c) {
       {"num_layers", c.num_layers},
       {"num_heads", c.num_heads},
       {"head_dim", c.head_dim()},
+      {"embedding_size", c.embedding_width()},
       {"intermediate_size", c.intermediate_size},
       {"max_positions", c.max_positions},
       {"max_tokens", c.max_tokens},
@@ -90,7 +91,11 @@ std::string DescribeModelText(const ModelBundle& bundle) {
     << "family:          " << ModelFamilyName(c.family) << "\n"
     << "layers:          " << c.num_layers << (c.norm_first ? " (pre-norm)" : " (post-norm)")
     << "\n"
-    << "hidden size:     " << c.hidden_size << "\n"
+    << "hidden size:     " << c.hidden_size
+    << (c.projects_embeddings()
+            ? " (embeddings " + std::to_string(c.embedding_size) + " wide, projected)"
+            : std::string())
+    << "\n"
     << "heads:           " << c.num_heads << " (head dim " << c.head_dim() << ")\n"
     << "ffn size:        " << c.intermediate_size << " (" << ActivationName(c.activation) << ")\n"
     << "vocab size:      " << c.vocab_size << "\n"

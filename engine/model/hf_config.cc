@@ -63,7 +63,8 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
   auto type = json.find("model_type");
   if (type == json.end() || !type->is_string()) {
     return InvalidArgument(
-        path + ": model_type is missing (expected bert, roberta, xlm-roberta or distilbert)");
+        path +
+        ": model_type is missing (expected bert, roberta, xlm-roberta, distilbert or electra)");
   }
   config.model_type = type->get<std::string>();
   if (config.model_type == "bert") {
@@ -74,14 +75,17 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
     config.family = ModelFamily::kXlmRoberta;
   } else if (config.model_type == "distilbert") {
     config.family = ModelFamily::kDistilbert;
+  } else if (config.model_type == "electra") {
+    config.family = ModelFamily::kElectra;
   } else {
     return InvalidArgument(
         path + ": model_type \"" + config.model_type +
-        "\" is not supported (expected bert, roberta, xlm-roberta or distilbert)");
+        "\" is not supported (expected bert, roberta, xlm-roberta, distilbert or electra)");
   }
   // DistilBERT's config names the same sizes differently.
   const bool distil = config.family == ModelFamily::kDistilbert;
   RETURN_IF_ERROR(ReadInt(json, path, "vocab_size", 1, &config.vocab_size));
+  RETURN_IF_ERROR(ReadInt(json, path, "embedding_size", 1, &config.embedding_size));
   RETURN_IF_ERROR(ReadInt(json, path, distil ? "dim" : "hidden_size", 1, &config.hidden_size));
   RETURN_IF_ERROR(
       ReadInt(json, path, distil ? "n_layers" : "num_hidden_layers", 1, &config.num_hidden_layers));

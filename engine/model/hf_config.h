@@ -15,13 +15,14 @@ namespace encoderd {
 
 struct HfConfig {
   // From model_type: bert -> kBert, roberta -> kRoberta, xlm-roberta -> kXlmRoberta,
-  // distilbert -> kDistilbert (whose keys dim, n_layers, n_heads, hidden_dim and
-  // activation fill hidden_size, num_hidden_layers, num_attention_heads,
-  // intermediate_size and hidden_act).
+  // electra -> kElectra, distilbert -> kDistilbert (whose keys dim, n_layers, n_heads, hidden_dim
+  // and activation fill hidden_size, num_hidden_layers, num_attention_heads, intermediate_size and
+  // hidden_act).
   ModelFamily family = ModelFamily::kBert;
   std::string model_type;
   std::optional<int64_t> vocab_size;
   std::optional<int64_t> hidden_size;
+  std::optional<int64_t> embedding_size;  // ELECTRA
   std::optional<int64_t> num_hidden_layers;
   std::optional<int64_t> num_attention_heads;
   std::optional<int64_t> intermediate_size;

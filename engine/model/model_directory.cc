@@ -77,14 +77,18 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
                            std::to_string(c->num_heads) + " does not divide hidden_size " +
                            std::to_string(c->hidden_size));
   }
-  const bool bert = c->family == ModelFamily::kBert || distil;
+  const bool electra = c->family == ModelFamily::kElectra;
+  RETURN_IF_ERROR(
+      CrossCheck(path, "embedding_size", hf.embedding_size, c->embedding_width(), checkpoint));
+  const bool bert = c->family == ModelFamily::kBert || distil || electra;
   c->layer_norm_eps = hf.layer_norm_eps.value_or(1e-12f);
   c->activation = hf.hidden_act.value_or(Activation::kGelu);
   c->norm_first = false;
   c->pad_token_id = hf.pad_token_id.value_or(bert ? 0 : 1);
   c->position_rule = bert ? PositionRule::kFromZero : PositionRule::kAfterPaddingIdx;
-  // DistilBertForSequenceClassification: pre_classifier, ReLU, classifier.
-  c->head_activation = distil ? Activation::kRelu : Activation::kTanh;
+  // DistilBertForSequenceClassification: pre_classifier, ReLU, classifier;
+  // ElectraClassificationHead: dense, GELU, out_proj.
+  c->head_activation = distil ? Activation::kRelu : electra ? Activation::kGelu : Activation::kTanh;
   if (!hf.labels.empty() && c->num_labels > 0) {
     if (static_cast<int64_t>(hf.labels.size()) != c->num_labels) {
       return InvalidArgument(path + ": id2label has " + std::to_string(hf.labels.size()) +
@@ -155,6 +159,8 @@ Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card,
       return MapRobertaWeights(mapper, config);
     case ModelFamily::kDistilbert:
       return MapDistilbertWeights(mapper, config);
+    case ModelFamily::kElectra:
+      return MapElectraWeights(mapper, config);
     case ModelFamily::kTorchtextRoberta:
       return MapTorchtextRobertaWeights(mapper, config);
     case ModelFamily::kTransformerEncoder:

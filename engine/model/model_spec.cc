@@ -23,7 +23,8 @@ Status Bad(const std::string& field, const std::string& why) {
 
 bool IsHuggingFaceFamily(ModelFamily family) {
   return family == ModelFamily::kBert || family == ModelFamily::kRoberta ||
-         family == ModelFamily::kXlmRoberta || family == ModelFamily::kDistilbert;
+         family == ModelFamily::kXlmRoberta || family == ModelFamily::kDistilbert ||
+         family == ModelFamily::kElectra;
 }
 
 const char* ModelFamilyName(ModelFamily family) {
@@ -36,6 +37,8 @@ const char* ModelFamilyName(ModelFamily family) {
       return "xlm-roberta";
     case ModelFamily::kDistilbert:
       return "distilbert";
+    case ModelFamily::kElectra:
+      return "electra";
     case ModelFamily::kTorchtextRoberta:
       return "torchtext-roberta";
     case ModelFamily::kTransformerEncoder:
@@ -79,9 +82,13 @@ const char* PositionRuleName(PositionRule rule) {
 }
 
 std::optional<ModelFamily> ParseModelFamily(const std::string& name) {
-  static constexpr ModelFamily kAll[] = {
-      ModelFamily::kBert,       ModelFamily::kRoberta,          ModelFamily::kXlmRoberta,
-      ModelFamily::kDistilbert, ModelFamily::kTorchtextRoberta, ModelFamily::kTransformerEncoder};
+  static constexpr ModelFamily kAll[] = {ModelFamily::kBert,
+                                         ModelFamily::kRoberta,
+                                         ModelFamily::kXlmRoberta,
+                                         ModelFamily::kDistilbert,
+                                         ModelFamily::kElectra,
+                                         ModelFamily::kTorchtextRoberta,
+                                         ModelFamily::kTransformerEncoder};
   return ParseByName(name, kAll, ModelFamilyName);
 }
 
@@ -105,6 +112,7 @@ Status EncoderConfig::Validate() const {
   if (vocab_size <= 0) return Bad("vocab_size", "must be positive");
   if (hidden_size <= 0) return Bad("hidden_size", "must be positive");
   if (num_layers <= 0) return Bad("num_layers", "must be positive");
+  if (embedding_size < 0) return Bad("embedding_size", "must not be negative");
   if (intermediate_size <= 0) return Bad("intermediate_size", "must be positive");
   if (num_heads <= 0) return Bad("num_heads", "must be positive");
   if (hidden_size % num_heads != 0) {

@@ -23,6 +23,7 @@ enum class ModelFamily {
   kRoberta,             // Hugging Face RobertaModel / RobertaForSequenceClassification
   kXlmRoberta,          // Hugging Face XLMRobertaModel / ...ForSequenceClassification
   kDistilbert,          // Hugging Face DistilBertModel / DistilBertForSequenceClassification
+  kElectra,             // Hugging Face ElectraModel / ElectraForSequenceClassification
   kTorchtextRoberta,    // torchtext.models.RobertaModel (XLM-R / RoBERTa bundles)
   kTransformerEncoder,  // any nn.Embedding + nn.TransformerEncoder stack
 };
@@ -35,7 +36,8 @@ enum class PositionRule {
 };
 
 // Names as written in encoderd.yaml and printed by `encoderd inspect`:
-// "bert", "roberta", "xlm-roberta", "distilbert", "torchtext-roberta", "transformer-encoder";
+// "bert", "roberta", "xlm-roberta", "distilbert", "electra", "torchtext-roberta",
+// "transformer-encoder";
 // "gelu", "relu", "tanh"; "cls", "mean"; "none", "from_zero", "after_padding_idx".
 // The families described by a Hugging Face config.json (and tokenizer files).
 bool IsHuggingFaceFamily(ModelFamily family);
@@ -52,6 +54,10 @@ struct EncoderConfig {
   ModelFamily family = ModelFamily::kBert;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
+  // Width of the embedding tables and their LayerNorm when it is not
+  // hidden_size: a Linear ("embeddings.project") then maps it to hidden_size
+  // (ELECTRA's embeddings_project). 0: the embeddings are hidden_size wide.
+  int64_t embedding_size = 0;
   int64_t num_layers = 0;
   int64_t num_heads = 0;
   int64_t intermediate_size = 0;
@@ -84,6 +90,8 @@ struct EncoderConfig {
   std::vector<std::string> labels;  // num_labels names ("LABEL_0".. when unknown)
 
   int64_t head_dim() const { return num_heads ? hidden_size / num_heads : 0; }
+  bool projects_embeddings() const { return embedding_size != 0 && embedding_size != hidden_size; }
+  int64_t embedding_width() const { return projects_embeddings() ? embedding_size : hidden_size; }
   // Checks internal consistency (head count divides hidden size, ...).
   Status Validate() const;
 };

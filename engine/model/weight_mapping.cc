@@ -69,7 +69,7 @@ Status MapTokenEmbedding(WeightMapper& m, const std::string& key, EncoderConfig*
 }
 
 Status MapPositionEmbedding(WeightMapper& m, const std::string& key, EncoderConfig* c) {
-  ASSIGN_OR_RETURN(Tensor pos, m.Find(key, {kAnySize, c->hidden_size}));
+  ASSIGN_OR_RETURN(Tensor pos, m.Find(key, {kAnySize, c->embedding_width()}));
   c->max_positions = pos.size(0);
   return m.Add("embeddings.position", key, pos.shape());
 }
@@ -161,6 +161,31 @@ Status MapDistilbertWeights(WeightMapper& m, EncoderConfig* c) {
   RETURN_IF_ERROR(MapLayers(m, prefix + "transformer.layer.", kDistilbertLayer, c));
   if (!m.Has("classifier.weight")) return Status::Ok();
   return MapHead(m, "pre_classifier", "classifier", c);
+}
+
+Status MapElectraWeights(WeightMapper& m, EncoderConfig* c) {
+  const std::string prefix = HuggingFacePrefix(m, "electra.");
+  RETURN_IF_ERROR(MapTokenEmbedding(m, prefix + "embeddings.word_embeddings.weight", c));
+  const int64_t width = c->hidden_size;  // the embeddings' width, so far
+  const std::string project = prefix + "embeddings_project";
+  if (m.Has(project + ".weight")) {
+    ASSIGN_OR_RETURN(Tensor w, m.Find(project + ".weight", {kAnySize, width}));
+    c->hidden_size = w.size(0);
+    c->embedding_size = width;
+    RETURN_IF_ERROR(m.AddLinear("embeddings.project", project, c->hidden_size, width));
+  }
+  RETURN_IF_ERROR(MapPositionEmbedding(m, prefix + "embeddings.position_embeddings.weight", c));
+  const std::string token_type = prefix + "embeddings.token_type_embeddings.weight";
+  ASSIGN_OR_RETURN(Tensor types, m.Find(token_type, {kAnySize, width}));
+  c->type_vocab_size = types.size(0);
+  RETURN_IF_ERROR(m.Add("embeddings.token_type", token_type, types.shape()));
+  RETURN_IF_ERROR(m.AddNorm("embeddings.norm", prefix + "embeddings.LayerNorm", width));
+  c->embedding_norm = true;
+  c->final_norm = false;
+  c->num_labels = 0;
+  RETURN_IF_ERROR(MapLayers(m, prefix + "encoder.layer.", kHuggingFaceLayer, c));
+  if (!m.Has("classifier.out_proj.weight")) return Status::Ok();
+  return MapHead(m, "classifier.dense", "classifier.out_proj", c);
 }
 
 Status MapTorchtextRobertaWeights(WeightMapper& m, EncoderConfig* c) {

@@ -22,6 +22,11 @@ Status MapBertWeights(WeightMapper& mapper, EncoderConfig* config);
 // DistilBertModel (or DistilBertForSequenceClassification, "distilbert."
 // prefix + pre_classifier/classifier): no token types, q/k/v as q_lin/k_lin/v_lin.
 Status MapDistilbertWeights(WeightMapper& mapper, EncoderConfig* config);
+// ElectraModel / ElectraForPreTraining / ElectraForSequenceClassification
+// ("electra." prefix, classifier.dense + classifier.out_proj): BERT's layers;
+// embeddings of embedding_size with embeddings_project to the hidden size
+// when the two differ. The discriminator's prediction head is not read.
+Status MapElectraWeights(WeightMapper& mapper, EncoderConfig* config);
 
 // Hugging Face RobertaModel / XLMRobertaModel and their
 // *ForSequenceClassification (keys with or without "roberta."). The head is

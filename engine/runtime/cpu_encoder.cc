@@ -89,8 +89,8 @@ Status CpuEncoder::LoadTable(EmbeddingTable table, const Tensor& t) {
 
 Status CpuEncoder::LoadLinear(int64_t layer, LinearSlot slot, const Tensor& weight,
                               const Tensor& bias) {
-  ASSIGN_OR_RETURN(auto packed, PackLinear(ctx_, LayerWeightName(layer, LinearSlotName(slot)),
-                                           weight, bias, options().dtype));
+  ASSIGN_OR_RETURN(auto packed, PackLinear(ctx_, LinearWeightPrefix(layer, slot), weight, bias,
+                                           options().dtype));
   weight_bytes_ += packed->bytes();
   weights_.linear(layer, slot) = std::move(packed);
   return Status::Ok();
@@ -114,7 +114,7 @@ void CpuEncoder::Embed(Buffer out) {
     tables.token_type = token_type_.data<float>();
     tables.token_type_rows = token_type_.size(0);
   }
-  tables.hidden = c.hidden_size;
+  tables.hidden = c.embedding_width();
   const NormWeights& norm = weights_.norm(-1, NormSlot::kEmbedding);
   k::EmbeddingLayerNorm(ctx_, tables, batch_->token_ids.data(),
                         position_.defined() ? batch_->position_ids.data() : nullptr,

@@ -170,7 +170,7 @@ void CudaEncoder::Embed(Buffer out) {
   tables.word = word_.get();
   tables.position = position_.get();
   tables.token_type = token_type_.get();
-  tables.hidden = c.hidden_size;
+  tables.hidden = c.embedding_width();
   const DeviceNorm& norm = weights_.norm(-1, NormSlot::kEmbedding);
   k::CudaEmbeddingLayerNorm(*ctx_, dtype(), tables, ids, position_.get() ? ids + tokens : nullptr,
                             token_type_.get() ? ids + 2 * tokens : nullptr, tokens,
@@ -262,8 +262,9 @@ StatusOr<std::unique_ptr<Encoder>> CreateCudaEncoder(const EncoderConfig& config
                            " is not supported by the attention kernel (32, 64, 128)");
   }
   if (config.hidden_size > k::kCudaMaxNormHidden || config.hidden_size % 8 != 0 ||
+      config.embedding_width() > k::kCudaMaxNormHidden || config.embedding_width() % 8 != 0 ||
       config.intermediate_size % 8 != 0) {
-    return InvalidArgument("device cuda: hidden_size (at most " +
+    return InvalidArgument("device cuda: hidden_size and embedding_size (at most " +
                            std::to_string(k::kCudaMaxNormHidden) +
                            ") and intermediate_size must be multiples of 8");
   }

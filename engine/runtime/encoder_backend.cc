@@ -25,14 +25,14 @@ class WeightWalk {
       : c_(c), weights_(weights), backend_(backend) {}
 
   Status Table(EmbeddingTable table, const std::string& name, int64_t rows) {
-    ASSIGN_OR_RETURN(Tensor t, Checked(weights_, name, {rows, c_.hidden_size}));
+    ASSIGN_OR_RETURN(Tensor t, Checked(weights_, name, {rows, c_.embedding_width()}));
     RETURN_IF_ERROR(backend_.LoadTable(table, t).WithContext(name));
     weights_.erase(name);
     return Status::Ok();
   }
 
   Status Linear(int64_t layer, LinearSlot slot, int64_t out, int64_t in) {
-    const std::string prefix = LayerWeightName(layer, LinearSlotName(slot));
+    const std::string prefix = LinearWeightPrefix(layer, slot);
     ASSIGN_OR_RETURN(Tensor w, Checked(weights_, prefix + ".weight", {out, in}));
     Tensor b;
     if (weights_.count(prefix + ".bias")) {
@@ -45,8 +45,9 @@ class WeightWalk {
   }
 
   Status Norm(int64_t layer, NormSlot slot, const std::string& prefix) {
-    ASSIGN_OR_RETURN(Tensor gamma, Checked(weights_, prefix + ".weight", {c_.hidden_size}));
-    ASSIGN_OR_RETURN(Tensor beta, Checked(weights_, prefix + ".bias", {c_.hidden_size}));
+    const int64_t width = slot == NormSlot::kEmbedding ? c_.embedding_width() : c_.hidden_size;
+    ASSIGN_OR_RETURN(Tensor gamma, Checked(weights_, prefix + ".weight", {width}));
+    ASSIGN_OR_RETURN(Tensor beta, Checked(weights_, prefix + ".bias", {width}));
     RETURN_IF_ERROR(backend_.LoadNorm(layer, slot, gamma, beta).WithContext(prefix));
     weights_.erase(prefix + ".weight");
     weights_.erase(prefix + ".bias");
@@ -103,6 +104,8 @@ int64_t BufferWidth(const EncoderConfig& c, Buffer buffer) {
       return 3 * c.hidden_size;
     case Buffer::kFfn:
       return c.intermediate_size;
+    case Buffer::kEmbedded:
+      return c.projects_embeddings() ? c.embedding_size : 0;
     case Buffer::kNormed:
       break;
   }
@@ -118,9 +121,16 @@ const char* LinearSlotName(LinearSlot slot) {
     case LinearSlot::kFfnIn:
       return "ffn.in";
     case LinearSlot::kFfnOut:
+      return "ffn.out";
+    case LinearSlot::kEmbeddingProject:
       break;
   }
-  return "ffn.out";
+  return "embeddings.project";
+}
+
+std::string LinearWeightPrefix(int64_t layer, LinearSlot slot) {
+  if (slot == LinearSlot::kEmbeddingProject) return LinearSlotName(slot);
+  return LayerWeightName(layer, LinearSlotName(slot));
 }
 
 Status LoadEncoderWeights(const EncoderConfig& c, TensorMap& weights, EncoderBackend& backend) {
@@ -139,6 +149,10 @@ Status LoadEncoderWeights(const EncoderConfig& c, TensorMap& weights, EncoderBac
         walk.Table(EmbeddingTable::kTokenType, "embeddings.token_type", c.type_vocab_size));
   }
   if (c.embedding_norm) RETURN_IF_ERROR(walk.Norm(-1, NormSlot::kEmbedding, "embeddings.norm"));
+  if (c.projects_embeddings()) {
+    RETURN_IF_ERROR(
+        walk.Linear(-1, LinearSlot::kEmbeddingProject, c.hidden_size, c.embedding_size));
+  }
   const int64_t h = c.hidden_size, f = c.intermediate_size;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     RETURN_IF_ERROR(walk.Linear(i, LinearSlot::kQkv, 3 * h, h));
@@ -153,7 +167,13 @@ Status LoadEncoderWeights(const EncoderConfig& c, TensorMap& weights, EncoderBac
 }
 
 void RunEncoder(const EncoderConfig& c, EncoderBackend& backend) {
-  backend.Embed(Buffer::kHidden);
+  if (c.projects_embeddings()) {
+    backend.Embed(Buffer::kEmbedded);
+    backend.Linear(-1, LinearSlot::kEmbeddingProject, Buffer::kEmbedded, Epilogue::kNone,
+                   Buffer::kHidden);
+  } else {
+    backend.Embed(Buffer::kHidden);
+  }
   for (int64_t l = 0; l < c.num_layers; ++l) RunLayer(c, l, backend);
   if (c.final_norm) backend.Norm(-1, NormSlot::kFinal, Buffer::kHidden, Buffer::kHidden);
 }

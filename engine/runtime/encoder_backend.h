@@ -19,17 +19,19 @@
 namespace encoderd {
 
 enum class EmbeddingTable { kWord, kPosition, kTokenType };
-// The Linear layers and LayerNorms of one encoder layer; kEmbedding and
-// kFinal are the norms outside the layers (their layer index is -1).
-enum class LinearSlot { kQkv, kOut, kFfnIn, kFfnOut };
+// The Linear layers and LayerNorms of one encoder layer; kEmbeddingProject,
+// kEmbedding and kFinal are outside the layers (their layer index is -1).
+enum class LinearSlot { kQkv, kOut, kFfnIn, kFfnOut, kEmbeddingProject };
 enum class NormSlot { kEmbedding, kNorm1, kNorm2, kFinal };
-// The canonical name of a slot's weights in layer i: LayerWeightName(i,
-// LinearSlotName(slot)) + ".weight" / ".bias".
 const char* LinearSlotName(LinearSlot slot);
+// The canonical name of a slot's weights (+ ".weight" / ".bias"):
+// LayerWeightName(layer, LinearSlotName(slot)), or "embeddings.project".
+std::string LinearWeightPrefix(int64_t layer, LinearSlot slot);
 // The activation buffers of a forward, each [tokens, width] in the backend's
-// element type: kHidden holds the running hidden states.
-enum class Buffer { kHidden, kQkv, kContext, kFfn, kNormed };
-constexpr int kNumBuffers = 5;
+// element type: kHidden holds the running hidden states, kEmbedded the
+// embeddings before their projection (only when the model projects them).
+enum class Buffer { kHidden, kQkv, kContext, kFfn, kNormed, kEmbedded };
+constexpr int kNumBuffers = 6;
 // Columns of `buffer` per token for a model of `config` (0: unused, e.g.
 // kNormed in a post-norm model).
 int64_t BufferWidth(const EncoderConfig& config, Buffer buffer);
@@ -70,11 +72,13 @@ template <typename LinearWeights, typename NormWeights>
 class SlotWeights {
  public:
   explicit SlotWeights(int64_t layers) : layers_(static_cast<size_t>(layers)) {}
+  // kEmbeddingProject ignores `layer`; the others need one.
   LinearWeights& linear(int64_t layer, LinearSlot slot) {
-    return layers_[static_cast<size_t>(layer)].linear[static_cast<int>(slot)];
+    if (slot == LinearSlot::kEmbeddingProject) return embedding_project_;
+    return layers_.at(static_cast<size_t>(layer)).linear[static_cast<int>(slot)];
   }
   const LinearWeights& linear(int64_t layer, LinearSlot slot) const {
-    return layers_[static_cast<size_t>(layer)].linear[static_cast<int>(slot)];
+    return const_cast<SlotWeights*>(this)->linear(layer, slot);
   }
   // kEmbedding and kFinal ignore `layer`; kNorm1 and kNorm2 need a layer.
   NormWeights& norm(int64_t layer, NormSlot slot) {
@@ -96,10 +100,11 @@ class SlotWeights {
 
  private:
   struct Layer {
-    LinearWeights linear[4];  // indexed by LinearSlot
+    LinearWeights linear[4];  // indexed by LinearSlot, kQkv..kFfnOut
     NormWeights norm1, norm2;
   };
   std::vector<Layer> layers_;
+  LinearWeights embedding_project_;
   NormWeights embedding_norm_, final_norm_;
 };
 

@@ -34,33 +34,34 @@ EncoderConfig BertBaseConfig() {
 
 TensorMap RandomEncoderWeights(const EncoderConfig& c, uint32_t seed) {
   std::mt19937 rng(seed);
-  const int64_t h = c.hidden_size, f = c.intermediate_size;
+  const int64_t h = c.hidden_size, f = c.intermediate_size, e = c.embedding_width();
   TensorMap w;
-  auto norm = [&](const std::string& prefix) {
-    w[prefix + ".weight"] = RandomTensor(rng, {h}, 1.0f, 0.05f);
-    w[prefix + ".bias"] = RandomTensor(rng, {h}, 0.0f, 0.05f);
+  auto norm = [&](const std::string& prefix, int64_t width) {
+    w[prefix + ".weight"] = RandomTensor(rng, {width}, 1.0f, 0.05f);
+    w[prefix + ".bias"] = RandomTensor(rng, {width}, 0.0f, 0.05f);
   };
   auto linear = [&](const std::string& prefix, int64_t out, int64_t in) {
     w[prefix + ".weight"] = RandomTensor(rng, {out, in}, 0.0f, 0.02f);
     w[prefix + ".bias"] = RandomTensor(rng, {out}, 0.0f, 0.02f);
   };
-  w["embeddings.word"] = RandomTensor(rng, {c.vocab_size, h}, 0.0f, 0.02f);
+  w["embeddings.word"] = RandomTensor(rng, {c.vocab_size, e}, 0.0f, 0.02f);
   if (c.position_rule != PositionRule::kNone) {
-    w["embeddings.position"] = RandomTensor(rng, {c.max_positions, h}, 0.0f, 0.02f);
+    w["embeddings.position"] = RandomTensor(rng, {c.max_positions, e}, 0.0f, 0.02f);
   }
   if (c.type_vocab_size > 0) {
-    w["embeddings.token_type"] = RandomTensor(rng, {c.type_vocab_size, h}, 0.0f, 0.02f);
+    w["embeddings.token_type"] = RandomTensor(rng, {c.type_vocab_size, e}, 0.0f, 0.02f);
   }
-  if (c.embedding_norm) norm("embeddings.norm");
+  if (c.embedding_norm) norm("embeddings.norm", e);
+  if (c.projects_embeddings()) linear("embeddings.project", h, e);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     linear(LayerWeightName(i, "attention.qkv"), 3 * h, h);
     linear(LayerWeightName(i, "attention.out"), h, h);
     linear(LayerWeightName(i, "ffn.in"), f, h);
     linear(LayerWeightName(i, "ffn.out"), h, f);
-    norm(LayerWeightName(i, "norm1"));
-    norm(LayerWeightName(i, "norm2"));
+    norm(LayerWeightName(i, "norm1"), h);
+    norm(LayerWeightName(i, "norm2"), h);
   }
-  if (c.final_norm) norm("final_norm");
+  if (c.final_norm) norm("final_norm", h);
   if (c.num_labels > 0) {
     linear("head.dense", h, h);
     linear("head.out", c.num_labels, h);

@@ -40,6 +40,8 @@ const char* Name(Buffer b) {
       return "ctx";
     case Buffer::kFfn:
       return "ffn";
+    case Buffer::kEmbedded:
+      return "embedded";
     case Buffer::kNormed:
       break;
   }
@@ -56,7 +58,7 @@ class RecordingBackend : public EncoderBackend {
     return Status::Ok();
   }
   Status LoadLinear(int64_t layer, LinearSlot slot, const Tensor& w, const Tensor& b) override {
-    calls.push_back(LayerWeightName(layer, LinearSlotName(slot)) + " " + ShapeToString(w.shape()) +
+    calls.push_back(LinearWeightPrefix(layer, slot) + " " + ShapeToString(w.shape()) +
                     (b.defined() ? " bias" : ""));
     return Status::Ok();
   }
@@ -106,6 +108,34 @@ TEST(EncoderBackendTest, LoadsEveryWeightOnceInOrderAndLeavesTheHead) {
   EXPECT_EQ(backend.calls, want);
   ASSERT_EQ(weights.size(), 1u);
   EXPECT_EQ(weights.begin()->first, "head.dense.weight");
+}
+
+// ELECTRA-style: narrower embeddings, then a Linear to the hidden size.
+TEST(EncoderBackendTest, ProjectedEmbeddingsLoadAndRunThroughTheProjection) {
+  EncoderConfig c = Tiny(/*norm_first=*/false);
+  c.num_layers = 1;
+  c.embedding_size = 8;
+  TensorMap weights = RandomEncoderWeights(c, 3);
+  RecordingBackend backend;
+  ASSERT_TRUE(LoadEncoderWeights(c, weights, backend).ok());
+  const std::vector<std::string> loaded(backend.calls.begin(), backend.calls.begin() + 5);
+  EXPECT_EQ(loaded,
+            (std::vector<std::string>{"table 0 [32, 8]", "table 1 [10, 8]", "table 2 [2, 8]",
+                                      "norm -1 0", "embeddings.project [16, 8] bias"}));
+  EXPECT_TRUE(weights.empty());
+  EXPECT_EQ(BufferWidth(c, Buffer::kEmbedded), 8);
+  backend.calls.clear();
+  RunEncoder(c, backend);
+  ASSERT_GE(backend.calls.size(), 3u);
+  EXPECT_EQ(backend.calls[0], "embed embedded");
+  EXPECT_EQ(backend.calls[1], "-1 embeddings.project embedded->x epilogue 0");
+  EXPECT_EQ(backend.calls[2], "0 attention.qkv x->qkv epilogue 0");
+
+  c.embedding_size = 16;  // equal to hidden: no projection, no buffer
+  EXPECT_EQ(BufferWidth(c, Buffer::kEmbedded), 0);
+  backend.calls.clear();
+  RunEncoder(c, backend);
+  EXPECT_EQ(backend.calls[0], "embed x");
 }
 
 // A backend's refusal names the weight it was loading.

@@ -60,7 +60,11 @@ TEST_P(InspectTest, TextDescribesTheModel) {
   };
   has("family:          " + want["family"].get<std::string>() + "\n");
   has("layers:          " + std::to_string(want["num_layers"].get<int>()));
-  has("hidden size:     " + std::to_string(want["hidden_size"].get<int>()) + "\n");
+  const int64_t embedding_size = want.value("embedding_size", int64_t{0});
+  has("hidden size:     " + std::to_string(want["hidden_size"].get<int>()) +
+      (embedding_size ? " (embeddings " + std::to_string(embedding_size) + " wide, projected)"
+                      : std::string()) +
+      "\n");
   has("heads:           " + std::to_string(want["num_heads"].get<int>()));
   has("parameters:      " + std::to_string(want["num_parameters"].get<int64_t>()) + " in " +
       std::to_string(want["num_tensors"].get<int>()) + " tensors");

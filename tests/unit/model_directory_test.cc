@@ -30,6 +30,7 @@ TEST_P(ModelDirectoryTest, DetectsFamilyAndHyperparameters) {
   const EncoderConfig& c = bundle->config;
   EXPECT_EQ(ModelFamilyName(c.family), want["family"].get<std::string>());
   EXPECT_EQ(c.vocab_size, want["vocab_size"].get<int64_t>());
+  EXPECT_EQ(c.embedding_size, want.value("embedding_size", int64_t{0}));
   EXPECT_EQ(c.hidden_size, want["hidden_size"].get<int64_t>());
   EXPECT_EQ(c.num_layers, want["num_layers"].get<int64_t>());
   EXPECT_EQ(c.num_heads, want["num_heads"].get<int64_t>());

@@ -22,8 +22,9 @@ inline const std::vector<std::string>& FixtureModelNames() {
       "hf_roberta_safetensors",   "hf_xlmr_zip",
       "hf_st_mean_normalize",     "hf_st_cls_subfolder",
       "hf_distilbert_classifier", "hf_distilbert_base",
-      "torchtext_xlmr_legacy",    "torchtext_xlmr_fairseq",
-      "generic_prenorm_relu",     "generic_postnorm_gelu",
+      "hf_electra_classifier",    "torchtext_xlmr_legacy",
+      "torchtext_xlmr_fairseq",   "generic_prenorm_relu",
+      "generic_postnorm_gelu",
 #ifdef ENCODERD_WITH_TORCH
       "torchscript_encoder",
 #endif
