@@ -149,6 +149,38 @@ int64_t PositionLimit(const EncoderConfig& c) {
   return 0;
 }
 
+// A sentence-transformers Dense module's weights (linear.weight [out, in],
+// linear.bias [out]) as pool_dense.<index>.*, also listed among the
+// checkpoint's tensors under the module's folder name.
+Status LoadDenseModule(const std::string& folder, const std::string& dir,
+                       const EncoderConfig::PoolDense& dense, size_t index, ModelBundle* bundle) {
+  ASSIGN_OR_RETURN(const std::string path, FindCheckpoint(dir, std::nullopt));
+  ASSIGN_OR_RETURN(Checkpoint checkpoint, ReadCheckpoint(path));
+  const std::string rel = dir.size() > folder.size() ? dir.substr(folder.size() + 1) : dir;
+  const std::string name = "pool_dense." + std::to_string(index);
+  struct Part {
+    const char* key;
+    std::vector<int64_t> shape;
+    bool needed;
+  };
+  for (const Part& part : {Part{"linear.weight", {dense.out, dense.in}, true},
+                           Part{"linear.bias", {dense.out}, dense.bias}}) {
+    const auto it = checkpoint.tensors.find(part.key);
+    if (it == checkpoint.tensors.end()) {
+      if (!part.needed) continue;
+      return NotFound(path + ": no " + part.key);
+    }
+    if (it->second.shape() != part.shape) {
+      return InvalidArgument(path + ": " + part.key + " is " + ShapeToString(it->second.shape()) +
+                             " but config.json says " + ShapeToString(part.shape));
+    }
+    const std::string suffix = std::string(part.key).substr(std::string("linear").size());
+    bundle->weights[name + suffix] = it->second;
+    bundle->checkpoint_tensors[rel + "/" + part.key] = it->second;
+  }
+  return Status::Ok();
+}
+
 Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card,
                   EncoderConfig* config) {
   switch (config->family) {
@@ -235,6 +267,10 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   if (st) {  // before the card: what encoderd.yaml says wins
     config.default_pooling = st->pooling;
     config.default_normalize = st->normalize;
+    config.pool_dense = st->dense;
+    for (size_t i = 0; i < st->dense.size(); ++i) {
+      RETURN_IF_ERROR(LoadDenseModule(folder, st->dense_dirs[i], st->dense[i], i, &bundle));
+    }
   }
   if (card) {
     if (!IsHuggingFaceFamily(config.family))

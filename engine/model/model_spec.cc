@@ -137,6 +137,15 @@ Status EncoderConfig::Validate() const {
                                  std::to_string(last_position) + " but the position table has " +
                                  std::to_string(max_positions) + " rows");
   }
+  int64_t width = hidden_size;
+  for (size_t i = 0; i < pool_dense.size(); ++i) {
+    if (pool_dense[i].in != width || pool_dense[i].out <= 0) {
+      return Bad("pool_dense", std::to_string(i) + " maps " + std::to_string(pool_dense[i].in) +
+                                   " to " + std::to_string(pool_dense[i].out) +
+                                   " features but its input has " + std::to_string(width));
+    }
+    width = pool_dense[i].out;
+  }
   if (num_labels < 0) return Bad("num_labels", "must not be negative");
   if (static_cast<int64_t>(labels.size()) != num_labels) {
     return Bad("labels", "has " + std::to_string(labels.size()) + " names but the head has " +

@@ -79,6 +79,15 @@ struct EncoderConfig {
   PositionRule position_rule = PositionRule::kFromZero;
   SpecialTokens special_tokens;
   Pooling default_pooling = Pooling::kCls;
+  // Linear layers applied to every pooled embedding, in order, before any
+  // normalization (sentence-transformers Dense modules); weights
+  // "pool_dense.<i>.weight" [out, in] and ".bias" [out] when `bias`.
+  struct PoolDense {
+    int64_t in = 0, out = 0;
+    bool bias = true;
+    bool tanh = false;  // else identity
+  };
+  std::vector<PoolDense> pool_dense;
   // Embeddings are scaled to unit length even when the request does not ask
   // (a sentence-transformers folder with a Normalize module).
   bool default_normalize = false;
@@ -92,6 +101,8 @@ struct EncoderConfig {
   int64_t head_dim() const { return num_heads ? hidden_size / num_heads : 0; }
   bool projects_embeddings() const { return embedding_size != 0 && embedding_size != hidden_size; }
   int64_t embedding_width() const { return projects_embeddings() ? embedding_size : hidden_size; }
+  // Width of a pooled embedding (after the pool_dense layers).
+  int64_t pooled_width() const { return pool_dense.empty() ? hidden_size : pool_dense.back().out; }
   // Checks internal consistency (head count divides hidden size, ...).
   Status Validate() const;
 };

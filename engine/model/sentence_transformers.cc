@@ -75,6 +75,38 @@ StatusOr<Pooling> ReadPooling(const std::string& path) {
   return *on[0]->pooling;
 }
 
+// A Dense module's config.json: in_features, out_features, bias,
+// activation_function (Tanh or Identity).
+StatusOr<EncoderConfig::PoolDense> ReadDense(const std::string& path) {
+  ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
+  if (!json.is_object()) return InvalidArgument(path + ": expected a JSON object");
+  EncoderConfig::PoolDense dense;
+  for (auto [key, out] : {std::pair{"in_features", &dense.in}, {"out_features", &dense.out}}) {
+    const auto it = json.find(key);
+    if (it == json.end() || !it->is_number_integer() || it->get<int64_t>() < 1 ||
+        it->get<int64_t>() > (int64_t{1} << 20)) {
+      return InvalidArgument(path + ": " + key + " must be a positive integer");
+    }
+    *out = it->get<int64_t>();
+  }
+  if (const auto it = json.find("bias"); it != json.end() && !it->is_null()) {
+    if (!it->is_boolean()) return InvalidArgument(path + ": bias must be true or false");
+    dense.bias = it->get<bool>();
+  }
+  std::string activation = "torch.nn.modules.activation.Tanh";  // sentence-transformers' default
+  if (const auto it = json.find("activation_function"); it != json.end() && !it->is_null()) {
+    if (!it->is_string()) return InvalidArgument(path + ": activation_function must be a string");
+    activation = it->get<std::string>();
+  }
+  const std::string kind = activation.substr(activation.find_last_of('.') + 1);
+  if (kind != "Tanh" && kind != "Identity") {
+    return InvalidArgument(path + ": activation_function " + activation +
+                           " is not supported (Tanh or Identity)");
+  }
+  dense.tanh = kind == "Tanh";
+  return dense;
+}
+
 Status ReadSentenceBertConfig(const std::string& path, SentenceTransformersLayout* layout) {
   if (!Exists(path)) return Status::Ok();
   ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
@@ -128,6 +160,13 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
       ASSIGN_OR_RETURN(layout.pooling, ReadPooling(module_dir + "/config.json"));
       layout.modules.push_back(std::string("Pooling: ") + PoolingName(layout.pooling) + " (from " +
                                module_dir + "/config.json)");
+    } else if (kind == "Dense" && pooling && !layout.normalize) {
+      ASSIGN_OR_RETURN(EncoderConfig::PoolDense dense, ReadDense(module_dir + "/config.json"));
+      layout.dense.push_back(dense);
+      layout.dense_dirs.push_back(module_dir);
+      layout.modules.push_back("Dense: " + std::to_string(dense.in) + " -> " +
+                               std::to_string(dense.out) + (dense.tanh ? ", tanh" : "") +
+                               " (from " + module_dir + ")");
     } else if (kind == "Normalize" && pooling && !layout.normalize) {
       layout.normalize = true;
       layout.modules.push_back("Normalize: embeddings scaled to unit length");
@@ -135,7 +174,7 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
       return InvalidArgument(modules_path + ": module " + std::to_string(i) + " (" + name +
                              ", path " + where +
                              ") is not supported here: encoderd runs Transformer, then "
-                             "Pooling, then optionally Normalize");
+                             "Pooling, then optionally Dense modules and Normalize");
     }
   }
   if (!transformer || !pooling) {

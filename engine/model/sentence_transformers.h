@@ -12,6 +12,7 @@
 
 #include "core/op_types.h"
 #include "core/status.h"
+#include "engine/model/model_spec.h"
 
 namespace encoderd {
 
@@ -19,6 +20,9 @@ struct SentenceTransformersLayout {
   std::string transformer_dir;  // where config.json, the weights and the tokenizer are
   Pooling pooling = Pooling::kMean;
   bool normalize = false;
+  // Dense modules after the pooling, in order: their folders and shapes.
+  std::vector<std::string> dense_dirs;
+  std::vector<EncoderConfig::PoolDense> dense;
   // sentence_bert_config.json's max_seq_length, when given.
   std::optional<int64_t> max_seq_length;
   // One line per module, in order, for `encoderd inspect`.
@@ -27,8 +31,9 @@ struct SentenceTransformersLayout {
 
 // nullopt when `dir` has no modules.json; an error naming the file and the
 // key when the folder is damaged or asks for what encoderd cannot do
-// (a Dense module, max or mean-sqrt-len pooling, several pooling modes at
-// once, do_lower_case).
+// (a module other than Transformer, Pooling, Dense, Normalize in that order,
+// a Dense activation other than Tanh or Identity, max or mean-sqrt-len
+// pooling, several pooling modes at once, do_lower_case).
 StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
     const std::string& dir);
 

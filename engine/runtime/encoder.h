@@ -47,9 +47,10 @@ class Encoder {
   // Thread-safe (calls are serialised on the encoder's execution context).
   virtual StatusOr<Tensor> Forward(const PackedBatch& batch) = 0;
 
-  // One row per sequence: float32 [num_sequences, hidden]. kCls takes each
-  // sequence's first token, kMean averages its tokens; `normalize` scales each
-  // row to unit L2 norm. `hidden` is Forward's output for `batch`.
+  // One row per sequence: float32 [num_sequences, config.pooled_width()].
+  // kCls takes each sequence's first token, kMean averages its tokens; then
+  // the config's pool_dense layers; `normalize` scales each row to unit L2
+  // norm. `hidden` is Forward's output for `batch`.
   virtual StatusOr<Tensor> Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
                                 bool normalize) = 0;
   // Label probabilities (softmax of the head's logits) per sequence:

@@ -93,8 +93,13 @@ StatusOr<std::unique_ptr<HostHead>> HostHead::Create(const EncoderConfig& config
                                                      TensorMap& weights, DType dtype,
                                                      int num_threads) {
   std::unique_ptr<HostHead> head(new HostHead(config, num_threads));
+  const DType type = dtype == DType::kBFloat16 ? DType::kBFloat16 : DType::kFloat32;
+  for (size_t i = 0; i < config.pool_dense.size(); ++i) {
+    ASSIGN_OR_RETURN(auto packed,
+                     PackLinear(head->ctx_, weights, "pool_dense." + std::to_string(i), type));
+    head->pool_dense_.push_back(std::move(packed));
+  }
   if (config.num_labels > 0) {
-    const DType type = dtype == DType::kBFloat16 ? DType::kBFloat16 : DType::kFloat32;
     ASSIGN_OR_RETURN(head->dense_, PackLinear(head->ctx_, weights, "head.dense", type));
     ASSIGN_OR_RETURN(head->out_, PackLinear(head->ctx_, weights, "head.out", type));
   }
@@ -102,17 +107,34 @@ StatusOr<std::unique_ptr<HostHead>> HostHead::Create(const EncoderConfig& config
 }
 
 size_t HostHead::weight_bytes() const {
-  return (dense_ ? dense_->bytes() : 0) + (out_ ? out_->bytes() : 0);
+  size_t bytes = (dense_ ? dense_->bytes() : 0) + (out_ ? out_->bytes() : 0);
+  for (const auto& w : pool_dense_) bytes += w->bytes();
+  return bytes;
 }
 
 StatusOr<Tensor> HostHead::Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
                                 bool normalize) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return PoolLocked(hidden, batch, pooling, normalize);
+  ASSIGN_OR_RETURN(Tensor out, PoolLocked(hidden, batch, pooling));
+  const int64_t sequences = batch.num_sequences();
+  for (size_t i = 0; i < pool_dense_.size(); ++i) {
+    const EncoderConfig::PoolDense& dense = config_.pool_dense[i];
+    Tensor next = Tensor::Zeros(DType::kFloat32, {sequences, dense.out});
+    float* y = next.mutable_data<float>();
+    try {
+      k::Linear(ctx_, out.data<float>(), sequences, *pool_dense_[i], Epilogue::kNone, nullptr, y);
+    } catch (const std::exception& e) {
+      return Internal(std::string("Pool: dense layer: ") + e.what());
+    }
+    if (dense.tanh) k::TanhInPlace(y, sequences * dense.out);
+    out = std::move(next);
+  }
+  if (normalize) k::L2NormalizeRows(out.mutable_data<float>(), sequences, out.size(1));
+  return out;
 }
 
 StatusOr<Tensor> HostHead::PoolLocked(const Tensor& hidden, const PackedBatch& batch,
-                                      Pooling pooling, bool normalize) {
+                                      Pooling pooling) {
   const int64_t h = config_.hidden_size;
   if (hidden.dim() != 2 || hidden.size(0) != batch.num_tokens() || hidden.size(1) != h ||
       hidden.dtype() != DType::kFloat32) {
@@ -126,14 +148,13 @@ StatusOr<Tensor> HostHead::PoolLocked(const Tensor& hidden, const PackedBatch& b
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("Pool: ") + e.what());
   }
-  if (normalize) k::L2NormalizeRows(out.mutable_data<float>(), sequences, h);
   return out;
 }
 
 StatusOr<Tensor> HostHead::Classify(const Tensor& hidden, const PackedBatch& batch) {
   if (!out_) return FailedPrecondition("model has no classification head");
   std::lock_guard<std::mutex> lock(mutex_);
-  ASSIGN_OR_RETURN(Tensor first, PoolLocked(hidden, batch, Pooling::kCls, /*normalize=*/false));
+  ASSIGN_OR_RETURN(Tensor first, PoolLocked(hidden, batch, Pooling::kCls));
   const int64_t sequences = batch.num_sequences();
   const int64_t n = sequences * config_.hidden_size;
   Tensor dense = Tensor::Zeros(DType::kFloat32, {sequences, config_.hidden_size});

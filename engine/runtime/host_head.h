@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/tensor.h"
@@ -45,8 +46,9 @@ StatusOr<std::unique_ptr<kernels::PackedWeight>> PackLinear(const kernels::CpuCo
 
 class HostHead {
  public:
-  // Packs head.dense / head.out when config.num_labels > 0 (removing them from
-  // `weights`), with bf16-rounded weights when dtype is bfloat16.
+  // Packs head.dense / head.out when config.num_labels > 0 and the
+  // pool_dense layers (removing them from `weights`), with bf16-rounded
+  // weights when dtype is bfloat16.
   static StatusOr<std::unique_ptr<HostHead>> Create(const EncoderConfig& config, TensorMap& weights,
                                                     DType dtype, int num_threads);
 
@@ -59,13 +61,14 @@ class HostHead {
 
  private:
   HostHead(const EncoderConfig& config, int num_threads) : config_(config), ctx_(num_threads) {}
-  StatusOr<Tensor> PoolLocked(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
-                              bool normalize);
+  // The pooled hidden states, before any pool_dense layer.
+  StatusOr<Tensor> PoolLocked(const Tensor& hidden, const PackedBatch& batch, Pooling pooling);
 
   EncoderConfig config_;
   kernels::CpuContext ctx_;
   std::mutex mutex_;  // serialises use of ctx_
   std::unique_ptr<kernels::PackedWeight> dense_, out_;
+  std::vector<std::unique_ptr<kernels::PackedWeight>> pool_dense_;
 };
 
 }  // namespace encoderd

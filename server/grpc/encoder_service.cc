@@ -470,6 +470,7 @@ grpc::ServerUnaryReactor* EncoderService::ModelInfo(grpc::CallbackServerContext*
           info->set_device(DeviceName(m->config().device));
           info->set_default_pooling(PoolingName(c.default_pooling));
           info->set_default_normalize(c.default_normalize);
+          info->set_embedding_size(c.pooled_width());
           info->set_replicas(m->config().replicas);
           info->set_max_client_batch_size(m->config().max_client_batch_size);
         }

@@ -208,7 +208,8 @@ def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None, 
     m = info.models[0]
     check(m.family == "torchtext-roberta" and m.hidden_size == 64 and
           list(m.labels) == ["negative", "neutral", "positive"] and m.device == "cpu" and
-          m.dtype == "float32" and m.max_tokens > 0, f"ModelInfo fields {m}")
+          m.dtype == "float32" and m.max_tokens > 0 and m.embedding_size == 64 and
+          not m.default_normalize, f"ModelInfo fields {m}")
 
     # Tokenize: special tokens around the pieces, pieces aligned with ids.
     tok = stub.Tokenize(pb.TokenizeRequest(texts=TEXTS[:3]))

@@ -124,12 +124,13 @@ TEST_P(EncoderParityTest, RaggedBatchMatchesPyTorch) {
     Compare("hidden." + std::to_string(i), hidden->data<float>() + offset, batch.length(i) * h,
             scale);
   }
+  const int64_t pw = config_.pooled_width();  // after any sentence-transformers Dense
   for (auto [pooling, prefix] :
        {std::pair{Pooling::kCls, "pooled_cls."}, std::pair{Pooling::kMean, "pooled_mean."}}) {
     auto pooled = encoder_->Pool(*hidden, batch, pooling, /*normalize=*/false);
     ASSERT_TRUE(pooled.ok()) << pooled.status().ToString();
     for (size_t i = 0; i < all_.size(); ++i) {
-      Compare(prefix + std::to_string(i), pooled->data<float>() + i * h, h, scale);
+      Compare(prefix + std::to_string(i), pooled->data<float>() + i * pw, pw, scale);
     }
   }
   if (config_.default_normalize) {  // what Embed serves by default: unit length
@@ -140,20 +141,20 @@ TEST_P(EncoderParityTest, RaggedBatchMatchesPyTorch) {
     for (size_t i = 0; i < all_.size(); ++i) {
       const Tensor& e = Expected(prefix + std::to_string(i));
       double norm2 = 0;
-      for (int64_t j = 0; j < h; ++j)
+      for (int64_t j = 0; j < pw; ++j)
         norm2 += static_cast<double>(e.data<float>()[j]) * e.data<float>()[j];
-      std::vector<float> unit(h);
-      for (int64_t j = 0; j < h; ++j) {
+      std::vector<float> unit(pw);
+      for (int64_t j = 0; j < pw; ++j) {
         unit[j] = static_cast<float>(e.data<float>()[j] / std::sqrt(norm2));
       }
-      const float* got = pooled->data<float>() + i * h;
+      const float* got = pooled->data<float>() + i * pw;
       if (std::get<1>(GetParam()) == DType::kFloat32) {
-        EXPECT_LE(MaxAbsDiff(got, unit.data(), h), 1e-5) << prefix << i;
+        EXPECT_LE(MaxAbsDiff(got, unit.data(), pw), 1e-5) << prefix << i;
       } else {
-        EXPECT_GE(Cosine(got, unit.data(), h), 0.999) << prefix << i;
+        EXPECT_GE(Cosine(got, unit.data(), pw), 0.999) << prefix << i;
       }
       double length2 = 0;
-      for (int64_t j = 0; j < h; ++j) length2 += static_cast<double>(got[j]) * got[j];
+      for (int64_t j = 0; j < pw; ++j) length2 += static_cast<double>(got[j]) * got[j];
       EXPECT_NEAR(std::sqrt(length2), 1.0, 1e-4) << prefix << i;
     }
   }

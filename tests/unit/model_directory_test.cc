@@ -72,6 +72,7 @@ TEST_P(ModelDirectoryTest, DetectsFamilyAndHyperparameters) {
     EXPECT_STREQ(PoolingName(c.default_pooling),
                  want["default_pooling"].get<std::string>().c_str());
     EXPECT_EQ(c.default_normalize, want["default_normalize"].get<bool>());
+    EXPECT_EQ(c.pooled_width(), want.value("pooled_width", c.hidden_size));
     EXPECT_FALSE(bundle->sentence_transformers_modules.empty());
   } else {
     EXPECT_FALSE(c.default_normalize);

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cli/encode_command.h"
+#include "server/config/model_card_yaml.h"
 #include "tests/unit/model_fixtures.h"
 
 namespace encoderd {
@@ -77,8 +78,8 @@ TEST_F(SentenceTransformersTest, ReadsPoolingNormalizeAndSequenceLimit) {
 TEST_F(SentenceTransformersTest, RefusesModulesItCannotRunAndNamesThem) {
   Pooling(R"("pooling_mode_mean_tokens": true)");
   Modules(std::string(kTransformer) + "," + kPooling +
-          R"(, {"idx": 2, "path": "2_Dense", "type": "sentence_transformers.models.Dense"})");
-  EXPECT_NE(Error().find("module 2 (sentence_transformers.models.Dense"), std::string::npos)
+          R"(, {"idx": 2, "path": "2_W", "type": "sentence_transformers.models.WordWeights"})");
+  EXPECT_NE(Error().find("module 2 (sentence_transformers.models.WordWeights"), std::string::npos)
       << Error();
   Modules(std::string(kPooling) + "," + kTransformer);  // pooling before the transformer
   EXPECT_NE(Error().find("module 0 (sentence_transformers.models.Pooling"), std::string::npos)
@@ -92,6 +93,28 @@ TEST_F(SentenceTransformersTest, RefusesModulesItCannotRunAndNamesThem) {
   EXPECT_NE(Error().find("leaves the model folder"), std::string::npos) << Error();
   Write("modules.json", "{not json");
   EXPECT_NE(Error().find("modules.json: not valid JSON"), std::string::npos) << Error();
+}
+
+TEST_F(SentenceTransformersTest, ReadsDenseModulesAndRefusesOtherActivations) {
+  Pooling(R"("pooling_mode_mean_tokens": true)");
+  Modules(std::string(kTransformer) + "," + kPooling +
+          R"(, {"idx": 2, "path": "2_Dense", "type": "sentence_transformers.models.Dense"})");
+  Write("2_Dense/config.json", R"({"in_features": 64, "out_features": 32, "bias": false})");
+  auto layout = ReadSentenceTransformers(dir_.string());
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  ASSERT_EQ((*layout)->dense.size(), 1u);
+  EXPECT_EQ((*layout)->dense[0].in, 64);
+  EXPECT_EQ((*layout)->dense[0].out, 32);
+  EXPECT_FALSE((*layout)->dense[0].bias);
+  EXPECT_TRUE((*layout)->dense[0].tanh);  // sentence-transformers' default activation
+  Write("2_Dense/config.json",
+        R"({"in_features": 64, "out_features": 32,
+            "activation_function": "torch.nn.modules.activation.ReLU"})");
+  EXPECT_NE(Error().find("activation_function torch.nn.modules.activation.ReLU is not supported"),
+            std::string::npos)
+      << Error();
+  Write("2_Dense/config.json", R"({"out_features": 32})");
+  EXPECT_NE(Error().find("in_features must be a positive integer"), std::string::npos) << Error();
 }
 
 TEST_F(SentenceTransformersTest, RefusesPoolingItCannotDo) {
@@ -147,6 +170,21 @@ TEST(SentenceTransformersServingTest, EncodeServesTheFolderDefaults) {
   ASSERT_EQ(served.size(), mean.size());
   for (size_t i = 0; i < served.size(); ++i) EXPECT_NEAR(served[i], mean[i], 1e-6);  // mean pooling
   EXPECT_GT(std::fabs(cls[0] - mean[0]) + std::fabs(cls[1] - mean[1]), 1e-4);        // cls differs
+}
+
+// A Dense module whose weights disagree with its config.json is refused at
+// load, naming the file (not served with a wrong-width embedding).
+TEST(SentenceTransformersServingTest, DenseWeightsMustMatchTheirConfig) {
+  const fs::path dir = fs::temp_directory_path() / "st_dense_mismatch";
+  fs::remove_all(dir);
+  fs::copy(testing::ModelsDir() + "/hf_st_dense", dir, fs::copy_options::recursive);
+  std::ofstream(dir / "2_Dense" / "config.json") << R"({"in_features": 64, "out_features": 16})";
+  auto bundle = LoadModelDirectory(dir.string());
+  ASSERT_FALSE(bundle.ok());
+  EXPECT_NE(
+      bundle.status().message().find("linear.weight is [32, 64] but config.json says [16, 64]"),
+      std::string::npos)
+      << bundle.status().ToString();
 }
 
 }  // namespace
