@@ -99,8 +99,11 @@ def parse_lines(key, stdout):
     bench's JSON (the entries of its own engine for the in-process rows)."""
     found = {}
     text = stdout.strip()
-    if text.startswith("{\n") or text.startswith('{"shape"'):
+    try:  # encoderd bench --json: one document
         doc = json.loads(text)
+    except json.JSONDecodeError:  # a peer: one JSON object per line
+        doc = None
+    if isinstance(doc, dict) and "results" in doc:
         for r in doc["results"]:
             if key.startswith("inprocess") and r["engine"] != "pytorch nested fastpath":
                 continue

@@ -57,6 +57,13 @@ Status ReadLabels(const Json& json, const std::string& path, std::vector<std::st
 
 }  // namespace
 
+const HfKeys& HfKeysFor(ModelFamily family) {
+  static constexpr HfKeys kHuggingFace = {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                                          "intermediate_size", "hidden_act"};
+  static constexpr HfKeys kDistilbert = {"dim", "n_layers", "n_heads", "hidden_dim", "activation"};
+  return family == ModelFamily::kDistilbert ? kDistilbert : kHuggingFace;
+}
+
 StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
   ASSIGN_OR_RETURN(Json json, ReadJsonObject(path));
   HfConfig config;
@@ -82,17 +89,13 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
         path + ": model_type \"" + config.model_type +
         "\" is not supported (expected bert, roberta, xlm-roberta, distilbert or electra)");
   }
-  // DistilBERT's config names the same sizes differently.
-  const bool distil = config.family == ModelFamily::kDistilbert;
+  const HfKeys& keys = HfKeysFor(config.family);
   RETURN_IF_ERROR(ReadInt(json, path, "vocab_size", 1, &config.vocab_size));
   RETURN_IF_ERROR(ReadInt(json, path, "embedding_size", 1, &config.embedding_size));
-  RETURN_IF_ERROR(ReadInt(json, path, distil ? "dim" : "hidden_size", 1, &config.hidden_size));
-  RETURN_IF_ERROR(
-      ReadInt(json, path, distil ? "n_layers" : "num_hidden_layers", 1, &config.num_hidden_layers));
-  RETURN_IF_ERROR(ReadInt(json, path, distil ? "n_heads" : "num_attention_heads", 1,
-                          &config.num_attention_heads));
-  RETURN_IF_ERROR(ReadInt(json, path, distil ? "hidden_dim" : "intermediate_size", 1,
-                          &config.intermediate_size));
+  RETURN_IF_ERROR(ReadInt(json, path, keys.hidden_size, 1, &config.hidden_size));
+  RETURN_IF_ERROR(ReadInt(json, path, keys.num_hidden_layers, 1, &config.num_hidden_layers));
+  RETURN_IF_ERROR(ReadInt(json, path, keys.num_attention_heads, 1, &config.num_attention_heads));
+  RETURN_IF_ERROR(ReadInt(json, path, keys.intermediate_size, 1, &config.intermediate_size));
   RETURN_IF_ERROR(
       ReadInt(json, path, "max_position_embeddings", 1, &config.max_position_embeddings));
   RETURN_IF_ERROR(ReadInt(json, path, "type_vocab_size", 0, &config.type_vocab_size));
@@ -104,12 +107,11 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
     }
     config.layer_norm_eps = static_cast<float>(eps->get<double>());
   }
-  if (auto act = json.find(distil ? "activation" : "hidden_act");
-      act != json.end() && !act->is_null()) {
+  if (auto act = json.find(keys.hidden_act); act != json.end() && !act->is_null()) {
     const std::string name = act->is_string() ? act->get<std::string>() : act->dump();
     // Only the exact (erf) GELU and ReLU; gelu_new / gelu_fast are tanh approximations.
     if (name != "gelu" && name != "relu") {
-      return InvalidArgument(path + ": " + (distil ? "activation" : "hidden_act") + " \"" + name +
+      return InvalidArgument(path + ": " + keys.hidden_act + " \"" + name +
                              "\" is not supported (expected gelu or relu)");
     }
     config.hidden_act = *ParseActivation(name);

@@ -37,6 +37,17 @@ struct HfConfig {
   std::string name_or_path;
 };
 
+// The config.json keys of the sizes and the activation in `family`
+// (DistilBERT names them differently): for reading and for error messages.
+struct HfKeys {
+  const char* hidden_size;
+  const char* num_hidden_layers;
+  const char* num_attention_heads;
+  const char* intermediate_size;
+  const char* hidden_act;
+};
+const HfKeys& HfKeysFor(ModelFamily family);
+
 StatusOr<HfConfig> ReadHfConfig(const std::string& path);
 
 // tokenizer_config.json's do_lower_case; nullopt when the key is absent.

@@ -56,30 +56,29 @@ Status CrossCheck(const std::string& config_path, const char* key,
 Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::string& checkpoint,
                      EncoderConfig* c) {
   RETURN_IF_ERROR(CrossCheck(path, "vocab_size", hf.vocab_size, c->vocab_size, checkpoint));
-  const bool distil = c->family == ModelFamily::kDistilbert;  // its keys have other names
+  const HfKeys& keys = HfKeysFor(c->family);
+  RETURN_IF_ERROR(CrossCheck(path, keys.hidden_size, hf.hidden_size, c->hidden_size, checkpoint));
   RETURN_IF_ERROR(
-      CrossCheck(path, distil ? "dim" : "hidden_size", hf.hidden_size, c->hidden_size, checkpoint));
-  RETURN_IF_ERROR(CrossCheck(path, distil ? "n_layers" : "num_hidden_layers", hf.num_hidden_layers,
-                             c->num_layers, checkpoint));
-  RETURN_IF_ERROR(CrossCheck(path, distil ? "hidden_dim" : "intermediate_size",
-                             hf.intermediate_size, c->intermediate_size, checkpoint));
+      CrossCheck(path, keys.num_hidden_layers, hf.num_hidden_layers, c->num_layers, checkpoint));
+  RETURN_IF_ERROR(CrossCheck(path, keys.intermediate_size, hf.intermediate_size,
+                             c->intermediate_size, checkpoint));
   RETURN_IF_ERROR(CrossCheck(path, "max_position_embeddings", hf.max_position_embeddings,
                              c->max_positions, checkpoint));
   RETURN_IF_ERROR(
       CrossCheck(path, "type_vocab_size", hf.type_vocab_size, c->type_vocab_size, checkpoint));
   if (!hf.num_attention_heads) {
-    return InvalidArgument(path + ": " + (distil ? "n_heads" : "num_attention_heads") +
-                           " is missing");
+    return InvalidArgument(path + ": " + keys.num_attention_heads + " is missing");
   }
   c->num_heads = *hf.num_attention_heads;
   if (c->hidden_size % c->num_heads != 0) {
-    return InvalidArgument(path + ": " + (distil ? "n_heads" : "num_attention_heads") + " = " +
+    return InvalidArgument(path + ": " + keys.num_attention_heads + " = " +
                            std::to_string(c->num_heads) + " does not divide hidden_size " +
                            std::to_string(c->hidden_size));
   }
   const bool electra = c->family == ModelFamily::kElectra;
   RETURN_IF_ERROR(
       CrossCheck(path, "embedding_size", hf.embedding_size, c->embedding_width(), checkpoint));
+  const bool distil = c->family == ModelFamily::kDistilbert;
   const bool bert = c->family == ModelFamily::kBert || distil || electra;
   c->layer_norm_eps = hf.layer_norm_eps.value_or(1e-12f);
   c->activation = hf.hidden_act.value_or(Activation::kGelu);
@@ -267,20 +266,20 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   if (st) {  // before the card: what encoderd.yaml says wins
     config.default_pooling = st->pooling;
     config.default_normalize = st->normalize;
-    config.pool_dense = st->dense;
-    for (size_t i = 0; i < st->dense.size(); ++i) {
-      RETURN_IF_ERROR(LoadDenseModule(folder, st->dense_dirs[i], st->dense[i], i, &bundle));
+    for (const SentenceTransformersLayout::Dense& dense : st->dense) {
+      RETURN_IF_ERROR(
+          LoadDenseModule(folder, dense.dir, dense.shape, config.pool_dense.size(), &bundle));
+      config.pool_dense.push_back(dense.shape);
     }
   }
   if (card) {
     if (!IsHuggingFaceFamily(config.family))
       RETURN_IF_ERROR(ApplyCardFamilyDefaults(*card, &config));
     if (card->num_heads && *card->num_heads != config.num_heads) {
-      return InvalidArgument(
-          card->source + ": num_heads = " + std::to_string(*card->num_heads) +
-          " contradicts config.json " +
-          (config.family == ModelFamily::kDistilbert ? "n_heads" : "num_attention_heads") + " = " +
-          std::to_string(config.num_heads));
+      return InvalidArgument(card->source + ": num_heads = " + std::to_string(*card->num_heads) +
+                             " contradicts config.json " +
+                             HfKeysFor(config.family).num_attention_heads + " = " +
+                             std::to_string(config.num_heads));
     }
     ApplyCardOverrides(*card, &config);
   }

@@ -162,8 +162,7 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
                                module_dir + "/config.json)");
     } else if (kind == "Dense" && pooling && !layout.normalize) {
       ASSIGN_OR_RETURN(EncoderConfig::PoolDense dense, ReadDense(module_dir + "/config.json"));
-      layout.dense.push_back(dense);
-      layout.dense_dirs.push_back(module_dir);
+      layout.dense.push_back({module_dir, dense});
       layout.modules.push_back("Dense: " + std::to_string(dense.in) + " -> " +
                                std::to_string(dense.out) + (dense.tanh ? ", tanh" : "") +
                                " (from " + module_dir + ")");

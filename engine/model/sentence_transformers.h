@@ -20,9 +20,12 @@ struct SentenceTransformersLayout {
   std::string transformer_dir;  // where config.json, the weights and the tokenizer are
   Pooling pooling = Pooling::kMean;
   bool normalize = false;
-  // Dense modules after the pooling, in order: their folders and shapes.
-  std::vector<std::string> dense_dirs;
-  std::vector<EncoderConfig::PoolDense> dense;
+  // Dense modules after the pooling, in order.
+  struct Dense {
+    std::string dir;  // its config.json and weights
+    EncoderConfig::PoolDense shape;
+  };
+  std::vector<Dense> dense;
   // sentence_bert_config.json's max_seq_length, when given.
   std::optional<int64_t> max_seq_length;
   // One line per module, in order, for `encoderd inspect`.

@@ -113,15 +113,27 @@ Status MapHead(WeightMapper& m, const std::string& dense, const std::string& out
   return m.AddLinear("head.out", out, c->num_labels, c->hidden_size);
 }
 
-// The part BERT and RoBERTa share: embeddings and layers under `prefix`.
-Status MapHuggingFaceBody(WeightMapper& m, const std::string& prefix, EncoderConfig* c) {
+// The part BERT, RoBERTa and ELECTRA share: embeddings and layers under
+// `prefix`. When the checkpoint has the Linear `project` (ELECTRA's
+// embeddings_project), the embeddings are narrower than the layers and it
+// maps them to the hidden size.
+Status MapHuggingFaceBody(WeightMapper& m, const std::string& prefix, EncoderConfig* c,
+                          const std::string& project = "") {
   RETURN_IF_ERROR(MapTokenEmbedding(m, prefix + "embeddings.word_embeddings.weight", c));
+  if (!project.empty() && m.Has(project + ".weight")) {
+    const int64_t table_width = c->hidden_size;  // as MapTokenEmbedding set it
+    ASSIGN_OR_RETURN(Tensor w, m.Find(project + ".weight", {kAnySize, table_width}));
+    c->hidden_size = w.size(0);
+    c->embedding_size = table_width;
+    RETURN_IF_ERROR(m.AddLinear("embeddings.project", project, c->hidden_size, table_width));
+  }
+  const int64_t width = c->embedding_width();
   RETURN_IF_ERROR(MapPositionEmbedding(m, prefix + "embeddings.position_embeddings.weight", c));
   const std::string token_type = prefix + "embeddings.token_type_embeddings.weight";
-  ASSIGN_OR_RETURN(Tensor types, m.Find(token_type, {kAnySize, c->hidden_size}));
+  ASSIGN_OR_RETURN(Tensor types, m.Find(token_type, {kAnySize, width}));
   c->type_vocab_size = types.size(0);
   RETURN_IF_ERROR(m.Add("embeddings.token_type", token_type, types.shape()));
-  RETURN_IF_ERROR(m.AddNorm("embeddings.norm", prefix + "embeddings.LayerNorm", c->hidden_size));
+  RETURN_IF_ERROR(m.AddNorm("embeddings.norm", prefix + "embeddings.LayerNorm", width));
   c->embedding_norm = true;
   c->final_norm = false;
   c->num_labels = 0;
@@ -165,25 +177,7 @@ Status MapDistilbertWeights(WeightMapper& m, EncoderConfig* c) {
 
 Status MapElectraWeights(WeightMapper& m, EncoderConfig* c) {
   const std::string prefix = HuggingFacePrefix(m, "electra.");
-  RETURN_IF_ERROR(MapTokenEmbedding(m, prefix + "embeddings.word_embeddings.weight", c));
-  const int64_t width = c->hidden_size;  // the embeddings' width, so far
-  const std::string project = prefix + "embeddings_project";
-  if (m.Has(project + ".weight")) {
-    ASSIGN_OR_RETURN(Tensor w, m.Find(project + ".weight", {kAnySize, width}));
-    c->hidden_size = w.size(0);
-    c->embedding_size = width;
-    RETURN_IF_ERROR(m.AddLinear("embeddings.project", project, c->hidden_size, width));
-  }
-  RETURN_IF_ERROR(MapPositionEmbedding(m, prefix + "embeddings.position_embeddings.weight", c));
-  const std::string token_type = prefix + "embeddings.token_type_embeddings.weight";
-  ASSIGN_OR_RETURN(Tensor types, m.Find(token_type, {kAnySize, width}));
-  c->type_vocab_size = types.size(0);
-  RETURN_IF_ERROR(m.Add("embeddings.token_type", token_type, types.shape()));
-  RETURN_IF_ERROR(m.AddNorm("embeddings.norm", prefix + "embeddings.LayerNorm", width));
-  c->embedding_norm = true;
-  c->final_norm = false;
-  c->num_labels = 0;
-  RETURN_IF_ERROR(MapLayers(m, prefix + "encoder.layer.", kHuggingFaceLayer, c));
+  RETURN_IF_ERROR(MapHuggingFaceBody(m, prefix, c, prefix + "embeddings_project"));
   if (!m.Has("classifier.out_proj.weight")) return Status::Ok();
   return MapHead(m, "classifier.dense", "classifier.out_proj", c);
 }

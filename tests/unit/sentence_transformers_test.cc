@@ -103,10 +103,12 @@ TEST_F(SentenceTransformersTest, ReadsDenseModulesAndRefusesOtherActivations) {
   auto layout = ReadSentenceTransformers(dir_.string());
   ASSERT_TRUE(layout.ok()) << layout.status().ToString();
   ASSERT_EQ((*layout)->dense.size(), 1u);
-  EXPECT_EQ((*layout)->dense[0].in, 64);
-  EXPECT_EQ((*layout)->dense[0].out, 32);
-  EXPECT_FALSE((*layout)->dense[0].bias);
-  EXPECT_TRUE((*layout)->dense[0].tanh);  // sentence-transformers' default activation
+  const EncoderConfig::PoolDense& dense = (*layout)->dense[0].shape;
+  EXPECT_EQ((*layout)->dense[0].dir, (dir_ / "2_Dense").string());
+  EXPECT_EQ(dense.in, 64);
+  EXPECT_EQ(dense.out, 32);
+  EXPECT_FALSE(dense.bias);
+  EXPECT_TRUE(dense.tanh);  // sentence-transformers' default activation
   Write("2_Dense/config.json",
         R"({"in_features": 64, "out_features": 32,
             "activation_function": "torch.nn.modules.activation.ReLU"})");
