@@ -71,7 +71,11 @@ class UnarySink : public CallSink {
              out.queue_us = r.timing().queue_us();
              out.inference_us = r.timing().inference_us();
              out.server_total_us = r.timing().total_us();
-             done_(call->ticket, out);
+             const CallTicket ticket = call->ticket;
+             // The call is gone before the run learns of its end: the last
+             // completion lets the program tear the channel down and exit.
+             owned.reset();
+             done_(ticket, out);
            }));
   }
 
