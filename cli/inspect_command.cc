@@ -1,6 +1,7 @@
 #include "cli/inspect_command.h"
 
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "cli/flags.h"
@@ -35,12 +36,31 @@ Json ConfigJson(const EncoderConfig& c) {
       {"num_labels", c.num_labels},
       {"head_activation", ActivationName(c.head_activation)},
       {"labels", c.labels},
+      {"head_output", c.num_labels > 0 ? HeadOutputName(c.head_output()) : ""},
       {"special_tokens",
        {{"bos", c.special_tokens.bos},
         {"eos", c.special_tokens.eos},
         {"pad", c.special_tokens.pad},
         {"unk", c.special_tokens.unk}}},
   };
+}
+
+// Whether the served model reads text pairs (ServedModel::reads_text_pairs).
+bool ReadsTextPairs(const ModelBundle& bundle) {
+  return bundle.tokenizer && TextPairTemplate(bundle.config.family);
+}
+
+// How the model reads a text pair, and whether Rerank serves it.
+std::string DescribePairs(const ModelBundle& bundle) {
+  const EncoderConfig& c = bundle.config;
+  const std::optional<PairTemplate> form = TextPairTemplate(c.family);
+  if (!form) return "none (the family defines no pair format)";
+  if (!bundle.tokenizer) return "none (no tokenizer)";
+  std::string s = *form == PairTemplate::kBert ? "[CLS] a [SEP] b [SEP]" : "<s> a </s></s> b </s>";
+  s += *form == PairTemplate::kBert && c.type_vocab_size >= 2 ? ", token types 0 then 1"
+                                                              : ", every token type 0";
+  if (c.num_labels == 1) s += "; one-output head: a cross-encoder, served by Rerank";
+  return s;
 }
 
 std::string Join(const std::vector<std::string>& items) {
@@ -73,6 +93,8 @@ Json DescribeModelJson(const ModelBundle& bundle) {
       {"config", ConfigJson(bundle.config)},
       {"tokenizer", tokenizer},
       {"sentence_transformers_modules", bundle.sentence_transformers_modules},
+      {"text_pairs", ReadsTextPairs(bundle)},
+      {"rerank", ReadsTextPairs(bundle) && bundle.config.num_labels == 1},
       {"checkpoint",
        {{"file", bundle.checkpoint_path},
         {"format", CheckpointFormatName(bundle.checkpoint_format)},
@@ -112,10 +134,12 @@ std::string DescribeModelText(const ModelBundle& bundle) {
   }
   if (c.num_labels > 0) {
     s << "head:            " << c.num_labels << " labels [" << Join(c.labels) << "], "
-      << ActivationName(c.head_activation) << "\n";
+      << ActivationName(c.head_activation) << "; scores: " << HeadOutputName(c.head_output())
+      << "\n";
   } else {
     s << "head:            none\n";
   }
+  s << "text pairs:      " << DescribePairs(bundle) << "\n";
   s << "tokenizer:       "
     << (bundle.tokenizer ? bundle.tokenizer->Describe() + " from " + bundle.tokenizer_path
                          : std::string("none"))

@@ -65,6 +65,8 @@ const char* RpcKindName(RpcKind kind) {
       return "classify";
     case RpcKind::kEmbedStream:
       return "embed_stream";
+    case RpcKind::kRerank:
+      return "rerank";
   }
   return "?";
 }
@@ -76,7 +78,9 @@ std::string LoadOptionsUsage() {
 Drives `encoderd serve` over gRPC and reports throughput and latency.
   --target HOST:PORT        server address (default 127.0.0.1:50051)
   --model NAME              model name in requests (default: the server's only model)
-  --rpc embed|classify|embed_stream   (default embed)
+  --rpc embed|classify|embed_stream|rerank
+                            (default embed; rerank: the texts are the documents,
+                            the query is the first text's first 8 words)
   --mode closed|open        closed: N clients back to back; open: arrivals at --rate,
                             latency measured from the intended send time (default closed)
   --concurrency N           closed-loop clients / embed_stream streams (default 8)
@@ -123,6 +127,8 @@ std::string ParseLoadOptions(int argc, const char* const* argv, LoadOptions* o) 
            o->rpc = RpcKind::kClassify;
          else if (v == "embed_stream")
            o->rpc = RpcKind::kEmbedStream;
+         else if (v == "rerank")
+           o->rpc = RpcKind::kRerank;
          else
            return false;
          return true;

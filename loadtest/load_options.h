@@ -17,7 +17,9 @@ enum class LoadMode {
   kOpen,    // arrivals at `rate` per second, whatever the replies do
 };
 
-enum class RpcKind { kEmbed, kClassify, kEmbedStream };
+// kRerank: each request's texts are the documents; its query is the first
+// text's first 8 words.
+enum class RpcKind { kEmbed, kClassify, kEmbedStream, kRerank };
 
 const char* RpcKindName(RpcKind kind);
 const char* LoadModeName(LoadMode mode);

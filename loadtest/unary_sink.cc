@@ -1,6 +1,9 @@
-// Unary Embed / Classify over the gRPC callback API: Submit starts the call
-// and returns; the reply arrives on a gRPC thread.
+// Unary Embed / Classify / Rerank over the gRPC callback API: Submit starts
+// the call and returns; the reply arrives on a gRPC thread.
 #include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "loadtest/call_sink.h"
 #include "proto/encoderd.grpc.pb.h"
@@ -9,6 +12,26 @@ namespace encoderd::loadtest {
 namespace {
 
 namespace v1 = ::encoderd::v1;
+
+// Rerank's query: the first `kQueryWords` words of the request's first text.
+constexpr int kQueryWords = 8;
+
+std::string QueryOf(const std::string& text) {
+  std::istringstream words(text);
+  std::string query, word;
+  for (int i = 0; i < kQueryWords && words >> word; ++i) query += (i ? " " : "") + word;
+  return query.empty() ? text : query;
+}
+
+template <typename Request>
+void AddTexts(std::vector<std::string> texts, Request* request) {
+  for (auto& text : texts) request->add_texts(std::move(text));
+}
+
+void AddTexts(std::vector<std::string> texts, v1::RerankRequest* request) {
+  if (!texts.empty()) request->set_query(QueryOf(texts.front()));
+  for (auto& text : texts) request->add_texts(std::move(text));
+}
 
 template <typename Request, typename Response>
 struct UnaryCall {
@@ -33,6 +56,10 @@ class UnarySink : public CallSink {
       Start<v1::ClassifyRequest, v1::ClassifyResponse>(ticket, [this](auto&&... args) {
         stub_->async()->Classify(std::forward<decltype(args)>(args)...);
       });
+    } else if (options_.rpc == RpcKind::kRerank) {
+      Start<v1::RerankRequest, v1::RerankResponse>(ticket, [this](auto&&... args) {
+        stub_->async()->Rerank(std::forward<decltype(args)>(args)...);
+      });
     } else {
       Start<v1::EmbedRequest, v1::EmbedResponse>(ticket, [this](auto&&... args) {
         stub_->async()->Embed(std::forward<decltype(args)>(args)...);
@@ -48,7 +75,7 @@ class UnarySink : public CallSink {
   void Start(const CallTicket& ticket, Invoke invoke) {
     auto* call = new UnaryCall<Request, Response>;
     call->ticket = ticket;
-    for (auto& text : workload_.Texts(ticket.index)) call->request.add_texts(std::move(text));
+    AddTexts(workload_.Texts(ticket.index), &call->request);
     call->request.set_model(options_.model);
     call->request.set_truncate(options_.truncate);
     call->sent_ns = NowNanos();

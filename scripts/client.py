@@ -4,6 +4,8 @@
   /usr/bin/python3 scripts/client.py classify "Bonjour tout le monde" "Buenos días"
   /usr/bin/python3 scripts/client.py embed --pooling mean "some text"
   /usr/bin/python3 scripts/client.py info
+  /usr/bin/python3 scripts/client.py rerank --model cross "how do foxes hunt" "text 1" "text 2"
+  /usr/bin/python3 scripts/client.py classify --pair "second text" "first text"
 
 Python stubs are generated from proto/encoderd.proto on the fly with protoc
 and grpc_python_plugin (Debian: protobuf-compiler, protobuf-compiler-grpc,
@@ -37,26 +39,36 @@ def main() -> int:
     parser.add_argument("--address", default="127.0.0.1:50051")
     parser.add_argument("--model", default="")
     parser.add_argument("--pooling", choices=["default", "cls", "mean"], default="default")
-    parser.add_argument("command", choices=["classify", "embed", "info"])
+    parser.add_argument("--pair", action="append", default=[],
+                        help="classify/embed: the second text of each pair (once per text)")
+    parser.add_argument("command", choices=["classify", "embed", "info", "rerank"],
+                        help="rerank: the first text is the query, the others are scored")
     parser.add_argument("texts", nargs="*")
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()
     with tempfile.TemporaryDirectory() as tmp:
         pb, pb_grpc = load_stubs(pathlib.Path(tmp))
         stub = pb_grpc.EncoderStub(grpc.insecure_channel(args.address))
         if args.command == "info":
             print(stub.ModelInfo(pb.ModelInfoRequest(), timeout=10))
             return 0
-        if args.command == "classify":
-            reply = stub.Classify(pb.ClassifyRequest(texts=args.texts, model=args.model, truncate=True),
-                                  timeout=10)
+        if args.command == "rerank":
+            if len(args.texts) < 2:
+                sys.exit("client.py rerank: give a query and at least one text")
+            reply = stub.Rerank(pb.RerankRequest(query=args.texts[0], texts=args.texts[1:],
+                                                 model=args.model, truncate=True), timeout=10)
+            for r in reply.results:
+                print(f"{r.score:.4f}  {args.texts[1 + r.index]!r}")
+        elif args.command == "classify":
+            reply = stub.Classify(pb.ClassifyRequest(texts=args.texts, text_pairs=args.pair,
+                                                     model=args.model, truncate=True), timeout=10)
             labels = stub.ModelInfo(pb.ModelInfoRequest(model=reply.model), timeout=10).models[0].labels
             for text, result in zip(args.texts, reply.results):
                 top = sorted(zip(result.scores, labels), reverse=True)[:3]
                 print(f"{result.label}  {text!r}  (" + ", ".join(f"{l} {p:.3f}" for p, l in top) + ")")
         else:
             pooling = {"default": 0, "cls": 1, "mean": 2}[args.pooling]
-            reply = stub.Embed(pb.EmbedRequest(texts=args.texts, model=args.model, truncate=True,
-                                               pooling=pooling), timeout=10)
+            reply = stub.Embed(pb.EmbedRequest(texts=args.texts, text_pairs=args.pair, model=args.model,
+                                               truncate=True, pooling=pooling), timeout=10)
             for text, e in zip(args.texts, reply.embeddings):
                 print(f"{text!r}: [{', '.join(f'{v:.4f}' for v in e.values[:6])}, ...] ({len(e.values)} values)")
         t = reply.timing

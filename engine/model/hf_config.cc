@@ -117,6 +117,16 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
     config.hidden_act = *ParseActivation(name);
   }
   RETURN_IF_ERROR(ReadLabels(json, path, &config.labels));
+  if (auto problem = json.find("problem_type"); problem != json.end() && !problem->is_null()) {
+    const std::string name = problem->is_string() ? problem->get<std::string>() : problem->dump();
+    const std::optional<ProblemType> parsed = ParseProblemType(name);
+    if (!parsed) {
+      return InvalidArgument(path + ": problem_type \"" + name +
+                             "\" is not one of single_label_classification, "
+                             "multi_label_classification, regression");
+    }
+    config.problem_type = *parsed;
+  }
   if (auto name = json.find("_name_or_path"); name != json.end() && name->is_string()) {
     config.name_or_path = name->get<std::string>();
   }

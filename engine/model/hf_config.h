@@ -33,6 +33,7 @@ struct HfConfig {
   std::optional<Activation> hidden_act;
   // id2label ordered by id; empty when absent.
   std::vector<std::string> labels;
+  ProblemType problem_type = ProblemType::kUnspecified;
   // "_name_or_path" ("bert-base-uncased"), used to guess lower-casing.
   std::string name_or_path;
 };

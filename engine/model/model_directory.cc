@@ -96,6 +96,7 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
     }
     c->labels = hf.labels;
   }
+  c->problem_type = hf.problem_type;
   return Status::Ok();
 }
 

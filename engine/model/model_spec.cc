@@ -27,6 +27,41 @@ bool IsHuggingFaceFamily(ModelFamily family) {
          family == ModelFamily::kElectra;
 }
 
+const char* HeadOutputName(HeadOutput output) {
+  switch (output) {
+    case HeadOutput::kSoftmax:
+      return "softmax";
+    case HeadOutput::kSigmoid:
+      return "sigmoid";
+    case HeadOutput::kLogits:
+      return "logits";
+  }
+  return "?";
+}
+
+std::optional<ProblemType> ParseProblemType(const std::string& name) {
+  if (name == "single_label_classification") return ProblemType::kSingleLabel;
+  if (name == "multi_label_classification") return ProblemType::kMultiLabel;
+  if (name == "regression") return ProblemType::kRegression;
+  return std::nullopt;
+}
+
+std::optional<PairTemplate> TextPairTemplate(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::kBert:
+    case ModelFamily::kDistilbert:
+    case ModelFamily::kElectra:
+      return PairTemplate::kBert;
+    case ModelFamily::kRoberta:
+    case ModelFamily::kXlmRoberta:
+    case ModelFamily::kTorchtextRoberta:
+      return PairTemplate::kRoberta;
+    case ModelFamily::kTransformerEncoder:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 const char* ModelFamilyName(ModelFamily family) {
   switch (family) {
     case ModelFamily::kBert:

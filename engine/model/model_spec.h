@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "engine/io/checkpoint_reader.h"
+#include "engine/text/text_pair.h"
 #include "engine/text/tokenizer.h"
 
 namespace encoderd {
@@ -28,6 +29,10 @@ enum class ModelFamily {
   kTransformerEncoder,  // any nn.Embedding + nn.TransformerEncoder stack
 };
 enum class Activation { kGelu, kRelu, kTanh };
+// Hugging Face config.json's problem_type: what the head was trained for.
+enum class ProblemType { kUnspecified, kSingleLabel, kMultiLabel, kRegression };
+// What Classify makes of the head's logits.
+enum class HeadOutput { kSoftmax, kSigmoid, kLogits };
 // How position ids are assigned to the tokens of a sequence.
 enum class PositionRule {
   kNone,             // no position embeddings
@@ -41,10 +46,20 @@ enum class PositionRule {
 // "gelu", "relu", "tanh"; "cls", "mean"; "none", "from_zero", "after_padding_idx".
 // The families described by a Hugging Face config.json (and tokenizer files).
 bool IsHuggingFaceFamily(ModelFamily family);
+// How the family joins two texts into one sequence: BERT's template for BERT,
+// DistilBERT and ELECTRA, RoBERTa's for RoBERTa, XLM-R and torchtext's
+// RoBERTa; none for generic nn.TransformerEncoder stacks, which define no
+// pair format.
+std::optional<PairTemplate> TextPairTemplate(ModelFamily family);
 const char* ModelFamilyName(ModelFamily family);
 const char* ActivationName(Activation activation);
 const char* PoolingName(Pooling pooling);
 const char* PositionRuleName(PositionRule rule);
+// "softmax", "sigmoid", "logits".
+const char* HeadOutputName(HeadOutput output);
+// config.json's spelling: "single_label_classification",
+// "multi_label_classification", "regression".
+std::optional<ProblemType> ParseProblemType(const std::string& name);
 std::optional<ModelFamily> ParseModelFamily(const std::string& name);
 std::optional<Activation> ParseActivation(const std::string& name);
 std::optional<Pooling> ParsePooling(const std::string& name);
@@ -97,8 +112,17 @@ struct EncoderConfig {
   int64_t num_labels = 0;
   Activation head_activation = Activation::kTanh;
   std::vector<std::string> labels;  // num_labels names ("LABEL_0".. when unknown)
+  ProblemType problem_type = ProblemType::kUnspecified;
 
   int64_t head_dim() const { return num_heads ? hidden_size / num_heads : 0; }
+  // Hugging Face's text-classification pipeline rule: the raw logits for
+  // regression, a sigmoid per output for multi-label heads and heads with one
+  // output (cross-encoders' relevance scores), softmax otherwise.
+  HeadOutput head_output() const {
+    if (problem_type == ProblemType::kRegression) return HeadOutput::kLogits;
+    if (problem_type == ProblemType::kMultiLabel || num_labels == 1) return HeadOutput::kSigmoid;
+    return HeadOutput::kSoftmax;
+  }
   bool projects_embeddings() const { return embedding_size != 0 && embedding_size != hidden_size; }
   int64_t embedding_width() const { return projects_embeddings() ? embedding_size : hidden_size; }
   // Width of a pooled embedding (after the pool_dense layers).

@@ -53,9 +53,10 @@ class Encoder {
   // norm. `hidden` is Forward's output for `batch`.
   virtual StatusOr<Tensor> Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
                                 bool normalize) = 0;
-  // Label probabilities (softmax of the head's logits) per sequence:
-  // float32 [num_sequences, num_labels]. FAILED_PRECONDITION when the model
-  // has no classification head.
+  // Label scores per sequence: float32 [num_sequences, num_labels], the
+  // head's logits through config.head_output() (softmax; a sigmoid per output
+  // for one-output and multi-label heads; raw logits for regression).
+  // FAILED_PRECONDITION when the model has no classification head.
   virtual StatusOr<Tensor> Classify(const Tensor& hidden, const PackedBatch& batch) = 0;
 
   const EncoderConfig& config() const { return config_; }

@@ -1,6 +1,7 @@
 #include "engine/runtime/host_head.h"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 #include <string>
 
@@ -175,7 +176,17 @@ StatusOr<Tensor> HostHead::Classify(const Tensor& hidden, const PackedBatch& bat
     }
     float* s = scores.mutable_data<float>();
     k::Linear(ctx_, d, sequences, *out_, Epilogue::kNone, nullptr, s);
-    k::SoftmaxRows(s, sequences, config_.num_labels);
+    switch (config_.head_output()) {
+      case HeadOutput::kSoftmax:
+        k::SoftmaxRows(s, sequences, config_.num_labels);
+        break;
+      case HeadOutput::kSigmoid:
+        for (int64_t i = 0; i < sequences * config_.num_labels; ++i)
+          s[i] = 1.0f / (1.0f + std::exp(-s[i]));
+        break;
+      case HeadOutput::kLogits:
+        break;
+    }
   } catch (const std::exception& e) {
     return Internal(std::string("classification head failed: ") + e.what());
   }

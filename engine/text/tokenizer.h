@@ -25,6 +25,9 @@ struct Encoding {
   // Bytes of the text the tokenizer read: a prefix when the rest cannot
   // change the result (engine/text/bounded_encoding.h).
   int64_t bytes_read = 0;
+  // Segment (token type) of each id: empty for a single text (all 0); one per
+  // id for a text pair (engine/text/text_pair.h).
+  std::vector<int32_t> token_types;
   bool truncated() const { return untruncated_length > static_cast<int64_t>(ids.size()); }
 };
 

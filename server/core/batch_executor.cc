@@ -35,7 +35,8 @@ Status ExecuteBatch(const BatchPlan& plan, const PackingRule& rule, BatchEngine*
   std::vector<OutputSpec> specs;
   for (const BatchSlice& slice : plan.slices) {
     for (int32_t i = slice.begin; i < slice.end; ++i) {
-      Status added = builder.Add(slice.request->sequence(i), {}, {slice.request->id(), i});
+      Status added = builder.Add(slice.request->sequence(i), slice.request->token_types(i),
+                                 {slice.request->id(), i});
       if (!added.ok()) {
         FailAll(plan, added);
         return added;

@@ -8,9 +8,11 @@ std::atomic<int64_t> InferenceRequest::live_{0};
 
 InferenceRequest::InferenceRequest(uint64_t id, std::vector<std::vector<int32_t>> sequences,
                                    OutputSpec spec, Clock::time_point enqueued,
-                                   Clock::time_point deadline)
+                                   Clock::time_point deadline,
+                                   std::vector<std::vector<int32_t>> token_types)
     : id_(id),
       sequences_(std::move(sequences)),
+      token_types_(std::move(token_types)),
       spec_(spec),
       enqueued_(enqueued),
       deadline_(deadline),

@@ -32,8 +32,11 @@ struct OutputSpec {
 
 class InferenceRequest {
  public:
+  // `token_types`: empty (every token type 0) or one entry per sequence, each
+  // empty (all 0) or as long as its sequence (a text pair's segments).
   InferenceRequest(uint64_t id, std::vector<std::vector<int32_t>> sequences, OutputSpec spec,
-                   Clock::time_point enqueued, Clock::time_point deadline);
+                   Clock::time_point enqueued, Clock::time_point deadline,
+                   std::vector<std::vector<int32_t>> token_types = {});
   ~InferenceRequest();
   InferenceRequest(const InferenceRequest&) = delete;
   InferenceRequest& operator=(const InferenceRequest&) = delete;
@@ -42,6 +45,11 @@ class InferenceRequest {
   const OutputSpec& spec() const { return spec_; }
   int32_t num_sequences() const { return static_cast<int32_t>(sequences_.size()); }
   const std::vector<int32_t>& sequence(int32_t i) const { return sequences_[i]; }
+  // Token types of sequence i: empty when all 0.
+  const std::vector<int32_t>& token_types(int32_t i) const {
+    static const std::vector<int32_t> kNone;
+    return static_cast<size_t>(i) < token_types_.size() ? token_types_[i] : kNone;
+  }
   // Tokens of sequences [first, num_sequences()).
   int64_t TokensFrom(int32_t first) const {
     return token_prefix_.back() - token_prefix_[static_cast<size_t>(first)];
@@ -107,6 +115,7 @@ class InferenceRequest {
 
   const uint64_t id_;
   const std::vector<std::vector<int32_t>> sequences_;
+  const std::vector<std::vector<int32_t>> token_types_;
   std::vector<int64_t> token_prefix_;  // tokens of sequences [0, i)
   const OutputSpec spec_;
   const Clock::time_point enqueued_;

@@ -11,6 +11,19 @@ std::string At(const char* field, size_t index) {
   return std::string(field) + "[" + std::to_string(index) + "]";
 }
 
+// CheckText's rules; `name()` names the text in messages (built only for one).
+template <typename Name>
+Status CheckNamedText(const std::string& text, const Name& name) {
+  if (text.empty()) return InvalidArgument(name() + " is empty");
+  const void* nul = std::memchr(text.data(), '\0', text.size());
+  if (nul != nullptr)
+    return InvalidArgument(name() + " contains a NUL byte (at byte " +
+                           std::to_string(static_cast<const char*>(nul) - text.data()) + ")");
+  Status utf8 = CheckUtf8(text);
+  if (!utf8.ok()) return utf8.WithContext(name());
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status CheckCount(size_t count, const RequestLimits& limits, const char* field) {
@@ -22,15 +35,12 @@ Status CheckCount(size_t count, const RequestLimits& limits, const char* field) 
   return Status::Ok();
 }
 
-Status CheckText(const std::string& text, size_t index) {
-  if (text.empty()) return InvalidArgument(At("texts", index) + " is empty");
-  const void* nul = std::memchr(text.data(), '\0', text.size());
-  if (nul != nullptr)
-    return InvalidArgument(At("texts", index) + " contains a NUL byte (at byte " +
-                           std::to_string(static_cast<const char*>(nul) - text.data()) + ")");
-  Status utf8 = CheckUtf8(text);
-  if (!utf8.ok()) return utf8.WithContext(At("texts", index));
-  return Status::Ok();
+Status CheckText(const std::string& text, size_t index, const char* field) {
+  return CheckNamedText(text, [&] { return At(field, index); });
+}
+
+Status CheckQuery(const std::string& query) {
+  return CheckNamedText(query, [] { return std::string("query"); });
 }
 
 Status CheckTexts(const std::vector<std::string>& texts, const RequestLimits& limits) {
@@ -47,6 +57,49 @@ StatusOr<std::vector<Encoding>> TokenizeTexts(const Tokenizer& tokenizer,
   encodings.reserve(texts.size());
   for (size_t i = 0; i < texts.size(); ++i) {
     auto encoding = tokenizer.Encode(texts[i], limits.max_tokens, truncate);
+    if (!encoding.ok()) return encoding.status().WithContext(At("texts", i));
+    encodings.push_back(std::move(encoding).value());
+  }
+  return encodings;
+}
+
+StatusOr<std::vector<Encoding>> TokenizeQueryPairs(const Tokenizer& tokenizer,
+                                                   PairTemplate pair_template,
+                                                   const std::string& query,
+                                                   const std::vector<std::string>& texts,
+                                                   const RequestLimits& limits, bool truncate) {
+  RETURN_IF_ERROR(CheckQuery(query));
+  RETURN_IF_ERROR(CheckTexts(texts, limits));
+  auto query_side = EncodePairSide(tokenizer, pair_template, query, limits.max_tokens);
+  if (!query_side.ok()) return query_side.status().WithContext("query");
+  std::vector<Encoding> encodings;
+  encodings.reserve(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto text_side = EncodePairSide(tokenizer, pair_template, texts[i], limits.max_tokens);
+    if (!text_side.ok()) return text_side.status().WithContext(At("texts", i));
+    auto pair = JoinPair(*query_side, *text_side, pair_template, limits.max_tokens, truncate);
+    if (!pair.ok()) return pair.status().WithContext(At("texts", i));
+    encodings.push_back(std::move(pair).value());
+  }
+  return encodings;
+}
+
+StatusOr<std::vector<Encoding>> TokenizeTextPairs(const Tokenizer& tokenizer,
+                                                  PairTemplate pair_template,
+                                                  const std::vector<std::string>& texts,
+                                                  const std::vector<std::string>& pairs,
+                                                  const RequestLimits& limits, bool truncate) {
+  RETURN_IF_ERROR(CheckTexts(texts, limits));
+  if (pairs.size() != texts.size()) {
+    return InvalidArgument("the request has " + std::to_string(pairs.size()) + " text_pairs for " +
+                           std::to_string(texts.size()) + " texts (one second text per text)");
+  }
+  for (size_t i = 0; i < pairs.size(); ++i) RETURN_IF_ERROR(CheckText(pairs[i], i, "text_pairs"));
+  std::vector<Encoding> encodings;
+  encodings.reserve(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto encoding =
+        EncodePair(tokenizer, pair_template, texts[i], pairs[i], limits.max_tokens, truncate);
     if (!encoding.ok()) return encoding.status().WithContext(At("texts", i));
     encodings.push_back(std::move(encoding).value());
   }

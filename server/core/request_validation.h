@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engine/text/text_pair.h"
 #include "engine/text/tokenizer.h"
 
 namespace encoderd::server {
@@ -30,8 +31,11 @@ struct RequestLimits {
 Status CheckCount(size_t count, const RequestLimits& limits, const char* field = "texts");
 
 // One text: non-empty, well-formed UTF-8 and free of NUL bytes. `index` is its
-// position in the request (named in the message).
-Status CheckText(const std::string& text, size_t index);
+// position in the request's `field` (named in the message).
+Status CheckText(const std::string& text, size_t index, const char* field = "texts");
+
+// Rerank's query: CheckText's rules, named "query".
+Status CheckQuery(const std::string& query);
 
 // CheckCount, then CheckText on every text (the first bad one is reported).
 Status CheckTexts(const std::vector<std::string>& texts, const RequestLimits& limits);
@@ -43,6 +47,26 @@ Status CheckTexts(const std::vector<std::string>& texts, const RequestLimits& li
 StatusOr<std::vector<Encoding>> TokenizeTexts(const Tokenizer& tokenizer,
                                               const std::vector<std::string>& texts,
                                               const RequestLimits& limits, bool truncate);
+
+// Text pairs: `pairs` holds one second text per text (same count, each
+// checked as CheckText does, named "text_pairs[i]"); each pair is encoded
+// with EncodePair (engine/text/text_pair.h) within max_tokens. truncate=false
+// and a pair over max_tokens: INVALID_ARGUMENT "texts[i]: text pair is N
+// tokens long, ...".
+StatusOr<std::vector<Encoding>> TokenizeTextPairs(const Tokenizer& tokenizer,
+                                                  PairTemplate pair_template,
+                                                  const std::vector<std::string>& texts,
+                                                  const std::vector<std::string>& pairs,
+                                                  const RequestLimits& limits, bool truncate);
+
+// Rerank's pairs (query, texts[i]): CheckQuery and CheckTexts, then the
+// query is tokenized once and joined to each text (JoinPair). Errors name
+// "query" or "texts[i]".
+StatusOr<std::vector<Encoding>> TokenizeQueryPairs(const Tokenizer& tokenizer,
+                                                   PairTemplate pair_template,
+                                                   const std::string& query,
+                                                   const std::vector<std::string>& texts,
+                                                   const RequestLimits& limits, bool truncate);
 
 // Pre-tokenised sequences: CheckCount, then each non-empty, at most max_tokens
 // ids, every id in [0, vocab_size).

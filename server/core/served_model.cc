@@ -34,7 +34,8 @@ Status WarmUp(BatchEngine* engine, const EncoderConfig& config) {
 ServedModel::ServedModel(ModelConfig config, ModelBundle bundle)
     : config_(std::move(config)),
       encoder_config_(bundle.config),
-      tokenizer_(std::move(bundle.tokenizer)) {
+      tokenizer_(std::move(bundle.tokenizer)),
+      pair_template_(TextPairTemplate(encoder_config_.family)) {
   max_tokens_ = encoder_config_.max_tokens;
   if (config_.max_tokens > 0) max_tokens_ = std::min(max_tokens_, config_.max_tokens);
 }
@@ -95,10 +96,42 @@ RequestLimits ServedModel::limits() const {
 }
 
 StatusOr<std::vector<Encoding>> ServedModel::Tokenize(const std::vector<std::string>& texts,
+                                                      const std::vector<std::string>& pairs,
                                                       bool truncate) const {
   if (!tokenizer_)
     return FailedPrecondition("model '" + config_.name + "' has no tokenizer; send token_ids");
-  return TokenizeTexts(*tokenizer_, texts, limits(), truncate);
+  if (pairs.empty()) return TokenizeTexts(*tokenizer_, texts, limits(), truncate);
+  RETURN_IF_ERROR(CheckReadsPairs());
+  ASSIGN_OR_RETURN(
+      std::vector<Encoding> encodings,
+      TokenizeTextPairs(*tokenizer_, *pair_template_, texts, pairs, limits(), truncate));
+  return AsModelReads(std::move(encodings));
+}
+
+StatusOr<std::vector<Encoding>> ServedModel::TokenizeQueryPairs(
+    const std::string& query, const std::vector<std::string>& texts, bool truncate) const {
+  RETURN_IF_ERROR(CheckReadsPairs());
+  ASSIGN_OR_RETURN(
+      std::vector<Encoding> encodings,
+      server::TokenizeQueryPairs(*tokenizer_, *pair_template_, query, texts, limits(), truncate));
+  return AsModelReads(std::move(encodings));
+}
+
+Status ServedModel::CheckReadsPairs() const {
+  if (!tokenizer_)
+    return FailedPrecondition("model '" + config_.name + "' has no tokenizer; send token_ids");
+  if (!pair_template_) {
+    return FailedPrecondition("model '" + config_.name + "' (family " +
+                              ModelFamilyName(encoder_config_.family) +
+                              ") defines no text-pair format; send single texts");
+  }
+  return Status::Ok();
+}
+
+std::vector<Encoding> ServedModel::AsModelReads(std::vector<Encoding> encodings) const {
+  if (encoder_config_.type_vocab_size < 2)
+    for (Encoding& e : encodings) e.token_types.clear();
+  return encodings;
 }
 
 Status ServedModel::CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences) const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,21 @@ class ServedModel {
   // Checks the number of texts and each text (empty, NUL byte, invalid
   // UTF-8), then tokenizes every text (TokenizeTexts). INVALID_ARGUMENT names
   // the offending text ("texts[2]: ...").
+  // With `pairs` non-empty, texts[i] and pairs[i] make one sequence
+  // (TokenizeTextPairs, the model family's template); FAILED_PRECONDITION for
+  // a model that defines no pair format. A model without a token type table
+  // (or with one row) gets type 0 everywhere: its encodings carry no types.
   StatusOr<std::vector<Encoding>> Tokenize(const std::vector<std::string>& texts,
+                                           const std::vector<std::string>& pairs,
                                            bool truncate) const;
+  // Rerank's pairs (query, texts[i]) (TokenizeQueryPairs), with the same
+  // rules as pairs in Tokenize.
+  StatusOr<std::vector<Encoding>> TokenizeQueryPairs(const std::string& query,
+                                                     const std::vector<std::string>& texts,
+                                                     bool truncate) const;
+  // Whether the model reads text pairs: it has a tokenizer, and its family
+  // defines how two texts are joined.
+  bool reads_text_pairs() const { return tokenizer_ && pair_template_; }
   // Checks pre-tokenised sequences (ids in the vocabulary, within max_tokens).
   Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences) const;
 
@@ -43,10 +57,16 @@ class ServedModel {
 
  private:
   ServedModel(ModelConfig config, ModelBundle bundle);
+  // FAILED_PRECONDITION unless reads_text_pairs().
+  Status CheckReadsPairs() const;
+  // Pair encodings as the model reads them: no token types without a type
+  // table of at least two rows.
+  std::vector<Encoding> AsModelReads(std::vector<Encoding> encodings) const;
 
   ModelConfig config_;
   EncoderConfig encoder_config_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::optional<PairTemplate> pair_template_;
   int64_t max_tokens_ = 0;
   std::unique_ptr<DynamicBatcher> batcher_;
 };

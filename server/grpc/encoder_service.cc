@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
+#include <limits>
 
 #include "core/dtype.h"
 #include "server/core/request_validation.h"
@@ -39,6 +41,8 @@ struct Call {
 // and how the results fill the response once the request is done.
 struct ModelWork {
   std::vector<std::vector<int32_t>> sequences;
+  // Empty, or one per sequence (a text pair's segments; each may be empty).
+  std::vector<std::vector<int32_t>> token_types;
   OutputSpec spec;
   std::function<void(const InferenceRequest&)> fill;
 };
@@ -76,8 +80,9 @@ grpc::Status Answer(RequestObserver& observer, grpc::ServerContextBase* context,
 std::shared_ptr<InferenceRequest> MakeRequest(grpc::ServerContextBase* context, uint64_t id,
                                               ModelWork& work, Call* call) {
   for (const auto& s : work.sequences) call->token_count += static_cast<int64_t>(s.size());
-  call->request = std::make_shared<InferenceRequest>(id, std::move(work.sequences), work.spec,
-                                                     Clock::now(), SteadyDeadline(context));
+  call->request =
+      std::make_shared<InferenceRequest>(id, std::move(work.sequences), work.spec, Clock::now(),
+                                         SteadyDeadline(context), std::move(work.token_types));
   return call->request;
 }
 
@@ -130,19 +135,34 @@ Status RunOnModel(grpc::ServerContext* context, uint64_t id, ModelWork& work, Ca
   return Status::Ok();
 }
 
-// Looks up the model and tokenizes `texts` into `sequences`, unless the
-// model's batcher would refuse a call due at `deadline` anyway.
-Status Prepare(const ModelRegistry& registry, const std::string& model_name,
-               const google::protobuf::RepeatedPtrField<std::string>& texts, bool truncate,
-               Clock::time_point deadline, Call* call,
-               std::vector<std::vector<int32_t>>* sequences) {
+using Texts = std::vector<std::string>;
+
+// The ids and token types of `encodings` as the sequences of `work`.
+void TakeEncodings(std::vector<Encoding> encodings, ModelWork* work) {
+  const bool typed = std::any_of(encodings.begin(), encodings.end(),
+                                 [](const Encoding& e) { return !e.token_types.empty(); });
+  for (Encoding& e : encodings) {
+    work->sequences.push_back(std::move(e.ids));
+    if (typed) work->token_types.push_back(std::move(e.token_types));
+  }
+}
+
+Texts ToTexts(const google::protobuf::RepeatedPtrField<std::string>& texts) {
+  return {texts.begin(), texts.end()};
+}
+
+// Looks up the model and tokenizes `texts` (with `pairs`, when not empty:
+// one sequence per pair) into the sequences and token types of `work`,
+// unless the model's batcher would refuse a call due at `deadline` anyway.
+Status Prepare(const ModelRegistry& registry, const std::string& model_name, const Texts& texts,
+               const Texts& pairs, bool truncate, Clock::time_point deadline, Call* call,
+               ModelWork* work) {
   ASSIGN_OR_RETURN(call->model, registry.Find(model_name));
   RETURN_IF_ERROR(call->model->batcher().Precheck(deadline));
   const Clock::time_point t = Clock::now();
-  ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
-                   call->model->Tokenize({texts.begin(), texts.end()}, truncate));
+  ASSIGN_OR_RETURN(std::vector<Encoding> encodings, call->model->Tokenize(texts, pairs, truncate));
   call->tokenize_us = MicrosSince(t);
-  for (Encoding& e : encodings) sequences->push_back(std::move(e.ids));
+  TakeEncodings(std::move(encodings), work);
   return Status::Ok();
 }
 
@@ -169,8 +189,9 @@ StatusOr<ModelWork> EmbedWork(const ModelRegistry& registry, const v1::EmbedRequ
                               Clock::time_point deadline, v1::EmbedResponse* response, Call& call) {
   RETURN_IF_ERROR(CheckPooling(request.pooling()));
   ModelWork work;
-  RETURN_IF_ERROR(Prepare(registry, request.model(), request.texts(), request.truncate(), deadline,
-                          &call, &work.sequences));
+  RETURN_IF_ERROR(Prepare(registry, request.model(), ToTexts(request.texts()),
+                          ToTexts(request.text_pairs()), request.truncate(), deadline, &call,
+                          &work));
   const EncoderConfig& config = call.model->encoder_config();
   // A model whose folder normalizes (sentence-transformers' Normalize) always does.
   work.spec = {OutputKind::kEmbedding, config.default_pooling,
@@ -366,8 +387,8 @@ grpc::ServerUnaryReactor* EncoderService::Classify(grpc::CallbackServerContext* 
       [&](const v1::ClassifyRequest& r, v1::ClassifyResponse* out,
           Call& call) -> StatusOr<std::optional<ModelWork>> {
         ModelWork work;
-        RETURN_IF_ERROR(Prepare(*registry_, r.model(), r.texts(), r.truncate(),
-                                SteadyDeadline(context), &call, &work.sequences));
+        RETURN_IF_ERROR(Prepare(*registry_, r.model(), ToTexts(r.texts()), ToTexts(r.text_pairs()),
+                                r.truncate(), SteadyDeadline(context), &call, &work));
         const EncoderConfig& config = call.model->encoder_config();
         if (config.num_labels <= 0)
           return FailedPrecondition("model '" + call.model->config().name +
@@ -387,6 +408,57 @@ grpc::ServerUnaryReactor* EncoderService::Classify(grpc::CallbackServerContext* 
       });
 }
 
+grpc::ServerUnaryReactor* EncoderService::Rerank(grpc::CallbackServerContext* context,
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) {
+  return Unary<v1::RerankRequest, v1::RerankResponse>(
+      context, Rpc::kRerank, /*takes_slot=*/true, request, response,
+      [&](const v1::RerankRequest& r, v1::RerankResponse* out,
+          Call& call) -> StatusOr<std::optional<ModelWork>> {
+        ASSIGN_OR_RETURN(call.model, registry_->Find(r.model()));
+        const EncoderConfig& config = call.model->encoder_config();
+        if (config.num_labels != 1 || !call.model->reads_text_pairs()) {
+          return FailedPrecondition(
+              "model '" + call.model->config().name +
+              "' is not a cross-encoder (Rerank needs a text-pair model whose classification "
+              "head has one output; it has " +
+              std::to_string(config.num_labels) + "): use Classify with text_pairs");
+        }
+        if (r.top_n() < 0)
+          return InvalidArgument("top_n must not be negative, got " + std::to_string(r.top_n()));
+        RETURN_IF_ERROR(call.model->batcher().Precheck(SteadyDeadline(context)));
+        const Clock::time_point t = Clock::now();
+        ASSIGN_OR_RETURN(
+            std::vector<Encoding> encodings,
+            call.model->TokenizeQueryPairs(r.query(), ToTexts(r.texts()), r.truncate()));
+        call.tokenize_us = MicrosSince(t);
+        ModelWork work;
+        TakeEncodings(std::move(encodings), &work);
+        work.spec = {OutputKind::kClassification, Pooling::kCls, false};
+        work.fill = [out, top_n = r.top_n(),
+                     texts = r.return_texts() ? ToTexts(r.texts())
+                                              : Texts()](const InferenceRequest& done) {
+          std::vector<int32_t> order(done.results().size());
+          for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+          // A NaN score (a damaged head) sorts last instead of breaking the order.
+          const auto score = [&done](int32_t i) {
+            const float s = done.results()[i].at(0);
+            return std::isnan(s) ? -std::numeric_limits<float>::infinity() : s;
+          };
+          std::stable_sort(order.begin(), order.end(),
+                           [&](int32_t a, int32_t b) { return score(a) > score(b); });
+          if (top_n > 0 && static_cast<size_t>(top_n) < order.size()) order.resize(top_n);
+          for (int32_t i : order) {
+            v1::RerankResult* result = out->add_results();
+            result->set_index(i);
+            result->set_score(done.results()[i].at(0));
+            if (!texts.empty()) result->set_text(texts[i]);
+          }
+        };
+        return std::optional<ModelWork>(std::move(work));
+      });
+}
+
 grpc::ServerUnaryReactor* EncoderService::Encode(grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
@@ -395,6 +467,8 @@ grpc::ServerUnaryReactor* EncoderService::Encode(grpc::CallbackServerContext* co
       [&](const v1::EncodeRequest& r, v1::EncodeResponse* out,
           Call& call) -> StatusOr<std::optional<ModelWork>> {
         RETURN_IF_ERROR(CheckEncodeInputs(r.texts_size(), r.token_ids_size()));
+        if (r.token_ids_size() > 0 && r.text_pairs_size() > 0)
+          return InvalidArgument("text_pairs go with texts, not with token_ids");
         ModelWork work;
         if (r.token_ids_size() > 0) {
           ASSIGN_OR_RETURN(call.model, registry_->Find(r.model()));
@@ -402,8 +476,9 @@ grpc::ServerUnaryReactor* EncoderService::Encode(grpc::CallbackServerContext* co
             work.sequences.emplace_back(ids.ids().begin(), ids.ids().end());
           RETURN_IF_ERROR(call.model->CheckTokenIds(work.sequences));
         } else {
-          RETURN_IF_ERROR(Prepare(*registry_, r.model(), r.texts(), r.truncate(),
-                                  SteadyDeadline(context), &call, &work.sequences));
+          RETURN_IF_ERROR(Prepare(*registry_, r.model(), ToTexts(r.texts()),
+                                  ToTexts(r.text_pairs()), r.truncate(), SteadyDeadline(context),
+                                  &call, &work));
         }
         work.spec = {OutputKind::kHiddenStates, Pooling::kCls, false};
         const int32_t hidden = static_cast<int32_t>(call.model->encoder_config().hidden_size);
@@ -428,13 +503,15 @@ grpc::ServerUnaryReactor* EncoderService::Tokenize(grpc::CallbackServerContext* 
       [&](const v1::TokenizeRequest& r, v1::TokenizeResponse* out,
           Call& call) -> StatusOr<std::optional<ModelWork>> {
         ASSIGN_OR_RETURN(call.model, registry_->Find(r.model()));
-        ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
-                         call.model->Tokenize({r.texts().begin(), r.texts().end()}, r.truncate()));
+        ASSIGN_OR_RETURN(
+            std::vector<Encoding> encodings,
+            call.model->Tokenize(ToTexts(r.texts()), ToTexts(r.text_pairs()), r.truncate()));
         for (const Encoding& e : encodings) {
           v1::Tokenization* t = out->add_tokenizations();
           t->mutable_ids()->Assign(e.ids.begin(), e.ids.end());
           for (const std::string& piece : e.pieces) t->add_pieces(piece);
           t->set_untruncated_length(e.untruncated_length);
+          t->mutable_token_type_ids()->Assign(e.token_types.begin(), e.token_types.end());
           call.token_count += static_cast<int64_t>(e.ids.size());
         }
         call.tokenize_us = MicrosSince(call.start);
@@ -473,6 +550,9 @@ grpc::ServerUnaryReactor* EncoderService::ModelInfo(grpc::CallbackServerContext*
           info->set_embedding_size(c.pooled_width());
           info->set_replicas(m->config().replicas);
           info->set_max_client_batch_size(m->config().max_client_batch_size);
+          info->set_text_pairs(m->reads_text_pairs());
+          info->set_rerank(m->reads_text_pairs() && c.num_labels == 1);
+          if (c.num_labels > 0) info->set_head_output(HeadOutputName(c.head_output()));
         }
         return std::optional<ModelWork>();
       });

@@ -30,7 +30,7 @@ class EncoderService final : public EncoderServiceBase {
   // Every answer carries its request id in the trailing metadata key
   // `x-request-id` (a stream: the id of the message that failed it).
   // At most `max_concurrent_requests` inference calls (Embed, Classify,
-  // Encode, Tokenize, open EmbedStreams) run at once; more get
+  // Encode, Tokenize, Rerank, open EmbedStreams) run at once; more get
   // RESOURCE_EXHAUSTED without waiting. Every RPC of the service needs the
   // bearer token when `auth` is enabled (checked before anything else).
   EncoderService(const ModelRegistry* registry, int64_t max_concurrent_requests,
@@ -59,6 +59,9 @@ class EncoderService final : public EncoderServiceBase {
   grpc::ServerUnaryReactor* ModelInfo(grpc::CallbackServerContext* context,
                                       const grpc::ByteBuffer* request,
                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Rerank(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::Status EmbedStream(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) override;

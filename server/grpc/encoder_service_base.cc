@@ -32,6 +32,7 @@ EncoderServiceBase::EncoderServiceBase() {
       {"/encoderd.v1.Encoder/Encode", &Base::Encode},
       {"/encoderd.v1.Encoder/Tokenize", &Base::Tokenize},
       {"/encoderd.v1.Encoder/ModelInfo", &Base::ModelInfo},
+      {"/encoderd.v1.Encoder/Rerank", &Base::Rerank},
   };
   int index = 0;
   for (const auto& [name, method] : unary) {

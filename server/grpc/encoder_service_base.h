@@ -21,7 +21,8 @@ namespace encoderd::server {
 
 class EncoderServiceBase : public grpc::Service {
  public:
-  // Registers the six methods of encoderd.v1.Encoder (in .proto order).
+  // Registers the seven methods of encoderd.v1.Encoder (the unary ones, then
+  // EmbedStream; gRPC routes by name).
   EncoderServiceBase();
 
   // The unary methods: `request` holds the request message's bytes; the
@@ -42,6 +43,9 @@ class EncoderServiceBase : public grpc::Service {
   virtual grpc::ServerUnaryReactor* ModelInfo(grpc::CallbackServerContext* context,
                                               const grpc::ByteBuffer* request,
                                               grpc::ByteBuffer* response) = 0;
+  virtual grpc::ServerUnaryReactor* Rerank(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) = 0;
   virtual grpc::Status EmbedStream(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) = 0;

@@ -3,8 +3,8 @@
 namespace encoderd::server {
 
 const char* RpcName(Rpc rpc) {
-  static const char* kNames[kNumRpcs] = {"Embed",    "Classify",  "Encode",
-                                         "Tokenize", "ModelInfo", "EmbedStream"};
+  static const char* kNames[kNumRpcs] = {"Embed",     "Classify",    "Encode", "Tokenize",
+                                         "ModelInfo", "EmbedStream", "Rerank"};
   return kNames[static_cast<int>(rpc)];
 }
 

@@ -11,8 +11,8 @@
 
 namespace encoderd::server {
 
-enum class Rpc { kEmbed, kClassify, kEncode, kTokenize, kModelInfo, kEmbedStream };
-inline constexpr int kNumRpcs = 6;
+enum class Rpc { kEmbed, kClassify, kEncode, kTokenize, kModelInfo, kEmbedStream, kRerank };
+inline constexpr int kNumRpcs = 7;
 const char* RpcName(Rpc rpc);
 
 // The failure reason a gRPC code counts under: invalid_argument (INVALID_ARGUMENT,

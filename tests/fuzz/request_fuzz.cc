@@ -4,8 +4,10 @@
 // SentencePiece tokenizer (models/langid) with small limits.
 //
 // Input: byte 0 picks the request type (Embed, Classify, Encode, Tokenize,
-// ModelInfo) and the truncate flag's override; the rest is parsed as that
-// message (unparsable: ignored, as gRPC answers it before validation).
+// ModelInfo or Rerank) and the truncate flag's override; the rest is parsed as
+// that message (unparsable: ignored, as gRPC answers it before validation).
+// Requests with text_pairs (and Rerank's query with its texts) go through
+// TokenizeTextPairs with the RoBERTa template the langid model would use.
 // Invariants (trap on violation): every rejection is INVALID_ARGUMENT; an
 // accepted request has 1..max_client_batch_size inputs, and every sequence it
 // yields has 2..max_tokens ids inside the vocabulary; validation accepts
@@ -88,6 +90,72 @@ void FuzzTexts(const google::protobuf::RepeatedPtrField<std::string>& field, boo
   }
 }
 
+// What TokenizeTextPairs or TokenizeQueryPairs made of requests that
+// `checked` (an independent check of the texts) says are valid or not:
+// rejections are INVALID_ARGUMENT with a visible cause; accepted pairs are
+// <s> a </s></s> b </s> within the limit, every token type 0.
+void CheckPairEncodings(const Status& checked,
+                        const encoderd::StatusOr<std::vector<Encoding>>& encodings, size_t count,
+                        bool truncate, const RequestLimits& limits) {
+  const Tokenizer& tokenizer = LangidTokenizer();
+  if (!checked.ok()) {
+    REQUIRE(IsInvalidArgument(checked));
+    REQUIRE(!encodings.ok() && IsInvalidArgument(encodings.status()));
+    return;
+  }
+  if (!encodings.ok()) {
+    REQUIRE(IsInvalidArgument(encodings.status()) && !truncate);
+    REQUIRE(encodings.status().message().find("text pair is") != std::string::npos);
+    return;
+  }
+  REQUIRE(encodings->size() == count);
+  const encoderd::SpecialTokens& special = tokenizer.special_tokens();
+  for (const Encoding& e : *encodings) {
+    // A text of only spaces has no content tokens: the specials alone remain.
+    REQUIRE(static_cast<int64_t>(e.ids.size()) >=
+                encoderd::PairSpecialTokens(encoderd::PairTemplate::kRoberta) &&
+            static_cast<int64_t>(e.ids.size()) <= limits.max_tokens);
+    REQUIRE(e.pieces.size() == e.ids.size() && e.token_types.size() == e.ids.size());
+    REQUIRE(e.ids.front() == special.bos && e.ids.back() == special.eos);
+    REQUIRE(truncate || !e.truncated());
+    for (int32_t type : e.token_types) REQUIRE(type == 0);
+    for (int32_t id : e.ids) REQUIRE(id >= 0 && id < tokenizer.vocab_size());
+  }
+}
+
+// Text pairs through TokenizeTextPairs, with the RoBERTa template.
+void FuzzPairs(const std::vector<std::string>& texts, const std::vector<std::string>& pairs,
+               bool truncate, const RequestLimits& limits) {
+  auto encodings = sv::TokenizeTextPairs(LangidTokenizer(), encoderd::PairTemplate::kRoberta, texts,
+                                         pairs, limits, truncate);
+  Status checked = sv::CheckTexts(texts, limits);
+  for (size_t i = 0; checked.ok() && i < pairs.size(); ++i)
+    checked = sv::CheckText(pairs[i], i, "text_pairs");
+  if (checked.ok() && pairs.size() != texts.size()) checked = encoderd::InvalidArgument("count");
+  CheckPairEncodings(checked, encodings, texts.size(), truncate, limits);
+}
+
+// Rerank's (query, text) pairs through TokenizeQueryPairs.
+void FuzzRerank(const v1::RerankRequest& r, const RequestLimits& limits) {
+  const std::vector<std::string> texts(r.texts().begin(), r.texts().end());
+  auto encodings = sv::TokenizeQueryPairs(LangidTokenizer(), encoderd::PairTemplate::kRoberta,
+                                          r.query(), texts, limits, r.truncate());
+  Status checked = sv::CheckQuery(r.query());
+  REQUIRE(checked.ok() == (!r.query().empty() && r.query().find('\0') == std::string::npos));
+  if (checked.ok()) checked = sv::CheckTexts(texts, limits);
+  CheckPairEncodings(checked, encodings, texts.size(), r.truncate(), limits);
+}
+
+template <typename Request>
+void FuzzTextsOrPairs(const Request& r, bool truncate, const RequestLimits& limits) {
+  if (r.text_pairs_size() == 0) {
+    FuzzTexts(r.texts(), truncate, limits);
+  } else {
+    FuzzPairs({r.texts().begin(), r.texts().end()}, {r.text_pairs().begin(), r.text_pairs().end()},
+              truncate, limits);
+  }
+}
+
 void FuzzTokenIds(const v1::EncodeRequest& request, const RequestLimits& limits) {
   std::vector<std::vector<int32_t>> sequences;
   for (const v1::TokenIds& ids : request.token_ids())
@@ -119,13 +187,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const Status pooling = sv::CheckPooling(r.pooling());
       REQUIRE(pooling.ok() == v1::Pooling_IsValid(r.pooling()));
       REQUIRE(pooling.ok() || IsInvalidArgument(pooling));
-      FuzzTexts(r.texts(), r.truncate(), limits);
+      FuzzTextsOrPairs(r, r.truncate(), limits);
       break;
     }
     case 1: {
       v1::ClassifyRequest r;
       if (!r.ParseFromArray(body, body_size)) return 0;
-      FuzzTexts(r.texts(), r.truncate(), limits);
+      FuzzTextsOrPairs(r, r.truncate(), limits);
       break;
     }
     case 2: {
@@ -138,7 +206,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       } else if (r.token_ids_size() > 0) {
         FuzzTokenIds(r, limits);
       } else {
-        FuzzTexts(r.texts(), r.truncate(), limits);
+        FuzzTextsOrPairs(r, r.truncate(), limits);
       }
       break;
     }
@@ -146,10 +214,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       v1::TokenizeRequest r;
       if (!r.ParseFromArray(body, body_size)) return 0;
       // The selector's high bit flips truncate, so both modes see every text.
-      FuzzTexts(r.texts(), r.truncate() != ((selector & 0x80) != 0), limits);
+      FuzzTextsOrPairs(r, r.truncate() != ((selector & 0x80) != 0), limits);
       break;
     }
     default: {
+      if (selector & 0x40) {
+        v1::RerankRequest r;
+        if (!r.ParseFromArray(body, body_size)) return 0;
+        FuzzRerank(r, limits);
+        break;
+      }
       v1::ModelInfoRequest r;
       if (!r.ParseFromArray(body, body_size)) return 0;
       REQUIRE(r.ByteSizeLong() <= static_cast<size_t>(body_size));

@@ -73,6 +73,25 @@ TEST_P(InspectTest, TextDescribesTheModel) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, InspectTest, ::testing::ValuesIn(FixtureModelNames()));
 
+// What inspect says about text pairs: the family's template, the token
+// types the model reads, and whether Rerank serves it.
+TEST(InspectPairsTest, NamesTheTemplateAndRerank) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"hf_bert_cross_encoder",
+       "text pairs:      [CLS] a [SEP] b [SEP], token types 0 then 1; one-output head: a "
+       "cross-encoder, served by Rerank\n"},
+      {"hf_xlmr_zip", "text pairs:      <s> a </s></s> b </s>, every token type 0\n"},
+      {"hf_distilbert_base", "text pairs:      [CLS] a [SEP] b [SEP], every token type 0\n"},
+      {"generic_postnorm_gelu", "text pairs:      none (the family defines no pair format)\n"},
+  };
+  for (const auto& [name, line] : cases) {
+    std::ostringstream out, err;
+    ASSERT_EQ(server::RunInspectCommand({testing::ModelsDir() + "/" + name}, out, err), 0)
+        << err.str();
+    EXPECT_NE(out.str().find(line), std::string::npos) << name << ":\n" << out.str();
+  }
+}
+
 TEST(InspectCommand, ErrorsGoToStderrWithNonZeroExit) {
   std::ostringstream out, err;
   EXPECT_EQ(server::RunInspectCommand({ModelsDir() + "/bad/missing_key"}, out, err), 1);

@@ -85,6 +85,10 @@ TEST(LoadtestWorkloadTest, OptionsParseAndRejectBadValues) {
   EXPECT_EQ(o.workload.length_mode, TextLengthMode::kUniform);
   EXPECT_EQ(o.workload.max_words, 32);
   EXPECT_TRUE(o.json);
+  const char* rerank[] = {"x", "--rpc", "rerank"};
+  ASSERT_EQ(ParseLoadOptions(3, rerank, &o), "");
+  EXPECT_EQ(o.rpc, RpcKind::kRerank);
+  EXPECT_STREQ(RpcKindName(o.rpc), "rerank");
 
   auto error = [](std::vector<const char*> args) {
     LoadOptions opts;

@@ -78,6 +78,8 @@ TEST_P(ModelDirectoryTest, DetectsFamilyAndHyperparameters) {
     EXPECT_FALSE(c.default_normalize);
     EXPECT_TRUE(bundle->sentence_transformers_modules.empty());
   }
+  if (want.contains("head_output"))
+    EXPECT_STREQ(HeadOutputName(c.head_output()), want["head_output"].get<std::string>().c_str());
   EXPECT_TRUE(c.Validate().ok());
 }
 
@@ -143,6 +145,9 @@ INSTANTIATE_TEST_SUITE_P(
                 StatusCode::kInvalidArgument,
                 {"wrong_shape/model.safetensors", "'encoder.layer.0.intermediate.dense.weight'",
                  "[128, 65]"}},
+        BadCase{"unknown_problem_type",
+                StatusCode::kInvalidArgument,
+                {"unknown_problem_type/config.json", "problem_type \"ranking\""}},
         BadCase{"bad_head_count",
                 StatusCode::kInvalidArgument,
                 {"bad_head_count/config.json", "num_attention_heads = 5", "hidden_size 64"}},

@@ -18,11 +18,22 @@ namespace encoderd::testing {
 // checkpoint_reader_test.cc instead).
 inline const std::vector<std::string>& FixtureModelNames() {
   static const std::vector<std::string> names = {
-      "hf_bert_legacy",        "hf_bert_gamma_beta",       "hf_roberta_safetensors",
-      "hf_xlmr_zip",           "hf_st_mean_normalize",     "hf_st_cls_subfolder",
-      "hf_st_dense",           "hf_distilbert_classifier", "hf_distilbert_base",
-      "hf_electra_classifier", "torchtext_xlmr_legacy",    "torchtext_xlmr_fairseq",
-      "generic_prenorm_relu",  "generic_postnorm_gelu",
+      "hf_bert_legacy",
+      "hf_bert_gamma_beta",
+      "hf_roberta_safetensors",
+      "hf_xlmr_zip",
+      "hf_bert_cross_encoder",
+      "hf_xlmr_regression",
+      "hf_st_mean_normalize",
+      "hf_st_cls_subfolder",
+      "hf_st_dense",
+      "hf_distilbert_classifier",
+      "hf_distilbert_base",
+      "hf_electra_classifier",
+      "torchtext_xlmr_legacy",
+      "torchtext_xlmr_fairseq",
+      "generic_prenorm_relu",
+      "generic_postnorm_gelu",
 #ifdef ENCODERD_WITH_TORCH
       "torchscript_encoder",
 #endif

@@ -175,5 +175,26 @@ TEST(ModelSpecNames, RoundTrip) {
   EXPECT_EQ(LayerWeightName(3, "norm1.weight"), "layers.3.norm1.weight");
 }
 
+// Classify's scores follow Hugging Face's text-classification pipeline.
+TEST(ModelMappingTest, HeadOutputFollowsProblemTypeAndLabelCount) {
+  EXPECT_EQ(ParseProblemType("regression"), ProblemType::kRegression);
+  EXPECT_EQ(ParseProblemType("multi_label_classification"), ProblemType::kMultiLabel);
+  EXPECT_EQ(ParseProblemType("single_label_classification"), ProblemType::kSingleLabel);
+  EXPECT_FALSE(ParseProblemType("ranking").has_value());
+  EncoderConfig c;
+  const auto output = [&c](int64_t labels, ProblemType problem) {
+    c.num_labels = labels;
+    c.problem_type = problem;
+    return std::string(HeadOutputName(c.head_output()));
+  };
+  EXPECT_EQ(output(3, ProblemType::kUnspecified), "softmax");
+  EXPECT_EQ(output(3, ProblemType::kSingleLabel), "softmax");
+  EXPECT_EQ(output(3, ProblemType::kMultiLabel), "sigmoid");
+  EXPECT_EQ(output(1, ProblemType::kUnspecified), "sigmoid");
+  EXPECT_EQ(output(1, ProblemType::kSingleLabel), "sigmoid");  // the pipeline's order of checks
+  EXPECT_EQ(output(1, ProblemType::kRegression), "logits");
+  EXPECT_EQ(output(3, ProblemType::kRegression), "logits");
+}
+
 }  // namespace
 }  // namespace encoderd

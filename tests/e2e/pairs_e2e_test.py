@@ -1,0 +1,238 @@
+#!/usr/bin/python3
+"""End-to-end test of text pairs and Rerank: the real `encoderd serve` with a
+BERT cross-encoder (one-output head), an XLM-R pair classifier, a DistilBERT
+model (no token types) and a generic nn.TransformerEncoder stack (no pair
+format), checked against PyTorch on the fixtures' own weights
+(tests/fixtures/fx_models.py's hf_forward over the ids and token types the
+server's Tokenize reports).
+
+usage: pairs_e2e_test.py --binary build/cli/encoderd --source-dir REPO
+       --models-dir build/fixtures/models
+       [--loadtest build/loadtest/encoderd-loadtest]
+Exits 0 when every check passed; prints each failed check.
+"""
+import argparse
+import json
+import math
+import pathlib
+import struct
+import subprocess
+import sys
+import tempfile
+
+import grpc
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "fixtures"))
+from e2e_common import FAILURES, check, generate_stubs, start_daemon, wait_serving  # noqa: E402
+
+MAX_TOKENS = 32
+MODELS = {"cross": "hf_bert_cross_encoder", "xlmr": "hf_xlmr_zip",
+          "distil": "hf_distilbert_base", "generic": "generic_postnorm_gelu"}
+QUERY = "how do foxes hunt"
+TEXTS = ["the quick brown fox jumps over the lazy dog", "foxes hunt mice at night",
+         "a recipe for bread", "x", "the fox", "hunting " * 40]
+
+
+def read_canonical(ref_dir):
+    """The fixture's reference weights (fxcommon.write_tensor_dump) as torch tensors."""
+    import torch
+    d = pathlib.Path(ref_dir) / "canonical"
+    out = {}
+    for name, entry in json.loads((d / "index.json").read_text()).items():
+        raw = (d / entry["file"]).read_bytes()
+        values = struct.unpack(f"<{len(raw) // 4}f", raw)
+        out[name] = torch.tensor(values, dtype=torch.float32).reshape(entry["shape"])
+    return out
+
+
+def torch_logits(models_dir, name, kind, tokenizations):
+    """hf_forward's logits for each (ids, token types) the server reported."""
+    import torch
+    import fx_models
+    ref = pathlib.Path(models_dir) / (name + ".reference")
+    expected = json.loads((ref / "expected.json").read_text())
+    c = read_canonical(ref)
+    out = []
+    with torch.no_grad():
+        for t in tokenizations:
+            types = list(t.token_type_ids) or [0] * len(t.ids)
+            _, logits = fx_models.hf_forward(c, kind, list(t.ids), types,
+                                             expected["pad_token_id"], expected["layer_norm_eps"])
+            out.append(logits.tolist())
+    return out
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def softmax(v):
+    top = max(v)
+    e = [math.exp(x - top) for x in v]
+    return [x / sum(e) for x in e]
+
+
+def code_of(fn):
+    try:
+        fn()
+    except grpc.RpcError as e:
+        return e.code(), e.details()
+    return grpc.StatusCode.OK, ""
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--binary", required=True)
+    p.add_argument("--source-dir", required=True)
+    p.add_argument("--models-dir", required=True)
+    p.add_argument("--loadtest", help="also run encoderd-loadtest --rpc rerank")
+    args = p.parse_args()
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="encoderd_pairs_e2e_"))
+    generate_stubs(args.source_dir, tmp)
+    from proto import encoderd_pb2 as pb, encoderd_pb2_grpc as pb_grpc
+    from health_v1 import health_pb2, health_pb2_grpc
+
+    serve_args = []
+    for i, (name, fixture) in enumerate(MODELS.items()):
+        serve_args += ["--set", f"models[{i}].name={name}",
+                       "--set", f"models[{i}].directory={args.models_dir}/{fixture}",
+                       "--set", f"models[{i}].max_tokens={MAX_TOKENS}",
+                       "--set", f"models[{i}].max_client_batch_size=8"]
+    daemon = start_daemon(args.binary, serve_args, tmp / "server.log")
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{daemon.port}")
+        grpc.channel_ready_future(channel).result(timeout=60)
+        stub = pb_grpc.EncoderStub(channel)
+        if not check(wait_serving(health_pb2, health_pb2_grpc.HealthStub(channel), list(MODELS)),
+                     "every model SERVING"):
+            return 1
+
+        info = {m.name: m for m in stub.ModelInfo(pb.ModelInfoRequest()).models}
+        check(info["cross"].text_pairs and info["cross"].rerank, "cross-encoder: pairs, rerank")
+        check(info["xlmr"].text_pairs and not info["xlmr"].rerank, "xlmr: pairs, no rerank")
+        check(info["cross"].head_output == "sigmoid" and info["xlmr"].head_output == "softmax"
+              and info["distil"].head_output == "", "ModelInfo head_output")
+        check(not info["generic"].text_pairs, "generic stack reads no pairs")
+
+        # The templates, as Tokenize reports them, against the single texts.
+        single = stub.Tokenize(pb.TokenizeRequest(model="cross", texts=["the fox", "at night"]))
+        a, b = (list(t.ids) for t in single.tokenizations)
+        pair = stub.Tokenize(pb.TokenizeRequest(model="cross", texts=["the fox"],
+                                                text_pairs=["at night"])).tokenizations[0]
+        check(list(pair.ids) == a + b[1:], f"BERT pair is [CLS] a [SEP] b [SEP]: {list(pair.ids)}")
+        check(list(pair.token_type_ids) == [0] * len(a) + [1] * (len(b) - 1),
+              f"BERT pair types: {list(pair.token_type_ids)}")
+        single = stub.Tokenize(pb.TokenizeRequest(model="xlmr", texts=["the fox", "at night"]))
+        a, b = (list(t.ids) for t in single.tokenizations)
+        pair = stub.Tokenize(pb.TokenizeRequest(model="xlmr", texts=["the fox"],
+                                                text_pairs=["at night"])).tokenizations[0]
+        check(list(pair.ids) == a + [a[-1]] + b[1:],
+              f"RoBERTa pair is <s> a </s></s> b </s>: {list(pair.ids)}")
+        check(len(pair.token_type_ids) == 0, "RoBERTa pair: no token types")
+        pair = stub.Tokenize(pb.TokenizeRequest(model="distil", texts=["the fox"],
+                                                text_pairs=["at night"])).tokenizations[0]
+        check(len(pair.token_type_ids) == 0, "DistilBERT (no type table): no token types")
+        long_pair = stub.Tokenize(pb.TokenizeRequest(model="cross", texts=[TEXTS[5]],
+                                                     text_pairs=[QUERY], truncate=True))
+        t = long_pair.tokenizations[0]
+        check(len(t.ids) == MAX_TOKENS and t.untruncated_length > MAX_TOKENS,
+              f"a long pair is cut to max_tokens: {len(t.ids)} of {t.untruncated_length}")
+
+        # Rerank against PyTorch: sigmoid of the head's logit of (query, text).
+        rr = stub.Rerank(pb.RerankRequest(model="cross", query=QUERY, texts=TEXTS, truncate=True,
+                                          return_texts=True))
+        toks = stub.Tokenize(pb.TokenizeRequest(model="cross", texts=[QUERY] * len(TEXTS),
+                                                text_pairs=TEXTS, truncate=True)).tokenizations
+        want = [sigmoid(l[0]) for l in torch_logits(args.models_dir, MODELS["cross"], "bert", toks)]
+        check(sorted(r.index for r in rr.results) == list(range(len(TEXTS))),
+              "Rerank returns every text once")
+        for r in rr.results:
+            check(abs(r.score - want[r.index]) <= 1e-4,
+                  f"Rerank score of text {r.index}: {r.score} vs PyTorch {want[r.index]}")
+            check(r.text == TEXTS[r.index], f"Rerank return_texts of {r.index}")
+        scores = [r.score for r in rr.results]
+        check(scores == sorted(scores, reverse=True), f"Rerank is best first: {scores}")
+        check(rr.token_count == sum(len(t.ids) for t in toks), "Rerank token_count")
+        top = stub.Rerank(pb.RerankRequest(model="cross", query=QUERY, texts=TEXTS, truncate=True,
+                                           top_n=2))
+        check([r.index for r in top.results] == [r.index for r in rr.results[:2]] and
+              all(r.text == "" for r in top.results), "Rerank top_n=2 without texts")
+        cls = stub.Classify(pb.ClassifyRequest(model="cross", texts=[QUERY] * len(TEXTS),
+                                               text_pairs=TEXTS, truncate=True))
+        by_index = {r.index: r.score for r in rr.results}
+        check(all(abs(c.scores[0] - by_index[i]) <= 1e-6 for i, c in enumerate(cls.results)),
+              "Classify of a one-output head gives the Rerank score (sigmoid)")
+
+        # A pair classifier with the RoBERTa template, against PyTorch.
+        firsts, seconds = TEXTS[:4], list(reversed(TEXTS[:4]))
+        cls = stub.Classify(pb.ClassifyRequest(model="xlmr", texts=firsts, text_pairs=seconds,
+                                               truncate=True))
+        toks = stub.Tokenize(pb.TokenizeRequest(model="xlmr", texts=firsts, text_pairs=seconds,
+                                                truncate=True)).tokenizations
+        for i, logits in enumerate(torch_logits(args.models_dir, MODELS["xlmr"], "roberta", toks)):
+            want = softmax(logits)
+            got = list(cls.results[i].scores)
+            check(max(abs(x - y) for x, y in zip(got, want)) <= 1e-4,
+                  f"xlmr pair {i}: {got} vs PyTorch {want}")
+        emb = stub.Embed(pb.EmbedRequest(model="distil", texts=["the fox"], text_pairs=["at night"]))
+        check(len(emb.embeddings) == 1, "DistilBERT embeds a pair")
+
+        # Refusals name what is wrong.
+        for what, call, want_code, part in [
+            ("Rerank on a two-label model", lambda: stub.Rerank(pb.RerankRequest(
+                model="xlmr", query=QUERY, texts=TEXTS[:2])),
+             grpc.StatusCode.FAILED_PRECONDITION, "not a cross-encoder"),
+            ("pairs on a generic stack", lambda: stub.Embed(pb.EmbedRequest(
+                model="generic", texts=["the fox"], text_pairs=["at night"])),
+             grpc.StatusCode.FAILED_PRECONDITION, "no text-pair format"),
+            ("text_pairs count", lambda: stub.Classify(pb.ClassifyRequest(
+                model="cross", texts=["a", "b"], text_pairs=["c"])),
+             grpc.StatusCode.INVALID_ARGUMENT, "1 text_pairs for 2 texts"),
+            ("empty query", lambda: stub.Rerank(pb.RerankRequest(model="cross", texts=["a"])),
+             grpc.StatusCode.INVALID_ARGUMENT, "query is empty"),
+            ("empty text", lambda: stub.Rerank(pb.RerankRequest(model="cross", query="q",
+                                                                texts=["a", ""])),
+             grpc.StatusCode.INVALID_ARGUMENT, "texts[1] is empty"),
+            ("over-long pair", lambda: stub.Rerank(pb.RerankRequest(
+                model="cross", query=QUERY, texts=["x", TEXTS[5]])),
+             grpc.StatusCode.INVALID_ARGUMENT, "texts[1]: text pair is"),
+            ("negative top_n", lambda: stub.Rerank(pb.RerankRequest(
+                model="cross", query=QUERY, texts=["a"], top_n=-1)),
+             grpc.StatusCode.INVALID_ARGUMENT, "top_n"),
+            ("pairs with token_ids", lambda: stub.Encode(pb.EncodeRequest(
+                model="cross", token_ids=[pb.TokenIds(ids=[1, 2])], text_pairs=["a"])),
+             grpc.StatusCode.INVALID_ARGUMENT, "text_pairs go with texts"),
+        ]:
+            code, details = code_of(call)
+            check(code == want_code and part in details, f"{what}: {code} {details!r}")
+        check(daemon.metric("encoderd_requests_total", {"rpc": "Rerank", "code": "OK"}) == 2,
+              "Rerank counted in encoderd_requests_total")
+        if args.loadtest:
+            n = 40
+            res = subprocess.run([args.loadtest, "--target", f"127.0.0.1:{daemon.port}",
+                                  "--model", "cross", "--rpc", "rerank", "--requests", str(n),
+                                  "--duration", "0", "--warmup", "0", "--texts", "3",
+                                  "--json-file", str(tmp / "rerank.json")],
+                                 capture_output=True, text=True, timeout=120)
+            print(res.stdout, res.stderr, sep="", flush=True)
+            if check(res.returncode == 0, f"loadtest --rpc rerank exit status {res.returncode}"):
+                r = json.loads((tmp / "rerank.json").read_text())
+                check(r["requests_ok"] == n and r["requests_error"] == 0 and r["texts"] == 3 * n,
+                      f"loadtest --rpc rerank: {n} OK calls of 3 texts: {r['requests_ok']}, "
+                      f"{r['requests_error']} errors, {r['texts']} texts")
+                check(daemon.metric("encoderd_requests_total",
+                                    {"rpc": "Rerank", "code": "OK"}) == 2 + n,
+                      "the loadtest's Rerank calls reached the server")
+    finally:
+        daemon.stop()
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed; server log: {tmp / 'server.log'}")
+        return 1
+    print("pairs e2e: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
