@@ -16,7 +16,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: encoderd encode MODEL_DIR --text TEXT [--text TEXT ...]\n"
-    "         [--pooling cls|mean] [--normalize] [--device cpu|cuda]\n"
+    "         [--pooling cls|mean|max|mean_sqrt_len|weighted_mean|last_token]\n"
+    "         [--normalize] [--device cpu|cuda]\n"
     "         [--dtype fp32|fp16|bf16] [--threads N] [--no-truncate] [--json]\n"
     "--dtype defaults to fp32 on cpu and fp16 on cuda.\n"
     "Prints label probabilities when the model has a classification head and no\n"
@@ -39,10 +40,11 @@ std::string Parse(const std::vector<std::string>& args, EncodeArgs* out) {
   Flags flags;
   flags.Positional("MODEL_DIR", &out->model_dir);
   flags.Strings("--text", &out->texts);
-  flags.Value("--pooling", "cls or mean", [out](const std::string& v) {
-    out->pooling = ParsePooling(v);
-    return out->pooling.has_value();
-  });
+  flags.Value("--pooling", "cls, mean, max, mean_sqrt_len, weighted_mean, last_token",
+              [out](const std::string& v) {
+                out->pooling = ParsePooling(v);
+                return out->pooling.has_value();
+              });
   flags.Value("--dtype", "fp32, fp16 or bf16", [out](const std::string& v) {
     const auto dtype = ParseDType(v);
     if (!dtype ||

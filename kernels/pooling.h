@@ -9,8 +9,8 @@
 namespace encoderd::kernels {
 
 // out[b, :] = pool(hidden_states[cu_seqlens[b] .. cu_seqlens[b+1]), :]) for
-// b < batch. hidden_states: [cu_seqlens[batch], hidden]; out: [batch, hidden].
-// Throws std::invalid_argument on malformed cu_seqlens, an empty sequence or
+// b < batch, each mode as core/op_types.h describes it. hidden_states: [cu_seqlens[batch], hidden];
+// out: [batch, hidden]. Throws std::invalid_argument on malformed cu_seqlens, an empty sequence or
 // bad sizes.
 void Pool(const CpuContext& ctx, const float* hidden_states, const int32_t* cu_seqlens,
           int64_t batch, int64_t hidden, Pooling mode, float* out);

@@ -38,7 +38,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--address", default="127.0.0.1:50051")
     parser.add_argument("--model", default="")
-    parser.add_argument("--pooling", choices=["default", "cls", "mean"], default="default")
+    poolings = ["default", "cls", "mean", "max", "mean_sqrt_len", "weighted_mean", "last_token"]
+    parser.add_argument("--pooling", choices=poolings, default="default")
     parser.add_argument("--pair", action="append", default=[],
                         help="classify/embed: the second text of each pair (once per text)")
     parser.add_argument("command", choices=["classify", "embed", "info", "rerank"],
@@ -66,7 +67,7 @@ def main() -> int:
                 top = sorted(zip(result.scores, labels), reverse=True)[:3]
                 print(f"{result.label}  {text!r}  (" + ", ".join(f"{l} {p:.3f}" for p, l in top) + ")")
         else:
-            pooling = {"default": 0, "cls": 1, "mean": 2}[args.pooling]
+            pooling = poolings.index(args.pooling)  # encoderd.v1.Pooling's values
             reply = stub.Embed(pb.EmbedRequest(texts=args.texts, text_pairs=args.pair, model=args.model,
                                                truncate=True, pooling=pooling), timeout=10)
             for text, e in zip(args.texts, reply.embeddings):

@@ -100,6 +100,14 @@ const char* PoolingName(Pooling pooling) {
       return "cls";
     case Pooling::kMean:
       return "mean";
+    case Pooling::kMax:
+      return "max";
+    case Pooling::kMeanSqrtLen:
+      return "mean_sqrt_len";
+    case Pooling::kWeightedMean:
+      return "weighted_mean";
+    case Pooling::kLastToken:
+      return "last_token";
   }
   return "unknown";
 }
@@ -133,8 +141,7 @@ std::optional<Activation> ParseActivation(const std::string& name) {
 }
 
 std::optional<Pooling> ParsePooling(const std::string& name) {
-  static constexpr Pooling kAll[] = {Pooling::kCls, Pooling::kMean};
-  return ParseByName(name, kAll, PoolingName);
+  return ParseByName(name, kAllPoolings, PoolingName);
 }
 
 std::optional<PositionRule> ParsePositionRule(const std::string& name) {

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -42,14 +43,14 @@ StatusOr<Pooling> ReadPooling(const std::string& path) {
   if (!json.is_object()) return InvalidArgument(path + ": expected a JSON object");
   struct Mode {
     const char* key;
-    std::optional<Pooling> pooling;  // nullopt: not supported
+    Pooling pooling;
   };
   const Mode modes[] = {{"pooling_mode_cls_token", Pooling::kCls},
                         {"pooling_mode_mean_tokens", Pooling::kMean},
-                        {"pooling_mode_max_tokens", std::nullopt},
-                        {"pooling_mode_mean_sqrt_len_tokens", std::nullopt},
-                        {"pooling_mode_weightedmean_tokens", std::nullopt},
-                        {"pooling_mode_lasttoken", std::nullopt}};
+                        {"pooling_mode_max_tokens", Pooling::kMax},
+                        {"pooling_mode_mean_sqrt_len_tokens", Pooling::kMeanSqrtLen},
+                        {"pooling_mode_weightedmean_tokens", Pooling::kWeightedMean},
+                        {"pooling_mode_lasttoken", Pooling::kLastToken}};
   std::vector<const Mode*> on;
   for (const Mode& mode : modes) {
     const auto it = json.find(mode.key);
@@ -59,20 +60,24 @@ StatusOr<Pooling> ReadPooling(const std::string& path) {
     }
     if (it->get<bool>()) on.push_back(&mode);
   }
+  // A mode of a later sentence-transformers release, turned on: refused
+  // rather than silently pooled another way.
+  for (const auto& [key, value] : json.items()) {
+    const bool known = std::any_of(std::begin(modes), std::end(modes),
+                                   [&key = key](const Mode& m) { return key == m.key; });
+    if (!known && key.rfind("pooling_mode_", 0) == 0 && value.is_boolean() && value.get<bool>())
+      return InvalidArgument(path + ": " + key + " is not supported");
+  }
   if (on.empty()) return InvalidArgument(path + ": no pooling_mode_* is true");
   if (on.size() > 1) {
     return InvalidArgument(path + ": " + on[0]->key + " and " + on[1]->key +
                            " are both true (concatenated poolings are not supported)");
   }
-  if (!on[0]->pooling) {
-    return InvalidArgument(path + ": " + on[0]->key +
-                           " is not supported (encoderd pools with cls or mean tokens)");
-  }
   const auto prompt = json.find("include_prompt");
   if (prompt != json.end() && prompt->is_boolean() && !prompt->get<bool>()) {
     return InvalidArgument(path + ": include_prompt = false is not supported");
   }
-  return *on[0]->pooling;
+  return on[0]->pooling;
 }
 
 // A Dense module's config.json: in_features, out_features, bias,

@@ -156,7 +156,9 @@ Status ReadEntry(const std::string& key, const YAML::Node& value, const Where& w
     return ReadEnum(value, where, ParsePositionRule, "none, from_zero, after_padding_idx",
                     &card->position_rule);
   }
-  if (key == "pooling") return ReadEnum(value, where, ParsePooling, "cls, mean", &card->pooling);
+  if (key == "pooling")
+    return ReadEnum(value, where, ParsePooling,
+                    "cls, mean, max, mean_sqrt_len, weighted_mean, last_token", &card->pooling);
   if (key == "labels") {
     if (!value.IsSequence()) return where.Error("must be a list of names");
     for (const auto& label : value) {

@@ -1,6 +1,7 @@
 #include "server/core/request_validation.h"
 
 #include <cstring>
+#include <iterator>
 
 #include "engine/text/truncation.h"
 
@@ -134,10 +135,15 @@ Status CheckEncodeInputs(size_t num_texts, size_t num_token_ids) {
   return Status::Ok();
 }
 
-Status CheckPooling(int32_t pooling) {
-  if (pooling >= 0 && pooling <= 2) return Status::Ok();
+StatusOr<std::optional<Pooling>> CheckPooling(int32_t pooling) {
+  // The wire values in encoderd.proto's order after POOLING_DEFAULT.
+  constexpr int32_t kCount = static_cast<int32_t>(std::size(kAllPoolings));
+  if (pooling == 0) return std::optional<Pooling>();
+  if (pooling > 0 && pooling <= kCount) return std::optional<Pooling>(kAllPoolings[pooling - 1]);
   return InvalidArgument("pooling " + std::to_string(pooling) +
-                         " is not one of POOLING_DEFAULT (0), POOLING_CLS (1), POOLING_MEAN (2)");
+                         " is not one of POOLING_DEFAULT (0), POOLING_CLS (1), POOLING_MEAN (2), "
+                         "POOLING_MAX (3), POOLING_MEAN_SQRT_LEN (4), POOLING_WEIGHTED_MEAN (5), "
+                         "POOLING_LAST_TOKEN (6)");
 }
 
 }  // namespace encoderd::server

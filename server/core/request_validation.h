@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/op_types.h"
 #include "core/status.h"
 #include "engine/text/text_pair.h"
 #include "engine/text/tokenizer.h"
@@ -76,8 +78,10 @@ Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences,
 // EncodeRequest carries texts or token_ids: exactly one of the two non-empty.
 Status CheckEncodeInputs(size_t num_texts, size_t num_token_ids);
 
-// The wire value of encoderd.v1.Pooling: 0 (DEFAULT), 1 (CLS) or 2 (MEAN).
-// Proto3 enums are open, so any int32 can arrive.
-Status CheckPooling(int32_t pooling);
+// The wire value of encoderd.v1.Pooling: nullopt for 0 (POOLING_DEFAULT),
+// else the Pooling it names (1 CLS ... 6 LAST_TOKEN, kAllPoolings' order).
+// Proto3 enums are open, so any int32 can arrive: INVALID_ARGUMENT naming
+// the valid values.
+StatusOr<std::optional<Pooling>> CheckPooling(int32_t pooling);
 
 }  // namespace encoderd::server

@@ -187,17 +187,15 @@ void FillSummary(const Call&, v1::ModelInfoResponse*) {}
 // Embed's work (shared by Embed and EmbedStream).
 StatusOr<ModelWork> EmbedWork(const ModelRegistry& registry, const v1::EmbedRequest& request,
                               Clock::time_point deadline, v1::EmbedResponse* response, Call& call) {
-  RETURN_IF_ERROR(CheckPooling(request.pooling()));
+  ASSIGN_OR_RETURN(const std::optional<Pooling> pooling, CheckPooling(request.pooling()));
   ModelWork work;
   RETURN_IF_ERROR(Prepare(registry, request.model(), ToTexts(request.texts()),
                           ToTexts(request.text_pairs()), request.truncate(), deadline, &call,
                           &work));
   const EncoderConfig& config = call.model->encoder_config();
   // A model whose folder normalizes (sentence-transformers' Normalize) always does.
-  work.spec = {OutputKind::kEmbedding, config.default_pooling,
+  work.spec = {OutputKind::kEmbedding, pooling.value_or(config.default_pooling),
                request.normalize() || config.default_normalize};
-  if (request.pooling() == v1::POOLING_CLS) work.spec.pooling = Pooling::kCls;
-  if (request.pooling() == v1::POOLING_MEAN) work.spec.pooling = Pooling::kMean;
   work.fill = [response](const InferenceRequest& done) {
     for (const auto& values : done.results())
       response->add_embeddings()->mutable_values()->Assign(values.begin(), values.end());

@@ -229,7 +229,11 @@ def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None, 
     check(cls.timing.total_us > 0 and cls.timing.inference_us > 0 and
           cls.timing.total_us >= cls.timing.inference_us, f"Classify timing {cls.timing}")
     check(cls.token_count == sum(r["tokens"] for r in ref), "Classify token_count")
-    for pooling, pb_pooling in (("cls", pb.POOLING_CLS), ("mean", pb.POOLING_MEAN)):
+    for pooling, pb_pooling in (("cls", pb.POOLING_CLS), ("mean", pb.POOLING_MEAN),
+                                ("max", pb.POOLING_MAX),
+                                ("mean_sqrt_len", pb.POOLING_MEAN_SQRT_LEN),
+                                ("weighted_mean", pb.POOLING_WEIGHTED_MEAN),
+                                ("last_token", pb.POOLING_LAST_TOKEN)):
         emb = stub.Embed(pb.EmbedRequest(texts=TEXTS, pooling=pb_pooling, truncate=True))
         ref = offline(args.binary, args.model_dir, TEXTS, pooling)
         for e, want in zip(emb.embeddings, ref):

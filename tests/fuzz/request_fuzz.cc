@@ -184,7 +184,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       v1::EmbedRequest r;
       if (!r.ParseFromArray(body, body_size)) return 0;
-      const Status pooling = sv::CheckPooling(r.pooling());
+      const Status pooling = sv::CheckPooling(r.pooling()).status();
       REQUIRE(pooling.ok() == v1::Pooling_IsValid(r.pooling()));
       REQUIRE(pooling.ok() || IsInvalidArgument(pooling));
       FuzzTextsOrPairs(r, r.truncate(), limits);

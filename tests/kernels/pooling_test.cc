@@ -48,6 +48,53 @@ TEST(PoolingTest, ClsAndMeanMatchReference) {
   EXPECT_EQ(zeros[0], 0.f);
 }
 
+// sentence-transformers' Pooling modes, written out over each sequence.
+TEST(PoolingTest, EveryModeMatchesReference) {
+  CpuContext ctx(2);
+  const int64_t hidden = 24;
+  const auto cu = CuSeqlens({1, 2, 7, 300, 3});
+  const int64_t batch = 5, tokens = cu.back();
+  const auto h = RandomVector(tokens * hidden, 3);
+  for (Pooling mode : kAllPoolings) {
+    std::vector<float> got(batch * hidden);
+    Pool(ctx, h.data(), cu.data(), batch, hidden, mode, got.data());
+    std::vector<double> want(batch * hidden);
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t len = cu[b + 1] - cu[b];
+      for (int64_t i = 0; i < hidden; ++i) {
+        const auto at = [&](int64_t t) { return double{h[(cu[b] + t) * hidden + i]}; };
+        double v = 0, weights = 0, best = at(0);
+        for (int64_t t = 0; t < len; ++t) {
+          const double w = mode == Pooling::kWeightedMean ? t + 1 : 1;
+          v += w * at(t);
+          weights += w;
+          best = std::max(best, at(t));
+        }
+        switch (mode) {
+          case Pooling::kCls:
+            v = at(0);
+            break;
+          case Pooling::kLastToken:
+            v = at(len - 1);
+            break;
+          case Pooling::kMax:
+            v = best;
+            break;
+          case Pooling::kMeanSqrtLen:
+            v /= std::sqrt(static_cast<double>(len));
+            break;
+          case Pooling::kMean:
+          case Pooling::kWeightedMean:
+            v /= weights;
+            break;
+        }
+        want[b * hidden + i] = v;
+      }
+    }
+    EXPECT_LT(ScaledMaxError(got, want), 1e-5) << static_cast<int>(mode);
+  }
+}
+
 TEST(PoolingTest, RejectsEmptySequencesAndBadCuSeqlens) {
   CpuContext ctx;
   std::vector<float> h(4 * 8), out(2 * 8);

@@ -94,7 +94,7 @@ TEST(ModelCardYaml, BadKeysAndValuesNameTheKeyAndLine) {
   ExpectError("\nactivation: swish\n", "card.yaml:2: activation", "swish");
   ExpectError("norm_first: maybe\n", "card.yaml:1: norm_first", "true or false");
   ExpectError("layer_norm_eps: -1\n", "card.yaml:1: layer_norm_eps", "positive");
-  ExpectError("pooling: max\n", "card.yaml:1: pooling", "max");
+  ExpectError("pooling: median\n", "card.yaml:1: pooling", "median");
   ExpectError("labels: a\n", "card.yaml:1: labels", "list");
   ExpectError("tokenizer:\n  type: bpe\n  file: x\n", "card.yaml:2: tokenizer.type", "bpe");
   ExpectError("tokenizer:\n  file: x\n  casing: no\n", "card.yaml:3: tokenizer.casing",

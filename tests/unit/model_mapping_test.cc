@@ -171,7 +171,8 @@ TEST(ModelSpecNames, RoundTrip) {
     EXPECT_EQ(ParsePositionRule(PositionRuleName(r)), r);
   }
   EXPECT_EQ(ParsePooling("mean"), Pooling::kMean);
-  EXPECT_FALSE(ParsePooling("max").has_value());
+  for (Pooling p : kAllPoolings) EXPECT_EQ(ParsePooling(PoolingName(p)), p);
+  EXPECT_FALSE(ParsePooling("median").has_value());
   EXPECT_EQ(LayerWeightName(3, "norm1.weight"), "layers.3.norm1.weight");
 }
 

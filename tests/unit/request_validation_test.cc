@@ -72,9 +72,15 @@ TEST(RequestValidationTest, EncodeInputsAndPooling) {
   ExpectInvalid(CheckEncodeInputs(0, 0), "neither texts nor token_ids");
   EXPECT_TRUE(CheckEncodeInputs(2, 0).ok());
   EXPECT_TRUE(CheckEncodeInputs(0, 2).ok());
-  for (int32_t p : {-1, 3, 99, INT32_MAX, INT32_MIN}) ExpectInvalid(CheckPooling(p), "pooling ");
-  ExpectInvalid(CheckPooling(99), "pooling 99 is not one of POOLING_DEFAULT (0)");
-  for (int32_t p : {0, 1, 2}) EXPECT_TRUE(CheckPooling(p).ok());
+  for (int32_t p : {-1, 7, 99, INT32_MAX, INT32_MIN})
+    ExpectInvalid(CheckPooling(p).status(), "pooling ");
+  ExpectInvalid(CheckPooling(99).status(), "pooling 99 is not one of POOLING_DEFAULT (0)");
+  EXPECT_EQ(CheckPooling(0).value(), std::nullopt);
+  // encoderd.proto's values 1..6, in kAllPoolings' order.
+  const std::pair<int32_t, Pooling> wire[] = {
+      {1, Pooling::kCls},         {2, Pooling::kMean},         {3, Pooling::kMax},
+      {4, Pooling::kMeanSqrtLen}, {5, Pooling::kWeightedMean}, {6, Pooling::kLastToken}};
+  for (const auto& [value, pooling] : wire) EXPECT_EQ(CheckPooling(value).value(), pooling);
 }
 
 TEST(RequestValidationTest, TokenizeTextsEnforcesMaxTokens) {

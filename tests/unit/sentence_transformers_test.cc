@@ -119,10 +119,29 @@ TEST_F(SentenceTransformersTest, ReadsDenseModulesAndRefusesOtherActivations) {
   EXPECT_NE(Error().find("in_features must be a positive integer"), std::string::npos) << Error();
 }
 
+// Every pooling mode of sentence-transformers 2.x maps to its Pooling.
+TEST_F(SentenceTransformersTest, ReadsEveryPoolingMode) {
+  Modules(std::string(kTransformer) + "," + kPooling);
+  const std::pair<const char*, encoderd::Pooling> modes[] = {
+      {"pooling_mode_cls_token", encoderd::Pooling::kCls},
+      {"pooling_mode_mean_tokens", encoderd::Pooling::kMean},
+      {"pooling_mode_max_tokens", encoderd::Pooling::kMax},
+      {"pooling_mode_mean_sqrt_len_tokens", encoderd::Pooling::kMeanSqrtLen},
+      {"pooling_mode_weightedmean_tokens", encoderd::Pooling::kWeightedMean},
+      {"pooling_mode_lasttoken", encoderd::Pooling::kLastToken}};
+  for (const auto& [key, pooling] : modes) {
+    Pooling("\"" + std::string(key) + "\": true, \"pooling_mode_cls_token_x\": false");
+    auto layout = ReadSentenceTransformers(dir_.string());
+    ASSERT_TRUE(layout.ok()) << key << ": " << layout.status().ToString();
+    EXPECT_EQ((*layout)->pooling, pooling) << key;
+  }
+}
+
 TEST_F(SentenceTransformersTest, RefusesPoolingItCannotDo) {
   Modules(std::string(kTransformer) + "," + kPooling);
-  Pooling(R"("pooling_mode_max_tokens": true)");
-  EXPECT_NE(Error().find("pooling_mode_max_tokens is not supported"), std::string::npos) << Error();
+  Pooling(R"("pooling_mode_mean_tokens": true, "pooling_mode_median_tokens": true)");
+  EXPECT_NE(Error().find("pooling_mode_median_tokens is not supported"), std::string::npos)
+      << Error();
   Pooling(R"("pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true)");
   EXPECT_NE(Error().find("are both true"), std::string::npos) << Error();
   Pooling(R"("pooling_mode_mean_tokens": 1)");  // sentence-transformers would take it as on
