@@ -90,9 +90,11 @@ class TransformerEncoderBert(nn.Module):
 class ExplicitBert(nn.Module):
     """The same model as separate ops, in Hugging Face BertModel's form
     (additive -10000 mask, erf GELU): the graph torch.onnx.export writes for
-    ONNX Runtime, whose optimizer recognizes its attention and LayerNorm."""
+    ONNX Runtime, whose optimizer recognizes its attention and LayerNorm.
+    linear_modules: the Linear layers as nn.Linear modules, which
+    torch.ao.quantization.quantize_dynamic replaces with int8 ones."""
 
-    def __init__(self, config, state):
+    def __init__(self, config, state, linear_modules=False):
         super().__init__()
         self.config = config
         self.embeddings = Embeddings(config, state)
@@ -103,6 +105,23 @@ class ExplicitBert(nn.Module):
         for i, t in enumerate(self.layers):
             for k, v in t.items():
                 self.register_parameter(f"l{i}_{k}", v)
+        self.linears = None
+        if linear_modules:
+            self.linears = nn.ModuleList()
+            for t in self.layers:
+                modules = nn.ModuleDict()
+                for name in ("qkv", "out", "in", "ffo"):
+                    w, b = t[name + "_w"], t[name + "_b"]
+                    lin = nn.Linear(w.shape[1], w.shape[0])
+                    lin.weight, lin.bias = w, b
+                    modules[name] = lin
+                self.linears.append(modules)
+
+    def linear(self, i, name, x):
+        if self.linears is not None:
+            return self.linears[i][name](x)
+        t = self.layers[i]
+        return nn.functional.linear(x, t[name + "_w"], t[name + "_b"])
 
     def forward(self, ids, attention_mask):
         c = self.config
@@ -112,8 +131,8 @@ class ExplicitBert(nn.Module):
         b, n = ids.shape
         x = self.embeddings(ids)
         bias = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0
-        for t in self.layers:
-            qkv = nn.functional.linear(x, t["qkv_w"], t["qkv_b"])
+        for i, t in enumerate(self.layers):
+            qkv = self.linear(i, "qkv", x)
             q, k, v = qkv.split(h, dim=-1)
             q = q.view(b, n, heads, d).transpose(1, 2)
             k = k.view(b, n, heads, d).transpose(1, 2)
@@ -121,12 +140,10 @@ class ExplicitBert(nn.Module):
             scores = torch.matmul(q, k.transpose(-1, -2)) / (d ** 0.5) + bias
             ctx = torch.matmul(scores.softmax(-1), v).transpose(1, 2).reshape(b, n, h)
             x = nn.functional.layer_norm(
-                x + nn.functional.linear(ctx, t["out_w"], t["out_b"]), (h,), t["norm1_w"],
-                t["norm1_b"], eps)
-            f = nn.functional.gelu(nn.functional.linear(x, t["in_w"], t["in_b"]))
+                x + self.linear(i, "out", ctx), (h,), t["norm1_w"], t["norm1_b"], eps)
+            f = nn.functional.gelu(self.linear(i, "in", x))
             x = nn.functional.layer_norm(
-                x + nn.functional.linear(f, t["ffo_w"], t["ffo_b"]), (h,), t["norm2_w"],
-                t["norm2_b"], eps)
+                x + self.linear(i, "ffo", f), (h,), t["norm2_w"], t["norm2_b"], eps)
         return x
 
 

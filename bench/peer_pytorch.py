@@ -8,7 +8,11 @@ the benchmark's checkpoint in nn.TransformerEncoder, one path per process.
 Modes: slow (train mode with dropout 0 under no_grad: the layer as separate
 ops, as in the BetterTransformer tutorial), fastpath (eval, inference_mode,
 padded batch with a key padding mask), nested (eval, inference_mode,
-enable_nested_tensor: the padded batch becomes a nested tensor). Prints one
+enable_nested_tensor: the padded batch becomes a nested tensor),
+dynamic-int8 (torch.ao.quantization.quantize_dynamic on the model's nn.Linear
+layers, as PyTorch's BERT quantization tutorial does: int8 weights,
+activations quantized per batch; the x86 engine Debian's PyTorch has is
+oneDNN's, it has no FBGEMM; padded batch). Prints one
 JSON line per workload (median and every timed forward, in ms) and writes the
 valid rows of each output, float32, to OUT_DIR/<workload>.f32.
 """
@@ -28,7 +32,8 @@ import bert_torch  # noqa: E402
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--inputs", required=True)
-    p.add_argument("--mode", choices=["slow", "fastpath", "nested"], required=True)
+    p.add_argument("--mode", choices=["slow", "fastpath", "nested", "dynamic-int8"],
+                   required=True)
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--workloads", default="W1,W2")
@@ -41,9 +46,15 @@ def main():
     inputs = pathlib.Path(a.inputs)
     config, state = bert_torch.load_checkpoint(inputs / "model")
     workloads = json.loads((inputs / "workloads.json").read_text())
-    net = bert_torch.TransformerEncoderBert(config, state, nested=a.mode == "nested")
+    if a.mode == "dynamic-int8":
+        torch.backends.quantized.engine = "onednn"
+        net = torch.ao.quantization.quantize_dynamic(
+            bert_torch.ExplicitBert(config, state, linear_modules=True).eval(),
+            {torch.nn.Linear}, dtype=torch.qint8)
+    else:
+        net = bert_torch.TransformerEncoderBert(config, state, nested=a.mode == "nested")
+        net = net.to(getattr(torch, a.dtype))
     del state
-    net = net.to(getattr(torch, a.dtype))
     if a.mode == "slow":
         net.train()
         context = torch.no_grad

@@ -70,6 +70,7 @@ def systems(a):
     out = [
         ("encoderd-fp32", "encoderd", "float32", encoderd("float32"), {}),
         ("encoderd-bf16", "encoderd", "bfloat16", encoderd("bfloat16"), {}),
+        ("encoderd-int8", "encoderd", "int8", encoderd("int8"), {}),
         ("pytorch-slow", "PyTorch slow path (train mode)", "float32", pytorch("slow", "float32"),
          PYTORCH_ENV),
         ("pytorch-fastpath", "PyTorch fastpath, padded", "float32",
@@ -80,6 +81,8 @@ def systems(a):
          pytorch("nested", "float32"), {}),
         ("pytorch-nested-bf16", "PyTorch nested fastpath", "bfloat16",
          pytorch("nested", "bfloat16"), PYTORCH_ENV),
+        ("pytorch-dynamic-int8", "PyTorch quantize_dynamic, padded", "int8",
+         pytorch("dynamic-int8", "float32"), PYTORCH_ENV),
         ("ort-padded", "ONNX Runtime, padded batch", "float32", ort("padded"), {}),
         ("ort-per-sequence", "ONNX Runtime, one sequence at a time", "float32",
          ort("per-sequence"), {}),
@@ -206,7 +209,8 @@ def write_report(a, doc):
         f"int8 {lim['gemm']['int8']['peak_gflops']:.0f}; "
         f"memory read {lim['read_bandwidth_gbs']:.1f} GB/s. "
         f"W2 floor = encoder-layer weight bytes / read bandwidth: "
-        f"fp32 {doc['floor_ms']['float32']:.1f} ms, bf16 {doc['floor_ms']['bfloat16']:.1f} ms.",
+        f"fp32 {doc['floor_ms']['float32']:.1f} ms, bf16 {doc['floor_ms']['bfloat16']:.1f} ms, "
+        f"int8 {doc['floor_ms']['int8']:.1f} ms.",
         "",
     ]
     workloads = doc["workloads"]
@@ -323,8 +327,8 @@ def main():
 
     limits = machine_limits(a)
     params = layer_params(config)
-    floor_ms = {"float32": params * 4 / (limits["read_bandwidth_gbs"] * 1e9) * 1e3,
-                "bfloat16": params * 2 / (limits["read_bandwidth_gbs"] * 1e9) * 1e3}
+    floor_ms = {dtype: params * size / (limits["read_bandwidth_gbs"] * 1e9) * 1e3
+                for dtype, size in (("float32", 4), ("bfloat16", 2), ("int8", 1))}
     chosen = systems(a)
     timings = {s[0]: {} for s in chosen}  # key -> workload -> [(tokens, ms) per rep]
     with (a.out / "runs.log").open("w") as log:

@@ -28,8 +28,9 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: encoderd bench [--workloads W1,W2,W3,W4] [--threads N] [--min-seconds S]\n"
-    "         [--engines encoderd,pytorch] [--dtypes float32,bfloat16]\n"
+    "         [--engines encoderd,pytorch] [--dtypes float32,bfloat16,int8]\n"
     "         [--model DIR] [--inputs WORKLOADS_JSON] [--outputs DIR]\n"
+    "         [--int8-fp32-linears LIST]\n"
     "         [--layers N] [--hidden H] [--heads A] [--ffn F] [--skip-slow]\n"
     "         [--all-bf16-paths] [--json]\n"
     "Runs every workload with encoderd and (engine pytorch, LibTorch in this process)\n"
@@ -49,6 +50,7 @@ struct BenchArgs {
   double min_seconds = 3.0;
   EncoderConfig config;
   std::string model_dir, inputs, outputs;
+  std::string int8_fp32_linears;  // EncoderOptions::fp32_linears, comma-separated
   bool skip_slow = false;
   bool all_bf16_paths = false;
   bool json = false;
@@ -228,20 +230,23 @@ std::string Parse(const std::vector<std::string>& args, BenchArgs* a) {
                     return true;
                   },
                   [a] { a->engines.clear(); }));
-  flags.Value("--dtypes", "a list of float32, bfloat16",
-              ListOf(
-                  [a](const std::string& d) {
-                    const auto dtype = ParseDType(d);
-                    if (dtype != DType::kFloat32 && dtype != DType::kBFloat16) return false;
-                    a->dtypes.push_back(*dtype);
-                    return true;
-                  },
-                  [a] { a->dtypes.clear(); }));
+  flags.Value(
+      "--dtypes", "a list of float32, bfloat16, int8 (int8: encoderd only)",
+      ListOf(
+          [a](const std::string& d) {
+            const auto dtype = ParseDType(d);
+            if (dtype != DType::kFloat32 && dtype != DType::kBFloat16 && dtype != DType::kInt8)
+              return false;
+            a->dtypes.push_back(*dtype);
+            return true;
+          },
+          [a] { a->dtypes.clear(); }));
   flags.Int("--threads", &a->threads, 1);
   flags.Number("--min-seconds", &a->min_seconds, 0);
   flags.String("--model", &a->model_dir);
   flags.String("--inputs", &a->inputs);
   flags.String("--outputs", &a->outputs);
+  flags.String("--int8-fp32-linears", &a->int8_fp32_linears);
   flags.Int("--layers", &a->config.num_layers, 1);
   flags.Int("--hidden", &a->config.hidden_size, 1);
   flags.Int("--heads", &a->config.num_heads, 1);
@@ -306,7 +311,7 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
   for (DType dtype : a.dtypes) {
     const std::string name(DTypeName(dtype));
 #ifdef ENCODERD_WITH_TORCH
-    if (a.runs("pytorch")) {
+    if (a.runs("pytorch") && dtype != DType::kInt8) {  // quantize_dynamic: bench/peer_pytorch.py
       auto baseline = TorchEncoderBaseline::Create(config, weights, dtype);
       if (!baseline.ok()) return fail(baseline.status());
       baselines[name] = std::move(*baseline);
@@ -316,6 +321,9 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
       EncoderOptions options;
       options.dtype = dtype;
       options.num_threads = a.threads;
+      auto fp32_linears = ParseFp32Linears(a.int8_fp32_linears);
+      if (!fp32_linears.ok()) return fail(fp32_linears.status());
+      options.fp32_linears = *fp32_linears;
       auto encoder = Encoder::Create(config, weights, options);
       if (!encoder.ok()) return fail(encoder.status());
       encoders[name] = std::move(*encoder);
@@ -348,7 +356,7 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
 #ifdef ENCODERD_WITH_TORCH
       for (auto mode : {TorchBaselineMode::kNestedFastpath, TorchBaselineMode::kFastpath,
                         TorchBaselineMode::kSlowPath}) {
-        if (!a.runs("pytorch")) break;
+        if (!a.runs("pytorch") || dtype == DType::kInt8) break;
         if (a.skip_slow && mode == TorchBaselineMode::kSlowPath) continue;
         // In bf16 only the nested fastpath is a baseline: the padded paths add
         // minutes on CPUs whose bf16 GEMMs are emulated and compare nothing new.

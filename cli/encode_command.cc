@@ -18,7 +18,7 @@ constexpr char kUsage[] =
     "usage: encoderd encode MODEL_DIR --text TEXT [--text TEXT ...]\n"
     "         [--pooling cls|mean|max|mean_sqrt_len|weighted_mean|last_token]\n"
     "         [--normalize] [--device cpu|cuda]\n"
-    "         [--dtype fp32|fp16|bf16] [--threads N] [--no-truncate] [--json]\n"
+    "         [--dtype fp32|fp16|bf16|int8] [--threads N] [--no-truncate] [--json]\n"
     "--dtype defaults to fp32 on cpu and fp16 on cuda.\n"
     "Prints label probabilities when the model has a classification head and no\n"
     "--pooling is given, otherwise one pooled embedding per text.\n";
@@ -45,10 +45,10 @@ std::string Parse(const std::vector<std::string>& args, EncodeArgs* out) {
                 out->pooling = ParsePooling(v);
                 return out->pooling.has_value();
               });
-  flags.Value("--dtype", "fp32, fp16 or bf16", [out](const std::string& v) {
+  flags.Value("--dtype", "fp32, fp16, bf16 or int8", [out](const std::string& v) {
     const auto dtype = ParseDType(v);
-    if (!dtype ||
-        (*dtype != DType::kFloat32 && *dtype != DType::kFloat16 && *dtype != DType::kBFloat16)) {
+    if (!dtype || (*dtype != DType::kFloat32 && *dtype != DType::kFloat16 &&
+                   *dtype != DType::kBFloat16 && *dtype != DType::kInt8)) {
       return false;
     }
     out->dtype = *dtype;

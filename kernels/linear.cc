@@ -14,8 +14,8 @@ std::unique_ptr<PackedWeight> PackedWeight::Pack(const CpuContext& ctx, const fl
                                                  const float* bias, int64_t out_features,
                                                  int64_t in_features, DType type) {
   if (weight == nullptr) throw std::invalid_argument("PackedWeight::Pack: null weight");
-  if (type != DType::kFloat32 && type != DType::kBFloat16) {
-    throw std::invalid_argument("PackedWeight::Pack: weights are float32 or bfloat16, not " +
+  if (type != DType::kFloat32 && type != DType::kBFloat16 && type != DType::kInt8) {
+    throw std::invalid_argument("PackedWeight::Pack: weights are float32, bfloat16 or int8, not " +
                                 std::string(DTypeName(type)));
   }
   if (out_features <= 0 || in_features <= 0) {
@@ -32,6 +32,8 @@ DType PackedWeight::type() const { return impl_->type; }
 size_t PackedWeight::bytes() const {
   size_t n = impl_->weight.get_desc().get_size();
   if (impl_->bias) n += impl_->bias.get_desc().get_size();
+  n += (impl_->bias_values.size() + impl_->weight_scale.size() + impl_->weight_comp.size()) *
+       sizeof(float);
   return n;
 }
 

@@ -89,8 +89,11 @@ Status CpuEncoder::LoadTable(EmbeddingTable table, const Tensor& t) {
 
 Status CpuEncoder::LoadLinear(int64_t layer, LinearSlot slot, const Tensor& weight,
                               const Tensor& bias) {
-  ASSIGN_OR_RETURN(auto packed, PackLinear(ctx_, LinearWeightPrefix(layer, slot), weight, bias,
-                                           options().dtype));
+  const DType type = options().dtype == DType::kInt8 && KeepsFp32(options(), layer, slot)
+                         ? DType::kFloat32
+                         : options().dtype;
+  ASSIGN_OR_RETURN(auto packed,
+                   PackLinear(ctx_, LinearWeightPrefix(layer, slot), weight, bias, type));
   weight_bytes_ += packed->bytes();
   weights_.linear(layer, slot) = std::move(packed);
   return Status::Ok();
@@ -172,6 +175,7 @@ StatusOr<Tensor> CpuEncoder::Forward(const PackedBatch& batch) {
 StatusOr<std::unique_ptr<Encoder>> Encoder::Create(const EncoderConfig& config, TensorMap weights,
                                                    const EncoderOptions& options) {
   RETURN_IF_ERROR(CheckDeviceDType(options.device, options.dtype));
+  RETURN_IF_ERROR(CheckFp32Linears(config, options.fp32_linears));
   if (options.device == Device::kCuda) {
     return CreateCudaEncoder(config, std::move(weights), options);
   }

@@ -16,19 +16,30 @@
 
 namespace encoderd {
 
-// OK when `device` runs `dtype` (cpu: float32, bfloat16; cuda: float16,
-// bfloat16), else INVALID_ARGUMENT naming both and the dtypes it runs. Does
+// OK when `device` runs `dtype` (cpu: float32, bfloat16, int8; cuda:
+// float16, bfloat16), else INVALID_ARGUMENT naming both and the dtypes it runs. Does
 // not look for a GPU: Encoder::Create does, when the model loads.
 Status CheckDeviceDType(Device device, DType dtype);
 
 struct EncoderOptions {
   Device device = Device::kCpu;
-  // cpu: float32 or bfloat16 (bf16 weights, fp32 accumulation and
-  // LayerNorm); cuda: float16 or bfloat16 (CheckDeviceDType).
+  // cpu: float32, bfloat16 (bf16 weights, fp32 accumulation and LayerNorm)
+  // or int8 (the encoder's Linear layers in int8, kernels/linear.h; the
+  // rest, and any classification head, in fp32); cuda: float16 or bfloat16
+  // (CheckDeviceDType).
   DType dtype = DType::kFloat32;
   // CPU threads for this encoder; 0 = every core.
   int num_threads = 0;
+  // With int8: the Linear layers kept in fp32, each a canonical name without
+  // ".weight": a slot in every layer ("ffn.out", "attention.qkv",
+  // "attention.out", "ffn.in", "embeddings.project") or one layer's
+  // ("layers.11.ffn.out"). ParseFp32Linears checks them.
+  std::vector<std::string> fp32_linears;
 };
+
+// The comma-separated names of EncoderOptions::fp32_linears ("" is none);
+// INVALID_ARGUMENT naming an entry that names no Linear layer.
+StatusOr<std::vector<std::string>> ParseFp32Linears(const std::string& list);
 
 class Encoder {
  public:

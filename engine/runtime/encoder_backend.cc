@@ -1,5 +1,6 @@
 #include "engine/runtime/encoder_backend.h"
 
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,10 +90,12 @@ void RunLayer(const EncoderConfig& c, int64_t l, EncoderBackend& ops) {
 Status CheckDeviceDType(Device device, DType dtype) {
   const bool cpu = device == Device::kCpu;
   const DType first = cpu ? DType::kFloat32 : DType::kFloat16;
-  if (dtype == first || dtype == DType::kBFloat16) return Status::Ok();
+  if (dtype == first || dtype == DType::kBFloat16 || (cpu && dtype == DType::kInt8))
+    return Status::Ok();
   return InvalidArgument(std::string("dtype ") + std::string(DTypeName(dtype)) +
                          " is not supported on " + DeviceName(device) + " (" +
-                         std::string(DTypeName(first)) + ", bfloat16)");
+                         std::string(DTypeName(first)) + ", bfloat16" + (cpu ? ", int8" : "") +
+                         ")");
 }
 
 int64_t BufferWidth(const EncoderConfig& c, Buffer buffer) {
@@ -126,6 +129,60 @@ const char* LinearSlotName(LinearSlot slot) {
       break;
   }
   return "embeddings.project";
+}
+
+StatusOr<std::vector<std::string>> ParseFp32Linears(const std::string& list) {
+  std::vector<std::string> names;
+  std::string name;
+  std::istringstream in(list);
+  const LinearSlot slots[] = {LinearSlot::kQkv, LinearSlot::kOut, LinearSlot::kFfnIn,
+                              LinearSlot::kFfnOut, LinearSlot::kEmbeddingProject};
+  while (std::getline(in, name, ',')) {
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (name.empty()) continue;
+    bool known = false;
+    for (LinearSlot slot : slots) {
+      const std::string slot_name = LinearSlotName(slot);
+      if (name == slot_name) known = true;
+      // layers.<N>.<slot>
+      const std::string tail = "." + slot_name;
+      if (slot != LinearSlot::kEmbeddingProject && name.rfind("layers.", 0) == 0 &&
+          name.size() > tail.size() + 7 &&
+          name.compare(name.size() - tail.size(), tail.size(), tail) == 0) {
+        const std::string layer = name.substr(7, name.size() - tail.size() - 7);
+        known |= !layer.empty() && layer.find_first_not_of("0123456789") == std::string::npos;
+      }
+    }
+    if (!known) {
+      return InvalidArgument("'" + name +
+                             "' names no Linear layer (attention.qkv, attention.out, ffn.in, "
+                             "ffn.out, embeddings.project, or layers.N.<one of the first four>)");
+    }
+    names.push_back(name);
+  }
+  return names;
+}
+
+Status CheckFp32Linears(const EncoderConfig& c, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    if (name.rfind("layers.", 0) != 0) continue;
+    const std::string index = name.substr(7, name.find('.', 7) - 7);
+    // ParseFp32Linears let only digits through; nine of them cannot overflow.
+    if (index.empty() || index.size() > 9 || index != std::to_string(std::stoll(index)) ||
+        std::stoll(index) >= c.num_layers) {
+      return InvalidArgument("int8 fp32 layer '" + name + "': the model has layers 0.." +
+                             std::to_string(c.num_layers - 1));
+    }
+  }
+  return Status::Ok();
+}
+
+bool KeepsFp32(const EncoderOptions& options, int64_t layer, LinearSlot slot) {
+  const std::string prefix = LinearWeightPrefix(layer, slot);
+  for (const std::string& name : options.fp32_linears)
+    if (name == prefix || name == LinearSlotName(slot)) return true;
+  return false;
 }
 
 std::string LinearWeightPrefix(int64_t layer, LinearSlot slot) {

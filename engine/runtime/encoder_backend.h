@@ -27,6 +27,11 @@ const char* LinearSlotName(LinearSlot slot);
 // The canonical name of a slot's weights (+ ".weight" / ".bias"):
 // LayerWeightName(layer, LinearSlotName(slot)), or "embeddings.project".
 std::string LinearWeightPrefix(int64_t layer, LinearSlot slot);
+// INVALID_ARGUMENT when a "layers.N..." entry of fp32_linears (already
+// ParseFp32Linears-checked) names no layer of `c`.
+Status CheckFp32Linears(const EncoderConfig& c, const std::vector<std::string>& names);
+// Whether options.fp32_linears names this layer's slot.
+bool KeepsFp32(const EncoderOptions& options, int64_t layer, LinearSlot slot);
 // The activation buffers of a forward, each [tokens, width] in the backend's
 // element type: kHidden holds the running hidden states, kEmbedded the
 // embeddings before their projection (only when the model projects them).

@@ -31,7 +31,7 @@ Status ValidatePackedBatch(const EncoderConfig& config, const PackedBatch& batch
 Tensor Fp32AnyAlignment(const Tensor& t);
 
 // Packs weight [out, in] and bias ([out] or undefined) of the Linear layer
-// `name` for kernels::Linear with `type` weights (float32 or bfloat16), then
+// `name` for kernels::Linear with `type` weights (float32, bfloat16 or int8), then
 // releases their pages (Encoder::Create's contract: one copy of the model at
 // a time).
 StatusOr<std::unique_ptr<kernels::PackedWeight>> PackLinear(const kernels::CpuContext& ctx,

@@ -1,6 +1,6 @@
 // Compiled with -mavx512f (kernels/CMakeLists.txt; GCC and clang alike) and
-// called only when the CPU has AVX-512. Uses no standard-library templates, so no AVX-512 instantiation
-// of a shared inline function can leak into generic code.
+// called only when the CPU has AVX-512. Uses no standard-library templates, so no AVX-512
+// instantiation of a shared inline function can leak into generic code.
 #include "kernels/cpu/attention_avx512.h"
 
 // GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
@@ -13,30 +13,13 @@
 #include <type_traits>
 
 #include "kernels/cpu/attention_cpu.h"
+#include "kernels/cpu/avx512_math.h"
 
 namespace encoderd::kernels {
 namespace {
 
 constexpr int kRows = 4;             // query rows per register block
 constexpr int64_t kValueBlock = 64;  // rows of V reused from L1 across a sub-block
-
-// exp(x) for x <= 0 (scores minus their row max): range reduction to
-// r in [-ln2/2, ln2/2], degree-6 Taylor polynomial (rel. error < 2e-7), 2^n by scalef.
-inline __m512 Exp(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);
-  __m512 p = _mm512_set1_ps(1.f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  return _mm512_scalef_ps(p, n);
-}
 
 // In-register transpose of a 16 x 16 tile: r[i][j] becomes r[j][i].
 inline void Transpose16(__m512 r[16]) {
@@ -87,12 +70,12 @@ float SoftmaxRow(float* s, int64_t len) {
   const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
   __m512 vsum = _mm512_setzero_ps();
   for (j = 0; j + 16 <= len; j += 16) {
-    const __m512 p = Exp(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
+    const __m512 p = ExpNonPositive(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
     _mm512_storeu_ps(s + j, p);
     vsum = _mm512_add_ps(vsum, p);
   }
   if (tail) {
-    const __m512 p = Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + j), m));
+    const __m512 p = ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + j), m));
     _mm512_mask_storeu_ps(s + j, tail, p);
     vsum = _mm512_mask_add_ps(vsum, tail, vsum, p);
   }
@@ -250,4 +233,3 @@ void AttentionRowsAvx512(const float* qkv, int64_t seq_begin, int64_t len, int64
 }
 
 }  // namespace encoderd::kernels
-

@@ -3,13 +3,16 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
 #include "kernels/cpu/bf16_convert.h"
 #include "kernels/cpu/dnnl_backend.h"
+#include "kernels/cpu/int8_avx512.h"
 #include "kernels/cpu_features.h"
 
 namespace encoderd::kernels {
@@ -56,6 +59,16 @@ dnnl::matmul::primitive_desc MakeMatmul(const dnnl::engine& engine, const Packed
                                         int64_t rows, const memory::desc& weight_desc,
                                         Epilogue epilogue) {
   const int64_t n = w.out_features, k = w.in_features;
+  if (w.int8_compute) {
+    // uint8 x int8 -> int32, times weight_scale[n] (static per weight) into
+    // fp32; the rest of the epilogue is LinearInt8's.
+    dnnl::primitive_attr attr;
+    attr.set_output_scales(/*mask=*/1 << 1, w.weight_scale);
+    return dnnl::matmul::primitive_desc(
+        dnnl::matmul::desc(memory::desc({rows, k}, Dt::u8, Tag::ab), weight_desc,
+                           memory::desc({rows, n}, Dt::f32, Tag::ab)),
+        attr, engine);
+  }
   memory::desc src({rows, k}, ComputeType(w), Tag::ab);
   memory::desc dst({rows, n}, Dt::f32, Tag::ab);
   const dnnl::primitive_attr attr = EpilogueAttr(epilogue, rows, n);
@@ -105,6 +118,117 @@ void* RoundInput(const CpuContext& ctx, const PackedWeight::Impl& w, const float
   return out;
 }
 
+// Per-row asymmetric uint8 quantization: the row's range, widened to hold 0,
+// in 255 steps; q = clamp(round(x / scale) + zero, 0, 255).
+struct RowQuant {
+  float scale = 1.f;
+  float zero = 0.f;
+};
+
+// avx512: RowRangeAvx512 finds the range (the same values).
+RowQuant ChooseRowQuant(const float* row, int64_t k, bool avx512) {
+  float lo = 0.f, hi = 0.f;
+  if (avx512) {
+    RowRangeAvx512(row, k, &lo, &hi);
+  } else {
+    for (int64_t i = 0; i < k; ++i) {
+      lo = std::min(lo, row[i]);
+      hi = std::max(hi, row[i]);
+    }
+  }
+  const float scale = (hi - lo) / 255.f;
+  // All zero, or a range so small its reciprocal would overflow: all zero.
+  if (!(scale >= std::numeric_limits<float>::min())) return {};
+  return {scale, std::clamp(std::nearbyint(-lo / scale), 0.f, 255.f)};
+}
+
+// Quantizes each row of x [rows, k]: into `q` (uint8, with AVX-512, the
+// int8 GEMM's path) when it is not null, else as the dequantized values
+// (q - zero) * scale into `dequantized` (the fallback's); the row
+// parameters into `params`.
+void QuantizeRows(const CpuContext& ctx, const float* x, int64_t rows, int64_t k, uint8_t* q,
+                  float* dequantized, RowQuant* params) {
+  const int threads = rows * k >= (1 << 16) ? ctx.num_threads() : 1;
+#pragma omp parallel for num_threads(threads)
+  for (int64_t m = 0; m < rows; ++m) {
+    const float* row = x + m * k;
+    const RowQuant p = ChooseRowQuant(row, k, q != nullptr);
+    params[m] = p;
+    const float inv = 1.f / p.scale;
+    if (q) {
+      QuantizeRowAvx512(row, k, inv, p.zero, q + m * k);
+      continue;
+    }
+    for (int64_t i = 0; i < k; ++i) {
+      const float v = std::clamp(std::nearbyint(row[i] * inv) + p.zero, 0.f, 255.f);
+      dequantized[m * k + i] = (v - p.zero) * p.scale;
+    }
+  }
+}
+
+// The int8 GEMM's epilogue over `rows` rows: acc holds
+// weight_scale[n] * sum_k q_x[m, k] q_w[n, k]; the output is
+// scale[m] * (acc - zero[m] * weight_comp[n]) + bias[n], then the epilogue.
+void Int8Epilogue(const CpuContext& ctx, const PackedWeight::Impl& w, const float* acc,
+                  int64_t rows, const RowQuant* params, Epilogue epilogue, const float* residual,
+                  float* y) {
+  const int64_t n = w.out_features;
+  const float* comp = w.weight_comp.data();
+  const float* bias = w.bias_values.empty() ? nullptr : w.bias_values.data();
+  const int threads = rows * n >= (1 << 15) ? ctx.num_threads() : 1;
+#pragma omp parallel for num_threads(threads)
+  for (int64_t m = 0; m < rows; ++m) {
+    Int8EpilogueRowAvx512(acc + m * n, n, params[m].scale, params[m].scale * params[m].zero, comp,
+                          bias, epilogue == Epilogue::kResidual ? residual + m * n : nullptr,
+                          epilogue == Epilogue::kGelu, epilogue == Epilogue::kRelu, y + m * n);
+  }
+}
+
+// Symmetric per-output-channel int8: weight row n -> q[n, :], scale[n].
+void QuantizeWeights(const float* weight, int64_t out_features, int64_t in_features,
+                     std::vector<int8_t>* q, std::vector<float>* scale) {
+  q->resize(out_features * in_features);
+  scale->resize(out_features);
+  for (int64_t n = 0; n < out_features; ++n) {
+    const float* row = weight + n * in_features;
+    float amax = 0.f;
+    for (int64_t i = 0; i < in_features; ++i) amax = std::max(amax, std::fabs(row[i]));
+    const float s = amax > 0.f ? amax / 127.f : 1.f;
+    (*scale)[n] = s;
+    for (int64_t i = 0; i < in_features; ++i) {
+      (*q)[n * in_features + i] =
+          static_cast<int8_t>(std::clamp(std::nearbyint(row[i] / s), -127.f, 127.f));
+    }
+  }
+}
+
+void LinearInt8(const CpuContext& ctx, PackedWeight::Impl& w, const float* x, int64_t rows,
+                Epilogue epilogue, const float* residual, float* y) {
+  auto& be = ctx.backend();
+  const int64_t k = w.in_features, n = w.out_features;
+  uint8_t* q = Scratch<uint8_t>(rows * k);
+  thread_local std::vector<RowQuant> params;
+  if (params.size() < static_cast<size_t>(rows)) params.resize(rows);
+  QuantizeRows(ctx, x, rows, k, q, nullptr, params.data());
+  for (int64_t r0 = 0; r0 < rows;) {
+    const int64_t left = rows - r0;
+    const int64_t chunk = left >= kChunkRows    ? kChunkRows
+                          : left >= kRowGranule ? left / kRowGranule * kRowGranule
+                                                : left;
+    // The GEMM writes a scratch block: y may hold the residual.
+    float* acc = Scratch<float>(chunk * n);
+    dnnl::matmul prim = GetPrimitive(ctx, w, chunk, Epilogue::kNone);
+    memory src_mem({{chunk, k}, Dt::u8, Tag::ab}, be.engine, q + r0 * k);
+    memory dst_mem({{chunk, n}, Dt::f32, Tag::ab}, be.engine, acc);
+    prim.execute(be.stream,
+                 {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, w.weight}, {DNNL_ARG_DST, dst_mem}});
+    be.stream.wait();
+    Int8Epilogue(ctx, w, acc, chunk, params.data() + r0, epilogue,
+                 residual ? residual + r0 * n : nullptr, y + r0 * n);
+    r0 += chunk;
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const float* weight,
@@ -129,6 +253,39 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
     RoundToBFloat16(weight, rounded.data(), out_features * in_features);
     weight = rounded.data();
   }
+  if (type == DType::kInt8) {
+    std::vector<int8_t> q;
+    QuantizeWeights(weight, out_features, in_features, &q, &w->weight_scale);
+    // oneDNN must use VNNI too: its older int8 kernels add u8 x s8 pairs in
+    // int16, which saturates on full-range uint8 inputs.
+    w->int8_compute = cpu.avx512f && cpu.avx512bw && cpu.avx512_vnni &&
+                      dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core_vnni;
+    if (w->int8_compute) {
+      w->weight_comp.resize(out_features);
+      for (int64_t n = 0; n < out_features; ++n) {
+        int64_t sum = 0;
+        for (int64_t i = 0; i < in_features; ++i) sum += q[n * in_features + i];
+        w->weight_comp[n] = w->weight_scale[n] * static_cast<float>(sum);
+      }
+      if (bias != nullptr) w->bias_values.assign(bias, bias + out_features);
+      w->bias = memory();  // the epilogue adds it
+      memory::desc any({in_features, out_features}, Dt::s8, Tag::any);
+      const auto pd = MakeMatmul(be.engine, *w, kChunkRows, any, Epilogue::kNone);
+      w->weight_desc = pd.weights_desc();
+      w->weight = memory(w->weight_desc, be.engine);
+      memory user({{in_features, out_features}, Dt::s8, Tag::ba}, be.engine, q.data());
+      dnnl::reorder(user, w->weight).execute(be.stream, user, w->weight);
+      be.stream.wait();
+      return w;
+    }
+    // The same quantized weights as fp32 values for the fp32 GEMM.
+    rounded.resize(out_features * in_features);
+    for (int64_t n = 0; n < out_features; ++n) {
+      for (int64_t i = 0; i < in_features; ++i)
+        rounded[n * in_features + i] = q[n * in_features + i] * w->weight_scale[n];
+    }
+    weight = rounded.data();
+  }
   memory::desc any({in_features, out_features}, ComputeType(*w), Tag::any);
   const auto pd = MakeMatmul(be.engine, *w, kChunkRows, any, Epilogue::kNone);
   w->weight_desc = pd.weights_desc();
@@ -148,10 +305,21 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
   PackedWeight::Impl& w = weight.impl();
   auto& be = ctx.backend();
   const int64_t k = w.in_features, n = w.out_features;
+  if (w.int8_compute) {
+    LinearInt8(ctx, w, x, rows, epilogue, residual, y);
+    return;
+  }
   const Dt src_type = ComputeType(w);
   const size_t src_elem = w.bf16_compute ? sizeof(uint16_t) : sizeof(float);
   const char* src = reinterpret_cast<const char*>(x);
   if (w.type == DType::kBFloat16) src = static_cast<const char*>(RoundInput(ctx, w, x, rows * k));
+  if (w.type == DType::kInt8) {  // int8 without VNNI: the quantized inputs as fp32
+    float* dequantized = Scratch<float>(rows * k);
+    thread_local std::vector<RowQuant> params;
+    if (params.size() < static_cast<size_t>(rows)) params.resize(rows);
+    QuantizeRows(ctx, x, rows, k, nullptr, dequantized, params.data());
+    src = reinterpret_cast<const char*>(dequantized);
+  }
 
   for (int64_t r0 = 0; r0 < rows;) {
     const int64_t left = rows - r0;

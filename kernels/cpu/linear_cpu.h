@@ -7,6 +7,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <utility>
+#include <vector>
 
 #include "kernels/linear.h"
 
@@ -21,7 +22,19 @@ struct PackedWeight::Impl {
   // rounded the same way, which gives bf16 products with fp32 accumulation
   // at fp32 GEMM speed (oneDNN's bf16 emulation is ~5x slower here).
   bool bf16_compute = false;
-  dnnl::memory::desc weight_desc;  // the layout oneDNN chose; fixed for every row count
+  // int8 weights (DType::kInt8): quantized once per output channel,
+  // symmetric, w[n, k] ~ weight_scale[n] * q[n, k] with q in [-127, 127].
+  // Activations are quantized per row at run time (asymmetric uint8). With
+  // AVX512-VNNI the GEMM is uint8 x int8 -> int32, scaled by weight_scale in
+  // oneDNN, and the row scale, zero-point compensation, bias and epilogue are
+  // applied here; elsewhere the same quantized values run as fp32 (weights
+  // dequantized, each input row quantized and dequantized), which gives the
+  // same products with fp32 accumulation.
+  bool int8_compute = false;
+  std::vector<float> weight_scale;  // [out]
+  std::vector<float> weight_comp;   // [out]: weight_scale[n] * sum_k q[n, k]
+  std::vector<float> bias_values;   // [out] for the int8 epilogue; empty: no bias
+  dnnl::memory::desc weight_desc;   // the layout oneDNN chose; fixed for every row count
   dnnl::memory weight;
   dnnl::memory bias;  // [1, out] fp32; null handle when there is no bias
   // One matmul per (rows, epilogue): oneDNN JITs per shape. Rows are split

@@ -87,8 +87,9 @@ Setter DeviceField(Device* field) {
 Setter DTypeField(DType* field) {
   return [field](const std::string& v, const std::string& key, const std::string& origin) {
     const auto dtype = ParseDType(v);
-    if (!dtype || !IsFloatingPoint(*dtype) || *dtype == DType::kFloat64) {
-      return BadValue(origin, key, v, "float32, float16 or bfloat16");
+    if (!dtype ||
+        ((!IsFloatingPoint(*dtype) || *dtype == DType::kFloat64) && *dtype != DType::kInt8)) {
+      return BadValue(origin, key, v, "float32, float16, bfloat16 or int8");
     }
     *field = *dtype;
     return Status::Ok();
@@ -100,6 +101,7 @@ std::map<std::string, Setter> ModelFields(ModelConfig* m) {
           {"directory", StringField(&m->directory)},
           {"device", DeviceField(&m->device)},
           {"dtype", DTypeField(&m->dtype)},
+          {"int8_fp32_linears", StringField(&m->int8_fp32_linears)},
           {"replicas", IntField(&m->replicas)},
           {"max_batch_tokens", IntField(&m->max_batch_tokens)},
           {"max_batch_sequences", IntField(&m->max_batch_sequences)},
@@ -218,6 +220,10 @@ Status ServerConfig::Validate() const {
     if (m.directory.empty()) return bad(p + "directory", "must not be empty");
     if (Status s = CheckDeviceDType(m.device, m.dtype); !s.ok())
       return bad(p + "dtype", s.message());
+    if (auto linears = ParseFp32Linears(m.int8_fp32_linears); !linears.ok())
+      return bad(p + "int8_fp32_linears", linears.status().message());
+    if (!m.int8_fp32_linears.empty() && m.dtype != DType::kInt8)
+      return bad(p + "int8_fp32_linears", "applies only with dtype int8");
     if (m.replicas < 1) return bad(p + "replicas", "must be >= 1");
     if (m.max_batch_tokens < 1) return bad(p + "max_batch_tokens", "must be >= 1");
     if (m.max_batch_sequences < 1) return bad(p + "max_batch_sequences", "must be >= 1");
@@ -247,6 +253,7 @@ std::string ServerConfig::Summary() const {
   for (const ModelConfig& m : models) {
     s << " model{name=" << m.name << " directory=" << m.directory
       << " device=" << DeviceName(m.device) << " dtype=" << DTypeName(m.dtype)
+      << (m.int8_fp32_linears.empty() ? "" : " int8_fp32_linears=" + m.int8_fp32_linears)
       << " replicas=" << m.replicas << " max_batch_tokens=" << m.max_batch_tokens
       << " max_batch_sequences=" << m.max_batch_sequences
       << " max_queue_delay_us=" << m.max_queue_delay_us << " max_queue_size=" << m.max_queue_size

@@ -67,9 +67,14 @@ struct ModelConfig {
   std::string directory = "models/langid";
   // cpu or cuda.
   Device device = Device::kCpu;
-  // float32 or bfloat16 on cpu, float16 or bfloat16 on cuda (Validate()
-  // asks the engine, CheckDeviceDType); also written fp32, fp16, bf16.
+  // float32, bfloat16 or int8 on cpu, float16 or bfloat16 on cuda
+  // (Validate() asks the engine, CheckDeviceDType); also written fp32, fp16,
+  // bf16.
   DType dtype = DType::kFloat32;
+  // With dtype int8: the encoder's Linear layers kept in fp32, comma-separated
+  // (a slot in every layer, e.g. "ffn.out", or one layer's,
+  // "layers.11.ffn.out"; engine/runtime/encoder.h ParseFp32Linears).
+  std::string int8_fp32_linears;
   // Executors (engine instances), each with its own thread.
   int replicas = 1;
   // Most tokens (sum of sequence lengths) in one engine batch.

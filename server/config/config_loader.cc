@@ -46,7 +46,7 @@ constexpr Option kOptions[] = {
     {"--model-name", "ENCODERD_MODEL_NAME", "models[0].name", "name of the first model"},
     {"--model-dir", "ENCODERD_MODEL_DIR", "models[0].directory", "directory of the first model"},
     {"--device", "ENCODERD_DEVICE", "model.device", "cpu|cuda"},
-    {"--dtype", "ENCODERD_DTYPE", "model.dtype", "float32|float16|bfloat16"},
+    {"--dtype", "ENCODERD_DTYPE", "model.dtype", "float32|float16|bfloat16|int8 (int8: cpu)"},
     {"--replicas", "ENCODERD_REPLICAS", "model.replicas", "executors per model"},
     {"--max-batch-tokens", "ENCODERD_MAX_BATCH_TOKENS", "model.max_batch_tokens", "tokens"},
     {"--max-batch-sequences", "ENCODERD_MAX_BATCH_SEQUENCES", "model.max_batch_sequences",

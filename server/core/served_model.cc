@@ -51,6 +51,7 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   options.device = config.device;
   options.dtype = config.dtype;
   options.num_threads = config.num_threads;
+  ASSIGN_OR_RETURN(options.fp32_linears, ParseFp32Linears(config.int8_fp32_linears));
   if (options.device == Device::kCpu && options.num_threads == 0) {
     const CpuBudget budget = ReadCpuBudget();
     options.num_threads = std::max(1, budget.cpus / std::max(1, config.replicas));

@@ -17,7 +17,7 @@ _SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
 # The dtypes each device runs (engine/runtime/encoder.h, CheckDeviceDType);
 # the daemon refuses any other pair when it reads its config.
 # Every spelling core/dtype.cc's ParseDType accepts.
-DEVICE_DTYPES = {"cpu": {"float32", "fp32", "float", "bfloat16", "bf16"},
+DEVICE_DTYPES = {"cpu": {"float32", "fp32", "float", "bfloat16", "bf16", "int8"},
                  "cuda": {"float16", "fp16", "half", "bfloat16", "bf16"}}
 
 

@@ -8,6 +8,9 @@ training/langid/evaluate.py --recreate, which also writes PyTorch's
 predictions, starts `encoderd serve` on models/langid, classifies every test
 text through the Classify RPC, and checks that the daemon's labels agree with
 PyTorch's on at least 99.9% of the texts and that its accuracy is >= 95%.
+Then the same with `--dtype int8` (dynamic quantization of the encoder's
+Linear layers): agreement with PyTorch fp32 >= 99% and accuracy at most 0.5
+points below the fp32 daemon's.
 """
 import argparse
 import json
@@ -59,28 +62,38 @@ def main() -> int:
     from proto import encoderd_pb2_grpc as pb_grpc
     from health_v1 import health_pb2, health_pb2_grpc
 
-    proc, port = common.start_server(args.binary, str(model_dir), tmp / "server.log")
-    try:
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        stub = pb_grpc.EncoderStub(channel)
-        if not common.check(common.wait_serving(health_pb2, health_pb2_grpc.HealthStub(channel), [""]),
-                            "daemon SERVING"):
-            return 1
-        started = time.time()
-        got = []
-        for i in range(0, len(rows), BATCH):
-            texts = [r["text"] for r in rows[i:i + BATCH]]
-            reply = stub.Classify(pb.ClassifyRequest(texts=texts, truncate=True), timeout=60)
-            got += [r.label for r in reply.results]
-        elapsed = time.time() - started
+    def classify_all(dtype):
+        """(agreement with PyTorch fp32, accuracy) of a daemon running `dtype`."""
+        proc, port = common.start_server(args.binary, str(model_dir), tmp / f"server_{dtype}.log",
+                                         ["--dtype", dtype])
+        try:
+            channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+            stub = pb_grpc.EncoderStub(channel)
+            if not common.check(common.wait_serving(health_pb2, health_pb2_grpc.HealthStub(channel),
+                                                    [""]), f"{dtype} daemon SERVING"):
+                return 0.0, 0.0
+            started = time.time()
+            got = []
+            for i in range(0, len(rows), BATCH):
+                texts = [r["text"] for r in rows[i:i + BATCH]]
+                reply = stub.Classify(pb.ClassifyRequest(texts=texts, truncate=True), timeout=60)
+                got += [r.label for r in reply.results]
+            elapsed = time.time() - started
+        finally:
+            common.stop_process(proc, 30)
         agree = sum(a == b for a, b in zip(got, expected)) / len(rows)
         accuracy = sum(a == r["label"] for a, r in zip(got, rows)) / len(rows)
-        print(f"daemon: {len(rows)} texts in {elapsed:.1f} s; agreement with PyTorch {agree:.5f}; "
-              f"accuracy {accuracy:.4f}", flush=True)
-        common.check(agree >= 0.999, f"daemon agrees with PyTorch on >= 99.9% ({agree:.5f})")
-        common.check(accuracy >= 0.95, f"daemon accuracy >= 95% ({accuracy:.4f})")
-    finally:
-        common.stop_process(proc, 30)
+        print(f"{dtype} daemon: {len(rows)} texts in {elapsed:.1f} s; agreement with PyTorch fp32 "
+              f"{agree:.5f}; accuracy {accuracy:.4f}", flush=True)
+        return agree, accuracy
+
+    agree, accuracy = classify_all("float32")
+    common.check(agree >= 0.999, f"daemon agrees with PyTorch on >= 99.9% ({agree:.5f})")
+    common.check(accuracy >= 0.95, f"daemon accuracy >= 95% ({accuracy:.4f})")
+    agree8, accuracy8 = classify_all("int8")
+    common.check(agree8 >= 0.99, f"int8 daemon agrees with PyTorch fp32 on >= 99% ({agree8:.5f})")
+    common.check(accuracy8 >= accuracy - 0.005,
+                 f"int8 accuracy {accuracy8:.4f} within 0.5 points of fp32's {accuracy:.4f}")
     print(f"{len(common.FAILURES)} failure(s)")
     return 1 if common.FAILURES else 0
 

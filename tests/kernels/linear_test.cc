@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <tuple>
 
 #include "kernels/cpu/bf16_convert.h"
+#include "kernels/cpu_features.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace encoderd::kernels {
@@ -31,6 +33,37 @@ std::vector<double> Reference(const std::vector<float>& x, const std::vector<flo
     }
   }
   return y;
+}
+
+// int8 quantization written out: weights per output row, symmetric, 127
+// steps; inputs per row, asymmetric uint8 over the row's range widened to
+// hold 0. Returns the dequantized values, whose fp32 product is what the
+// int8 GEMM computes.
+std::vector<float> QuantizedWeights(std::vector<float> w, int64_t n, int64_t k) {
+  for (int64_t j = 0; j < n; ++j) {
+    float amax = 0;
+    for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(w[j * k + c]));
+    const float s = amax > 0 ? amax / 127.f : 1.f;
+    for (int64_t c = 0; c < k; ++c) w[j * k + c] = std::nearbyint(w[j * k + c] / s) * s;
+  }
+  return w;
+}
+
+std::vector<float> QuantizedRows(std::vector<float> x, int64_t m, int64_t k) {
+  for (int64_t i = 0; i < m; ++i) {
+    float lo = 0, hi = 0;
+    for (int64_t c = 0; c < k; ++c) {
+      lo = std::min(lo, x[i * k + c]);
+      hi = std::max(hi, x[i * k + c]);
+    }
+    if (!(hi > lo)) continue;
+    const float s = (hi - lo) / 255.f, zero = std::nearbyint(-lo / s);
+    for (int64_t c = 0; c < k; ++c) {
+      const float q = std::clamp(std::nearbyint(x[i * k + c] * (1.f / s)) + zero, 0.f, 255.f);
+      x[i * k + c] = (q - zero) * s;
+    }
+  }
+  return x;
 }
 
 std::vector<float> RoundedToBFloat16(std::vector<float> v) {
@@ -67,6 +100,21 @@ TEST_P(LinearTest, MatchesDoubleReference) {
   const auto want16 =
       Reference(RoundedToBFloat16(x), RoundedToBFloat16(w), b, residual, m, n, k, ep);
   EXPECT_LT(ScaledMaxError(y16, want16), 1e-4);
+
+  // int8 weights: close to the fp32 reference, and equal (up to fp32
+  // summation) to the reference over the quantized operands, on the VNNI
+  // path and on the fallback (ENCODERD_CPU_DISABLE=avx512_vnni) alike.
+  const auto packed8 = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kInt8);
+  EXPECT_EQ(packed8->type(), DType::kInt8);
+  // VNNI keeps int8 weights (the fallback keeps them dequantized, as fp32).
+  if (GetCpuFeatures().avx512_vnni && n * k >= 4096)
+    EXPECT_LT(packed8->bytes(), packed->bytes() / 3);
+  std::vector<float> y8(m * n, NAN);
+  Linear(ctx, x.data(), m, *packed8, ep, residual.data(), y8.data());
+  EXPECT_GE(Cosine(y8, want), 0.999);
+  const auto want8 =
+      Reference(QuantizedRows(x, m, k), QuantizedWeights(w, n, k), b, residual, m, n, k, ep);
+  EXPECT_LT(ScaledMaxError(y8, want8), 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -89,8 +137,14 @@ TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
       auto y = RandomVector(m * n, 7);
       const auto want = Reference(x, w, {}, y, m, n, k, Epilogue::kResidual);
       const auto packed = PackedWeight::Pack(ctx, w.data(), nullptr, n, k, DType::kFloat32);
+      auto y8 = y;
       Linear(ctx, x.data(), m, *packed, Epilogue::kResidual, y.data(), y.data());
       EXPECT_LT(ScaledMaxError(y, want), 1e-4) << "k=" << k << " m=" << m;
+      const auto packed8 = PackedWeight::Pack(ctx, w.data(), nullptr, n, k, DType::kInt8);
+      const auto want8 = Reference(QuantizedRows(x, m, k), QuantizedWeights(w, n, k), {}, y8, m, n,
+                                   k, Epilogue::kResidual);
+      Linear(ctx, x.data(), m, *packed8, Epilogue::kResidual, y8.data(), y8.data());
+      EXPECT_LT(ScaledMaxError(y8, want8), 1e-4) << "int8 k=" << k << " m=" << m;
     }
   }
 }
@@ -104,7 +158,7 @@ TEST(LinearTest, RejectsBadArguments) {
                std::invalid_argument);
   EXPECT_THROW(PackedWeight::Pack(ctx, w.data(), nullptr, 8, -1, DType::kFloat32),
                std::invalid_argument);
-  // The stored weight type is float32 or bfloat16; anything else is refused.
+  // The stored weight type is float32, bfloat16 or int8; anything else is refused.
   EXPECT_THROW(PackedWeight::Pack(ctx, w.data(), nullptr, 8, 4, DType::kFloat16),
                std::invalid_argument);
   const auto packed = PackedWeight::Pack(ctx, w.data(), nullptr, 8, 4, DType::kFloat32);

@@ -37,21 +37,21 @@ TEST(BenchCommandTest, RunsTheGivenTokenIdsAndWritesEveryValidRow) {
   const fs::path dir = TempDir("rows");
   std::ofstream(dir / "workloads.json") << R"({"W2": [[5, 6, 7], [8, 9]], "W1": [[10]]})";
   std::ostringstream out, err;
-  ASSERT_EQ(RunBenchCommand(Tiny({"--workloads", "W2", "--dtypes", "float32,bfloat16", "--inputs",
-                                  (dir / "workloads.json").string(), "--outputs",
+  ASSERT_EQ(RunBenchCommand(Tiny({"--workloads", "W2", "--dtypes", "float32,bfloat16,int8",
+                                  "--inputs", (dir / "workloads.json").string(), "--outputs",
                                   (dir / "out").string(), "--json"}),
                             out, err),
             0)
       << err.str();
   const auto json = nlohmann::json::parse(out.str());
-  ASSERT_EQ(json["results"].size(), 2u);  // encoderd in two dtypes, no PyTorch
+  ASSERT_EQ(json["results"].size(), 3u);  // encoderd in three dtypes, no PyTorch
   for (const auto& r : json["results"]) {
     EXPECT_EQ(r["engine"], "encoderd");
     EXPECT_EQ(r["workload"], "W2");
     EXPECT_EQ(r["tokens"], 5);  // the file's ids, not the generated W2 (10 tokens)
     EXPECT_GE(r["runs_ms"].size(), 3u);
   }
-  for (const char* dtype : {"float32", "bfloat16"}) {
+  for (const char* dtype : {"float32", "bfloat16", "int8"}) {
     const fs::path rows = dir / "out" / dtype / "W2.f32";
     ASSERT_TRUE(fs::exists(rows)) << rows;
     EXPECT_EQ(fs::file_size(rows), 5u * 16 * sizeof(float));  // 5 tokens x hidden 16
@@ -99,10 +99,16 @@ TEST(BenchCommandTest, RefusesInputsItCannotRun) {
             std::string::npos)
       << err.str();
   err.str("");
-  EXPECT_EQ(RunBenchCommand({"--dtypes", "int8"}, out, err), 2);
-  EXPECT_NE(err.str().find("--dtypes: 'int8' is not a list of float32, bfloat16"),
+  EXPECT_EQ(RunBenchCommand({"--dtypes", "float16"}, out, err), 2);
+  EXPECT_NE(err.str().find("--dtypes: 'float16' is not a list of float32, bfloat16, int8"),
             std::string::npos)
       << err.str();
+  err.str("");
+  EXPECT_EQ(RunBenchCommand(Tiny({"--workloads", "W2", "--dtypes", "int8", "--int8-fp32-linears",
+                                  "ffn.middle"}),
+                            out, err),
+            1);
+  EXPECT_NE(err.str().find("'ffn.middle' names no Linear layer"), std::string::npos) << err.str();
 }
 
 }  // namespace

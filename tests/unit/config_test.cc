@@ -176,8 +176,28 @@ TEST(ConfigTest, DeviceAndDTypeAreCheckedTogetherWhenRead) {
 
   c = LoadServerConfig({"--dtype", "float16"}, FakeEnv({}));
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("not supported on cpu (float32, bfloat16)"),
+  EXPECT_NE(c.status().message().find("not supported on cpu (float32, bfloat16, int8)"),
             std::string::npos)
+      << c.status().ToString();
+
+  c = LoadServerConfig({"--dtype", "int8", "--set", "models[0].int8_fp32_linears=ffn.out"},
+                       FakeEnv({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models[0].dtype, DType::kInt8);
+  EXPECT_EQ(c->models[0].int8_fp32_linears, "ffn.out");
+  c = LoadServerConfig({"--device", "cuda", "--dtype", "int8"}, FakeEnv({}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("not supported on cuda (float16, bfloat16)"),
+            std::string::npos)
+      << c.status().ToString();
+  c = LoadServerConfig({"--dtype", "int8", "--set", "models[0].int8_fp32_linears=layers.x.ffn.in"},
+                       FakeEnv({}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("'layers.x.ffn.in' names no Linear layer"), std::string::npos)
+      << c.status().ToString();
+  c = LoadServerConfig({"--set", "models[0].int8_fp32_linears=ffn.out"}, FakeEnv({}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("only with dtype int8"), std::string::npos)
       << c.status().ToString();
 
   c = LoadServerConfig({"--device", "tpu"}, FakeEnv({}));
