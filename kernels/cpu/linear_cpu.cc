@@ -185,12 +185,18 @@ void Int8Epilogue(const CpuContext& ctx, const PackedWeight::Impl& w, const floa
 }
 
 // Symmetric per-output-channel int8: weight row n -> q[n, :], scale[n].
+// `weight` may sit at any address (a legacy checkpoint mapped at an odd
+// offset): each row is copied out before it is read as floats.
 void QuantizeWeights(const float* weight, int64_t out_features, int64_t in_features,
                      std::vector<int8_t>* q, std::vector<float>* scale) {
   q->resize(out_features * in_features);
   scale->resize(out_features);
+  std::vector<float> row_copy(in_features);
+  const float* row = row_copy.data();
   for (int64_t n = 0; n < out_features; ++n) {
-    const float* row = weight + n * in_features;
+    std::memcpy(row_copy.data(),
+                reinterpret_cast<const char*>(weight) + n * in_features * sizeof(float),
+                in_features * sizeof(float));
     float amax = 0.f;
     for (int64_t i = 0; i < in_features; ++i) amax = std::max(amax, std::fabs(row[i]));
     const float s = amax > 0.f ? amax / 127.f : 1.f;
@@ -267,7 +273,10 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
         for (int64_t i = 0; i < in_features; ++i) sum += q[n * in_features + i];
         w->weight_comp[n] = w->weight_scale[n] * static_cast<float>(sum);
       }
-      if (bias != nullptr) w->bias_values.assign(bias, bias + out_features);
+      if (bias != nullptr) {  // memcpy: the bias may sit unaligned, as above
+        w->bias_values.resize(out_features);
+        std::memcpy(w->bias_values.data(), bias, out_features * sizeof(float));
+      }
       w->bias = memory();  // the epilogue adds it
       memory::desc any({in_features, out_features}, Dt::s8, Tag::any);
       const auto pd = MakeMatmul(be.engine, *w, kChunkRows, any, Epilogue::kNone);
