@@ -30,6 +30,13 @@ using Dt = memory::data_type;
 constexpr int64_t kChunkRows = 512;
 constexpr int64_t kRowGranule = 16;
 
+// The rows of the next chunk when `left` rows remain.
+int64_t ChunkRows(int64_t left) {
+  return left >= kChunkRows    ? kChunkRows
+         : left >= kRowGranule ? left / kRowGranule * kRowGranule
+                               : left;
+}
+
 Dt ComputeType(const PackedWeight::Impl& w) { return w.bf16_compute ? Dt::bf16 : Dt::f32; }
 
 dnnl::primitive_attr EpilogueAttr(Epilogue epilogue, int64_t rows, int64_t cols) {
@@ -213,14 +220,11 @@ void LinearInt8(const CpuContext& ctx, PackedWeight::Impl& w, const float* x, in
   auto& be = ctx.backend();
   const int64_t k = w.in_features, n = w.out_features;
   uint8_t* q = Scratch<uint8_t>(rows * k);
-  thread_local std::vector<RowQuant> params;
-  if (params.size() < static_cast<size_t>(rows)) params.resize(rows);
-  QuantizeRows(ctx, x, rows, k, q, nullptr, params.data());
+  RowQuant* params = Scratch<RowQuant>(rows);
+  QuantizeRows(ctx, x, rows, k, q, nullptr, params);
   for (int64_t r0 = 0; r0 < rows;) {
     const int64_t left = rows - r0;
-    const int64_t chunk = left >= kChunkRows    ? kChunkRows
-                          : left >= kRowGranule ? left / kRowGranule * kRowGranule
-                                                : left;
+    const int64_t chunk = ChunkRows(left);
     // The GEMM writes a scratch block: y may hold the residual.
     float* acc = Scratch<float>(chunk * n);
     dnnl::matmul prim = GetPrimitive(ctx, w, chunk, Epilogue::kNone);
@@ -229,8 +233,8 @@ void LinearInt8(const CpuContext& ctx, PackedWeight::Impl& w, const float* x, in
     prim.execute(be.stream,
                  {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, w.weight}, {DNNL_ARG_DST, dst_mem}});
     be.stream.wait();
-    Int8Epilogue(ctx, w, acc, chunk, params.data() + r0, epilogue,
-                 residual ? residual + r0 * n : nullptr, y + r0 * n);
+    Int8Epilogue(ctx, w, acc, chunk, params + r0, epilogue, residual ? residual + r0 * n : nullptr,
+                 y + r0 * n);
     r0 += chunk;
   }
 }
@@ -324,17 +328,13 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
   if (w.type == DType::kBFloat16) src = static_cast<const char*>(RoundInput(ctx, w, x, rows * k));
   if (w.type == DType::kInt8) {  // int8 without VNNI: the quantized inputs as fp32
     float* dequantized = Scratch<float>(rows * k);
-    thread_local std::vector<RowQuant> params;
-    if (params.size() < static_cast<size_t>(rows)) params.resize(rows);
-    QuantizeRows(ctx, x, rows, k, nullptr, dequantized, params.data());
+    QuantizeRows(ctx, x, rows, k, nullptr, dequantized, Scratch<RowQuant>(rows));
     src = reinterpret_cast<const char*>(dequantized);
   }
 
   for (int64_t r0 = 0; r0 < rows;) {
     const int64_t left = rows - r0;
-    const int64_t chunk = left >= kChunkRows    ? kChunkRows
-                          : left >= kRowGranule ? left / kRowGranule * kRowGranule
-                                                : left;
+    const int64_t chunk = ChunkRows(left);
     dnnl::matmul prim = GetPrimitive(ctx, w, chunk, epilogue);
     memory src_mem({{chunk, k}, src_type, Tag::ab}, be.engine,
                    const_cast<char*>(src + r0 * k * src_elem));

@@ -151,19 +151,27 @@ Texts ToTexts(const google::protobuf::RepeatedPtrField<std::string>& texts) {
   return {texts.begin(), texts.end()};
 }
 
+// Runs `tokenize` on call->model (timed into the call) and makes its
+// encodings the sequences and token types of `work`, unless the model's
+// batcher would refuse a call due at `deadline` anyway.
+Status TokenizeInto(Clock::time_point deadline, Call* call, ModelWork* work,
+                    const std::function<StatusOr<std::vector<Encoding>>()>& tokenize) {
+  RETURN_IF_ERROR(call->model->batcher().Precheck(deadline));
+  const Clock::time_point t = Clock::now();
+  ASSIGN_OR_RETURN(std::vector<Encoding> encodings, tokenize());
+  call->tokenize_us = MicrosSince(t);
+  TakeEncodings(std::move(encodings), work);
+  return Status::Ok();
+}
+
 // Looks up the model and tokenizes `texts` (with `pairs`, when not empty:
-// one sequence per pair) into the sequences and token types of `work`,
-// unless the model's batcher would refuse a call due at `deadline` anyway.
+// one sequence per pair) into `work` (TokenizeInto).
 Status Prepare(const ModelRegistry& registry, const std::string& model_name, const Texts& texts,
                const Texts& pairs, bool truncate, Clock::time_point deadline, Call* call,
                ModelWork* work) {
   ASSIGN_OR_RETURN(call->model, registry.Find(model_name));
-  RETURN_IF_ERROR(call->model->batcher().Precheck(deadline));
-  const Clock::time_point t = Clock::now();
-  ASSIGN_OR_RETURN(std::vector<Encoding> encodings, call->model->Tokenize(texts, pairs, truncate));
-  call->tokenize_us = MicrosSince(t);
-  TakeEncodings(std::move(encodings), work);
-  return Status::Ok();
+  return TokenizeInto(deadline, call, work,
+                      [&] { return call->model->Tokenize(texts, pairs, truncate); });
 }
 
 // The fields every successful response carries: token count, model name and
@@ -424,18 +432,15 @@ grpc::ServerUnaryReactor* EncoderService::Rerank(grpc::CallbackServerContext* co
         }
         if (r.top_n() < 0)
           return InvalidArgument("top_n must not be negative, got " + std::to_string(r.top_n()));
-        RETURN_IF_ERROR(call.model->batcher().Precheck(SteadyDeadline(context)));
-        const Clock::time_point t = Clock::now();
-        ASSIGN_OR_RETURN(
-            std::vector<Encoding> encodings,
-            call.model->TokenizeQueryPairs(r.query(), ToTexts(r.texts()), r.truncate()));
-        call.tokenize_us = MicrosSince(t);
+        Texts texts = ToTexts(r.texts());
         ModelWork work;
-        TakeEncodings(std::move(encodings), &work);
+        RETURN_IF_ERROR(TokenizeInto(SteadyDeadline(context), &call, &work, [&] {
+          return call.model->TokenizeQueryPairs(r.query(), texts, r.truncate());
+        }));
+        if (!r.return_texts()) texts.clear();
         work.spec = {OutputKind::kClassification, Pooling::kCls, false};
         work.fill = [out, top_n = r.top_n(),
-                     texts = r.return_texts() ? ToTexts(r.texts())
-                                              : Texts()](const InferenceRequest& done) {
+                     texts = std::move(texts)](const InferenceRequest& done) {
           std::vector<int32_t> order(done.results().size());
           for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
           // A NaN score (a damaged head) sorts last instead of breaking the order.

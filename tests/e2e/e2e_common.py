@@ -4,6 +4,7 @@ daemon on free loopback ports, health waits and /metrics scrapes.
 
 Use /usr/bin/python3 (Debian's python3-grpcio).
 """
+import json
 import os
 import pathlib
 import re
@@ -87,6 +88,19 @@ def stop_process(proc, timeout=20):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def run_loadtest(binary, target, tmp, name, *flags, expect_rc=0):
+    """`encoderd-loadtest --target target --json-file tmp/name.json *flags`:
+    its JSON report, or None (a failed check) when it exits otherwise than
+    `expect_rc`."""
+    out = pathlib.Path(tmp) / f"{name}.json"
+    cmd = [binary, "--target", target, "--json-file", str(out), *flags]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    print(res.stdout, res.stderr, sep="", flush=True)
+    if not check(res.returncode == expect_rc, f"{name}: exit status {expect_rc} (got {res.returncode})"):
+        return None
+    return json.loads(out.read_text())
 
 
 def start_daemon(binary, serve_args, log_path, timeout=60):

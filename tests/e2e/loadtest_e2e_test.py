@@ -21,7 +21,7 @@ import time
 import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from e2e_common import FAILURES, check, generate_stubs, stop_process  # noqa: E402
+from e2e_common import FAILURES, check, generate_stubs, run_loadtest, stop_process  # noqa: E402
 
 
 def start_server(binary, model_dir, log_path):
@@ -40,16 +40,6 @@ def start_server(binary, model_dir, log_path):
         time.sleep(0.05)
     proc.kill()
     raise RuntimeError("server did not start:\n" + pathlib.Path(log_path).read_text())
-
-
-def run_loadtest(binary, target, tmp, name, *flags, expect_rc=0):
-    out = tmp / f"{name}.json"
-    cmd = [binary, "--target", target, "--json-file", str(out), *flags]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    print(res.stdout, res.stderr, sep="", flush=True)
-    if not check(res.returncode == expect_rc, f"{name}: exit status {expect_rc} (got {res.returncode})"):
-        return None
-    return json.loads(out.read_text())
 
 
 def tokens_of_workload(binary, stub, pb, n, flags):

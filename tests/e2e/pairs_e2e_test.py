@@ -16,7 +16,6 @@ import json
 import math
 import pathlib
 import struct
-import subprocess
 import sys
 import tempfile
 
@@ -25,7 +24,8 @@ import grpc
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "fixtures"))
-from e2e_common import FAILURES, check, generate_stubs, start_daemon, wait_serving  # noqa: E402
+from e2e_common import (FAILURES, check, generate_stubs, run_loadtest, start_daemon,  # noqa: E402
+                        wait_serving)
 
 MAX_TOKENS = 32
 MODELS = {"cross": "hf_bert_cross_encoder", "xlmr": "hf_xlmr_zip",
@@ -211,14 +211,10 @@ def main():
               "Rerank counted in encoderd_requests_total")
         if args.loadtest:
             n = 40
-            res = subprocess.run([args.loadtest, "--target", f"127.0.0.1:{daemon.port}",
-                                  "--model", "cross", "--rpc", "rerank", "--requests", str(n),
-                                  "--duration", "0", "--warmup", "0", "--texts", "3",
-                                  "--json-file", str(tmp / "rerank.json")],
-                                 capture_output=True, text=True, timeout=120)
-            print(res.stdout, res.stderr, sep="", flush=True)
-            if check(res.returncode == 0, f"loadtest --rpc rerank exit status {res.returncode}"):
-                r = json.loads((tmp / "rerank.json").read_text())
+            r = run_loadtest(args.loadtest, f"127.0.0.1:{daemon.port}", tmp, "rerank",
+                             "--model", "cross", "--rpc", "rerank", "--requests", str(n),
+                             "--duration", "0", "--warmup", "0", "--texts", "3")
+            if r is not None:
                 check(r["requests_ok"] == n and r["requests_error"] == 0 and r["texts"] == 3 * n,
                       f"loadtest --rpc rerank: {n} OK calls of 3 texts: {r['requests_ok']}, "
                       f"{r['requests_error']} errors, {r['texts']} texts")
