@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -39,33 +41,91 @@ struct DeviceNorm {
 // Page-locked host memory that grows on demand.
 class PinnedBuffer {
  public:
-  explicit PinnedBuffer(k::CudaContext* ctx) : ctx_(ctx) {}
-  ~PinnedBuffer() { ctx_->FreeHost(ptr_); }
+  ~PinnedBuffer() { k::CudaContext::FreeHost(ptr_); }
   void* Reserve(size_t bytes) {
     if (bytes > bytes_) {
-      ctx_->FreeHost(ptr_);
+      k::CudaContext::FreeHost(ptr_);
       ptr_ = nullptr;
-      ptr_ = ctx_->AllocateHost(bytes);
+      ptr_ = k::CudaContext::AllocateHost(bytes);
       bytes_ = bytes;
     }
     return ptr_;
   }
 
  private:
-  k::CudaContext* ctx_;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// Page-locked blocks that Forward's outputs live in: the device copies the
+// hidden states straight into the returned Tensor's memory (no second copy,
+// no fresh pages to fault in), and when the last copy of that Tensor goes
+// its block comes back here for a later forward (allocating page-locked
+// memory takes milliseconds). Blocks outlive the encoder if a Tensor does.
+class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
+ public:
+  ~PinnedPool() {
+    for (const auto& [capacity, ptr] : free_) k::CudaContext::FreeHost(ptr);
+  }
+
+  // A Storage of exactly `bytes` bytes (contents undefined). Throws what
+  // AllocateHost throws.
+  std::shared_ptr<const Storage> Take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      // The smallest free block that fits and wastes at most half of itself.
+      auto it = free_.lower_bound(bytes);
+      if (it != free_.end() && it->first / 2 <= bytes) {
+        auto block = std::make_shared<Block>(shared_from_this(), it->second, it->first, bytes);
+        free_.erase(it);
+        return block;
+      }
+    }
+    const size_t capacity = (bytes + kGranule - 1) / kGranule * kGranule;
+    return std::make_shared<Block>(shared_from_this(), k::CudaContext::AllocateHost(capacity),
+                                   capacity, bytes);
+  }
+
+ private:
+  static constexpr size_t kGranule = size_t{1} << 20;
+  static constexpr size_t kMaxFree = 4;  // blocks kept for reuse
+
+  class Block final : public Storage {
+   public:
+    Block(std::shared_ptr<PinnedPool> pool, void* ptr, size_t capacity, size_t size)
+        : pool_(std::move(pool)), ptr_(ptr), capacity_(capacity), size_(size) {}
+    ~Block() override { pool_->Give(ptr_, capacity_); }
+    const std::byte* data() const override { return static_cast<const std::byte*>(ptr_); }
+    size_t size() const override { return size_; }
+
+   private:
+    std::shared_ptr<PinnedPool> pool_;
+    void* ptr_;
+    size_t capacity_, size_;
+  };
+
+  void Give(void* ptr, size_t capacity) {
+    void* drop = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      free_.emplace(capacity, ptr);
+      if (free_.size() > kMaxFree) {  // keep the larger blocks
+        drop = free_.begin()->second;
+        free_.erase(free_.begin());
+      }
+    }
+    k::CudaContext::FreeHost(drop);
+  }
+
+  std::mutex mutex_;
+  std::multimap<size_t, void*> free_;  // capacity -> block
 };
 
 class CudaEncoder final : public BackendEncoder {
  public:
   CudaEncoder(const EncoderConfig& config, const EncoderOptions& options,
               std::unique_ptr<k::CudaContext> ctx)
-      : BackendEncoder(config, options),
-        ctx_(std::move(ctx)),
-        weights_(config.num_layers),
-        host_in_(ctx_.get()),
-        host_out_(ctx_.get()) {}
+      : BackendEncoder(config, options), ctx_(std::move(ctx)), weights_(config.num_layers) {}
 
   Status Init(TensorMap& weights) {
     // The head runs on the host in fp32 (a few rows per batch).
@@ -99,7 +159,8 @@ class CudaEncoder final : public BackendEncoder {
   // The forward in progress and its buffers, grown to the largest batch seen.
   const PackedBatch* batch_ = nullptr;
   k::DeviceBuffer ids_, buffers_[kNumBuffers], out_f32_;
-  PinnedBuffer host_in_, host_out_;
+  PinnedBuffer host_in_;
+  std::shared_ptr<PinnedPool> outputs_ = std::make_shared<PinnedPool>();
 };
 
 StatusOr<k::DeviceBuffer> CudaEncoder::Upload(const Tensor& source, bool as_float) {
@@ -207,7 +268,7 @@ StatusOr<Tensor> CudaEncoder::Forward(const PackedBatch& batch) {
   const int64_t sequences = batch.num_sequences();
   const int64_t hidden = c.hidden_size;
   const size_t act = static_cast<size_t>(tokens) * 2;  // bytes per feature column
-  Tensor out = Tensor::Zeros(DType::kFloat32, {tokens, hidden});
+  std::shared_ptr<const Storage> out;
   std::lock_guard<std::mutex> lock(mutex_);
   try {
     k::CudaContext* ctx = ctx_.get();
@@ -231,10 +292,9 @@ StatusOr<Tensor> CudaEncoder::Forward(const PackedBatch& batch) {
     const size_t out_bytes = static_cast<size_t>(tokens * hidden) * sizeof(float);
     out_f32_.Reserve(ctx, out_bytes);
     k::CudaCastToFloat(*ctx, dtype(), Data(Buffer::kHidden), tokens * hidden, out_f32_.as<float>());
-    void* host = host_out_.Reserve(out_bytes);
-    ctx->CopyToHost(host, out_f32_.get(), out_bytes);
+    out = outputs_->Take(out_bytes);
+    ctx->CopyToHost(const_cast<std::byte*>(out->data()), out_f32_.get(), out_bytes);
     ctx->Synchronize();
-    std::memcpy(out.mutable_data<float>(), host, out_bytes);
   } catch (const std::exception& e) {
     batch_ = nullptr;
     // Let queued copies from host_in_ finish before the next batch refills it.
@@ -244,7 +304,7 @@ StatusOr<Tensor> CudaEncoder::Forward(const PackedBatch& batch) {
     }
     return Internal(std::string("cuda encoder forward failed: ") + e.what());
   }
-  return out;
+  return Tensor::Contiguous(std::move(out), DType::kFloat32, {tokens, hidden});
 }
 
 }  // namespace
@@ -258,8 +318,9 @@ StatusOr<std::unique_ptr<Encoder>> CreateCudaEncoder(const EncoderConfig& config
   RETURN_IF_ERROR(CheckDeviceDType(Device::kCuda, options.dtype));
   RETURN_IF_ERROR(config.Validate());
   if (!k::CudaAttentionSupports(config.head_dim())) {
-    return InvalidArgument("device cuda: head size " + std::to_string(config.head_dim()) +
-                           " is not supported by the attention kernel (32, 64, 128)");
+    return InvalidArgument(
+        "device cuda: head size " + std::to_string(config.head_dim()) +
+        " is not supported by the attention kernel (a multiple of 16, at most 128)");
   }
   if (config.hidden_size > k::kCudaMaxNormHidden || config.hidden_size % 8 != 0 ||
       config.embedding_width() > k::kCudaMaxNormHidden || config.embedding_width() % 8 != 0 ||

@@ -1,11 +1,22 @@
-// Varlen flash-attention on CUDA cores. Grid: (query tiles, heads, sequences).
-// A block of 4 warps owns kRowsPerBlock query rows of one (sequence, head);
-// it walks the sequence's keys in tiles of kKeysPerTile held in shared memory
-// and keeps, per query row, the running max m, the running sum l and the
-// unnormalised output o (online softmax): for each tile, lane j of a warp
-// scores keys j and j + 32, the warp reduces max and sum, rescales o by
-// exp(m_old - m_new) and adds p_j v_j. Scores never leave registers.
+// Varlen flash-attention on the tensor cores (mma.sync m16n8k16, fp16 or bf16
+// operands, fp32 accumulators), in the manner of FlashAttention-2.
+// Grid: (query tiles of kRows, heads, sequences); a block of 4 warps owns
+// kRows = 64 query rows of one (sequence, head), 16 per warp. It walks the
+// sequence's keys in tiles of kKeys = 64, copied into shared memory as
+// [key][dim] rows with 16-byte stores; ldmatrix reads the operand fragments
+// of K and (transposed, .trans) of V from there. Per tile each warp computes its 16 x 64
+// scores S = Q K^T in registers, keeps per row the running max m and sum l
+// (online softmax, exp2 of scores pre-multiplied by scale * log2(e)),
+// rescales its output accumulators and adds P V, where P goes from the
+// accumulator layout of S straight into the operand layout of the second
+// product. Scores and probabilities never leave registers.
+//
+// Fragment layouts of mma.m16n8k16 (g = lane / 4, t = lane % 4):
+//   A 16x16 row-major: a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..)
+//   B 16x8 col-major:  b0 (k 2t..2t+1, n g), b1 (k 2t+8..2t+9, n g)
+//   C 16x8 fp32:       c0 c1 (g, 2t..2t+1), c2 c3 (g+8, 2t..2t+1)
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
@@ -15,127 +26,262 @@
 namespace encoderd::kernels {
 namespace {
 
-using cuda_detail::FromFloat;
-using cuda_detail::ToFloat;
-
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kRowsPerWarp = 4;
-constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
-constexpr int kKeysPerTile = 64;  // two keys per lane
+constexpr int kRows = kWarps * 16;  // query rows per block
+constexpr int kKeys = 64;           // keys per tile
+// Row padding of the shared tiles, in elements: a row is D + 8 elements, so
+// that the 8 rows of one ldmatrix matrix start 4 banks apart (for D a
+// multiple of 64; 2-way conflicts at most otherwise).
+constexpr int kPad = 8;
+
+template <typename T>
+struct Mma;
+
+template <>
+struct Mma<__half> {
+  __device__ __forceinline__ static uint32_t Pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+  __device__ __forceinline__ static void Run(float c[4], const uint32_t a[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+template <>
+struct Mma<__nv_bfloat16> {
+  __device__ __forceinline__ static uint32_t Pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+  __device__ __forceinline__ static void Run(float c[4], const uint32_t a[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+__device__ __forceinline__ uint32_t Load32(const void* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+// Four 8x8 matrices of 16-bit elements from shared memory: lanes 8i..8i+7
+// give the addresses of matrix i's rows; lane l receives in r[i] the elements
+// (l / 4, 2 (l % 4) .. +1) of matrix i, or with Trans of its transpose.
+template <bool Trans>
+__device__ __forceinline__ void LoadMatrices(const void* row, uint32_t r[4]) {
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  if constexpr (Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  }
+}
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     FlashAttentionKernel(const T* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
-                         int heads, float scale, T* __restrict__ out) {
-  static_assert(D % 32 == 0, "head_dim must be a multiple of 32");
-  constexpr int kDimsPerLane = D / 32;
-  // Keys are padded by 2 elements per row: lanes reading key `lane` at the
-  // same d then hit 32 different banks (row stride D/2 + 1 words, odd).
-  __shared__ float q_s[kRowsPerBlock][D];
-  __shared__ T k_s[kKeysPerTile][D + 2];
-  __shared__ T v_s[kKeysPerTile][D];
+                         int heads, float scale_log2, T* __restrict__ out) {
+  static_assert(D % 16 == 0 && D <= 128, "head_dim must be a multiple of 16, at most 128");
+  constexpr int kSteps = D / 16;    // k-steps of Q K^T
+  constexpr int kDimTiles = D / 8;  // n-tiles of the output
+  constexpr int kKeyTiles = kKeys / 8;
+  __shared__ __align__(16) T k_s[kKeys][D + kPad];
+  __shared__ __align__(16) T v_s[kKeys][D + kPad];
 
   const int seq = blockIdx.z, h = blockIdx.y;
   const int start = cu_seqlens[seq];
   const int len = cu_seqlens[seq + 1] - start;
-  const int q0 = blockIdx.x * kRowsPerBlock;
+  const int q0 = blockIdx.x * kRows;
   if (q0 >= len) return;  // uniform over the block: no barrier is skipped by part of it
 
   const size_t row_stride = static_cast<size_t>(3) * heads * D;
   const size_t hd = static_cast<size_t>(heads) * D;
   const T* base = qkv + static_cast<size_t>(start) * row_stride + static_cast<size_t>(h) * D;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  // The row this lane addresses in an ldmatrix: matrix lane / 8, row lane % 8.
+  const int mat = lane >> 3, mrow = lane & 7;
+  const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;  // this thread's two query rows
 
-  for (int i = tid; i < kRowsPerBlock * D; i += kThreads) {
-    const int r = i / D, d = i % D;
-    q_s[r][d] = q0 + r < len ? ToFloat(base[(q0 + r) * row_stride + d]) * scale : 0.0f;
+  // Q as A fragments, straight from global memory (rows past the end are 0).
+  uint32_t qf[kSteps][4];
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int c = s * 16 + 2 * t;
+    qf[s][0] = row0 < len ? Load32(base + row0 * row_stride + c) : 0u;
+    qf[s][1] = row1 < len ? Load32(base + row1 * row_stride + c) : 0u;
+    qf[s][2] = row0 < len ? Load32(base + row0 * row_stride + c + 8) : 0u;
+    qf[s][3] = row1 < len ? Load32(base + row1 * row_stride + c + 8) : 0u;
   }
 
-  float o[kRowsPerWarp][kDimsPerLane];
-  float m[kRowsPerWarp], l[kRowsPerWarp];
+  float o[kDimTiles][4];
 #pragma unroll
-  for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-    m[rr] = -INFINITY;
-    l[rr] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kDimsPerLane; ++i) o[rr][i] = 0.0f;
-  }
+  for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY;  // running max of rows row0, row1 (log2 units)
+  float l0 = 0.0f, l1 = 0.0f;            // this thread's part of the running sums
 
-  for (int k0 = 0; k0 < len; k0 += kKeysPerTile) {
-    __syncthreads();  // q_s written (first tile) / previous tile consumed
-    for (int i = tid; i < kKeysPerTile * D; i += kThreads) {
-      const int j = i / D, d = i % D;
-      T kv = FromFloat<T>(0.0f), vv = FromFloat<T>(0.0f);
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row of K or V
+  for (int k0 = 0; k0 < len; k0 += kKeys) {
+    __syncthreads();  // the previous tile has been consumed
+    // K and V rows: consecutive threads take consecutive chunks of one key.
+    for (int i = tid; i < kKeys * kChunks; i += kThreads) {
+      const int j = i / kChunks, c = (i % kChunks) * 8;
+      uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
       if (k0 + j < len) {
-        const T* src = base + static_cast<size_t>(k0 + j) * row_stride + d;
-        kv = src[hd];
-        vv = src[2 * hd];
+        const T* src = base + (k0 + j) * row_stride + c;
+        kv = *reinterpret_cast<const uint4*>(src + hd);
+        vv = *reinterpret_cast<const uint4*>(src + 2 * hd);
       }
-      k_s[j][d] = kv;
-      v_s[j][d] = vv;
+      *reinterpret_cast<uint4*>(&k_s[j][c]) = kv;
+      *reinterpret_cast<uint4*>(&v_s[j][c]) = vv;
     }
     __syncthreads();
-    const int valid = min(kKeysPerTile, len - k0);  // >= 1
 
+    // S = Q K^T for this warp's 16 rows and the tile's 64 keys. One ldmatrix
+    // gives the B fragments (b0, b1) of key tiles n and n + 1: matrices 0, 1
+    // are keys 8n.. at dims 16k.. and 16k + 8.., matrices 2, 3 keys 8n + 8...
+    float s[kKeyTiles][4];
 #pragma unroll
-    for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-      const float* q = q_s[warp * kRowsPerWarp + rr];
-      float s0 = -INFINITY, s1 = -INFINITY;
-      if (lane < valid) {
-        float acc = 0.0f;
-#pragma unroll 8
-        for (int d = 0; d < D; ++d) acc += q[d] * ToFloat(k_s[lane][d]);
-        s0 = acc;
+    for (int n = 0; n < kKeyTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int n = 0; n < kKeyTiles; n += 2) {
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k) {
+        uint32_t b[4];
+        LoadMatrices<false>(&k_s[(n + (mat >> 1)) * 8 + mrow][k * 16 + (mat & 1) * 8], b);
+        Mma<T>::Run(s[n], qf[k], b[0], b[1]);
+        Mma<T>::Run(s[n + 1], qf[k], b[2], b[3]);
       }
-      if (lane + 32 < valid) {
-        float acc = 0.0f;
-#pragma unroll 8
-        for (int d = 0; d < D; ++d) acc += q[d] * ToFloat(k_s[lane + 32][d]);
-        s1 = acc;
+    }
+    // Scale, mask the keys past the end, and the online softmax update.
+    const int valid = len - k0;
+    float mx0 = m0, mx1 = m1;
+#pragma unroll
+    for (int n = 0; n < kKeyTiles; ++n) {
+      const int key = n * 8 + 2 * t;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool in = key + (e & 1) < valid;
+        s[n][e] = in ? s[n][e] * scale_log2 : -INFINITY;
       }
-      const float m_new = fmaxf(m[rr], cuda_detail::WarpMax(fmaxf(s0, s1)));  // finite
-      const float alpha = expf(m[rr] - m_new);  // 0 on the first tile (m = -inf)
-      const float p0 = lane < valid ? expf(s0 - m_new) : 0.0f;
-      const float p1 = lane + 32 < valid ? expf(s1 - m_new) : 0.0f;
-      l[rr] = l[rr] * alpha + cuda_detail::WarpSum(p0 + p1);
-      m[rr] = m_new;
+      mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
+    }
+    // The 4 threads of a quad hold one row between them.
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    // Key k0 is always valid, so the max is finite from the first tile on.
+    const float alpha0 = exp2f(m0 - mx0), alpha1 = exp2f(m1 - mx1);  // 0 on the first tile
+    m0 = mx0;
+    m1 = mx1;
+    l0 *= alpha0;
+    l1 *= alpha1;
 #pragma unroll
-      for (int i = 0; i < kDimsPerLane; ++i) o[rr][i] *= alpha;
-      for (int j = 0; j < valid; ++j) {
-        // j is uniform over the warp, so every lane takes the same operand.
-        const float p = __shfl_sync(0xffffffffu, j < 32 ? p0 : p1, j & 31);
+    for (int n = 0; n < kDimTiles; ++n) {
+      o[n][0] *= alpha0;
+      o[n][1] *= alpha0;
+      o[n][2] *= alpha1;
+      o[n][3] *= alpha1;
+    }
+    // P as A fragments: key tiles 2k and 2k+1 make the k-th 16-key step.
+    uint32_t pf[kKeyTiles / 2][4];
 #pragma unroll
-        for (int i = 0; i < kDimsPerLane; ++i) o[rr][i] += p * ToFloat(v_s[j][lane + 32 * i]);
+    for (int n = 0; n < kKeyTiles; ++n) {
+      const float p0 = exp2f(s[n][0] - m0), p1 = exp2f(s[n][1] - m0);
+      const float p2 = exp2f(s[n][2] - m1), p3 = exp2f(s[n][3] - m1);
+      l0 += p0 + p1;
+      l1 += p2 + p3;
+      pf[n / 2][(n & 1) * 2 + 0] = Mma<T>::Pack(p0, p1);
+      pf[n / 2][(n & 1) * 2 + 1] = Mma<T>::Pack(p2, p3);
+    }
+    // O += P V. V^T's B fragments come transposed out of V's rows: matrices
+    // 0, 1 are keys 16k.. and 16k + 8.. at dims 8n.., matrices 2, 3 the same
+    // keys at dims 8n + 8...
+#pragma unroll
+    for (int n = 0; n < kDimTiles; n += 2) {
+#pragma unroll
+      for (int k = 0; k < kKeyTiles / 2; ++k) {
+        uint32_t b[4];
+        LoadMatrices<true>(&v_s[k * 16 + (mat & 1) * 8 + mrow][(n + (mat >> 1)) * 8], b);
+        Mma<T>::Run(o[n], pf[k], b[0], b[1]);
+        Mma<T>::Run(o[n + 1], pf[k], b[2], b[3]);
       }
     }
   }
 
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;  // l >= 1: the max contributes exp2(0)
 #pragma unroll
-  for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-    const int r = q0 + warp * kRowsPerWarp + rr;
-    if (r >= len) continue;
-    const float inv = 1.0f / l[rr];  // l >= 1: the max score contributes exp(0)
-    T* dst = out + static_cast<size_t>(start + r) * hd + static_cast<size_t>(h) * D;
-#pragma unroll
-    for (int i = 0; i < kDimsPerLane; ++i) dst[lane + 32 * i] = FromFloat<T>(o[rr][i] * inv);
+  for (int n = 0; n < kDimTiles; ++n) {
+    const int c = n * 8 + 2 * t;
+    if (row0 < len) {
+      *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(start + row0) * hd + h * D + c) =
+          Mma<T>::Pack(o[n][0] * inv0, o[n][1] * inv0);
+    }
+    if (row1 < len) {
+      *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(start + row1) * hd + h * D + c) =
+          Mma<T>::Pack(o[n][2] * inv1, o[n][3] * inv1);
+    }
   }
 }
 
 template <typename T, int D>
 void Launch(CudaContext& ctx, const void* qkv, const int32_t* cu_seqlens, int64_t batch,
             int32_t max_seqlen, int64_t heads, float scale, void* out) {
-  const dim3 grid((max_seqlen + kRowsPerBlock - 1) / kRowsPerBlock, static_cast<unsigned>(heads),
+  const dim3 grid((max_seqlen + kRows - 1) / kRows, static_cast<unsigned>(heads),
                   static_cast<unsigned>(batch));
+  const float scale_log2 = scale * 1.4426950408889634f;
   FlashAttentionKernel<T, D><<<grid, kThreads, 0, static_cast<cudaStream_t>(ctx.stream())>>>(
-      static_cast<const T*>(qkv), cu_seqlens, static_cast<int>(heads), scale, static_cast<T*>(out));
+      static_cast<const T*>(qkv), cu_seqlens, static_cast<int>(heads), scale_log2,
+      static_cast<T*>(out));
   ENCODERD_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void LaunchFor(int64_t head_dim, CudaContext& ctx, const void* qkv, const int32_t* cu_seqlens,
+               int64_t batch, int32_t max_seqlen, int64_t heads, float scale, void* out) {
+  switch (head_dim) {
+#define ENCODERD_ATTENTION_CASE(D)                                            \
+  case D:                                                                     \
+    Launch<T, D>(ctx, qkv, cu_seqlens, batch, max_seqlen, heads, scale, out); \
+    break;
+    ENCODERD_ATTENTION_CASE(16)
+    ENCODERD_ATTENTION_CASE(32)
+    ENCODERD_ATTENTION_CASE(48)
+    ENCODERD_ATTENTION_CASE(64)
+    ENCODERD_ATTENTION_CASE(80)
+    ENCODERD_ATTENTION_CASE(96)
+    ENCODERD_ATTENTION_CASE(112)
+    ENCODERD_ATTENTION_CASE(128)
+#undef ENCODERD_ATTENTION_CASE
+    default:
+      throw std::invalid_argument("CudaAttention: head_dim " + std::to_string(head_dim));
+  }
 }
 
 }  // namespace
 
 bool CudaAttentionSupports(int64_t head_dim) {
-  return head_dim == 32 || head_dim == 64 || head_dim == 128;
+  return head_dim >= 16 && head_dim <= 128 && head_dim % 16 == 0;
 }
 
 void CudaAttention(CudaContext& ctx, DType dtype, const void* qkv, const int32_t* cu_seqlens,
@@ -143,26 +289,15 @@ void CudaAttention(CudaContext& ctx, DType dtype, const void* qkv, const int32_t
                    void* out) {
   if (!CudaAttentionSupports(head_dim)) {
     throw std::invalid_argument("CudaAttention: head_dim " + std::to_string(head_dim) +
-                                " is not supported (32, 64, 128)");
+                                " is not supported (a multiple of 16, at most 128)");
   }
   if (batch < 0 || batch > 65535 || heads <= 0 || heads > 65535 || max_seqlen < 0) {
     throw std::invalid_argument("CudaAttention: bad sizes");
   }
   if (batch == 0 || max_seqlen == 0) return;
   if (!qkv || !cu_seqlens || !out) throw std::invalid_argument("CudaAttention: null pointer");
-  ENCODERD_DISPATCH_DTYPE(dtype, T, {
-    switch (head_dim) {
-      case 32:
-        Launch<T, 32>(ctx, qkv, cu_seqlens, batch, max_seqlen, heads, scale, out);
-        break;
-      case 64:
-        Launch<T, 64>(ctx, qkv, cu_seqlens, batch, max_seqlen, heads, scale, out);
-        break;
-      default:
-        Launch<T, 128>(ctx, qkv, cu_seqlens, batch, max_seqlen, heads, scale, out);
-        break;
-    }
-  });
+  ENCODERD_DISPATCH_DTYPE(
+      dtype, T, LaunchFor<T>(head_dim, ctx, qkv, cu_seqlens, batch, max_seqlen, heads, scale, out));
 }
 
 }  // namespace encoderd::kernels

@@ -44,9 +44,9 @@ class CudaContext {
   // the block is only handed out again to work queued later on that stream.
   void* Allocate(size_t bytes);
   void Free(void* ptr);
-  // Page-locked host memory (for asynchronous copies).
-  void* AllocateHost(size_t bytes);
-  void FreeHost(void* ptr);
+  // Page-locked host memory (for asynchronous copies); tied to no context.
+  static void* AllocateHost(size_t bytes);
+  static void FreeHost(void* ptr);
 
   // Asynchronous copies on stream(); host pointers should be page-locked.
   void CopyToDevice(void* device_dst, const void* host_src, size_t bytes);

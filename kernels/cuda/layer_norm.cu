@@ -1,5 +1,8 @@
-// Fused residual add + LayerNorm: one block per row, the row held in shared
-// memory in fp32, two-pass (mean, then centred variance) statistics.
+// Fused residual add + LayerNorm, two-pass (mean, then centred variance)
+// statistics in fp32. Rows of up to 1024 elements, a multiple of 8 (every
+// encoder's): one warp per row, held in registers, read and written with
+// 16-byte accesses. Other rows: one block per row, held in shared memory.
+#include <cstdint>
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
@@ -28,6 +31,64 @@ __global__ void AddLayerNormKernel(const T* x, const T* residual, const float* g
   cuda_detail::NormalizeRow(row, row + hidden, hidden, gamma, beta, eps, out + base);
 }
 
+// One warp per row of `hidden` <= 256 V elements (a multiple of 8): lane l
+// holds the 8-element chunks l, l + 32, ... in registers.
+template <typename T, int V>
+__global__ void AddLayerNormWarpKernel(const T* x, const T* residual, const float* gamma,
+                                       const float* beta, int rows, int hidden, float eps, T* out) {
+  const int row =
+      static_cast<int>((blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x) >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;  // uniform over the warp
+  const size_t base = static_cast<size_t>(row) * hidden;
+  float v[V][8];
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int c = (i * 32 + lane) * 8;
+    if (c >= hidden) continue;
+    uint4 a = *reinterpret_cast<const uint4*>(x + base + c);
+    const T* ae = reinterpret_cast<const T*>(&a);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[i][j] = ToFloat(ae[j]);
+    if (residual) {
+      uint4 r = *reinterpret_cast<const uint4*>(residual + base + c);
+      const T* re = reinterpret_cast<const T*>(&r);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[i][j] += ToFloat(re[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sum += v[i][j];
+  }
+  // The whole row is in registers: out may alias x or residual.
+  float mean = 0.0f, rstd = 1.0f;
+  if (gamma) {
+    mean = cuda_detail::WarpSum(sum) / hidden;
+    float sq = 0.0f;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      if ((i * 32 + lane) * 8 >= hidden) continue;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sq += (v[i][j] - mean) * (v[i][j] - mean);
+    }
+    rstd = rsqrtf(cuda_detail::WarpSum(sq) / hidden + eps);
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int c = (i * 32 + lane) * 8;
+    if (c >= hidden) continue;
+    uint4 o;
+    T* oe = reinterpret_cast<T*>(&o);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      float y = v[i][j];
+      if (gamma) y = (y - mean) * rstd * gamma[c + j] + (beta ? beta[c + j] : 0.0f);
+      oe[j] = FromFloat<T>(y);
+    }
+    *reinterpret_cast<uint4*>(out + base + c) = o;
+  }
+}
+
 }  // namespace
 
 void CudaAddLayerNorm(CudaContext& ctx, DType dtype, const void* x, const void* residual,
@@ -39,8 +100,41 @@ void CudaAddLayerNorm(CudaContext& ctx, DType dtype, const void* x, const void* 
   if (rows == 0) return;
   if (!x || !out) throw std::invalid_argument("CudaAddLayerNorm: null x or out");
   if (rows > 0x7fffffff) throw std::invalid_argument("CudaAddLayerNorm: too many rows");
-  const size_t smem = (static_cast<size_t>(hidden) + 32) * sizeof(float);
   auto stream = static_cast<cudaStream_t>(ctx.stream());
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (hidden % 8 == 0 && hidden <= 1024 && aligned(x) && aligned(out) &&
+      (residual == nullptr || aligned(residual))) {
+    constexpr int kRowsPerBlock = 8;
+    const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+    const int vectors = static_cast<int>((hidden + 255) / 256);
+    ENCODERD_DISPATCH_DTYPE(dtype, T, {
+      const auto* xt = static_cast<const T*>(x);
+      const auto* rt = static_cast<const T*>(residual);
+      auto* ot = static_cast<T*>(out);
+      const int r = static_cast<int>(rows), h = static_cast<int>(hidden);
+      switch (vectors) {
+        case 1:
+          AddLayerNormWarpKernel<T, 1>
+              <<<blocks, kRowsPerBlock * 32, 0, stream>>>(xt, rt, gamma, beta, r, h, eps, ot);
+          break;
+        case 2:
+          AddLayerNormWarpKernel<T, 2>
+              <<<blocks, kRowsPerBlock * 32, 0, stream>>>(xt, rt, gamma, beta, r, h, eps, ot);
+          break;
+        case 3:
+          AddLayerNormWarpKernel<T, 3>
+              <<<blocks, kRowsPerBlock * 32, 0, stream>>>(xt, rt, gamma, beta, r, h, eps, ot);
+          break;
+        default:
+          AddLayerNormWarpKernel<T, 4>
+              <<<blocks, kRowsPerBlock * 32, 0, stream>>>(xt, rt, gamma, beta, r, h, eps, ot);
+          break;
+      }
+    });
+    ENCODERD_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const size_t smem = (static_cast<size_t>(hidden) + 32) * sizeof(float);
   ENCODERD_DISPATCH_DTYPE(
       dtype, T,
       AddLayerNormKernel<T>

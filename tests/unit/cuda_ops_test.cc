@@ -30,7 +30,7 @@ using cuda_test::Tolerance;
 using cuda_test::Upload;
 using cuda_test::UploadRaw;
 
-const std::vector<int32_t> kRaggedLengths = {1, 2, 37, 512, 5};
+const std::vector<int32_t> kRaggedLengths = {1, 2, 37, 512, 5, 129};
 
 std::vector<int32_t> CuSeqlens(const std::vector<int32_t>& lengths) {
   std::vector<int32_t> cu = {0};
@@ -111,27 +111,37 @@ TEST_P(CudaOpsTest, GeluIsTheErfFormNotTheTanhApproximation) {
   }
 }
 
+// Every supported head size, sequences shorter than a tile, ending inside
+// one and spanning eight; with amplitude 3 the scores span hundreds, so the
+// running max moves between key tiles (the online softmax's rescaling). The
+// output starts as NaN: every row must be written.
 TEST_P(CudaOpsTest, AttentionMatchesCpuOnRaggedBatch) {
   const auto cu = CuSeqlens(kRaggedLengths);
   const int64_t batch = kRaggedLengths.size(), tokens = cu.back();
   auto dcu = UploadRaw(*ctx_, cu.data(), cu.size() * sizeof(int32_t));
-  for (int64_t head_dim : {32, 64, 128}) {
-    const int64_t heads = 3, width = heads * head_dim;
-    SCOPED_TRACE(testing::Message() << "head_dim " << head_dim);
-    const auto qkv = Rounded(*ctx_, dtype(), Random(tokens * 3 * width, -1.0f, 1.0f, head_dim));
-    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-    std::vector<float> want(tokens * width);
-    k::Attention(cpu_, qkv.data(), cu.data(), batch, tokens, heads, head_dim, scale, want.data());
-    auto dqkv = Upload(*ctx_, dtype(), qkv);
-    k::DeviceBuffer dout(ctx_.get(), tokens * width * 2);
-    k::CudaAttention(*ctx_, dtype(), dqkv.get(), dcu.as<int32_t>(), batch, 512, heads, head_dim,
-                     scale, dout.get());
-    ExpectClose(Download(*ctx_, dtype(), dout.get(), tokens * width), want, dtype(), "attention");
+  for (int64_t head_dim : {16, 32, 48, 64, 80, 96, 112, 128}) {
+    for (float amplitude : {1.0f, 3.0f}) {
+      const int64_t heads = 3, width = heads * head_dim;
+      SCOPED_TRACE(testing::Message() << "head_dim " << head_dim << " amplitude " << amplitude);
+      const auto qkv =
+          Rounded(*ctx_, dtype(), Random(tokens * 3 * width, -amplitude, amplitude, head_dim));
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      std::vector<float> want(tokens * width);
+      k::Attention(cpu_, qkv.data(), cu.data(), batch, tokens, heads, head_dim, scale, want.data());
+      auto dqkv = Upload(*ctx_, dtype(), qkv);
+      auto dout = Upload(*ctx_, dtype(), std::vector<float>(tokens * width, NAN));
+      k::CudaAttention(*ctx_, dtype(), dqkv.get(), dcu.as<int32_t>(), batch, 512, heads, head_dim,
+                       scale, dout.get());
+      ExpectClose(Download(*ctx_, dtype(), dout.get(), tokens * width), want, dtype(), "attention");
+    }
   }
+  EXPECT_FALSE(k::CudaAttentionSupports(8));
+  EXPECT_FALSE(k::CudaAttentionSupports(24));
+  EXPECT_FALSE(k::CudaAttentionSupports(256));
 }
 
 TEST_P(CudaOpsTest, AddLayerNormMatchesCpuInPlace) {
-  for (int64_t hidden : {768, 101}) {
+  for (int64_t hidden : {768, 101, 64, 1000, 1024, 2048}) {
     const int64_t rows = 517;
     const auto x = Rounded(*ctx_, dtype(), Random(rows * hidden, -2.0f, 3.0f, 7));
     const auto r = Rounded(*ctx_, dtype(), Random(rows * hidden, -1.0f, 1.0f, 8));
