@@ -31,7 +31,7 @@ class Embeddings(nn.Module):
         self.norm.bias.data.copy_(state[p + "LayerNorm.bias"])
 
     def forward(self, ids):
-        positions = torch.arange(ids.shape[1]).unsqueeze(0)
+        positions = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
         x = self.word(ids) + self.position(positions) + self.token_type(torch.zeros_like(ids))
         return self.norm(x)
 

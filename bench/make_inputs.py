@@ -25,7 +25,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 def workloads(vocab):
     """W1 = 32 sequences of 16..256 tokens, W2 = 4 and 6 tokens, W3 = 64 x 128,
-    W4 = 4 x 512; ids uniform in [5, vocab), fixed seed."""
+    W4 = 4 x 512, W5 = 256 sequences of 16..512 tokens (the GPU batch); ids
+    uniform in [5, vocab), fixed seeds."""
     rng = random.Random(1234)
     lengths = {
         "W1": [rng.randint(16, 256) for _ in range(32)],
@@ -33,8 +34,13 @@ def workloads(vocab):
         "W3": [128] * 64,
         "W4": [512] * 4,
     }
-    return {name: [[rng.randrange(5, vocab) for _ in range(n)] for n in ls]
-            for name, ls in lengths.items()}
+    out = {name: [[rng.randrange(5, vocab) for _ in range(n)] for n in ls]
+           for name, ls in lengths.items()}
+    # W5 (the GPU workload) draws from its own generator: W1..W4 stay as they were.
+    rng5 = random.Random(5678)
+    out["W5"] = [[rng5.randrange(5, vocab) for _ in range(rng5.randint(16, 512))]
+                 for _ in range(256)]
+    return out
 
 
 def main():

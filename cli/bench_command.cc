@@ -27,8 +27,9 @@ namespace encoderd::server {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: encoderd bench [--workloads W1,W2,W3,W4] [--threads N] [--min-seconds S]\n"
-    "         [--engines encoderd,pytorch] [--dtypes float32,bfloat16,int8]\n"
+    "usage: encoderd bench [--workloads W1,W2,W3,W4,W5] [--threads N] [--min-seconds S]\n"
+    "         [--engines encoderd,pytorch] [--dtypes float32,bfloat16,int8,float16]\n"
+    "         [--device cpu|cuda]\n"
     "         [--model DIR] [--inputs WORKLOADS_JSON] [--outputs DIR]\n"
     "         [--int8-fp32-linears LIST]\n"
     "         [--layers N] [--hidden H] [--heads A] [--ffn F] [--skip-slow]\n"
@@ -40,12 +41,17 @@ constexpr char kUsage[] =
     "workloads, or a model directory (--model) and the token ids of bench/make_inputs.py\n"
     "(--inputs). --outputs writes encoderd's last hidden states, float32, valid rows of\n"
     "each sequence in order, to DIR/<dtype>/<workload>.f32. The peers in their own\n"
-    "processes are bench/run_peers.py's.\n";
+    "processes are bench/run_peers.py's. --device cuda runs encoderd alone on the GPU\n"
+    "(float16 and bfloat16, the default there); PyTorch on the GPU is\n"
+    "bench/peer_pytorch_gpu.py's. A timed forward ends with the last hidden states in\n"
+    "host memory as float32, on every device.\n";
 
 struct BenchArgs {
   std::vector<std::string> workloads = {"W1", "W2", "W3", "W4"};
   std::vector<std::string> engines = {"encoderd", "pytorch"};
   std::vector<DType> dtypes = {DType::kFloat32, DType::kBFloat16};
+  bool dtypes_given = false;
+  Device device = Device::kCpu;
   int threads = 2;
   double min_seconds = 3.0;
   EncoderConfig config;
@@ -74,6 +80,9 @@ Sequences MakeWorkload(const std::string& name, int64_t vocab) {
     lengths.assign(64, 128);
   } else if (name == "W4") {
     lengths.assign(4, 512);
+  } else if (name == "W5") {
+    std::uniform_int_distribution<int> len(16, 512);
+    for (int i = 0; i < 256; ++i) lengths.push_back(len(rng));
   }
   std::uniform_int_distribution<int32_t> token(5, static_cast<int32_t>(vocab - 1));
   Sequences sequences;
@@ -214,10 +223,10 @@ std::function<bool(const std::string&)> ListOf(const std::function<bool(const st
 std::string Parse(const std::vector<std::string>& args, BenchArgs* a) {
   a->config = BertBaseConfig();
   Flags flags;
-  flags.Value("--workloads", "a list of W1, W2, W3, W4",
+  flags.Value("--workloads", "a list of W1, W2, W3, W4, W5",
               ListOf(
                   [a](const std::string& w) {
-                    if (w != "W1" && w != "W2" && w != "W3" && w != "W4") return false;
+                    if (w != "W1" && w != "W2" && w != "W3" && w != "W4" && w != "W5") return false;
                     a->workloads.push_back(w);
                     return true;
                   },
@@ -230,17 +239,26 @@ std::string Parse(const std::vector<std::string>& args, BenchArgs* a) {
                     return true;
                   },
                   [a] { a->engines.clear(); }));
-  flags.Value(
-      "--dtypes", "a list of float32, bfloat16, int8 (int8: encoderd only)",
-      ListOf(
-          [a](const std::string& d) {
-            const auto dtype = ParseDType(d);
-            if (dtype != DType::kFloat32 && dtype != DType::kBFloat16 && dtype != DType::kInt8)
-              return false;
-            a->dtypes.push_back(*dtype);
-            return true;
-          },
-          [a] { a->dtypes.clear(); }));
+  flags.Value("--dtypes", "a list of float32, bfloat16, int8, float16",
+              ListOf(
+                  [a](const std::string& d) {
+                    const auto dtype = ParseDType(d);
+                    if (dtype != DType::kFloat32 && dtype != DType::kBFloat16 &&
+                        dtype != DType::kInt8 && dtype != DType::kFloat16) {
+                      return false;
+                    }
+                    a->dtypes.push_back(*dtype);
+                    return true;
+                  },
+                  [a] {
+                    a->dtypes.clear();
+                    a->dtypes_given = true;
+                  }));
+  flags.Value("--device", "cpu or cuda", [a](const std::string& v) {
+    const auto device = ParseDevice(v);
+    if (device) a->device = *device;
+    return device.has_value();
+  });
   flags.Int("--threads", &a->threads, 1);
   flags.Number("--min-seconds", &a->min_seconds, 0);
   flags.String("--model", &a->model_dir);
@@ -264,6 +282,19 @@ std::string Parse(const std::vector<std::string>& args, BenchArgs* a) {
   }
   Status valid = a->config.Validate();
   if (!valid.ok()) return valid.message();
+  if (a->device == Device::kCuda) {
+    if (!a->dtypes_given) a->dtypes = {DType::kFloat16, DType::kBFloat16};
+    if (a->runs("pytorch")) {
+      return "--device cuda runs encoderd alone (--engines encoderd); PyTorch on the GPU is "
+             "bench/peer_pytorch_gpu.py";
+    }
+  }
+  for (DType dtype : a->dtypes) {
+    if (Status ok = CheckDeviceDType(a->device, dtype); !ok.ok()) return ok.message();
+    if (a->runs("pytorch") && dtype == DType::kFloat16) {
+      return "engine pytorch runs float32 and bfloat16 on the CPU";
+    }
+  }
   // fp32 first: its PyTorch output is the reference the bf16 rows compare with.
   std::stable_sort(a->dtypes.begin(), a->dtypes.end(),
                    [](DType x, DType y) { return x == DType::kFloat32 && y != DType::kFloat32; });
@@ -319,6 +350,7 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
 #endif
     if (a.runs("encoderd")) {
       EncoderOptions options;
+      options.device = a.device;
       options.dtype = dtype;
       options.num_threads = a.threads;
       auto fp32_linears = ParseFp32Linears(a.int8_fp32_linears);
@@ -399,6 +431,7 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
                            {"heads", config.num_heads},
                            {"ffn", config.intermediate_size}}},
                          {"threads", a.threads},
+                         {"device", DeviceName(a.device)},
                          {"torch", torch_setup},
                          {"cpu", {{"avx512f", cpu.avx512f}, {"avx512_bf16", cpu.avx512_bf16}}},
                          {"cpu_features", kernels::DescribeCpuFeatures()},
@@ -430,7 +463,10 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
   out << "shape: " << config.num_layers << " layers, hidden " << config.hidden_size << ", "
       << config.num_heads << " heads, ffn " << config.intermediate_size << "; threads " << a.threads
       << "\n"
-      << torch_setup << "; encoderd GEMM: oneDNN; " << kernels::DescribeCpuFeatures() << "\n\n";
+      << torch_setup << "; "
+      << (a.device == Device::kCuda ? std::string("encoderd on cuda: GEMM cuBLASLt")
+                                    : "encoderd GEMM: oneDNN; " + kernels::DescribeCpuFeatures())
+      << "\n\n";
   out << "| workload | engine | dtype | tokens | ms | tokens/s | vs nested | max abs diff "
          "| min cosine |\n"
       << "|---|---|---|---:|---:|---:|---:|---:|---:|\n";

@@ -99,10 +99,26 @@ TEST(BenchCommandTest, RefusesInputsItCannotRun) {
             std::string::npos)
       << err.str();
   err.str("");
+  // float16 is a GPU type: refused on the CPU, and PyTorch (LibTorch here)
+  // does not run on the GPU in this command.
   EXPECT_EQ(RunBenchCommand({"--dtypes", "float16"}, out, err), 2);
-  EXPECT_NE(err.str().find("--dtypes: 'float16' is not a list of float32, bfloat16, int8"),
+  EXPECT_NE(err.str().find("dtype float16 is not supported on cpu"), std::string::npos)
+      << err.str();
+  err.str("");
+  EXPECT_EQ(RunBenchCommand({"--dtypes", "float64"}, out, err), 2);
+  EXPECT_NE(err.str().find("--dtypes: 'float64' is not a list of float32, bfloat16, int8, float16"),
             std::string::npos)
       << err.str();
+  err.str("");
+  EXPECT_EQ(RunBenchCommand({"--device", "cuda"}, out, err), 2);
+  EXPECT_NE(err.str().find("--device cuda runs encoderd alone"), std::string::npos) << err.str();
+  err.str("");
+  EXPECT_EQ(
+      RunBenchCommand({"--device", "cuda", "--engines", "encoderd", "--dtypes", "int8"}, out, err),
+      2);
+  EXPECT_NE(err.str().find("dtype int8 is not supported on cuda"), std::string::npos) << err.str();
+  err.str("");
+  EXPECT_EQ(RunBenchCommand({"--workloads", "W6"}, out, err), 2);
   err.str("");
   EXPECT_EQ(RunBenchCommand(Tiny({"--workloads", "W2", "--dtypes", "int8", "--int8-fp32-linears",
                                   "ffn.middle"}),
