@@ -73,10 +73,12 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
   std::shared_ptr<const Storage> Take(size_t bytes) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      // The smallest free block that fits and wastes at most half of itself.
+      // The smallest free block that fits and is at most twice the size
+      // asked (blocks come in whole granules).
       auto it = free_.lower_bound(bytes);
-      if (it != free_.end() && it->first / 2 <= bytes) {
+      if (it != free_.end() && it->first <= 2 * std::max(bytes, kGranule)) {
         auto block = std::make_shared<Block>(shared_from_this(), it->second, it->first, bytes);
+        free_bytes_ -= it->first;
         free_.erase(it);
         return block;
       }
@@ -88,7 +90,8 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
 
  private:
   static constexpr size_t kGranule = size_t{1} << 20;
-  static constexpr size_t kMaxFree = 4;  // blocks kept for reuse
+  static constexpr size_t kMaxFree = 4;                     // blocks kept for reuse
+  static constexpr size_t kMaxFreeBytes = size_t{1} << 30;  // and their bytes
 
   class Block final : public Storage {
    public:
@@ -104,21 +107,27 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
     size_t capacity_, size_;
   };
 
+  // Keeps the block for reuse. Past kMaxFree blocks the smallest go back to
+  // CUDA (cheap to make again), past kMaxFreeBytes the largest.
   void Give(void* ptr, size_t capacity) {
-    void* drop = nullptr;
+    std::vector<void*> drop;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       free_.emplace(capacity, ptr);
-      if (free_.size() > kMaxFree) {  // keep the larger blocks
-        drop = free_.begin()->second;
-        free_.erase(free_.begin());
+      free_bytes_ += capacity;
+      while (free_.size() > kMaxFree || free_bytes_ > kMaxFreeBytes) {
+        auto victim = free_bytes_ > kMaxFreeBytes ? std::prev(free_.end()) : free_.begin();
+        free_bytes_ -= victim->first;
+        drop.push_back(victim->second);
+        free_.erase(victim);
       }
     }
-    k::CudaContext::FreeHost(drop);
+    for (void* p : drop) k::CudaContext::FreeHost(p);
   }
 
   std::mutex mutex_;
   std::multimap<size_t, void*> free_;  // capacity -> block
+  size_t free_bytes_ = 0;
 };
 
 class CudaEncoder final : public BackendEncoder {

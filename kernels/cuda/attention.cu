@@ -3,7 +3,8 @@
 // Grid: (query tiles of kRows, heads, sequences); a block of 4 warps owns
 // kRows = 64 query rows of one (sequence, head), 16 per warp. It walks the
 // sequence's keys in tiles of kKeys = 64, copied into shared memory as
-// [key][dim] rows with 16-byte stores; ldmatrix reads the operand fragments
+// [key][dim] rows by cp.async (the next tile's copy overlaps this tile's
+// math where two stages fit); ldmatrix reads the operand fragments
 // of K and (transposed, .trans) of V from there. Per tile each warp computes its 16 x 64
 // scores S = Q K^T in registers, keeps per row the running max m and sum l
 // (online softmax, exp2 of scores pre-multiplied by scale * log2(e)),
@@ -30,9 +31,9 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRows = kWarps * 16;  // query rows per block
 constexpr int kKeys = 64;           // keys per tile
-// Row padding of the shared tiles, in elements: a row is D + 8 elements, so
-// that the 8 rows of one ldmatrix matrix start 4 banks apart (for D a
-// multiple of 64; 2-way conflicts at most otherwise).
+// Row padding of the shared tiles, in elements: a row is D + 8 elements, an
+// odd number of 16-byte units, so the 8 rows one ldmatrix matrix reads fall
+// in 8 different groups of 4 banks.
 constexpr int kPad = 8;
 
 template <typename T>
@@ -74,6 +75,19 @@ __device__ __forceinline__ uint32_t Load32(const void* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
 
+// cp.async of 16 bytes from global to shared memory (zero-filled when not
+// `valid`), committed as groups and awaited until at most N groups are pending.
+__device__ __forceinline__ void CopyAsync16(void* smem, const void* gmem, bool valid) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void WaitCopies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 // Four 8x8 matrices of 16-bit elements from shared memory: lanes 8i..8i+7
 // give the addresses of matrix i's rows; lane l receives in r[i] the elements
 // (l / 4, 2 (l % 4) .. +1) of matrix i, or with Trans of its transpose.
@@ -99,8 +113,11 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kSteps = D / 16;    // k-steps of Q K^T
   constexpr int kDimTiles = D / 8;  // n-tiles of the output
   constexpr int kKeyTiles = kKeys / 8;
-  __shared__ __align__(16) T k_s[kKeys][D + kPad];
-  __shared__ __align__(16) T v_s[kKeys][D + kPad];
+  // Two stages (the next tile is copied while this one is computed) where
+  // they fit the 48 KiB of static shared memory, one for head sizes over 80.
+  constexpr int kStages = D <= 80 ? 2 : 1;
+  __shared__ __align__(16) T k_s[kStages][kKeys][D + kPad];
+  __shared__ __align__(16) T v_s[kStages][kKeys][D + kPad];
 
   const int seq = blockIdx.z, h = blockIdx.y;
   const int start = cu_seqlens[seq];
@@ -135,21 +152,35 @@ __global__ void __launch_bounds__(kThreads)
   float l0 = 0.0f, l1 = 0.0f;            // this thread's part of the running sums
 
   constexpr int kChunks = D / 8;  // 16-byte chunks per row of K or V
-  for (int k0 = 0; k0 < len; k0 += kKeys) {
-    __syncthreads();  // the previous tile has been consumed
-    // K and V rows: consecutive threads take consecutive chunks of one key.
+  // Queues the copies of key tile `tile` into `stage` as one cp.async group:
+  // consecutive threads take consecutive chunks of one key; keys past the
+  // end are zero-filled.
+  auto load = [&](int tile, int stage) {
     for (int i = tid; i < kKeys * kChunks; i += kThreads) {
       const int j = i / kChunks, c = (i % kChunks) * 8;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
-      if (k0 + j < len) {
-        const T* src = base + (k0 + j) * row_stride + c;
-        kv = *reinterpret_cast<const uint4*>(src + hd);
-        vv = *reinterpret_cast<const uint4*>(src + 2 * hd);
-      }
-      *reinterpret_cast<uint4*>(&k_s[j][c]) = kv;
-      *reinterpret_cast<uint4*>(&v_s[j][c]) = vv;
+      const int key = tile * kKeys + j;
+      const bool valid = key < len;
+      const T* src = base + (valid ? static_cast<size_t>(key) * row_stride : 0) + c;
+      CopyAsync16(&k_s[stage][j][c], src + hd, valid);
+      CopyAsync16(&v_s[stage][j][c], src + 2 * hd, valid);
     }
-    __syncthreads();
+    CommitCopies();
+  };
+  const int tiles = (len + kKeys - 1) / kKeys;
+  load(0, 0);
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int k0 = tile * kKeys;
+    const int stage = kStages == 2 ? tile & 1 : 0;
+    if (kStages == 1) {
+      if (tile > 0) load(tile, 0);
+      WaitCopies<0>();
+    } else if (tile + 1 < tiles) {
+      load(tile + 1, stage ^ 1);  // its stage was last read before the previous barrier
+      WaitCopies<1>();            // this tile's group has landed
+    } else {
+      WaitCopies<0>();
+    }
+    __syncthreads();  // every thread's copies of this tile are visible
 
     // S = Q K^T for this warp's 16 rows and the tile's 64 keys. One ldmatrix
     // gives the B fragments (b0, b1) of key tiles n and n + 1: matrices 0, 1
@@ -162,7 +193,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < kSteps; ++k) {
         uint32_t b[4];
-        LoadMatrices<false>(&k_s[(n + (mat >> 1)) * 8 + mrow][k * 16 + (mat & 1) * 8], b);
+        LoadMatrices<false>(&k_s[stage][(n + (mat >> 1)) * 8 + mrow][k * 16 + (mat & 1) * 8], b);
         Mma<T>::Run(s[n], qf[k], b[0], b[1]);
         Mma<T>::Run(s[n + 1], qf[k], b[2], b[3]);
       }
@@ -218,11 +249,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < kKeyTiles / 2; ++k) {
         uint32_t b[4];
-        LoadMatrices<true>(&v_s[k * 16 + (mat & 1) * 8 + mrow][(n + (mat >> 1)) * 8], b);
+        LoadMatrices<true>(&v_s[stage][k * 16 + (mat & 1) * 8 + mrow][(n + (mat >> 1)) * 8], b);
         Mma<T>::Run(o[n], pf[k], b[0], b[1]);
         Mma<T>::Run(o[n + 1], pf[k], b[2], b[3]);
       }
     }
+    __syncthreads();  // this stage is read: the next load may refill it
   }
 
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -247,8 +279,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, int D>
 void Launch(CudaContext& ctx, const void* qkv, const int32_t* cu_seqlens, int64_t batch,
             int32_t max_seqlen, int64_t heads, float scale, void* out) {
-  const dim3 grid((max_seqlen + kRows - 1) / kRows, static_cast<unsigned>(heads),
-                  static_cast<unsigned>(batch));
+  const dim3 grid(static_cast<unsigned>((int64_t{max_seqlen} + kRows - 1) / kRows),
+                  static_cast<unsigned>(heads), static_cast<unsigned>(batch));
   const float scale_log2 = scale * 1.4426950408889634f;
   FlashAttentionKernel<T, D><<<grid, kThreads, 0, static_cast<cudaStream_t>(ctx.stream())>>>(
       static_cast<const T*>(qkv), cu_seqlens, static_cast<int>(heads), scale_log2,
@@ -296,6 +328,9 @@ void CudaAttention(CudaContext& ctx, DType dtype, const void* qkv, const int32_t
   }
   if (batch == 0 || max_seqlen == 0) return;
   if (!qkv || !cu_seqlens || !out) throw std::invalid_argument("CudaAttention: null pointer");
+  if (reinterpret_cast<uintptr_t>(qkv) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 4 != 0) {
+    throw std::invalid_argument("CudaAttention: qkv must be 16-byte and out 4-byte aligned");
+  }
   ENCODERD_DISPATCH_DTYPE(
       dtype, T, LaunchFor<T>(head_dim, ctx, qkv, cu_seqlens, batch, max_seqlen, heads, scale, out));
 }

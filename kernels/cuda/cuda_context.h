@@ -4,6 +4,7 @@
 // toolkit's headers.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -54,6 +55,12 @@ class CudaContext {
   // Waits for all work queued on stream(); throws on an asynchronous error.
   void Synchronize();
 
+  // The GEMM algorithm cuBLASLt chose for a problem (gemm_cublaslt.cc makes
+  // the key and reads the opaque 64 bytes): its heuristic costs more host time
+  // than a small GEMM takes on the device, so it is asked once per problem.
+  using GemmKey = std::array<int64_t, 6>;
+  std::map<GemmKey, std::array<uint64_t, 8>>& gemm_algorithms() { return gemm_algorithms_; }
+
  private:
   explicit CudaContext(int device) : device_(device) {}
   static size_t SizeClass(size_t bytes);
@@ -65,6 +72,7 @@ class CudaContext {
   size_t workspace_bytes_ = 0;
   std::map<void*, size_t> live_;                 // allocated block -> size class
   std::map<size_t, std::vector<void*>> cached_;  // size class -> free blocks
+  std::map<GemmKey, std::array<uint64_t, 8>> gemm_algorithms_;
 };
 
 // Device memory owned through a context's allocator (RAII).

@@ -44,9 +44,10 @@ void CudaAddLayerNorm(CudaContext& ctx, DType dtype, const void* x, const void* 
 
 // Varlen multi-head self-attention over packed QKV, as kernels::Attention
 // (same layouts; cu_seqlens on the device, max_seqlen its longest sequence).
-// Flash-attention style: tiles of keys in shared memory, online softmax in
-// fp32, no score matrix in global memory. head_dim must be 32, 64 or 128
-// (CudaAttentionSupports).
+// Flash-attention style on the tensor cores: tiles of keys in shared memory,
+// online softmax in fp32, no score matrix in global memory. head_dim must be
+// a multiple of 16 up to 128 (CudaAttentionSupports); qkv 16-byte and out
+// 4-byte aligned (std::invalid_argument otherwise).
 bool CudaAttentionSupports(int64_t head_dim);
 void CudaAttention(CudaContext& ctx, DType dtype, const void* qkv, const int32_t* cu_seqlens,
                    int64_t batch, int32_t max_seqlen, int64_t heads, int64_t head_dim, float scale,

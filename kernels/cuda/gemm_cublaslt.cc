@@ -1,5 +1,7 @@
 #include "kernels/cuda/gemm_cublaslt.h"
 
+#include <array>
+#include <cstring>
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
@@ -73,24 +75,39 @@ void GemmLt(CudaContext& ctx, DType dtype, const void* x, int64_t rows, const vo
   ENCODERD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, type, k, n, k));
   ENCODERD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, type, m, n, m));  // C and D alike
 
-  uint64_t workspace = ctx.workspace_bytes();
-  ENCODERD_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p.pref));
-  ENCODERD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
   auto handle = static_cast<cublasLtHandle_t>(ctx.lt_handle());
-  cublasLtMatmulHeuristicResult_t result = {};
-  int found = 0;
-  ENCODERD_CUBLAS_CHECK(
-      cublasLtMatmulAlgoGetHeuristic(handle, p.op, p.a, p.b, p.c, p.c, p.pref, 1, &result, &found));
-  if (found == 0) {
-    throw std::runtime_error("GemmLt: cuBLASLt has no algorithm for " + std::to_string(rows) + "x" +
-                             std::to_string(in_features) + " -> " + std::to_string(out_features));
+  static_assert(sizeof(cublasLtMatmulAlgo_t) == sizeof(std::array<uint64_t, 8>));
+  const CudaContext::GemmKey key = {static_cast<int64_t>(type), static_cast<int64_t>(m),
+                                    static_cast<int64_t>(n),    static_cast<int64_t>(k),
+                                    static_cast<int64_t>(epi),  bias != nullptr};
+  auto& algorithms = ctx.gemm_algorithms();
+  auto known = algorithms.find(key);
+  if (known == algorithms.end()) {
+    uint64_t workspace = ctx.workspace_bytes();
+    ENCODERD_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p.pref));
+    ENCODERD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+    cublasLtMatmulHeuristicResult_t result = {};
+    int found = 0;
+    ENCODERD_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p.op, p.a, p.b, p.c, p.c, p.pref,
+                                                         1, &result, &found));
+    if (found == 0) {
+      throw std::runtime_error("GemmLt: cuBLASLt has no algorithm for " + std::to_string(rows) +
+                               "x" + std::to_string(in_features) + " -> " +
+                               std::to_string(out_features));
+    }
+    std::array<uint64_t, 8> blob;
+    std::memcpy(blob.data(), &result.algo, sizeof(blob));
+    if (algorithms.size() >= 4096) algorithms.clear();  // a row count per batch size seen
+    known = algorithms.emplace(key, blob).first;
   }
+  cublasLtMatmulAlgo_t algo;
+  std::memcpy(&algo, known->second.data(), sizeof(algo));
   const float alpha = 1.0f;
   const float beta = epilogue == Epilogue::kResidual ? 1.0f : 0.0f;
   const void* c = epilogue == Epilogue::kResidual ? residual : y;
   ENCODERD_CUBLAS_CHECK(cublasLtMatmul(handle, p.op, &alpha, weight, p.a, x, p.b, &beta, c, p.c, y,
-                                       p.c, &result.algo, ctx.workspace(), ctx.workspace_bytes(),
+                                       p.c, &algo, ctx.workspace(), ctx.workspace_bytes(),
                                        static_cast<cudaStream_t>(ctx.stream())));
   if (epilogue == Epilogue::kGelu) CudaGeluInPlace(ctx, dtype, y, rows * out_features);
 }

@@ -150,6 +150,41 @@ TEST(CudaEncoderTest, RejectsFloat32AndBadBatches) {
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
 }
 
+// A forward's output lives in a page-locked block that comes back for the
+// next forward once the tensor is dropped, small batches' too (a block of a
+// few KiB was never reused: every forward allocated page-locked memory).
+TEST(CudaEncoderTest, ReusesTheOutputBlockOfADroppedResult) {
+  ENCODERD_SKIP_WITHOUT_GPU();
+  const EncoderConfig c = SmallConfig(false, 4);
+  EncoderOptions options;
+  options.device = Device::kCuda;
+  options.dtype = DType::kFloat16;
+  auto encoder = Encoder::Create(c, RandomEncoderWeights(c, 3), options);
+  ASSERT_TRUE(encoder.ok()) << encoder.status().ToString();
+  PackedBatchBuilder builder(c.position_rule, static_cast<int32_t>(c.pad_token_id));
+  ASSERT_TRUE(builder.Add({5, 6, 7}, {}, {0, 0}).ok());
+  const PackedBatch batch = builder.Build();
+  const void* first = nullptr;
+  std::vector<float> first_values;
+  {
+    auto out = (*encoder)->Forward(batch);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    first = out->raw_data();
+    first_values.assign(out->data<float>(), out->data<float>() + out->numel());
+  }
+  auto again = (*encoder)->Forward(batch);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->raw_data(), first);
+  // While `again` is held, the next result gets another block.
+  auto third = (*encoder)->Forward(batch);
+  ASSERT_TRUE(third.ok());
+  EXPECT_NE(third->raw_data(), again->raw_data());
+  for (size_t i = 0; i < first_values.size(); ++i) {
+    ASSERT_EQ(again->data<float>()[i], first_values[i]) << i;
+    ASSERT_EQ(third->data<float>()[i], first_values[i]) << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, CudaEncoderParityTest,
                          testing::Values(EncoderCase{false, 4, DType::kFloat16},
                                          EncoderCase{false, 4, DType::kBFloat16},
