@@ -110,7 +110,7 @@ TEST(BenchCommandTest, RefusesInputsItCannotRun) {
             std::string::npos)
       << err.str();
   err.str("");
-  EXPECT_EQ(RunBenchCommand({"--device", "cuda"}, out, err), 2);
+  EXPECT_EQ(RunBenchCommand({"--device", "cuda", "--engines", "encoderd,pytorch"}, out, err), 2);
   EXPECT_NE(err.str().find("--device cuda runs encoderd alone"), std::string::npos) << err.str();
   err.str("");
   EXPECT_EQ(
