@@ -7,7 +7,9 @@
 #include "engine/runtime/cuda_encoder.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -153,6 +155,12 @@ class CudaEncoder final : public BackendEncoder {
   void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) override;
   void Attention(Buffer qkv, Buffer out) override;
 
+  // Queues the forward of batch_ (already uploaded into ids_) up to its fp32
+  // copy in out_f32_: directly, or through a recorded graph for a small batch
+  // whose shape came before.
+  void QueueForward(const PackedBatch& batch);
+  void QueueOps();
+
   // Uploads `t` (any float dtype) as options().dtype, or as fp32 with as_float.
   StatusOr<k::DeviceBuffer> Upload(const Tensor& t, bool as_float);
   void* Data(Buffer buffer) { return buffers_[static_cast<int>(buffer)].get(); }
@@ -170,6 +178,27 @@ class CudaEncoder final : public BackendEncoder {
   k::DeviceBuffer ids_, buffers_[kNumBuffers], out_f32_;
   PinnedBuffer host_in_;
   std::shared_ptr<PinnedPool> outputs_ = std::make_shared<PinnedPool>();
+
+  // Graphs of small batches (launching a forward's ~10 kernels per layer one
+  // by one costs more than their work), by (tokens, sequences, longest): a
+  // shape is recorded the second time it comes. A graph holds the buffers'
+  // addresses: when a buffer moves, every graph goes. Opt-in: they pay where
+  // shapes repeat (W2 on an H100: 0.55 -> 0.42 ms), but serving 16 clients'
+  // single texts records new shapes all the time (7% fewer requests/s, p99.9
+  // 20 -> 45 ms).
+  static constexpr int64_t kMaxGraphTokens = 4096;
+  static constexpr size_t kMaxGraphs = 256;
+  bool graphs_enabled_ = GraphsEnabled();  // off for good if recording fails
+  using GraphKey = std::array<int64_t, 3>;
+  std::map<GraphKey, std::unique_ptr<k::CudaGraph>> graphs_;
+  std::map<GraphKey, int> shapes_seen_;
+  std::vector<const void*> graph_addresses_;
+
+  // ENCODERD_CUDA_GRAPHS=1 turns the graphs on.
+  static bool GraphsEnabled() {
+    const char* v = std::getenv("ENCODERD_CUDA_GRAPHS");
+    return v != nullptr && std::string(v) == "1";
+  }
 };
 
 StatusOr<k::DeviceBuffer> CudaEncoder::Upload(const Tensor& source, bool as_float) {
@@ -269,6 +298,41 @@ void CudaEncoder::Attention(Buffer qkv, Buffer out) {
                    c.num_heads, c.head_dim(), scale, Data(out));
 }
 
+void CudaEncoder::QueueOps() {
+  RunEncoder(config(), *this);
+  k::CudaCastToFloat(*ctx_, dtype(), Data(Buffer::kHidden),
+                     batch_->num_tokens() * config().hidden_size, out_f32_.as<float>());
+}
+
+void CudaEncoder::QueueForward(const PackedBatch& batch) {
+  if (!graphs_enabled_ || batch.num_tokens() > kMaxGraphTokens) return QueueOps();
+  std::vector<const void*> addresses = {ids_.get(), out_f32_.get()};
+  for (const k::DeviceBuffer& b : buffers_) addresses.push_back(b.get());
+  if (addresses != graph_addresses_ || graphs_.size() >= kMaxGraphs ||
+      shapes_seen_.size() >= 16 * kMaxGraphs) {
+    graphs_.clear();
+    shapes_seen_.clear();
+    graph_addresses_ = std::move(addresses);
+  }
+  const GraphKey key = {batch.num_tokens(), batch.num_sequences(), batch.max_seqlen};
+  auto graph = graphs_.find(key);
+  if (graph == graphs_.end()) {
+    if (++shapes_seen_[key] < 2) return QueueOps();
+    std::unique_ptr<k::CudaGraph> recorded;
+    try {
+      recorded = ctx_->Capture([this] { QueueOps(); });
+    } catch (const std::exception&) {
+      // Nothing ran while recording: go on op by op, and without graphs from
+      // now on (an op that throws would throw again below, with its message).
+      graphs_enabled_ = false;
+      graphs_.clear();
+      return QueueOps();
+    }
+    graph = graphs_.emplace(key, std::move(recorded)).first;
+  }
+  ctx_->Launch(*graph->second);
+}
+
 StatusOr<Tensor> CudaEncoder::Forward(const PackedBatch& batch) {
   if (batch.num_sequences() > 65535) return InvalidArgument("more than 65535 sequences in a batch");
   RETURN_IF_ERROR(ValidatePackedBatch(config(), batch, position_rows_, token_type_rows_));
@@ -295,12 +359,11 @@ StatusOr<Tensor> CudaEncoder::Forward(const PackedBatch& batch) {
       if (width > 0) buffers_[b].Reserve(ctx, act * width);
     }
 
-    batch_ = &batch;
-    RunEncoder(c, *this);
-    batch_ = nullptr;
     const size_t out_bytes = static_cast<size_t>(tokens * hidden) * sizeof(float);
     out_f32_.Reserve(ctx, out_bytes);
-    k::CudaCastToFloat(*ctx, dtype(), Data(Buffer::kHidden), tokens * hidden, out_f32_.as<float>());
+    batch_ = &batch;
+    QueueForward(batch);
+    batch_ = nullptr;
     out = outputs_->Take(out_bytes);
     ctx->CopyToHost(const_cast<std::byte*>(out->data()), out_f32_.get(), out_bytes);
     ctx->Synchronize();

@@ -118,4 +118,36 @@ void CudaContext::CopyToHost(void* host_dst, const void* device_src, size_t byte
 
 void CudaContext::Synchronize() { ENCODERD_CUDA_CHECK(cudaStreamSynchronize(AsStream(stream_))); }
 
+CudaGraph::~CudaGraph() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+}
+
+std::unique_ptr<CudaGraph> CudaContext::Capture(const std::function<void()>& record) {
+  ENCODERD_CUDA_CHECK(cudaSetDevice(device_));
+  ENCODERD_CUDA_CHECK(cudaStreamBeginCapture(AsStream(stream_), cudaStreamCaptureModeThreadLocal));
+  std::unique_ptr<CudaGraph> graph(new CudaGraph());
+  cudaGraph_t recorded = nullptr;
+  try {
+    record();
+  } catch (...) {
+    // End the capture so that the stream takes ordinary work again.
+    cudaStreamEndCapture(AsStream(stream_), &recorded);
+    if (recorded) cudaGraphDestroy(recorded);
+    cudaGetLastError();
+    throw;
+  }
+  ENCODERD_CUDA_CHECK(cudaStreamEndCapture(AsStream(stream_), &recorded));
+  graph->graph_ = recorded;
+  cudaGraphExec_t exec = nullptr;
+  ENCODERD_CUDA_CHECK(cudaGraphInstantiate(&exec, recorded, 0));
+  graph->exec_ = exec;
+  return graph;
+}
+
+void CudaContext::Launch(const CudaGraph& graph) {
+  ENCODERD_CUDA_CHECK(
+      cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph.exec_), AsStream(stream_)));
+}
+
 }  // namespace encoderd::kernels

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +21,22 @@ namespace encoderd::kernels {
 // device. Never throws. `reason` (optional) receives the runtime's message
 // when the count is 0.
 int CudaDeviceCount(std::string* reason = nullptr);
+
+// Stream work recorded once (a CUDA graph) and queued again with one launch:
+// the same kernels with the same arguments and pointers, so the memory they
+// use must still be where it was when it was recorded.
+class CudaGraph {
+ public:
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+ private:
+  friend class CudaContext;
+  CudaGraph() = default;
+  void* graph_ = nullptr;  // cudaGraph_t
+  void* exec_ = nullptr;   // cudaGraphExec_t
+};
 
 // Ops called with the same context run in order on its stream and must not be
 // called concurrently from several threads; different contexts may.
@@ -54,6 +71,13 @@ class CudaContext {
   void CopyToHost(void* host_dst, const void* device_src, size_t bytes);
   // Waits for all work queued on stream(); throws on an asynchronous error.
   void Synchronize();
+
+  // Records what `record` queues on stream() as a graph, without running it
+  // (`record` must not allocate device memory or wait for the stream). If
+  // `record` throws, the recording is abandoned and the exception propagates.
+  std::unique_ptr<CudaGraph> Capture(const std::function<void()>& record);
+  // Queues the work of `graph` on stream().
+  void Launch(const CudaGraph& graph);
 
   // The GEMM algorithm cuBLASLt chose for a problem (gemm_cublaslt.cc makes
   // the key and reads the opaque 64 bytes): its heuristic costs more host time

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -182,6 +183,44 @@ TEST(CudaEncoderTest, ReusesTheOutputBlockOfADroppedResult) {
   for (size_t i = 0; i < first_values.size(); ++i) {
     ASSERT_EQ(again->data<float>()[i], first_values[i]) << i;
     ASSERT_EQ(third->data<float>()[i], first_values[i]) << i;
+  }
+}
+
+// With ENCODERD_CUDA_GRAPHS=1, small batches run as recorded graphs from the
+// second time their shape comes: the answers must be those of the op-by-op
+// forward, for new ids in a
+// recorded shape too, and after a larger batch moved the buffers.
+TEST(CudaEncoderTest, RecordedGraphsAnswerAsOpByOp) {
+  ENCODERD_SKIP_WITHOUT_GPU();
+  const EncoderConfig c = SmallConfig(false, 4);
+  EncoderOptions options;
+  options.device = Device::kCuda;
+  options.dtype = DType::kFloat16;
+  setenv("ENCODERD_CUDA_GRAPHS", "1", 1);
+  auto graphs = Encoder::Create(c, RandomEncoderWeights(c, 5), options);
+  unsetenv("ENCODERD_CUDA_GRAPHS");
+  ASSERT_TRUE(graphs.ok()) << graphs.status().ToString();
+  auto direct = Encoder::Create(c, RandomEncoderWeights(c, 5), options);
+  ASSERT_TRUE(direct.ok()) << direct.status().ToString();
+  auto make = [&](int32_t first_id, std::vector<int> lengths) {
+    PackedBatchBuilder builder(c.position_rule, static_cast<int32_t>(c.pad_token_id));
+    int32_t id = first_id;
+    for (int len : lengths) {
+      std::vector<int32_t> ids(len);
+      for (auto& v : ids) v = (id += 37) % static_cast<int32_t>(c.vocab_size);
+      EXPECT_TRUE(builder.Add(ids, {}, {0, 0}).ok());
+    }
+    return builder.Build();
+  };
+  const PackedBatch x = make(1, {3, 7}), y = make(500, {3, 7}), big = make(9, {512, 512, 40});
+  for (const PackedBatch* batch : {&x, &x, &y, &x, &big, &y, &y, &x}) {
+    auto got = (*graphs)->Forward(*batch);
+    auto want = (*direct)->Forward(*batch);
+    ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
+    ASSERT_EQ(got->numel(), want->numel());
+    for (int64_t i = 0; i < want->numel(); ++i) {
+      ASSERT_NEAR(got->data<float>()[i], want->data<float>()[i], 1e-5) << i;
+    }
   }
 }
 
