@@ -44,7 +44,6 @@ def main():
     host = torch.empty(n // 4, pin_memory=True)
     out["h2d_pinned_GBps"] = n / timed(lambda: src.copy_(host, non_blocking=True), reps=5) / 1e6
     out["d2h_pinned_GBps"] = n / timed(lambda: host.copy_(src, non_blocking=True), reps=5) / 1e6
-    del src, dst, host
     for dtype in (torch.float16, torch.bfloat16):
         x = torch.randn(8192, 8192, device="cuda", dtype=dtype)
         y = torch.randn(8192, 8192, device="cuda", dtype=dtype)
@@ -58,7 +57,6 @@ def main():
             ms = timed(lambda: torch.nn.functional.linear(a_, w))
             shapes[f"{a.tokens}x{k}->{nn_}"] = 2 * a.tokens * k * nn_ / ms / 1e9
         out[f"gemm_bert_{name}_TFLOPs"] = shapes
-        del x, y
     print(json.dumps(out, indent=1))
 
 

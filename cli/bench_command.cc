@@ -56,7 +56,7 @@ struct BenchArgs {
   double min_seconds = 3.0;
   EncoderConfig config;
   std::string model_dir, inputs, outputs;
-  std::string int8_fp32_linears;  // EncoderOptions::fp32_linears, comma-separated
+  std::vector<std::string> int8_fp32_linears;  // EncoderOptions::fp32_linears
   bool skip_slow = false;
   bool all_bf16_paths = false;
   bool json = false;
@@ -267,7 +267,14 @@ std::string Parse(const std::vector<std::string>& args, BenchArgs* a) {
   flags.String("--model", &a->model_dir);
   flags.String("--inputs", &a->inputs);
   flags.String("--outputs", &a->outputs);
-  flags.String("--int8-fp32-linears", &a->int8_fp32_linears);
+  flags.Value("--int8-fp32-linears",
+              "a list of Linear layers (attention.qkv, attention.out, ffn.in, ffn.out, "
+              "embeddings.project, or layers.N.<one of the first four>)",
+              [a](const std::string& v) {
+                auto names = ParseFp32Linears(v);
+                if (names.ok()) a->int8_fp32_linears = std::move(*names);
+                return names.ok();
+              });
   flags.Int("--layers", &a->config.num_layers, 1);
   flags.Int("--hidden", &a->config.hidden_size, 1);
   flags.Int("--heads", &a->config.num_heads, 1);
@@ -354,9 +361,7 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
       options.device = a.device;
       options.dtype = dtype;
       options.num_threads = a.threads;
-      auto fp32_linears = ParseFp32Linears(a.int8_fp32_linears);
-      if (!fp32_linears.ok()) return fail(fp32_linears.status());
-      options.fp32_linears = *fp32_linears;
+      options.fp32_linears = a.int8_fp32_linears;
       auto encoder = Encoder::Create(config, weights, options);
       if (!encoder.ok()) return fail(encoder.status());
       encoders[name] = std::move(*encoder);

@@ -45,11 +45,6 @@ Json ConfigJson(const EncoderConfig& c) {
   };
 }
 
-// Whether the served model reads text pairs (ServedModel::reads_text_pairs).
-bool ReadsTextPairs(const ModelBundle& bundle) {
-  return bundle.tokenizer && TextPairTemplate(bundle.config.family);
-}
-
 // How the model reads a text pair, and whether Rerank serves it.
 std::string DescribePairs(const ModelBundle& bundle) {
   const EncoderConfig& c = bundle.config;
@@ -57,9 +52,11 @@ std::string DescribePairs(const ModelBundle& bundle) {
   if (!form) return "none (the family defines no pair format)";
   if (!bundle.tokenizer) return "none (no tokenizer)";
   std::string s = *form == PairTemplate::kBert ? "[CLS] a [SEP] b [SEP]" : "<s> a </s></s> b </s>";
-  s += *form == PairTemplate::kBert && c.type_vocab_size >= 2 ? ", token types 0 then 1"
-                                                              : ", every token type 0";
-  if (c.num_labels == 1) s += "; one-output head: a cross-encoder, served by Rerank";
+  s += *form == PairTemplate::kBert && c.reads_token_types() ? ", token types 0 then 1"
+                                                             : ", every token type 0";
+  if (c.serves_rerank(/*has_tokenizer=*/true)) {
+    s += "; one-output head: a cross-encoder, served by Rerank";
+  }
   return s;
 }
 
@@ -93,8 +90,8 @@ Json DescribeModelJson(const ModelBundle& bundle) {
       {"config", ConfigJson(bundle.config)},
       {"tokenizer", tokenizer},
       {"sentence_transformers_modules", bundle.sentence_transformers_modules},
-      {"text_pairs", ReadsTextPairs(bundle)},
-      {"rerank", ReadsTextPairs(bundle) && bundle.config.num_labels == 1},
+      {"text_pairs", bundle.config.reads_text_pairs(bundle.tokenizer != nullptr)},
+      {"rerank", bundle.config.serves_rerank(bundle.tokenizer != nullptr)},
       {"checkpoint",
        {{"file", bundle.checkpoint_path},
         {"format", CheckpointFormatName(bundle.checkpoint_format)},

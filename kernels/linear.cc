@@ -32,8 +32,7 @@ DType PackedWeight::type() const { return impl_->type; }
 size_t PackedWeight::bytes() const {
   size_t n = impl_->weight.get_desc().get_size();
   if (impl_->bias) n += impl_->bias.get_desc().get_size();
-  n += (impl_->bias_values.size() + impl_->weight_scale.size() + impl_->weight_comp.size()) *
-       sizeof(float);
+  n += (impl_->weight_scale.size() + impl_->weight_comp.size()) * sizeof(float);
   return n;
 }
 

@@ -123,6 +123,17 @@ struct EncoderConfig {
     if (problem_type == ProblemType::kMultiLabel || num_labels == 1) return HeadOutput::kSigmoid;
     return HeadOutput::kSoftmax;
   }
+  // Whether the model, given a tokenizer, reads text pairs (its family defines
+  // a pair format), whether Rerank serves it (a pair reader with a one-output
+  // head: a cross-encoder's relevance score), and whether the second text of a
+  // pair gets token type 1 (else every token is type 0).
+  bool reads_text_pairs(bool has_tokenizer) const {
+    return has_tokenizer && TextPairTemplate(family).has_value();
+  }
+  bool serves_rerank(bool has_tokenizer) const {
+    return reads_text_pairs(has_tokenizer) && num_labels == 1;
+  }
+  bool reads_token_types() const { return type_vocab_size >= 2; }
   bool projects_embeddings() const { return embedding_size != 0 && embedding_size != hidden_size; }
   int64_t embedding_width() const { return projects_embeddings() ? embedding_size : hidden_size; }
   // Width of a pooled embedding (after the pool_dense layers).

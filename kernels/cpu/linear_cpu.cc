@@ -181,7 +181,7 @@ void Int8Epilogue(const CpuContext& ctx, const PackedWeight::Impl& w, const floa
                   float* y) {
   const int64_t n = w.out_features;
   const float* comp = w.weight_comp.data();
-  const float* bias = w.bias_values.empty() ? nullptr : w.bias_values.data();
+  const float* bias = w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr;
   const int threads = rows * n >= (1 << 15) ? ctx.num_threads() : 1;
 #pragma omp parallel for num_threads(threads)
   for (int64_t m = 0; m < rows; ++m) {
@@ -277,11 +277,7 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
         for (int64_t i = 0; i < in_features; ++i) sum += q[n * in_features + i];
         w->weight_comp[n] = w->weight_scale[n] * static_cast<float>(sum);
       }
-      if (bias != nullptr) {  // memcpy: the bias may sit unaligned, as above
-        w->bias_values.resize(out_features);
-        std::memcpy(w->bias_values.data(), bias, out_features * sizeof(float));
-      }
-      w->bias = memory();  // the epilogue adds it
+      // w->bias stays out of the int8 matmul (MakeMatmul): the epilogue adds it.
       memory::desc any({in_features, out_features}, Dt::s8, Tag::any);
       const auto pd = MakeMatmul(be.engine, *w, kChunkRows, any, Epilogue::kNone);
       w->weight_desc = pd.weights_desc();

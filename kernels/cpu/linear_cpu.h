@@ -33,10 +33,9 @@ struct PackedWeight::Impl {
   bool int8_compute = false;
   std::vector<float> weight_scale;  // [out]
   std::vector<float> weight_comp;   // [out]: weight_scale[n] * sum_k q[n, k]
-  std::vector<float> bias_values;   // [out] for the int8 epilogue; empty: no bias
   dnnl::memory::desc weight_desc;   // the layout oneDNN chose; fixed for every row count
   dnnl::memory weight;
-  dnnl::memory bias;  // [1, out] fp32; null handle when there is no bias
+  dnnl::memory bias;  // [1, out] fp32, null handle: no bias (int8_compute: added by the epilogue)
   // One matmul per (rows, epilogue): oneDNN JITs per shape. Rows are split
   // into chunks from a small set of sizes (see linear_cpu.cc) so the cache
   // stays bounded whatever batch sizes arrive.

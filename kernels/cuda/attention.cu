@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -36,40 +37,38 @@ constexpr int kKeys = 64;           // keys per tile
 // in 8 different groups of 4 banks.
 constexpr int kPad = 8;
 
+// c += a b for one m16n8k16 tile of T (__half or __nv_bfloat16) operands.
+#define ENCODERD_MMA_M16N8K16(TYPE)                                           \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE         \
+               ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n" \
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])               \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+
 template <typename T>
-struct Mma;
-
-template <>
-struct Mma<__half> {
+struct Mma {
+  static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>);
+  // Two values rounded to T, packed as one operand register.
   __device__ __forceinline__ static uint32_t Pack(float lo, float hi) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
+    uint32_t packed;
+    if constexpr (std::is_same_v<T, __half>) {
+      const __half2 v = __floats2half2_rn(lo, hi);
+      memcpy(&packed, &v, sizeof(packed));
+    } else {
+      const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+      memcpy(&packed, &v, sizeof(packed));
+    }
+    return packed;
   }
   __device__ __forceinline__ static void Run(float c[4], const uint32_t a[4], uint32_t b0,
                                              uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    if constexpr (std::is_same_v<T, __half>) {
+      ENCODERD_MMA_M16N8K16("f16");
+    } else {
+      ENCODERD_MMA_M16N8K16("bf16");
+    }
   }
 };
-
-template <>
-struct Mma<__nv_bfloat16> {
-  __device__ __forceinline__ static uint32_t Pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-  __device__ __forceinline__ static void Run(float c[4], const uint32_t a[4], uint32_t b0,
-                                             uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
+#undef ENCODERD_MMA_M16N8K16
 
 __device__ __forceinline__ uint32_t Load32(const void* p) {
   return *reinterpret_cast<const uint32_t*>(p);

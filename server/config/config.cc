@@ -86,9 +86,11 @@ Setter DeviceField(Device* field) {
 }
 Setter DTypeField(DType* field) {
   return [field](const std::string& v, const std::string& key, const std::string& origin) {
+    // The dtypes some device serves; Validate checks the model's device
+    // (CheckDeviceDType).
     const auto dtype = ParseDType(v);
-    if (!dtype ||
-        ((!IsFloatingPoint(*dtype) || *dtype == DType::kFloat64) && *dtype != DType::kInt8)) {
+    if (dtype != DType::kFloat32 && dtype != DType::kFloat16 && dtype != DType::kBFloat16 &&
+        dtype != DType::kInt8) {
       return BadValue(origin, key, v, "float32, float16, bfloat16 or int8");
     }
     *field = *dtype;

@@ -99,9 +99,10 @@ RequestLimits ServedModel::limits() const {
 StatusOr<std::vector<Encoding>> ServedModel::Tokenize(const std::vector<std::string>& texts,
                                                       const std::vector<std::string>& pairs,
                                                       bool truncate) const {
-  if (!tokenizer_)
-    return FailedPrecondition("model '" + config_.name + "' has no tokenizer; send token_ids");
-  if (pairs.empty()) return TokenizeTexts(*tokenizer_, texts, limits(), truncate);
+  if (pairs.empty()) {
+    RETURN_IF_ERROR(CheckHasTokenizer());
+    return TokenizeTexts(*tokenizer_, texts, limits(), truncate);
+  }
   RETURN_IF_ERROR(CheckReadsPairs());
   ASSIGN_OR_RETURN(
       std::vector<Encoding> encodings,
@@ -118,9 +119,14 @@ StatusOr<std::vector<Encoding>> ServedModel::TokenizeQueryPairs(
   return AsModelReads(std::move(encodings));
 }
 
-Status ServedModel::CheckReadsPairs() const {
+Status ServedModel::CheckHasTokenizer() const {
   if (!tokenizer_)
     return FailedPrecondition("model '" + config_.name + "' has no tokenizer; send token_ids");
+  return Status::Ok();
+}
+
+Status ServedModel::CheckReadsPairs() const {
+  RETURN_IF_ERROR(CheckHasTokenizer());
   if (!pair_template_) {
     return FailedPrecondition("model '" + config_.name + "' (family " +
                               ModelFamilyName(encoder_config_.family) +
@@ -130,7 +136,7 @@ Status ServedModel::CheckReadsPairs() const {
 }
 
 std::vector<Encoding> ServedModel::AsModelReads(std::vector<Encoding> encodings) const {
-  if (encoder_config_.type_vocab_size < 2)
+  if (!encoder_config_.reads_token_types())
     for (Encoding& e : encodings) e.token_types.clear();
   return encodings;
 }

@@ -49,7 +49,8 @@ class ServedModel {
                                                      bool truncate) const;
   // Whether the model reads text pairs: it has a tokenizer, and its family
   // defines how two texts are joined.
-  bool reads_text_pairs() const { return tokenizer_ && pair_template_; }
+  bool reads_text_pairs() const { return encoder_config_.reads_text_pairs(tokenizer_ != nullptr); }
+  bool serves_rerank() const { return encoder_config_.serves_rerank(tokenizer_ != nullptr); }
   // Checks pre-tokenised sequences (ids in the vocabulary, within max_tokens).
   Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences) const;
 
@@ -57,7 +58,8 @@ class ServedModel {
 
  private:
   ServedModel(ModelConfig config, ModelBundle bundle);
-  // FAILED_PRECONDITION unless reads_text_pairs().
+  // FAILED_PRECONDITION without a tokenizer / unless reads_text_pairs().
+  Status CheckHasTokenizer() const;
   Status CheckReadsPairs() const;
   // Pair encodings as the model reads them: no token types without a type
   // table of at least two rows.

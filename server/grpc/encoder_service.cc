@@ -423,7 +423,7 @@ grpc::ServerUnaryReactor* EncoderService::Rerank(grpc::CallbackServerContext* co
           Call& call) -> StatusOr<std::optional<ModelWork>> {
         ASSIGN_OR_RETURN(call.model, registry_->Find(r.model()));
         const EncoderConfig& config = call.model->encoder_config();
-        if (config.num_labels != 1 || !call.model->reads_text_pairs()) {
+        if (!call.model->serves_rerank()) {
           return FailedPrecondition(
               "model '" + call.model->config().name +
               "' is not a cross-encoder (Rerank needs a text-pair model whose classification "
@@ -554,7 +554,7 @@ grpc::ServerUnaryReactor* EncoderService::ModelInfo(grpc::CallbackServerContext*
           info->set_replicas(m->config().replicas);
           info->set_max_client_batch_size(m->config().max_client_batch_size);
           info->set_text_pairs(m->reads_text_pairs());
-          info->set_rerank(m->reads_text_pairs() && c.num_labels == 1);
+          info->set_rerank(m->serves_rerank());
           if (c.num_labels > 0) info->set_head_output(HeadOutputName(c.head_output()));
         }
         return std::optional<ModelWork>();

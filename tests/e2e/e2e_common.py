@@ -40,6 +40,16 @@ def check(condition, what):
     return condition
 
 
+def report(name, logs):
+    """The exit status of a test named `name` after its checks; `logs` is
+    where a failure's server log is to be found."""
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed; server log: {logs}")
+        return 1
+    print(f"{name}: all checks passed")
+    return 0
+
+
 def generate_stubs(source_dir, out_dir):
     """protoc + grpc_python_plugin for encoderd.proto and the health proto into
     `out_dir`, which is put on sys.path: then `from proto import encoderd_pb2`

@@ -21,7 +21,7 @@ import time
 import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from e2e_common import FAILURES, check, generate_stubs, run_loadtest, stop_process  # noqa: E402
+from e2e_common import check, generate_stubs, report, run_loadtest, stop_process  # noqa: E402
 
 
 def start_server(binary, model_dir, log_path):
@@ -136,11 +136,7 @@ def main():
     check(res.returncode != 0 and "cannot connect" in res.stderr,
           f"no server: non-zero exit and 'cannot connect' ({res.returncode}, {res.stderr.strip()})")
 
-    if FAILURES:
-        print(f"{len(FAILURES)} check(s) failed; server log: {tmp / 'server.log'}")
-        return 1
-    print("loadtest e2e: all checks passed")
-    return 0
+    return report("loadtest e2e", tmp / "server.log")
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ import grpc
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "fixtures"))
-from e2e_common import (FAILURES, check, generate_stubs, run_loadtest, start_daemon,  # noqa: E402
-                        wait_serving)
+from e2e_common import (check, generate_stubs, report, run_loadtest,  # noqa: E402
+                        start_daemon, wait_serving)
 
 MAX_TOKENS = 32
 MODELS = {"cross": "hf_bert_cross_encoder", "xlmr": "hf_xlmr_zip",
@@ -223,11 +223,7 @@ def main():
                       "the loadtest's Rerank calls reached the server")
     finally:
         daemon.stop()
-    if FAILURES:
-        print(f"{len(FAILURES)} check(s) failed; server log: {tmp / 'server.log'}")
-        return 1
-    print("pairs e2e: all checks passed")
-    return 0
+    return report("pairs e2e", tmp / "server.log")
 
 
 if __name__ == "__main__":

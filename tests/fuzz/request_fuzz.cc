@@ -57,6 +57,18 @@ const Tokenizer& LangidTokenizer() {
 
 bool IsInvalidArgument(const Status& s) { return s.code() == StatusCode::kInvalidArgument; }
 
+// Causes of a rejection seen from outside the checks: an empty text or one
+// holding NUL, no texts or more than the limit.
+bool BadText(const std::string& t) { return t.empty() || t.find('\0') != std::string::npos; }
+bool AnyBadText(const std::vector<std::string>& texts) {
+  for (const std::string& t : texts)
+    if (BadText(t)) return true;
+  return false;
+}
+bool BadCount(const std::vector<std::string>& texts, const RequestLimits& limits) {
+  return texts.empty() || static_cast<int64_t>(texts.size()) > limits.max_client_batch_size;
+}
+
 // Texts through TokenizeTexts, checked against CheckTexts and the limits.
 void FuzzTexts(const google::protobuf::RepeatedPtrField<std::string>& field, bool truncate,
                const RequestLimits& limits) {
@@ -67,12 +79,8 @@ void FuzzTexts(const google::protobuf::RepeatedPtrField<std::string>& field, boo
   if (!checked.ok()) {
     REQUIRE(IsInvalidArgument(checked));
     REQUIRE(!encodings.ok() && encodings.status().message() == checked.message());
-    bool bad_text = false;
-    for (const std::string& t : texts) bad_text |= t.empty() || t.find('\0') != std::string::npos;
-    const bool bad_count =
-        texts.empty() || static_cast<int64_t>(texts.size()) > limits.max_client_batch_size;
     // Protobuf already refused invalid UTF-8, so a rejection has a visible cause.
-    REQUIRE(bad_count || bad_text);
+    REQUIRE(BadCount(texts, limits) || AnyBadText(texts));
     return;
   }
   if (!encodings.ok()) {
@@ -91,15 +99,16 @@ void FuzzTexts(const google::protobuf::RepeatedPtrField<std::string>& field, boo
 }
 
 // What TokenizeTextPairs or TokenizeQueryPairs made of requests that
-// `checked` (an independent check of the texts) says are valid or not:
-// rejections are INVALID_ARGUMENT with a visible cause; accepted pairs are
-// <s> a </s></s> b </s> within the limit, every token type 0.
-void CheckPairEncodings(const Status& checked,
+// `checked` (the checks of the texts) says are valid or not: rejections are
+// INVALID_ARGUMENT and have a cause seen from outside (`visible_cause`);
+// accepted pairs are <s> a </s></s> b </s> within the limit, every token
+// type 0.
+void CheckPairEncodings(const Status& checked, bool visible_cause,
                         const encoderd::StatusOr<std::vector<Encoding>>& encodings, size_t count,
                         bool truncate, const RequestLimits& limits) {
   const Tokenizer& tokenizer = LangidTokenizer();
   if (!checked.ok()) {
-    REQUIRE(IsInvalidArgument(checked));
+    REQUIRE(IsInvalidArgument(checked) && visible_cause);
     REQUIRE(!encodings.ok() && IsInvalidArgument(encodings.status()));
     return;
   }
@@ -132,7 +141,9 @@ void FuzzPairs(const std::vector<std::string>& texts, const std::vector<std::str
   for (size_t i = 0; checked.ok() && i < pairs.size(); ++i)
     checked = sv::CheckText(pairs[i], i, "text_pairs");
   if (checked.ok() && pairs.size() != texts.size()) checked = encoderd::InvalidArgument("count");
-  CheckPairEncodings(checked, encodings, texts.size(), truncate, limits);
+  const bool visible = BadCount(texts, limits) || pairs.size() != texts.size() ||
+                       AnyBadText(texts) || AnyBadText(pairs);
+  CheckPairEncodings(checked, visible, encodings, texts.size(), truncate, limits);
 }
 
 // Rerank's (query, text) pairs through TokenizeQueryPairs.
@@ -141,9 +152,10 @@ void FuzzRerank(const v1::RerankRequest& r, const RequestLimits& limits) {
   auto encodings = sv::TokenizeQueryPairs(LangidTokenizer(), encoderd::PairTemplate::kRoberta,
                                           r.query(), texts, limits, r.truncate());
   Status checked = sv::CheckQuery(r.query());
-  REQUIRE(checked.ok() == (!r.query().empty() && r.query().find('\0') == std::string::npos));
+  REQUIRE(checked.ok() == !BadText(r.query()));
   if (checked.ok()) checked = sv::CheckTexts(texts, limits);
-  CheckPairEncodings(checked, encodings, texts.size(), r.truncate(), limits);
+  const bool visible = BadText(r.query()) || BadCount(texts, limits) || AnyBadText(texts);
+  CheckPairEncodings(checked, visible, encodings, texts.size(), r.truncate(), limits);
 }
 
 template <typename Request>

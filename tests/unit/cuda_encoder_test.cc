@@ -52,6 +52,13 @@ PackedBatch RaggedBatch(const EncoderConfig& c) {
   return builder.Build();
 }
 
+EncoderOptions CudaOptions(DType dtype) {
+  EncoderOptions options;
+  options.device = Device::kCuda;
+  options.dtype = dtype;
+  return options;
+}
+
 double Cosine(const float* a, const float* b, int64_t n) {
   double ab = 0, aa = 0, bb = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -64,10 +71,7 @@ double Cosine(const float* a, const float* b, int64_t n) {
 
 TEST(CudaEncoderTest, LoadFailsClearlyWithoutGpuOrBackend) {
   const EncoderConfig c = SmallConfig(false, 4);
-  EncoderOptions options;
-  options.device = Device::kCuda;
-  options.dtype = DType::kFloat16;
-  auto encoder = Encoder::Create(c, RandomEncoderWeights(c, 1), options);
+  auto encoder = Encoder::Create(c, RandomEncoderWeights(c, 1), CudaOptions(DType::kFloat16));
 #if ENCODERD_WITH_CUDA
   std::string reason;
   if (kernels::CudaDeviceCount(&reason) > 0) {
@@ -102,10 +106,7 @@ TEST_P(CudaEncoderParityTest, MatchesCpuFp32PerSequence) {
   cpu_options.num_threads = 2;
   auto cpu = Encoder::Create(c, RandomEncoderWeights(c, 7), cpu_options);
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
-  EncoderOptions gpu_options;
-  gpu_options.device = Device::kCuda;
-  gpu_options.dtype = p.dtype;
-  auto gpu = Encoder::Create(c, RandomEncoderWeights(c, 7), gpu_options);
+  auto gpu = Encoder::Create(c, RandomEncoderWeights(c, 7), CudaOptions(p.dtype));
   ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
 
   const PackedBatch batch = RaggedBatch(c);
@@ -136,13 +137,10 @@ TEST_P(CudaEncoderParityTest, MatchesCpuFp32PerSequence) {
 TEST(CudaEncoderTest, RejectsFloat32AndBadBatches) {
   ENCODERD_SKIP_WITHOUT_GPU();
   const EncoderConfig c = SmallConfig(false, 4);
-  EncoderOptions options;
-  options.device = Device::kCuda;
-  auto fp32 = Encoder::Create(c, RandomEncoderWeights(c, 1), options);
+  auto fp32 = Encoder::Create(c, RandomEncoderWeights(c, 1), CudaOptions(DType::kFloat32));
   ASSERT_FALSE(fp32.ok());
   EXPECT_EQ(fp32.status().code(), StatusCode::kInvalidArgument);
-  options.dtype = DType::kFloat16;
-  auto encoder = Encoder::Create(c, RandomEncoderWeights(c, 1), options);
+  auto encoder = Encoder::Create(c, RandomEncoderWeights(c, 1), CudaOptions(DType::kFloat16));
   ASSERT_TRUE(encoder.ok()) << encoder.status().ToString();
   PackedBatch batch = RaggedBatch(c);
   batch.token_ids[3] = static_cast<int32_t>(c.vocab_size);
@@ -157,10 +155,7 @@ TEST(CudaEncoderTest, RejectsFloat32AndBadBatches) {
 TEST(CudaEncoderTest, ReusesTheOutputBlockOfADroppedResult) {
   ENCODERD_SKIP_WITHOUT_GPU();
   const EncoderConfig c = SmallConfig(false, 4);
-  EncoderOptions options;
-  options.device = Device::kCuda;
-  options.dtype = DType::kFloat16;
-  auto encoder = Encoder::Create(c, RandomEncoderWeights(c, 3), options);
+  auto encoder = Encoder::Create(c, RandomEncoderWeights(c, 3), CudaOptions(DType::kFloat16));
   ASSERT_TRUE(encoder.ok()) << encoder.status().ToString();
   PackedBatchBuilder builder(c.position_rule, static_cast<int32_t>(c.pad_token_id));
   ASSERT_TRUE(builder.Add({5, 6, 7}, {}, {0, 0}).ok());
@@ -188,14 +183,12 @@ TEST(CudaEncoderTest, ReusesTheOutputBlockOfADroppedResult) {
 
 // With ENCODERD_CUDA_GRAPHS=1, small batches run as recorded graphs from the
 // second time their shape comes: the answers must be those of the op-by-op
-// forward, for new ids in a
-// recorded shape too, and after a larger batch moved the buffers.
+// forward, for new ids in a recorded shape too, and after a larger batch
+// moved the buffers.
 TEST(CudaEncoderTest, RecordedGraphsAnswerAsOpByOp) {
   ENCODERD_SKIP_WITHOUT_GPU();
   const EncoderConfig c = SmallConfig(false, 4);
-  EncoderOptions options;
-  options.device = Device::kCuda;
-  options.dtype = DType::kFloat16;
+  const EncoderOptions options = CudaOptions(DType::kFloat16);
   setenv("ENCODERD_CUDA_GRAPHS", "1", 1);
   auto graphs = Encoder::Create(c, RandomEncoderWeights(c, 5), options);
   unsetenv("ENCODERD_CUDA_GRAPHS");
