@@ -34,10 +34,17 @@ Clock::duration ThroughputEstimate::Predict(int64_t tokens) const {
       std::chrono::duration<double>(static_cast<double>(tokens) * seconds_ / tokens_));
 }
 
+Clock::duration PredictedWait(const Backlog& backlog, const ThroughputEstimate& estimate) {
+  const int64_t batch = std::max<int64_t>(estimate.batch_tokens(), 1);
+  const int64_t full_batches_queued = backlog.queued_tokens / batch * batch;
+  const int64_t ahead = full_batches_queued + backlog.running_tokens / 2;
+  return estimate.Predict(ahead / std::max(backlog.executors, 1));
+}
+
 Clock::time_point PredictedFinish(const Backlog& backlog, int64_t tokens, Clock::time_point now,
                                   const ThroughputEstimate& estimate) {
-  const int64_t ahead = backlog.queued_tokens + backlog.running_tokens / 2;
-  return now + estimate.Predict(ahead / std::max(backlog.executors, 1)) + estimate.Predict(tokens);
+  return now + PredictedWait(backlog, estimate) +
+         estimate.Predict(std::max(estimate.batch_tokens(), tokens));
 }
 
 Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
@@ -45,24 +52,26 @@ Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
              const AdmissionLimits& limits) {
   if (!estimate.known()) return Status::Ok();
   const Clock::time_point finish = PredictedFinish(backlog, tokens, now, estimate);
-  const std::string backlog_text =
-      std::to_string(backlog.queued_tokens) + " tokens queued, " +
-      std::to_string(backlog.running_tokens) + " running, at " +
-      std::to_string(static_cast<int64_t>(estimate.tokens_per_second())) + " tokens/s";
+  // Built only for a refusal: admitting costs no strings.
+  const auto backlog_text = [&] {
+    return std::to_string(backlog.queued_tokens) + " tokens queued, " +
+           std::to_string(backlog.running_tokens) + " running, at " +
+           std::to_string(static_cast<int64_t>(estimate.tokens_per_second())) + " tokens/s";
+  };
   if (deadline != Clock::time_point::max()) {
     if (limits.predict_deadlines && finish > deadline) {
       return ResourceExhausted(
           "overloaded: the call would finish in " + std::to_string(Millis(finish - now)) +
           " ms, after its deadline in " + std::to_string(Millis(deadline - now)) + " ms (" +
-          backlog_text + "); retry later or with a longer deadline");
+          backlog_text() + "); retry later or with a longer deadline");
     }
     return Status::Ok();
   }
-  const Clock::duration wait = finish - now - estimate.Predict(tokens);
+  const Clock::duration wait = PredictedWait(backlog, estimate);
   if (limits.max_queue_time_us > 0 && wait > std::chrono::microseconds(limits.max_queue_time_us)) {
     return ResourceExhausted("overloaded: the call would wait " + std::to_string(Millis(wait)) +
                              " ms in the queue, more than max_queue_time_us allows (" +
-                             backlog_text + "); retry later");
+                             backlog_text() + "); retry later");
   }
   return Status::Ok();
 }

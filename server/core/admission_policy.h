@@ -24,6 +24,8 @@ class ThroughputEstimate {
   // False until a batch was observed: nothing can be predicted.
   bool known() const { return seconds_ > 0 && tokens_ > 0; }
   double tokens_per_second() const { return known() ? tokens_ / seconds_ : 0; }
+  // Tokens of a recent batch (the weighted average; 0 while unknown).
+  int64_t batch_tokens() const { return static_cast<int64_t>(tokens_); }
   // Predicted time for one executor to compute `tokens` (zero while unknown).
   Clock::duration Predict(int64_t tokens) const;
 
@@ -51,7 +53,16 @@ struct Backlog {
   int executors = 1;
 };
 
-// When a call of `tokens` submitted at `now` is predicted to finish.
+// How long a new call is predicted to wait before its own batch starts. Its
+// answer comes when the batch holding it ends, so the queue counts in whole
+// batches of the recent size: the call waits for half of the running work and
+// for the full batches queued before it; the tokens queued beyond those share
+// its batch. (A prediction linear in the tokens ahead was up to one batch
+// early, and calls admitted on it expired in the queue.)
+Clock::duration PredictedWait(const Backlog& backlog, const ThroughputEstimate& estimate);
+
+// When a call of `tokens` submitted at `now` is predicted to finish: after its
+// wait, its own batch, which under load fills up to the recent batch size.
 Clock::time_point PredictedFinish(const Backlog& backlog, int64_t tokens, Clock::time_point now,
                                   const ThroughputEstimate& estimate);
 

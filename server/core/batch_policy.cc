@@ -57,21 +57,16 @@ DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now) {
   return dropped;
 }
 
-BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now,
-                        const ThroughputEstimate* estimate) {
-  BatchDecision decision;
-  decision.dropped = DropStale(queue, now);
-  if (estimate != nullptr && estimate->known() && limits.admission.predict_deadlines) {
-    const int64_t batch = std::min(limits.max_batch_tokens, queue->QueuedTokens());
-    DropLate(queue, now + estimate->Predict(batch), &decision.dropped);
-  }
-  auto& requests = queue->requests();
-  if (requests.empty()) return decision;
+namespace {
 
-  // Plan without touching the queue: (request position, end sequence) pairs.
+// Plans the next batch without touching the queue: sequences from the head in
+// FIFO order until the next one would exceed a limit. `full`: a limit was
+// reached (the batch runs now).
+BatchPlan PlanBatch(const RequestQueue& queue, const BatchLimits& limits, bool* full) {
   BatchPlan plan;
-  bool full = false;
-  for (size_t i = 0; i < requests.size() && !full; ++i) {
+  *full = false;
+  const auto& requests = queue.requests();
+  for (size_t i = 0; i < requests.size() && !*full; ++i) {
     const auto& r = requests[i];
     int32_t end = r->next_sequence;
     for (; end < r->num_sequences(); ++end) {
@@ -80,7 +75,7 @@ BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::t
       const bool token_cap =
           plan.num_sequences > 0 && plan.num_tokens + len > limits.max_batch_tokens;
       if (seq_cap || token_cap) {
-        full = true;
+        *full = true;
         break;
       }
       plan.num_tokens += len;
@@ -89,8 +84,32 @@ BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::t
     if (end > r->next_sequence) plan.slices.push_back({r, r->next_sequence, end});
   }
   // A single sequence over the token budget runs alone.
-  if (!full && plan.num_tokens >= limits.max_batch_tokens) full = true;
-  if (!full && plan.num_sequences >= limits.max_batch_sequences) full = true;
+  if (plan.num_tokens >= limits.max_batch_tokens) *full = true;
+  if (plan.num_sequences >= limits.max_batch_sequences) *full = true;
+  return plan;
+}
+
+}  // namespace
+
+BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now,
+                        const ThroughputEstimate* estimate) {
+  BatchDecision decision;
+  decision.dropped = DropStale(queue, now);
+  bool full = false;
+  BatchPlan plan = PlanBatch(*queue, limits, &full);
+  // Every queued request finishes with this batch or later: one whose deadline
+  // passes before this batch would end cannot succeed. Dropping it frees room
+  // in the batch, so plan again until nothing more is dropped.
+  if (estimate != nullptr && estimate->known() && limits.admission.predict_deadlines) {
+    while (!plan.slices.empty()) {
+      const size_t before = decision.dropped.size();
+      DropLate(queue, now + estimate->Predict(plan.num_tokens), &decision.dropped);
+      if (decision.dropped.size() == before) break;
+      plan = PlanBatch(*queue, limits, &full);
+    }
+  }
+  auto& requests = queue->requests();
+  if (requests.empty()) return decision;
 
   const Clock::time_point due =
       requests.front()->enqueued() + std::chrono::microseconds(limits.max_queue_delay_us);

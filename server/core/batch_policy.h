@@ -67,6 +67,7 @@ class RequestQueue {
   // Tokens not yet handed to an executor (O(size)).
   int64_t QueuedTokens() const;
   std::deque<std::shared_ptr<InferenceRequest>>& requests() { return requests_; }
+  const std::deque<std::shared_ptr<InferenceRequest>>& requests() const { return requests_; }
 
  private:
   int64_t max_size_;
@@ -81,8 +82,8 @@ DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now);
 
 // Called when an executor is free. Drops cancelled, expired and already
 // finished requests (DropStale), and, when `estimate` knows the throughput,
-// those whose deadline passes before a batch of the queued work (at most
-// max_batch_tokens) would finish: never computed, since they cannot succeed.
+// those whose deadline passes before the next batch (as planned, within both
+// limits) would finish: never computed, since they cannot succeed.
 // Then packs sequences from the head in FIFO order until
 // the next sequence would exceed a limit (the batch is full: it runs now) or
 // the queue is exhausted (it runs only once the oldest request has waited

@@ -23,7 +23,7 @@ std::shared_ptr<InferenceRequest> MakeRequest(uint64_t id, int tokens, Clock::ti
       deadline);
 }
 
-// 10,000 tokens a second: 1,000 tokens in 100 ms.
+// 10,000 tokens a second: batches of 1,000 tokens in 100 ms.
 ThroughputEstimate TenThousandPerSecond() {
   ThroughputEstimate e;
   e.Observe(1000, milliseconds(100));
@@ -43,6 +43,7 @@ TEST(ThroughputEstimateTest, LearnsTokensPerSecondFromBatches) {
   EXPECT_FALSE(e.known());
   e = TenThousandPerSecond();
   EXPECT_DOUBLE_EQ(e.tokens_per_second(), 10000);
+  EXPECT_EQ(e.batch_tokens(), 1000);
   EXPECT_EQ(e.Predict(500), milliseconds(50));
   // The newest batch weighs 0.1: tokens stay 1,000, seconds 0.1 -> 0.11.
   e.Observe(1000, milliseconds(200));
@@ -59,20 +60,40 @@ TEST(AdmissionTest, AdmitsEverythingWhileTheThroughputIsUnknown) {
 
 TEST(AdmissionTest, RefusesACallPredictedToFinishAfterItsDeadline) {
   const ThroughputEstimate e = TenThousandPerSecond();
-  // 5,000 queued + half of 2,000 running = 600 ms ahead, then 10 ms of its own.
+  // 5,000 queued (five batches) + half of 2,000 running = 600 ms ahead, then
+  // 100 ms for its own batch of the recent size.
   const Backlog backlog{5000, 2000, 1};
-  EXPECT_EQ(PredictedFinish(backlog, 100, kT0, e), kT0 + milliseconds(610));
+  EXPECT_EQ(PredictedWait(backlog, e), milliseconds(600));
+  EXPECT_EQ(PredictedFinish(backlog, 100, kT0, e), kT0 + milliseconds(700));
   const AdmissionLimits limits;
-  ExpectRefused(Admit(backlog, 100, kT0 + milliseconds(500), kT0, e, limits),
-                "would finish in 610 ms, after its deadline in 500 ms (5000 tokens queued, 2000 "
+  ExpectRefused(Admit(backlog, 100, kT0 + milliseconds(650), kT0, e, limits),
+                "would finish in 700 ms, after its deadline in 650 ms (5000 tokens queued, 2000 "
                 "running, at 10000 tokens/s)");
-  EXPECT_TRUE(Admit(backlog, 100, kT0 + milliseconds(610), kT0, e, limits).ok());
-  // Two executors share what is ahead: 300 + 10 ms.
-  EXPECT_TRUE(Admit({5000, 2000, 2}, 100, kT0 + milliseconds(500), kT0, e, limits).ok());
+  EXPECT_TRUE(Admit(backlog, 100, kT0 + milliseconds(700), kT0, e, limits).ok());
+  // Two executors share what is ahead: 300 + 100 ms.
+  EXPECT_TRUE(Admit({5000, 2000, 2}, 100, kT0 + milliseconds(400), kT0, e, limits).ok());
   // Off: only the queue's capacity refuses.
   AdmissionLimits off;
   off.predict_deadlines = false;
   EXPECT_TRUE(Admit(backlog, 100, kT0 + milliseconds(1), kT0, e, off).ok());
+}
+
+TEST(AdmissionTest, CountsTheQueueInWholeBatches) {
+  // The answer comes when the call's batch ends, not when its own tokens are
+  // done: with 5,500 tokens queued in batches of 1,000 and nothing running, a
+  // call of 100 tokens rides in the sixth batch, which ends 600 ms from now
+  // (500 + 100). A prediction linear in the tokens said 560 ms, and a call
+  // with a 580 ms deadline admitted on it expired in the queue.
+  const ThroughputEstimate e = TenThousandPerSecond();
+  const Backlog backlog{5500, 0, 1};
+  EXPECT_EQ(PredictedWait(backlog, e), milliseconds(500));
+  EXPECT_EQ(PredictedFinish(backlog, 100, kT0, e), kT0 + milliseconds(600));
+  ExpectRefused(Admit(backlog, 100, kT0 + milliseconds(580), kT0, e, AdmissionLimits{}),
+                "would finish in 600 ms");
+  // A call larger than a recent batch runs in a batch of its own size.
+  EXPECT_EQ(PredictedFinish({0, 0, 1}, 3000, kT0, e), kT0 + milliseconds(300));
+  // An idle server: one batch of the recent size.
+  EXPECT_EQ(PredictedFinish({0, 0, 1}, 10, kT0, e), kT0 + milliseconds(100));
 }
 
 TEST(AdmissionTest, RefusesACallWithoutDeadlinePredictedToWaitTooLong) {
@@ -94,8 +115,8 @@ TEST(AdmissionTest, FormBatchNeverComputesWhatWouldFinishLate) {
   limits.max_batch_tokens = 1500;
   limits.max_queue_delay_us = 0;
   RequestQueue q(10);
-  // 3,000 tokens queued: the next batch (1,500 tokens) takes 150 ms.
-  ASSERT_TRUE(q.Push(MakeRequest(1, 1000, kT0 + milliseconds(100))).ok());  // cannot finish
+  // 3,000 tokens queued: the next batch holds one request (1,000 tokens, 100 ms).
+  ASSERT_TRUE(q.Push(MakeRequest(1, 1000, kT0 + milliseconds(99))).ok());  // cannot finish
   ASSERT_TRUE(q.Push(MakeRequest(2, 1000, kT0 + milliseconds(151))).ok());
   ASSERT_TRUE(q.Push(MakeRequest(3, 1000, kNever)).ok());
   EXPECT_EQ(q.QueuedTokens(), 3000);
@@ -108,6 +129,32 @@ TEST(AdmissionTest, FormBatchNeverComputesWhatWouldFinishLate) {
   ASSERT_EQ(d.batch.slices.size(), 1u);  // 2 fits the budget alone; 3 waits
   EXPECT_EQ(d.batch.slices[0].request->id(), 2u);
   EXPECT_EQ(q.QueuedTokens(), 1000);
+
+  // The horizon is the batch as planned: with two sequences a batch, the next
+  // batch is 1,000 tokens (100 ms), so a call due in 120 ms is computed. (The
+  // horizon was a batch of all queued work up to max_batch_tokens, 150 ms
+  // here, and such calls were dropped although they would have made it.)
+  limits.max_batch_tokens = 8192;
+  limits.max_batch_sequences = 2;
+  RequestQueue q3(10);
+  ASSERT_TRUE(q3.Push(MakeRequest(5, 500, kT0 + milliseconds(120))).ok());
+  ASSERT_TRUE(q3.Push(MakeRequest(6, 500, kNever)).ok());
+  ASSERT_TRUE(q3.Push(MakeRequest(7, 500, kNever)).ok());
+  d = FormBatch(&q3, limits, kT0, &e);
+  EXPECT_TRUE(d.dropped.empty());
+  ASSERT_EQ(d.batch.slices.size(), 2u);
+  EXPECT_EQ(d.batch.slices[0].request->id(), 5u);
+  // Dropping a late call frees its room: the batch is planned again without it.
+  RequestQueue q4(10);
+  ASSERT_TRUE(q4.Push(MakeRequest(8, 500, kT0 + milliseconds(90))).ok());
+  ASSERT_TRUE(q4.Push(MakeRequest(9, 500, kNever)).ok());
+  ASSERT_TRUE(q4.Push(MakeRequest(10, 500, kNever)).ok());
+  d = FormBatch(&q4, limits, kT0, &e);
+  ASSERT_EQ(d.dropped.size(), 1u);
+  EXPECT_EQ(d.dropped[0].first->id(), 8u);
+  ASSERT_EQ(d.batch.slices.size(), 2u);
+  EXPECT_EQ(d.batch.slices[0].request->id(), 9u);
+  EXPECT_EQ(d.batch.slices[1].request->id(), 10u);
 
   // Without an estimate (or with prediction off) nothing is dropped early.
   RequestQueue q2(10);
