@@ -12,10 +12,13 @@ step test: 0.5x, 3x, 0.5x for --step-seconds each, with per-second goodput and
 p99 (CSV and a gnuplot PNG).
 
 Benchmark, not a test: the figures go in docs/reliability.md. The load
-generator shares the machine with the daemon (its CPU is in the JSON).
+generator shares the machine with the daemon (its CPU is in the JSON), unless
+--pin gives each its own CPU (the daemon CPU 1 with one engine thread, the load
+generator CPU 0), as a load generator on another machine would: then the
+figures are the daemon's alone.
 
-    /usr/bin/python3 loadtest/scripts/overload.py [--out DIR] [--duration S]
-        [--serve-arg=--predict-deadlines=false ...]
+    /usr/bin/python3 loadtest/scripts/overload.py [--out DIR] [--duration S] [--pin]
+        [--model-dir DIR] [--serve-arg=--predict-deadlines=false ...]
 """
 import argparse
 import json
@@ -36,7 +39,7 @@ DEADLINES_MS = [1000, 100, 0]  # 0: no deadline
 
 def loadtest(args, port, tmp, name, extra):
     report = tmp / f"{name}.json"
-    cmd = [args.loadtest, "--target", f"127.0.0.1:{port}", *WORKLOAD, *extra,
+    cmd = [*(["taskset", "-c", "0"] if args.pin else []), args.loadtest, "--target", f"127.0.0.1:{port}", *WORKLOAD, *extra,
            "--json-file", str(report)]
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
     return json.loads(report.read_text())
@@ -73,7 +76,10 @@ def open_run(args, daemon, tmp, name, rate, timeout_ms, duration, warmup, extra=
             "ok": r["requests_ok"], "computed_sequences": computed, "ok_sequences": ok,
             "wasted_sequences": computed - ok,
             "wasted_fraction": (computed - ok) / computed if computed else 0.0,
-            "client_cpu_s": r.get("client_cpu_s")}
+            "client_cpu_s": r.get("client_cpu_s"),
+            # How late the load generator sent its calls: past ~100 ms it, not
+            # the daemon, is the bottleneck.
+            "send_lag_p99_ms": r["send_lag"]["p99_us"] / 1e3}
 
 
 def main():
@@ -88,6 +94,8 @@ def main():
     p.add_argument("--multiples", default=",".join(str(m) for m in MULTIPLES))
     p.add_argument("--deadlines-ms", default=",".join(str(d) for d in DEADLINES_MS),
                    help="0: no deadline")
+    p.add_argument("--pin", action="store_true",
+                   help="daemon on CPU 1 (one engine thread), load generator on CPU 0")
     p.add_argument("--serve-arg", action="append", default=[],
                    help="extra `encoderd serve` argument (repeatable), e.g. --serve-arg=--predict-deadlines=false")
     args = p.parse_args()
@@ -98,8 +106,12 @@ def main():
         serve_args.extend(a.split("=", 1) if a.startswith("--") and "=" in a else [a])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
-        daemon = start_daemon(args.binary, ["--model-name", "langid", "--model-dir", args.model_dir,
-                                            *serve_args], tmp / "serve.log")
+        if args.pin:
+            serve_args += ["--num-threads", "1"]
+        model = pathlib.Path(args.model_dir).resolve().name
+        daemon = start_daemon(args.binary, ["--model-name", model, "--model-dir", args.model_dir,
+                                            *serve_args], tmp / "serve.log",
+                              prefix=["taskset", "-c", "1"] if args.pin else [])
         try:
             loadtest(args, daemon.port, tmp, "warm", ["--concurrency", "64", "--duration", "3",
                                                       "--warmup", "1"])
@@ -130,19 +142,22 @@ def main():
                                  "p99_ms": float(p99)})
         finally:
             daemon.stop()
-    summary = {"capacity_per_s": capacity, "serve_args": serve_args, "runs": runs, "step": step}
+    summary = {"model_dir": args.model_dir, "pin": args.pin, "capacity_per_s": capacity,
+               "serve_args": serve_args, "runs": runs, "step": step}
     (out / "overload.json").write_text(json.dumps(summary, indent=1) + "\n")
-    lines = [f"capacity {capacity:.0f} calls/s (closed loop, 64 clients); serve args {serve_args or 'default'}",
+    lines = [f"{args.model_dir}: capacity {capacity:.0f} calls/s (closed loop, 64 clients); "
+             f"serve args {serve_args or 'default'}"
+             + ("; daemon on CPU 1, load generator on CPU 0" if args.pin else ""),
              "", "| deadline | load | offered/s | goodput/s | goodput / capacity | p50 ms | p99 ms "
-             "| p99 refusal ms | codes | wasted sequences |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+             "| p99 refusal ms | codes | wasted sequences | client send lag p99 ms |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in runs:
         deadline = f"{r['timeout_ms']} ms" if r["timeout_ms"] else "none"
         codes = ", ".join(f"{k} {v}" for k, v in sorted(r["codes"].items())) or "-"
         lines.append(f"| {deadline} | {r['multiple']}x | {r['offered_per_s']:.0f} | {r['goodput_per_s']:.0f} "
                      f"| {r['goodput_per_s'] / capacity:.0%} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
                      f"| {r['refusal_p99_ms']:.1f} | {codes} | {r['wasted_fraction']:.1%} "
-                     f"({r['wasted_sequences']:.0f}) |")
+                     f"({r['wasted_sequences']:.0f}) | {r['send_lag_p99_ms']:.1f} |")
     lines += ["", "Step test (1 s deadlines): second, load, goodput, p99 ms",
               "", "| t | load | goodput | p99 ms |", "|---:|---|---:|---:|"]
     lines += [f"| {s['t']} | {s['multiple']}x | {s['goodput']} | {s['p99_ms']:.1f} |" for s in step]

@@ -111,6 +111,7 @@ std::map<std::string, Setter> ModelFields(ModelConfig* m) {
           {"max_queue_size", IntField(&m->max_queue_size)},
           {"predict_deadlines", BoolField(&m->predict_deadlines)},
           {"max_queue_time_us", IntField(&m->max_queue_time_us)},
+          {"overload_queue_time_us", IntField(&m->overload_queue_time_us)},
           {"max_client_batch_size", IntField(&m->max_client_batch_size)},
           {"max_tokens", IntField(&m->max_tokens)},
           {"num_threads", IntField(&m->num_threads)}};
@@ -232,6 +233,7 @@ Status ServerConfig::Validate() const {
     if (m.max_queue_delay_us < 0) return bad(p + "max_queue_delay_us", "must be >= 0");
     if (m.max_queue_size < 1) return bad(p + "max_queue_size", "must be >= 1");
     if (m.max_queue_time_us < 0) return bad(p + "max_queue_time_us", "must be >= 0");
+    if (m.overload_queue_time_us < 0) return bad(p + "overload_queue_time_us", "must be >= 0");
     if (m.max_client_batch_size < 1) return bad(p + "max_client_batch_size", "must be >= 1");
     if (m.max_tokens < 0) return bad(p + "max_tokens", "must be >= 0");
     if (m.max_tokens > m.max_batch_tokens)
@@ -261,6 +263,7 @@ std::string ServerConfig::Summary() const {
       << " max_queue_delay_us=" << m.max_queue_delay_us << " max_queue_size=" << m.max_queue_size
       << " predict_deadlines=" << (m.predict_deadlines ? "true" : "false")
       << " max_queue_time_us=" << m.max_queue_time_us
+      << " overload_queue_time_us=" << m.overload_queue_time_us
       << " max_client_batch_size=" << m.max_client_batch_size << " max_tokens=" << m.max_tokens
       << " num_threads=" << m.num_threads << "}";
   }

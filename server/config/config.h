@@ -93,6 +93,12 @@ struct ModelConfig {
   // The same for a call without a deadline predicted to wait longer than this
   // in the queue; 0: no limit.
   int64_t max_queue_time_us = 2000000;
+  // Under sustained overload (the queue stood above this wait, or one batch
+  // if longer, for 500 ms: CoDel's test, not a burst), refuse every call
+  // predicted to wait longer than that, whatever its deadline, until an
+  // executor is idle again: the queue stays short and answers keep slack
+  // before their deadlines. 0: off.
+  int64_t overload_queue_time_us = 100000;
   // Most texts in one client request.
   int64_t max_client_batch_size = 256;
   // Longest sequence accepted, special tokens included; 0: the model's limit.

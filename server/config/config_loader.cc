@@ -58,6 +58,8 @@ constexpr Option kOptions[] = {
      "true|false: refuse calls predicted to miss their deadline"},
     {"--max-queue-time-us", "ENCODERD_MAX_QUEUE_TIME_US", "model.max_queue_time_us",
      "microseconds a call without a deadline may be predicted to wait; 0: no limit"},
+    {"--overload-queue-time-us", "ENCODERD_OVERLOAD_QUEUE_TIME_US", "model.overload_queue_time_us",
+     "longest wait admitted under sustained overload (or one batch); 0: off"},
     {"--max-client-batch-size", "ENCODERD_MAX_CLIENT_BATCH_SIZE", "model.max_client_batch_size",
      "texts per request"},
     {"--max-tokens", "ENCODERD_MAX_TOKENS", "model.max_tokens", "tokens per sequence"},

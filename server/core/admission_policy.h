@@ -6,6 +6,7 @@
 // holds only work that can still succeed and the excess is refused at once.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 #include "core/status.h"
@@ -40,6 +41,37 @@ struct AdmissionLimits {
   // Refuse a call without a deadline whose predicted wait in the queue is
   // longer than this; 0: no limit.
   int64_t max_queue_time_us = 0;
+  // While the queue stands (StandingQueue: sustained overload, not a burst),
+  // refuse a call predicted to wait longer than this or than one recent
+  // batch, whichever is longer, whatever its deadline; 0: off.
+  int64_t overload_queue_time_us = 0;
+};
+
+// CoDel's test for overload (Nichols and Jacobson, "Controlling Queue
+// Delay"), on batches: the queue stands when, for a whole interval, every
+// batch was formed with requests that had all waited longer than a target
+// (a burst drains within the interval; overload does not). It stands until
+// an executor finds nothing to do. Not thread-safe: the batcher guards it
+// with its lock.
+//
+// Filling the queue up to each call's deadline keeps a sustained overload
+// at the deadline's edge: answers come just before the deadline, and any
+// batch slower than predicted makes calls miss it. A standing queue held
+// short keeps the executors busy with calls that have slack.
+class StandingQueue {
+ public:
+  static constexpr Clock::duration kInterval = std::chrono::milliseconds(500);
+
+  // A batch was formed at `now`; its newest request had waited `newest_wait`.
+  void ObserveBatch(Clock::duration newest_wait, Clock::duration target, Clock::time_point now);
+  // An executor was free and the queue empty: the server caught up.
+  void ObserveIdle();
+  bool standing() const { return standing_; }
+
+ private:
+  // Since when every batch's newest request waited longer than the target.
+  Clock::time_point above_since_ = Clock::time_point::max();
+  bool standing_ = false;
 };
 
 // The work ahead of a new call.
@@ -49,28 +81,44 @@ struct Backlog {
   // Tokens of the batches the executors are computing (half of it, on
   // average, is still to do).
   int64_t running_tokens = 0;
-  // Executors sharing the work.
+  // Executors sharing the work, and how many of them have nothing to run.
   int executors = 1;
+  int idle_executors = 0;
+  // Whether the queue stands (StandingQueue).
+  bool standing = false;
 };
+
+// The longest wait admitted while the queue stands: overload_queue_time_us,
+// or one recent batch if that is longer (a shorter queue would starve the
+// executors between batches).
+Clock::duration OverloadQueueTime(const AdmissionLimits& limits,
+                                  const ThroughputEstimate& estimate);
 
 // How long a new call is predicted to wait before its own batch starts. Its
 // answer comes when the batch holding it ends, so the queue counts in whole
 // batches of the recent size: the call waits for half of the running work and
 // for the full batches queued before it; the tokens queued beyond those share
 // its batch. (A prediction linear in the tokens ahead was up to one batch
-// early, and calls admitted on it expired in the queue.)
+// early, and calls admitted on it expired in the queue.) With an executor
+// free and less than a batch queued, it waits for nothing.
 Clock::duration PredictedWait(const Backlog& backlog, const ThroughputEstimate& estimate);
 
 // When a call of `tokens` submitted at `now` is predicted to finish: after its
-// wait, its own batch, which under load fills up to the recent batch size.
+// wait, its own batch. That batch is what is queued beyond the full batches
+// plus the call when an executor is free for it; otherwise calls arriving
+// meanwhile fill it up to the recent batch size.
 Clock::time_point PredictedFinish(const Backlog& backlog, int64_t tokens, Clock::time_point now,
                                   const ThroughputEstimate& estimate);
 
 // OK, or RESOURCE_EXHAUSTED saying why (predicted finish against the
-// deadline, or predicted wait against max_queue_time_us). Admits everything
+// deadline, predicted wait against OverloadQueueTime while the queue stands,
+// or, without a deadline, against max_queue_time_us). Admits everything
 // while the throughput is unknown.
+// Which rule refused a call.
+enum class Refusal { kNone, kPredictedLate, kQueueTime, kStandingQueue };
+
 Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
              Clock::time_point now, const ThroughputEstimate& estimate,
-             const AdmissionLimits& limits);
+             const AdmissionLimits& limits, Refusal* refusal = nullptr);
 
 }  // namespace encoderd::server

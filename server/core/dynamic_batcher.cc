@@ -1,5 +1,6 @@
 #include "server/core/dynamic_batcher.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace encoderd::server {
@@ -46,12 +47,15 @@ Status DynamicBatcher::AdmitLocked(int64_t tokens, Clock::time_point deadline) {
     return DeadlineExceeded("the deadline passed before the request was queued");
   }
   if (stopping_) return Unavailable("the server is shutting down");
-  const Backlog backlog{queue_.QueuedTokens(), running_tokens_, static_cast<int>(replicas_.size())};
-  Status admitted = Admit(backlog, tokens, deadline, now, estimate_, limits_.admission);
+  const Backlog backlog{queue_.QueuedTokens(), running_tokens_, static_cast<int>(replicas_.size()),
+                        idle_, standing_.standing()};
+  Refusal refusal = Refusal::kNone;
+  Status admitted = Admit(backlog, tokens, deadline, now, estimate_, limits_.admission, &refusal);
   if (!admitted.ok() && metrics_) {
-    metrics_->ObserveDrop(model_, deadline == Clock::time_point::max()
-                                      ? DropReason::kRefusedQueueTime
-                                      : DropReason::kRefusedPredictedLate);
+    metrics_->ObserveDrop(model_,
+                          refusal == Refusal::kStandingQueue ? DropReason::kRefusedStandingQueue
+                          : refusal == Refusal::kQueueTime   ? DropReason::kRefusedQueueTime
+                                                             : DropReason::kRefusedPredictedLate);
   }
   return admitted;
 }
@@ -114,8 +118,11 @@ void DynamicBatcher::BatcherLoop() {
     // out of the queue, even while every executor is busy.
     BatchDecision decision;
     if (idle_ > 0 && !queue_.empty()) {
-      decision = FormBatch(&queue_, limits_, Clock::now(), &estimate_);
+      const Clock::time_point now = Clock::now();
+      decision = FormBatch(&queue_, limits_, now, &estimate_);
+      ObserveQueue(decision.batch, now);
     } else {
+      if (idle_ > 0) standing_.ObserveIdle();
       decision.dropped = DropStale(&queue_, Clock::now());
     }
     if (!decision.dropped.empty()) {
@@ -141,6 +148,14 @@ void DynamicBatcher::BatcherLoop() {
       batcher_cv_.wait_until(lock, decision.wake_at);
     }
   }
+}
+
+void DynamicBatcher::ObserveQueue(const BatchPlan& batch, Clock::time_point now) {
+  if (batch.slices.empty() || limits_.admission.overload_queue_time_us <= 0) return;
+  Clock::duration newest_wait = Clock::duration::max();
+  for (const BatchSlice& slice : batch.slices)
+    newest_wait = std::min(newest_wait, now - slice.request->enqueued());
+  standing_.ObserveBatch(newest_wait, OverloadQueueTime(limits_.admission, estimate_), now);
 }
 
 void DynamicBatcher::ExecutorLoop(BatchEngine* engine) {

@@ -65,6 +65,8 @@ class DynamicBatcher {
   // Requires mu_.
   Status AdmitLocked(int64_t tokens, Clock::time_point deadline);
   void BatcherLoop();
+  // Feeds standing_ with the batch just formed (under mu_).
+  void ObserveQueue(const BatchPlan& batch, Clock::time_point now);
   void ExecutorLoop(BatchEngine* engine);
   // Fails each dropped request unless it finished already, counting the drop.
   // Call without mu_.
@@ -87,6 +89,7 @@ class DynamicBatcher {
   bool stopping_ = false;                // guarded by mu_
   ThroughputEstimate estimate_;          // guarded by mu_; updated by the executors
   int64_t running_tokens_ = 0;           // tokens of batches ready or running; guarded by mu_
+  StandingQueue standing_;               // guarded by mu_; fed by BatcherLoop
   std::vector<std::thread> threads_;
 };
 

@@ -75,6 +75,7 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   limits.max_queue_size = config.max_queue_size;
   limits.admission.predict_deadlines = config.predict_deadlines;
   limits.admission.max_queue_time_us = config.max_queue_time_us;
+  limits.admission.overload_queue_time_us = config.overload_queue_time_us;
   PackingRule rule{model->encoder_config_.position_rule,
                    static_cast<int32_t>(model->encoder_config_.pad_token_id)};
   model->batcher_ =

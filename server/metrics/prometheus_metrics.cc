@@ -92,7 +92,7 @@ struct PrometheusMetrics::Families {
                     .Help("Requests the batcher dropped without delivering a result, by reason: "
                           "deadline_before_queue, deadline_in_queue, deadline_while_running, "
                           "cancelled_in_queue, cancelled_while_running, refused_predicted_late, "
-                          "refused_queue_time (overload: refused at once).")
+                          "refused_queue_time, refused_standing_queue (overload: refused at once).")
                     .Register(*r)),
         admitted(BuildCounter()
                      .Name("encoderd_requests_admitted_total")

@@ -30,8 +30,9 @@ enum class DropReason {
   kCancelledWhileRunning,  // the client went away during its batch: result discarded
   kRefusedPredictedLate,   // refused at once: predicted to finish after its deadline
   kRefusedQueueTime,       // refused at once: no deadline, predicted to wait too long
+  kRefusedStandingQueue,   // refused at once: sustained overload, predicted to wait too long
 };
-inline constexpr int kNumDropReasons = 7;
+inline constexpr int kNumDropReasons = 8;
 // "deadline_before_queue", "deadline_in_queue", ...
 const char* DropReasonName(DropReason reason);
 

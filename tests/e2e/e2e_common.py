@@ -70,14 +70,15 @@ class Daemon:
     """A running `encoderd serve`: the process, its gRPC port and (when
     metrics are on) its metrics port."""
 
-    def __init__(self, proc, port, metrics_port, log_path):
+    def __init__(self, proc, port, metrics_port, log_path, address="127.0.0.1"):
         self.proc = proc
         self.port = port
         self.metrics_port = metrics_port
         self.log_path = pathlib.Path(log_path)
+        self.address = address
 
     def metrics_text(self):
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        url = f"http://{self.address}:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as r:
             return r.read().decode()
 
@@ -113,20 +114,23 @@ def run_loadtest(binary, target, tmp, name, *flags, expect_rc=0):
     return json.loads(out.read_text())
 
 
-def start_daemon(binary, serve_args, log_path, timeout=60):
-    """Starts `binary serve --address 127.0.0.1 --port 0 --metrics-port 0
-    *serve_args` and waits for its "listening on" line."""
+def start_daemon(binary, serve_args, log_path, timeout=60, prefix=(), address="127.0.0.1"):
+    """Starts `[*prefix] binary serve --address ADDRESS --port 0
+    --metrics-port 0 *serve_args` (prefix: e.g. taskset, which execs the
+    daemon in the same process) and waits for its "listening on" line."""
     log = open(log_path, "w")
-    proc = subprocess.Popen([binary, "serve", "--address", "127.0.0.1", "--port", "0",
+    proc = subprocess.Popen([*prefix, binary, "serve", "--address", address, "--port", "0",
                              "--metrics-port", "0", *serve_args],
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + timeout
+    at = re.escape(address)
     while time.time() < deadline:
         text = pathlib.Path(log_path).read_text()
-        m = re.search(r"listening on 127\.0\.0\.1:(\d+)", text)
+        m = re.search(rf"listening on {at}:(\d+)", text)
         if m:
-            mm = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", text)
-            return Daemon(proc, int(m.group(1)), int(mm.group(1)) if mm else None, log_path)
+            mm = re.search(rf"metrics on http://{at}:(\d+)/metrics", text)
+            return Daemon(proc, int(m.group(1)), int(mm.group(1)) if mm else None, log_path,
+                          address)
         if proc.poll() is not None:
             break
         time.sleep(0.05)

@@ -92,8 +92,93 @@ TEST(AdmissionTest, CountsTheQueueInWholeBatches) {
                 "would finish in 600 ms");
   // A call larger than a recent batch runs in a batch of its own size.
   EXPECT_EQ(PredictedFinish({0, 0, 1}, 3000, kT0, e), kT0 + milliseconds(300));
-  // An idle server: one batch of the recent size.
+  // Every executor busy: calls arriving meanwhile fill its batch to the recent size.
   EXPECT_EQ(PredictedFinish({0, 0, 1}, 10, kT0, e), kT0 + milliseconds(100));
+  // An executor free and less than a batch queued: the batch starts at once
+  // with what is queued and the call.
+  EXPECT_EQ(PredictedWait({500, 0, 1, 1}, e), milliseconds(0));
+  EXPECT_EQ(PredictedFinish({500, 0, 1, 1}, 100, kT0, e), kT0 + milliseconds(60));
+  EXPECT_EQ(PredictedFinish({1500, 0, 1, 1}, 100, kT0, e), kT0 + milliseconds(200));
+}
+
+TEST(AdmissionTest, AnIdleServerAdmitsShortDeadlinesAfterLargeBatches) {
+  // After an overload the recent batches were large (5,000 tokens, 500 ms).
+  // A call with a 100 ms deadline to an idle server rides in a batch of its
+  // own and is admitted; had its batch been predicted at the recent size,
+  // every such call would be refused, no batch would run, and the estimate
+  // would never learn that batches got smaller (0 OK calls at any load, seen
+  // with 100 ms deadlines after a 1 s-deadline run).
+  ThroughputEstimate e;
+  e.Observe(5000, milliseconds(500));
+  EXPECT_TRUE(Admit({0, 0, 1, 1}, 100, kT0 + milliseconds(100), kT0, e, AdmissionLimits{}).ok());
+  EXPECT_EQ(PredictedFinish({0, 0, 1, 1}, 100, kT0, e), kT0 + milliseconds(10));
+}
+
+TEST(StandingQueueTest, ABurstIsNotAStandingQueue) {
+  StandingQueue q;
+  const auto target = milliseconds(100);
+  // Batches whose newest request waited long, for less than the interval...
+  q.ObserveBatch(milliseconds(300), target, kT0);
+  q.ObserveBatch(milliseconds(300), target, kT0 + milliseconds(400));
+  EXPECT_FALSE(q.standing());
+  // ...then one whose newest request came in quickly: the burst drained.
+  q.ObserveBatch(milliseconds(50), target, kT0 + milliseconds(450));
+  q.ObserveBatch(milliseconds(300), target, kT0 + milliseconds(600));
+  q.ObserveBatch(milliseconds(300), target, kT0 + milliseconds(1000));
+  EXPECT_FALSE(q.standing());
+}
+
+TEST(StandingQueueTest, StandsAfterAWholeIntervalAboveTargetUntilAnExecutorIdles) {
+  StandingQueue q;
+  const auto target = milliseconds(100);
+  q.ObserveBatch(milliseconds(101), target, kT0);
+  q.ObserveBatch(milliseconds(150), target, kT0 + milliseconds(250));
+  EXPECT_FALSE(q.standing());
+  q.ObserveBatch(milliseconds(120), target, kT0 + StandingQueue::kInterval);
+  EXPECT_TRUE(q.standing());
+  // Held short, the queue's newest requests wait less than the target: still
+  // overloaded, so it keeps standing...
+  q.ObserveBatch(milliseconds(10), target, kT0 + milliseconds(600));
+  EXPECT_TRUE(q.standing());
+  // ...until an executor finds nothing to do.
+  q.ObserveIdle();
+  EXPECT_FALSE(q.standing());
+  q.ObserveBatch(milliseconds(300), target, kT0 + milliseconds(700));
+  EXPECT_FALSE(q.standing());
+}
+
+TEST(AdmissionTest, AStandingQueueAdmitsOnlyShortWaitsWhateverTheDeadline) {
+  const ThroughputEstimate e = TenThousandPerSecond();  // batches of 100 ms
+  AdmissionLimits limits;
+  limits.overload_queue_time_us = 150000;
+  EXPECT_EQ(OverloadQueueTime(limits, e), milliseconds(150));
+  // Two full batches queued + half of one running: 250 ms of waiting, well
+  // within a 10 s deadline, but over 150 ms while the queue stands.
+  const Backlog standing{2000, 1000, 1, 0, /*standing=*/true};
+  Refusal why = Refusal::kNone;
+  ExpectRefused(Admit(standing, 100, kT0 + std::chrono::seconds(10), kT0, e, limits, &why),
+                "would wait 250 ms in a queue that has stood for over 500 ms; under sustained "
+                "overload calls wait at most 150 ms");
+  EXPECT_EQ(why, Refusal::kStandingQueue);
+  ExpectRefused(Admit(standing, 100, kNever, kT0, e, limits, &why), "would wait 250 ms");
+  EXPECT_EQ(why, Refusal::kStandingQueue);
+  // One full batch queued: 150 ms, admitted.
+  EXPECT_TRUE(Admit({1000, 1000, 1, 0, true}, 100, kNever, kT0, e, limits, &why).ok());
+  EXPECT_EQ(why, Refusal::kNone);
+  // Not standing (a burst), or the rule off: the deadline decides.
+  EXPECT_TRUE(Admit({2000, 1000, 1}, 100, kT0 + std::chrono::seconds(10), kT0, e, limits).ok());
+  limits.overload_queue_time_us = 0;
+  EXPECT_TRUE(Admit(standing, 100, kT0 + std::chrono::seconds(10), kT0, e, limits).ok());
+  // The wait admitted is never shorter than one recent batch.
+  limits.overload_queue_time_us = 1000;
+  EXPECT_EQ(OverloadQueueTime(limits, e), milliseconds(100));
+  // The other refusals say which rule refused.
+  ExpectRefused(Admit({5000, 2000, 1}, 100, kT0 + milliseconds(650), kT0, e, limits, &why),
+                "after its deadline");
+  EXPECT_EQ(why, Refusal::kPredictedLate);
+  limits.max_queue_time_us = 500000;
+  ExpectRefused(Admit({5000, 2000, 1}, 100, kNever, kT0, e, limits, &why), "max_queue_time_us");
+  EXPECT_EQ(why, Refusal::kQueueTime);
 }
 
 TEST(AdmissionTest, RefusesACallWithoutDeadlinePredictedToWaitTooLong) {
