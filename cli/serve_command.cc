@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <memory>
 
@@ -75,6 +76,23 @@ std::shared_ptr<grpc::ServerCredentials> MainPortCredentials(const TlsConfig& tl
   options.pem_root_certs = secrets.tls_client_ca_pem;
   options.pem_key_cert_pairs.push_back({secrets.tls_key_pem, secrets.tls_cert_pem});
   return grpc::SslServerCredentials(options);
+}
+
+// listen.max_connection_* and listen.keepalive_* as gRPC's arguments (ms).
+void SetConnectionLifetime(const ListenConfig& listen, grpc::ServerBuilder* builder) {
+  const auto ms = [](double seconds) {
+    return static_cast<int>(std::min(seconds * 1000.0, static_cast<double>(INT_MAX)));
+  };
+  if (listen.max_connection_age_s > 0) {
+    builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, ms(listen.max_connection_age_s));
+    builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                                ms(listen.max_connection_age_grace_s));
+  }
+  if (listen.max_connection_idle_s > 0)
+    builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ms(listen.max_connection_idle_s));
+  if (listen.keepalive_time_s > 0)
+    builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(listen.keepalive_time_s));
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(listen.keepalive_timeout_s));
 }
 
 // A plaintext server on listen.health_port serving gRPC's default health
@@ -170,6 +188,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   builder.AddListeningPort(address, MainPortCredentials(config.listen.tls, *secrets), &port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(config.listen.max_receive_message_bytes);
+  SetConnectionLifetime(config.listen, &builder);
   // Each open EmbedStream holds a thread of the synchronous server (the
   // unary calls run on the callback API and hold none). The service admits at
   // most max_concurrent_requests inference calls (refusing the rest at once);

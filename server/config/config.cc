@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "engine/runtime/encoder.h"
 
@@ -130,6 +131,11 @@ std::map<std::string, Setter> TopLevelFields(ServerConfig* c) {
           {"listen.tls.require_client_cert", BoolField(&c->listen.tls.require_client_cert)},
           {"listen.health_port", IntField(&c->listen.health_port)},
           {"listen.auth.bearer_token_file", StringField(&c->listen.auth.bearer_token_file)},
+          {"listen.max_connection_age_s", DoubleField(&c->listen.max_connection_age_s)},
+          {"listen.max_connection_age_grace_s", DoubleField(&c->listen.max_connection_age_grace_s)},
+          {"listen.max_connection_idle_s", DoubleField(&c->listen.max_connection_idle_s)},
+          {"listen.keepalive_time_s", DoubleField(&c->listen.keepalive_time_s)},
+          {"listen.keepalive_timeout_s", DoubleField(&c->listen.keepalive_timeout_s)},
           {"log.level", StringField(&c->log.level)},
           {"log.format", StringField(&c->log.format)},
           {"log.access_log_sample", DoubleField(&c->log.access_log_sample)},
@@ -196,6 +202,17 @@ Status ServerConfig::Validate() const {
     return bad("listen.health_port", "must be in 0..65535");
   if (listen.health_port != 0 && listen.health_port == listen.port)
     return bad("listen.health_port", "must differ from listen.port");
+  // Seconds that become gRPC's millisecond arguments: 0 or more, at most a
+  // year (an int of milliseconds holds 24 days; longer means never).
+  for (const auto& [key, seconds] :
+       {std::pair<const char*, double>{"listen.max_connection_age_s", listen.max_connection_age_s},
+        {"listen.max_connection_age_grace_s", listen.max_connection_age_grace_s},
+        {"listen.max_connection_idle_s", listen.max_connection_idle_s},
+        {"listen.keepalive_time_s", listen.keepalive_time_s},
+        {"listen.keepalive_timeout_s", listen.keepalive_timeout_s}}) {
+    if (!(seconds >= 0 && seconds <= 365 * 24 * 3600.0))
+      return bad(key, "must be in 0..31536000 seconds");
+  }
   const TlsConfig& tls = listen.tls;
   if (tls.cert_file.empty() != tls.key_file.empty())
     return bad(tls.cert_file.empty() ? "listen.tls.cert_file" : "listen.tls.key_file",
@@ -251,7 +268,12 @@ std::string ServerConfig::Summary() const {
     << " max_receive_message_bytes=" << listen.max_receive_message_bytes
     << " tls=" << TlsMode(listen.tls) << " health_port=" << listen.health_port
     << " auth=" << (listen.auth.bearer_token_file.empty() ? "off" : "bearer")
-    << " log=" << log.level << "/" << log.format << " access_log_sample=" << log.access_log_sample
+    << " max_connection_age_s=" << listen.max_connection_age_s
+    << " max_connection_age_grace_s=" << listen.max_connection_age_grace_s
+    << " max_connection_idle_s=" << listen.max_connection_idle_s
+    << " keepalive_time_s=" << listen.keepalive_time_s
+    << " keepalive_timeout_s=" << listen.keepalive_timeout_s << " log=" << log.level << "/"
+    << log.format << " access_log_sample=" << log.access_log_sample
     << " metrics=" << (metrics.enabled ? "true" : "false")
     << " shutdown.grace_s=" << shutdown.grace_s;
   for (const ModelConfig& m : models) {

@@ -58,6 +58,25 @@ struct ListenConfig {
   int health_port = 0;
   // Bearer-token authentication of the inference calls.
   AuthConfig auth;
+  // Connection lifetime. A client keeps its HTTP/2 connection for as long as
+  // it can, so behind a load balancer that picks a backend per connection
+  // (a Kubernetes Service, DNS with round_robin) new replicas get no calls
+  // from existing clients. After max_connection_age_s (+-10% jitter, gRPC
+  // proposal A9) the server sends GOAWAY: the client opens a new connection,
+  // re-resolving first, while calls already in flight have
+  // max_connection_age_grace_s to finish before the connection is closed.
+  // 0: connections live for ever.
+  double max_connection_age_s = 0;
+  double max_connection_age_grace_s = 30;
+  // A connection with no call for this long is closed (GOAWAY); the client
+  // reconnects on its next call. 0: never.
+  double max_connection_idle_s = 0;
+  // After this long without traffic the server pings the client, and closes
+  // the connection if no answer comes within keepalive_timeout_s: a client
+  // that vanished (a pod killed, a NAT entry dropped) frees its connection.
+  // 0: gRPC's default (2 hours).
+  double keepalive_time_s = 0;
+  double keepalive_timeout_s = 20;
 };
 
 struct ModelConfig {

@@ -80,6 +80,13 @@ def _check_container(c: dict, pod: dict, facts: dict, image_uid, gpu: bool) -> l
         elif set(p) & {"httpGet", "exec", "tcpSocket"} or p.get("grpc", {}).get("port") != grpc_port:
             errors.append(f"{probe} must be a native gRPC probe on port {grpc_port}: {p}")
 
+    # Clients keep their connections: without a connection age, replicas the
+    # autoscaler adds get no calls from them (docs: deploy/README.md).
+    age_s = float(env.get("ENCODERD_MAX_CONNECTION_AGE_S", 0) or 0)
+    if not age_s > 0:
+        errors.append("ENCODERD_MAX_CONNECTION_AGE_S must be set (> 0) so that clients reach "
+                      "new replicas")
+
     grace_s = float(env.get("ENCODERD_SHUTDOWN_GRACE_S", facts["grace_s"]))
     try:
         pre = _prestop_seconds(c)

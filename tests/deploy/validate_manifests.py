@@ -41,6 +41,8 @@ MUTATIONS = {
     "wrong gRPC port": lambda d: d["containers"][0]["ports"][0].update(containerPort=50052),
     "unknown env var": lambda d: d["containers"][0]["env"].append(
         {"name": "ENCODERD_MAX_BATCH_TOKEN", "value": "1"}),
+    "no connection age": lambda d: d["containers"][0].update(env=[
+        e for e in d["containers"][0]["env"] if e["name"] != "ENCODERD_MAX_CONNECTION_AGE_S"]),
     "HPA on unknown metric": lambda d: d["hpa"]["spec"]["metrics"][0]["pods"]["metric"].update(
         name="encoderd_queue_length"),
 }

@@ -11,7 +11,6 @@ usage: access_e2e_test.py --binary build/cli/encoderd --source-dir REPO
        [--model-dir DIR]   (default: REPO/models/langid)
 Exits 0 when every check passed; prints each failed check.
 """
-import argparse
 import pathlib
 import signal
 import socket
@@ -297,13 +296,8 @@ def check_startup_errors(args, tmp):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--binary", required=True)
-    p.add_argument("--source-dir", required=True)
-    p.add_argument("--model-dir")
-    args = p.parse_args()
-    source = pathlib.Path(args.source_dir)
-    args.model_dir = args.model_dir or str(source / "models" / "langid")
+    args = common.parse_daemon_test_args(__doc__.split("\n")[0])
+    source = args.source
 
     started = time.time()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="encoderd_access_"))

@@ -50,6 +50,21 @@ def report(name, logs):
     return 0
 
 
+def parse_daemon_test_args(description):
+    """--binary, --source-dir and --model-dir (default: the source's
+    models/langid), as the daemon's end-to-end tests take them; `source` is
+    the source directory as a path."""
+    import argparse
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--binary", required=True)
+    p.add_argument("--source-dir", required=True)
+    p.add_argument("--model-dir")
+    args = p.parse_args()
+    args.source = pathlib.Path(args.source_dir)
+    args.model_dir = args.model_dir or str(args.source / "models" / "langid")
+    return args
+
+
 def generate_stubs(source_dir, out_dir):
     """protoc + grpc_python_plugin for encoderd.proto and the health proto into
     `out_dir`, which is put on sys.path: then `from proto import encoderd_pb2`
