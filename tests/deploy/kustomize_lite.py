@@ -25,13 +25,16 @@ def _load_docs(path: pathlib.Path) -> list:
 
 
 def _merge(base, patch):
-    """Strategic merge: maps merge key by key; lists of maps with a `name`
-    merge item by item (containers, env, ports, volumes); other lists and
-    scalars are replaced."""
+    """Strategic merge: maps merge key by key (a null value removes the key);
+    lists of maps with a `name` merge item by item (containers, env, ports,
+    volumes); other lists and scalars are replaced."""
     if isinstance(base, dict) and isinstance(patch, dict):
         out = dict(base)
         for key, value in patch.items():
-            out[key] = _merge(base[key], value) if key in base else copy.deepcopy(value)
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = _merge(base[key], value) if key in base else copy.deepcopy(value)
         return out
     if (isinstance(base, list) and isinstance(patch, list) and
             all(isinstance(i, dict) and "name" in i for i in base + patch)):

@@ -139,6 +139,10 @@ def _check_container(c: dict, pod: dict, facts: dict, image_uid, gpu: bool) -> l
     return errors
 
 
+# Series an HPA may scale on: the work a pod does.
+WORK_SERIES = {"encoderd_queue_duration_seconds_sum", "encoderd_batch_tokens_total"}
+
+
 def check_rendered(docs: list, facts: dict, hpa_metrics: set, image_uid, gpu: bool) -> list:
     errors = []
     seen = set()
@@ -200,11 +204,23 @@ def check_rendered(docs: list, facts: dict, hpa_metrics: set, image_uid, gpu: bo
             errors.append("HPA needs 1 <= minReplicas <= maxReplicas")
         for m in spec.get("metrics", []):
             name = m.get(m["type"].lower(), {}).get("metric", {}).get("name")
-            if m["type"] in ("Pods", "Object", "External") and name not in hpa_metrics:
+            if m["type"] not in ("Pods", "Object", "External"):
+                continue
+            if name not in hpa_metrics:
                 errors.append(f"HPA metric {name} is not served by prometheus-adapter rules")
+            elif hpa_metrics[name] not in WORK_SERIES:
+                errors.append(f"HPA metric {name} reads {hpa_metrics[name]}, not work: scale on "
+                              f"queue wait or tokens per second (calls carry 1-256 texts and "
+                              f"count refusals)")
+        if "replicas" in dep["spec"]:
+            errors.append("the Deployment sets spec.replicas while an HPA scales it: every "
+                          "apply resets the replica count")
     if by_kind["HorizontalPodAutoscaler"] and not by_kind["ServiceMonitor"]:
         errors.append("HPA on Prometheus metrics but no ServiceMonitor scrapes them")
     for sm in by_kind["ServiceMonitor"]:
+        if "release" not in sm["metadata"].get("labels", {}):
+            errors.append("ServiceMonitor has no 'release' label: kube-prometheus-stack selects "
+                          "ServiceMonitors by release=<its Helm release>")
         targets = [s for s in by_kind["Service"]
                    if _subset(sm["spec"]["selector"].get("matchLabels", {}),
                               s["metadata"].get("labels", {}))]

@@ -43,6 +43,12 @@ MUTATIONS = {
         {"name": "ENCODERD_MAX_BATCH_TOKEN", "value": "1"}),
     "no connection age": lambda d: d["containers"][0].update(env=[
         e for e in d["containers"][0]["env"] if e["name"] != "ENCODERD_MAX_CONNECTION_AGE_S"]),
+    # An adapter rule that serves the HPA's metric from the call counter.
+    "HPA on the call rate": lambda d: d["adapter"].update(
+        encoderd_tokens_per_second="encoderd_requests_total"),
+    "replicas beside the HPA": lambda d: d["deployment"]["spec"].update(replicas=2),
+    "ServiceMonitor without release label": lambda d: d["servicemonitor"]["metadata"][
+        "labels"].pop("release"),
     "HPA on unknown metric": lambda d: d["hpa"]["spec"]["metrics"][0]["pods"]["metric"].update(
         name="encoderd_queue_length"),
 }
@@ -95,14 +101,15 @@ def source_facts(repo: pathlib.Path) -> dict:
 
 
 def adapter_metrics(repo: pathlib.Path, facts: dict) -> tuple:
-    """Metric names prometheus-adapter exposes, and errors in its rules."""
+    """The metrics prometheus-adapter exposes (name -> the series it reads),
+    and errors in its rules."""
     rules = yaml.safe_load((repo / "deploy/k8s/prometheus-adapter/rules.yaml").read_text())
-    exposed, errors = set(), []
+    exposed, errors = {}, []
     for rule in rules["rules"]["custom"]:
         series = re.match(r"([a-z0-9_]+)\{", rule["seriesQuery"]).group(1)
-        if series not in facts["metrics"]:
+        if re.sub(r"_(sum|count|bucket)$", "", series) not in facts["metrics"]:
             errors.append(f"prometheus-adapter: series {series} is not exported by server/")
-        exposed.add(rule["name"]["as"])
+        exposed[rule["name"]["as"]] = series
     return exposed, errors
 
 
@@ -154,9 +161,12 @@ def main() -> int:
             docs = copy.deepcopy(rendered["overlays/cpu"])
             dep = next(d for d in docs if d["kind"] == "Deployment")
             pod = dep["spec"]["template"]["spec"]
-            mutate({"pod": pod, "containers": pod["containers"],
-                    "hpa": next(d for d in docs if d["kind"] == "HorizontalPodAutoscaler")})
-            if not check_rendered(docs, facts, hpa_metrics, facts["dockerfiles"]["Dockerfile"]["uid"],
+            adapter = dict(hpa_metrics)
+            mutate({"pod": pod, "containers": pod["containers"], "deployment": dep,
+                    "hpa": next(d for d in docs if d["kind"] == "HorizontalPodAutoscaler"),
+                    "servicemonitor": next(d for d in docs if d["kind"] == "ServiceMonitor"),
+                    "adapter": adapter})
+            if not check_rendered(docs, facts, adapter, facts["dockerfiles"]["Dockerfile"]["uid"],
                                   gpu=False):
                 errors.append(f"self-test: mutation '{what}' was not detected")
 

@@ -145,6 +145,18 @@ def dashboard_queries(source_dir):
             yield panel["title"], expr
 
 
+def adapter_queries(source_dir):
+    """The prometheus-adapter rules' queries as the adapter would send them
+    for the pods of job "encoderd" (grouped by job here: no pod label)."""
+    import yaml
+    rules = yaml.safe_load((source_dir / "deploy/k8s/prometheus-adapter/rules.yaml").read_text())
+    for rule in rules["rules"]["custom"]:
+        series = rule["seriesQuery"].split("{")[0]
+        expr = (rule["metricsQuery"].replace("<<.Series>>", series)
+                .replace("<<.LabelMatchers>>", 'job="encoderd"').replace("<<.GroupBy>>", "job"))
+        yield rule["name"]["as"], expr
+
+
 def send_traffic(pb, stub, model, prom):
     """Serial requests (one batch each, so padding is known exactly). After
     the first, waits until Prometheus has scraped it, so the rest shows up
@@ -320,6 +332,14 @@ def main():
             except (RuntimeError, OSError) as e:
                 check(False, f"dashboard '{title}': {e}")
         check(n >= 15, f"{n} dashboard queries checked")
+        # What the HPA scales on: work in the last minute, so more than 0.
+        for name, expr in adapter_queries(source_dir):
+            try:
+                value = prom.scalar(expr)
+                check(value is not None and 0 < value < float("inf"),
+                      f"autoscaling metric {name} = {value} ({expr[:60]}...)")
+            except (RuntimeError, OSError) as e:
+                check(False, f"autoscaling metric {name}: {e}")
     finally:
         for proc in reversed(procs):
             proc.terminate()
