@@ -36,8 +36,9 @@ PACKAGES=(
   clang libclang-rt-14-dev
   # loadtest sweep plots (loadtest/scripts)
   gnuplot-nox
-  # deployment manifest checks (tests/deploy)
-  yamllint
+  # deployment manifest checks (tests/deploy); curl runs the model-fetch
+  # init script on a file:// archive
+  yamllint curl
   # access end-to-end test: certificates made with the openssl CLI
   openssl
 )

@@ -9,6 +9,7 @@ API_VERSIONS = {
     "PodDisruptionBudget": "policy/v1",
     "HorizontalPodAutoscaler": "autoscaling/v2",
     "ServiceMonitor": "monitoring.coreos.com/v1",
+    "PersistentVolumeClaim": "v1",
 }
 _SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -143,6 +144,53 @@ def _check_container(c: dict, pod: dict, facts: dict, image_uid, gpu: bool) -> l
 WORK_SERIES = {"encoderd_queue_duration_seconds_sum", "encoderd_batch_tokens_total"}
 
 
+def _restricted(sc: dict) -> bool:
+    return (sc.get("runAsNonRoot") is True and sc.get("allowPrivilegeEscalation") is False and
+            sc.get("readOnlyRootFilesystem") is True and
+            "ALL" in sc.get("capabilities", {}).get("drop", []))
+
+
+def model_source_errors(c: dict, pod: dict) -> list:
+    """Where the model comes from: every mount backed by a pod volume, the
+    model directory under one of the server's mounts (unless it is the
+    image's own), volumes from a claim or filled by an init container mounted
+    read-only by the server, and init containers restricted, bounded, and,
+    when they download, over HTTPS with a checksum checked."""
+    errors = []
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+    for m in mounts.values():
+        if m["name"] not in volumes:
+            errors.append(f"volumeMount {m['mountPath']} names no pod volume '{m['name']}'")
+    model_dir = _env(c).get("ENCODERD_MODEL_DIR")
+    if model_dir and not model_dir.startswith("/models/langid"):
+        under = [m for path, m in mounts.items()
+                 if model_dir == path or model_dir.startswith(path.rstrip("/") + "/")]
+        if not under:
+            errors.append(f"ENCODERD_MODEL_DIR {model_dir} is under none of the container's mounts")
+        for m in under:
+            v = volumes.get(m["name"], {})
+            if ("persistentVolumeClaim" in v or "emptyDir" in v) and not m.get("readOnly"):
+                errors.append(f"the model volume at {m['mountPath']} must be mounted readOnly")
+    for init in pod.get("initContainers", []):
+        where = f"initContainer {init.get('name')}"
+        if not _restricted(init.get("securityContext", {})):
+            errors.append(f"{where}: securityContext must be restricted (non-root, no "
+                          "escalation, read-only root, drop ALL)")
+        if "memory" not in init.get("resources", {}).get("limits", {}):
+            errors.append(f"{where}: needs a memory limit")
+        script = " ".join(init.get("command", []) + init.get("args", []))
+        if re.search(r"\b(curl|wget)\b", script):
+            if not re.search(r"sha256sum\s+-c", script):
+                errors.append(f"{where}: downloads without checking a SHA-256 (sha256sum -c)")
+            url = _env(init).get("MODEL_URL", "")
+            if not url.startswith("https://"):
+                errors.append(f"{where}: MODEL_URL {url!r} is not https://")
+            if not re.fullmatch(r"[0-9a-f]{64}", _env(init).get("MODEL_SHA256", "")):
+                errors.append(f"{where}: MODEL_SHA256 must be 64 hex digits")
+    return errors
+
+
 def check_rendered(docs: list, facts: dict, hpa_metrics: set, image_uid, gpu: bool) -> list:
     errors = []
     seen = set()
@@ -166,7 +214,8 @@ def check_rendered(docs: list, facts: dict, hpa_metrics: set, image_uid, gpu: bo
         return errors + ["no container named encoderd"]
     c = server[0]
     errors += [f"Deployment/{dep['metadata']['name']}: {e}"
-               for e in _check_container(c, pod, facts, image_uid, gpu)]
+               for e in _check_container(c, pod, facts, image_uid, gpu) +
+               model_source_errors(c, pod)]
     container_ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
 
     headless = cluster_ip = 0

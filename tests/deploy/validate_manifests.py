@@ -14,10 +14,12 @@ Exit status 0 when everything holds; the failures are printed otherwise.
 """
 import argparse
 import copy
+import hashlib
 import pathlib
 import re
 import subprocess
 import sys
+import tempfile
 
 import yaml
 
@@ -25,7 +27,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import kustomize_lite  # noqa: E402
 from manifest_checks import check_rendered, device_dtype_errors  # noqa: E402
 
-KUSTOMIZATIONS = ["base", "overlays/cpu", "overlays/cuda"]
+KUSTOMIZATIONS = ["base", "overlays/cpu", "overlays/cuda", "overlays/model-pvc",
+                  "overlays/model-fetch"]
 GPU_OVERLAYS = {"overlays/cuda"}
 # Broken variants of a rendered overlay, each of which must be reported.
 MUTATIONS = {
@@ -52,6 +55,95 @@ MUTATIONS = {
     "HPA on unknown metric": lambda d: d["hpa"]["spec"]["metrics"][0]["pods"]["metric"].update(
         name="encoderd_queue_length"),
 }
+
+# Broken variants of the model-fetch overlay's Deployment.
+FETCH_MUTATIONS = {
+    "no checksum check": lambda c, i: i.update(command=[
+        x.replace("sha256sum -c -", "true") for x in i["command"]]),
+    "plain HTTP model URL": lambda c, i: i["env"][0].update(value="http://example.com/m.tar.gz"),
+    "model dir outside its mounts": lambda c, i: c["env"].append(
+        {"name": "ENCODERD_MODEL_DIR", "value": "/models/elsewhere"}),
+    "writable model volume": lambda c, i: next(
+        m for m in c["volumeMounts"] if m["name"] == "model").pop("readOnly"),
+    "root init container": lambda c, i: i["securityContext"].update(runAsNonRoot=False),
+}
+# Broken variants of the KServe example: (ServingRuntime, InferenceService).
+KSERVE_MUTATIONS = {
+    "runtime serves another directory": lambda rt, isvc: rt["spec"]["containers"][0].update(
+        args=["--model-dir=/models/langid"]),
+    "runtime repeats the entrypoint": lambda rt, isvc: rt["spec"]["containers"][0]["args"].insert(
+        0, "serve"),
+    "runtime on another port": lambda rt, isvc: rt["spec"]["containers"][0]["ports"][0].update(
+        containerPort=8080),
+    "service names another format": lambda rt, isvc: isvc["spec"]["predictor"]["model"][
+        "modelFormat"].update(name="onnx"),
+}
+
+
+def kserve_errors(docs: dict, facts: dict) -> list:
+    """The KServe example: the runtime serves KServe's /mnt/models on the gRPC
+    port (h2c) after the image's ENTRYPOINT (encoderd serve), with known
+    variables, and the InferenceService selects it."""
+    errors = []
+    rt, isvc = docs["ServingRuntime"], docs["InferenceService"]
+    if rt.get("apiVersion") != "serving.kserve.io/v1alpha1" or \
+            isvc.get("apiVersion") != "serving.kserve.io/v1beta1":
+        errors.append("kserve: unexpected apiVersion")
+    containers = rt["spec"].get("containers", [])
+    c = containers[0] if containers else {}
+    if c.get("name") != "kserve-container":
+        errors.append("kserve: the runtime's container must be named kserve-container")
+    args = c.get("args", [])
+    if "--model-dir=/mnt/models" not in args:
+        errors.append(f"kserve: the runtime must serve /mnt/models (args {args})")
+    if "serve" in args:
+        errors.append("kserve: args repeat 'serve' (the image's ENTRYPOINT is encoderd serve)")
+    ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
+    if ports.get("h2c") != facts["grpc_port"]:
+        errors.append(f"kserve: port h2c must be encoderd's gRPC port {facts['grpc_port']}")
+    for e in c.get("env", []):
+        if e["name"].startswith("ENCODERD_") and e["name"] not in facts["env_vars"]:
+            errors.append(f"kserve: env {e['name']} is not read by encoderd")
+    model = isvc["spec"]["predictor"]["model"]
+    formats = {f["name"] for f in rt["spec"].get("supportedModelFormats", [])}
+    if model["modelFormat"]["name"] not in formats:
+        errors.append(f"kserve: format {model['modelFormat']['name']} is not one the runtime "
+                      f"supports ({sorted(formats)})")
+    if model.get("runtime") != rt["metadata"]["name"]:
+        errors.append(f"kserve: the InferenceService names runtime {model.get('runtime')}")
+    return errors
+
+
+def fetch_script_errors(docs: list) -> list:
+    """Runs the model-fetch init container's script (with sh, curl,
+    sha256sum and tar from the host) on a file:// archive: the right checksum
+    unpacks the model directory, a wrong one fails and leaves none."""
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    init = dep["spec"]["template"]["spec"]["initContainers"][0]
+    mount = init["volumeMounts"][0]["mountPath"]
+    errors = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        src = tmp / "src"
+        src.mkdir()
+        (src / "encoderd.yaml").write_text("family: generic\n")
+        (src / "vocab.txt").write_text("[PAD]\n")
+        archive = tmp / "model.tar.gz"
+        subprocess.run(["tar", "-czf", str(archive), "-C", str(src), "."], check=True)
+        digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+        for sha, want in ((digest, True), ("0" * 64, False)):
+            out = tmp / ("ok" if want else "bad")
+            out.mkdir()
+            script = init["command"][-1].replace(mount, str(out))
+            env = {"PATH": "/usr/bin:/bin", "MODEL_URL": archive.as_uri(), "MODEL_SHA256": sha}
+            run = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
+            got = (out / "model" / "encoderd.yaml").is_file() and (out / "model" / "vocab.txt").is_file()
+            if want and (run.returncode != 0 or not got):
+                errors.append(f"model-fetch script: the right checksum did not unpack the model "
+                              f"({run.returncode}: {run.stderr.strip()[:200]})")
+            if not want and (run.returncode == 0 or (out / "model").exists()):
+                errors.append("model-fetch script: a wrong checksum was not refused")
+    return errors
 
 
 def yamllint(files: list) -> list:
@@ -137,7 +229,8 @@ def main() -> int:
 
     # The Kubernetes manifests and adapter rules (deploy/prometheus has its
     # own checks: promtool test rules).
-    yaml_files = sorted(p for p in (deploy / "k8s").rglob("*") if p.suffix in (".yaml", ".yml"))
+    yaml_files = sorted(p for d in ("k8s", "kserve") for p in (deploy / d).rglob("*")
+                        if p.suffix in (".yaml", ".yml"))
     errors = yamllint(yaml_files)
     facts = source_facts(repo)
     hpa_metrics, adapter_errors = adapter_metrics(repo, facts)
@@ -170,11 +263,31 @@ def main() -> int:
                                   gpu=False):
                 errors.append(f"self-test: mutation '{what}' was not detected")
 
+    if "overlays/model-fetch" in rendered:
+        errors += fetch_script_errors(rendered["overlays/model-fetch"])
+        for what, mutate in FETCH_MUTATIONS.items():
+            docs = copy.deepcopy(rendered["overlays/model-fetch"])
+            pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+            mutate(pod["containers"][0], pod["initContainers"][0])
+            if not check_rendered(docs, facts, hpa_metrics, facts["dockerfiles"]["Dockerfile"]["uid"],
+                                  gpu=False):
+                errors.append(f"self-test: mutation '{what}' was not detected")
+
+    kserve = {d["kind"]: d for f in sorted((deploy / "kserve").glob("*.yaml"))
+              for d in yaml.safe_load_all(f.read_text()) if d}
+    errors += kserve_errors(kserve, facts)
+    for what, mutate in KSERVE_MUTATIONS.items():
+        docs = copy.deepcopy(kserve)
+        mutate(docs["ServingRuntime"], docs["InferenceService"])
+        if not kserve_errors(docs, facts):
+            errors.append(f"self-test: mutation '{what}' was not detected")
+
     for e in errors:
         print(f"FAIL {e}")
     counts = ", ".join(f"{k}: {len(v)} resources" for k, v in rendered.items())
     print(f"validate_manifests: {len(yaml_files)} YAML files linted; {counts}; "
-          f"{len(MUTATIONS)} mutations; {len(errors)} failure(s)")
+          f"{len(MUTATIONS) + len(FETCH_MUTATIONS) + len(KSERVE_MUTATIONS)} mutations; "
+          f"{len(errors)} failure(s)")
     return 1 if errors else 0
 
 
