@@ -8,6 +8,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
+#include <grpcpp/server_posix.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -26,6 +27,7 @@
 #include "server/grpc/bearer_auth.h"
 #include "server/grpc/encoder_service.h"
 #include "server/metrics/json_log_format.h"
+#include "server/net/connection_guard.h"
 
 namespace encoderd::server {
 namespace {
@@ -185,7 +187,10 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (!config.listen.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   int port = 0;
   const std::string address = config.listen.address + ":" + std::to_string(config.listen.port);
-  builder.AddListeningPort(address, MainPortCredentials(config.listen.tls, *secrets), &port);
+  // Plaintext: the guard listens and hands gRPC each connection it accepts.
+  const bool guarded = config.listen.http2_guard && secrets->tls_cert_pem.empty();
+  if (!guarded)
+    builder.AddListeningPort(address, MainPortCredentials(config.listen.tls, *secrets), &port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(config.listen.max_receive_message_bytes);
   SetConnectionLifetime(config.listen, &builder);
@@ -198,6 +203,23 @@ int RunServeCommand(const std::vector<std::string>& args) {
   quota.SetMaxThreads(config.listen.max_concurrent_requests + kSpareServerThreads);
   builder.SetResourceQuota(quota);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  // Declared after the server: destroyed first, it attaches nothing to a
+  // server that is gone.
+  std::unique_ptr<ConnectionGuard> guard;
+  if (server && guarded) {
+    ConnectionGuardOptions options;
+    options.max_connections = config.listen.max_connections;
+    auto started = ConnectionGuard::Start(
+        config.listen.address, config.listen.port,
+        [s = server.get()](int fd) { grpc::AddInsecureChannelFromFd(s, fd); }, options, sink);
+    if (!started.ok()) {
+      spdlog::error("{} (listen.http2_guard)", started.status().message());
+      server->Shutdown(std::chrono::system_clock::now());
+      return 1;
+    }
+    guard = std::move(started).value();
+    port = guard->port();
+  }
   if (!server || port == 0) {
     spdlog::error(
         "cannot listen on {}{}", address,
@@ -223,8 +245,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
                  health_port);
   }
   SetHealth(servers, config, false);
-  spdlog::info("listening on {}:{}{}", config.listen.address, port,
-               secrets->tls_cert_pem.empty() ? "" : " (TLS)");
+  std::string how;
+  if (!secrets->tls_cert_pem.empty()) how = " (TLS)";
+  if (guard)
+    how = " (HTTP/2 guard, at most " + std::to_string(guard->max_connections()) + " connections)";
+  spdlog::info("listening on {}:{}{}", config.listen.address, port, how);
 
   for (const ModelConfig& m : config.models) {
     auto model = ServedModel::Load(m, sink);
@@ -247,6 +272,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   registry.StartDraining();
   SetHealth(servers, config, false);
   const auto start = std::chrono::steady_clock::now();
+  // New connections are refused from here on.
+  if (guard) guard->StopAccepting();
   // Refuses new calls and waits for in-flight ones, cancelling what is left
   // at the deadline; the health port answers NOT_SERVING until the gRPC port
   // has drained.

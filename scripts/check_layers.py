@@ -5,7 +5,8 @@ Each part of the tree may include only the parts it is allowed to use
 (BELOW; docs/architecture.md): core <- kernels <- engine (io, text <- model
 <- runtime); server/metrics uses
 only core; server/config the engine; server/core both; server/exporter and
-server/grpc server/core and below; cli everything.
+server/grpc server/core and below; server/net only core and server/metrics;
+cli everything.
 
 and outside headers are confined: gRPC to the gRPC edge, LibTorch to
 engine/torch, prometheus-cpp to the metrics parts. The daemon includes the
@@ -33,6 +34,7 @@ BELOW = {
     "server/core": ["core", "kernels", "engine", "server/config", "server/metrics"],
     "server/exporter": ["core", "kernels", "engine", "server/config", "server/metrics",
                         "server/core"],
+    "server/net": ["core", "server/metrics"],
     "server/grpc": ["core", "kernels", "engine", "server/config", "server/metrics",
                     "server/core", "proto"],
     "cli": ["core", "kernels", "engine", "server", "proto"],

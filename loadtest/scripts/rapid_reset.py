@@ -7,19 +7,18 @@ Starts the daemon on the default model, measures legitimate clients alone
 (encoderd-loadtest, closed loop), then again while --attackers processes each
 run the attack on --connections connections: HEADERS + the request's DATA +
 RST_STREAM(CANCEL) per stream, as fast as they can, answering the server's
-SETTINGS and PINGs. Prints the goodput of both runs, the streams the attack
+SETTINGS and PINGs, and opening a new connection for each one the server
+closes. Prints the goodput of both runs, the streams the attack
 opened, and the daemon's peak thread count and RSS during it. Benchmark, not
 a test: figures in docs/reliability.md.
 
     /usr/bin/python3 loadtest/scripts/rapid_reset.py [--seconds 8] [--attackers 1]
 """
-import argparse
-import json
 import multiprocessing
+import os
 import pathlib
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -28,7 +27,8 @@ import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
-from e2e_common import start_daemon  # noqa: E402
+from e2e_common import (benchmark_parser, closed_loop, proc_cpu_seconds,  # noqa: E402
+                        proc_threads_rss, start_daemon)
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -39,15 +39,26 @@ def embed_request_bytes(text):
     return b"\x00" + struct.pack(">I", len(message)) + message
 
 
-def attack(port, seconds, connections, counter):
+def attack(port, seconds, connections, counter, reconnects):
     import hpack
     import hyperframe.frame as hf
-    socks = []
-    for _ in range(connections):
+
+    def connect():
         s = socket.create_connection(("127.0.0.1", port))
         s.sendall(PREFACE + hf.SettingsFrame(0).serialize())
         s.setblocking(False)
-        socks.append([s, hpack.Encoder(), 1, b""])
+        return [s, hpack.Encoder(), 1, b""]
+    socks = [connect() for _ in range(connections)]
+
+    def lost(entry):
+        # Closed by the server (GOAWAY, reset): the attacker opens another.
+        socks.remove(entry)
+        entry[0].close()
+        reconnects.value += 1
+        try:
+            socks.append(connect())
+        except OSError:
+            pass
     headers = [(":method", "POST"), (":scheme", "http"), (":path", "/encoderd.v1.Encoder/Embed"),
                (":authority", f"127.0.0.1:{port}"), ("content-type", "application/grpc"),
                ("te", "trailers")]
@@ -70,6 +81,8 @@ def attack(port, seconds, connections, counter):
                 s.sendall(b"".join(out))
                 s.setblocking(False)
                 sent += 50
+                with counter.get_lock():
+                    counter.value += 50
                 while True:
                     data = s.recv(65536)
                     if not data:
@@ -78,7 +91,7 @@ def attack(port, seconds, connections, counter):
             except BlockingIOError:
                 pass
             except OSError:
-                socks.remove(entry)  # GOAWAY / reset by the server: the attack on it ends
+                lost(entry)
                 continue
             while len(buf) >= 9:  # answer SETTINGS and PING so the connection stays up
                 frame, length = hf.Frame.parse_frame_header(memoryview(buf[:9]))
@@ -92,54 +105,49 @@ def attack(port, seconds, connections, counter):
                 elif isinstance(frame, hf.PingFrame) and "ACK" not in frame.flags:
                     reply = hf.PingFrame(0, flags=["ACK"], opaque_data=frame.opaque_data)
                 elif isinstance(frame, hf.GoAwayFrame):
-                    socks.remove(entry)
+                    lost(entry)
                     break
                 if reply:
-                    s.setblocking(True)
-                    s.sendall(reply.serialize())
-                    s.setblocking(False)
+                    try:
+                        s.setblocking(True)
+                        s.sendall(reply.serialize())
+                        s.setblocking(False)
+                    except OSError:
+                        lost(entry)
+                        break
             entry[3] = buf
-    with counter.get_lock():
-        counter.value += sent
-
-
-def proc_status(pid):
-    fields = {}
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        fields[key] = value.strip()
-    return int(fields["Threads"]), int(fields["VmRSS"].split()[0]) * 1024
-
-
-def loadtest(args, port, seconds):
-    out = subprocess.run([args.loadtest, "--target", f"127.0.0.1:{port}", "--rpc", "embed",
-                          "--mode", "closed", "--concurrency", str(args.clients),
-                          "--duration", str(seconds), "--warmup", "1", "--timeout-ms", "5000",
-                          "--words", "8-24", "--json"], capture_output=True, text=True)
-    report = json.loads(out.stdout[out.stdout.index("{"):])
-    return report
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--binary", default=str(REPO / "build" / "cli" / "encoderd"))
-    p.add_argument("--loadtest", default=str(REPO / "build" / "loadtest" / "encoderd-loadtest"))
-    p.add_argument("--model-dir", default=str(REPO / "models" / "langid"))
+    p = benchmark_parser(__doc__.split("\n")[0])
     p.add_argument("--seconds", type=int, default=8)
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--attackers", type=int, default=1)
     p.add_argument("--connections", type=int, default=4)
+    p.add_argument("--pin", action="store_true",
+                   help="daemon on CPU 1 (one engine thread); attackers and load generator on "
+                        "CPU 0, so the attack's own CPU is not the daemon's")
+    p.add_argument("--serve-arg", action="append", default=[],
+                   help="extra `encoderd serve` argument, e.g. --serve-arg=--http2-guard=false")
     args = p.parse_args()
+    serve_args = [x for a in args.serve_arg for x in a.split("=", 1)]
+    if args.pin:
+        serve_args += ["--num-threads", "1"]
+        os.sched_setaffinity(0, {0})  # this process, its attackers and the load generator
     with tempfile.TemporaryDirectory() as tmp:
-        daemon = start_daemon(args.binary, ["--model-name", "langid", "--model-dir", args.model_dir],
-                              pathlib.Path(tmp) / "serve.log")
+        daemon = start_daemon(args.binary, ["--model-name", "langid", "--model-dir", args.model_dir,
+                                            *serve_args], pathlib.Path(tmp) / "serve.log",
+                              prefix=["taskset", "-c", "1"] if args.pin else [])
         pid = daemon.proc.pid
         try:
-            alone = loadtest(args, daemon.port, args.seconds)
-            threads0, rss0 = proc_status(pid)
+            alone = closed_loop(args.loadtest, daemon.port, args.seconds, args.clients)
+            threads0, rss0 = proc_threads_rss(pid)
+            cpu0 = proc_cpu_seconds(pid)
             counter = multiprocessing.Value("l", 0)
+            reconnects = multiprocessing.Value("l", 0)
             attackers = [multiprocessing.Process(target=attack, args=(daemon.port, args.seconds + 2,
-                                                                       args.connections, counter))
+                                                                       args.connections, counter,
+                                                                       reconnects))
                          for _ in range(args.attackers)]
             for a in attackers:
                 a.start()
@@ -148,20 +156,21 @@ def main():
 
             def sample():
                 while not stop.is_set():
-                    t, r = proc_status(pid)
+                    t, r = proc_threads_rss(pid)
                     peak[0], peak[1] = max(peak[0], t), max(peak[1], r)
                     time.sleep(0.05)
             sampler = threading.Thread(target=sample)
             sampler.start()
             time.sleep(0.5)
-            attacked = loadtest(args, daemon.port, args.seconds)
+            attacked = closed_loop(args.loadtest, daemon.port, args.seconds, args.clients)
             for a in attackers:
                 a.join()
             stop.set()
             sampler.join()
-            threads1, rss1 = proc_status(pid)
+            threads1, rss1 = proc_threads_rss(pid)
+            attack_cpu = proc_cpu_seconds(pid) - cpu0
             alive = daemon.proc.poll() is None
-            after = loadtest(args, daemon.port, args.seconds) if alive else None
+            after = closed_loop(args.loadtest, daemon.port, args.seconds, args.clients) if alive else None
             metrics = urllib.request.urlopen(
                 f"http://127.0.0.1:{daemon.metrics_port}/metrics", timeout=30).read().decode()
         finally:
@@ -177,11 +186,13 @@ def main():
         print(f"legitimate after:        {summary(after)}")
     for line in metrics.splitlines():
         if line.startswith(("encoderd_requests_in_flight", "encoderd_queue_depth",
-                            "encoderd_concurrent_requests")):
+                            "encoderd_concurrent_requests", "encoderd_connections_closed_total")):
             print(f"daemon after: {line}")
     print(f"attack: {counter.value} streams opened and reset in {args.seconds + 2} s by "
           f"{args.attackers} process(es) x {args.connections} connection(s) "
-          f"({counter.value / (args.seconds + 2):.0f}/s)")
+          f"({counter.value / (args.seconds + 2):.0f}/s); the server closed {reconnects.value} of "
+          f"its connections, each replaced at once")
+    print(f"daemon CPU during the attack: {attack_cpu:.1f} s")
     print(f"daemon: threads {threads0} -> peak {peak[0]} -> {threads1} after; RSS "
           f"{rss0 / 2**20:.0f} -> peak {peak[1] / 2**20:.0f} -> {rss1 / 2**20:.0f} MiB; "
           f"{'still running' if alive else 'DIED'}")

@@ -131,6 +131,8 @@ std::map<std::string, Setter> TopLevelFields(ServerConfig* c) {
           {"listen.tls.require_client_cert", BoolField(&c->listen.tls.require_client_cert)},
           {"listen.health_port", IntField(&c->listen.health_port)},
           {"listen.auth.bearer_token_file", StringField(&c->listen.auth.bearer_token_file)},
+          {"listen.http2_guard", BoolField(&c->listen.http2_guard)},
+          {"listen.max_connections", IntField(&c->listen.max_connections)},
           {"listen.max_connection_age_s", DoubleField(&c->listen.max_connection_age_s)},
           {"listen.max_connection_age_grace_s", DoubleField(&c->listen.max_connection_age_grace_s)},
           {"listen.max_connection_idle_s", DoubleField(&c->listen.max_connection_idle_s)},
@@ -202,6 +204,7 @@ Status ServerConfig::Validate() const {
     return bad("listen.health_port", "must be in 0..65535");
   if (listen.health_port != 0 && listen.health_port == listen.port)
     return bad("listen.health_port", "must differ from listen.port");
+  if (listen.max_connections < 1) return bad("listen.max_connections", "must be at least 1");
   // Seconds that become gRPC's millisecond arguments: 0 or more, at most a
   // year (an int of milliseconds holds 24 days; longer means never).
   for (const auto& [key, seconds] :
@@ -268,6 +271,8 @@ std::string ServerConfig::Summary() const {
     << " max_receive_message_bytes=" << listen.max_receive_message_bytes
     << " tls=" << TlsMode(listen.tls) << " health_port=" << listen.health_port
     << " auth=" << (listen.auth.bearer_token_file.empty() ? "off" : "bearer")
+    << " http2_guard=" << (listen.http2_guard ? "true" : "false")
+    << " max_connections=" << listen.max_connections
     << " max_connection_age_s=" << listen.max_connection_age_s
     << " max_connection_age_grace_s=" << listen.max_connection_age_grace_s
     << " max_connection_idle_s=" << listen.max_connection_idle_s

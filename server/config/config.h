@@ -58,6 +58,12 @@ struct ListenConfig {
   int health_port = 0;
   // Bearer-token authentication of the inference calls.
   AuthConfig auth;
+  // Relay the gRPC port through the HTTP/2 guard (server/net/): connections
+  // whose client resets most streams right after opening them (rapid reset)
+  // or opens too many at once are closed, and at most max_connections are
+  // open. Plaintext only: with TLS on, gRPC listens itself.
+  bool http2_guard = true;
+  int max_connections = 4096;
   // Connection lifetime. A client keeps its HTTP/2 connection for as long as
   // it can, so behind a load balancer that picks a backend per connection
   // (a Kubernetes Service, DNS with round_robin) new replicas get no calls

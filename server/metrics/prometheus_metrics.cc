@@ -97,7 +97,20 @@ struct PrometheusMetrics::Families {
         admitted(BuildCounter()
                      .Name("encoderd_requests_admitted_total")
                      .Help("Requests the model's batcher admitted into its queue.")
-                     .Register(*r)) {}
+                     .Register(*r)),
+        connections_closed(BuildCounter()
+                               .Name("encoderd_connections_closed_total")
+                               .Help("Connections the gRPC port's guard closed, by reason: "
+                                     "rapid_reset, too_many_streams (abuse), preface_timeout, "
+                                     "connection_cap (closed at once: listen.max_connections "
+                                     "open, each with a stream), evicted_idle (had opened no "
+                                     "stream when a new connection needed its place), "
+                                     "bad_preface (not HTTP/2).")
+                               .Register(*r)),
+        connections_open(BuildGauge()
+                             .Name("encoderd_open_connections")
+                             .Help("Client connections open on the gRPC port (with the guard).")
+                             .Register(*r)) {}
 
   Family<Counter>& requests;
   Family<Counter>& failures;
@@ -116,6 +129,8 @@ struct PrometheusMetrics::Families {
   Family<Gauge>& in_flight;
   Family<Counter>& dropped;
   Family<Counter>& admitted;
+  Family<Counter>& connections_closed;
+  Family<Gauge>& connections_open;
 };
 
 struct PrometheusMetrics::ModelSeries {
@@ -211,6 +226,11 @@ const Histogram::BucketBoundaries& PrometheusMetrics::LatencyBuckets() {
 PrometheusMetrics::PrometheusMetrics(prometheus::Registry* registry,
                                      const std::vector<std::string>& models)
     : families_(std::make_unique<Families>(registry)) {
+  for (int i = 0; i < kNumConnectionCloses; ++i) {
+    connections_closed_[i] = &families_->connections_closed.Add(
+        {{"reason", ConnectionCloseName(static_cast<ConnectionClose>(i))}});
+  }
+  connections_open_ = &families_->connections_open.Add({});
   for (const std::string& m : models)
     models_[m] = std::make_unique<ModelSeries>(*families_, m, true);
   no_model_ = std::make_unique<ModelSeries>(*families_, kNoModelLabel, false);
@@ -263,6 +283,14 @@ void PrometheusMetrics::AddInFlight(const std::string& model, int delta) {
 void PrometheusMetrics::ObserveAdmitted(const std::string& model) {
   Counter* c = Series(model).admitted;
   if (c) c->Increment();
+}
+
+void PrometheusMetrics::ObserveConnectionClosed(ConnectionClose reason) {
+  connections_closed_[static_cast<int>(reason)]->Increment();
+}
+
+void PrometheusMetrics::SetOpenConnections(int64_t open) {
+  connections_open_->Set(static_cast<double>(open));
 }
 
 void PrometheusMetrics::ObserveDrop(const std::string& model, DropReason reason) {

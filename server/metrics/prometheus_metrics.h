@@ -36,6 +36,8 @@ class PrometheusMetrics final : public ServingMetrics {
   void AddInFlight(const std::string& model, int delta) override;
   void ObserveDrop(const std::string& model, DropReason reason) override;
   void ObserveAdmitted(const std::string& model) override;
+  void ObserveConnectionClosed(ConnectionClose reason) override;
+  void SetOpenConnections(int64_t open) override;
 
   // Bucket bounds, exposed for tests and the docs.
   static const prometheus::Histogram::BucketBoundaries& LatencyBuckets();
@@ -49,6 +51,8 @@ class PrometheusMetrics final : public ServingMetrics {
   // Built in the constructor, read-only afterwards.
   std::map<std::string, std::unique_ptr<ModelSeries>> models_;
   std::unique_ptr<ModelSeries> no_model_;
+  std::array<prometheus::Counter*, kNumConnectionCloses> connections_closed_{};
+  prometheus::Gauge* connections_open_ = nullptr;
 };
 
 }  // namespace encoderd::server

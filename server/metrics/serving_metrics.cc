@@ -16,6 +16,13 @@ const char* DropReasonName(DropReason reason) {
   return kNames[static_cast<int>(reason)];
 }
 
+const char* ConnectionCloseName(ConnectionClose reason) {
+  static const char* kNames[kNumConnectionCloses] = {"rapid_reset",     "too_many_streams",
+                                                     "preface_timeout", "connection_cap",
+                                                     "evicted_idle",    "bad_preface"};
+  return kNames[static_cast<int>(reason)];
+}
+
 const char* FailureReason(int code) {
   switch (code) {
     case 0:

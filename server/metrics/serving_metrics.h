@@ -36,6 +36,20 @@ inline constexpr int kNumDropReasons = 8;
 // "deadline_before_queue", "deadline_in_queue", ...
 const char* DropReasonName(DropReason reason);
 
+// Why the gRPC port's guard closed a connection (server/net/connection_guard.h).
+enum class ConnectionClose {
+  kRapidReset,      // most of its streams reset by the client right after opening
+  kTooManyStreams,  // more streams open at once than allowed
+  kPrefaceTimeout,  // no HTTP/2 preface in time
+  kConnectionCap,   // opened while listen.max_connections, each with a stream, were open
+  kEvictedIdle,     // had opened no stream when a new connection needed its place
+  kBadPreface,      // sent something other than the HTTP/2 preface
+};
+inline constexpr int kNumConnectionCloses = 6;
+// "rapid_reset", "too_many_streams", "preface_timeout", "connection_cap",
+// "evicted_idle", "bad_preface".
+const char* ConnectionCloseName(ConnectionClose reason);
+
 struct RequestSample {
   Rpc rpc = Rpc::kEmbed;
   int grpc_code = 0;  // grpc::StatusCode value
@@ -76,6 +90,10 @@ class ServingMetrics {
   virtual void ObserveDrop(const std::string& /*model*/, DropReason /*reason*/) {}
   // Any thread: the batcher admitted a request into its queue.
   virtual void ObserveAdmitted(const std::string& /*model*/) {}
+  // The connection guard's thread: it closed a connection, and how many
+  // are open.
+  virtual void ObserveConnectionClosed(ConnectionClose /*reason*/) {}
+  virtual void SetOpenConnections(int64_t /*open*/) {}
 };
 
 }  // namespace encoderd::server

@@ -208,6 +208,36 @@ def proc_rss_bytes(pid):
     raise RuntimeError("no VmRSS line")
 
 
+def proc_threads_rss(pid):
+    """(threads, RSS bytes) of process `pid`."""
+    return proc_threads(pid), proc_rss_bytes(pid)
+
+
+def benchmark_parser(description):
+    """The arguments the loadtest/scripts benchmarks share: --binary,
+    --loadtest and --model-dir, defaulting to the build and the default model."""
+    import argparse
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--binary", default=str(repo / "build" / "cli" / "encoderd"))
+    p.add_argument("--loadtest", default=str(repo / "build" / "loadtest" / "encoderd-loadtest"))
+    p.add_argument("--model-dir", default=str(repo / "models" / "langid"))
+    return p
+
+
+def closed_loop(loadtest, port, seconds, clients=16):
+    """`clients` legitimate closed-loop Embed clients (one 8-24-word text, 5 s
+    deadlines) for `seconds` after 1 s of warm-up: encoderd-loadtest's JSON
+    report."""
+    out = subprocess.run([loadtest, "--target", f"127.0.0.1:{port}", "--rpc", "embed",
+                          "--mode", "closed", "--concurrency", str(clients),
+                          "--duration", str(seconds), "--warmup", "1", "--timeout-ms", "5000",
+                          "--words", "8-24", "--json"], capture_output=True, text=True)
+    if "{" not in out.stdout:
+        raise RuntimeError(f"encoderd-loadtest failed: {out.stdout[-500:]} {out.stderr[-500:]}")
+    return json.loads(out.stdout[out.stdout.index("{"):])
+
+
 def raw_grpc_call(port, path, body, extra_headers=(), timeout=30):
     """One unary gRPC call written frame by frame with python3-h2, for what a
     gRPC library will not send (e.g. a grpc-timeout of 0, which libraries

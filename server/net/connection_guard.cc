@@ -1,0 +1,575 @@
+#include "server/net/connection_guard.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace encoderd::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// fds one connection holds: the client's socket, our end of the socketpair,
+// and gRPC's end.
+constexpr int kFdsPerConnection = 3;
+// fds kept for everything else (models, logs, metrics, health).
+constexpr rlim_t kSpareFds = 256;
+// How long a connection closed for abuse may take to receive our GOAWAY.
+constexpr auto kFlushAfterAbuse = std::chrono::milliseconds(500);
+// New connections from an address closed for abuse within kAbuserMemory
+// wait kTarpit before anything of theirs is read.
+constexpr auto kAbuserMemory = std::chrono::seconds(10);
+constexpr auto kTarpit = std::chrono::seconds(1);
+// New connections an address may open per second before the next ones wait
+// kTarpit too.
+constexpr int kNewPerAddressPerSecond = 200;
+
+std::string PeerAddress(const sockaddr_in& a) {
+  char ip[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
+  return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
+}
+
+// A byte queue: appended at the back, written from the front.
+struct Buffer {
+  std::string bytes;
+  size_t front = 0;
+  size_t size() const { return bytes.size() - front; }
+  bool empty() const { return size() == 0; }
+  void Append(const char* data, size_t n) {
+    if (front > 0 && front == bytes.size()) {
+      bytes.clear();
+      front = 0;
+    }
+    bytes.append(data, n);
+  }
+  // Writes what it can to `fd`; false on an error other than EAGAIN.
+  bool WriteTo(int fd) {
+    while (!empty()) {
+      const ssize_t n = send(fd, bytes.data() + front, size(), MSG_NOSIGNAL);
+      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      front += static_cast<size_t>(n);
+    }
+    bytes.clear();
+    front = 0;
+    return true;
+  }
+};
+
+}  // namespace
+
+class ConnectionGuard::Loop {
+ public:
+  Loop(int listen_fd, std::function<void(int)> attach, const ConnectionGuardOptions& options,
+       ServingMetrics* metrics)
+      : listen_fd_(listen_fd),
+        attach_(std::move(attach)),
+        options_(options),
+        metrics_(metrics),
+        epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
+        wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+  ~Loop() {
+    for (auto& [id, c] : conns_) CloseBoth(c.get());
+    if (listen_fd_ >= 0) close(listen_fd_);
+    if (epoll_fd_ >= 0) close(epoll_fd_);
+    if (wake_fd_ >= 0) close(wake_fd_);
+  }
+
+  bool ok() const { return epoll_fd_ >= 0 && wake_fd_ >= 0; }
+
+  void Run();
+  // From other threads.
+  void Stop() {
+    stop_.store(true);
+    Wake();
+  }
+  void StopAccepting() {
+    std::future<void> closed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_accepting_requested_) return;
+      stop_accepting_requested_ = true;
+      if (exited_) {  // the loop is gone: close the socket here
+        if (listen_fd_ >= 0) close(listen_fd_);
+        listen_fd_ = -1;
+        return;
+      }
+      closed = listen_closed_.get_future();
+    }
+    Wake();
+    closed.wait();
+  }
+
+ private:
+  struct Conn {
+    uint64_t id = 0;
+    int client = -1;
+    int server = -1;
+    uint32_t ip = 0;  // IPv4, network order
+    std::string peer;
+    Clock::time_point accepted;
+    // Held (tarpit) until then, neither read nor attached; epoch: not held.
+    Clock::time_point held_until;
+    Buffer to_server;
+    Buffer to_client;
+    Http2Guard guard;
+    bool client_eof = false;
+    bool server_eof = false;
+    bool server_shut = false;  // our write side to gRPC shut after the client's end
+    // Closed for abuse: the server side is gone; flushing to the client
+    // until `close_by`.
+    bool abusive = false;
+    Clock::time_point close_by;
+    uint32_t client_events = 0;
+    uint32_t server_events = 0;
+    explicit Conn(const Http2GuardOptions& o) : guard(o) {}
+  };
+
+  // epoll user data: the connection id, shifted, with the low bit for the side.
+  static constexpr uint64_t kListen = 0, kWake = 1;
+  static uint64_t Key(uint64_t id, bool server) { return (id << 1) | (server ? 1 : 0); }
+
+  void Wake() {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
+  void Accept();
+  // Gives the connection its socketpair, hands gRPC the other end and
+  // starts relaying; false when no socketpair could be made.
+  bool Attach(Conn* c);
+  void OnClient(Conn* c, uint32_t events);
+  void OnServer(Conn* c, uint32_t events);
+  void Update(Conn* c);
+  void Abuse(Conn* c, Http2Verdict verdict);
+  void CloseBoth(Conn* c) {
+    if (c->client >= 0) close(c->client);
+    if (c->server >= 0) close(c->server);
+    c->client = c->server = -1;
+  }
+  void Finish(Conn* c) {
+    CloseBoth(c);
+    idle_.erase(c->id);
+    done_.push_back(c->id);
+  }
+  void Sweep(Clock::time_point now);
+  void SetInterest(int fd, uint64_t key, uint32_t want, uint32_t* have) {
+    if (fd < 0 || want == *have) return;
+    epoll_event ev{};
+    ev.events = want;
+    ev.data.u64 = key;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev);
+    *have = want;
+  }
+  void Closed(ConnectionClose reason) {
+    if (metrics_) metrics_->ObserveConnectionClosed(reason);
+  }
+  void ReportOpen() {
+    if (metrics_) metrics_->SetOpenConnections(static_cast<int64_t>(conns_.size()));
+  }
+
+  int listen_fd_;
+  std::function<void(int)> attach_;
+  const ConnectionGuardOptions options_;
+  ServingMetrics* const metrics_;
+  const int epoll_fd_;
+  const int wake_fd_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  bool stop_accepting_requested_ = false;
+  bool exited_ = false;
+  std::promise<void> listen_closed_;
+  std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
+  std::vector<uint64_t> done_;
+  // Connections that have not opened a stream, oldest (lowest id) first.
+  std::set<uint64_t> idle_;
+  // Addresses whose connection was closed for abuse, and when.
+  std::unordered_map<uint32_t, Clock::time_point> abusers_;
+  // New connections per address in the current second.
+  struct NewConnections {
+    Clock::time_point since;
+    int count = 0;
+  };
+  std::unordered_map<uint32_t, NewConnections> new_connections_;
+  uint64_t next_id_ = 1;
+  // Evictions and refusals at the cap since the last log line, and when
+  // that was.
+  int64_t evicted_at_cap_ = 0;
+  int64_t refused_at_cap_ = 0;
+  Clock::time_point cap_logged_;
+  std::vector<char> scratch_ = std::vector<char>(64 * 1024);
+};
+
+void ConnectionGuard::Loop::Run() {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListen;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.u64 = kWake;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  std::vector<epoll_event> events(256);
+  Clock::time_point next_sweep = Clock::now();
+  while (!stop_.load()) {
+    const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), 100);
+    if (n < 0 && errno != EINTR) {
+      spdlog::error("connection guard: epoll_wait: {}", std::strerror(errno));
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint64_t key = events[i].data.u64;
+      if (key == kListen) {
+        Accept();
+      } else if (key == kWake) {
+        uint64_t count;
+        (void)!read(wake_fd_, &count, sizeof(count));
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_accepting_requested_ && listen_fd_ >= 0) {
+          epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+          close(listen_fd_);
+          listen_fd_ = -1;
+          listen_closed_.set_value();
+        }
+      } else {
+        auto it = conns_.find(key >> 1);
+        if (it == conns_.end() || it->second->client < 0) continue;
+        if (key & 1) {
+          OnServer(it->second.get(), events[i].events);
+        } else {
+          OnClient(it->second.get(), events[i].events);
+        }
+      }
+    }
+    const Clock::time_point now = Clock::now();
+    if (now >= next_sweep) {
+      Sweep(now);
+      next_sweep = now + std::chrono::milliseconds(100);
+    }
+    for (uint64_t id : done_) conns_.erase(id);
+    if (!done_.empty()) ReportOpen();
+    done_.clear();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  exited_ = true;
+  if (stop_accepting_requested_ && listen_fd_ >= 0) {
+    close(listen_fd_);
+    listen_fd_ = -1;
+    listen_closed_.set_value();
+  }
+}
+
+void ConnectionGuard::Loop::Accept() {
+  while (true) {
+    sockaddr_in peer{};
+    socklen_t len = sizeof(peer);
+    const int fd =
+        accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) {
+        spdlog::warn("connection guard: out of file descriptors ({})", std::strerror(errno));
+      }
+      return;  // EAGAIN: accepted everything pending
+    }
+    // At the cap, the oldest connection that has not opened a stream (no
+    // preface yet, only a preface, or held) makes room: idle junk cannot
+    // lock legitimate clients out. With none such, the new one is closed.
+    if (static_cast<int>(conns_.size()) >= options_.max_connections) {
+      const bool evict = !idle_.empty();
+      if (evict) {
+        auto victim = conns_.find(*idle_.begin());
+        Closed(ConnectionClose::kEvictedIdle);
+        Finish(victim->second.get());
+        conns_.erase(victim);
+        ++evicted_at_cap_;
+      } else {
+        close(fd);
+        Closed(ConnectionClose::kConnectionCap);
+        ++refused_at_cap_;
+      }
+      const Clock::time_point now = Clock::now();
+      if (now - cap_logged_ >= std::chrono::seconds(10)) {
+        spdlog::warn(
+            "connection cap reached: {} connections open (listen.max_connections); since the last "
+            "such line {} idle connection(s) (no stream opened) closed for new ones, {} new "
+            "connection(s) closed at once",
+            conns_.size(), evicted_at_cap_, refused_at_cap_);
+        evicted_at_cap_ = refused_at_cap_ = 0;
+        cap_logged_ = now;
+      }
+      if (!evict) continue;
+    }
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    const Clock::time_point now = Clock::now();
+    auto c = std::make_unique<Conn>(options_.http2);
+    c->id = next_id_++;
+    c->client = fd;
+    c->ip = peer.sin_addr.s_addr;
+    c->peer = PeerAddress(peer);
+    c->accepted = now;
+    // An address whose connection was closed for abuse lately, or that opens
+    // connections faster than kNewPerAddressPerSecond: its new connections
+    // wait kTarpit before a byte is read, so reconnecting costs an attacker
+    // time and the server nothing.
+    const bool abuser = abusers_.count(c->ip) > 0 && now - abusers_[c->ip] < kAbuserMemory;
+    NewConnections& rate = new_connections_[c->ip];
+    if (now - rate.since >= std::chrono::seconds(1)) rate = {now, 0};
+    const bool churning = ++rate.count > kNewPerAddressPerSecond;
+    if (abuser || churning) c->held_until = now + kTarpit;
+    epoll_event ev{};
+    ev.events = c->client_events = abuser || churning ? 0 : EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = Key(c->id, false);
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->client, &ev);
+    idle_.insert(c->id);
+    conns_.emplace(c->id, std::move(c));
+    ReportOpen();
+  }
+}
+
+bool ConnectionGuard::Loop::Attach(Conn* c) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0) {
+    spdlog::warn("connection guard: socketpair: {}", std::strerror(errno));
+    return false;
+  }
+  c->server = pair[0];
+  epoll_event ev{};
+  ev.events = c->server_events = EPOLLIN | EPOLLRDHUP;
+  ev.data.u64 = Key(c->id, true);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->server, &ev);
+  // gRPC's end stays non-blocking: its event engine expects that.
+  attach_(pair[1]);
+  return true;
+}
+
+void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
+  if (c->held_until != Clock::time_point()) {
+    if (events & (EPOLLHUP | EPOLLERR)) Finish(c);  // gave up while held
+    return;
+  }
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+    while (!c->client_eof && !c->abusive && c->to_server.size() < options_.buffer_bytes) {
+      const ssize_t n = recv(c->client, scratch_.data(), scratch_.size(), 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        c->client_eof = true;
+        break;
+      }
+      if (n < 0) break;
+      const Http2Verdict verdict = c->guard.FromClient(
+          reinterpret_cast<const uint8_t*>(scratch_.data()), static_cast<size_t>(n), Clock::now());
+      if (verdict != Http2Verdict::kOk) {
+        Abuse(c, verdict);
+        return;
+      }
+      if (c->guard.not_http2()) {
+        spdlog::debug("closing the connection from {}: not HTTP/2", c->peer);
+        Closed(ConnectionClose::kBadPreface);
+        return Finish(c);
+      }
+      c->to_server.Append(scratch_.data(), static_cast<size_t>(n));
+      if (c->guard.streams() > 0) idle_.erase(c->id);
+      // gRPC sees a connection only once its client sent the preface.
+      if (c->server < 0 && c->guard.preface_received() && !Attach(c)) return Finish(c);
+    }
+    // Gone both ways (not a half close): nothing more reaches it.
+    if (c->client_eof && (events & (EPOLLHUP | EPOLLERR))) return Finish(c);
+  }
+  if (events & EPOLLOUT || !c->to_client.empty()) {
+    if (!c->to_client.WriteTo(c->client)) {
+      Finish(c);
+      return;
+    }
+  }
+  Update(c);
+}
+
+void ConnectionGuard::Loop::OnServer(Conn* c, uint32_t events) {
+  if (c->abusive) return;
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+    while (!c->server_eof && c->to_client.size() < options_.buffer_bytes) {
+      const ssize_t n = recv(c->server, scratch_.data(), scratch_.size(), 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        c->server_eof = true;
+        break;
+      }
+      if (n < 0) break;
+      c->guard.FromServer(reinterpret_cast<const uint8_t*>(scratch_.data()),
+                          static_cast<size_t>(n));
+      c->to_client.Append(scratch_.data(), static_cast<size_t>(n));
+    }
+  }
+  if (events & EPOLLOUT || !c->to_server.empty()) {
+    if (!c->to_server.WriteTo(c->server)) {
+      Finish(c);
+      return;
+    }
+  }
+  Update(c);
+}
+
+// Flushes what can be flushed and sets what each fd is watched for. The
+// client's end of stream is passed on to gRPC once everything before it is;
+// once gRPC's end closes, what it sent is flushed and the connection closes.
+void ConnectionGuard::Loop::Update(Conn* c) {
+  if (c->client < 0) return;
+  if (!c->to_client.empty() && !c->to_client.WriteTo(c->client)) return Finish(c);
+  if (c->abusive || c->server_eof) {
+    if (c->to_client.empty()) return Finish(c);
+    SetInterest(c->client, Key(c->id, false), EPOLLOUT, &c->client_events);
+    return;
+  }
+  if (c->server < 0) {  // not attached yet: reading the preface
+    if (c->client_eof) return Finish(c);
+    SetInterest(c->client, Key(c->id, false),
+                c->to_server.size() < options_.buffer_bytes ? EPOLLIN | EPOLLRDHUP : 0,
+                &c->client_events);
+    return;
+  }
+  if (!c->to_server.empty() && !c->to_server.WriteTo(c->server)) return Finish(c);
+  if (c->client_eof && c->to_server.empty() && !c->server_shut) {
+    shutdown(c->server, SHUT_WR);
+    c->server_shut = true;
+  }
+  uint32_t client = 0;
+  if (!c->client_eof && c->to_server.size() < options_.buffer_bytes) client |= EPOLLIN | EPOLLRDHUP;
+  if (!c->to_client.empty()) client |= EPOLLOUT;
+  uint32_t server = 0;
+  if (c->to_client.size() < options_.buffer_bytes) server |= EPOLLIN | EPOLLRDHUP;
+  if (!c->to_server.empty()) server |= EPOLLOUT;
+  SetInterest(c->client, Key(c->id, false), client, &c->client_events);
+  SetInterest(c->server, Key(c->id, true), server, &c->server_events);
+}
+
+void ConnectionGuard::Loop::Abuse(Conn* c, Http2Verdict verdict) {
+  spdlog::warn(
+      "closing the connection from {}: {} ({} streams opened, {} reset within {} ms of opening, "
+      "{} open)",
+      c->peer, Http2VerdictName(verdict), c->guard.streams(), c->guard.premature_resets(),
+      options_.http2.premature_reset_lifetime.count(), c->guard.open_streams());
+  Closed(verdict == Http2Verdict::kRapidReset ? ConnectionClose::kRapidReset
+                                              : ConnectionClose::kTooManyStreams);
+  abusers_[c->ip] = Clock::now();
+  // gRPC sees its end close and cancels every call of the connection.
+  if (c->server >= 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->server, nullptr);
+    close(c->server);
+    c->server = -1;
+  }
+  c->abusive = true;
+  c->close_by = Clock::now() + kFlushAfterAbuse;
+  c->to_server = Buffer{};
+  if (c->guard.server_at_frame_boundary()) {
+    const std::string goaway = GoAwayFrame(c->guard.last_client_stream(), kEnhanceYourCalm);
+    c->to_client.Append(goaway.data(), goaway.size());
+  }
+  Update(c);
+}
+
+void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
+  for (auto it = abusers_.begin(); it != abusers_.end();)
+    it = now - it->second >= kAbuserMemory ? abusers_.erase(it) : std::next(it);
+  for (auto it = new_connections_.begin(); it != new_connections_.end();)
+    it = now - it->second.since >= std::chrono::seconds(1) ? new_connections_.erase(it)
+                                                           : std::next(it);
+  for (auto& [id, conn] : conns_) {
+    Conn* c = conn.get();
+    if (c->client < 0) continue;
+    if (c->held_until != Clock::time_point()) {
+      if (now >= c->held_until) {
+        c->held_until = Clock::time_point();
+        SetInterest(c->client, Key(c->id, false), EPOLLIN | EPOLLRDHUP, &c->client_events);
+      }
+      continue;
+    }
+    if (c->abusive && now >= c->close_by) {
+      Finish(c);
+    } else if (!c->abusive && !c->guard.preface_received() &&
+               now - c->accepted >= options_.preface_timeout) {
+      spdlog::debug("closing the connection from {}: no HTTP/2 preface within {} ms", c->peer,
+                    options_.preface_timeout.count());
+      Closed(ConnectionClose::kPrefaceTimeout);
+      Finish(c);
+    }
+  }
+}
+
+StatusOr<std::unique_ptr<ConnectionGuard>> ConnectionGuard::Start(
+    const std::string& address, int port, std::function<void(int fd)> attach,
+    ConnectionGuardOptions options, ServingMetrics* metrics) {
+  // Each connection needs three fds: raise the soft limit to the hard one,
+  // and lower the cap to what that allows.
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    if (limit.rlim_cur < limit.rlim_max) {
+      limit.rlim_cur = limit.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &limit);
+      getrlimit(RLIMIT_NOFILE, &limit);
+    }
+    if (limit.rlim_cur != RLIM_INFINITY) {
+      const rlim_t room = limit.rlim_cur > kSpareFds ? limit.rlim_cur - kSpareFds : 0;
+      const int fits = static_cast<int>(std::min<rlim_t>(room / kFdsPerConnection, 1 << 30));
+      if (fits < options.max_connections) {
+        spdlog::warn(
+            "listen.max_connections lowered from {} to {}: the fd limit is {} (ulimit -n) and each "
+            "connection takes {}",
+            options.max_connections, fits, limit.rlim_cur, kFdsPerConnection);
+        options.max_connections = std::max(fits, 1);
+      }
+    }
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Internal(std::string("socket: ") + std::strerror(errno));
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) {
+    close(fd);
+    return InvalidArgument("listen.address '" + address + "' is not an IPv4 address");
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 1024) != 0) {
+    const std::string why = std::strerror(errno);
+    close(fd);
+    return Unavailable("cannot listen on " + address + ":" + std::to_string(port) + ": " + why);
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::unique_ptr<ConnectionGuard> guard(new ConnectionGuard(ntohs(addr.sin_port), options));
+  guard->loop_ = std::make_unique<Loop>(fd, std::move(attach), guard->options_, metrics);
+  if (!guard->loop_->ok()) return Internal("connection guard: epoll or eventfd failed");
+  guard->thread_ = std::thread([g = guard.get()] { g->loop_->Run(); });
+  return guard;
+}
+
+ConnectionGuard::ConnectionGuard(int port, ConnectionGuardOptions options)
+    : port_(port), options_(options) {}
+
+void ConnectionGuard::StopAccepting() {
+  if (loop_) loop_->StopAccepting();
+}
+
+ConnectionGuard::~ConnectionGuard() {
+  if (loop_) loop_->Stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace encoderd::server

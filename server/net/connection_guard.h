@@ -1,0 +1,72 @@
+// The gRPC port's front: accepts the TCP connections itself and relays each
+// one, through a socketpair, to the gRPC server (which then listens on no
+// port of its own), reading the HTTP/2 frame headers on the way
+// (Http2Guard). gRPC 1.51, Debian 12's, has no defence against HTTP/2 rapid
+// reset or stream floods (upstream added some in 1.60); the guard closes a
+// connection whose client abuses streams, with a GOAWAY (ENHANCE_YOUR_CALM)
+// when the server's bytes allow one, and counts it. It also caps the open
+// connections (a new one beyond the cap is closed at once, with a log line),
+// raises the fd limit to what the cap needs, and closes a connection that
+// has not sent the HTTP/2 preface within `preface_timeout`.
+//
+// One thread runs an epoll loop over every connection; each direction has a
+// bounded buffer, and a full buffer stops reading its source (the peer's TCP
+// window then pushes back). Plaintext only: with TLS on the bytes cannot be
+// read, and the gRPC server listens itself (docs/reliability.md).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/status.h"
+#include "server/metrics/serving_metrics.h"
+#include "server/net/http2_guard.h"
+
+namespace encoderd::server {
+
+struct ConnectionGuardOptions {
+  // Connections open at once.
+  int max_connections = 4096;
+  // Time a new connection has to send the 24-byte HTTP/2 preface.
+  std::chrono::milliseconds preface_timeout{10000};
+  Http2GuardOptions http2;
+  // Bytes buffered per connection and direction.
+  size_t buffer_bytes = 256 * 1024;
+};
+
+class ConnectionGuard {
+ public:
+  // Binds `address`:`port` (IPv4; port 0 picks a free one). Each accepted
+  // connection becomes one end of a socketpair handed to `attach` (which
+  // owns it: grpc::AddInsecureChannelFromFd); the guard relays the bytes
+  // between the client and the other end. `metrics` may be null.
+  static StatusOr<std::unique_ptr<ConnectionGuard>> Start(const std::string& address, int port,
+                                                          std::function<void(int fd)> attach,
+                                                          ConnectionGuardOptions options,
+                                                          ServingMetrics* metrics);
+  // Closes every connection and joins the thread.
+  ~ConnectionGuard();
+  ConnectionGuard(const ConnectionGuard&) = delete;
+  ConnectionGuard& operator=(const ConnectionGuard&) = delete;
+
+  int port() const { return port_; }
+  // The cap in force (max_connections, lowered to what the fd limit allows).
+  int max_connections() const { return options_.max_connections; }
+  // Closes the listening socket (new clients are refused by the kernel);
+  // open connections go on until either side closes them.
+  void StopAccepting();
+
+ private:
+  class Loop;
+  ConnectionGuard(int port, ConnectionGuardOptions options);
+
+  const int port_;
+  ConnectionGuardOptions options_;
+  std::unique_ptr<Loop> loop_;
+  std::thread thread_;
+};
+
+}  // namespace encoderd::server

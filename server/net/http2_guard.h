@@ -1,0 +1,96 @@
+// Watches one plaintext HTTP/2 connection's frames in both directions and
+// decides when its client abuses streams. Only the 9-byte frame headers are
+// read; payloads pass through untouched and nothing is buffered here.
+//
+// The rule for rapid reset (CVE-2023-44487) is Envoy's: a stream the client
+// resets within `premature_reset_lifetime` of opening it, before the server
+// ended it, is a premature reset; once a connection has opened
+// `premature_reset_min_streams` streams, it is abusive when at least half of
+// them were reset prematurely. A client cancelling calls at their deadlines
+// resets streams after the deadline, not within milliseconds of opening
+// them, and only for the calls that time out. A client that keeps more than
+// `max_open_streams` streams open at once is abusive too (the server
+// advertises a lower limit in its SETTINGS).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+namespace encoderd::server {
+
+struct Http2GuardOptions {
+  std::chrono::milliseconds premature_reset_lifetime{1000};
+  int64_t premature_reset_min_streams = 100;
+  int64_t max_open_streams = 1024;
+};
+
+enum class Http2Verdict { kOk, kRapidReset, kTooManyStreams };
+
+// "rapid_reset", "too_many_streams" ("" for kOk).
+const char* Http2VerdictName(Http2Verdict verdict);
+
+// HTTP/2 error code ENHANCE_YOUR_CALM (RFC 9113, 7).
+inline constexpr uint32_t kEnhanceYourCalm = 0xb;
+
+// A GOAWAY frame (stream 0) naming the last stream the server processes.
+std::string GoAwayFrame(uint32_t last_stream_id, uint32_t error_code);
+
+class Http2Guard {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit Http2Guard(Http2GuardOptions options = {}) : options_(options) {}
+
+  // The next bytes the client sent (the connection preface first). Returns
+  // the verdict so far; once abusive it stays so. Bytes after a wrong
+  // preface are not read (not_http2()).
+  Http2Verdict FromClient(const uint8_t* data, size_t size, Clock::time_point now);
+  // The next bytes the server sent.
+  void FromServer(const uint8_t* data, size_t size);
+
+  // The client sent the whole connection preface, or something else.
+  bool preface_received() const { return client_.preface_left == 0; }
+  bool not_http2() const { return not_http2_; }
+  // The server's bytes seen so far end between frames: a frame of our own
+  // (GOAWAY) can follow them.
+  bool server_at_frame_boundary() const { return server_.at_boundary(); }
+  uint32_t last_client_stream() const { return last_client_stream_; }
+  int64_t streams() const { return streams_; }
+  int64_t premature_resets() const { return premature_resets_; }
+  size_t open_streams() const { return open_.size(); }
+
+ private:
+  // Frame headers of one direction, read across arbitrary chunk boundaries.
+  struct FrameReader {
+    size_t preface_left = 0;  // bytes of the client preface still to come
+    uint8_t header[9] = {};
+    size_t header_have = 0;
+    uint64_t payload_left = 0;
+    bool at_boundary() const { return preface_left == 0 && header_have == 0 && payload_left == 0; }
+  };
+  struct Frame {
+    uint8_t type = 0;
+    uint8_t flags = 0;
+    uint32_t stream = 0;
+  };
+  template <typename OnFrame>
+  static void Read(FrameReader* reader, const uint8_t* data, size_t size, OnFrame on_frame);
+  void OnClientFrame(const Frame& frame, Clock::time_point now);
+  void OnServerFrame(const Frame& frame);
+
+  const Http2GuardOptions options_;
+  FrameReader client_{24};
+  FrameReader server_;
+  bool not_http2_ = false;
+  // Streams the client opened that neither side has ended: when opened.
+  std::unordered_map<uint32_t, Clock::time_point> open_;
+  uint32_t last_client_stream_ = 0;
+  int64_t streams_ = 0;
+  int64_t premature_resets_ = 0;
+  Http2Verdict verdict_ = Http2Verdict::kOk;
+};
+
+}  // namespace encoderd::server

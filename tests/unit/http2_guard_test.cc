@@ -1,0 +1,349 @@
+// The HTTP/2 guard's frame accounting (server/net/http2_guard.h) on a fake
+// clock, fed byte streams built frame by frame, split at every possible
+// point; and the guard's relay (server/net/connection_guard.h) between real
+// sockets with a stand-in for the gRPC server.
+#include "server/net/http2_guard.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "server/net/connection_guard.h"
+
+namespace encoderd::server {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = Http2Guard::Clock;
+
+const Clock::time_point kT0 = Clock::time_point() + std::chrono::hours(1);
+constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+std::string Frame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload = "") {
+  std::string f(9, '\0');
+  f[0] = static_cast<char>(payload.size() >> 16);
+  f[1] = static_cast<char>(payload.size() >> 8);
+  f[2] = static_cast<char>(payload.size());
+  f[3] = static_cast<char>(type);
+  f[4] = static_cast<char>(flags);
+  f[5] = static_cast<char>(stream >> 24);
+  f[6] = static_cast<char>(stream >> 16);
+  f[7] = static_cast<char>(stream >> 8);
+  f[8] = static_cast<char>(stream);
+  return f + payload;
+}
+std::string Headers(uint32_t stream, uint8_t flags = 0x4) {
+  return Frame(0x1, flags, stream, std::string(20, 'h'));
+}
+std::string Data(uint32_t stream, uint8_t flags, size_t bytes = 30) {
+  return Frame(0x0, flags, stream, std::string(bytes, 'd'));
+}
+std::string Reset(uint32_t stream) { return Frame(0x3, 0, stream, std::string(4, '\0')); }
+
+Http2Verdict Feed(Http2Guard* g, const std::string& bytes, Clock::time_point now) {
+  return g->FromClient(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), now);
+}
+void FeedServer(Http2Guard* g, const std::string& bytes) {
+  g->FromServer(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+}
+
+Http2GuardOptions Small() {
+  Http2GuardOptions o;
+  o.premature_reset_min_streams = 10;
+  o.max_open_streams = 8;
+  return o;
+}
+
+TEST(Http2GuardTest, RapidResetIsAbuseOnceEnoughStreamsWereOpened) {
+  Http2Guard g(Small());
+  EXPECT_EQ(Feed(&g, kPreface, kT0), Http2Verdict::kOk);
+  EXPECT_TRUE(g.preface_received());
+  // Open and reset at once, as the attack does: abusive at the 10th stream.
+  for (uint32_t s = 1; s <= 17; s += 2)
+    EXPECT_EQ(Feed(&g, Headers(s) + Data(s, 0x1) + Reset(s), kT0), Http2Verdict::kOk) << s;
+  EXPECT_EQ(Feed(&g, Headers(19) + Reset(19), kT0), Http2Verdict::kRapidReset);
+  EXPECT_EQ(g.streams(), 10);
+  EXPECT_EQ(g.premature_resets(), 10);
+  EXPECT_EQ(g.last_client_stream(), 19u);
+  EXPECT_EQ(g.open_streams(), 0u);
+  // It stays abusive.
+  EXPECT_EQ(Feed(&g, Headers(21), kT0), Http2Verdict::kRapidReset);
+}
+
+TEST(Http2GuardTest, CancellingAtDeadlinesOrAfterAnswersIsNotAbuse) {
+  Http2Guard g(Small());
+  Feed(&g, kPreface, kT0);
+  Clock::time_point now = kT0;
+  for (uint32_t s = 1; s < 200; s += 2) {
+    Feed(&g, Headers(s) + Data(s, 0x1), now);
+    if (s % 4 == 1) {
+      // Half the calls time out: reset after their 1 s deadline.
+      now += milliseconds(1000);
+      EXPECT_EQ(Feed(&g, Reset(s), now), Http2Verdict::kOk);
+    } else {
+      // The others are answered; a reset after the answer does not count.
+      FeedServer(&g, Headers(s) + Data(s, 0) + Headers(s, 0x5));
+      EXPECT_EQ(Feed(&g, Reset(s), now), Http2Verdict::kOk);
+    }
+  }
+  EXPECT_EQ(g.streams(), 100);
+  EXPECT_EQ(g.premature_resets(), 0);
+  EXPECT_EQ(g.open_streams(), 0u);
+}
+
+TEST(Http2GuardTest, FewPrematureResetsAreNotAbuse) {
+  Http2Guard g(Small());
+  Feed(&g, kPreface, kT0);
+  // 4 of 10 streams cancelled at once (under half): fine.
+  for (uint32_t s = 1; s <= 19; s += 2) {
+    Feed(&g, Headers(s), kT0);
+    if (s <= 7) {
+      EXPECT_EQ(Feed(&g, Reset(s), kT0), Http2Verdict::kOk);
+    } else {
+      FeedServer(&g, Headers(s, 0x5));
+    }
+  }
+  EXPECT_EQ(g.premature_resets(), 4);
+  EXPECT_EQ(Feed(&g, Headers(21) + Reset(21), kT0), Http2Verdict::kOk);
+}
+
+TEST(Http2GuardTest, TooManyOpenStreams) {
+  Http2Guard g(Small());
+  Feed(&g, kPreface, kT0);
+  for (uint32_t s = 1; s <= 15; s += 2) EXPECT_EQ(Feed(&g, Headers(s), kT0), Http2Verdict::kOk);
+  EXPECT_EQ(g.open_streams(), 8u);
+  // Trailers (HEADERS on an open stream) open nothing.
+  EXPECT_EQ(Feed(&g, Headers(15, 0x5), kT0), Http2Verdict::kOk);
+  EXPECT_EQ(Feed(&g, Headers(17), kT0), Http2Verdict::kTooManyStreams);
+}
+
+TEST(Http2GuardTest, FramesSplitAtEveryByteReadTheSame) {
+  std::string client = kPreface;
+  std::string server;
+  for (uint32_t s = 1; s <= 25; s += 2) {
+    client += Headers(s) + Data(s, 0x1, 70000) + Reset(s);  // payload over 64 KiB
+    server += Frame(0x4, 0, 0, std::string(6, 's')) + Data(s + 100, 0, 5);
+  }
+  for (size_t chunk : {size_t{1}, size_t{7}, size_t{9}, size_t{4096}}) {
+    Http2Guard g(Small());
+    Http2Verdict v = Http2Verdict::kOk;
+    for (size_t i = 0; i < client.size(); i += chunk) v = Feed(&g, client.substr(i, chunk), kT0);
+    EXPECT_EQ(v, Http2Verdict::kRapidReset) << chunk;
+    EXPECT_EQ(g.streams(), 13) << chunk;
+    for (size_t i = 0; i < server.size(); i += chunk) FeedServer(&g, server.substr(i, chunk));
+    EXPECT_TRUE(g.server_at_frame_boundary()) << chunk;
+  }
+  Http2Guard g;
+  FeedServer(&g, Data(1, 0, 10).substr(0, 12));
+  EXPECT_FALSE(g.server_at_frame_boundary());
+  FeedServer(&g, std::string(7, 'd'));
+  EXPECT_TRUE(g.server_at_frame_boundary());
+}
+
+TEST(Http2GuardTest, NotHttp2IsFlaggedAndNotRead) {
+  Http2Guard g(Small());
+  EXPECT_EQ(Feed(&g, "PRI * HTTP/2.0\r\n", kT0), Http2Verdict::kOk);
+  EXPECT_FALSE(g.not_http2());  // a preface in pieces is fine
+  EXPECT_EQ(Feed(&g, "GET / HTTP/1.1\r\n\r\n", kT0), Http2Verdict::kOk);
+  EXPECT_TRUE(g.not_http2());
+  EXPECT_FALSE(g.preface_received());
+  for (uint32_t s = 1; s < 100; s += 2) Feed(&g, Headers(s) + Reset(s), kT0);
+  EXPECT_EQ(g.streams(), 0);
+}
+
+TEST(Http2GuardTest, GoAwayFrameCarriesTheLastStreamAndTheCode) {
+  const std::string f = GoAwayFrame(0x12345, kEnhanceYourCalm);
+  ASSERT_EQ(f.size(), 17u);
+  EXPECT_EQ(f.substr(0, 9), std::string("\0\0\x08\x07\0\0\0\0\0", 9));
+  EXPECT_EQ(f.substr(9), std::string("\0\x01\x23\x45\0\0\0\x0b", 8));
+}
+
+// The relay between real sockets with a stand-in "gRPC server": the server
+// sees a connection once its preface came, and its bytes pass unchanged; a
+// client that resets every stream is cut off with GOAWAY(ENHANCE_YOUR_CALM)
+// and counted; its address's next connection is held a second before it is
+// read; at the cap a connection that
+// opened no stream is evicted for a new one, else the new one is closed at
+// once; after StopAccepting the port refuses connections.
+class RecordingMetrics : public ServingMetrics {
+ public:
+  void ObserveRequest(const std::string&, const RequestSample&) override {}
+  void ObserveBatch(const std::string&, const BatchSample&) override {}
+  void AddInFlight(const std::string&, int) override {}
+  void ObserveConnectionClosed(ConnectionClose reason) override {
+    std::lock_guard<std::mutex> lock(mu);
+    closed.push_back(reason);
+    cv.notify_all();
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<ConnectionClose> closed;
+};
+
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  return fd;
+}
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+TEST(ConnectionGuardTest, RelaysClosesRapidResetWithGoAwayAndCapsConnections) {
+  RecordingMetrics metrics;
+  std::vector<int> grpc_ends;
+  std::mutex ends_mu;
+  ConnectionGuardOptions options;
+  options.max_connections = 2;
+  options.http2 = Small();
+  auto guard = ConnectionGuard::Start(
+      "127.0.0.1", 0,
+      [&](int fd) {
+        // The "server" sends SETTINGS at once, as gRPC does.
+        const std::string settings = Frame(0x4, 0, 0);
+        EXPECT_EQ(send(fd, settings.data(), settings.size(), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(settings.size()));
+        std::lock_guard<std::mutex> lock(ends_mu);
+        grpc_ends.push_back(fd);
+      },
+      options, &metrics);
+  ASSERT_TRUE(guard.ok()) << guard.status().ToString();
+  const int port = (*guard)->port();
+
+  // A well-behaved client: its bytes reach the server unchanged.
+  const int good = Connect(port);
+  const std::string hello = std::string(kPreface) + Headers(1) + Data(1, 0x1);
+  ASSERT_EQ(send(good, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+  char buf[64];
+  ASSERT_EQ(recv(good, buf, 9, MSG_WAITALL), 9);  // the server's SETTINGS
+  int server_end = -1;
+  {
+    std::lock_guard<std::mutex> lock(ends_mu);
+    ASSERT_EQ(grpc_ends.size(), 1u);
+    server_end = grpc_ends[0];
+  }
+  std::string got;
+  timeval tv{5, 0};
+  setsockopt(server_end, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  int flags = 0;
+  while (got.size() < hello.size()) {
+    const ssize_t n = recv(server_end, buf, sizeof(buf), flags);
+    if (n < 0 && errno == EAGAIN) {
+      usleep(1000);
+      continue;
+    }
+    ASSERT_GT(n, 0);
+    got.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(got, hello);
+
+  // An attacker: reset every stream it opens.
+  const int bad = Connect(port);
+  std::string attack = kPreface;
+  for (uint32_t s = 1; s < 40; s += 2) attack += Headers(s) + Reset(s);
+  ASSERT_EQ(send(bad, attack.data(), attack.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(attack.size()));
+  // (SETTINGS, if relayed before the attack was read,) GOAWAY, then the close.
+  const std::string answer = ReadAll(bad);
+  ASSERT_GE(answer.size(), 17u);
+  const std::string goaway = answer.substr(answer.size() - 17);
+  EXPECT_EQ(goaway.substr(0, 9), std::string("\0\0\x08\x07\0\0\0\0\0", 9));
+  EXPECT_EQ(goaway.substr(13), std::string("\0\0\0\x0b", 4));  // ENHANCE_YOUR_CALM
+  close(bad);
+  {
+    std::unique_lock<std::mutex> lock(metrics.mu);
+    ASSERT_TRUE(metrics.cv.wait_for(lock, std::chrono::seconds(5),
+                                    [&] { return !metrics.closed.empty(); }));
+    EXPECT_EQ(metrics.closed[0], ConnectionClose::kRapidReset);
+  }
+
+  // The attacker never reached the server: its preface and its attack came
+  // in one read, and the guard closed it before handing gRPC anything.
+  {
+    std::lock_guard<std::mutex> lock(ends_mu);
+    EXPECT_EQ(grpc_ends.size(), 1u);
+  }
+  // The attacker's address (127.0.0.1) reconnects: held for a second before
+  // anything is read or the server sees the connection, then served.
+  const int second = Connect(port);
+  ASSERT_EQ(send(second, kPreface, 24, 0), 24);
+  usleep(200 * 1000);
+  {
+    std::lock_guard<std::mutex> lock(ends_mu);
+    EXPECT_EQ(grpc_ends.size(), 1u);
+  }
+  ASSERT_EQ(recv(second, buf, 9, MSG_WAITALL), 9);
+  {
+    std::lock_guard<std::mutex> lock(ends_mu);
+    EXPECT_EQ(grpc_ends.size(), 2u);
+  }
+  // The cap (2): with `good` and `second` open, each with a stream, a third
+  // is closed at once.
+  const std::string opens = Headers(1);
+  ASSERT_EQ(send(second, opens.data(), opens.size(), 0), static_cast<ssize_t>(opens.size()));
+  usleep(200 * 1000);
+  const int third = Connect(port);
+  EXPECT_EQ(ReadAll(third), "");  // closed without a byte
+  {
+    std::unique_lock<std::mutex> lock(metrics.mu);
+    ASSERT_TRUE(metrics.cv.wait_for(lock, std::chrono::seconds(5),
+                                    [&] { return metrics.closed.size() >= 2; }));
+    EXPECT_EQ(metrics.closed[1], ConnectionClose::kConnectionCap);
+  }
+  // A connection that opened no stream gives its place to a new one.
+  close(second);  // and the "server" closes its end, as gRPC does on EOF
+  {
+    std::lock_guard<std::mutex> lock(ends_mu);
+    close(grpc_ends[1]);
+    grpc_ends.erase(grpc_ends.begin() + 1);
+  }
+  usleep(200 * 1000);
+  const int idle = Connect(port);
+  usleep(200 * 1000);
+  const int fresh = Connect(port);
+  EXPECT_EQ(ReadAll(idle), "");  // never attached: closed without a byte
+  {
+    std::unique_lock<std::mutex> lock(metrics.mu);
+    ASSERT_TRUE(metrics.cv.wait_for(lock, std::chrono::seconds(5),
+                                    [&] { return metrics.closed.size() >= 3; }));
+    EXPECT_EQ(metrics.closed[2], ConnectionClose::kEvictedIdle);
+  }
+  close(idle);
+  close(fresh);
+  close(good);
+  close(second);
+  close(third);
+  (*guard)->StopAccepting();
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  const int late = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_NE(connect(late, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);  // refused
+  close(late);
+  guard->reset();
+  std::lock_guard<std::mutex> lock(ends_mu);
+  for (int fd : grpc_ends) close(fd);
+}
+
+}  // namespace
+}  // namespace encoderd::server
