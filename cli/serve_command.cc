@@ -35,6 +35,8 @@ namespace {
 // Server threads beyond max_concurrent_requests: pollers, health checks,
 // ModelInfo and the refusals themselves.
 constexpr int kSpareServerThreads = 32;
+// SETTINGS_MAX_CONCURRENT_STREAMS the server advertises.
+constexpr int kMaxConcurrentStreams = 1000;
 
 void SetUpLogging(const LogConfig& log) {
   auto logger = spdlog::stderr_logger_mt("encoderd");
@@ -194,6 +196,10 @@ int RunServeCommand(const std::vector<std::string>& args) {
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(config.listen.max_receive_message_bytes);
   SetConnectionLifetime(config.listen, &builder);
+  // Streams a client may open at once on one connection (gRPC 1.51 sets no
+  // limit); more wait in the client. The HTTP/2 guard closes a connection
+  // that goes past twice this.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams);
   // Each open EmbedStream holds a thread of the synchronous server (the
   // unary calls run on the callback API and hold none). The service admits at
   // most max_concurrent_requests inference calls (refusing the rest at once);

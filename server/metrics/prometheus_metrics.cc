@@ -101,7 +101,8 @@ struct PrometheusMetrics::Families {
         connections_closed(BuildCounter()
                                .Name("encoderd_connections_closed_total")
                                .Help("Connections the gRPC port's guard closed, by reason: "
-                                     "rapid_reset, too_many_streams (abuse), preface_timeout, "
+                                     "rapid_reset, too_many_streams, oversized_headers (abuse), "
+                                     "preface_timeout, "
                                      "connection_cap (closed at once: listen.max_connections "
                                      "open, each with a stream), evicted_idle (had opened no "
                                      "stream when a new connection needed its place), "

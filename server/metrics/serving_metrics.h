@@ -38,16 +38,17 @@ const char* DropReasonName(DropReason reason);
 
 // Why the gRPC port's guard closed a connection (server/net/connection_guard.h).
 enum class ConnectionClose {
-  kRapidReset,      // most of its streams reset by the client right after opening
-  kTooManyStreams,  // more streams open at once than allowed
-  kPrefaceTimeout,  // no HTTP/2 preface in time
-  kConnectionCap,   // opened while listen.max_connections, each with a stream, were open
-  kEvictedIdle,     // had opened no stream when a new connection needed its place
-  kBadPreface,      // sent something other than the HTTP/2 preface
+  kRapidReset,        // most of its streams reset by the client right after opening
+  kTooManyStreams,    // more streams open at once than allowed
+  kPrefaceTimeout,    // no HTTP/2 preface in time
+  kConnectionCap,     // opened while listen.max_connections, each with a stream, were open
+  kEvictedIdle,       // had opened no stream when a new connection needed its place
+  kBadPreface,        // sent something other than the HTTP/2 preface
+  kOversizedHeaders,  // a header block over 64 KiB (HEADERS + CONTINUATION)
 };
-inline constexpr int kNumConnectionCloses = 6;
+inline constexpr int kNumConnectionCloses = 7;
 // "rapid_reset", "too_many_streams", "preface_timeout", "connection_cap",
-// "evicted_idle", "bad_preface".
+// "evicted_idle", "bad_preface", "oversized_headers".
 const char* ConnectionCloseName(ConnectionClose reason);
 
 struct RequestSample {

@@ -33,8 +33,10 @@ using Clock = std::chrono::steady_clock;
 constexpr int kFdsPerConnection = 3;
 // fds kept for everything else (models, logs, metrics, health).
 constexpr rlim_t kSpareFds = 256;
-// How long a connection closed for abuse may take to receive our GOAWAY.
+// How long a connection closed for abuse may take to receive our GOAWAY,
+// and one whose server side closed to receive what is left.
 constexpr auto kFlushAfterAbuse = std::chrono::milliseconds(500);
+constexpr auto kFlushAfterClose = std::chrono::seconds(5);
 // New connections from an address closed for abuse within kAbuserMemory
 // wait kTarpit before anything of theirs is read.
 constexpr auto kAbuserMemory = std::chrono::seconds(10);
@@ -42,6 +44,8 @@ constexpr auto kTarpit = std::chrono::seconds(1);
 // New connections an address may open per second before the next ones wait
 // kTarpit too.
 constexpr int kNewPerAddressPerSecond = 200;
+// Accepting pauses this long after running out of fds or memory.
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 
 std::string PeerAddress(const sockaddr_in& a) {
   char ip[INET_ADDRSTRLEN] = "?";
@@ -66,7 +70,15 @@ struct Buffer {
   bool WriteTo(int fd) {
     while (!empty()) {
       const ssize_t n = send(fd, bytes.data() + front, size(), MSG_NOSIGNAL);
-      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      if (n < 0) {
+        // A reader that never empties the buffer must not make it grow
+        // with every byte relayed: drop what was written once it is most.
+        if (front >= 64 * 1024 && front * 2 >= bytes.size()) {
+          bytes.erase(0, front);
+          front = 0;
+        }
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      }
       front += static_cast<size_t>(n);
     }
     bytes.clear();
@@ -196,6 +208,7 @@ class ConnectionGuard::Loop {
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   bool stop_accepting_requested_ = false;
+  bool accepting_ = true;  // the loop thread's view: no Attach once false
   bool exited_ = false;
   std::promise<void> listen_closed_;
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
@@ -214,6 +227,9 @@ class ConnectionGuard::Loop {
   // Evictions and refusals at the cap since the last log line, and when
   // that was.
   int64_t evicted_at_cap_ = 0;
+  // Accepting paused (out of fds) until then; epoch: not paused.
+  Clock::time_point accept_paused_until_;
+  Clock::time_point fds_logged_;
   int64_t refused_at_cap_ = 0;
   Clock::time_point cap_logged_;
   std::vector<char> scratch_ = std::vector<char>(64 * 1024);
@@ -247,6 +263,10 @@ void ConnectionGuard::Loop::Run() {
           close(listen_fd_);
           listen_fd_ = -1;
           listen_closed_.set_value();
+          accepting_ = false;
+          // Connections gRPC has not seen yet are closed: the server drains.
+          for (auto& [id, conn] : conns_)
+            if (conn->server < 0 && conn->client >= 0 && !conn->abusive) Finish(conn.get());
         }
       } else {
         auto it = conns_.find(key >> 1);
@@ -283,15 +303,24 @@ void ConnectionGuard::Loop::Accept() {
     const int fd =
         accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE) {
-        spdlog::warn("connection guard: out of file descriptors ({})", std::strerror(errno));
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The pending connection stays, so the socket stays readable: stop
+        // watching it for a while instead of spinning on the error (the
+        // accept loop of CVE-2023-4785), and say so at most every 10 s.
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        accept_paused_until_ = Clock::now() + kAcceptPause;
+        if (Clock::now() - fds_logged_ >= std::chrono::seconds(10)) {
+          spdlog::warn("cannot accept connections: {}; pausing accepts for {} ms",
+                       std::strerror(errno), kAcceptPause.count());
+          fds_logged_ = Clock::now();
+        }
       }
       return;  // EAGAIN: accepted everything pending
     }
     // At the cap, the oldest connection that has not opened a stream (no
     // preface yet, only a preface, or held) makes room: idle junk cannot
     // lock legitimate clients out. With none such, the new one is closed.
-    if (static_cast<int>(conns_.size()) >= options_.max_connections) {
+    if (static_cast<int>(conns_.size() - done_.size()) >= options_.max_connections) {
       const bool evict = !idle_.empty();
       if (evict) {
         auto victim = conns_.find(*idle_.begin());
@@ -337,7 +366,10 @@ void ConnectionGuard::Loop::Accept() {
     epoll_event ev{};
     ev.events = c->client_events = abuser || churning ? 0 : EPOLLIN | EPOLLRDHUP;
     ev.data.u64 = Key(c->id, false);
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->client, &ev);
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->client, &ev) != 0) {
+      close(fd);
+      continue;
+    }
     idle_.insert(c->id);
     conns_.emplace(c->id, std::move(c));
     ReportOpen();
@@ -354,7 +386,10 @@ bool ConnectionGuard::Loop::Attach(Conn* c) {
   epoll_event ev{};
   ev.events = c->server_events = EPOLLIN | EPOLLRDHUP;
   ev.data.u64 = Key(c->id, true);
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->server, &ev);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->server, &ev) != 0) {
+    close(pair[1]);
+    return false;  // Finish closes pair[0]
+  }
   // gRPC's end stays non-blocking: its event engine expects that.
   attach_(pair[1]);
   return true;
@@ -365,7 +400,12 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
     if (events & (EPOLLHUP | EPOLLERR)) Finish(c);  // gave up while held
     return;
   }
-  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+  if (events & (EPOLLHUP | EPOLLERR)) {
+    // The client is gone both ways (a reset or a full close): nothing more
+    // can reach it, and what it sent last would answer no one.
+    return Finish(c);
+  }
+  if (events & (EPOLLIN | EPOLLRDHUP)) {
     while (!c->client_eof && !c->abusive && c->to_server.size() < options_.buffer_bytes) {
       const ssize_t n = recv(c->client, scratch_.data(), scratch_.size(), 0);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -387,10 +427,9 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
       c->to_server.Append(scratch_.data(), static_cast<size_t>(n));
       if (c->guard.streams() > 0) idle_.erase(c->id);
       // gRPC sees a connection only once its client sent the preface.
-      if (c->server < 0 && c->guard.preface_received() && !Attach(c)) return Finish(c);
+      if (c->server < 0 && c->guard.preface_received() && (!accepting_ || !Attach(c)))
+        return Finish(c);
     }
-    // Gone both ways (not a half close): nothing more reaches it.
-    if (c->client_eof && (events & (EPOLLHUP | EPOLLERR))) return Finish(c);
   }
   if (events & EPOLLOUT || !c->to_client.empty()) {
     if (!c->to_client.WriteTo(c->client)) {
@@ -402,9 +441,12 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
 }
 
 void ConnectionGuard::Loop::OnServer(Conn* c, uint32_t events) {
-  if (c->abusive) return;
+  if (c->abusive || c->server < 0) return;
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-    while (!c->server_eof && c->to_client.size() < options_.buffer_bytes) {
+    // gRPC's end closed: what it wrote is read whatever the buffer holds
+    // (at most a socket buffer more), since nothing else will read it.
+    const bool closed = events & (EPOLLHUP | EPOLLERR);
+    while (!c->server_eof && (closed || c->to_client.size() < options_.buffer_bytes)) {
       const ssize_t n = recv(c->server, scratch_.data(), scratch_.size(), 0);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         c->server_eof = true;
@@ -433,6 +475,12 @@ void ConnectionGuard::Loop::Update(Conn* c) {
   if (!c->to_client.empty() && !c->to_client.WriteTo(c->client)) return Finish(c);
   if (c->abusive || c->server_eof) {
     if (c->to_client.empty()) return Finish(c);
+    if (c->server >= 0) {  // gRPC is done: flush to the client, for a while
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->server, nullptr);
+      close(c->server);
+      c->server = -1;
+      c->close_by = Clock::now() + kFlushAfterClose;
+    }
     SetInterest(c->client, Key(c->id, false), EPOLLOUT, &c->client_events);
     return;
   }
@@ -464,8 +512,9 @@ void ConnectionGuard::Loop::Abuse(Conn* c, Http2Verdict verdict) {
       "{} open)",
       c->peer, Http2VerdictName(verdict), c->guard.streams(), c->guard.premature_resets(),
       options_.http2.premature_reset_lifetime.count(), c->guard.open_streams());
-  Closed(verdict == Http2Verdict::kRapidReset ? ConnectionClose::kRapidReset
-                                              : ConnectionClose::kTooManyStreams);
+  Closed(verdict == Http2Verdict::kRapidReset       ? ConnectionClose::kRapidReset
+         : verdict == Http2Verdict::kTooManyStreams ? ConnectionClose::kTooManyStreams
+                                                    : ConnectionClose::kOversizedHeaders);
   abusers_[c->ip] = Clock::now();
   // gRPC sees its end close and cancels every call of the connection.
   if (c->server >= 0) {
@@ -477,13 +526,24 @@ void ConnectionGuard::Loop::Abuse(Conn* c, Http2Verdict verdict) {
   c->close_by = Clock::now() + kFlushAfterAbuse;
   c->to_server = Buffer{};
   if (c->guard.server_at_frame_boundary()) {
-    const std::string goaway = GoAwayFrame(c->guard.last_client_stream(), kEnhanceYourCalm);
+    // A server's first frame must be its SETTINGS: an empty one goes first
+    // when gRPC has sent nothing yet.
+    std::string goaway = c->guard.server_frames() > 0 ? "" : std::string("\0\0\0\x04\0\0\0\0\0", 9);
+    goaway += GoAwayFrame(c->guard.last_client_stream(), kEnhanceYourCalm);
     c->to_client.Append(goaway.data(), goaway.size());
   }
   Update(c);
 }
 
 void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
+  if (accept_paused_until_ != Clock::time_point() && now >= accept_paused_until_ &&
+      listen_fd_ >= 0) {
+    accept_paused_until_ = Clock::time_point();
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kListen;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  }
   for (auto it = abusers_.begin(); it != abusers_.end();)
     it = now - it->second >= kAbuserMemory ? abusers_.erase(it) : std::next(it);
   for (auto it = new_connections_.begin(); it != new_connections_.end();)
@@ -499,7 +559,7 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
       }
       continue;
     }
-    if (c->abusive && now >= c->close_by) {
+    if ((c->abusive || c->server_eof) && now >= c->close_by) {
       Finish(c);
     } else if (!c->abusive && !c->guard.preface_received() &&
                now - c->accepted >= options_.preface_timeout) {

@@ -6,8 +6,8 @@ namespace encoderd::server {
 namespace {
 
 constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";  // 24 bytes
-constexpr uint8_t kData = 0x0, kHeaders = 0x1, kRstStream = 0x3, kGoAway = 0x7;
-constexpr uint8_t kEndStream = 0x1;
+constexpr uint8_t kData = 0x0, kHeaders = 0x1, kRstStream = 0x3, kGoAway = 0x7, kContinuation = 0x9;
+constexpr uint8_t kEndStream = 0x1, kEndHeaders = 0x4;
 
 }  // namespace
 
@@ -19,6 +19,8 @@ const char* Http2VerdictName(Http2Verdict verdict) {
       return "rapid_reset";
     case Http2Verdict::kTooManyStreams:
       return "too_many_streams";
+    case Http2Verdict::kOversizedHeaders:
+      return "oversized_headers";
   }
   return "";
 }
@@ -54,6 +56,7 @@ void Http2Guard::Read(FrameReader* r, const uint8_t* data, size_t size, OnFrame 
     const uint8_t* h = r->header;
     r->payload_left = (uint64_t{h[0]} << 16) | (uint64_t{h[1]} << 8) | h[2];
     Frame frame;
+    frame.length = r->payload_left;
     frame.type = h[3];
     frame.flags = h[4];
     frame.stream =
@@ -84,8 +87,15 @@ void Http2Guard::FromServer(const uint8_t* data, size_t size) {
 }
 
 void Http2Guard::OnClientFrame(const Frame& f, Clock::time_point now) {
-  if (f.type == kHeaders && f.stream > last_client_stream_) {
-    // A new stream (HEADERS on a known stream are trailers).
+  if (f.type == kHeaders || (f.type == kContinuation && header_block_ >= 0)) {
+    header_block_ = (f.type == kHeaders ? 0 : header_block_) + static_cast<int64_t>(f.length);
+    if (header_block_ > options_.max_header_block_bytes && verdict_ == Http2Verdict::kOk)
+      verdict_ = Http2Verdict::kOversizedHeaders;
+    if (f.flags & kEndHeaders) header_block_ = -1;
+  }
+  if (f.type == kHeaders && (f.stream & 1) && f.stream > last_client_stream_) {
+    // A new stream: odd, above the last (HEADERS on a known stream are
+    // trailers; even ids are the server's, which gRPC refuses).
     last_client_stream_ = f.stream;
     ++streams_;
     open_.emplace(f.stream, now);
@@ -106,6 +116,7 @@ void Http2Guard::OnClientFrame(const Frame& f, Clock::time_point now) {
 }
 
 void Http2Guard::OnServerFrame(const Frame& f) {
+  ++server_frames_;
   const bool ends =
       ((f.type == kData || f.type == kHeaders) && (f.flags & kEndStream)) || f.type == kRstStream;
   if (ends && f.stream != 0) open_.erase(f.stream);

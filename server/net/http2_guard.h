@@ -10,7 +10,8 @@
 // resets streams after the deadline, not within milliseconds of opening
 // them, and only for the calls that time out. A client that keeps more than
 // `max_open_streams` streams open at once is abusive too (the server
-// advertises a lower limit in its SETTINGS).
+// advertises a lower limit in its SETTINGS), and so is one whose header block
+// outgrows `max_header_block_bytes`.
 #pragma once
 
 #include <chrono>
@@ -24,12 +25,19 @@ namespace encoderd::server {
 struct Http2GuardOptions {
   std::chrono::milliseconds premature_reset_lifetime{1000};
   int64_t premature_reset_min_streams = 100;
-  int64_t max_open_streams = 1024;
+  // Twice what the daemon advertises (SETTINGS_MAX_CONCURRENT_STREAMS 1000,
+  // serve_command.cc): a client that goes past that ignores the server.
+  int64_t max_open_streams = 2048;
+  // A header block (HEADERS and its CONTINUATION frames) larger than this is
+  // abuse: gRPC's own limit on metadata is 8 KiB, and the HPACK parser of
+  // gRPC 1.51 spends unbounded memory and CPU on endless blocks
+  // (CVE-2023-33953; CONTINUATION floods).
+  int64_t max_header_block_bytes = 64 * 1024;
 };
 
-enum class Http2Verdict { kOk, kRapidReset, kTooManyStreams };
+enum class Http2Verdict { kOk, kRapidReset, kTooManyStreams, kOversizedHeaders };
 
-// "rapid_reset", "too_many_streams" ("" for kOk).
+// "rapid_reset", "too_many_streams", "oversized_headers" ("" for kOk).
 const char* Http2VerdictName(Http2Verdict verdict);
 
 // HTTP/2 error code ENHANCE_YOUR_CALM (RFC 9113, 7).
@@ -57,6 +65,8 @@ class Http2Guard {
   // The server's bytes seen so far end between frames: a frame of our own
   // (GOAWAY) can follow them.
   bool server_at_frame_boundary() const { return server_.at_boundary(); }
+  // Frames the server sent (its first is its SETTINGS, the server preface).
+  int64_t server_frames() const { return server_frames_; }
   uint32_t last_client_stream() const { return last_client_stream_; }
   int64_t streams() const { return streams_; }
   int64_t premature_resets() const { return premature_resets_; }
@@ -75,6 +85,7 @@ class Http2Guard {
     uint8_t type = 0;
     uint8_t flags = 0;
     uint32_t stream = 0;
+    uint64_t length = 0;
   };
   template <typename OnFrame>
   static void Read(FrameReader* reader, const uint8_t* data, size_t size, OnFrame on_frame);
@@ -90,6 +101,9 @@ class Http2Guard {
   uint32_t last_client_stream_ = 0;
   int64_t streams_ = 0;
   int64_t premature_resets_ = 0;
+  int64_t server_frames_ = 0;
+  // Bytes of the client's header block in progress; -1: none.
+  int64_t header_block_ = -1;
   Http2Verdict verdict_ = Http2Verdict::kOk;
 };
 

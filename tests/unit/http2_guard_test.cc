@@ -115,6 +115,14 @@ TEST(Http2GuardTest, FewPrematureResetsAreNotAbuse) {
   EXPECT_EQ(Feed(&g, Headers(21) + Reset(21), kT0), Http2Verdict::kOk);
 }
 
+TEST(Http2GuardTest, EvenStreamIdsOpenNothing) {
+  Http2Guard g(Small());
+  Feed(&g, kPreface, kT0);
+  for (uint32_t s = 2; s <= 40; s += 2) EXPECT_EQ(Feed(&g, Headers(s), kT0), Http2Verdict::kOk);
+  EXPECT_EQ(g.streams(), 0);
+  EXPECT_EQ(g.open_streams(), 0u);
+}
+
 TEST(Http2GuardTest, TooManyOpenStreams) {
   Http2Guard g(Small());
   Feed(&g, kPreface, kT0);
@@ -123,6 +131,26 @@ TEST(Http2GuardTest, TooManyOpenStreams) {
   // Trailers (HEADERS on an open stream) open nothing.
   EXPECT_EQ(Feed(&g, Headers(15, 0x5), kT0), Http2Verdict::kOk);
   EXPECT_EQ(Feed(&g, Headers(17), kT0), Http2Verdict::kTooManyStreams);
+}
+
+TEST(Http2GuardTest, EndlessHeaderBlocksAreAbuse) {
+  Http2GuardOptions o = Small();
+  o.max_header_block_bytes = 1000;
+  Http2Guard g(o);
+  Feed(&g, kPreface, kT0);
+  // Blocks within the limit, in one frame or with CONTINUATIONs, are fine.
+  EXPECT_EQ(
+      Feed(&g,
+           Frame(0x1, 0x0, 1, std::string(400, 'h')) + Frame(0x9, 0x4, 1, std::string(400, 'h')),
+           kT0),
+      Http2Verdict::kOk);
+  EXPECT_EQ(Feed(&g, Frame(0x1, 0x4, 3, std::string(900, 'h')), kT0), Http2Verdict::kOk);
+  // A block that goes on past it (a CONTINUATION flood) is not.
+  EXPECT_EQ(Feed(&g, Frame(0x1, 0x0, 5, std::string(400, 'h')), kT0), Http2Verdict::kOk);
+  EXPECT_EQ(Feed(&g, Frame(0x9, 0x0, 5, std::string(400, 'h')), kT0), Http2Verdict::kOk);
+  EXPECT_EQ(Feed(&g, Frame(0x9, 0x0, 5, std::string(400, 'h')), kT0),
+            Http2Verdict::kOversizedHeaders);
+  EXPECT_STREQ(Http2VerdictName(Http2Verdict::kOversizedHeaders), "oversized_headers");
 }
 
 TEST(Http2GuardTest, FramesSplitAtEveryByteReadTheSame) {
@@ -262,9 +290,11 @@ TEST(ConnectionGuardTest, RelaysClosesRapidResetWithGoAwayAndCapsConnections) {
   for (uint32_t s = 1; s < 40; s += 2) attack += Headers(s) + Reset(s);
   ASSERT_EQ(send(bad, attack.data(), attack.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(attack.size()));
-  // (SETTINGS, if relayed before the attack was read,) GOAWAY, then the close.
+  // SETTINGS (the server's, or an empty one in its place when the server
+  // had sent nothing), GOAWAY, then the close.
   const std::string answer = ReadAll(bad);
-  ASSERT_GE(answer.size(), 17u);
+  ASSERT_EQ(answer.size(), 9u + 17u);
+  EXPECT_EQ(answer.substr(0, 9), std::string("\0\0\0\x04\0\0\0\0\0", 9));
   const std::string goaway = answer.substr(answer.size() - 17);
   EXPECT_EQ(goaway.substr(0, 9), std::string("\0\0\x08\x07\0\0\0\0\0", 9));
   EXPECT_EQ(goaway.substr(13), std::string("\0\0\0\x0b", 4));  // ENHANCE_YOUR_CALM
