@@ -76,17 +76,35 @@ OwnBatch PlanOwnBatch(const Backlog& backlog, int64_t tokens, const ThroughputEs
 
 }  // namespace
 
+namespace {
+
+// The wait before a call's own batch starts, and that batch's duration.
+struct Prediction {
+  Clock::duration wait{};
+  Clock::duration own_batch{};
+};
+
+Prediction PredictCall(const Backlog& backlog, int64_t tokens, const ThroughputEstimate& estimate) {
+  const OwnBatch own = PlanOwnBatch(backlog, tokens, estimate);
+  Prediction p;
+  p.own_batch = estimate.Predict(own.tokens);
+  if (!own.starts_now) {
+    const int64_t ahead = own.full_batches_queued + backlog.running_tokens / 2;
+    p.wait = estimate.Predict(ahead / std::max(backlog.executors, 1));
+  }
+  return p;
+}
+
+}  // namespace
+
 Clock::duration PredictedWait(const Backlog& backlog, const ThroughputEstimate& estimate) {
-  const OwnBatch own = PlanOwnBatch(backlog, 0, estimate);
-  if (own.starts_now) return Clock::duration::zero();
-  const int64_t ahead = own.full_batches_queued + backlog.running_tokens / 2;
-  return estimate.Predict(ahead / std::max(backlog.executors, 1));
+  return PredictCall(backlog, 0, estimate).wait;
 }
 
 Clock::time_point PredictedFinish(const Backlog& backlog, int64_t tokens, Clock::time_point now,
                                   const ThroughputEstimate& estimate) {
-  return now + PredictedWait(backlog, estimate) +
-         estimate.Predict(PlanOwnBatch(backlog, tokens, estimate).tokens);
+  const Prediction p = PredictCall(backlog, tokens, estimate);
+  return now + p.wait + p.own_batch;
 }
 
 Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
@@ -96,14 +114,16 @@ Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
   Refusal& why = refusal != nullptr ? *refusal : ignored;
   why = Refusal::kNone;
   if (!estimate.known()) return Status::Ok();
-  const Clock::time_point finish = PredictedFinish(backlog, tokens, now, estimate);
+  // Planned once: this runs for every call, under the batcher's lock.
+  const Prediction predicted = PredictCall(backlog, tokens, estimate);
+  const Clock::duration wait = predicted.wait;
+  const Clock::time_point finish = now + wait + predicted.own_batch;
   // Built only for a refusal: admitting costs no strings.
   const auto backlog_text = [&] {
     return std::to_string(backlog.queued_tokens) + " tokens queued, " +
            std::to_string(backlog.running_tokens) + " running, at " +
            std::to_string(static_cast<int64_t>(estimate.tokens_per_second())) + " tokens/s";
   };
-  const Clock::duration wait = PredictedWait(backlog, estimate);
   if (backlog.standing && limits.overload_queue_time_us > 0) {
     const Clock::duration longest = OverloadQueueTime(limits, estimate);
     if (wait > longest) {
