@@ -215,6 +215,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (server && guarded) {
     ConnectionGuardOptions options;
     options.max_connections = config.listen.max_connections;
+    options.http2.premature_reset_rate = config.listen.http2_max_reset_rate;
     auto started = ConnectionGuard::Start(
         config.listen.address, config.listen.port,
         [s = server.get()](int fd) { grpc::AddInsecureChannelFromFd(s, fd); }, options, sink);

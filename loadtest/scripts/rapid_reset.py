@@ -6,13 +6,13 @@ threads and RSS while one client opens Embed streams and resets them at once
 Starts the daemon on the default model, measures legitimate clients alone
 (encoderd-loadtest, closed loop), then again while --attackers processes each
 run the attack on --connections connections: HEADERS + the request's DATA +
-RST_STREAM(CANCEL) per stream, as fast as they can, answering the server's
-SETTINGS and PINGs, and opening a new connection for each one the server
-closes. Prints the goodput of both runs, the streams the attack
+RST_STREAM(CANCEL) per stream, as fast as they can (or --rate a second),
+answering the server's SETTINGS and PINGs, and opening a new connection for
+each one the server closes. Prints the goodput of both runs, the streams the attack
 opened, and the daemon's peak thread count and RSS during it. Benchmark, not
 a test: figures in docs/reliability.md.
 
-    /usr/bin/python3 loadtest/scripts/rapid_reset.py [--seconds 8] [--attackers 1]
+    /usr/bin/python3 loadtest/scripts/rapid_reset.py [--seconds 8] [--attackers 1] [--rate N]
 """
 import multiprocessing
 import os
@@ -39,7 +39,7 @@ def embed_request_bytes(text):
     return b"\x00" + struct.pack(">I", len(message)) + message
 
 
-def attack(port, seconds, connections, counter, reconnects):
+def attack(port, seconds, connections, counter, reconnects, rate):
     import hpack
     import hyperframe.frame as hf
 
@@ -64,9 +64,12 @@ def attack(port, seconds, connections, counter, reconnects):
                ("te", "trailers")]
     body = embed_request_bytes("rapid reset")
     sent = 0
-    end = time.time() + seconds
+    start = time.time()
+    end = start + seconds
     while time.time() < end and socks:
         for entry in list(socks):
+            if rate:  # paced: at most `rate` streams a second from this process
+                time.sleep(max(0.0, start + sent / rate - time.time()))
             s, encoder, stream, buf = entry
             out = []
             for _ in range(50):
@@ -124,6 +127,8 @@ def main():
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--attackers", type=int, default=1)
     p.add_argument("--connections", type=int, default=4)
+    p.add_argument("--rate", type=float, default=0,
+                   help="streams a second per attacker (0: as fast as it can)")
     p.add_argument("--pin", action="store_true",
                    help="daemon on CPU 1 (one engine thread); attackers and load generator on "
                         "CPU 0, so the attack's own CPU is not the daemon's")
@@ -147,7 +152,7 @@ def main():
             reconnects = multiprocessing.Value("l", 0)
             attackers = [multiprocessing.Process(target=attack, args=(daemon.port, args.seconds + 2,
                                                                        args.connections, counter,
-                                                                       reconnects))
+                                                                       reconnects, args.rate))
                          for _ in range(args.attackers)]
             for a in attackers:
                 a.start()

@@ -132,6 +132,7 @@ std::map<std::string, Setter> TopLevelFields(ServerConfig* c) {
           {"listen.health_port", IntField(&c->listen.health_port)},
           {"listen.auth.bearer_token_file", StringField(&c->listen.auth.bearer_token_file)},
           {"listen.http2_guard", BoolField(&c->listen.http2_guard)},
+          {"listen.http2_max_reset_rate", DoubleField(&c->listen.http2_max_reset_rate)},
           {"listen.max_connections", IntField(&c->listen.max_connections)},
           {"listen.max_connection_age_s", DoubleField(&c->listen.max_connection_age_s)},
           {"listen.max_connection_age_grace_s", DoubleField(&c->listen.max_connection_age_grace_s)},
@@ -204,6 +205,8 @@ Status ServerConfig::Validate() const {
     return bad("listen.health_port", "must be in 0..65535");
   if (listen.health_port != 0 && listen.health_port == listen.port)
     return bad("listen.health_port", "must differ from listen.port");
+  if (!(listen.http2_max_reset_rate >= 1))
+    return bad("listen.http2_max_reset_rate", "must be at least 1 (resets a second)");
   if (listen.max_connections < 1) return bad("listen.max_connections", "must be at least 1");
   // Seconds that become gRPC's millisecond arguments: 0 or more, at most a
   // year (an int of milliseconds holds 24 days; longer means never).
@@ -272,6 +275,7 @@ std::string ServerConfig::Summary() const {
     << " tls=" << TlsMode(listen.tls) << " health_port=" << listen.health_port
     << " auth=" << (listen.auth.bearer_token_file.empty() ? "off" : "bearer")
     << " http2_guard=" << (listen.http2_guard ? "true" : "false")
+    << " http2_max_reset_rate=" << listen.http2_max_reset_rate
     << " max_connections=" << listen.max_connections
     << " max_connection_age_s=" << listen.max_connection_age_s
     << " max_connection_age_grace_s=" << listen.max_connection_age_grace_s

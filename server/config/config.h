@@ -63,6 +63,10 @@ struct ListenConfig {
   // or opens too many at once are closed, and at most max_connections are
   // open. Plaintext only: with TLS on, gRPC listens itself.
   bool http2_guard = true;
+  // Rapid reset is a connection resetting at least half its streams within
+  // 1 s of opening them while its address resets more than this many such
+  // streams a second (all its connections together).
+  double http2_max_reset_rate = 2000;
   int max_connections = 4096;
   // Connection lifetime. A client keeps its HTTP/2 connection for as long as
   // it can, so behind a load balancer that picks a backend per connection

@@ -39,6 +39,8 @@ constexpr Option kOptions[] = {
      "file holding the bearer token inference calls need"},
     {"--http2-guard", "ENCODERD_HTTP2_GUARD", "listen.http2_guard",
      "true|false: relay the gRPC port through the rapid-reset guard (plaintext)"},
+    {"--http2-max-reset-rate", "ENCODERD_HTTP2_MAX_RESET_RATE", "listen.http2_max_reset_rate",
+     "streams a connection may reset right after opening them, a second (guard)"},
     {"--max-connections", "ENCODERD_MAX_CONNECTIONS", "listen.max_connections",
      "client connections open at once (with the guard)"},
     {"--max-connection-age-s", "ENCODERD_MAX_CONNECTION_AGE_S", "listen.max_connection_age_s",

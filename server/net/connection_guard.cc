@@ -154,7 +154,8 @@ class ConnectionGuard::Loop {
     Clock::time_point close_by;
     uint32_t client_events = 0;
     uint32_t server_events = 0;
-    explicit Conn(const Http2GuardOptions& o) : guard(o) {}
+    Conn(const Http2GuardOptions& o, std::shared_ptr<ResetBudget> budget)
+        : guard(o, std::move(budget)) {}
   };
 
   // epoll user data: the connection id, shifted, with the low bit for the side.
@@ -223,6 +224,8 @@ class ConnectionGuard::Loop {
     int count = 0;
   };
   std::unordered_map<uint32_t, NewConnections> new_connections_;
+  // Premature resets each address with open connections may still make.
+  std::unordered_map<uint32_t, std::shared_ptr<ResetBudget>> reset_budgets_;
   uint64_t next_id_ = 1;
   // Evictions and refusals at the cap since the last log line, and when
   // that was.
@@ -348,7 +351,9 @@ void ConnectionGuard::Loop::Accept() {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     const Clock::time_point now = Clock::now();
-    auto c = std::make_unique<Conn>(options_.http2);
+    std::shared_ptr<ResetBudget>& budget = reset_budgets_[peer.sin_addr.s_addr];
+    if (!budget) budget = std::make_shared<ResetBudget>(options_.http2.premature_reset_rate);
+    auto c = std::make_unique<Conn>(options_.http2, budget);
     c->id = next_id_++;
     c->client = fd;
     c->ip = peer.sin_addr.s_addr;
@@ -509,9 +514,10 @@ void ConnectionGuard::Loop::Update(Conn* c) {
 void ConnectionGuard::Loop::Abuse(Conn* c, Http2Verdict verdict) {
   spdlog::warn(
       "closing the connection from {}: {} ({} streams opened, {} reset within {} ms of opening, "
-      "{} open)",
+      "faster than {}/s; {} open)",
       c->peer, Http2VerdictName(verdict), c->guard.streams(), c->guard.premature_resets(),
-      options_.http2.premature_reset_lifetime.count(), c->guard.open_streams());
+      options_.http2.premature_reset_lifetime.count(), options_.http2.premature_reset_rate,
+      c->guard.open_streams());
   Closed(verdict == Http2Verdict::kRapidReset       ? ConnectionClose::kRapidReset
          : verdict == Http2Verdict::kTooManyStreams ? ConnectionClose::kTooManyStreams
                                                     : ConnectionClose::kOversizedHeaders);
@@ -549,6 +555,10 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
   for (auto it = new_connections_.begin(); it != new_connections_.end();)
     it = now - it->second.since >= std::chrono::seconds(1) ? new_connections_.erase(it)
                                                            : std::next(it);
+  // A budget no connection holds, and full again, is forgotten.
+  for (auto it = reset_budgets_.begin(); it != reset_budgets_.end();)
+    it = it->second.use_count() == 1 && it->second->Full(now) ? reset_budgets_.erase(it)
+                                                              : std::next(it);
   for (auto& [id, conn] : conns_) {
     Conn* c = conn.get();
     if (c->client < 0) continue;

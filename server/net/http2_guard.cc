@@ -11,6 +11,17 @@ constexpr uint8_t kEndStream = 0x1, kEndHeaders = 0x4;
 
 }  // namespace
 
+bool ResetBudget::Take(Clock::time_point now) {
+  if (at_ != Clock::time_point{}) {
+    const double seconds = std::chrono::duration<double>(now - at_).count();
+    tokens_ = std::min(rate_, tokens_ + std::max(0.0, seconds) * rate_);
+  }
+  at_ = std::max(at_, now);
+  if (tokens_ < 1) return false;
+  tokens_ -= 1;
+  return true;
+}
+
 const char* Http2VerdictName(Http2Verdict verdict) {
   switch (verdict) {
     case Http2Verdict::kOk:
@@ -106,10 +117,13 @@ void Http2Guard::OnClientFrame(const Frame& f, Clock::time_point now) {
   } else if (f.type == kRstStream) {
     auto it = open_.find(f.stream);
     if (it == open_.end()) return;
-    if (now - it->second < options_.premature_reset_lifetime) ++premature_resets_;
+    const bool premature = now - it->second < options_.premature_reset_lifetime;
     open_.erase(it);
+    if (!premature) return;
+    ++premature_resets_;
+    const bool too_fast = !budget_->Take(now);
     if (streams_ >= options_.premature_reset_min_streams && 2 * premature_resets_ >= streams_ &&
-        verdict_ == Http2Verdict::kOk) {
+        too_fast && verdict_ == Http2Verdict::kOk) {
       verdict_ = Http2Verdict::kRapidReset;
     }
   }

@@ -6,7 +6,13 @@
 // resets within `premature_reset_lifetime` of opening it, before the server
 // ended it, is a premature reset; once a connection has opened
 // `premature_reset_min_streams` streams, it is abusive when at least half of
-// them were reset prematurely. A client cancelling calls at their deadlines
+// them were reset prematurely. Unlike Envoy's, the rule also needs premature
+// resets faster than `premature_reset_rate` a second from the client's
+// address, all its connections together (a ResetBudget): the harm of the
+// attack is its rate, and a client that cancels many calls early (hedged
+// calls, users giving up, 1 ms deadlines) but not thousands a second costs
+// the server no more than its calls.
+// A client cancelling calls at their deadlines
 // resets streams after the deadline, not within milliseconds of opening
 // them, and only for the calls that time out. A client that keeps more than
 // `max_open_streams` streams open at once is abusive too (the server
@@ -17,6 +23,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -25,6 +32,7 @@ namespace encoderd::server {
 struct Http2GuardOptions {
   std::chrono::milliseconds premature_reset_lifetime{1000};
   int64_t premature_reset_min_streams = 100;
+  double premature_reset_rate = 2000;
   // Twice what the daemon advertises (SETTINGS_MAX_CONCURRENT_STREAMS 1000,
   // serve_command.cc): a client that goes past that ignores the server.
   int64_t max_open_streams = 2048;
@@ -46,11 +54,35 @@ inline constexpr uint32_t kEnhanceYourCalm = 0xb;
 // A GOAWAY frame (stream 0) naming the last stream the server processes.
 std::string GoAwayFrame(uint32_t last_stream_id, uint32_t error_code);
 
+// Premature resets an address may still make: a token bucket refilled at
+// `rate` a second, holding at most `rate`.
+class ResetBudget {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit ResetBudget(double rate) : rate_(rate), tokens_(rate) {}
+  // Takes a token at `now`; false when none is left.
+  bool Take(Clock::time_point now);
+  // Whether it would be full at `now` (nothing taken for a second).
+  bool Full(Clock::time_point now) const {
+    return at_ == Clock::time_point{} || now - at_ >= std::chrono::seconds(1);
+  }
+
+ private:
+  const double rate_;
+  double tokens_;
+  Clock::time_point at_{};
+};
+
 class Http2Guard {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit Http2Guard(Http2GuardOptions options = {}) : options_(options) {}
+  // `budget`: the premature resets the client's address may still make,
+  // shared by its connections; nullptr: this connection's own.
+  explicit Http2Guard(Http2GuardOptions options = {}, std::shared_ptr<ResetBudget> budget = nullptr)
+      : options_(options),
+        budget_(budget ? std::move(budget)
+                       : std::make_shared<ResetBudget>(options.premature_reset_rate)) {}
 
   // The next bytes the client sent (the connection preface first). Returns
   // the verdict so far; once abusive it stays so. Bytes after a wrong
@@ -101,6 +133,7 @@ class Http2Guard {
   uint32_t last_client_stream_ = 0;
   int64_t streams_ = 0;
   int64_t premature_resets_ = 0;
+  const std::shared_ptr<ResetBudget> budget_;
   int64_t server_frames_ = 0;
   // Bytes of the client's header block in progress; -1: none.
   int64_t header_block_ = -1;

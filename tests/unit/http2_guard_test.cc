@@ -58,6 +58,7 @@ void FeedServer(Http2Guard* g, const std::string& bytes) {
 Http2GuardOptions Small() {
   Http2GuardOptions o;
   o.premature_reset_min_streams = 10;
+  o.premature_reset_rate = 5;
   o.max_open_streams = 8;
   return o;
 }
@@ -97,6 +98,57 @@ TEST(Http2GuardTest, CancellingAtDeadlinesOrAfterAnswersIsNotAbuse) {
   EXPECT_EQ(g.streams(), 100);
   EXPECT_EQ(g.premature_resets(), 0);
   EXPECT_EQ(g.open_streams(), 0u);
+}
+
+// The mixed client that found this (a reliability test): half its calls are
+// cancelled within milliseconds or given a 1 ms deadline, the rest answered.
+// Below the rate that is a client, not an attack; above it, abuse.
+TEST(Http2GuardTest, HalfCancelledCallsAreAbuseOnlyFasterThanTheRate) {
+  for (const int per_second : {4, 50}) {
+    Http2Guard g(Small());
+    Feed(&g, kPreface, kT0);
+    Clock::time_point now = kT0;
+    Http2Verdict last = Http2Verdict::kOk;
+    for (uint32_t s = 1; s < 400 && last == Http2Verdict::kOk; s += 2) {
+      Feed(&g, Headers(s) + Data(s, 0x1), now);
+      now += milliseconds(1);
+      if (s % 4 == 1) {
+        last = Feed(&g, Reset(s), now);
+      } else {
+        FeedServer(&g, Headers(s) + Data(s, 0) + Headers(s, 0x5));
+      }
+      now += milliseconds(1000 / (2 * per_second) - 1);
+    }
+    if (per_second < 5) {
+      EXPECT_EQ(last, Http2Verdict::kOk);
+      EXPECT_EQ(g.streams(), 200);
+      EXPECT_EQ(g.premature_resets(), 100);
+    } else {
+      EXPECT_EQ(last, Http2Verdict::kRapidReset);
+      EXPECT_LT(g.streams(), 200);
+    }
+  }
+}
+
+// The rate is the address's: two connections at 3/s each, sharing a budget
+// of 5/s, are abusive together; each alone, with its own budget, is not.
+TEST(Http2GuardTest, TheResetRateCountsEveryConnectionOfTheAddress) {
+  for (const bool shared : {false, true}) {
+    auto budget = std::make_shared<ResetBudget>(Small().premature_reset_rate);
+    Http2Guard a(Small(), shared ? budget : nullptr), b(Small(), shared ? budget : nullptr);
+    Feed(&a, kPreface, kT0);
+    Feed(&b, kPreface, kT0);
+    Clock::time_point now = kT0;
+    Http2Verdict last = Http2Verdict::kOk;
+    for (uint32_t s = 1; s < 100 && last == Http2Verdict::kOk; s += 2) {
+      now += milliseconds(333);
+      for (Http2Guard* g : {&a, &b}) {
+        const Http2Verdict v = Feed(g, Headers(s) + Data(s, 0x1) + Reset(s), now);
+        if (v != Http2Verdict::kOk) last = v;
+      }
+    }
+    EXPECT_EQ(last, shared ? Http2Verdict::kRapidReset : Http2Verdict::kOk) << shared;
+  }
 }
 
 TEST(Http2GuardTest, FewPrematureResetsAreNotAbuse) {
