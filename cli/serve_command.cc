@@ -181,7 +181,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   }
   ServingMetrics* sink = metrics ? metrics->metrics() : nullptr;
   EncoderService service(&registry, config.listen.max_concurrent_requests, sink,
-                         config.log.access_log_sample, BearerAuth(secrets->bearer_token));
+                         config.log.access_log_sample, BearerAuth(secrets->bearer_token),
+                         config.listen.fair_share);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -259,7 +260,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   spdlog::info("listening on {}:{}{}", config.listen.address, port, how);
 
   for (const ModelConfig& m : config.models) {
-    auto model = ServedModel::Load(m, sink);
+    auto model = ServedModel::Load(m, sink, config.listen.fair_share);
     if (!model.ok()) {
       spdlog::error("{}", model.status().ToString());
       ShutDown(servers, std::chrono::system_clock::now());

@@ -124,6 +124,7 @@ std::map<std::string, Setter> TopLevelFields(ServerConfig* c) {
           {"listen.metrics_port", IntField(&c->listen.metrics_port)},
           {"listen.reflection", BoolField(&c->listen.reflection)},
           {"listen.max_concurrent_requests", IntField(&c->listen.max_concurrent_requests)},
+          {"listen.fair_share", BoolField(&c->listen.fair_share)},
           {"listen.max_receive_message_bytes", IntField(&c->listen.max_receive_message_bytes)},
           {"listen.tls.cert_file", StringField(&c->listen.tls.cert_file)},
           {"listen.tls.key_file", StringField(&c->listen.tls.key_file)},
@@ -271,6 +272,7 @@ std::string ServerConfig::Summary() const {
   s << "listen=" << listen.address << ":" << listen.port << " metrics_port=" << listen.metrics_port
     << " reflection=" << (listen.reflection ? "true" : "false")
     << " max_concurrent_requests=" << listen.max_concurrent_requests
+    << " fair_share=" << (listen.fair_share ? "true" : "false")
     << " max_receive_message_bytes=" << listen.max_receive_message_bytes
     << " tls=" << TlsMode(listen.tls) << " health_port=" << listen.health_port
     << " auth=" << (listen.auth.bearer_token_file.empty() ? "off" : "bearer")

@@ -48,6 +48,14 @@ struct ListenConfig {
   // Each holds a sleeping gRPC thread (~240 KB of RSS while it waits, no
   // CPU); 1024 absorbs 1.5-2 s of backlog at a 2-core server's saturation.
   int max_concurrent_requests = 1024;
+  // Fairness between client connections: each model's queue is ordered by
+  // start-time fair queuing (a client's call goes before the backlog of
+  // another that floods; server/core/batch_policy.h), admission predicts a
+  // call's wait behind its own connection's share, and the last quarter of
+  // max_concurrent_requests goes only to connections under their share
+  // (server/core/concurrency_limiter.h). Off: first come, first served, as
+  // behind a proxy that multiplexes every client onto a few connections.
+  bool fair_share = true;
   // Largest request message accepted, in bytes; a larger one is refused
   // (RESOURCE_EXHAUSTED) before it is parsed.
   int max_receive_message_bytes = 4 * 1024 * 1024;

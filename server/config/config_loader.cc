@@ -24,6 +24,8 @@ constexpr Option kOptions[] = {
     {"--reflection", "ENCODERD_REFLECTION", "listen.reflection", "true|false"},
     {"--max-concurrent-requests", "ENCODERD_MAX_CONCURRENT_REQUESTS",
      "listen.max_concurrent_requests", "inference calls served at once"},
+    {"--fair-share", "ENCODERD_FAIR_SHARE", "listen.fair_share",
+     "true|false: fair queuing and slot shares per client connection"},
     {"--max-receive-message-bytes", "ENCODERD_MAX_RECEIVE_MESSAGE_BYTES",
      "listen.max_receive_message_bytes", "largest request message"},
     {"--tls-cert-file", "ENCODERD_TLS_CERT_FILE", "listen.tls.cert_file",

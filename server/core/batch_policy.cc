@@ -9,13 +9,49 @@ Status RequestQueue::Push(std::shared_ptr<InferenceRequest> request) {
   if (static_cast<int64_t>(requests_.size()) >= max_size_)
     return ResourceExhausted("the queue is full (" + std::to_string(max_size_) +
                              " requests); retry later");
-  requests_.push_back(std::move(request));
+  if (!fair_) {
+    request->fair_start = pushed_++;
+    requests_.push_back(std::move(request));
+    return Status::Ok();
+  }
+  const double start = StartTag(request->peer);
+  request->fair_start = start;
+  finish_[request->peer] = start + static_cast<double>(request->TokensFrom(0));
+  // After every request that starts no later: ties keep their arrival order.
+  auto at = std::upper_bound(
+      requests_.begin(), requests_.end(), start,
+      [](double tag, const std::shared_ptr<InferenceRequest>& r) { return tag < r->fair_start; });
+  requests_.insert(at, std::move(request));
+  if (finish_.size() > 2 * requests_.size() + 64) {
+    for (auto it = finish_.begin(); it != finish_.end();)
+      it = it->second <= virtual_time_ ? finish_.erase(it) : std::next(it);
+  }
   return Status::Ok();
+}
+
+double RequestQueue::StartTag(uint64_t peer) const {
+  const auto it = finish_.find(peer);
+  return it == finish_.end() ? virtual_time_ : std::max(virtual_time_, it->second);
+}
+
+void RequestQueue::Taken(const InferenceRequest& request) {
+  if (fair_) virtual_time_ = std::max(virtual_time_, request.fair_start);
 }
 
 int64_t RequestQueue::QueuedTokens() const {
   int64_t tokens = 0;
   for (const auto& r : requests_) tokens += r->TokensFrom(r->next_sequence);
+  return tokens;
+}
+
+int64_t RequestQueue::TokensAhead(uint64_t peer) const {
+  if (!fair_) return QueuedTokens();
+  const double start = StartTag(peer);
+  int64_t tokens = 0;
+  for (const auto& r : requests_) {
+    if (r->fair_start > start) break;
+    tokens += r->TokensFrom(r->next_sequence);
+  }
   return tokens;
 }
 
@@ -60,7 +96,7 @@ DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now) {
 namespace {
 
 // Plans the next batch without touching the queue: sequences from the head in
-// FIFO order until the next one would exceed a limit. `full`: a limit was
+// queue order until the next one would exceed a limit. `full`: a limit was
 // reached (the batch runs now).
 BatchPlan PlanBatch(const RequestQueue& queue, const BatchLimits& limits, bool* full) {
   BatchPlan plan;
@@ -111,8 +147,11 @@ BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::t
   auto& requests = queue->requests();
   if (requests.empty()) return decision;
 
-  const Clock::time_point due =
-      requests.front()->enqueued() + std::chrono::microseconds(limits.max_queue_delay_us);
+  // The head is not the oldest request when fair queuing put a newer one
+  // first.
+  Clock::time_point oldest = requests.front()->enqueued();
+  for (const auto& r : requests) oldest = std::min(oldest, r->enqueued());
+  const Clock::time_point due = oldest + std::chrono::microseconds(limits.max_queue_delay_us);
   if (!full && now < due) {
     decision.wake_at = due;
     return decision;
@@ -120,6 +159,7 @@ BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::t
   for (const BatchSlice& slice : plan.slices) {
     slice.request->next_sequence = slice.end;
     slice.request->MarkDispatched();
+    queue->Taken(*slice.request);
   }
   while (!requests.empty() && requests.front()->next_sequence >= requests.front()->num_sequences())
     requests.pop_front();

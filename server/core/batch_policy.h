@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct BatchLimits {
   int64_t max_queue_delay_us = 2000;
   // Most requests in the queue.
   int64_t max_queue_size = 1024;
+  // Order the queue fairly between peers (RequestQueue), not first come
+  // first served.
+  bool fair_queuing = true;
   // Which calls the queue admits under overload.
   AdmissionLimits admission;
 };
@@ -55,23 +59,52 @@ struct BatchDecision {
   Clock::time_point wake_at = Clock::time_point::max();
 };
 
-// FIFO of requests; a request split across batches stays at the head until its
-// last sequence is taken. Not thread-safe: owned by one batcher.
+// The queue of requests, in the order batches take them; a request split
+// across batches stays at the head until its last sequence is taken. Not
+// thread-safe: owned by one batcher.
+//
+// Fair queuing between peers (request->peer, a client connection) is
+// start-time fair queuing (Goyal, Vin and Cheng, SIGCOMM 1996) with tokens
+// as the cost: a request's start tag is the later of the queue's virtual time
+// and the finish tag of its peer's previous request (start + tokens), and the
+// queue is kept in start-tag order (ties first come, first served). The
+// virtual time is the start tag of the request last taken into a batch. A
+// peer that queued a thousand requests has its tags far ahead; another
+// peer's request starts at the virtual time and goes before them, so each
+// peer with work queued gets an equal share of the batches' tokens. With one
+// peer, or without fairness, the order is first come, first served.
 class RequestQueue {
  public:
-  explicit RequestQueue(int64_t max_size) : max_size_(max_size) {}
+  explicit RequestQueue(int64_t max_size, bool fair = true) : max_size_(max_size), fair_(fair) {}
   // RESOURCE_EXHAUSTED when max_size requests are already queued.
   Status Push(std::shared_ptr<InferenceRequest> request);
   bool empty() const { return requests_.empty(); }
   size_t size() const { return requests_.size(); }
   // Tokens not yet handed to an executor (O(size)).
   int64_t QueuedTokens() const;
+  // Of those, the tokens a new request of `peer` would wait behind: with
+  // fairness, those of the requests whose start tag is not after its own
+  // (O(size)). Requests of other peers arriving later may still go before it.
+  int64_t TokensAhead(uint64_t peer) const;
+  // A batch took (some of) `request`'s sequences: the virtual time moves to
+  // its start tag.
+  void Taken(const InferenceRequest& request);
   std::deque<std::shared_ptr<InferenceRequest>>& requests() { return requests_; }
   const std::deque<std::shared_ptr<InferenceRequest>>& requests() const { return requests_; }
 
  private:
+  // The start tag a new request of `peer` gets.
+  double StartTag(uint64_t peer) const;
+
   int64_t max_size_;
+  bool fair_;
   std::deque<std::shared_ptr<InferenceRequest>> requests_;
+  double virtual_time_ = 0;
+  // Per peer, the finish tag of its last request; peers at or behind the
+  // virtual time are forgotten (they start at the virtual time anyway).
+  std::unordered_map<uint64_t, double> finish_;
+  // First come, first served without fairness: the push count.
+  double pushed_ = 0;
 };
 
 // Removes from the queue the requests that finished already (silently) and
@@ -84,7 +117,7 @@ DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now);
 // finished requests (DropStale), and, when `estimate` knows the throughput,
 // those whose deadline passes before the next batch (as planned, within both
 // limits) would finish: never computed, since they cannot succeed.
-// Then packs sequences from the head in FIFO order until
+// Then packs sequences from the head in queue order until
 // the next sequence would exceed a limit (the batch is full: it runs now) or
 // the queue is exhausted (it runs only once the oldest request has waited
 // max_queue_delay_us). Taken sequences leave the queue, and every request

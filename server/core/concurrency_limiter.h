@@ -1,10 +1,20 @@
 // Caps how many inference calls the server works on at once. Each admitted
 // call holds a Slot until it returns; a call that finds every slot taken is
 // refused at once (RESOURCE_EXHAUSTED) instead of queuing a thread.
+//
+// With fair sharing, the slots are shared between peers (client
+// connections): the first three quarters go to whoever asks, the last
+// quarter only to a peer holding none or fewer than limit / (k + 1), where k
+// peers hold slots now (the one more is a peer yet to come). A client that
+// floods the server on one connection takes at most three quarters of the
+// slots, so another client always finds one, and when several flood, the
+// last quarter goes to the ones under their share.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <unordered_map>
 
 namespace encoderd::server {
 
@@ -14,35 +24,39 @@ class ConcurrencyLimiter {
   // the limiter was full.
   class Slot {
    public:
-    Slot(Slot&& other) noexcept : owner_(other.owner_) { other.owner_ = nullptr; }
+    Slot(Slot&& other) noexcept : owner_(other.owner_), peer_(other.peer_) {
+      other.owner_ = nullptr;
+    }
     Slot(const Slot&) = delete;
     Slot& operator=(const Slot&) = delete;
     Slot& operator=(Slot&&) = delete;
     ~Slot() {
-      if (owner_ == nullptr) return;
-      owner_->in_flight_.fetch_sub(1, std::memory_order_acq_rel);
-      held_total_.fetch_sub(1, std::memory_order_relaxed);
+      if (owner_ != nullptr) owner_->Release(peer_);
     }
     bool held() const { return owner_ != nullptr; }
 
    private:
     friend class ConcurrencyLimiter;
-    explicit Slot(ConcurrencyLimiter* owner) : owner_(owner) {}
+    Slot(ConcurrencyLimiter* owner, uint64_t peer) : owner_(owner), peer_(peer) {}
     ConcurrencyLimiter* owner_;
+    uint64_t peer_;
   };
 
-  // `limit` <= 0 means no limit.
-  explicit ConcurrencyLimiter(int64_t limit) : limit_(limit) {}
+  // `limit` <= 0 means no limit (and nothing to share).
+  explicit ConcurrencyLimiter(int64_t limit, bool fair_share = false)
+      : limit_(limit), fair_share_(fair_share && limit > 0) {}
 
-  // Thread-safe. Exactly `limit` concurrent callers get a held slot.
-  Slot TryAcquire() {
+  // Thread-safe. Exactly `limit` concurrent callers get a held slot; with
+  // fair sharing, fewer when one `peer` asks for more than its share.
+  Slot TryAcquire(uint64_t peer = 0) {
+    if (fair_share_) return TryAcquireShared(peer);
     const int64_t before = in_flight_.fetch_add(1, std::memory_order_acq_rel);
     if (limit_ > 0 && before >= limit_) {
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
-      return Slot(nullptr);
+      return Slot(nullptr, peer);
     }
     held_total_.fetch_add(1, std::memory_order_relaxed);
-    return Slot(this);
+    return Slot(this, peer);
   }
   int64_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
   int64_t limit() const { return limit_; }
@@ -51,8 +65,37 @@ class ConcurrencyLimiter {
   static int64_t HeldInProcess() { return held_total_.load(std::memory_order_relaxed); }
 
  private:
+  Slot TryAcquireShared(uint64_t peer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t total = in_flight_.load(std::memory_order_relaxed);
+    if (total >= limit_) return Slot(nullptr, peer);
+    if (total >= limit_ - limit_ / 4) {
+      const auto it = held_.find(peer);
+      const int64_t mine = it == held_.end() ? 0 : it->second;
+      const int64_t share = limit_ / (static_cast<int64_t>(held_.size()) + 1);
+      if (mine > 0 && mine >= share) return Slot(nullptr, peer);
+    }
+    ++held_[peer];
+    in_flight_.fetch_add(1, std::memory_order_acq_rel);
+    held_total_.fetch_add(1, std::memory_order_relaxed);
+    return Slot(this, peer);
+  }
+  void Release(uint64_t peer) {
+    if (fair_share_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = held_.find(peer);
+      if (--it->second == 0) held_.erase(it);
+    }
+    in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+    held_total_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
   const int64_t limit_;
+  const bool fair_share_;
   std::atomic<int64_t> in_flight_{0};
+  std::mutex mu_;
+  // With fair sharing: the slots each peer holds (peers holding none absent).
+  std::unordered_map<uint64_t, int64_t> held_;
   static inline std::atomic<int64_t> held_total_{0};
 };
 

@@ -13,7 +13,7 @@ DynamicBatcher::DynamicBatcher(BatchLimits limits, PackingRule rule,
       replicas_(std::move(replicas)),
       metrics_(metrics),
       model_(std::move(model)),
-      queue_(limits.max_queue_size),
+      queue_(limits.max_queue_size, limits.fair_queuing),
       idle_(static_cast<int>(replicas_.size())) {
   threads_.emplace_back([this] { BatcherLoop(); });
   for (auto& engine : replicas_) {
@@ -27,7 +27,7 @@ DynamicBatcher::~DynamicBatcher() { Stop(); }
 Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    RETURN_IF_ERROR(AdmitLocked(request->TokensFrom(0), request->deadline()));
+    RETURN_IF_ERROR(AdmitLocked(request->TokensFrom(0), request->deadline(), request->peer));
     RETURN_IF_ERROR(queue_.Push(std::move(request)));
   }
   if (metrics_) metrics_->ObserveAdmitted(model_);
@@ -35,20 +35,20 @@ Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
   return Status::Ok();
 }
 
-Status DynamicBatcher::Precheck(Clock::time_point deadline) {
+Status DynamicBatcher::Precheck(Clock::time_point deadline, uint64_t peer) {
   std::lock_guard<std::mutex> lock(mu_);
-  return AdmitLocked(0, deadline);
+  return AdmitLocked(0, deadline, peer);
 }
 
-Status DynamicBatcher::AdmitLocked(int64_t tokens, Clock::time_point deadline) {
+Status DynamicBatcher::AdmitLocked(int64_t tokens, Clock::time_point deadline, uint64_t peer) {
   const Clock::time_point now = Clock::now();
   if (deadline <= now) {
     if (metrics_) metrics_->ObserveDrop(model_, DropReason::kDeadlineBeforeQueue);
     return DeadlineExceeded("the deadline passed before the request was queued");
   }
   if (stopping_) return Unavailable("the server is shutting down");
-  const Backlog backlog{queue_.QueuedTokens(), running_tokens_, static_cast<int>(replicas_.size()),
-                        idle_, standing_.standing()};
+  const Backlog backlog{queue_.TokensAhead(peer), running_tokens_,
+                        static_cast<int>(replicas_.size()), idle_, standing_.standing()};
   Refusal refusal = Refusal::kNone;
   Status admitted = Admit(backlog, tokens, deadline, now, estimate_, limits_.admission, &refusal);
   if (!admitted.ok() && metrics_) {

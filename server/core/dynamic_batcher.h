@@ -34,16 +34,17 @@ class DynamicBatcher {
   // Any thread. DEADLINE_EXCEEDED without queuing when the request's deadline
   // has passed (counted as a drop, deadline_before_queue); RESOURCE_EXHAUSTED
   // at once when the queue is full, or when Admit (admission_policy.h)
-  // predicts the request would finish after its deadline or wait too long
+  // predicts the request would finish after its deadline or wait too long,
+  // behind the queued work that goes before it (RequestQueue::TokensAhead)
   // (counted as refused_predicted_late / refused_queue_time); UNAVAILABLE
   // once stopped. On OK the request will finish (done()).
   Status Submit(std::shared_ptr<InferenceRequest> request);
 
-  // Any thread, before a call is tokenized: Admit with its own tokens not
-  // known yet (counted as none), so that a call the queue would refuse is
-  // refused before its tokenization costs anything. Counted as Submit's
-  // refusals are.
-  Status Precheck(Clock::time_point deadline);
+  // Any thread, before a call of `peer` is tokenized: Admit with its own
+  // tokens not known yet (counted as none), so that a call the queue would
+  // refuse is refused before its tokenization costs anything. Counted as
+  // Submit's refusals are.
+  Status Precheck(Clock::time_point deadline, uint64_t peer = 0);
 
   // Any thread, for a request Submit() accepted whose caller stops waiting:
   // finishes it with `status` (CANCELLED or DEADLINE_EXCEEDED) unless it
@@ -63,7 +64,7 @@ class DynamicBatcher {
   // DEADLINE_EXCEEDED for a passed deadline (counted), UNAVAILABLE once
   // stopping, then Admit against the current backlog (a refusal counted).
   // Requires mu_.
-  Status AdmitLocked(int64_t tokens, Clock::time_point deadline);
+  Status AdmitLocked(int64_t tokens, Clock::time_point deadline, uint64_t peer);
   void BatcherLoop();
   // Feeds standing_ with the batch just formed (under mu_).
   void ObserveQueue(const BatchPlan& batch, Clock::time_point now);

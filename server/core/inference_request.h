@@ -79,6 +79,11 @@ class InferenceRequest {
 
   // Batcher thread only: the first sequence not yet handed to an executor.
   int32_t next_sequence = 0;
+  // Who sent it (the client connection), for fair queuing between clients:
+  // set before Submit, read by the batcher.
+  uint64_t peer = 0;
+  // Batcher only: its start tag in the fair order (RequestQueue).
+  double fair_start = 0;
 
   // Called once, with the request's status, by the thread that finishes it
   // (an executor, or whoever fails it), after every lock of the request is

@@ -41,7 +41,8 @@ ServedModel::ServedModel(ModelConfig config, ModelBundle bundle)
 }
 
 StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& config,
-                                                         ServingMetrics* metrics) {
+                                                         ServingMetrics* metrics,
+                                                         bool fair_queuing) {
   const auto start = std::chrono::steady_clock::now();
   const std::string context = "model '" + config.name + "' (" + config.directory + ")";
   auto bundle = LoadModelDirectory(config.directory);
@@ -73,6 +74,7 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   limits.max_batch_sequences = config.max_batch_sequences;
   limits.max_queue_delay_us = config.max_queue_delay_us;
   limits.max_queue_size = config.max_queue_size;
+  limits.fair_queuing = fair_queuing;
   limits.admission.predict_deadlines = config.predict_deadlines;
   limits.admission.max_queue_time_us = config.max_queue_time_us;
   limits.admission.overload_queue_time_us = config.overload_queue_time_us;

@@ -22,8 +22,11 @@ class ServedModel {
   // Loads the directory, builds config.replicas engines, runs a warm-up batch
   // on each (every output kind the model supports) and starts the batcher.
   // `metrics` (may be null) must outlive the batcher's Stop().
+  // `fair_queuing`: the queue is ordered fairly between client connections
+  // (BatchLimits::fair_queuing).
   static StatusOr<std::unique_ptr<ServedModel>> Load(const ModelConfig& config,
-                                                     ServingMetrics* metrics = nullptr);
+                                                     ServingMetrics* metrics = nullptr,
+                                                     bool fair_queuing = true);
 
   const ModelConfig& config() const { return config_; }
   const EncoderConfig& encoder_config() const { return encoder_config_; }

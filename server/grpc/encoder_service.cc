@@ -35,7 +35,16 @@ struct Call {
   Clock::time_point start = Clock::now();
   int64_t tokenize_us = 0;
   int64_t token_count = 0;
+  // The client connection (PeerKey): whose share the call takes.
+  uint64_t peer = 0;
 };
+
+// The client connection of a call, as a key: a hash of gRPC's peer string,
+// which names the connection ("ipv4:10.1.2.3:45678"; through the HTTP/2
+// guard, the relay's socket).
+uint64_t PeerKey(const grpc::ServerContextBase& context) {
+  return std::hash<std::string>()(context.peer());
+}
 
 // What a call asks of the model: the sequences, what to compute for them,
 // and how the results fill the response once the request is done.
@@ -83,6 +92,7 @@ std::shared_ptr<InferenceRequest> MakeRequest(grpc::ServerContextBase* context, 
   call->request =
       std::make_shared<InferenceRequest>(id, std::move(work.sequences), work.spec, Clock::now(),
                                          SteadyDeadline(context), std::move(work.token_types));
+  call->request->peer = call->peer;
   return call->request;
 }
 
@@ -156,7 +166,7 @@ Texts ToTexts(const google::protobuf::RepeatedPtrField<std::string>& texts) {
 // batcher would refuse a call due at `deadline` anyway.
 Status TokenizeInto(Clock::time_point deadline, Call* call, ModelWork* work,
                     const std::function<StatusOr<std::vector<Encoding>>()>& tokenize) {
-  RETURN_IF_ERROR(call->model->batcher().Precheck(deadline));
+  RETURN_IF_ERROR(call->model->batcher().Precheck(deadline, call->peer));
   const Clock::time_point t = Clock::now();
   ASSIGN_OR_RETURN(std::vector<Encoding> encodings, tokenize());
   call->tokenize_us = MicrosSince(t);
@@ -299,12 +309,17 @@ Status SerializeResponse(const Response& response, grpc::ByteBuffer* bytes) {
 
 }  // namespace
 
-Status EncoderService::Admit(grpc::ServerContextBase* context, bool takes_slot,
+Status EncoderService::Admit(grpc::ServerContextBase* context, uint64_t peer, bool takes_slot,
                              std::optional<ConcurrencyLimiter::Slot>* slot) {
   RETURN_IF_ERROR(auth_.Check(*context));
   if (!takes_slot) return Status::Ok();
-  slot->emplace(limiter_.TryAcquire());
+  const int64_t in_flight = limiter_.in_flight();
+  slot->emplace(limiter_.TryAcquire(peer));
   if ((*slot)->held()) return Status::Ok();
+  if (in_flight < limiter_.limit())
+    return ResourceExhausted("this connection holds its share of max_concurrent_requests (" +
+                             std::to_string(limiter_.limit()) +
+                             "), and the rest is kept for other clients; retry later");
   return ResourceExhausted("server is at max_concurrent_requests (" +
                            std::to_string(limiter_.limit()) + " calls in progress)");
 }
@@ -315,6 +330,7 @@ grpc::ServerUnaryReactor* EncoderService::Unary(grpc::CallbackServerContext* con
                                                 grpc::ByteBuffer* response_bytes, Body&& body) {
   auto* reactor = new UnaryCall(context, rpc, next_request_id_++, observer_);
   Call& call = reactor->call();
+  call.peer = PeerKey(*context);
   // The response outlives this function when the call waits for the model.
   auto response = std::make_shared<Response>();
   auto respond = [response, response_bytes, &call]() {
@@ -322,7 +338,7 @@ grpc::ServerUnaryReactor* EncoderService::Unary(grpc::CallbackServerContext* con
     return SerializeResponse(*response, response_bytes);
   };
   auto run = [&]() -> StatusOr<std::optional<ModelWork>> {
-    RETURN_IF_ERROR(Admit(context, takes_slot, reactor->slot()));
+    RETURN_IF_ERROR(Admit(context, call.peer, takes_slot, reactor->slot()));
     Request request;
     RETURN_IF_ERROR(ParseRequest(bytes, &request));
     return body(request, response.get(), call);
@@ -360,7 +376,8 @@ grpc::Status EncoderService::EmbedStream(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) {
   std::optional<ConcurrencyLimiter::Slot> slot;
-  Status admitted = Admit(context, /*takes_slot=*/true, &slot);
+  const uint64_t peer = PeerKey(*context);
+  Status admitted = Admit(context, peer, /*takes_slot=*/true, &slot);
   if (!admitted.ok()) {
     return Answer(observer_, context, Rpc::kEmbedStream, next_request_id_++, Call(), admitted);
   }
@@ -370,6 +387,7 @@ grpc::Status EncoderService::EmbedStream(
     v1::EmbedResponse response;
     const uint64_t id = next_request_id_++;
     Call call;
+    call.peer = peer;
     auto run = [&]() -> Status {
       ASSIGN_OR_RETURN(ModelWork work,
                        EmbedWork(*registry_, request, SteadyDeadline(context), &response, call));

@@ -31,13 +31,15 @@ class EncoderService final : public EncoderServiceBase {
   // `x-request-id` (a stream: the id of the message that failed it).
   // At most `max_concurrent_requests` inference calls (Embed, Classify,
   // Encode, Tokenize, Rerank, open EmbedStreams) run at once; more get
-  // RESOURCE_EXHAUSTED without waiting. Every RPC of the service needs the
-  // bearer token when `auth` is enabled (checked before anything else).
+  // RESOURCE_EXHAUSTED without waiting; with `fair_share`, shared between
+  // client connections (concurrency_limiter.h). Every RPC of the service
+  // needs the bearer token when `auth` is enabled (checked before anything
+  // else).
   EncoderService(const ModelRegistry* registry, int64_t max_concurrent_requests,
                  ServingMetrics* metrics = nullptr, double access_log_sample = 0,
-                 BearerAuth auth = BearerAuth())
+                 BearerAuth auth = BearerAuth(), bool fair_share = false)
       : registry_(registry),
-        limiter_(max_concurrent_requests),
+        limiter_(max_concurrent_requests, fair_share),
         observer_(metrics, access_log_sample),
         auth_(std::move(auth)) {
     RouteProtobufLogsToSpdlog();  // request parse errors: debug level only
@@ -67,9 +69,10 @@ class EncoderService final : public EncoderServiceBase {
       grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) override;
 
  private:
-  // The bearer token, then (takes_slot) a concurrency slot into `slot`:
-  // UNAUTHENTICATED, or RESOURCE_EXHAUSTED when every slot is taken.
-  Status Admit(grpc::ServerContextBase* context, bool takes_slot,
+  // The bearer token, then (takes_slot) a concurrency slot for the client
+  // connection `peer` into `slot`: UNAUTHENTICATED, or RESOURCE_EXHAUSTED
+  // when every slot is taken, or every one the peer's share allows.
+  Status Admit(grpc::ServerContextBase* context, uint64_t peer, bool takes_slot,
                std::optional<ConcurrencyLimiter::Slot>* slot);
   // What every unary RPC shares: Admit, a request id, parsing `request` as a
   // Request, then `body(request, response, call)` (the RPC's own work: it

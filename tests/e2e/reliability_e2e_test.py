@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """End-to-end reliability test of `encoderd serve` (models/langid): overload,
 deadlines, cancellation, no leaked request state after 10,000 mixed calls,
-graceful shutdown under load, and the cost of waiting calls. Each part starts
+graceful shutdown under load, the cost of waiting calls, and fairness between
+two clients when one floods. Each part starts
 its own daemon on free loopback ports and reads the daemon's /metrics and
 /proc/<pid>.
 
@@ -410,8 +411,9 @@ def check_graceful_shutdown(args, tmp):
     """100 calls in flight (held by a 1 s batching delay), SIGTERM: all 100
     complete OK, new calls get UNAVAILABLE, exit 0 within shutdown.grace_s."""
     grace = 10
+    # 136 slots: one connection may hold three quarters (102) of them.
     daemon, channel, health = start(args, tmp, "shutdown", [
-        "--max-concurrent-requests", "128", "--max-queue-delay-us", "1000000",
+        "--max-concurrent-requests", "136", "--max-queue-delay-us", "1000000",
         "--max-batch-sequences", "256", "--shutdown-grace-s", str(grace)])
     if not daemon:
         return
@@ -482,7 +484,9 @@ def check_waiting_is_free(args, tmp):
     without a deadline that is cancelled while waiting is answered CANCELLED
     and leaves the queue."""
     waiting = args.waiting
-    room = max(256, waiting + 56)  # slots, queue entries and one batch for them all
+    # Slots (one connection may hold three quarters of them: fair share), queue
+    # entries and one batch for them all.
+    room = max(256, waiting * 4 // 3 + 56)
     daemon, channel, health = start(args, tmp, "waiting", [
         "--max-concurrent-requests", str(room), "--max-queue-size", str(max(1024, room)),
         "--max-queue-delay-us", "5000000", "--max-batch-sequences", str(room),
@@ -533,6 +537,54 @@ def check_waiting_is_free(args, tmp):
         daemon.stop()
 
 
+def check_fairness(args, tmp):
+    """Two clients, each on its own connection; one floods: 32 slow calls
+    (16 texts of 128 tokens, one batch each on one engine thread) queued at
+    once. The other client's call, sent once most of them are queued, goes
+    into the next batch (fair queuing): it is answered while at least half
+    of the flood still waits. With --fair-share=false (first come, first
+    served) it is answered after the whole flood. Order, not time."""
+    flood = 32
+    for fair in (True, False):
+        name = f"fairness_{'on' if fair else 'off'}"
+        daemon, channel, health = start(args, tmp, name, [
+            "--num-threads", "1", "--fair-share", "true" if fair else "false",
+            "--max-batch-sequences", "16", "--max-queue-time-us", "0",
+            "--overload-queue-time-us", "0"])
+        if not daemon:
+            return
+        # A local subchannel pool: a connection of its own, not the flooder's.
+        other = grpc.insecure_channel(f"127.0.0.1:{daemon.port}",
+                                      options=[("grpc.use_local_subchannel_pool", 1)])
+        try:
+            flooder, client = pb_grpc.EncoderStub(channel), pb_grpc.EncoderStub(other)
+            flooder.Embed(pb.EmbedRequest(texts=["warm up"]), timeout=30)
+            client.Embed(pb.EmbedRequest(texts=["warm up"]), timeout=30)
+            from e2e_common import metric_value
+            check(metric_value(daemon.metrics_text(), "encoderd_open_connections") == 2,
+                  f"{name}: the two clients hold two connections")
+            slow = pb.EmbedRequest(texts=[LONG_TEXT] * 16, truncate=True)
+            futures = [flooder.Embed.future(slow, timeout=300) for _ in range(flood)]
+            check(wait_until(lambda: idle_state(daemon)[2] >= flood - 4, 60),
+                  f"{name}: the flood is queued")
+            answer = client.Embed(pb.EmbedRequest(texts=["the other client"]), timeout=300)
+            waiting = sum(not f.done() for f in futures)
+            codes = [code_of(f) for f in futures]
+            print(f"{name}: the other client's call answered while {waiting} of the {flood} "
+                  f"flood calls still waited", flush=True)
+            check(len(answer.embeddings) == 1 and all(c == Code.OK for c in codes),
+                  f"{name}: every call served ({sorted(set(c.name for c in codes))})")
+            if fair:
+                check(waiting >= flood // 2,
+                      f"{name}: answered before half the flood ({waiting} of {flood} waited)")
+            else:
+                check(waiting <= 2, f"{name}: first come, first served: answered after the "
+                                    f"flood ({waiting} of {flood} waited)")
+        finally:
+            other.close()
+            daemon.stop()
+
+
 def serving_or_down(health):
     try:
         return serving(health)
@@ -542,7 +594,8 @@ def serving_or_down(health):
 
 PARTS = {"cap": check_concurrency_cap, "deadline": check_deadlines_and_cancellation,
          "leaks": check_no_leaks, "shutdown": check_graceful_shutdown,
-         "waiting": check_waiting_is_free, "admission": check_admission}
+         "waiting": check_waiting_is_free, "admission": check_admission,
+         "fairness": check_fairness}
 
 
 def main():

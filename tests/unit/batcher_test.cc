@@ -202,6 +202,85 @@ TEST(BatchPolicyTest, AFullQueueIsResourceExhausted) {
   EXPECT_EQ(q.size(), 2u);
 }
 
+// A request of `peer` with one sequence per length.
+std::shared_ptr<InferenceRequest> FromPeer(uint64_t peer, uint64_t id, std::vector<int> lengths,
+                                           Clock::time_point enqueued = kT0) {
+  auto r = MakeRequest(id, std::move(lengths), enqueued);
+  r->peer = peer;
+  return r;
+}
+
+std::vector<uint64_t> QueuedIds(const RequestQueue& q) {
+  std::vector<uint64_t> ids;
+  for (const auto& r : q.requests()) ids.push_back(r->id());
+  return ids;
+}
+
+// Peer 1 floods: ten requests of 10 tokens. Peer 2's one request goes second,
+// after the request of peer 1 that starts at the same virtual time, and waits
+// behind that one only; without fairness it is last, behind all ten.
+TEST(FairQueueTest, AnotherPeersRequestGoesBeforeAFloodersBacklog) {
+  for (const bool fair : {true, false}) {
+    RequestQueue q(100, fair);
+    for (uint64_t id = 1; id <= 10; ++id) ASSERT_TRUE(q.Push(FromPeer(1, id, {10})).ok());
+    EXPECT_EQ(q.TokensAhead(2), fair ? 10 : 100);
+    EXPECT_EQ(q.TokensAhead(1), 100);
+    ASSERT_TRUE(q.Push(FromPeer(2, 11, {10})).ok());
+    if (fair) {
+      EXPECT_EQ(QueuedIds(q), (std::vector<uint64_t>{1, 11, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+    } else {
+      EXPECT_EQ(QueuedIds(q), (std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+    }
+    const BatchDecision d = FormBatch(&q, Limits(20, 100), kT0 + microseconds(5000));
+    EXPECT_EQ(Slices(d.batch), fair ? (std::vector<std::string>{"1:0-1", "11:0-1"})
+                                    : (std::vector<std::string>{"1:0-1", "2:0-1"}));
+  }
+}
+
+// Two peers with backlogs share every batch's tokens equally whatever their
+// request sizes: peer 1 sends 5-token requests, peer 2 20-token ones.
+TEST(FairQueueTest, BackloggedPeersShareTheTokensEqually) {
+  RequestQueue q(1000);
+  uint64_t id = 1;
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(q.Push(FromPeer(1, id++, {5})).ok());
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(q.Push(FromPeer(2, id++, {20})).ok());
+  std::map<uint64_t, int64_t> tokens;
+  for (int b = 0; b < 10; ++b) {
+    const BatchDecision d = FormBatch(&q, Limits(100, 100), kT0 + microseconds(5000));
+    for (const BatchSlice& slice : d.batch.slices)
+      tokens[slice.request->peer] += slice.request->TokensFrom(slice.begin);
+  }
+  EXPECT_GE(tokens[1] + tokens[2], 900);
+  EXPECT_NEAR(tokens[1], tokens[2], 40);
+}
+
+// A request split across batches keeps the head while a new peer arrives.
+TEST(FairQueueTest, ASplitRequestStaysAtTheHead) {
+  RequestQueue q(100);
+  ASSERT_TRUE(q.Push(FromPeer(1, 1, {4, 4, 4})).ok());
+  BatchDecision d = FormBatch(&q, Limits(8, 100), kT0 + microseconds(5000));
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"1:0-2"}));
+  ASSERT_TRUE(q.Push(FromPeer(2, 2, {4})).ok());
+  EXPECT_EQ(QueuedIds(q), (std::vector<uint64_t>{1, 2}));
+  d = FormBatch(&q, Limits(8, 100), kT0 + microseconds(5000));
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"1:2-3", "2:0-1"}));
+}
+
+// The batching delay counts from the oldest request, which fair queuing may
+// have put behind a newer one.
+TEST(FairQueueTest, TheDelayCountsFromTheOldestRequestNotTheHead) {
+  RequestQueue q(100);
+  ASSERT_TRUE(q.Push(FromPeer(1, 1, {3}, kT0)).ok());
+  ASSERT_TRUE(q.Push(FromPeer(1, 2, {3}, kT0 + microseconds(100))).ok());
+  BatchDecision d = FormBatch(&q, Limits(3, 100, 1000), kT0 + microseconds(200));
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"1:0-1"}));  // full: runs at once
+  ASSERT_TRUE(q.Push(FromPeer(2, 3, {1}, kT0 + microseconds(900))).ok());
+  EXPECT_EQ(QueuedIds(q), (std::vector<uint64_t>{3, 2}));
+  d = FormBatch(&q, Limits(100, 100, 1000), kT0 + microseconds(950));
+  EXPECT_TRUE(d.batch.slices.empty());
+  EXPECT_EQ(d.wake_at, kT0 + microseconds(1100));
+}
+
 // Returns {request_id, index, length, first token id} per sequence.
 class EchoEngine : public BatchEngine {
  public:
