@@ -17,7 +17,9 @@ int Usage(FILE* out) {
                "commands:\n"
                "  inspect MODEL_DIR [--json]   describe a model directory\n"
                "  encode MODEL_DIR --text T    offline inference: label scores or embeddings\n"
-               "  serve [flags]                run the gRPC daemon (serve --help)\n");
+               "  serve [flags]                run the gRPC daemon (serve --help)\n"
+               "  health [--port P] [--service NAME]\n"
+               "                               ask a running daemon's health (exit 0: SERVING)\n");
   return out == stdout ? 0 : 2;
 }
 
@@ -30,6 +32,7 @@ int main(int argc, char** argv) {
   if (command == "-h" || command == "--help" || command == "help") return Usage(stdout);
   if (command == "inspect") return encoderd::server::RunInspectCommand(args, std::cout, std::cerr);
   if (command == "serve") return encoderd::server::RunServeCommand(args);
+  if (command == "health") return encoderd::server::RunHealthCommand(args);
   if (command == "bench") return encoderd::server::RunBenchCommand(args, std::cout, std::cerr);
   if (command == "encode") return encoderd::server::RunEncodeCommand(args, std::cout, std::cerr);
   std::fprintf(stderr, "encoderd: unknown command '%s'\n", command.c_str());

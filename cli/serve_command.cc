@@ -1,7 +1,9 @@
 #include "cli/serve_command.h"
 
+#include <grpcpp/create_channel.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/resource_quota.h>
@@ -16,8 +18,11 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <memory>
 
+#include "cli/flags.h"
 #include "cli/shutdown_signals.h"
 #include "kernels/cpu_features.h"
 #include "server/config/access_secrets.h"
@@ -290,6 +295,61 @@ int RunServeCommand(const std::vector<std::string>& args) {
   spdlog::info("stopped after {:.3f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return 0;
+}
+
+int RunHealthCommand(const std::vector<std::string>& args) {
+  std::string address = "127.0.0.1";
+  std::string service;
+  const char* env_port = std::getenv("ENCODERD_PORT");
+  int64_t port = 50051;
+  if (env_port != nullptr && !ParseInt(env_port, &port)) port = 50051;
+  double timeout_s = 2;
+  Flags flags;
+  flags.String("--address", &address);
+  flags.Int("--port", &port, 1);
+  flags.String("--service", &service);
+  flags.Number("--timeout", &timeout_s, 0.001);
+  if (const std::string error = flags.Parse(args); !error.empty()) {
+    std::fprintf(stderr,
+                 "encoderd health: %s\nusage: encoderd health [--address HOST] [--port PORT] "
+                 "[--service NAME] [--timeout S]\n",
+                 error.c_str());
+    return 2;
+  }
+  if (service.size() > 127) {
+    std::fprintf(stderr, "encoderd health: --service longer than 127 bytes\n");
+    return 2;
+  }
+  // HealthCheckRequest{service = 1}, encoded by hand: no generated stubs.
+  std::string request_bytes;
+  if (!service.empty())
+    request_bytes = std::string{'\x0a', static_cast<char>(service.size())} + service;
+  const std::string target = address + ":" + std::to_string(port);
+  grpc::GenericStub stub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6)));
+  grpc::Slice slice(request_bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status status) { done.set_value(std::move(status)); });
+  const grpc::Status status = done.get_future().get();
+  if (!status.ok()) {
+    std::fprintf(stderr, "encoderd health: %s: %s\n", target.c_str(),
+                 status.error_message().c_str());
+    return 1;
+  }
+  // HealthCheckResponse{status = 1 (varint)}: SERVING is 1, absent UNKNOWN.
+  std::vector<grpc::Slice> slices;
+  std::string reply;
+  if (response.Dump(&slices).ok())
+    for (const grpc::Slice& s : slices)
+      reply.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  const int serving_status = reply.size() >= 2 && reply[0] == '\x08' ? reply[1] : 0;
+  const char* names[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
+  std::printf("%s\n", serving_status >= 0 && serving_status <= 3 ? names[serving_status] : "?");
+  return serving_status == 1 ? 0 : 1;
 }
 
 }  // namespace encoderd::server

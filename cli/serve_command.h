@@ -14,4 +14,11 @@ namespace encoderd::server {
 // a graceful shutdown, 1 on a start-up error, 2 on bad usage).
 int RunServeCommand(const std::vector<std::string>& args);
 
+// `encoderd health [--address HOST] [--port PORT] [--service NAME]
+// [--timeout S]`: asks a running daemon's grpc.health.v1.Health/Check (the
+// container image's HEALTHCHECK). Exit 0 when SERVICE ("" = the server, or a
+// model name) is SERVING, 1 otherwise (NOT_SERVING, unreachable, timeout), 2
+// on bad usage. The port defaults to $ENCODERD_PORT, else 50051.
+int RunHealthCommand(const std::vector<std::string>& args);
+
 }  // namespace encoderd::server

@@ -65,11 +65,14 @@ podman image exists "$TAG" || fail "no image $TAG (run without --skip-build)"
 
 # ---- image metadata --------------------------------------------------------
 inspect() { podman image inspect --format "$1" "$TAG"; }
-log "image size: $(inspect '{{.Size}}') bytes"
+size=$(inspect '{{.Size}}')
+log "image size: $size bytes ($((size / 1000000)) MB)"
+# The runtime image carries no LibTorch (deploy/Dockerfile): 300 MB at most.
+[ "$size" -le 300000000 ] || fail "image is $((size / 1000000)) MB, over 300 MB"
 [ "$(inspect '{{.Config.User}}')" = "10001:10001" ] || fail "image user is not 10001:10001"
 [ "$(inspect '{{json .Config.Entrypoint}}')" = '["/opt/encoderd/bin/encoderd","serve"]' ] ||
   fail "entrypoint is not the exec form of encoderd serve: $(inspect '{{json .Config.Entrypoint}}')"
-inspect '{{json .Config.Healthcheck}}' | grep -q encoderd-health || fail "no HEALTHCHECK"
+inspect '{{json .Config.Healthcheck}}' | grep -q '"health"' || fail "no HEALTHCHECK (encoderd health)"
 for p in 50051 9400; do
   inspect '{{json .Config.ExposedPorts}}' | grep -q "\"$p/tcp\"" || fail "port $p not exposed"
 done
@@ -122,17 +125,17 @@ else
 fi
 
 log "waiting for SERVING on 127.0.0.1:$PORT"
+# The container's own HEALTHCHECK command (encoderd health), run inside the
+# image.
 for _ in $(seq 120); do
-  $PY deploy/scripts/health_probe.py --port "$PORT" --timeout 1 2>/dev/null && break
+  in_image /opt/encoderd/bin/encoderd health --port "$PORT" --timeout 1 >/dev/null 2>&1 && break
   if [ "$MODE" = chroot ] && ! kill -0 "$PID" 2>/dev/null; then fail "encoderd exited during start"; fi
   sleep 1
 done
-$PY deploy/scripts/health_probe.py --port "$PORT" || fail "not SERVING after 120 s"
+in_image /opt/encoderd/bin/encoderd health --port "$PORT" || fail "not SERVING after 120 s"
 log "health: SERVING"
-
-# The container's own HEALTHCHECK command, run inside the image.
-in_image /usr/local/bin/encoderd-health --port "$PORT" || fail "HEALTHCHECK command failed inside the image"
-in_image /usr/local/bin/encoderd-health --port "$PORT" --service langid || fail "model langid not SERVING"
+in_image /opt/encoderd/bin/encoderd health --port "$PORT" --service langid ||
+  fail "model langid not SERVING"
 log "HEALTHCHECK command inside the image: ok"
 
 out=$($PY scripts/client.py --address "127.0.0.1:$PORT" embed "Hello from the container") ||

@@ -279,9 +279,10 @@ def main():
     p.add_argument("--fraction", type=float, default=0.7)
     p.add_argument("--probe-seconds", type=float, default=15)
     p.add_argument("--clients", type=int, default=64, help="closed-loop calls in flight (probe)")
-    p.add_argument("--peak-clients", type=int, default=900,
-                   help="calls in flight during the peak warm-up (0: none); below the daemon's "
-                        "listen.max_concurrent_requests (1024 by default)")
+    p.add_argument("--peak-clients", type=int, default=700,
+                   help="calls in flight during the peak warm-up (0: none); below one "
+                        "connection's share of listen.max_concurrent_requests (three quarters "
+                        "of 1024 by default, with listen.fair_share)")
     p.add_argument("--peak-seconds", type=float, default=10)
     p.add_argument("--csv", default="soak.csv")
     p.add_argument("--seed", type=int, default=1)

@@ -120,7 +120,7 @@ Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
   const Clock::time_point finish = now + wait + predicted.own_batch;
   // Built only for a refusal: admitting costs no strings.
   const auto backlog_text = [&] {
-    return std::to_string(backlog.queued_tokens) + " tokens queued, " +
+    return std::to_string(backlog.queued_tokens) + " tokens queued ahead, " +
            std::to_string(backlog.running_tokens) + " running, at " +
            std::to_string(static_cast<int64_t>(estimate.tokens_per_second())) + " tokens/s";
   };

@@ -76,7 +76,8 @@ class StandingQueue {
 
 // The work ahead of a new call.
 struct Backlog {
-  // Tokens waiting in the queue.
+  // Tokens waiting in the queue ahead of the call (with fair queuing, the
+  // ones that go before it: RequestQueue::TokensAhead).
   int64_t queued_tokens = 0;
   // Tokens of the batches the executors are computing (half of it, on
   // average, is still to do).

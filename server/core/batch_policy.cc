@@ -16,22 +16,35 @@ Status RequestQueue::Push(std::shared_ptr<InferenceRequest> request) {
   }
   const double start = StartTag(request->peer);
   request->fair_start = start;
-  finish_[request->peer] = start + static_cast<double>(request->TokensFrom(0));
+  Peer& peer = peers_[request->peer];
+  peer.finish = start + static_cast<double>(request->TokensFrom(0));
+  ++peer.queued;
   // After every request that starts no later: ties keep their arrival order.
   auto at = std::upper_bound(
       requests_.begin(), requests_.end(), start,
       [](double tag, const std::shared_ptr<InferenceRequest>& r) { return tag < r->fair_start; });
   requests_.insert(at, std::move(request));
-  if (finish_.size() > 2 * requests_.size() + 64) {
-    for (auto it = finish_.begin(); it != finish_.end();)
-      it = it->second <= virtual_time_ ? finish_.erase(it) : std::next(it);
-  }
   return Status::Ok();
 }
 
+RequestQueue::Requests::const_iterator RequestQueue::Erase(Requests::const_iterator at) {
+  if (fair_) {
+    auto peer = peers_.find((*at)->peer);
+    if (peer != peers_.end() && --peer->second.queued == 0) peers_.erase(peer);
+  }
+  return requests_.erase(at);
+}
+
+RequestQueue::Requests RequestQueue::TakeAll() {
+  Requests all;
+  all.swap(requests_);
+  peers_.clear();
+  return all;
+}
+
 double RequestQueue::StartTag(uint64_t peer) const {
-  const auto it = finish_.find(peer);
-  return it == finish_.end() ? virtual_time_ : std::max(virtual_time_, it->second);
+  const auto it = peers_.find(peer);
+  return it == peers_.end() ? virtual_time_ : std::max(virtual_time_, it->second.finish);
 }
 
 void RequestQueue::Taken(const InferenceRequest& request) {
@@ -59,12 +72,12 @@ namespace {
 
 // Removes the requests whose deadline passes before `horizon`.
 void DropLate(RequestQueue* queue, Clock::time_point horizon, DroppedRequests* dropped) {
-  auto& requests = queue->requests();
+  const auto& requests = queue->requests();
   for (auto it = requests.begin(); it != requests.end();) {
     if ((*it)->deadline() < horizon) {
       dropped->emplace_back(
           *it, DeadlineExceeded("the deadline would pass before the request could be computed"));
-      it = requests.erase(it);
+      it = queue->Erase(it);
     } else {
       ++it;
     }
@@ -75,17 +88,17 @@ void DropLate(RequestQueue* queue, Clock::time_point horizon, DroppedRequests* d
 
 DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now) {
   DroppedRequests dropped;
-  auto& requests = queue->requests();
+  const auto& requests = queue->requests();
   for (auto it = requests.begin(); it != requests.end();) {
     const auto& r = *it;
     if (r->finished()) {
-      it = requests.erase(it);
+      it = queue->Erase(it);
     } else if (r->cancelled()) {
       dropped.emplace_back(r, Cancelled("the client cancelled the request"));
-      it = requests.erase(it);
+      it = queue->Erase(it);
     } else if (r->deadline() <= now) {
       dropped.emplace_back(r, DeadlineExceeded("the deadline passed while queued"));
-      it = requests.erase(it);
+      it = queue->Erase(it);
     } else {
       ++it;
     }
@@ -144,7 +157,7 @@ BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::t
       plan = PlanBatch(*queue, limits, &full);
     }
   }
-  auto& requests = queue->requests();
+  const auto& requests = queue->requests();
   if (requests.empty()) return decision;
 
   // The head is not the oldest request when fair queuing put a newer one
@@ -162,7 +175,7 @@ BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::t
     queue->Taken(*slice.request);
   }
   while (!requests.empty() && requests.front()->next_sequence >= requests.front()->num_sequences())
-    requests.pop_front();
+    queue->PopFront();
   decision.batch = std::move(plan);
   return decision;
 }

@@ -70,8 +70,12 @@ struct BatchDecision {
 // queue is kept in start-tag order (ties first come, first served). The
 // virtual time is the start tag of the request last taken into a batch. A
 // peer that queued a thousand requests has its tags far ahead; another
-// peer's request starts at the virtual time and goes before them, so each
-// peer with work queued gets an equal share of the batches' tokens. With one
+// peer's request starts at the virtual time and goes before them, so over
+// time each peer with work queued gets an equal share of the batches'
+// tokens. A peer with nothing queued is forgotten and starts again at the
+// virtual time: peer keys are reused (through the HTTP/2 guard gRPC names a
+// connection by its fd), and a new connection must not inherit a closed
+// one's backlog; dropped work is not charged beyond that either. With one
 // peer, or without fairness, the order is first come, first served.
 class RequestQueue {
  public:
@@ -89,20 +93,32 @@ class RequestQueue {
   // A batch took (some of) `request`'s sequences: the virtual time moves to
   // its start tag.
   void Taken(const InferenceRequest& request);
-  std::deque<std::shared_ptr<InferenceRequest>>& requests() { return requests_; }
-  const std::deque<std::shared_ptr<InferenceRequest>>& requests() const { return requests_; }
+
+  using Requests = std::deque<std::shared_ptr<InferenceRequest>>;
+  const Requests& requests() const { return requests_; }
+  // Removes one request; returns the iterator after it.
+  Requests::const_iterator Erase(Requests::const_iterator at);
+  // Removes the head (its last sequence was taken).
+  void PopFront() { Erase(requests_.begin()); }
+  // Empties the queue, returning what it held.
+  Requests TakeAll();
+  // Peers with requests queued (each with its finish tag).
+  size_t peers() const { return peers_.size(); }
 
  private:
   // The start tag a new request of `peer` gets.
   double StartTag(uint64_t peer) const;
 
+  struct Peer {
+    double finish = 0;  // the finish tag of its last request
+    int64_t queued = 0;
+  };
   int64_t max_size_;
   bool fair_;
-  std::deque<std::shared_ptr<InferenceRequest>> requests_;
+  Requests requests_;
   double virtual_time_ = 0;
-  // Per peer, the finish tag of its last request; peers at or behind the
-  // virtual time are forgotten (they start at the virtual time anyway).
-  std::unordered_map<uint64_t, double> finish_;
+  // With fairness: the peers with requests queued.
+  std::unordered_map<uint64_t, Peer> peers_;
   // First come, first served without fairness: the push count.
   double pushed_ = 0;
 };

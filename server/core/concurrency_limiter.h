@@ -47,9 +47,11 @@ class ConcurrencyLimiter {
       : limit_(limit), fair_share_(fair_share && limit > 0) {}
 
   // Thread-safe. Exactly `limit` concurrent callers get a held slot; with
-  // fair sharing, fewer when one `peer` asks for more than its share.
-  Slot TryAcquire(uint64_t peer = 0) {
-    if (fair_share_) return TryAcquireShared(peer);
+  // fair sharing, fewer when one `peer` asks for more than its share (then
+  // *over_share, when given, is set).
+  Slot TryAcquire(uint64_t peer = 0, bool* over_share = nullptr) {
+    if (over_share != nullptr) *over_share = false;
+    if (fair_share_) return TryAcquireShared(peer, over_share);
     const int64_t before = in_flight_.fetch_add(1, std::memory_order_acq_rel);
     if (limit_ > 0 && before >= limit_) {
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
@@ -65,7 +67,7 @@ class ConcurrencyLimiter {
   static int64_t HeldInProcess() { return held_total_.load(std::memory_order_relaxed); }
 
  private:
-  Slot TryAcquireShared(uint64_t peer) {
+  Slot TryAcquireShared(uint64_t peer, bool* over_share) {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t total = in_flight_.load(std::memory_order_relaxed);
     if (total >= limit_) return Slot(nullptr, peer);
@@ -73,7 +75,10 @@ class ConcurrencyLimiter {
       const auto it = held_.find(peer);
       const int64_t mine = it == held_.end() ? 0 : it->second;
       const int64_t share = limit_ / (static_cast<int64_t>(held_.size()) + 1);
-      if (mine > 0 && mine >= share) return Slot(nullptr, peer);
+      if (mine > 0 && mine >= share) {
+        if (over_share != nullptr) *over_share = true;
+        return Slot(nullptr, peer);
+      }
     }
     ++held_[peer];
     in_flight_.fetch_add(1, std::memory_order_acq_rel);
@@ -82,11 +87,15 @@ class ConcurrencyLimiter {
   }
   void Release(uint64_t peer) {
     if (fair_share_) {
+      // Under the lock, so that TryAcquireShared never sees a total that
+      // counts a slot already given back.
       std::lock_guard<std::mutex> lock(mu_);
       auto it = held_.find(peer);
       if (--it->second == 0) held_.erase(it);
+      in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+    } else {
+      in_flight_.fetch_sub(1, std::memory_order_acq_rel);
     }
-    in_flight_.fetch_sub(1, std::memory_order_acq_rel);
     held_total_.fetch_sub(1, std::memory_order_relaxed);
   }
 

@@ -97,12 +97,12 @@ size_t DynamicBatcher::queue_depth() const {
 }
 
 void DynamicBatcher::Stop() {
-  std::deque<std::shared_ptr<InferenceRequest>> abandoned;
+  RequestQueue::Requests abandoned;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ && threads_.empty()) return;
     stopping_ = true;
-    abandoned.swap(queue_.requests());
+    abandoned = queue_.TakeAll();
   }
   batcher_cv_.notify_all();
   executor_cv_.notify_all();

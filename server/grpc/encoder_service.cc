@@ -41,7 +41,8 @@ struct Call {
 
 // The client connection of a call, as a key: a hash of gRPC's peer string,
 // which names the connection ("ipv4:10.1.2.3:45678"; through the HTTP/2
-// guard, the relay's socket).
+// guard "fd:17", the relay's socket, whose number a later connection may
+// reuse: the queue forgets a peer with nothing queued).
 uint64_t PeerKey(const grpc::ServerContextBase& context) {
   return std::hash<std::string>()(context.peer());
 }
@@ -313,10 +314,10 @@ Status EncoderService::Admit(grpc::ServerContextBase* context, uint64_t peer, bo
                              std::optional<ConcurrencyLimiter::Slot>* slot) {
   RETURN_IF_ERROR(auth_.Check(*context));
   if (!takes_slot) return Status::Ok();
-  const int64_t in_flight = limiter_.in_flight();
-  slot->emplace(limiter_.TryAcquire(peer));
+  bool over_share = false;
+  slot->emplace(limiter_.TryAcquire(peer, &over_share));
   if ((*slot)->held()) return Status::Ok();
-  if (in_flight < limiter_.limit())
+  if (over_share)
     return ResourceExhausted("this connection holds its share of max_concurrent_requests (" +
                              std::to_string(limiter_.limit()) +
                              "), and the rest is kept for other clients; retry later");

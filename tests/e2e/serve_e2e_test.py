@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -88,6 +89,7 @@ def main():
         if not check(wait_serving(health_pb2, health, ["", MODEL]), "health SERVING for '' and model"):
             return 1
         run_checks(args, pb, stub, channel, health_pb2, health, tmp / "server.log", port)
+        check_health_command(args.binary, port)
         # SIGTERM with a call in flight: the call finishes, health flips, exit 0.
         inflight = {}
 
@@ -116,6 +118,25 @@ def main():
     check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp)
     print(f"{len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
+
+
+def check_health_command(binary, port):
+    """`encoderd health` (the image's HEALTHCHECK): exit 0 and SERVING for the
+    server and its model, 1 for an unknown service and for a closed port, 2
+    for a bad flag."""
+    def run(*flags):
+        r = subprocess.run([binary, "health", *flags], capture_output=True, text=True, timeout=30)
+        return r.returncode, r.stdout.strip()
+    check(run("--port", str(port)) == (0, "SERVING"), "encoderd health: the server is SERVING")
+    check(run("--port", str(port), "--service", MODEL) == (0, "SERVING"),
+          "encoderd health: the model is SERVING")
+    check(run("--port", str(port), "--service", "no-such-model")[0] == 1,
+          "encoderd health: an unknown service exits 1")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    check(run("--port", str(closed), "--timeout", "2")[0] == 1, "encoderd health: a closed port exits 1")
+    check(run("--no-such-flag")[0] == 2, "encoderd health: a bad flag exits 2")
 
 
 def check_second_signal(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):

@@ -254,6 +254,28 @@ TEST(FairQueueTest, BackloggedPeersShareTheTokensEqually) {
   EXPECT_NEAR(tokens[1], tokens[2], 40);
 }
 
+// A peer with nothing queued is forgotten: a key reused by a new connection
+// (gRPC names a guarded connection by its fd) does not inherit the backlog
+// of a closed one whose calls were cancelled, nor one taken into batches.
+TEST(FairQueueTest, APeerWithNothingQueuedStartsAgainAtTheVirtualTime) {
+  RequestQueue q(100);
+  std::vector<std::shared_ptr<InferenceRequest>> flood;
+  for (uint64_t id = 1; id <= 10; ++id) {
+    flood.push_back(FromPeer(1, id, {10}));
+    ASSERT_TRUE(q.Push(flood.back()).ok());
+  }
+  EXPECT_EQ(q.peers(), 1u);
+  for (auto& r : flood) r->Cancel();
+  EXPECT_EQ(DropStale(&q, kT0).size(), 10u);
+  EXPECT_EQ(q.peers(), 0u);
+  auto again = FromPeer(1, 11, {10});
+  ASSERT_TRUE(q.Push(again).ok());
+  EXPECT_EQ(again->fair_start, 0);  // not 100, the closed connection's finish tag
+  const BatchDecision d = FormBatch(&q, Limits(10, 100), kT0 + microseconds(5000));
+  EXPECT_EQ(Slices(d.batch), (std::vector<std::string>{"11:0-1"}));
+  EXPECT_EQ(q.peers(), 0u);
+}
+
 // A request split across batches keeps the head while a new peer arrives.
 TEST(FairQueueTest, ASplitRequestStaysAtTheHead) {
   RequestQueue q(100);
