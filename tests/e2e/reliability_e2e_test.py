@@ -435,7 +435,9 @@ def check_graceful_shutdown(args, tmp):
             c = code_of(stub.Embed.future(pb.EmbedRequest(texts=["late"]), timeout=5)).name
             late_same[c] = late_same.get(c, 0) + 1
             time.sleep(0.02)
-        fresh = grpc.insecure_channel(f"127.0.0.1:{daemon.port}")
+        # A local subchannel pool: a new connection, not the open channel's.
+        fresh = grpc.insecure_channel(f"127.0.0.1:{daemon.port}",
+                                      options=[("grpc.use_local_subchannel_pool", 1)])
         late_new = code_of(pb_grpc.EncoderStub(fresh).Embed.future(pb.EmbedRequest(texts=["late"]),
                                                                    timeout=5))
         fresh.close()

@@ -32,6 +32,7 @@ os.environ["GRPC_DNS_RESOLVER"] = "ares"
 import pathlib  # noqa: E402
 import socket  # noqa: E402
 import struct  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
@@ -103,14 +104,18 @@ def free_port_on_both():
     raise RuntimeError("no port free on both 127.0.0.1 and 127.0.0.2")
 
 
-def started(daemon, timeout=120):
-    """`daemon` once its models are loaded (it listens before)."""
+def started(binary, daemon, timeout=120):
+    """`daemon` once its health is SERVING (`encoderd health`: the models are
+    loaded; it listens before)."""
     end = time.time() + timeout
     while time.time() < end:
-        if "serving 1 model(s)" in daemon.log_path.read_text():
+        probe = subprocess.run([binary, "health", "--address", daemon.address,
+                                "--port", str(daemon.port), "--timeout", "1"],
+                               capture_output=True, timeout=30)
+        if probe.returncode == 0:
             return daemon
         time.sleep(0.05)
-    raise RuntimeError(f"no model loaded; see {daemon.log_path}")
+    raise RuntimeError(f"not SERVING after {timeout} s; see {daemon.log_path}")
 
 
 def ok_calls(daemon):
@@ -131,8 +136,8 @@ def spreads_to_new_replica(args, pb2, pb2_grpc, tmp, age_s, seconds):
     port = free_port_on_both()
     serve = ["--port", str(port), "--model-name", "langid", "--model-dir", args.model_dir,
              "--max-connection-age-s", str(age_s), "--max-connection-age-grace-s", "5"]
-    a = started(common.start_daemon(args.binary, serve, tmp / f"a_{age_s}.log",
-                                    address="127.0.0.1"))
+    a = started(args.binary, common.start_daemon(args.binary, serve, tmp / f"a_{age_s}.log",
+                                                 address="127.0.0.1"))
     b = None
     dns = DnsServer()
     dns.addresses = ["127.0.0.1"]
@@ -150,8 +155,8 @@ def spreads_to_new_replica(args, pb2, pb2_grpc, tmp, age_s, seconds):
     try:
         for _ in range(20):
             call()
-        b = started(common.start_daemon(args.binary, serve, tmp / f"b_{age_s}.log",
-                                        address="127.0.0.2"))
+        b = started(args.binary, common.start_daemon(args.binary, serve, tmp / f"b_{age_s}.log",
+                                                     address="127.0.0.2"))
         dns.addresses = ["127.0.0.1", "127.0.0.2"]
         a_before = ok_calls(a)
         end = time.time() + seconds
@@ -170,7 +175,7 @@ def spreads_to_new_replica(args, pb2, pb2_grpc, tmp, age_s, seconds):
 def call_across_goaway(args, pb2, pb2_grpc, tmp, grace_s):
     """An Embed held ~3 s in the queue on a connection whose age is 1 s, then
     a Tokenize (not queued) on the same channel. Returns both codes."""
-    daemon = started(common.start_daemon(args.binary, [
+    daemon = started(args.binary, common.start_daemon(args.binary, [
         "--model-name", "langid", "--model-dir", args.model_dir,
         "--max-connection-age-s", "1", "--max-connection-age-grace-s", str(grace_s),
         "--max-queue-delay-us", "3000000"], tmp / f"grace_{grace_s}.log"))
@@ -198,7 +203,8 @@ def idle_connections_closed(args, pb2, pb2_grpc, tmp, idle_s):
     serve = ["--model-name", "langid", "--model-dir", args.model_dir]
     if idle_s:
         serve += ["--max-connection-idle-s", str(idle_s)]
-    daemon = started(common.start_daemon(args.binary, serve, tmp / f"idle_{idle_s}.log"))
+    daemon = started(args.binary,
+                     common.start_daemon(args.binary, serve, tmp / f"idle_{idle_s}.log"))
     # A subchannel pool of its own each: ten connections, not one shared.
     channels = [grpc.insecure_channel(f"127.0.0.1:{daemon.port}",
                                       options=[("grpc.use_local_subchannel_pool", 1)])
