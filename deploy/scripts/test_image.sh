@@ -48,6 +48,9 @@ if ! podman image exists "$BASE"; then
   root=$(mktemp -d /tmp/encoderd-bookworm.XXXXXX)
   log "debootstrap bookworm -> $root"
   debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >&2
+  # As Debian's official image: no downloaded packages or package lists
+  # (80 MB that debootstrap leaves behind).
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin "$root"/var/lib/apt/lists/*
   tar -C "$root" -c . | podman import - "$BASE" >&2
   rm -rf "$root"
 fi

@@ -38,11 +38,10 @@ constexpr rlim_t kSpareFds = 256;
 constexpr auto kFlushAfterAbuse = std::chrono::milliseconds(500);
 constexpr auto kFlushAfterClose = std::chrono::seconds(5);
 // New connections from an address closed for abuse within kAbuserMemory
-// wait kTarpit before anything of theirs is read.
+// wait options.tarpit before anything of theirs is read.
 constexpr auto kAbuserMemory = std::chrono::seconds(10);
-constexpr auto kTarpit = std::chrono::seconds(1);
 // New connections an address may open per second before the next ones wait
-// kTarpit too.
+// the tarpit too.
 constexpr int kNewPerAddressPerSecond = 200;
 // Accepting pauses this long after running out of fds or memory.
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
@@ -361,13 +360,13 @@ void ConnectionGuard::Loop::Accept() {
     c->accepted = now;
     // An address whose connection was closed for abuse lately, or that opens
     // connections faster than kNewPerAddressPerSecond: its new connections
-    // wait kTarpit before a byte is read, so reconnecting costs an attacker
+    // wait options_.tarpit before a byte is read, so reconnecting costs an attacker
     // time and the server nothing.
     const bool abuser = abusers_.count(c->ip) > 0 && now - abusers_[c->ip] < kAbuserMemory;
     NewConnections& rate = new_connections_[c->ip];
     if (now - rate.since >= std::chrono::seconds(1)) rate = {now, 0};
     const bool churning = ++rate.count > kNewPerAddressPerSecond;
-    if (abuser || churning) c->held_until = now + kTarpit;
+    if (abuser || churning) c->held_until = now + options_.tarpit;
     epoll_event ev{};
     ev.events = c->client_events = abuser || churning ? 0 : EPOLLIN | EPOLLRDHUP;
     ev.data.u64 = Key(c->id, false);

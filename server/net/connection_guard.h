@@ -35,6 +35,9 @@ struct ConnectionGuardOptions {
   Http2GuardOptions http2;
   // Bytes buffered per connection and direction.
   size_t buffer_bytes = 256 * 1024;
+  // How long new connections from an address closed for abuse (or opening
+  // too many a second) wait before anything of theirs is read.
+  std::chrono::milliseconds tarpit{1000};
 };
 
 class ConnectionGuard {

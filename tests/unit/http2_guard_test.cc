@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -263,10 +264,38 @@ class RecordingMetrics : public ServingMetrics {
     closed.push_back(reason);
     cv.notify_all();
   }
+  void SetOpenConnections(int64_t n) override {
+    std::lock_guard<std::mutex> lock(mu);
+    open = n;
+    cv.notify_all();
+  }
+  // Waits until the guard reports `n` connections open.
+  bool WaitOpen(int64_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(10), [&] { return open == n; });
+  }
   std::mutex mu;
   std::condition_variable cv;
   std::vector<ConnectionClose> closed;
+  int64_t open = 0;
 };
+
+// Reads `n` bytes from `fd` (the server's end, non-blocking), waiting up to
+// 10 s for them: what the guard relayed to the server.
+std::string ReadExactly(int fd, size_t n) {
+  std::string out(n, '\0');
+  size_t have = 0;
+  while (have < n) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 10000) <= 0) break;
+    const ssize_t got = recv(fd, out.data() + have, n - have, 0);
+    if (got < 0 && errno == EAGAIN) continue;
+    if (got <= 0) break;
+    have += static_cast<size_t>(got);
+  }
+  out.resize(have);
+  return out;
+}
 
 int Connect(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -295,6 +324,8 @@ TEST(ConnectionGuardTest, RelaysClosesRapidResetWithGoAwayAndCapsConnections) {
   ConnectionGuardOptions options;
   options.max_connections = 2;
   options.http2 = Small();
+  // Long enough that "still held" below holds on a stalled machine.
+  options.tarpit = std::chrono::milliseconds(3000);
   auto guard = ConnectionGuard::Start(
       "127.0.0.1", 0,
       [&](int fd) {
@@ -364,7 +395,7 @@ TEST(ConnectionGuardTest, RelaysClosesRapidResetWithGoAwayAndCapsConnections) {
     std::lock_guard<std::mutex> lock(ends_mu);
     EXPECT_EQ(grpc_ends.size(), 1u);
   }
-  // The attacker's address (127.0.0.1) reconnects: held for a second before
+  // The attacker's address (127.0.0.1) reconnects: held (the tarpit) before
   // anything is read or the server sees the connection, then served.
   const int second = Connect(port);
   ASSERT_EQ(send(second, kPreface, 24, 0), 24);
@@ -379,10 +410,17 @@ TEST(ConnectionGuardTest, RelaysClosesRapidResetWithGoAwayAndCapsConnections) {
     EXPECT_EQ(grpc_ends.size(), 2u);
   }
   // The cap (2): with `good` and `second` open, each with a stream, a third
-  // is closed at once.
+  // is closed at once. Once the server got the HEADERS, the guard saw them.
   const std::string opens = Headers(1);
   ASSERT_EQ(send(second, opens.data(), opens.size(), 0), static_cast<ssize_t>(opens.size()));
-  usleep(200 * 1000);
+  {
+    int second_end = -1;
+    {
+      std::lock_guard<std::mutex> lock(ends_mu);
+      second_end = grpc_ends[1];
+    }
+    EXPECT_EQ(ReadExactly(second_end, 24 + opens.size()), std::string(kPreface) + opens);
+  }
   const int third = Connect(port);
   EXPECT_EQ(ReadAll(third), "");  // closed without a byte
   {
@@ -398,9 +436,9 @@ TEST(ConnectionGuardTest, RelaysClosesRapidResetWithGoAwayAndCapsConnections) {
     close(grpc_ends[1]);
     grpc_ends.erase(grpc_ends.begin() + 1);
   }
-  usleep(200 * 1000);
+  ASSERT_TRUE(metrics.WaitOpen(1));  // `good` alone
   const int idle = Connect(port);
-  usleep(200 * 1000);
+  ASSERT_TRUE(metrics.WaitOpen(2));
   const int fresh = Connect(port);
   EXPECT_EQ(ReadAll(idle), "");  // never attached: closed without a byte
   {
