@@ -541,7 +541,7 @@ def check_waiting_is_free(args, tmp):
 
 def check_fairness(args, tmp):
     """Two clients, each on its own connection; one floods: 32 slow calls
-    (16 texts of 128 tokens, one batch each on one engine thread) queued at
+    (8 texts of 128 tokens, one batch each on one engine thread) queued at
     once. The other client's call, sent once most of them are queued, goes
     into the next batch (fair queuing): it is answered while at least half
     of the flood still waits. With --fair-share=false (first come, first
@@ -551,7 +551,7 @@ def check_fairness(args, tmp):
         name = f"fairness_{'on' if fair else 'off'}"
         daemon, channel, health = start(args, tmp, name, [
             "--num-threads", "1", "--fair-share", "true" if fair else "false",
-            "--max-batch-sequences", "16", "--max-queue-time-us", "0",
+            "--max-batch-sequences", "8", "--max-queue-time-us", "0",
             "--overload-queue-time-us", "0"])
         if not daemon:
             return
@@ -565,7 +565,7 @@ def check_fairness(args, tmp):
             from e2e_common import metric_value
             check(metric_value(daemon.metrics_text(), "encoderd_open_connections") == 2,
                   f"{name}: the two clients hold two connections")
-            slow = pb.EmbedRequest(texts=[LONG_TEXT] * 16, truncate=True)
+            slow = pb.EmbedRequest(texts=[LONG_TEXT] * 8, truncate=True)
             futures = [flooder.Embed.future(slow, timeout=300) for _ in range(flood)]
             check(wait_until(lambda: idle_state(daemon)[2] >= flood - 4, 60),
                   f"{name}: the flood is queued")
