@@ -18,7 +18,7 @@ int Usage(FILE* out) {
                "  inspect MODEL_DIR [--json]   describe a model directory\n"
                "  encode MODEL_DIR --text T    offline inference: label scores or embeddings\n"
                "  serve [flags]                run the gRPC daemon (serve --help)\n"
-               "  health [--port P] [--service NAME]\n"
+               "  health [--address A] [--port P] [--service NAME] [--timeout S]\n"
                "                               ask a running daemon's health (exit 0: SERVING)\n");
   return out == stdout ? 0 : 2;
 }

@@ -300,15 +300,25 @@ int RunServeCommand(const std::vector<std::string>& args) {
 int RunHealthCommand(const std::vector<std::string>& args) {
   std::string address = "127.0.0.1";
   std::string service;
-  const char* env_port = std::getenv("ENCODERD_PORT");
+  // The plaintext health port when the daemon has one (with TLS on the gRPC
+  // port needs it), else the gRPC port, as the daemon read them from its
+  // environment.
   int64_t port = 50051;
-  if (env_port != nullptr && !ParseInt(env_port, &port)) port = 50051;
+  for (const char* name : {"ENCODERD_PORT", "ENCODERD_HEALTH_PORT"}) {
+    int64_t value = 0;
+    const char* text = std::getenv(name);
+    if (text != nullptr && ParseInt(text, &value) && value > 0 && value <= 65535) port = value;
+  }
   double timeout_s = 2;
   Flags flags;
   flags.String("--address", &address);
-  flags.Int("--port", &port, 1);
+  flags.Value("--port", "a port in 1..65535", [&port](const std::string& v) {
+    return ParseInt(v, &port) && port >= 1 && port <= 65535;
+  });
   flags.String("--service", &service);
-  flags.Number("--timeout", &timeout_s, 0.001);
+  flags.Value("--timeout", "seconds in 0.001..3600", [&timeout_s](const std::string& v) {
+    return ParseDouble(v, &timeout_s) && timeout_s >= 0.001 && timeout_s <= 3600;
+  });
   if (const std::string error = flags.Parse(args); !error.empty()) {
     std::fprintf(stderr,
                  "encoderd health: %s\nusage: encoderd health [--address HOST] [--port PORT] "
@@ -325,7 +335,10 @@ int RunHealthCommand(const std::vector<std::string>& args) {
   if (!service.empty())
     request_bytes = std::string{'\x0a', static_cast<char>(service.size())} + service;
   const std::string target = address + ":" + std::to_string(port);
-  grpc::GenericStub stub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ChannelArguments channel_args;
+  channel_args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);  // never through $http_proxy
+  grpc::GenericStub stub(
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), channel_args));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6)));

@@ -18,7 +18,8 @@ int RunServeCommand(const std::vector<std::string>& args);
 // [--timeout S]`: asks a running daemon's grpc.health.v1.Health/Check (the
 // container image's HEALTHCHECK). Exit 0 when SERVICE ("" = the server, or a
 // model name) is SERVING, 1 otherwise (NOT_SERVING, unreachable, timeout), 2
-// on bad usage. The port defaults to $ENCODERD_PORT, else 50051.
+// on bad usage. The port defaults to $ENCODERD_HEALTH_PORT (the plaintext
+// health port, when set and not 0), else $ENCODERD_PORT, else 50051.
 int RunHealthCommand(const std::vector<std::string>& args);
 
 }  // namespace encoderd::server

@@ -150,6 +150,7 @@ class ConnectionGuard::Loop {
     // Closed for abuse: the server side is gone; flushing to the client
     // until `close_by`.
     bool abusive = false;
+    bool finished = false;  // in done_
     Clock::time_point close_by;
     uint32_t client_events = 0;
     uint32_t server_events = 0;
@@ -178,9 +179,13 @@ class ConnectionGuard::Loop {
     if (c->server >= 0) close(c->server);
     c->client = c->server = -1;
   }
+  // Closes the connection; reaped at the end of the loop's pass (once,
+  // however often it is called).
   void Finish(Conn* c) {
     CloseBoth(c);
     idle_.erase(c->id);
+    if (c->finished) return;
+    c->finished = true;
     done_.push_back(c->id);
   }
   void Sweep(Clock::time_point now);
@@ -195,8 +200,10 @@ class ConnectionGuard::Loop {
   void Closed(ConnectionClose reason) {
     if (metrics_) metrics_->ObserveConnectionClosed(reason);
   }
+  // Connections open: those in conns_ not yet reaped after Finish().
+  int64_t Open() const { return static_cast<int64_t>(conns_.size() - done_.size()); }
   void ReportOpen() {
-    if (metrics_) metrics_->SetOpenConnections(static_cast<int64_t>(conns_.size()));
+    if (metrics_) metrics_->SetOpenConnections(Open());
   }
 
   int listen_fd_;
@@ -285,9 +292,11 @@ void ConnectionGuard::Loop::Run() {
       Sweep(now);
       next_sweep = now + std::chrono::milliseconds(100);
     }
-    for (uint64_t id : done_) conns_.erase(id);
-    if (!done_.empty()) ReportOpen();
-    done_.clear();
+    if (!done_.empty()) {
+      for (uint64_t id : done_) conns_.erase(id);
+      done_.clear();
+      ReportOpen();
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   exited_ = true;
@@ -322,13 +331,14 @@ void ConnectionGuard::Loop::Accept() {
     // At the cap, the oldest connection that has not opened a stream (no
     // preface yet, only a preface, or held) makes room: idle junk cannot
     // lock legitimate clients out. With none such, the new one is closed.
-    if (static_cast<int>(conns_.size() - done_.size()) >= options_.max_connections) {
+    if (Open() >= options_.max_connections) {
       const bool evict = !idle_.empty();
       if (evict) {
-        auto victim = conns_.find(*idle_.begin());
+        // Finish()ed, it stays in conns_ (and in done_) until this pass of
+        // the loop ends, like every finished connection: the count above
+        // is conns_ less done_.
         Closed(ConnectionClose::kEvictedIdle);
-        Finish(victim->second.get());
-        conns_.erase(victim);
+        Finish(conns_.at(*idle_.begin()).get());
         ++evicted_at_cap_;
       } else {
         close(fd);
@@ -341,7 +351,7 @@ void ConnectionGuard::Loop::Accept() {
             "connection cap reached: {} connections open (listen.max_connections); since the last "
             "such line {} idle connection(s) (no stream opened) closed for new ones, {} new "
             "connection(s) closed at once",
-            conns_.size(), evicted_at_cap_, refused_at_cap_);
+            Open(), evicted_at_cap_, refused_at_cap_);
         evicted_at_cap_ = refused_at_cap_ = 0;
         cap_logged_ = now;
       }

@@ -137,6 +137,8 @@ def check_health_command(binary, port):
         closed = s.getsockname()[1]
     check(run("--port", str(closed), "--timeout", "2")[0] == 1, "encoderd health: a closed port exits 1")
     check(run("--no-such-flag")[0] == 2, "encoderd health: a bad flag exits 2")
+    check(run("--port", "70000")[0] == 2 and run("--timeout", "inf")[0] == 2,
+          "encoderd health: a port over 65535 or an endless timeout exits 2")
 
 
 def check_second_signal(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):

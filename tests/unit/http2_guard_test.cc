@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -267,6 +268,7 @@ class RecordingMetrics : public ServingMetrics {
   void SetOpenConnections(int64_t n) override {
     std::lock_guard<std::mutex> lock(mu);
     open = n;
+    max_open = std::max(max_open, n);
     cv.notify_all();
   }
   // Waits until the guard reports `n` connections open.
@@ -278,6 +280,7 @@ class RecordingMetrics : public ServingMetrics {
   std::condition_variable cv;
   std::vector<ConnectionClose> closed;
   int64_t open = 0;
+  int64_t max_open = 0;
 };
 
 // Reads `n` bytes from `fd` (the server's end, non-blocking), waiting up to
@@ -463,6 +466,35 @@ TEST(ConnectionGuardTest, RelaysClosesRapidResetWithGoAwayAndCapsConnections) {
   guard->reset();
   std::lock_guard<std::mutex> lock(ends_mu);
   for (int fd : grpc_ends) close(fd);
+}
+
+// At the cap, every connection of a burst evicts an idle one: never more
+// than the cap open. (An evicted connection was once counted twice until the
+// loop's next pass, so the second connection of a burst went in past the
+// cap without evicting anyone.)
+TEST(ConnectionGuardTest, ABurstAtTheCapNeverOpensMoreThanTheCap) {
+  RecordingMetrics metrics;
+  ConnectionGuardOptions options;
+  options.max_connections = 4;
+  options.http2 = Small();
+  auto guard = ConnectionGuard::Start(
+      "127.0.0.1", 0, [](int fd) { close(fd); }, options, &metrics);
+  ASSERT_TRUE(guard.ok()) << guard.status().ToString();
+  const int port = (*guard)->port();
+  std::vector<int> fds;
+  for (int i = 0; i < 4; ++i) fds.push_back(Connect(port));
+  ASSERT_TRUE(metrics.WaitOpen(4));
+  // 64 more at once, none sending a byte: each evicts the oldest idle one.
+  for (int i = 0; i < 64; ++i) fds.push_back(Connect(port));
+  {
+    std::unique_lock<std::mutex> lock(metrics.mu);
+    ASSERT_TRUE(metrics.cv.wait_for(lock, std::chrono::seconds(10),
+                                    [&] { return metrics.closed.size() >= 64; }));
+    EXPECT_EQ(metrics.max_open, 4);
+    for (ConnectionClose reason : metrics.closed) EXPECT_EQ(reason, ConnectionClose::kEvictedIdle);
+  }
+  EXPECT_TRUE(metrics.WaitOpen(4));
+  for (int fd : fds) close(fd);
 }
 
 }  // namespace
