@@ -41,6 +41,9 @@ PACKAGES=(
   yamllint curl
   # access end-to-end test: certificates made with the openssl CLI
   openssl
+  # the image test (deploy/scripts/test_image.sh, manual): podman builds the
+  # image, debootstrap makes its Debian base without a registry
+  podman debootstrap
 )
 
 missing=()

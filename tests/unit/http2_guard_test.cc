@@ -355,20 +355,7 @@ TEST(ConnectionGuardTest, RelaysClosesRapidResetWithGoAwayAndCapsConnections) {
     ASSERT_EQ(grpc_ends.size(), 1u);
     server_end = grpc_ends[0];
   }
-  std::string got;
-  timeval tv{5, 0};
-  setsockopt(server_end, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  int flags = 0;
-  while (got.size() < hello.size()) {
-    const ssize_t n = recv(server_end, buf, sizeof(buf), flags);
-    if (n < 0 && errno == EAGAIN) {
-      usleep(1000);
-      continue;
-    }
-    ASSERT_GT(n, 0);
-    got.append(buf, static_cast<size_t>(n));
-  }
-  EXPECT_EQ(got, hello);
+  EXPECT_EQ(ReadExactly(server_end, hello.size()), hello);
 
   // An attacker: reset every stream it opens.
   const int bad = Connect(port);
