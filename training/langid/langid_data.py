@@ -67,7 +67,8 @@ MAX_CHARS = 400
 def ensure_packages(packages=None):
     """Installs the catalog packages (and gettext), or `packages`, if any is
     missing."""
-    missing = [p for p in (packages or PACKAGES) if subprocess.run(
+    packages = PACKAGES if packages is None else packages
+    missing = [p for p in packages if subprocess.run(
         ["dpkg-query", "-W", "-f=${Status}", p], capture_output=True,
         text=True).stdout.find("install ok installed") < 0]
     if not missing:
@@ -82,9 +83,23 @@ def ensure_packages(packages=None):
                    + missing, check=True, env=env)
 
 
+NPM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "npm")
+
+
+def ensure_npm():
+    """Installs training/langid/npm's packages (npm ci) if any is missing."""
+    with open(os.path.join(NPM_DIR, "package.json")) as f:
+        wanted = json.load(f)["dependencies"]
+    if not all(os.path.isdir(os.path.join(NPM_DIR, "node_modules", name)) for name in wanted):
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NPM_DIR, check=True)
+
+
 def package_versions(packages=None):
+    packages = PACKAGES if packages is None else packages
+    if not packages:
+        return {}
     out = subprocess.run(["dpkg-query", "-W", "-f=${Package}\t${Version}\n"]
-                         + (packages or PACKAGES), capture_output=True, text=True).stdout
+                         + packages, capture_output=True, text=True).stdout
     return dict(line.split("\t") for line in out.splitlines() if "\t" in line)
 
 

@@ -74,8 +74,11 @@ def build_corpus(log=print):
                     for sent in langid_dialogue._sentences(msgstr, label):
                         if sent not in source:
                             candidates[(label, sent)].add(split)
-    if not catalogs:
-        raise SystemExit("langid: no game catalog found (packages %s)" % PACKAGES)
+    absent = [name for name, _ in CATALOG_GLOBS
+              if not any(key.startswith(name + "/") for key in catalogs)]
+    if absent:
+        # A missing game would change every split without a word.
+        raise SystemExit("langid: no catalog of %s (packages %s)" % (absent, PACKAGES))
     for msgid, sents in english.items():
         for sent in sents:
             candidates[("en", sent)].add(langid_data.split_of(msgid))

@@ -8,7 +8,7 @@
 // text]}, where a label outside LABELS (or "" for no answer) counts as a miss.
 // Detectors: eld (large database) and tinyld (normal) over all the languages
 // they know, as they run by default, and restricted to LABELS; franc
-// restricted to LABELS (over its 400 languages it is not a fair comparison
+// restricted to LABELS (over its 187 languages it is not a fair comparison
 // on short texts) with minLength 1 so that it answers every text.
 import { readFileSync, writeFileSync } from "node:fs";
 import { eld } from "eld/large";
