@@ -52,35 +52,44 @@ def _sentences(text, label):
     return out
 
 
+def corpus_from_catalogs(catalogs, caps, skip=None):
+    """({split: [(label, text)]}, stats) from (label, .mo path) pairs of
+    translated story and dialogue: each string split into sentences in its
+    label's script (the English ones from the msgids), a translation's
+    sentence dropped when the English source has it too, split by source
+    string, deduplicated and capped. skip(msgid, msgstr): entries to leave out."""
+    candidates = collections.defaultdict(set)
+    english = {}  # msgid -> its English sentences
+    for label, path in catalogs:
+        for msgid, msgstr in langid_data.read_catalog(path):
+            if skip is not None and skip(msgid, msgstr):
+                continue
+            if msgid not in english:
+                english[msgid] = _sentences(msgid, "en")
+            source = set(english[msgid])
+            split = langid_data.split_of(msgid)
+            for sent in _sentences(msgstr, label):
+                if sent not in source:
+                    candidates[(label, sent)].add(split)
+    for msgid, sents in english.items():
+        for sent in sents:
+            candidates[("en", sent)].add(langid_data.split_of(msgid))
+    return langid_data.finalize_splits(candidates, caps)
+
+
 def build_corpus(log=print):
     """Returns ({split: [(label, text), ...]}, stats) from the installed
     Wesnoth translations."""
-    candidates = collections.defaultdict(set)
-    english = {}  # msgid -> its English sentences
-    catalogs = collections.Counter()
-    missing = []
+    found, missing = [], []
     for domain in DOMAINS:
         for label, locales in langid_data.LANGUAGES.items():
             for loc in locales:
                 path = os.path.join(LOCALE_DIR, loc, "LC_MESSAGES", domain + ".mo")
-                if not os.path.exists(path):
-                    missing.append(path)
-                    continue
-                catalogs[label] += 1
-                for msgid, msgstr in langid_data.read_catalog(path):
-                    if msgid not in english:
-                        english[msgid] = _sentences(msgid, "en")
-                    source = set(english[msgid])
-                    split = langid_data.split_of(msgid)
-                    for sent in _sentences(msgstr, label):
-                        if sent not in source:
-                            candidates[(label, sent)].add(split)
-    if not any(catalogs.values()):
+                (found if os.path.exists(path) else missing).append((label, path))
+    if not found:
         raise SystemExit("langid: no Wesnoth catalog under %s (packages %s)"
                          % (LOCALE_DIR, PACKAGES))
-    for msgid, sents in english.items():
-        for sent in sents:
-            candidates[("en", sent)].add(langid_data.split_of(msgid))
-    data, stats = langid_data.finalize_splits(candidates, CAPS)
-    stats.update(catalogs=dict(catalogs), catalogs_absent=len(missing))
+    data, stats = corpus_from_catalogs(found, CAPS)
+    stats.update(catalogs=dict(collections.Counter(label for label, _ in found)),
+                 catalogs_absent=len(missing))
     return data, stats

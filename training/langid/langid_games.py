@@ -57,31 +57,19 @@ def locale_labels(root_glob):
 
 def build_corpus(log=print):
     """Returns ({split: [(label, text), ...]}, stats) from the installed games."""
-    candidates = collections.defaultdict(set)
-    english = {}  # msgid -> its English sentences
-    catalogs = collections.Counter()
+    found, catalogs = [], collections.Counter()
     for name, pattern in CATALOG_GLOBS:
         for loc, label in locale_labels(pattern).items():
             for path in sorted(glob.glob(pattern.format(loc=loc))):
+                found.append((label, path))
                 catalogs["%s/%s" % (name, label)] += 1
-                for msgid, msgstr in langid_data.read_catalog(path):
-                    if _PLACEHOLDER.search(msgid) or _PLACEHOLDER.search(msgstr):
-                        continue
-                    if msgid not in english:
-                        english[msgid] = langid_dialogue._sentences(msgid, "en")
-                    source = set(english[msgid])
-                    split = langid_data.split_of(msgid)
-                    for sent in langid_dialogue._sentences(msgstr, label):
-                        if sent not in source:
-                            candidates[(label, sent)].add(split)
     absent = [name for name, _ in CATALOG_GLOBS
               if not any(key.startswith(name + "/") for key in catalogs)]
     if absent:
         # A missing game would change every split without a word.
         raise SystemExit("langid: no catalog of %s (packages %s)" % (absent, PACKAGES))
-    for msgid, sents in english.items():
-        for sent in sents:
-            candidates[("en", sent)].add(langid_data.split_of(msgid))
-    data, stats = langid_data.finalize_splits(candidates, CAPS)
+    data, stats = langid_dialogue.corpus_from_catalogs(
+        found, CAPS, skip=lambda msgid, msgstr: bool(
+            _PLACEHOLDER.search(msgid) or _PLACEHOLDER.search(msgstr)))
     stats.update(catalogs=dict(catalogs))
     return data, stats

@@ -122,22 +122,15 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--warmup", type=int, default=300)
-    ap.add_argument("--catalog-cap", type=int, default=0,
-                    help="catalog training texts per language (0: all)")
-    ap.add_argument("--prose-cap", type=int, default=0,
-                    help="man-page training texts per language (0: all)")
-    ap.add_argument("--dialogue-cap", type=int, default=0,
-                    help="dialogue training texts per language (0: all)")
-    ap.add_argument("--games-cap", type=int, default=0,
-                    help="games training texts per language (0: all)")
-    ap.add_argument("--words-cap", type=int, default=0,
-                    help="word-list training texts per language (0: all)")
+    for source in langid_sources.SOURCES:
+        ap.add_argument("--%s-cap" % source.name, type=int, default=0,
+                        help="%s training texts per language (0: all)" % source.name)
     ap.add_argument("--threads", type=int, default=1,
                     help="intra-op threads (results are deterministic for a given count)")
     ap.add_argument("--sources", default="catalog,prose,dialogue",
                     help="training sources, comma-separated: catalog, prose, dialogue, games, words")
     ap.add_argument("--fragments", type=float, default=0.0,
-                    help="add, for this fraction of the prose and dialogue "
+                    help="add, for this fraction of the prose, dialogue and games "
                     "training texts, a short fragment of it (3-7 words, 4-14 "
                     "characters in CJK) as an extra training text, chosen with --seed")
     ap.add_argument("--smoke", default=os.path.join(
@@ -166,8 +159,7 @@ def main():
         return ([tok.encode(t) for _, t in rows], [labels.index(lab) for lab, _ in rows])
 
     sources = langid_sources.select(args.sources)
-    caps = {"catalog": args.catalog_cap, "prose": args.prose_cap,
-            "dialogue": args.dialogue_cap, "games": args.games_cap, "words": args.words_cap}
+    caps = {s.name: getattr(args, s.name + "_cap") for s in langid_sources.SOURCES}
     splits = {}
     for split in ("val", "test"):
         for source in langid_sources.SOURCES:
