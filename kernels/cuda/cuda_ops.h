@@ -49,11 +49,18 @@ void CudaAddLayerNorm(CudaContext& ctx, DType dtype, const void* x, const void* 
 // a multiple of 16 up to 128 (CudaAttentionSupports); qkv 16-byte and out
 // 4-byte aligned (std::invalid_argument otherwise).
 bool CudaAttentionSupports(int64_t head_dim);
+// 16-row m-tiles per warp the attention kernel uses for head sizes up to 64:
+// 2, or 1 with ENCODERD_CUDA_ATTENTION_MTILES=1 (read at every launch, so
+// that tests and benchmarks can run both; a recorded CUDA graph keeps the
+// kernel it was recorded with).
+int CudaAttentionMTiles();
 void CudaAttention(CudaContext& ctx, DType dtype, const void* qkv, const int32_t* cu_seqlens,
                    int64_t batch, int32_t max_seqlen, int64_t heads, int64_t head_dim, float scale,
                    void* out);
 
-// out[b, :] (fp32) = first token / mean of sequence b of hidden [tokens, hidden].
+// out[b, :] (fp32) = sequence b of hidden [tokens, hidden] pooled by `mode`
+// (every Pooling mode, as kernels::Pool; an empty sequence gives zeros, where
+// kernels::Pool throws: the encoder never passes one).
 void CudaPool(CudaContext& ctx, DType dtype, const void* hidden_states, const int32_t* cu_seqlens,
               int64_t batch, int64_t hidden, Pooling mode, float* out);
 

@@ -1,5 +1,9 @@
 // Per-sequence pooling (every Pooling mode, as kernels/pooling.cc computes
-// it) into fp32: one block per sequence.
+// it) into fp32. A block owns 32 consecutive dimensions of one sequence:
+// its 8 warps take every 8th token (a warp reads 32 neighbouring elements of
+// a row), keep a partial sum or max in a register, and combine them in
+// shared memory. A batch of 256 BERT-base sequences makes 6,144 blocks, so
+// the reads of long sequences are spread over the whole GPU.
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
@@ -11,34 +15,51 @@ namespace {
 
 using cuda_detail::ToFloat;
 
+constexpr int kDims = 32;  // dimensions per block (threadIdx.x)
+constexpr int kLanes = 8;  // tokens read at once (threadIdx.y)
+
 template <typename T>
 __global__ void PoolKernel(const T* hidden_states, const int32_t* cu_seqlens, int hidden,
                            Pooling mode, float* out) {
   const int b = blockIdx.x;
+  const int d = blockIdx.y * kDims + threadIdx.x;
+  const int lane = threadIdx.y;
   const int start = cu_seqlens[b], len = cu_seqlens[b + 1] - start;
   const T* x = hidden_states + static_cast<size_t>(start) * hidden;
-  for (int d = threadIdx.x; d < hidden; d += blockDim.x) {
-    float v = 0.0f;
-    if (len <= 0) {
-    } else if (mode == Pooling::kCls) {
-      v = ToFloat(x[d]);
-    } else if (mode == Pooling::kLastToken) {
-      v = ToFloat(x[static_cast<size_t>(len - 1) * hidden + d]);
-    } else if (mode == Pooling::kMax) {
-      v = ToFloat(x[d]);
-      for (int t = 1; t < len; ++t) v = fmaxf(v, ToFloat(x[static_cast<size_t>(t) * hidden + d]));
-    } else {
-      const bool by_position = mode == Pooling::kWeightedMean;
-      float sum = 0.0f;
-      for (int t = 0; t < len; ++t)
-        sum += (by_position ? t + 1.0f : 1.0f) * ToFloat(x[static_cast<size_t>(t) * hidden + d]);
-      const double n = len;
-      v = sum * static_cast<float>(mode == Pooling::kMeanSqrtLen ? 1.0 / sqrt(n)
-                                   : by_position                ? 2.0 / (n * (n + 1))
-                                                                : 1.0 / n);
+  const bool is_max = mode == Pooling::kMax;
+  const bool by_position = mode == Pooling::kWeightedMean;
+  __shared__ float part[kLanes][kDims];
+  if (mode == Pooling::kCls || mode == Pooling::kLastToken) {
+    if (lane == 0 && d < hidden) {
+      const int t = mode == Pooling::kCls ? 0 : len - 1;
+      out[static_cast<size_t>(b) * hidden + d] =
+          len > 0 ? ToFloat(x[static_cast<size_t>(t) * hidden + d]) : 0.0f;
     }
-    out[static_cast<size_t>(b) * hidden + d] = v;
+    return;  // uniform over the block: no barrier follows for these modes
   }
+  float acc = is_max ? -INFINITY : 0.0f;
+  if (d < hidden) {
+    for (int t = lane; t < len; t += kLanes) {
+      const float v = ToFloat(x[static_cast<size_t>(t) * hidden + d]);
+      acc = is_max ? fmaxf(acc, v) : acc + (by_position ? t + 1.0f : 1.0f) * v;
+    }
+  }
+  part[lane][threadIdx.x] = acc;
+  __syncthreads();
+  if (lane != 0 || d >= hidden) return;
+  float v = part[0][threadIdx.x];
+  for (int i = 1; i < kLanes; ++i) {
+    v = is_max ? fmaxf(v, part[i][threadIdx.x]) : v + part[i][threadIdx.x];
+  }
+  if (len <= 0) {
+    v = 0.0f;
+  } else if (!is_max) {
+    const double n = len;
+    v *= static_cast<float>(mode == Pooling::kMeanSqrtLen ? 1.0 / sqrt(n)
+                            : by_position                 ? 2.0 / (n * (n + 1))
+                                                          : 1.0 / n);
+  }
+  out[static_cast<size_t>(b) * hidden + d] = v;
 }
 
 }  // namespace
@@ -53,8 +74,10 @@ void CudaPool(CudaContext& ctx, DType dtype, const void* hidden_states, const in
   auto stream = static_cast<cudaStream_t>(ctx.stream());
   ENCODERD_DISPATCH_DTYPE(
       dtype, T,
-      PoolKernel<T><<<static_cast<unsigned>(batch), 256, 0, stream>>>(
-          static_cast<const T*>(hidden_states), cu_seqlens, static_cast<int>(hidden), mode, out));
+      PoolKernel<T>
+      <<<dim3(static_cast<unsigned>(batch), static_cast<unsigned>((hidden + kDims - 1) / kDims)),
+         dim3(kDims, kLanes), 0, stream>>>(static_cast<const T*>(hidden_states), cu_seqlens,
+                                           static_cast<int>(hidden), mode, out));
   ENCODERD_CUDA_CHECK_LAUNCH();
 }
 

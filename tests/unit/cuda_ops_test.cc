@@ -5,7 +5,9 @@
 #if ENCODERD_WITH_CUDA
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -114,25 +116,57 @@ TEST_P(CudaOpsTest, GeluIsTheErfFormNotTheTanhApproximation) {
 // Every supported head size, sequences shorter than a tile, ending inside
 // one and spanning eight; with amplitude 3 the scores span hundreds, so the
 // running max moves between key tiles (the online softmax's rescaling). The
-// output starts as NaN: every row must be written.
+// output starts as NaN: every row must be written. Both warp layouts (one
+// and two m-tiles per warp; the second for head sizes up to 64).
+// Sets an environment variable for a scope, then restores what it was, on
+// every way out of the scope (a failed ASSERT included).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 TEST_P(CudaOpsTest, AttentionMatchesCpuOnRaggedBatch) {
   const auto cu = CuSeqlens(kRaggedLengths);
   const int64_t batch = kRaggedLengths.size(), tokens = cu.back();
   auto dcu = UploadRaw(*ctx_, cu.data(), cu.size() * sizeof(int32_t));
-  for (int64_t head_dim : {16, 32, 48, 64, 80, 96, 112, 128}) {
-    for (float amplitude : {1.0f, 3.0f}) {
-      const int64_t heads = 3, width = heads * head_dim;
-      SCOPED_TRACE(testing::Message() << "head_dim " << head_dim << " amplitude " << amplitude);
-      const auto qkv =
-          Rounded(*ctx_, dtype(), Random(tokens * 3 * width, -amplitude, amplitude, head_dim));
-      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      std::vector<float> want(tokens * width);
-      k::Attention(cpu_, qkv.data(), cu.data(), batch, tokens, heads, head_dim, scale, want.data());
-      auto dqkv = Upload(*ctx_, dtype(), qkv);
-      auto dout = Upload(*ctx_, dtype(), std::vector<float>(tokens * width, NAN));
-      k::CudaAttention(*ctx_, dtype(), dqkv.get(), dcu.as<int32_t>(), batch, 512, heads, head_dim,
-                       scale, dout.get());
-      ExpectClose(Download(*ctx_, dtype(), dout.get(), tokens * width), want, dtype(), "attention");
+  for (const char* mtiles : {"2", "1"}) {
+    ScopedEnv env("ENCODERD_CUDA_ATTENTION_MTILES", mtiles);
+    ASSERT_EQ(k::CudaAttentionMTiles(), std::atoi(mtiles));
+    for (int64_t head_dim : {16, 32, 48, 64, 80, 96, 112, 128}) {
+      for (float amplitude : {1.0f, 3.0f}) {
+        const int64_t heads = 3, width = heads * head_dim;
+        SCOPED_TRACE(testing::Message() << "m-tiles " << mtiles << " head_dim " << head_dim
+                                        << " amplitude " << amplitude);
+        const auto qkv =
+            Rounded(*ctx_, dtype(), Random(tokens * 3 * width, -amplitude, amplitude, head_dim));
+        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        std::vector<float> want(tokens * width);
+        k::Attention(cpu_, qkv.data(), cu.data(), batch, tokens, heads, head_dim, scale,
+                     want.data());
+        auto dqkv = Upload(*ctx_, dtype(), qkv);
+        auto dout = Upload(*ctx_, dtype(), std::vector<float>(tokens * width, NAN));
+        k::CudaAttention(*ctx_, dtype(), dqkv.get(), dcu.as<int32_t>(), batch, 512, heads, head_dim,
+                         scale, dout.get());
+        ExpectClose(Download(*ctx_, dtype(), dout.get(), tokens * width), want, dtype(),
+                    "attention");
+      }
     }
   }
   EXPECT_FALSE(k::CudaAttentionSupports(8));
@@ -196,22 +230,25 @@ TEST_P(CudaOpsTest, EmbeddingLayerNormMatchesCpu) {
 }
 
 TEST_P(CudaOpsTest, PoolingMatchesCpu) {
-  const int64_t hidden = 80;
-  const auto cu = CuSeqlens(kRaggedLengths);
-  const int64_t batch = kRaggedLengths.size(), tokens = cu.back();
-  const auto x = Rounded(*ctx_, dtype(), Random(tokens * hidden, -1.0f, 1.0f, 17));
-  auto dx = Upload(*ctx_, dtype(), x);
-  auto dcu = UploadRaw(*ctx_, cu.data(), cu.size() * sizeof(int32_t));
-  for (Pooling mode : kAllPoolings) {
-    std::vector<float> want(batch * hidden), got(batch * hidden);
-    k::Pool(cpu_, x.data(), cu.data(), batch, hidden, mode, want.data());
-    k::DeviceBuffer dout(ctx_.get(), got.size() * sizeof(float));
-    k::CudaPool(*ctx_, dtype(), dx.get(), dcu.as<int32_t>(), batch, hidden, mode, dout.as<float>());
-    ctx_->CopyToHost(got.data(), dout.get(), got.size() * sizeof(float));
-    ctx_->Synchronize();
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 1e-5f * std::max(1.0f, std::abs(want[i])))
-          << static_cast<int>(mode) << " " << i;
+  for (int64_t hidden : {80, 768, 7}) {
+    SCOPED_TRACE(testing::Message() << "hidden " << hidden);
+    const auto cu = CuSeqlens(kRaggedLengths);
+    const int64_t batch = kRaggedLengths.size(), tokens = cu.back();
+    const auto x = Rounded(*ctx_, dtype(), Random(tokens * hidden, -1.0f, 1.0f, 17));
+    auto dx = Upload(*ctx_, dtype(), x);
+    auto dcu = UploadRaw(*ctx_, cu.data(), cu.size() * sizeof(int32_t));
+    for (Pooling mode : kAllPoolings) {
+      std::vector<float> want(batch * hidden), got(batch * hidden);
+      k::Pool(cpu_, x.data(), cu.data(), batch, hidden, mode, want.data());
+      k::DeviceBuffer dout(ctx_.get(), got.size() * sizeof(float));
+      k::CudaPool(*ctx_, dtype(), dx.get(), dcu.as<int32_t>(), batch, hidden, mode,
+                  dout.as<float>());
+      ctx_->CopyToHost(got.data(), dout.get(), got.size() * sizeof(float));
+      ctx_->Synchronize();
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-5f * std::max(1.0f, std::abs(want[i])))
+            << static_cast<int>(mode) << " " << i;
+    }
   }
 }
 
