@@ -10,6 +10,7 @@
 #include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -33,7 +34,7 @@ constexpr char kUsage[] =
     "         [--model DIR] [--inputs WORKLOADS_JSON] [--outputs DIR]\n"
     "         [--int8-fp32-linears LIST]\n"
     "         [--layers N] [--hidden H] [--heads A] [--ffn F] [--skip-slow]\n"
-    "         [--all-bf16-paths] [--json]\n"
+    "         [--all-bf16-paths] [--pooled MODE] [--json]\n"
     "Runs every workload with encoderd and (engine pytorch, LibTorch in this process)\n"
     "PyTorch's slow path, fastpath and nested fastpath in fp32 and its nested fastpath in\n"
     "bf16 (all three with --all-bf16-paths), on the same weights and token ids: seeded\n"
@@ -44,7 +45,10 @@ constexpr char kUsage[] =
     "processes are bench/run_peers.py's. --device cuda runs encoderd alone on the GPU\n"
     "(float16 and bfloat16, the default there); PyTorch on the GPU is\n"
     "bench/peer_pytorch_gpu.py's. A timed forward ends with the last hidden states in\n"
-    "host memory as float32, on every device.\n";
+    "host memory as float32, on every device. --pooled MODE (cls, mean, max,\n"
+    "mean_sqrt_len, weighted_mean, last_token) also times encoderd's forward that ends\n"
+    "with only each sequence's pooled row in host memory (engine \"encoderd pooled MODE\";\n"
+    "what an Embed call reads: a GPU pools where the hidden states are).\n";
 
 struct BenchArgs {
   std::vector<std::string> workloads = {"W1", "W2", "W3", "W4"};
@@ -60,6 +64,9 @@ struct BenchArgs {
   bool skip_slow = false;
   bool all_bf16_paths = false;
   bool json = false;
+  // Also time encoderd's forward that returns only each sequence's row of
+  // this pooling (what Embed calls read), as engine "encoderd pooled <mode>".
+  std::optional<Pooling> pooled;
   bool runs(const std::string& engine) const {
     return std::find(engines.begin(), engines.end(), engine) != engines.end();
   }
@@ -282,6 +289,12 @@ std::string Parse(const std::vector<std::string>& args, BenchArgs* a) {
   flags.Switch("--skip-slow", &a->skip_slow);
   flags.Switch("--all-bf16-paths", &a->all_bf16_paths);
   flags.Switch("--json", &a->json);
+  flags.Value("--pooled",
+              "a pooling mode (cls, mean, max, mean_sqrt_len, weighted_mean, last_token)",
+              [a](const std::string& v) {
+                a->pooled = ParsePooling(v);
+                return a->pooled.has_value();
+              });
   if (std::string error = flags.Parse(args); !error.empty()) return error;
   const EncoderConfig base = BertBaseConfig();
   if (!a->model_dir.empty() &&
@@ -428,6 +441,16 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
         if (!written.ok()) return fail(written);
       }
       results.push_back(m);
+      if (!a.pooled) continue;
+      Encoder::Outputs outputs;
+      outputs.poolings = {*a.pooled};
+      Measurement p{workload, std::string("encoderd pooled ") + PoolingName(*a.pooled), name,
+                    batch.num_tokens()};
+      auto pooled = encoders[name]->Forward(batch, outputs);
+      if (!pooled.ok()) return fail(pooled.status().WithContext(workload));
+      Time([&] { pooled = encoders[name]->Forward(batch, outputs); }, a.min_seconds, &p);
+      if (!pooled.ok()) return fail(pooled.status().WithContext(workload));
+      results.push_back(p);
     }
   }
 

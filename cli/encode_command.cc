@@ -111,13 +111,17 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
     if (!added.ok()) return Fail(err, added);
   }
   const PackedBatch batch = builder.Build();
-  auto hidden = (*encoder)->Forward(batch);
-  if (!hidden.ok()) return Fail(err, hidden.status());
+  // Only the pooled rows come back from the encoder (a GPU pools on the device).
   const bool classify = config.num_labels > 0 && !a.pooling;
-  auto result = classify
-                    ? (*encoder)->Classify(*hidden, batch)
-                    : (*encoder)->Pool(*hidden, batch, a.pooling.value_or(config.default_pooling),
-                                       a.normalize || config.default_normalize);
+  const Pooling pooling = classify ? Pooling::kCls : a.pooling.value_or(config.default_pooling);
+  Encoder::Outputs outputs;
+  outputs.poolings = {pooling};
+  auto forward = (*encoder)->Forward(batch, outputs);
+  if (!forward.ok()) return Fail(err, forward.status());
+  const Tensor& rows = forward->pooled.at(pooling);
+  auto result =
+      classify ? (*encoder)->ClassifyFromFirst(rows)
+               : (*encoder)->EmbeddingFromPooled(rows, a.normalize || config.default_normalize);
   if (!result.ok()) return Fail(err, result.status());
   const auto done = std::chrono::steady_clock::now();
   const int64_t width = result->size(1);

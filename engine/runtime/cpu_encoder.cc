@@ -41,6 +41,7 @@ class CpuEncoder final : public BackendEncoder {
 
   Status Init(TensorMap& weights) { return Load(weights, options().dtype, options().num_threads); }
 
+  using BackendEncoder::Forward;
   StatusOr<Tensor> Forward(const PackedBatch& batch) override;
 
  private:

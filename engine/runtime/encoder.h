@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,6 +59,22 @@ class Encoder {
   // Thread-safe (calls are serialised on the encoder's execution context).
   virtual StatusOr<Tensor> Forward(const PackedBatch& batch) = 0;
 
+  // What a caller reads of one forward: every token's row, and/or each
+  // sequence's pooled row for some pooling modes (before any pool_dense
+  // layer). An encoder whose hidden states live on a device pools them there
+  // and brings back one row per sequence instead of every token's.
+  struct Outputs {
+    bool hidden_states = false;
+    std::vector<Pooling> poolings;  // distinct modes (CheckOutputs)
+  };
+  struct Result {
+    Tensor hidden_states;              // float32 [num_tokens, hidden], when asked
+    std::map<Pooling, Tensor> pooled;  // float32 [num_sequences, hidden] per mode asked
+  };
+  // INVALID_ARGUMENT from Forward(batch, outputs) when a mode repeats.
+  static Status CheckOutputs(const Outputs& outputs);
+  virtual StatusOr<Result> Forward(const PackedBatch& batch, const Outputs& outputs) = 0;
+
   // One row per sequence: float32 [num_sequences, config.pooled_width()].
   // kCls takes each sequence's first token, kMean averages its tokens; then
   // the config's pool_dense layers; `normalize` scales each row to unit L2
@@ -69,6 +86,12 @@ class Encoder {
   // for one-output and multi-label heads; raw logits for regression).
   // FAILED_PRECONDITION when the model has no classification head.
   virtual StatusOr<Tensor> Classify(const Tensor& hidden, const PackedBatch& batch) = 0;
+  // Pool and Classify from Result::pooled's rows: EmbeddingFromPooled runs
+  // the pool_dense layers and `normalize` over one mode's rows (the result
+  // may share their storage when there is nothing to do; `pooled` itself is
+  // never written), ClassifyFromFirst the head over the kCls rows.
+  virtual StatusOr<Tensor> EmbeddingFromPooled(const Tensor& pooled, bool normalize) = 0;
+  virtual StatusOr<Tensor> ClassifyFromFirst(const Tensor& first) = 0;
 
   const EncoderConfig& config() const { return config_; }
   const EncoderOptions& options() const { return options_; }

@@ -235,6 +235,30 @@ void RunEncoder(const EncoderConfig& c, EncoderBackend& backend) {
   if (c.final_norm) backend.Norm(-1, NormSlot::kFinal, Buffer::kHidden, Buffer::kHidden);
 }
 
+Status Encoder::CheckOutputs(const Outputs& outputs) {
+  for (size_t i = 0; i < outputs.poolings.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (outputs.poolings[i] == outputs.poolings[j]) {
+        return InvalidArgument(std::string("pooling mode ") + PoolingName(outputs.poolings[i]) +
+                               " asked twice in one forward");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<Encoder::Result> BackendEncoder::Forward(const PackedBatch& batch,
+                                                  const Outputs& outputs) {
+  RETURN_IF_ERROR(CheckOutputs(outputs));
+  ASSIGN_OR_RETURN(Tensor hidden, Forward(batch));
+  Result result;
+  for (Pooling pooling : outputs.poolings) {
+    ASSIGN_OR_RETURN(result.pooled[pooling], head_->PoolRows(hidden, batch, pooling));
+  }
+  if (outputs.hidden_states) result.hidden_states = std::move(hidden);
+  return result;
+}
+
 Status BackendEncoder::Load(TensorMap& weights, DType head_dtype, int head_threads) {
   RETURN_IF_ERROR(LoadEncoderWeights(config(), weights, *this));
   ASSIGN_OR_RETURN(head_, HostHead::Create(config(), weights, head_dtype, head_threads));

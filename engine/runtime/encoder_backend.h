@@ -125,16 +125,27 @@ Status LoadEncoderWeights(const EncoderConfig& config, TensorMap& weights, Encod
 void RunEncoder(const EncoderConfig& config, EncoderBackend& backend);
 
 // An Encoder made of a backend: Load walks the weights into it and builds the
-// pooling and classification head, which run on the host in fp32 over
-// Forward's output (a few rows per sequence) on every device.
+// pooling and classification head, which run on the host in fp32 on every
+// device, over Forward's output or over the pooled rows a device computed
+// (a few rows per sequence).
 class BackendEncoder : public Encoder, protected EncoderBackend {
  public:
+  using Encoder::Forward;
+  // Forward(batch), then the pooled rows on the host. A backend whose hidden
+  // states live on a device overrides it to pool there.
+  StatusOr<Result> Forward(const PackedBatch& batch, const Outputs& outputs) override;
   StatusOr<Tensor> Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
                         bool normalize) final {
     return head_->Pool(hidden, batch, pooling, normalize);
   }
   StatusOr<Tensor> Classify(const Tensor& hidden, const PackedBatch& batch) final {
     return head_->Classify(hidden, batch);
+  }
+  StatusOr<Tensor> EmbeddingFromPooled(const Tensor& pooled, bool normalize) final {
+    return head_->EmbeddingFromPooled(pooled, normalize);
+  }
+  StatusOr<Tensor> ClassifyFromFirst(const Tensor& first) final {
+    return head_->ClassifyFromFirst(first);
   }
   size_t weight_bytes() const final { return weight_bytes_ + head_->weight_bytes(); }
 

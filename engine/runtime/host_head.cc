@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -116,22 +117,51 @@ size_t HostHead::weight_bytes() const {
 StatusOr<Tensor> HostHead::Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
                                 bool normalize) {
   std::lock_guard<std::mutex> lock(mutex_);
-  ASSIGN_OR_RETURN(Tensor out, PoolLocked(hidden, batch, pooling));
-  const int64_t sequences = batch.num_sequences();
-  for (size_t i = 0; i < pool_dense_.size(); ++i) {
-    const EncoderConfig::PoolDense& dense = config_.pool_dense[i];
-    Tensor next = Tensor::Zeros(DType::kFloat32, {sequences, dense.out});
-    float* y = next.mutable_data<float>();
-    try {
-      k::Linear(ctx_, out.data<float>(), sequences, *pool_dense_[i], Epilogue::kNone, nullptr, y);
-    } catch (const std::exception& e) {
-      return Internal(std::string("Pool: dense layer: ") + e.what());
-    }
-    if (dense.tanh) k::TanhInPlace(y, sequences * dense.out);
-    out = std::move(next);
+  ASSIGN_OR_RETURN(Tensor pooled, PoolLocked(hidden, batch, pooling));
+  return EmbeddingLocked(std::move(pooled), normalize);
+}
+
+StatusOr<Tensor> HostHead::Classify(const Tensor& hidden, const PackedBatch& batch) {
+  if (!out_) return FailedPrecondition("model has no classification head");
+  std::lock_guard<std::mutex> lock(mutex_);
+  ASSIGN_OR_RETURN(Tensor first, PoolLocked(hidden, batch, Pooling::kCls));
+  return ClassifyLocked(first);
+}
+
+StatusOr<Tensor> HostHead::PoolRows(const Tensor& hidden, const PackedBatch& batch,
+                                    Pooling pooling) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return PoolLocked(hidden, batch, pooling);
+}
+
+StatusOr<Tensor> HostHead::EmbeddingFromPooled(const Tensor& pooled, bool normalize) {
+  RETURN_IF_ERROR(CheckPooledRows(pooled, "EmbeddingFromPooled"));
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Normalizing writes in place: into a copy when no pool_dense layer makes
+  // a new tensor first, so that the caller's rows stay as they were.
+  if (pool_dense_.empty() && normalize) {
+    Tensor own = Tensor::Zeros(DType::kFloat32, pooled.shape());
+    const Tensor in = pooled.ToContiguous();
+    std::memcpy(own.mutable_data<float>(), in.data<float>(), in.nbytes());
+    return EmbeddingLocked(std::move(own), normalize);
   }
-  if (normalize) k::L2NormalizeRows(out.mutable_data<float>(), sequences, out.size(1));
-  return out;
+  return EmbeddingLocked(pooled.ToContiguous(), normalize);
+}
+
+StatusOr<Tensor> HostHead::ClassifyFromFirst(const Tensor& first) {
+  if (!out_) return FailedPrecondition("model has no classification head");
+  RETURN_IF_ERROR(CheckPooledRows(first, "ClassifyFromFirst"));
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ClassifyLocked(first.ToContiguous());
+}
+
+Status HostHead::CheckPooledRows(const Tensor& rows, const char* what) const {
+  if (rows.dim() != 2 || rows.size(0) <= 0 || rows.size(1) != config_.hidden_size ||
+      rows.dtype() != DType::kFloat32) {
+    return InvalidArgument(std::string(what) + ": expected float32 [sequences, " +
+                           std::to_string(config_.hidden_size) + "] rows, got " + rows.Describe());
+  }
+  return Status::Ok();
 }
 
 StatusOr<Tensor> HostHead::PoolLocked(const Tensor& hidden, const PackedBatch& batch,
@@ -152,11 +182,26 @@ StatusOr<Tensor> HostHead::PoolLocked(const Tensor& hidden, const PackedBatch& b
   return out;
 }
 
-StatusOr<Tensor> HostHead::Classify(const Tensor& hidden, const PackedBatch& batch) {
-  if (!out_) return FailedPrecondition("model has no classification head");
-  std::lock_guard<std::mutex> lock(mutex_);
-  ASSIGN_OR_RETURN(Tensor first, PoolLocked(hidden, batch, Pooling::kCls));
-  const int64_t sequences = batch.num_sequences();
+StatusOr<Tensor> HostHead::EmbeddingLocked(Tensor out, bool normalize) {
+  const int64_t sequences = out.size(0);
+  for (size_t i = 0; i < pool_dense_.size(); ++i) {
+    const EncoderConfig::PoolDense& dense = config_.pool_dense[i];
+    Tensor next = Tensor::Zeros(DType::kFloat32, {sequences, dense.out});
+    float* y = next.mutable_data<float>();
+    try {
+      k::Linear(ctx_, out.data<float>(), sequences, *pool_dense_[i], Epilogue::kNone, nullptr, y);
+    } catch (const std::exception& e) {
+      return Internal(std::string("Pool: dense layer: ") + e.what());
+    }
+    if (dense.tanh) k::TanhInPlace(y, sequences * dense.out);
+    out = std::move(next);
+  }
+  if (normalize) k::L2NormalizeRows(out.mutable_data<float>(), sequences, out.size(1));
+  return out;
+}
+
+StatusOr<Tensor> HostHead::ClassifyLocked(const Tensor& first) {
+  const int64_t sequences = first.size(0);
   const int64_t n = sequences * config_.hidden_size;
   Tensor dense = Tensor::Zeros(DType::kFloat32, {sequences, config_.hidden_size});
   Tensor scores = Tensor::Zeros(DType::kFloat32, {sequences, config_.num_labels});

@@ -1,6 +1,7 @@
 // Pooling and the classification head, run on the host with the CPU kernels
-// over an encoder's fp32 hidden states. Shared by every Encoder
-// implementation (the CUDA encoder hands its output back to the host too).
+// over an encoder's fp32 hidden states or over pooled rows. Shared by every
+// Encoder implementation (the CUDA encoder pools on the device and hands the
+// pooled rows to the host for pool_dense, normalization and the head).
 #pragma once
 
 #include <memory>
@@ -52,17 +53,27 @@ class HostHead {
   static StatusOr<std::unique_ptr<HostHead>> Create(const EncoderConfig& config, TensorMap& weights,
                                                     DType dtype, int num_threads);
 
-  // See Encoder::Pool and Encoder::Classify. Thread-safe.
+  // See Encoder::Pool, Classify, EmbeddingFromPooled and ClassifyFromFirst.
+  // Thread-safe.
   StatusOr<Tensor> Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
                         bool normalize);
   StatusOr<Tensor> Classify(const Tensor& hidden, const PackedBatch& batch);
+  StatusOr<Tensor> EmbeddingFromPooled(const Tensor& pooled, bool normalize);
+  StatusOr<Tensor> ClassifyFromFirst(const Tensor& first);
+  // Each sequence's pooled row of `hidden` (Forward's output for `batch`):
+  // float32 [num_sequences, hidden], before any pool_dense layer.
+  StatusOr<Tensor> PoolRows(const Tensor& hidden, const PackedBatch& batch, Pooling pooling);
   // Bytes of the packed head weights.
   size_t weight_bytes() const;
 
  private:
   HostHead(const EncoderConfig& config, int num_threads) : config_(config), ctx_(num_threads) {}
-  // The pooled hidden states, before any pool_dense layer.
+  // The parts of the public calls, with mutex_ held.
   StatusOr<Tensor> PoolLocked(const Tensor& hidden, const PackedBatch& batch, Pooling pooling);
+  StatusOr<Tensor> EmbeddingLocked(Tensor pooled, bool normalize);
+  StatusOr<Tensor> ClassifyLocked(const Tensor& first);
+  // INVALID_ARGUMENT unless `rows` is float32 [n, hidden_size], n > 0.
+  Status CheckPooledRows(const Tensor& rows, const char* what) const;
 
   EncoderConfig config_;
   kernels::CpuContext ctx_;

@@ -1,7 +1,8 @@
 // BatchEngine over the native Encoder (engine/runtime/encoder.h): one Forward
-// per batch, then the engine's Pool / Classify for the output variants the
-// batch's sequences ask for. Copies rows out of the engine's tensors; does no
-// math of its own.
+// per batch asking for only the rows the batch's sequences read (pooled rows
+// per pooling mode, every token's row only for hidden states), then the
+// encoder's pool_dense/normalize and head for each output variant. Copies
+// rows out of the encoder's tensors; does no math of its own.
 #pragma once
 
 #include <memory>

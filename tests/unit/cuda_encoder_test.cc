@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -213,6 +215,80 @@ TEST(CudaEncoderTest, RecordedGraphsAnswerAsOpByOp) {
     ASSERT_EQ(got->numel(), want->numel());
     for (int64_t i = 0; i < want->numel(); ++i) {
       ASSERT_NEAR(got->data<float>()[i], want->data<float>()[i], 1e-5) << i;
+    }
+  }
+  // The same shape asking for other outputs is another graph: pooled rows
+  // only, two modes, in both orders, and with the hidden states, after the
+  // hidden-states graph of x; a batch of more sequences moves the pooled
+  // rows' buffer in between (every graph must go).
+  const PackedBatch wide = make(3, {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2});
+  Encoder::Outputs mean_cls, cls_mean, both;
+  mean_cls.poolings = {Pooling::kMean, Pooling::kCls};
+  cls_mean.poolings = {Pooling::kCls, Pooling::kMean};
+  both.poolings = {Pooling::kMean, Pooling::kCls};
+  both.hidden_states = true;
+  for (const Encoder::Outputs* outputs :
+       {&mean_cls, &mean_cls, &cls_mean, &both, &mean_cls, &cls_mean, &both, &both}) {
+    for (const PackedBatch* batch : {&x, &y, outputs == &both ? &x : &wide, &y}) {
+      auto got = (*graphs)->Forward(*batch, *outputs);
+      auto want = (*direct)->Forward(*batch, *outputs);
+      ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
+      ASSERT_EQ(got->hidden_states.defined(), outputs->hidden_states);
+      if (outputs->hidden_states) {
+        for (int64_t i = 0; i < want->hidden_states.numel(); ++i) {
+          ASSERT_NEAR(got->hidden_states.data<float>()[i], want->hidden_states.data<float>()[i],
+                      1e-5)
+              << i;
+        }
+      }
+      for (Pooling pooling : {Pooling::kMean, Pooling::kCls}) {
+        const Tensor& g = got->pooled.at(pooling);
+        const Tensor& w = want->pooled.at(pooling);
+        ASSERT_EQ(g.numel(), w.numel());
+        for (int64_t i = 0; i < w.numel(); ++i) {
+          ASSERT_NEAR(g.data<float>()[i], w.data<float>()[i], 1e-5) << i;
+        }
+      }
+    }
+  }
+}
+
+// Pooled on the device, every mode, with and without the hidden states: the
+// rows the host pools from the same hidden states (fp32 sums in another
+// order), and the hidden states those of Forward(batch).
+TEST(CudaEncoderTest, PoolsOnTheDeviceAsTheHostDoes) {
+  ENCODERD_SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    const EncoderConfig c = SmallConfig(false, 4);
+    auto encoder = Encoder::Create(c, RandomEncoderWeights(c, 9), CudaOptions(dtype));
+    ASSERT_TRUE(encoder.ok()) << encoder.status().ToString();
+    const PackedBatch batch = RaggedBatch(c);
+    auto hidden = (*encoder)->Forward(batch);
+    ASSERT_TRUE(hidden.ok()) << hidden.status().ToString();
+    Encoder::Outputs all;
+    all.poolings.assign(std::begin(kAllPoolings), std::end(kAllPoolings));
+    for (bool with_hidden : {false, true}) {
+      all.hidden_states = with_hidden;
+      auto got = (*encoder)->Forward(batch, all);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_EQ(got->hidden_states.defined(), with_hidden);
+      if (with_hidden) {
+        ASSERT_EQ(got->hidden_states.numel(), hidden->numel());
+        EXPECT_EQ(
+            std::memcmp(got->hidden_states.data<float>(), hidden->data<float>(), hidden->nbytes()),
+            0);
+      }
+      for (Pooling pooling : kAllPoolings) {
+        auto want = (*encoder)->Pool(*hidden, batch, pooling, /*normalize=*/false);
+        ASSERT_TRUE(want.ok());
+        const Tensor& rows = got->pooled.at(pooling);
+        ASSERT_EQ(rows.shape(), want->shape());
+        for (int64_t i = 0; i < want->numel(); ++i) {
+          const float w = want->data<float>()[i];
+          ASSERT_NEAR(rows.data<float>()[i], w, 1e-5f + 1e-5f * std::fabs(w))
+              << "pooling " << static_cast<int>(pooling) << " element " << i;
+        }
+      }
     }
   }
 }
