@@ -66,9 +66,10 @@ TEST(AdmissionTest, RefusesACallPredictedToFinishAfterItsDeadline) {
   EXPECT_EQ(PredictedWait(backlog, e), milliseconds(600));
   EXPECT_EQ(PredictedFinish(backlog, 100, kT0, e), kT0 + milliseconds(700));
   const AdmissionLimits limits;
-  ExpectRefused(Admit(backlog, 100, kT0 + milliseconds(650), kT0, e, limits),
-                "would finish in 700 ms, after its deadline in 650 ms (5000 tokens queued ahead, 2000 "
-                "running, at 10000 tokens/s)");
+  ExpectRefused(
+      Admit(backlog, 100, kT0 + milliseconds(650), kT0, e, limits),
+      "would finish in 700 ms, after its deadline in 650 ms (5000 tokens queued ahead, 2000 "
+      "running, at 10000 tokens/s)");
   EXPECT_TRUE(Admit(backlog, 100, kT0 + milliseconds(700), kT0, e, limits).ok());
   // Two executors share what is ahead: 300 + 100 ms.
   EXPECT_TRUE(Admit({5000, 2000, 2}, 100, kT0 + milliseconds(400), kT0, e, limits).ok());
