@@ -1,4 +1,5 @@
-// Small dense helpers for classification / pooler heads (a few rows each).
+// Small dense helpers for classification / pooler heads (a few rows each),
+// fp32 in host memory: the heads run on the host on every device.
 #pragma once
 
 #include <cstdint>

@@ -4,16 +4,27 @@
 
 #include "kernels/cpu/attention_cpu.h"
 #include "kernels/cu_seqlens.h"
+#include "kernels/dispatch.h"
 
 namespace encoderd::kernels {
 
-void Attention(const CpuContext& ctx, const float* qkv, const int32_t* cu_seqlens, int64_t batch,
-               int64_t total_tokens, int64_t heads, int64_t head_dim, float scale, float* out) {
+void Attention(const Context& ctx, DType dtype, const void* qkv, const int32_t* cu_seqlens,
+               int64_t batch, int64_t total_tokens, int32_t max_seqlen, int64_t heads,
+               int64_t head_dim, float scale, void* out) {
+  ctx.CheckActivations("Attention", dtype);
   if (heads <= 0 || head_dim <= 0) throw std::invalid_argument("Attention: bad head shape");
-  CheckCuSeqlens("Attention", cu_seqlens, batch, total_tokens);
+  if (batch < 0 || total_tokens < 0) throw std::invalid_argument("Attention: negative size");
+  if (ctx.device() == Device::kCpu) CheckCuSeqlens("Attention", cu_seqlens, batch, total_tokens);
   if (total_tokens == 0) return;
-  if (qkv == nullptr || out == nullptr) throw std::invalid_argument("Attention: null tensor");
-  AttentionCpu(ctx, qkv, cu_seqlens, batch, heads, head_dim, scale, out);
+  if (qkv == nullptr || out == nullptr || cu_seqlens == nullptr) {
+    throw std::invalid_argument("Attention: null tensor");
+  }
+  if (ctx.device() == Device::kCpu) {
+    return AttentionCpu(ctx.cpu(), static_cast<const float*>(qkv), cu_seqlens, batch, heads,
+                        head_dim, scale, static_cast<float*>(out));
+  }
+  ENCODERD_ON_CUDA("Attention", CudaAttention(ctx.cuda(), dtype, qkv, cu_seqlens, batch, max_seqlen,
+                                              heads, head_dim, scale, out));
 }
 
 }  // namespace encoderd::kernels

@@ -3,20 +3,28 @@
 
 #include <cstdint>
 
-#include "kernels/cpu_context.h"
+#include "core/dtype.h"
+#include "kernels/context.h"
 
 namespace encoderd::kernels {
 
 // For every sequence b < batch (tokens cu_seqlens[b] .. cu_seqlens[b+1]) and
-// head h < heads: out_h = softmax(q_h k_h^T * scale) v_h, exact fp32 softmax.
-// qkv: [total_tokens, 3 * heads * head_dim] row-major, each row q | k | v with
-// head h at columns h * head_dim of its part (the layout of the fused
-// in-projection). out: [total_tokens, heads * head_dim], heads concatenated,
-// must not alias qkv. Work is split over (sequence, head, block of query rows)
-// on ctx.num_threads() threads; scores are formed a few query rows at a time,
-// never as a full L x L matrix. Throws std::invalid_argument on malformed
-// cu_seqlens or non-positive heads / head_dim.
-void Attention(const CpuContext& ctx, const float* qkv, const int32_t* cu_seqlens, int64_t batch,
-               int64_t total_tokens, int64_t heads, int64_t head_dim, float scale, float* out);
+// head h < heads: out_h = softmax(q_h k_h^T * scale) v_h, softmax in fp32.
+// qkv: [total_tokens, 3 * heads * head_dim] activations of `dtype`, each row
+// q | k | v with head h at columns h * head_dim of its part (the layout of the
+// fused in-projection). out: [total_tokens, heads * head_dim], heads
+// concatenated, must not alias qkv. cu_seqlens: batch + 1 int32 on ctx's
+// device; max_seqlen: the longest sequence (CUDA sizes its grid by it; the
+// CPU reads the lengths themselves). Scores are formed a block of query rows
+// at a time, never as a full L x L matrix.
+// CPU: split over (sequence, head, block of query rows) on ctx's threads.
+// CUDA: flash-attention style on the tensor cores (kernels/cuda/cuda_ops.h:
+// head_dim a multiple of 16 up to 128, qkv 16-byte and out 4-byte aligned).
+// Throws std::invalid_argument on non-positive heads / head_dim, malformed
+// cu_seqlens (checked on the CPU, where they live on the host) or a dtype the
+// device's activations are not.
+void Attention(const Context& ctx, DType dtype, const void* qkv, const int32_t* cu_seqlens,
+               int64_t batch, int64_t total_tokens, int32_t max_seqlen, int64_t heads,
+               int64_t head_dim, float scale, void* out);
 
 }  // namespace encoderd::kernels

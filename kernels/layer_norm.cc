@@ -3,21 +3,25 @@
 #include <stdexcept>
 
 #include "kernels/cpu/layer_norm_cpu.h"
+#include "kernels/dispatch.h"
 
 namespace encoderd::kernels {
 
-void AddLayerNorm(const CpuContext& ctx, const float* x, const float* residual, const float* gamma,
-                  const float* beta, int64_t rows, int64_t hidden, float eps, float* out) {
+void AddLayerNorm(const Context& ctx, DType dtype, const void* x, const void* residual,
+                  const float* gamma, const float* beta, int64_t rows, int64_t hidden, float eps,
+                  void* out) {
+  ctx.CheckActivations("AddLayerNorm", dtype);
   if (rows < 0 || hidden <= 0) throw std::invalid_argument("AddLayerNorm: bad shape");
   if (!(eps >= 0.f)) throw std::invalid_argument("AddLayerNorm: eps must be >= 0");
   if (rows == 0) return;
   if (x == nullptr || out == nullptr) throw std::invalid_argument("AddLayerNorm: null tensor");
-  const int threads = rows * hidden >= 2 * kMinParallelElements ? ctx.num_threads() : 1;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    AddLayerNormRow(x + r * hidden, residual ? residual + r * hidden : nullptr, gamma, beta, hidden,
-                    eps, out + r * hidden);
+  if (ctx.device() == Device::kCpu) {
+    return AddLayerNormCpu(ctx.cpu(), static_cast<const float*>(x),
+                           static_cast<const float*>(residual), gamma, beta, rows, hidden, eps,
+                           static_cast<float*>(out));
   }
+  ENCODERD_ON_CUDA("AddLayerNorm", CudaAddLayerNorm(ctx.cuda(), dtype, x, residual, gamma, beta,
+                                                    rows, hidden, eps, out));
 }
 
 }  // namespace encoderd::kernels

@@ -1,38 +1,46 @@
 // Linear layer y = x W^T + b with fused epilogues, over packed activations.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "core/dtype.h"
 #include "core/op_types.h"
-#include "kernels/cpu_context.h"
+#include "kernels/context.h"
 
 namespace encoderd::kernels {
 
-// Weight and bias of one Linear layer in the GEMM library's preferred layout,
-// packed once at load time. Thread-safe: Linear may run with the same
-// PackedWeight from several contexts at once.
+// Weight and bias of one Linear layer, packed once at load time in the
+// device's preferred form. Thread-safe: Linear may run with the same
+// PackedWeight from several contexts of its device at once.
 class PackedWeight {
  public:
-  // weight: [out_features, in_features] fp32 row-major (torch.nn.Linear's
-  // layout); bias: [out_features] or null. Neither is referenced after the
-  // call. `type` is the stored weight type: kFloat32; kBFloat16, which
-  // rounds the weight to bf16 (nearest even); or kInt8, symmetric per output
-  // channel, the input then quantized per row to uint8 at each call
-  // (kernels/cpu/linear_cpu.h). The bias stays fp32. Throws
-  // std::invalid_argument on another type, non-positive sizes or a null weight.
-  static std::unique_ptr<PackedWeight> Pack(const CpuContext& ctx, const float* weight,
+  // weight: [out_features, in_features] fp32 row-major in host memory
+  // (torch.nn.Linear's layout), at any byte address; bias: [out_features] or
+  // null. Neither is referenced after the call. `type` is the stored weight
+  // type:
+  // - CPU: kFloat32; kBFloat16, which rounds the weight to bf16 (nearest
+  //   even); or kInt8, symmetric per output channel, the input then quantized
+  //   per row to uint8 at each call (kernels/cpu/linear_cpu.h). The bias stays
+  //   fp32. Packed into oneDNN's layout.
+  // - CUDA: kFloat16 or kBFloat16, weight and bias, uploaded to the device
+  //   (the activations' dtype).
+  // Throws std::invalid_argument on another type, non-positive sizes or a
+  // null weight; std::runtime_error when the device fails.
+  static std::unique_ptr<PackedWeight> Pack(const Context& ctx, const float* weight,
                                             const float* bias, int64_t out_features,
                                             int64_t in_features, DType type);
   ~PackedWeight();
 
+  Device device() const;
   int64_t out_features() const;
   int64_t in_features() const;
   DType type() const;
   // Bytes held by the packed weight and bias.
   size_t bytes() const;
 
+  // The device's packed form (kernels/cpu/linear_cpu.h, kernels/cuda/).
   struct Impl;
   Impl& impl() const { return *impl_; }
 
@@ -41,14 +49,28 @@ class PackedWeight {
   std::unique_ptr<Impl> impl_;
 };
 
-// y[m, :] = epilogue(x[m, :] W^T + b) for m < rows.
-// x: [rows, in_features] fp32, y: [rows, out_features] fp32, both row-major
-// and dense. For bf16 weights x is rounded to bf16 and products accumulate in
-// fp32; for int8 weights each row of x is quantized to uint8 (its own scale
-// and zero point) and products accumulate in int32. residual (only for kResidual, else ignored):
-// [rows, out_features] fp32; it may alias y. x must not alias y. rows == 0 is a no-op. Throws
-// std::invalid_argument on negative rows or missing pointers.
-void Linear(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& weight,
-            Epilogue epilogue, const float* residual, float* y);
+struct PackedWeight::Impl {
+  virtual ~Impl() = default;
+  virtual size_t bytes() const = 0;
+  Device device = Device::kCpu;
+  int64_t out_features = 0;
+  int64_t in_features = 0;
+  DType type = DType::kFloat32;
+};
+
+// y[m, :] = epilogue(x[m, :] W^T + b) for m < rows, on ctx's device, which
+// must be the weight's. x: [rows, in_features], y: [rows, out_features],
+// activations of `dtype`, row-major and dense; residual (only for kResidual,
+// else ignored): [rows, out_features]; it may alias y. x must not alias y.
+// Products accumulate in fp32 (int32 for int8 weights on the CPU).
+// CPU (float32 activations): bf16 weights round x to bf16; int8 weights
+// quantize each row of x to uint8 (its own scale and zero point). CUDA
+// (float16 / bfloat16 activations, the weight's type): cuBLASLt, bias and
+// ReLU fused, GELU its own pass (kernels/cuda/gemm_cublaslt.h).
+// rows == 0 is a no-op. Throws std::invalid_argument on negative rows,
+// missing pointers, a weight of another device or type, or a dtype the
+// device's activations are not.
+void Linear(const Context& ctx, DType dtype, const void* x, int64_t rows,
+            const PackedWeight& weight, Epilogue epilogue, const void* residual, void* y);
 
 }  // namespace encoderd::kernels

@@ -3,18 +3,24 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "core/op_types.h"
-#include "kernels/cpu_context.h"
+#include "kernels/context.h"
 
 namespace encoderd::kernels {
 
 // out[b, :] = pool(hidden_states[cu_seqlens[b] .. cu_seqlens[b+1]), :]) for
-// b < batch, each mode as core/op_types.h describes it. hidden_states: [cu_seqlens[batch], hidden];
-// out: [batch, hidden]. Throws std::invalid_argument on malformed cu_seqlens, an empty sequence or
-// bad sizes.
-void Pool(const CpuContext& ctx, const float* hidden_states, const int32_t* cu_seqlens,
+// b < batch, each mode as core/op_types.h describes it, summed in fp32.
+// hidden_states: [cu_seqlens[batch], hidden] activations of `dtype`; out:
+// fp32 [batch, hidden]; both and cu_seqlens on ctx's device. Throws
+// std::invalid_argument on bad sizes, null pointers or a dtype the device's
+// activations are not; on the CPU also on malformed cu_seqlens or an empty
+// sequence (CUDA, which cannot read them on the host, gives an empty sequence
+// zeros: the encoder never passes one).
+void Pool(const Context& ctx, DType dtype, const void* hidden_states, const int32_t* cu_seqlens,
           int64_t batch, int64_t hidden, Pooling mode, float* out);
 
+// On the host, fp32 (the heads' rows on every device):
 // x[r, :] /= max(||x[r, :]||_2, eps) in place, as torch.nn.functional.normalize.
 void L2NormalizeRows(float* x, int64_t rows, int64_t dim, float eps = 1e-12f);
 

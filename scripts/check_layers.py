@@ -8,7 +8,12 @@ only core; server/config the engine; server/core both; server/exporter and
 server/grpc server/core and below; server/net only core and server/metrics;
 cli everything.
 
-and outside headers are confined: gRPC to the gRPC edge, LibTorch to
+Outside kernels/, the device implementations (kernels/cpu/, kernels/cuda/)
+are private: the engine calls the device-neutral ops of kernels/*.h, and
+only the CUDA backend's context header (device memory, stream, graphs) is
+shared.
+
+Outside headers are confined: gRPC to the gRPC edge, LibTorch to
 engine/torch, prometheus-cpp to the metrics parts. The daemon includes the
 generated service only through server/grpc/encoderd_grpc.h.
 
@@ -39,6 +44,11 @@ BELOW = {
                     "server/core", "proto"],
     "cli": ["core", "kernels", "engine", "server", "proto"],
     "loadtest": ["proto"],
+}
+# Folders private to kernels/, and the headers of them the rest may include.
+PRIVATE = {
+    "kernels/cpu": [],
+    "kernels/cuda": ["kernels/cuda/cuda_context.h"],
 }
 # Outside headers (by include prefix) and the parts that may use them.
 CONFINED = {
@@ -88,6 +98,11 @@ def check(path, text):
             target = part_of(header)
             if target is None and not header.startswith("proto/"):
                 continue  # a header outside the layered tree
+            private = [p for p in PRIVATE if within(header, [p])]
+            if private and not within(path, ["kernels"]) and header not in PRIVATE[private[0]]:
+                problems.append((number, f"{header} is private to kernels/: include the op's "
+                                         "device-neutral header (kernels/*.h)"))
+                continue
             if target == part or within(header, BELOW[part]):
                 continue
             problems.append((number, f"{part} may not include {header} "
@@ -113,6 +128,12 @@ def self_test():
         ("server/grpc/encoderd_grpc.h", '#include "proto/encoderd.grpc.pb.h"\n', 0),
         ("cli/serve_command.cc", "#include <grpcpp/server.h>\n", 0),
         ("tests/unit/x_test.cc", '#include "server/grpc/grpc_status.h"\n', 0),
+        ("engine/runtime/cpu_encoder.cc", '#include "kernels/cpu/linear_cpu.h"\n', 1),
+        ("engine/runtime/cuda_encoder.cc", '#include "kernels/cuda/cuda_ops.h"\n', 1),
+        ("engine/runtime/cuda_encoder.cc", '#include "kernels/cuda/cuda_context.h"\n', 0),
+        ("engine/runtime/cuda_encoder.cc", '#include "kernels/linear.h"\n', 0),
+        ("kernels/linear.cc", '#include "kernels/cpu/linear_cpu.h"\n', 0),
+        ("cli/bench_command.cc", '#include "kernels/cpu/bf16_convert.h"\n', 1),
     ]
     for path, text, want in cases:
         got = len(check(path, text))

@@ -22,25 +22,15 @@
 
 #include "engine/runtime/encoder_backend.h"
 #include "engine/runtime/host_head.h"
+#include "kernels/cast.h"
+#include "kernels/context.h"
 #include "kernels/cuda/cuda_context.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/pooling.h"
 
 namespace encoderd {
 namespace {
 
 namespace k = kernels;
-
-struct DeviceLinear {
-  k::DeviceBuffer weight, bias;  // dtype [out, in] and [out] (bias may be empty)
-  int64_t out = 0, in = 0;
-};
-
-struct DeviceNorm {
-  k::DeviceBuffer gamma, beta;  // fp32 [hidden]
-  const float* g() const { return gamma.as<float>(); }
-  const float* b() const { return beta.as<float>(); }
-};
 
 // Page-locked host memory that grows on demand.
 class PinnedBuffer {
@@ -138,7 +128,8 @@ class CudaEncoder final : public BackendEncoder {
  public:
   CudaEncoder(const EncoderConfig& config, const EncoderOptions& options,
               std::unique_ptr<k::CudaContext> ctx)
-      : BackendEncoder(config, options), ctx_(std::move(ctx)), weights_(config.num_layers) {}
+      : BackendEncoder(config, options, options.dtype), ctx_(std::move(ctx)) {}
+  ~CudaEncoder() override { ReleaseWeights(); }  // they free through ctx_
 
   Status Init(TensorMap& weights) {
     // The head runs on the host in fp32 (a few rows per batch).
@@ -150,35 +141,28 @@ class CudaEncoder final : public BackendEncoder {
   StatusOr<Result> Forward(const PackedBatch& batch, const Outputs& outputs) override;
 
  private:
+  kernels::Context context() override { return *ctx_; }
   Status LoadTable(EmbeddingTable table, const Tensor& t) override;
-  Status LoadLinear(int64_t layer, LinearSlot slot, const Tensor& weight,
-                    const Tensor& bias) override;
   Status LoadNorm(int64_t layer, NormSlot slot, const Tensor& gamma, const Tensor& beta) override;
-  void Embed(Buffer out) override;
-  void Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue, Buffer out) override;
-  void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) override;
-  void Attention(Buffer qkv, Buffer out) override;
 
-  // Queues the forward of batch_ (already uploaded into ids_) up to the fp32
+  // Queues the forward of run_ (the batch already uploaded into ids_) up to the fp32
   // wanted_ asks for, in out_f32_ and pooled_f32_: directly, or through a
   // recorded graph for a small batch whose shape and outputs came before.
   void QueueForward(const PackedBatch& batch);
   void QueueOps();
 
-  // Uploads `t` (any float dtype) as options().dtype, or as fp32 with as_float.
-  StatusOr<k::DeviceBuffer> Upload(const Tensor& t, bool as_float);
-  void* Data(Buffer buffer) { return buffers_[static_cast<int>(buffer)].get(); }
+  // Uploads `t` (any float dtype) as options().dtype, or as fp32 with
+  // as_float, and keeps it for the encoder's life.
+  StatusOr<const void*> Upload(const Tensor& t, bool as_float);
   DType dtype() const { return options().dtype; }
 
   // Declared first so that it is destroyed last: every buffer below frees
   // through it.
   std::unique_ptr<k::CudaContext> ctx_;
-  std::mutex mutex_;  // serialises use of ctx_, the scratch buffers and batch_
-  k::DeviceBuffer word_, position_, token_type_;
-  int64_t position_rows_ = 0, token_type_rows_ = 0;
-  SlotWeights<DeviceLinear, DeviceNorm> weights_;
-  // The forward in progress and its buffers, grown to the largest batch seen.
-  const PackedBatch* batch_ = nullptr;
+  std::mutex mutex_;                   // serialises use of ctx_, the scratch buffers and run_
+  std::vector<k::DeviceBuffer> kept_;  // tables and norms
+  // The forward in progress (with run_) and its buffers, grown to the
+  // largest batch seen.
   const Outputs* wanted_ = nullptr;
   // pooled_f32_: [poolings][sequences, hidden], in wanted_->poolings' order.
   k::DeviceBuffer ids_, buffers_[kNumBuffers], out_f32_, pooled_f32_;
@@ -207,10 +191,10 @@ class CudaEncoder final : public BackendEncoder {
   }
 };
 
-StatusOr<k::DeviceBuffer> CudaEncoder::Upload(const Tensor& source, bool as_float) {
+StatusOr<const void*> CudaEncoder::Upload(const Tensor& source, bool as_float) {
   const Tensor t = source.To(DType::kFloat32);
   const int64_t n = t.numel();
-  const size_t bytes = static_cast<size_t>(n) * (as_float ? sizeof(float) : 2);
+  const size_t bytes = static_cast<size_t>(n) * (as_float ? sizeof(float) : DTypeSize(dtype()));
   try {
     k::DeviceBuffer buf(ctx_.get(), bytes);
     if (as_float) {
@@ -221,100 +205,38 @@ StatusOr<k::DeviceBuffer> CudaEncoder::Upload(const Tensor& source, bool as_floa
     ctx_->Synchronize();  // `t` and the checkpoint's pages may go now
     weight_bytes_ += bytes;
     source.ReleasePages();
-    return buf;
+    kept_.push_back(std::move(buf));
+    return kept_.back().get();
   } catch (const std::exception& e) {
     return Internal(std::string("uploading to the GPU: ") + e.what());
   }
 }
 
 Status CudaEncoder::LoadTable(EmbeddingTable table, const Tensor& t) {
-  ASSIGN_OR_RETURN(k::DeviceBuffer buf, Upload(t, /*as_float=*/false));
-  switch (table) {
-    case EmbeddingTable::kWord:
-      word_ = std::move(buf);
-      break;
-    case EmbeddingTable::kPosition:
-      position_ = std::move(buf);
-      position_rows_ = t.size(0);
-      break;
-    case EmbeddingTable::kTokenType:
-      token_type_ = std::move(buf);
-      token_type_rows_ = t.size(0);
-      break;
-  }
-  return Status::Ok();
-}
-
-Status CudaEncoder::LoadLinear(int64_t layer, LinearSlot slot, const Tensor& weight,
-                               const Tensor& bias) {
-  DeviceLinear& lin = weights_.linear(layer, slot);
-  lin.out = weight.size(0);
-  lin.in = weight.size(1);
-  ASSIGN_OR_RETURN(lin.weight, Upload(weight, /*as_float=*/false));
-  if (bias.defined()) {
-    ASSIGN_OR_RETURN(lin.bias, Upload(bias, /*as_float=*/false));
-  }
+  ASSIGN_OR_RETURN(const void* data, Upload(t, /*as_float=*/false));
+  SetTable(table, data, t.size(0));
   return Status::Ok();
 }
 
 Status CudaEncoder::LoadNorm(int64_t layer, NormSlot slot, const Tensor& gamma,
                              const Tensor& beta) {
-  DeviceNorm norm;
-  ASSIGN_OR_RETURN(norm.gamma, Upload(gamma, /*as_float=*/true));
-  ASSIGN_OR_RETURN(norm.beta, Upload(beta, /*as_float=*/true));
-  weights_.norm(layer, slot) = std::move(norm);
+  ASSIGN_OR_RETURN(const void* g, Upload(gamma, /*as_float=*/true));
+  ASSIGN_OR_RETURN(const void* b, Upload(beta, /*as_float=*/true));
+  SetNorm(layer, slot, static_cast<const float*>(g), static_cast<const float*>(b));
   return Status::Ok();
-}
-
-void CudaEncoder::Embed(Buffer out) {
-  const EncoderConfig& c = config();
-  const int64_t tokens = batch_->num_tokens();
-  // ids_ holds ids | position ids | token type ids | cu_seqlens (Forward).
-  const int32_t* ids = ids_.as<int32_t>();
-  k::CudaEmbeddingTables tables;
-  tables.word = word_.get();
-  tables.position = position_.get();
-  tables.token_type = token_type_.get();
-  tables.hidden = c.embedding_width();
-  const DeviceNorm& norm = weights_.norm(-1, NormSlot::kEmbedding);
-  k::CudaEmbeddingLayerNorm(*ctx_, dtype(), tables, ids, position_.get() ? ids + tokens : nullptr,
-                            token_type_.get() ? ids + 2 * tokens : nullptr, tokens,
-                            c.embedding_norm ? norm.g() : nullptr,
-                            c.embedding_norm ? norm.b() : nullptr, c.layer_norm_eps, Data(out));
-}
-
-void CudaEncoder::Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue, Buffer out) {
-  const DeviceLinear& w = weights_.linear(layer, slot);
-  void* y = Data(out);
-  k::GemmLt(*ctx_, dtype(), Data(in), batch_->num_tokens(), w.weight.get(), w.bias.get(), w.out,
-            w.in, epilogue, epilogue == Epilogue::kResidual ? y : nullptr, y);
-}
-
-void CudaEncoder::Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) {
-  const DeviceNorm& norm = weights_.norm(layer, slot);
-  k::CudaAddLayerNorm(*ctx_, dtype(), Data(in), nullptr, norm.g(), norm.b(), batch_->num_tokens(),
-                      config().hidden_size, config().layer_norm_eps, Data(out));
-}
-
-void CudaEncoder::Attention(Buffer qkv, Buffer out) {
-  const EncoderConfig& c = config();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
-  const int32_t* cu = ids_.as<int32_t>() + 3 * batch_->num_tokens();
-  k::CudaAttention(*ctx_, dtype(), Data(qkv), cu, batch_->num_sequences(), batch_->max_seqlen,
-                   c.num_heads, c.head_dim(), scale, Data(out));
 }
 
 void CudaEncoder::QueueOps() {
   RunEncoder(config(), *this);
-  const int64_t hidden = config().hidden_size, sequences = batch_->num_sequences();
+  const int64_t hidden = config().hidden_size, sequences = run_.sequences;
   if (wanted_->hidden_states) {
-    k::CudaCastToFloat(*ctx_, dtype(), Data(Buffer::kHidden), batch_->num_tokens() * hidden,
-                       out_f32_.as<float>());
+    k::CastToFloat(context(), dtype(), Data(Buffer::kHidden), run_.tokens * hidden,
+                   out_f32_.as<float>());
   }
-  const int32_t* cu = ids_.as<int32_t>() + 3 * batch_->num_tokens();
   for (size_t i = 0; i < wanted_->poolings.size(); ++i) {
-    k::CudaPool(*ctx_, dtype(), Data(Buffer::kHidden), cu, sequences, hidden, wanted_->poolings[i],
-                pooled_f32_.as<float>() + static_cast<int64_t>(i) * sequences * hidden);
+    k::Pool(context(), dtype(), Data(Buffer::kHidden), run_.cu_seqlens, sequences, hidden,
+            wanted_->poolings[i],
+            pooled_f32_.as<float>() + static_cast<int64_t>(i) * sequences * hidden);
   }
 }
 
@@ -361,7 +283,8 @@ StatusOr<Tensor> CudaEncoder::Forward(const PackedBatch& batch) {
 
 StatusOr<Encoder::Result> CudaEncoder::Forward(const PackedBatch& batch, const Outputs& outputs) {
   if (batch.num_sequences() > 65535) return InvalidArgument("more than 65535 sequences in a batch");
-  RETURN_IF_ERROR(ValidatePackedBatch(config(), batch, position_rows_, token_type_rows_));
+  RETURN_IF_ERROR(ValidatePackedBatch(config(), batch, table_rows(EmbeddingTable::kPosition),
+                                      table_rows(EmbeddingTable::kTokenType)));
   RETURN_IF_ERROR(CheckOutputs(outputs));
   const EncoderConfig& c = config();
   const int64_t tokens = batch.num_tokens();
@@ -393,10 +316,19 @@ StatusOr<Encoder::Result> CudaEncoder::Forward(const PackedBatch& batch, const O
     }
     if (outputs.hidden_states) out_f32_.Reserve(ctx, out_bytes);
     if (pooled_bytes > 0) pooled_f32_.Reserve(ctx, pooled_bytes);
-    batch_ = &batch;
+    const int32_t* device_ints = ids_.as<int32_t>();
+    run_ = Run{};
+    run_.token_ids = device_ints;
+    run_.position_ids = device_ints + tokens;
+    run_.token_type_ids = device_ints + 2 * tokens;
+    run_.cu_seqlens = device_ints + 3 * tokens;
+    run_.tokens = tokens;
+    run_.sequences = sequences;
+    run_.max_seqlen = batch.max_seqlen;
+    for (int b = 0; b < kNumBuffers; ++b) run_.buffers[b] = buffers_[b].get();
     wanted_ = &outputs;
     QueueForward(batch);
-    batch_ = nullptr;
+    run_ = Run{};
     wanted_ = nullptr;
     if (outputs.hidden_states) {
       hidden_block = outputs_->Take(out_bytes);
@@ -409,7 +341,7 @@ StatusOr<Encoder::Result> CudaEncoder::Forward(const PackedBatch& batch, const O
     }
     ctx->Synchronize();
   } catch (const std::exception& e) {
-    batch_ = nullptr;
+    run_ = Run{};
     wanted_ = nullptr;
     // Let queued copies from host_in_ and into the blocks finish before the
     // next batch refills host_in_ and the blocks go back to the pool.

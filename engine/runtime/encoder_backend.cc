@@ -1,9 +1,15 @@
 #include "engine/runtime/encoder_backend.h"
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/embeddings.h"
+#include "kernels/layer_norm.h"
 
 namespace encoderd {
 namespace {
@@ -259,10 +265,88 @@ StatusOr<Encoder::Result> BackendEncoder::Forward(const PackedBatch& batch,
   return result;
 }
 
+BackendEncoder::BackendEncoder(const EncoderConfig& config, const EncoderOptions& options,
+                               DType activations)
+    : Encoder(config, options),
+      activations_(activations),
+      weights_(std::max<int64_t>(config.num_layers, 0)) {}
+
 Status BackendEncoder::Load(TensorMap& weights, DType head_dtype, int head_threads) {
   RETURN_IF_ERROR(LoadEncoderWeights(config(), weights, *this));
   ASSIGN_OR_RETURN(head_, HostHead::Create(config(), weights, head_dtype, head_threads));
   return Status::Ok();
+}
+
+void BackendEncoder::SetTable(EmbeddingTable table, const void* data, int64_t rows) {
+  tables_[static_cast<int>(table)] = Table{data, rows};
+}
+
+void BackendEncoder::SetNorm(int64_t layer, NormSlot slot, const float* gamma, const float* beta) {
+  weights_.norm(layer, slot) = NormRef{gamma, beta};
+}
+
+void BackendEncoder::ReleaseWeights() {
+  weights_ = SlotWeights<std::unique_ptr<kernels::PackedWeight>, NormRef>(0);
+  for (Table& t : tables_) t = Table{};
+}
+
+int64_t BackendEncoder::table_rows(EmbeddingTable table) const {
+  return tables_[static_cast<int>(table)].rows;
+}
+
+Status BackendEncoder::LoadLinear(int64_t layer, LinearSlot slot, const Tensor& weight,
+                                  const Tensor& bias) {
+  // int8 keeps the layers fp32_linears names in fp32; every other weight is
+  // stored as the encoder's dtype.
+  const DType type = options().dtype == DType::kInt8 && KeepsFp32(options(), layer, slot)
+                         ? DType::kFloat32
+                         : options().dtype;
+  ASSIGN_OR_RETURN(auto packed,
+                   PackLinear(context(), LinearWeightPrefix(layer, slot), weight, bias, type));
+  weight_bytes_ += packed->bytes();
+  weights_.linear(layer, slot) = std::move(packed);
+  return Status::Ok();
+}
+
+void BackendEncoder::Embed(Buffer out) {
+  const EncoderConfig& c = config();
+  const Table& word = tables_[static_cast<int>(EmbeddingTable::kWord)];
+  const Table& position = tables_[static_cast<int>(EmbeddingTable::kPosition)];
+  const Table& token_type = tables_[static_cast<int>(EmbeddingTable::kTokenType)];
+  kernels::EmbeddingTables tables;
+  tables.word = word.data;
+  tables.word_rows = word.rows;
+  tables.position = position.data;
+  tables.position_rows = position.rows;
+  tables.token_type = token_type.data;
+  tables.token_type_rows = token_type.rows;
+  tables.hidden = c.embedding_width();
+  const NormRef& norm = weights_.norm(-1, NormSlot::kEmbedding);
+  kernels::EmbeddingLayerNorm(context(), activations_, tables, run_.token_ids,
+                              position.data ? run_.position_ids : nullptr,
+                              token_type.data ? run_.token_type_ids : nullptr, run_.tokens,
+                              c.embedding_norm ? norm.gamma : nullptr,
+                              c.embedding_norm ? norm.beta : nullptr, c.layer_norm_eps, Data(out));
+}
+
+void BackendEncoder::Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue,
+                            Buffer out) {
+  void* y = Data(out);
+  kernels::Linear(context(), activations_, Data(in), run_.tokens, *weights_.linear(layer, slot),
+                  epilogue, epilogue == Epilogue::kResidual ? y : nullptr, y);
+}
+
+void BackendEncoder::Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) {
+  const NormRef& norm = weights_.norm(layer, slot);
+  kernels::LayerNorm(context(), activations_, Data(in), norm.gamma, norm.beta, run_.tokens,
+                     config().hidden_size, config().layer_norm_eps, Data(out));
+}
+
+void BackendEncoder::Attention(Buffer qkv, Buffer out) {
+  const EncoderConfig& c = config();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+  kernels::Attention(context(), activations_, Data(qkv), run_.cu_seqlens, run_.sequences,
+                     run_.tokens, run_.max_seqlen, c.num_heads, c.head_dim(), scale, Data(out));
 }
 
 }  // namespace encoderd

@@ -15,6 +15,8 @@
 #include "engine/model/model_spec.h"
 #include "engine/runtime/encoder.h"
 #include "engine/runtime/host_head.h"
+#include "kernels/context.h"
+#include "kernels/linear.h"
 
 namespace encoderd {
 
@@ -124,10 +126,15 @@ Status LoadEncoderWeights(const EncoderConfig& config, TensorMap& weights, Encod
 // propagates.
 void RunEncoder(const EncoderConfig& config, EncoderBackend& backend);
 
-// An Encoder made of a backend: Load walks the weights into it and builds the
-// pooling and classification head, which run on the host in fp32 on every
-// device, over Forward's output or over the pooled rows a device computed
-// (a few rows per sequence).
+// An Encoder made of a backend, with the ops of RunEncoder written once for
+// every device over kernels/' device-neutral ops. Load walks the weights into
+// it: the Linear layers are packed for the device here (PackedWeight), the
+// tables and norms by the device's LoadTable / LoadNorm, which keep them
+// where the device reads them and register them with SetTable / SetNorm.
+// Before RunEncoder a device's Forward sets run_: the batch's arrays and the
+// activation buffers on its device. Pooling and the classification head run
+// on the host in fp32 on every device, over Forward's output or over the
+// pooled rows a device computed (a few rows per sequence).
 class BackendEncoder : public Encoder, protected EncoderBackend {
  public:
   using Encoder::Forward;
@@ -150,14 +157,63 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   size_t weight_bytes() const final { return weight_bytes_ + head_->weight_bytes(); }
 
  protected:
-  using Encoder::Encoder;
+  // `activations`: the dtype the device computes in (float32 on the CPU).
+  BackendEncoder(const EncoderConfig& config, const EncoderOptions& options, DType activations);
   // LoadEncoderWeights, then the head with `head_dtype` weights (float32 or
   // bfloat16) on `head_threads` CPU threads.
   Status Load(TensorMap& weights, DType head_dtype, int head_threads);
 
-  size_t weight_bytes_ = 0;  // the backend's own weights; the head's are added
+  // Where the ops run (a view of the device's own context).
+  virtual kernels::Context context() = 0;
+  // Frees the packed Linear weights. A device's destructor calls it first:
+  // they may free through its context, which dies before this base.
+  void ReleaseWeights();
+  DType activations() const { return activations_; }
+
+  // Called by the device's LoadTable / LoadNorm: `data` [rows, embedding
+  // width] of activations(), gamma and beta fp32 [hidden], all on the device
+  // and kept alive by it.
+  void SetTable(EmbeddingTable table, const void* data, int64_t rows);
+  void SetNorm(int64_t layer, NormSlot slot, const float* gamma, const float* beta);
+  // Rows of a registered table (0: the model has none).
+  int64_t table_rows(EmbeddingTable table) const;
+
+  // The forward in progress, on the device: set before RunEncoder.
+  struct Run {
+    const int32_t* token_ids = nullptr;
+    const int32_t* position_ids = nullptr;    // used when there is a position table
+    const int32_t* token_type_ids = nullptr;  // used when there is a token type table
+    const int32_t* cu_seqlens = nullptr;
+    int64_t tokens = 0;
+    int64_t sequences = 0;
+    int32_t max_seqlen = 0;
+    void* buffers[kNumBuffers] = {};  // [tokens, BufferWidth(...)] of activations()
+  };
+  Run run_;
+  void* Data(Buffer buffer) const { return run_.buffers[static_cast<int>(buffer)]; }
+
+  size_t weight_bytes_ = 0;  // the device's weights (Linear layers are counted here)
 
  private:
+  struct Table {
+    const void* data = nullptr;
+    int64_t rows = 0;
+  };
+  struct NormRef {
+    const float* gamma = nullptr;
+    const float* beta = nullptr;
+  };
+
+  // The device's part of LoadEncoderWeights besides the Linear layers.
+  Status LoadLinear(int64_t layer, LinearSlot slot, const Tensor& weight, const Tensor& bias) final;
+  void Embed(Buffer out) final;
+  void Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue, Buffer out) final;
+  void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) final;
+  void Attention(Buffer qkv, Buffer out) final;
+
+  DType activations_;
+  Table tables_[3];  // by EmbeddingTable
+  SlotWeights<std::unique_ptr<kernels::PackedWeight>, NormRef> weights_;
   std::unique_ptr<HostHead> head_;
 };
 

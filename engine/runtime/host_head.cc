@@ -57,7 +57,7 @@ Tensor Fp32AnyAlignment(const Tensor& t) {
   return t.dtype() == DType::kFloat32 && t.IsContiguous() ? t : t.To(DType::kFloat32);
 }
 
-StatusOr<std::unique_ptr<k::PackedWeight>> PackLinear(const k::CpuContext& ctx,
+StatusOr<std::unique_ptr<k::PackedWeight>> PackLinear(const k::Context& ctx,
                                                       const std::string& name, const Tensor& weight,
                                                       const Tensor& bias, DType type) {
   const Tensor w = Fp32AnyAlignment(weight);
@@ -79,7 +79,7 @@ StatusOr<std::unique_ptr<k::PackedWeight>> PackLinear(const k::CpuContext& ctx,
   return packed;
 }
 
-StatusOr<std::unique_ptr<k::PackedWeight>> PackLinear(const k::CpuContext& ctx, TensorMap& weights,
+StatusOr<std::unique_ptr<k::PackedWeight>> PackLinear(const k::Context& ctx, TensorMap& weights,
                                                       const std::string& prefix, DType type) {
   auto w_it = weights.find(prefix + ".weight");
   if (w_it == weights.end()) return NotFound("missing weight " + prefix + ".weight");
@@ -174,8 +174,8 @@ StatusOr<Tensor> HostHead::PoolLocked(const Tensor& hidden, const PackedBatch& b
   const int64_t sequences = batch.num_sequences();
   Tensor out = Tensor::Zeros(DType::kFloat32, {sequences, h});
   try {
-    k::Pool(ctx_, hidden.data<float>(), batch.cu_seqlens.data(), sequences, h, pooling,
-            out.mutable_data<float>());
+    k::Pool(ctx_, DType::kFloat32, hidden.data<float>(), batch.cu_seqlens.data(), sequences, h,
+            pooling, out.mutable_data<float>());
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("Pool: ") + e.what());
   }
@@ -189,7 +189,8 @@ StatusOr<Tensor> HostHead::EmbeddingLocked(Tensor out, bool normalize) {
     Tensor next = Tensor::Zeros(DType::kFloat32, {sequences, dense.out});
     float* y = next.mutable_data<float>();
     try {
-      k::Linear(ctx_, out.data<float>(), sequences, *pool_dense_[i], Epilogue::kNone, nullptr, y);
+      k::Linear(ctx_, DType::kFloat32, out.data<float>(), sequences, *pool_dense_[i],
+                Epilogue::kNone, nullptr, y);
     } catch (const std::exception& e) {
       return Internal(std::string("Pool: dense layer: ") + e.what());
     }
@@ -207,7 +208,8 @@ StatusOr<Tensor> HostHead::ClassifyLocked(const Tensor& first) {
   Tensor scores = Tensor::Zeros(DType::kFloat32, {sequences, config_.num_labels});
   try {
     float* d = dense.mutable_data<float>();
-    k::Linear(ctx_, first.data<float>(), sequences, *dense_, Epilogue::kNone, nullptr, d);
+    k::Linear(ctx_, DType::kFloat32, first.data<float>(), sequences, *dense_, Epilogue::kNone,
+              nullptr, d);
     switch (config_.head_activation) {
       case Activation::kTanh:
         k::TanhInPlace(d, n);
@@ -220,7 +222,7 @@ StatusOr<Tensor> HostHead::ClassifyLocked(const Tensor& first) {
         break;
     }
     float* s = scores.mutable_data<float>();
-    k::Linear(ctx_, d, sequences, *out_, Epilogue::kNone, nullptr, s);
+    k::Linear(ctx_, DType::kFloat32, d, sequences, *out_, Epilogue::kNone, nullptr, s);
     switch (config_.head_output()) {
       case HeadOutput::kSoftmax:
         k::SoftmaxRows(s, sequences, config_.num_labels);

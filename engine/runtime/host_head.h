@@ -32,16 +32,17 @@ Status ValidatePackedBatch(const EncoderConfig& config, const PackedBatch& batch
 Tensor Fp32AnyAlignment(const Tensor& t);
 
 // Packs weight [out, in] and bias ([out] or undefined) of the Linear layer
-// `name` for kernels::Linear with `type` weights (float32, bfloat16 or int8), then
+// `name` for kernels::Linear on ctx's device with `type` weights (float32,
+// bfloat16 or int8 on the CPU, float16 or bfloat16 on CUDA), then
 // releases their pages (Encoder::Create's contract: one copy of the model at
 // a time).
-StatusOr<std::unique_ptr<kernels::PackedWeight>> PackLinear(const kernels::CpuContext& ctx,
+StatusOr<std::unique_ptr<kernels::PackedWeight>> PackLinear(const kernels::Context& ctx,
                                                             const std::string& name,
                                                             const Tensor& weight,
                                                             const Tensor& bias, DType type);
 // The same for `prefix`.weight and `prefix`.bias of `weights`, which it
 // removes from the map.
-StatusOr<std::unique_ptr<kernels::PackedWeight>> PackLinear(const kernels::CpuContext& ctx,
+StatusOr<std::unique_ptr<kernels::PackedWeight>> PackLinear(const kernels::Context& ctx,
                                                             TensorMap& weights,
                                                             const std::string& prefix, DType type);
 

@@ -68,8 +68,8 @@ int main(int argc, char** argv) {
     const float scale = 1.f / std::sqrt(static_cast<float>(d));
     const double fast = BestSeconds(
         [&] {
-          encoderd::kernels::Attention(ctx, qkv.data(), cu.data(), batch, total, heads, d, scale,
-                                       out.data());
+          encoderd::kernels::Attention(ctx, encoderd::DType::kFloat32, qkv.data(), cu.data(), batch,
+                                       total, /*max_seqlen=*/0, heads, d, scale, out.data());
         },
         budget);
     const double full = BestSeconds(

@@ -132,11 +132,12 @@ int main(int argc, char** argv) {
       auto gflops = [&](const std::function<void()>& fn) {
         return flop / TimeBest(fn, budget) * 1e-9;
       };
-      const double g_f32 =
-          gflops([&] { Linear(ctx, x.data(), m, *pf32, Epilogue::kNone, nullptr, y.data()); });
+      const double g_f32 = gflops([&] {
+        Linear(ctx, DType::kFloat32, x.data(), m, *pf32, Epilogue::kNone, nullptr, y.data());
+      });
       // Exact-M primitive on the same packed weights (possibly from oneDNN's
       // primitive cache); JIT time measured on a size nothing else used (M+1).
-      const auto& impl = pf32->impl();
+      const auto& impl = static_cast<const encoderd::kernels::CpuPackedWeight&>(pf32->impl());
       auto make_exact = [&](int64_t rows_) {
         return dnnl::matmul(dnnl::matmul::primitive_desc(
             dnnl::matmul::desc({{rows_, s.k}, Dt::f32, Tag::ab}, impl.weight_desc, bias_md,
@@ -151,8 +152,9 @@ int main(int argc, char** argv) {
           gflops([&] { run(exact, impl.weight, bias_mem, x.data(), Dt::f32, m, s, y.data()); });
       const double g_rt =
           gflops([&] { run(rt_prim, rt_w, bias_mem, x.data(), Dt::f32, m, s, y.data()); });
-      const double g_lbf16 =
-          gflops([&] { Linear(ctx, x.data(), m, *pbf16, Epilogue::kNone, nullptr, y.data()); });
+      const double g_lbf16 = gflops([&] {
+        Linear(ctx, DType::kFloat32, x.data(), m, *pbf16, Epilogue::kNone, nullptr, y.data());
+      });
       dnnl::matmul::primitive_desc bf_pd(
           dnnl::matmul::desc({{m, s.k}, Dt::bf16, Tag::ab}, {{s.k, s.n}, Dt::bf16, Tag::any},
                              bias_md, {{m, s.n}, Dt::f32, Tag::ab}),

@@ -44,4 +44,15 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void AddLayerNormRo
   }
 }
 
+void AddLayerNormCpu(const CpuContext& ctx, const float* x, const float* residual,
+                     const float* gamma, const float* beta, int64_t rows, int64_t hidden, float eps,
+                     float* out) {
+  const int threads = rows * hidden >= 2 * kMinParallelElements ? ctx.num_threads() : 1;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    AddLayerNormRow(x + r * hidden, residual ? residual + r * hidden : nullptr, gamma, beta, hidden,
+                    eps, out + r * hidden);
+  }
+}
+
 }  // namespace encoderd::kernels

@@ -1,9 +1,16 @@
-// Row kernel shared by the CPU LayerNorm and embedding ops.
+// The CPU LayerNorm (kernels/layer_norm.h, arguments already validated), and
+// its row kernel, shared with the embedding and pooling ops.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/cpu_context.h"
+
 namespace encoderd::kernels {
+
+void AddLayerNormCpu(const CpuContext& ctx, const float* x, const float* residual,
+                     const float* gamma, const float* beta, int64_t rows, int64_t hidden, float eps,
+                     float* out);
 
 // out = LN(x + residual) * gamma + beta for one row of n values (see
 // kernels/layer_norm.h for null pointers and aliasing).

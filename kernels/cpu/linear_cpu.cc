@@ -37,7 +37,7 @@ int64_t ChunkRows(int64_t left) {
                                : left;
 }
 
-Dt ComputeType(const PackedWeight::Impl& w) { return w.bf16_compute ? Dt::bf16 : Dt::f32; }
+Dt ComputeType(const CpuPackedWeight& w) { return w.bf16_compute ? Dt::bf16 : Dt::f32; }
 
 dnnl::primitive_attr EpilogueAttr(Epilogue epilogue, int64_t rows, int64_t cols) {
   dnnl::post_ops ops;
@@ -62,7 +62,7 @@ dnnl::primitive_attr EpilogueAttr(Epilogue epilogue, int64_t rows, int64_t cols)
   return attr;
 }
 
-dnnl::matmul::primitive_desc MakeMatmul(const dnnl::engine& engine, const PackedWeight::Impl& w,
+dnnl::matmul::primitive_desc MakeMatmul(const dnnl::engine& engine, const CpuPackedWeight& w,
                                         int64_t rows, const memory::desc& weight_desc,
                                         Epilogue epilogue) {
   const int64_t n = w.out_features, k = w.in_features;
@@ -86,7 +86,7 @@ dnnl::matmul::primitive_desc MakeMatmul(const dnnl::engine& engine, const Packed
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weight_desc, dst), attr, engine);
 }
 
-dnnl::matmul GetPrimitive(const CpuContext& ctx, PackedWeight::Impl& w, int64_t rows,
+dnnl::matmul GetPrimitive(const CpuContext& ctx, CpuPackedWeight& w, int64_t rows,
                           Epilogue epilogue) {
   const auto key = std::make_pair(rows, static_cast<int>(epilogue));
   std::lock_guard<std::mutex> lock(w.mu);
@@ -107,8 +107,7 @@ T* Scratch(size_t n) {
 
 // Rounds x to bf16 into scratch (as uint16 for bf16 GEMMs, as fp32 values
 // otherwise) and returns the scratch.
-void* RoundInput(const CpuContext& ctx, const PackedWeight::Impl& w, const float* x,
-                 int64_t total) {
+void* RoundInput(const CpuContext& ctx, const CpuPackedWeight& w, const float* x, int64_t total) {
   void* out = w.bf16_compute ? static_cast<void*>(Scratch<uint16_t>(total))
                              : static_cast<void*>(Scratch<float>(total));
   const int threads = total >= (1 << 16) ? ctx.num_threads() : 1;
@@ -176,9 +175,8 @@ void QuantizeRows(const CpuContext& ctx, const float* x, int64_t rows, int64_t k
 // The int8 GEMM's epilogue over `rows` rows: acc holds
 // weight_scale[n] * sum_k q_x[m, k] q_w[n, k]; the output is
 // scale[m] * (acc - zero[m] * weight_comp[n]) + bias[n], then the epilogue.
-void Int8Epilogue(const CpuContext& ctx, const PackedWeight::Impl& w, const float* acc,
-                  int64_t rows, const RowQuant* params, Epilogue epilogue, const float* residual,
-                  float* y) {
+void Int8Epilogue(const CpuContext& ctx, const CpuPackedWeight& w, const float* acc, int64_t rows,
+                  const RowQuant* params, Epilogue epilogue, const float* residual, float* y) {
   const int64_t n = w.out_features;
   const float* comp = w.weight_comp.data();
   const float* bias = w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr;
@@ -215,7 +213,7 @@ void QuantizeWeights(const float* weight, int64_t out_features, int64_t in_featu
   }
 }
 
-void LinearInt8(const CpuContext& ctx, PackedWeight::Impl& w, const float* x, int64_t rows,
+void LinearInt8(const CpuContext& ctx, CpuPackedWeight& w, const float* x, int64_t rows,
                 Epilogue epilogue, const float* residual, float* y) {
   auto& be = ctx.backend();
   const int64_t k = w.in_features, n = w.out_features;
@@ -241,11 +239,18 @@ void LinearInt8(const CpuContext& ctx, PackedWeight::Impl& w, const float* x, in
 
 }  // namespace
 
+size_t CpuPackedWeight::bytes() const {
+  size_t n = weight.get_desc().get_size();
+  if (bias) n += bias.get_desc().get_size();
+  n += (weight_scale.size() + weight_comp.size()) * sizeof(float);
+  return n;
+}
+
 std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const float* weight,
                                                   const float* bias, int64_t out_features,
                                                   int64_t in_features, DType type) {
   ApplyThreadBudget(ctx);
-  auto w = std::make_unique<PackedWeight::Impl>();
+  auto w = std::make_unique<CpuPackedWeight>();
   w->out_features = out_features;
   w->in_features = in_features;
   w->type = type;
@@ -311,7 +316,7 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
 void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& weight,
                Epilogue epilogue, const float* residual, float* y) {
   ApplyThreadBudget(ctx);
-  PackedWeight::Impl& w = weight.impl();
+  CpuPackedWeight& w = static_cast<CpuPackedWeight&>(weight.impl());
   auto& be = ctx.backend();
   const int64_t k = w.in_features, n = w.out_features;
   if (w.int8_compute) {

@@ -13,10 +13,10 @@
 
 namespace encoderd::kernels {
 
-struct PackedWeight::Impl {
-  int64_t out_features = 0;
-  int64_t in_features = 0;
-  DType type = DType::kFloat32;
+// A Linear's weights packed for the CPU (PackedWeight::impl() of a CPU
+// weight).
+struct CpuPackedWeight final : PackedWeight::Impl {
+  size_t bytes() const override;
   // bf16 weights run on bf16 GEMMs only where the CPU has AVX512-BF16;
   // elsewhere they are kept as bf16-rounded fp32 values and the input is
   // rounded the same way, which gives bf16 products with fp32 accumulation

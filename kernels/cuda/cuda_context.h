@@ -144,4 +144,16 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// What the kernels support, for an encoder to check a model against before
+// it loads: the attention kernel's head sizes (a multiple of 16 up to 128),
+// and the largest hidden size of the LayerNorm and embedding kernels (each
+// row is held in shared memory).
+bool CudaAttentionSupports(int64_t head_dim);
+constexpr int64_t kCudaMaxNormHidden = 12256;
+
+// Copies n fp32 values from host memory (pageable is fine) to the device at
+// `out` as `dtype` (float16 or bfloat16, rounded to nearest even) through a
+// device staging buffer; returns once `host` has been read (kernels/cuda/cast.cu).
+void CudaUploadAs(CudaContext& ctx, DType dtype, const float* host, int64_t n, void* out);
+
 }  // namespace encoderd::kernels

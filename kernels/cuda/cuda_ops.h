@@ -1,4 +1,5 @@
-// Launchers of the CUDA ops other than the GEMM. Plain C++ over device
+// The CUDA implementations of the ops of kernels/ (whose device-neutral
+// entry points call them) other than the GEMM. Plain C++ over device
 // pointers, sizes and a context: no CUDA type appears here. Every launcher
 // queues its work on ctx.stream() and returns without waiting. Activations
 // and tables are `dtype` (fp16 or bf16); statistics, softmax and
@@ -11,29 +12,19 @@
 
 #include "core/op_types.h"
 #include "kernels/cuda/cuda_context.h"
+#include "kernels/embeddings.h"
 
 namespace encoderd::kernels {
 
-// Device embedding tables of `dtype`, row-major [rows, hidden]; position and
-// token_type may be null (no such table).
-struct CudaEmbeddingTables {
-  const void* word = nullptr;
-  const void* position = nullptr;
-  const void* token_type = nullptr;
-  int64_t hidden = 0;
-};
-
 // out[t, :] = LN(word[ids[t]] + position[position_ids[t]] + token_type[type_ids[t]]),
-// as kernels::EmbeddingLayerNorm. type_ids null means type 0; LN runs only
-// when gamma (fp32, device) is non-null, beta (fp32) may be null.
-void CudaEmbeddingLayerNorm(CudaContext& ctx, DType dtype, const CudaEmbeddingTables& tables,
+// kernels::EmbeddingLayerNorm on CUDA: tables of `dtype` on the device (their
+// row counts are not used: the caller checked the ids). type_ids null means
+// type 0; LN runs only when gamma (fp32, device) is non-null, beta (fp32) may
+// be null.
+void CudaEmbeddingLayerNorm(CudaContext& ctx, DType dtype, const EmbeddingTables& tables,
                             const int32_t* ids, const int32_t* position_ids,
                             const int32_t* type_ids, int64_t tokens, const float* gamma,
                             const float* beta, float eps, void* out);
-
-// Largest hidden size of the LayerNorm and embedding kernels (each row is
-// held in shared memory).
-constexpr int64_t kCudaMaxNormHidden = 12256;
 
 // out = LN(x + residual) per row, as kernels::AddLayerNorm: residual may be
 // null, gamma/beta fp32 (null: 1/0), out may alias x or residual;
@@ -48,7 +39,6 @@ void CudaAddLayerNorm(CudaContext& ctx, DType dtype, const void* x, const void* 
 // online softmax in fp32, no score matrix in global memory. head_dim must be
 // a multiple of 16 up to 128 (CudaAttentionSupports); qkv 16-byte and out
 // 4-byte aligned (std::invalid_argument otherwise).
-bool CudaAttentionSupports(int64_t head_dim);
 // 16-row m-tiles per warp the attention kernel uses for head sizes up to 64:
 // 2, or 1 with ENCODERD_CUDA_ATTENTION_MTILES=1 (read at every launch, so
 // that tests and benchmarks can run both; a recorded CUDA graph keeps the
@@ -71,9 +61,5 @@ void CudaGeluInPlace(CudaContext& ctx, DType dtype, void* x, int64_t n);
 // Element-wise conversions between fp32 and `dtype` (round to nearest even).
 void CudaCastFromFloat(CudaContext& ctx, DType dtype, const float* in, int64_t n, void* out);
 void CudaCastToFloat(CudaContext& ctx, DType dtype, const void* in, int64_t n, float* out);
-
-// Copies fp32 host data to the device as `dtype` (through a device staging
-// buffer); synchronous with respect to `host`, which may be pageable.
-void CudaUploadAs(CudaContext& ctx, DType dtype, const float* host, int64_t n, void* out);
 
 }  // namespace encoderd::kernels

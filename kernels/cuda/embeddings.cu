@@ -33,7 +33,7 @@ __global__ void EmbeddingKernel(const T* word, const T* position, const T* token
 
 }  // namespace
 
-void CudaEmbeddingLayerNorm(CudaContext& ctx, DType dtype, const CudaEmbeddingTables& tables,
+void CudaEmbeddingLayerNorm(CudaContext& ctx, DType dtype, const EmbeddingTables& tables,
                             const int32_t* ids, const int32_t* position_ids,
                             const int32_t* type_ids, int64_t tokens, const float* gamma,
                             const float* beta, float eps, void* out) {

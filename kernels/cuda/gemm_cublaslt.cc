@@ -36,7 +36,36 @@ cublasLtEpilogue_t LtEpilogue(Epilogue e, bool has_bias) {
   return has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+// A Linear's weights on the device (PackedWeight::impl() of a CUDA weight).
+struct CudaPackedWeight final : PackedWeight::Impl {
+  DeviceBuffer weight, bias;  // dtype [out, in] and [out] (bias may be empty)
+  size_t bytes() const override { return weight.bytes() + bias.bytes(); }
+};
+
 }  // namespace
+
+std::unique_ptr<PackedWeight::Impl> PackWeightCuda(CudaContext& ctx, const float* weight,
+                                                   const float* bias, int64_t out_features,
+                                                   int64_t in_features, DType dtype) {
+  auto w = std::make_unique<CudaPackedWeight>();
+  const int64_t n = out_features * in_features;
+  w->weight = DeviceBuffer(&ctx, static_cast<size_t>(n) * DTypeSize(dtype));
+  CudaUploadAs(ctx, dtype, weight, n, w->weight.get());
+  if (bias != nullptr) {
+    w->bias = DeviceBuffer(&ctx, static_cast<size_t>(out_features) * DTypeSize(dtype));
+    CudaUploadAs(ctx, dtype, bias, out_features, w->bias.get());
+  }
+  ctx.Synchronize();  // the caller may free or unmap the host weights now
+  return w;
+}
+
+void LinearCuda(CudaContext& ctx, DType dtype, const void* x, int64_t rows,
+                const PackedWeight& weight, Epilogue epilogue, const void* residual, void* y) {
+  const auto& w = static_cast<const CudaPackedWeight&>(weight.impl());
+  // (The Impl's own fields: this library does not link kernels/linear.cc.)
+  GemmLt(ctx, dtype, x, rows, w.weight.get(), w.bias.get(), w.out_features, w.in_features, epilogue,
+         residual, y);
+}
 
 void GemmLt(CudaContext& ctx, DType dtype, const void* x, int64_t rows, const void* weight,
             const void* bias, int64_t out_features, int64_t in_features, Epilogue epilogue,

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "core/op_types.h"
 #include "kernels/cuda/cuda_context.h"
+#include "kernels/linear.h"
 
 namespace encoderd::kernels {
 
@@ -25,5 +27,14 @@ namespace encoderd::kernels {
 void GemmLt(CudaContext& ctx, DType dtype, const void* x, int64_t rows, const void* weight,
             const void* bias, int64_t out_features, int64_t in_features, Epilogue epilogue,
             const void* residual, void* y);
+
+// kernels::PackedWeight on CUDA: weight and bias uploaded as `dtype`
+// (float16 or bfloat16) from host fp32 (arguments already validated).
+std::unique_ptr<PackedWeight::Impl> PackWeightCuda(CudaContext& ctx, const float* weight,
+                                                   const float* bias, int64_t out_features,
+                                                   int64_t in_features, DType dtype);
+// kernels::Linear on CUDA: GemmLt with a weight of PackWeightCuda.
+void LinearCuda(CudaContext& ctx, DType dtype, const void* x, int64_t rows,
+                const PackedWeight& weight, Epilogue epilogue, const void* residual, void* y);
 
 }  // namespace encoderd::kernels

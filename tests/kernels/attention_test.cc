@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/cpu_context.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace encoderd::kernels {
@@ -62,8 +64,9 @@ TEST_P(AttentionTest, MatchesDoubleReference) {
   const auto qkv = RandomVector(total * 3 * hidden, 11, -2.f, 2.f);
   const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
   std::vector<float> out(total * hidden, NAN);
-  Attention(ctx, qkv.data(), cu.data(), static_cast<int64_t>(c.lengths.size()), total, c.heads,
-            c.head_dim, scale, out.data());
+  const int32_t longest = *std::max_element(c.lengths.begin(), c.lengths.end());
+  Attention(ctx, DType::kFloat32, qkv.data(), cu.data(), static_cast<int64_t>(c.lengths.size()),
+            total, longest, c.heads, c.head_dim, scale, out.data());
   EXPECT_LT(ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale)), 1e-4);
 }
 
@@ -81,22 +84,27 @@ TEST(AttentionTest, EmptySequencesAndBadShapes) {
   const auto cu = CuSeqlens({0, 3, 0});
   const auto qkv = RandomVector(3 * 3 * 32, 12);
   std::vector<float> out(3 * 32);
-  Attention(ctx, qkv.data(), cu.data(), 3, 3, 2, 16, 0.25f, out.data());
+  Attention(ctx, DType::kFloat32, qkv.data(), cu.data(), 3, 3, 3, 2, 16, 0.25f, out.data());
   const auto want = Reference(qkv, cu, 2, 16, 0.25);
   EXPECT_LT(ScaledMaxError(out, want), 1e-4);
 
-  EXPECT_THROW(Attention(ctx, qkv.data(), cu.data(), 3, 4, 2, 16, 0.25f, out.data()),
-               std::invalid_argument);  // cu_seqlens does not end at total
+  EXPECT_THROW(
+      Attention(ctx, DType::kFloat32, qkv.data(), cu.data(), 3, 4, 3, 2, 16, 0.25f, out.data()),
+      std::invalid_argument);  // cu_seqlens does not end at total
   const std::vector<int32_t> decreasing = {0, 3, 2};
-  EXPECT_THROW(Attention(ctx, qkv.data(), decreasing.data(), 2, 2, 2, 16, 0.25f, out.data()),
+  EXPECT_THROW(Attention(ctx, DType::kFloat32, qkv.data(), decreasing.data(), 2, 2, 3, 2, 16, 0.25f,
+                         out.data()),
                std::invalid_argument);
   const std::vector<int32_t> offset = {1, 3};
-  EXPECT_THROW(Attention(ctx, qkv.data(), offset.data(), 1, 3, 2, 16, 0.25f, out.data()),
-               std::invalid_argument);
-  EXPECT_THROW(Attention(ctx, qkv.data(), cu.data(), 3, 3, 0, 16, 0.25f, out.data()),
-               std::invalid_argument);
-  EXPECT_THROW(Attention(ctx, qkv.data(), nullptr, 3, 3, 2, 16, 0.25f, out.data()),
-               std::invalid_argument);
+  EXPECT_THROW(
+      Attention(ctx, DType::kFloat32, qkv.data(), offset.data(), 1, 3, 2, 2, 16, 0.25f, out.data()),
+      std::invalid_argument);
+  EXPECT_THROW(
+      Attention(ctx, DType::kFloat32, qkv.data(), cu.data(), 3, 3, 3, 0, 16, 0.25f, out.data()),
+      std::invalid_argument);
+  EXPECT_THROW(
+      Attention(ctx, DType::kFloat32, qkv.data(), nullptr, 3, 3, 3, 2, 16, 0.25f, out.data()),
+      std::invalid_argument);
 }
 
 }  // namespace

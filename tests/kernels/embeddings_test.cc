@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/cpu_context.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace encoderd::kernels {
@@ -36,8 +37,8 @@ TEST(EmbeddingsTest, SumAndLayerNormMatchReference) {
   EmbeddingTables tables{word.data(), vocab, pos.data(), positions, type.data(), types, hidden};
   for (bool with_ln : {false, true}) {
     std::vector<float> out(tokens * hidden);
-    EmbeddingLayerNorm(ctx, tables, ids.data(), pos_ids.data(), type_ids.data(), tokens,
-                       with_ln ? gamma.data() : nullptr, beta.data(), 1e-12f, out.data());
+    EmbeddingLayerNorm(ctx, DType::kFloat32, tables, ids.data(), pos_ids.data(), type_ids.data(),
+                       tokens, with_ln ? gamma.data() : nullptr, beta.data(), 1e-12f, out.data());
     std::vector<double> want(tokens * hidden);
     for (int64_t t = 0; t < tokens; ++t) {
       double mean = 0, var = 0;
@@ -59,12 +60,12 @@ TEST(EmbeddingsTest, SumAndLayerNormMatchReference) {
   // Optional tables: word embeddings only, and missing type ids mean type 0.
   EmbeddingTables word_only{word.data(), vocab, nullptr, 0, nullptr, 0, hidden};
   std::vector<float> out(tokens * hidden);
-  EmbeddingLayerNorm(ctx, word_only, ids.data(), nullptr, nullptr, tokens, nullptr, nullptr, 0.f,
-                     out.data());
+  EmbeddingLayerNorm(ctx, DType::kFloat32, word_only, ids.data(), nullptr, nullptr, tokens, nullptr,
+                     nullptr, 0.f, out.data());
   EXPECT_EQ(out[5 * hidden + 3], word[ids[5] * hidden + 3]);
   EmbeddingTables word_type{word.data(), vocab, nullptr, 0, type.data(), types, hidden};
-  EmbeddingLayerNorm(ctx, word_type, ids.data(), nullptr, nullptr, tokens, nullptr, nullptr, 0.f,
-                     out.data());
+  EmbeddingLayerNorm(ctx, DType::kFloat32, word_type, ids.data(), nullptr, nullptr, tokens, nullptr,
+                     nullptr, 0.f, out.data());
   EXPECT_EQ(out[5 * hidden + 3], word[ids[5] * hidden + 3] + type[3]);
 }
 
@@ -84,17 +85,17 @@ TEST(EmbeddingsTest, RejectsIdsOutsideTables) {
   EmbeddingTables tables{word.data(), 4, pos.data(), 3, nullptr, 0, 8};
   std::vector<float> out(2 * 8);
   const std::vector<int32_t> ids = {1, 4}, neg = {-1, 0}, pos_ok = {0, 1}, pos_bad = {0, 3};
-  EXPECT_THROW(EmbeddingLayerNorm(ctx, tables, ids.data(), pos_ok.data(), nullptr, 2, nullptr,
-                                  nullptr, 0.f, out.data()),
+  EXPECT_THROW(EmbeddingLayerNorm(ctx, DType::kFloat32, tables, ids.data(), pos_ok.data(), nullptr,
+                                  2, nullptr, nullptr, 0.f, out.data()),
                std::invalid_argument);
-  EXPECT_THROW(EmbeddingLayerNorm(ctx, tables, neg.data(), pos_ok.data(), nullptr, 2, nullptr,
-                                  nullptr, 0.f, out.data()),
+  EXPECT_THROW(EmbeddingLayerNorm(ctx, DType::kFloat32, tables, neg.data(), pos_ok.data(), nullptr,
+                                  2, nullptr, nullptr, 0.f, out.data()),
                std::invalid_argument);
-  EXPECT_THROW(EmbeddingLayerNorm(ctx, tables, pos_ok.data(), pos_bad.data(), nullptr, 2, nullptr,
-                                  nullptr, 0.f, out.data()),
+  EXPECT_THROW(EmbeddingLayerNorm(ctx, DType::kFloat32, tables, pos_ok.data(), pos_bad.data(),
+                                  nullptr, 2, nullptr, nullptr, 0.f, out.data()),
                std::invalid_argument);
-  EXPECT_THROW(EmbeddingLayerNorm(ctx, tables, pos_ok.data(), nullptr, nullptr, 2, nullptr, nullptr,
-                                  0.f, out.data()),
+  EXPECT_THROW(EmbeddingLayerNorm(ctx, DType::kFloat32, tables, pos_ok.data(), nullptr, nullptr, 2,
+                                  nullptr, nullptr, 0.f, out.data()),
                std::invalid_argument);  // position table but no position ids
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/cpu_context.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace encoderd::kernels {
@@ -41,12 +42,13 @@ TEST(LayerNormTest, AddLayerNormMatchesReference) {
       const auto x = RandomVector(rows * n, 1, 10.f, 12.f), res = RandomVector(rows * n, 2);
       const auto gamma = RandomVector(n, 3), beta = RandomVector(n, 4);
       std::vector<float> out(rows * n);
-      AddLayerNorm(ctx, x.data(), res.data(), gamma.data(), beta.data(), rows, n, 1e-5f,
-                   out.data());
+      AddLayerNorm(ctx, DType::kFloat32, x.data(), res.data(), gamma.data(), beta.data(), rows, n,
+                   1e-5f, out.data());
       EXPECT_LT(ScaledMaxError(out, Reference(x, &res, gamma, beta, rows, n, 1e-5)), 1e-4)
           << rows << "x" << n;
       std::vector<float> plain(rows * n);
-      LayerNorm(ctx, x.data(), gamma.data(), beta.data(), rows, n, 1e-12f, plain.data());
+      LayerNorm(ctx, DType::kFloat32, x.data(), gamma.data(), beta.data(), rows, n, 1e-12f,
+                plain.data());
       EXPECT_LT(ScaledMaxError(plain, Reference(x, nullptr, gamma, beta, rows, n, 1e-12)), 1e-4);
     }
   }
@@ -58,20 +60,21 @@ TEST(LayerNormTest, InPlaceAndNoAffine) {
   auto x = RandomVector(rows * n, 5);
   auto res = RandomVector(rows * n, 6);
   const auto want = Reference(x, &res, {}, {}, rows, n, 1e-5);
-  AddLayerNorm(ctx, x.data(), res.data(), nullptr, nullptr, rows, n, 1e-5f, res.data());
+  AddLayerNorm(ctx, DType::kFloat32, x.data(), res.data(), nullptr, nullptr, rows, n, 1e-5f,
+               res.data());
   EXPECT_LT(ScaledMaxError(res, want), 1e-4);
 }
 
 TEST(LayerNormTest, RejectsBadShapes) {
   CpuContext ctx;
   std::vector<float> x(8);
-  EXPECT_THROW(LayerNorm(ctx, x.data(), nullptr, nullptr, 1, 0, 1e-5f, x.data()),
+  EXPECT_THROW(LayerNorm(ctx, DType::kFloat32, x.data(), nullptr, nullptr, 1, 0, 1e-5f, x.data()),
                std::invalid_argument);
-  EXPECT_THROW(LayerNorm(ctx, x.data(), nullptr, nullptr, -1, 8, 1e-5f, x.data()),
+  EXPECT_THROW(LayerNorm(ctx, DType::kFloat32, x.data(), nullptr, nullptr, -1, 8, 1e-5f, x.data()),
                std::invalid_argument);
-  EXPECT_THROW(LayerNorm(ctx, x.data(), nullptr, nullptr, 1, 8, -1.f, x.data()),
+  EXPECT_THROW(LayerNorm(ctx, DType::kFloat32, x.data(), nullptr, nullptr, 1, 8, -1.f, x.data()),
                std::invalid_argument);
-  EXPECT_THROW(LayerNorm(ctx, nullptr, nullptr, nullptr, 1, 8, 1e-5f, x.data()),
+  EXPECT_THROW(LayerNorm(ctx, DType::kFloat32, nullptr, nullptr, nullptr, 1, 8, 1e-5f, x.data()),
                std::invalid_argument);
 }
 

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "kernels/cpu/bf16_convert.h"
+#include "kernels/cpu_context.h"
 #include "kernels/cpu_features.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -88,14 +89,14 @@ TEST_P(LinearTest, MatchesDoubleReference) {
   EXPECT_EQ(packed->out_features(), n);
   EXPECT_EQ(packed->in_features(), k);
   std::vector<float> y(m * n, NAN);
-  Linear(ctx, x.data(), m, *packed, ep, residual.data(), y.data());
+  Linear(ctx, DType::kFloat32, x.data(), m, *packed, ep, residual.data(), y.data());
   EXPECT_LT(ScaledMaxError(y, want), 1e-4);
 
   // bf16 weights: close to the fp32 reference, and equal (up to fp32
   // summation) to the reference over bf16-rounded operands.
   const auto packed16 = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kBFloat16);
   std::vector<float> y16(m * n, NAN);
-  Linear(ctx, x.data(), m, *packed16, ep, residual.data(), y16.data());
+  Linear(ctx, DType::kFloat32, x.data(), m, *packed16, ep, residual.data(), y16.data());
   EXPECT_GE(Cosine(y16, want), 0.999);
   const auto want16 =
       Reference(RoundedToBFloat16(x), RoundedToBFloat16(w), b, residual, m, n, k, ep);
@@ -110,7 +111,7 @@ TEST_P(LinearTest, MatchesDoubleReference) {
   if (GetCpuFeatures().avx512_vnni && n * k >= 4096)
     EXPECT_LT(packed8->bytes(), packed->bytes() / 3);
   std::vector<float> y8(m * n, NAN);
-  Linear(ctx, x.data(), m, *packed8, ep, residual.data(), y8.data());
+  Linear(ctx, DType::kFloat32, x.data(), m, *packed8, ep, residual.data(), y8.data());
   EXPECT_GE(Cosine(y8, want), 0.999);
   const auto want8 =
       Reference(QuantizedRows(x, m, k), QuantizedWeights(w, n, k), b, residual, m, n, k, ep);
@@ -138,12 +139,13 @@ TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
       const auto want = Reference(x, w, {}, y, m, n, k, Epilogue::kResidual);
       const auto packed = PackedWeight::Pack(ctx, w.data(), nullptr, n, k, DType::kFloat32);
       auto y8 = y;
-      Linear(ctx, x.data(), m, *packed, Epilogue::kResidual, y.data(), y.data());
+      Linear(ctx, DType::kFloat32, x.data(), m, *packed, Epilogue::kResidual, y.data(), y.data());
       EXPECT_LT(ScaledMaxError(y, want), 1e-4) << "k=" << k << " m=" << m;
       const auto packed8 = PackedWeight::Pack(ctx, w.data(), nullptr, n, k, DType::kInt8);
       const auto want8 = Reference(QuantizedRows(x, m, k), QuantizedWeights(w, n, k), {}, y8, m, n,
                                    k, Epilogue::kResidual);
-      Linear(ctx, x.data(), m, *packed8, Epilogue::kResidual, y8.data(), y8.data());
+      Linear(ctx, DType::kFloat32, x.data(), m, *packed8, Epilogue::kResidual, y8.data(),
+             y8.data());
       EXPECT_LT(ScaledMaxError(y8, want8), 1e-4) << "int8 k=" << k << " m=" << m;
     }
   }
@@ -163,15 +165,25 @@ TEST(LinearTest, RejectsBadArguments) {
                std::invalid_argument);
   const auto packed = PackedWeight::Pack(ctx, w.data(), nullptr, 8, 4, DType::kFloat32);
   std::vector<float> x(4), y(8);
-  EXPECT_THROW(Linear(ctx, x.data(), -1, *packed, Epilogue::kNone, nullptr, y.data()),
-               std::invalid_argument);
-  EXPECT_THROW(Linear(ctx, x.data(), 1, *packed, Epilogue::kResidual, nullptr, y.data()),
-               std::invalid_argument);
-  EXPECT_THROW(Linear(ctx, nullptr, 1, *packed, Epilogue::kNone, nullptr, y.data()),
-               std::invalid_argument);
-  EXPECT_THROW(Linear(ctx, y.data(), 1, *packed, Epilogue::kNone, nullptr, y.data()),
-               std::invalid_argument);
-  Linear(ctx, nullptr, 0, *packed, Epilogue::kNone, nullptr, nullptr);  // no-op
+  EXPECT_THROW(
+      Linear(ctx, DType::kFloat32, x.data(), -1, *packed, Epilogue::kNone, nullptr, y.data()),
+      std::invalid_argument);
+  EXPECT_THROW(
+      Linear(ctx, DType::kFloat32, x.data(), 1, *packed, Epilogue::kResidual, nullptr, y.data()),
+      std::invalid_argument);
+  EXPECT_THROW(
+      Linear(ctx, DType::kFloat32, nullptr, 1, *packed, Epilogue::kNone, nullptr, y.data()),
+      std::invalid_argument);
+  EXPECT_THROW(
+      Linear(ctx, DType::kFloat32, y.data(), 1, *packed, Epilogue::kNone, nullptr, y.data()),
+      std::invalid_argument);
+  Linear(ctx, DType::kFloat32, nullptr, 0, *packed, Epilogue::kNone, nullptr, nullptr);  // no-op
+  // CPU activations are float32 whatever the weights: bf16 ones are refused,
+  // by the one entry point every device shares.
+  EXPECT_EQ(packed->device(), Device::kCpu);
+  EXPECT_THROW(
+      Linear(ctx, DType::kBFloat16, x.data(), 1, *packed, Epilogue::kNone, nullptr, y.data()),
+      std::invalid_argument);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kernels/activations.h"
+#include "kernels/cpu_context.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace encoderd::kernels {
@@ -22,8 +23,8 @@ TEST(PoolingTest, ClsAndMeanMatchReference) {
   const int64_t batch = 5, tokens = cu.back();
   const auto h = RandomVector(tokens * hidden, 1);
   std::vector<float> cls(batch * hidden), mean(batch * hidden);
-  Pool(ctx, h.data(), cu.data(), batch, hidden, Pooling::kCls, cls.data());
-  Pool(ctx, h.data(), cu.data(), batch, hidden, Pooling::kMean, mean.data());
+  Pool(ctx, DType::kFloat32, h.data(), cu.data(), batch, hidden, Pooling::kCls, cls.data());
+  Pool(ctx, DType::kFloat32, h.data(), cu.data(), batch, hidden, Pooling::kMean, mean.data());
   std::vector<double> want_cls(batch * hidden), want_mean(batch * hidden);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t i = 0; i < hidden; ++i) {
@@ -57,7 +58,7 @@ TEST(PoolingTest, EveryModeMatchesReference) {
   const auto h = RandomVector(tokens * hidden, 3);
   for (Pooling mode : kAllPoolings) {
     std::vector<float> got(batch * hidden);
-    Pool(ctx, h.data(), cu.data(), batch, hidden, mode, got.data());
+    Pool(ctx, DType::kFloat32, h.data(), cu.data(), batch, hidden, mode, got.data());
     std::vector<double> want(batch * hidden);
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t len = cu[b + 1] - cu[b];
@@ -99,12 +100,12 @@ TEST(PoolingTest, RejectsEmptySequencesAndBadCuSeqlens) {
   CpuContext ctx;
   std::vector<float> h(4 * 8), out(2 * 8);
   const auto empty = CuSeqlens({4, 0});
-  EXPECT_THROW(Pool(ctx, h.data(), empty.data(), 2, 8, Pooling::kMean, out.data()),
+  EXPECT_THROW(Pool(ctx, DType::kFloat32, h.data(), empty.data(), 2, 8, Pooling::kMean, out.data()),
                std::invalid_argument);
   const std::vector<int32_t> bad = {0, 5, 4};
-  EXPECT_THROW(Pool(ctx, h.data(), bad.data(), 2, 8, Pooling::kCls, out.data()),
+  EXPECT_THROW(Pool(ctx, DType::kFloat32, h.data(), bad.data(), 2, 8, Pooling::kCls, out.data()),
                std::invalid_argument);
-  EXPECT_THROW(Pool(ctx, h.data(), nullptr, 2, 8, Pooling::kCls, out.data()),
+  EXPECT_THROW(Pool(ctx, DType::kFloat32, h.data(), nullptr, 2, 8, Pooling::kCls, out.data()),
                std::invalid_argument);
 }
 

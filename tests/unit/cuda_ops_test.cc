@@ -1,5 +1,6 @@
-// Every CUDA op against the CPU kernel on random ragged shapes (sequence
-// lengths 1, 2, odd and 512), for fp16 and bf16. Skipped without a GPU.
+// Every op of kernels/ on CUDA against the same op on the CPU, through the
+// one device-neutral entry point, on random ragged shapes (sequence lengths
+// 1, 2, odd and 512), for fp16 and bf16. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #if ENCODERD_WITH_CUDA
@@ -7,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,7 +16,6 @@
 #include "kernels/cpu_context.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/embeddings.h"
 #include "kernels/layer_norm.h"
 #include "kernels/linear.h"
@@ -72,8 +73,9 @@ TEST_P(CudaOpsTest, GemmEpiloguesMatchCpuLinear) {
   const auto w = Rounded(*ctx_, dtype(), Random(out * in, -0.2f, 0.2f, 1));
   const auto b = Rounded(*ctx_, dtype(), Random(out, -0.5f, 0.5f, 2));
   auto packed = k::PackedWeight::Pack(cpu_, w.data(), b.data(), out, in, DType::kFloat32);
-  auto dw = Upload(*ctx_, dtype(), w);
-  auto db = Upload(*ctx_, dtype(), b);
+  auto dpacked = k::PackedWeight::Pack(*ctx_, w.data(), b.data(), out, in, dtype());
+  EXPECT_EQ(dpacked->device(), Device::kCuda);
+  EXPECT_EQ(dpacked->bytes(), static_cast<size_t>((out * in + out) * 2));
   for (int64_t rows : {1, 2, 37, 512}) {
     const auto x = Rounded(*ctx_, dtype(), Random(rows * in, -1.0f, 1.0f, 3 + rows));
     const auto r = Rounded(*ctx_, dtype(), Random(rows * out, -1.0f, 1.0f, 4 + rows));
@@ -82,11 +84,10 @@ TEST_P(CudaOpsTest, GemmEpiloguesMatchCpuLinear) {
          {Epilogue::kNone, Epilogue::kGelu, Epilogue::kRelu, Epilogue::kResidual}) {
       SCOPED_TRACE(testing::Message() << "rows " << rows << " epilogue " << int(epilogue));
       std::vector<float> want(rows * out);
-      k::Linear(cpu_, x.data(), rows, *packed, epilogue, r.data(), want.data());
+      k::Linear(cpu_, DType::kFloat32, x.data(), rows, *packed, epilogue, r.data(), want.data());
       // The residual case runs in place, as the encoder does.
       auto dy = Upload(*ctx_, dtype(), r);
-      k::GemmLt(*ctx_, dtype(), dx.get(), rows, dw.get(), db.get(), out, in, epilogue, dy.get(),
-                dy.get());
+      k::Linear(*ctx_, dtype(), dx.get(), rows, *dpacked, epilogue, dy.get(), dy.get());
       ExpectClose(Download(*ctx_, dtype(), dy.get(), rows * out), want, dtype(), "gemm");
     }
   }
@@ -101,10 +102,9 @@ TEST_P(CudaOpsTest, GeluIsTheErfFormNotTheTanhApproximation) {
   for (int64_t i = 0; i < n; ++i) identity[i * n + i] = 1.0f;
   const auto x = Rounded(*ctx_, dtype(), Random(rows * n, -4.5f, -3.0f, 5));
   auto dx = Upload(*ctx_, dtype(), x);
-  auto dw = Upload(*ctx_, dtype(), identity);
+  auto dw = k::PackedWeight::Pack(*ctx_, identity.data(), nullptr, n, n, dtype());
   k::DeviceBuffer dy(ctx_.get(), rows * n * 2);
-  k::GemmLt(*ctx_, dtype(), dx.get(), rows, dw.get(), nullptr, n, n, Epilogue::kGelu, nullptr,
-            dy.get());
+  k::Linear(*ctx_, dtype(), dx.get(), rows, *dw, Epilogue::kGelu, nullptr, dy.get());
   const auto got = Download(*ctx_, dtype(), dy.get(), rows * n);
   for (size_t i = 0; i < got.size(); ++i) {
     const double v = x[i];
@@ -158,12 +158,12 @@ TEST_P(CudaOpsTest, AttentionMatchesCpuOnRaggedBatch) {
             Rounded(*ctx_, dtype(), Random(tokens * 3 * width, -amplitude, amplitude, head_dim));
         const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
         std::vector<float> want(tokens * width);
-        k::Attention(cpu_, qkv.data(), cu.data(), batch, tokens, heads, head_dim, scale,
-                     want.data());
+        k::Attention(cpu_, DType::kFloat32, qkv.data(), cu.data(), batch, tokens, 512, heads,
+                     head_dim, scale, want.data());
         auto dqkv = Upload(*ctx_, dtype(), qkv);
         auto dout = Upload(*ctx_, dtype(), std::vector<float>(tokens * width, NAN));
-        k::CudaAttention(*ctx_, dtype(), dqkv.get(), dcu.as<int32_t>(), batch, 512, heads, head_dim,
-                         scale, dout.get());
+        k::Attention(*ctx_, dtype(), dqkv.get(), dcu.as<int32_t>(), batch, tokens, 512, heads,
+                     head_dim, scale, dout.get());
         ExpectClose(Download(*ctx_, dtype(), dout.get(), tokens * width), want, dtype(),
                     "attention");
       }
@@ -182,14 +182,14 @@ TEST_P(CudaOpsTest, AddLayerNormMatchesCpuInPlace) {
     const auto g = Random(hidden, 0.5f, 1.5f, 9), b = Random(hidden, -0.5f, 0.5f, 10);
     for (bool with_residual : {false, true}) {
       std::vector<float> want(rows * hidden);
-      k::AddLayerNorm(cpu_, x.data(), with_residual ? r.data() : nullptr, g.data(), b.data(), rows,
-                      hidden, 1e-5f, want.data());
+      k::AddLayerNorm(cpu_, DType::kFloat32, x.data(), with_residual ? r.data() : nullptr, g.data(),
+                      b.data(), rows, hidden, 1e-5f, want.data());
       auto dx = Upload(*ctx_, dtype(), x);
       auto dr = Upload(*ctx_, dtype(), r);
       auto dg = UploadRaw(*ctx_, g.data(), hidden * sizeof(float));
       auto db = UploadRaw(*ctx_, b.data(), hidden * sizeof(float));
-      k::CudaAddLayerNorm(*ctx_, dtype(), dx.get(), with_residual ? dr.get() : nullptr,
-                          dg.as<float>(), db.as<float>(), rows, hidden, 1e-5f, dx.get());
+      k::AddLayerNorm(*ctx_, dtype(), dx.get(), with_residual ? dr.get() : nullptr, dg.as<float>(),
+                      db.as<float>(), rows, hidden, 1e-5f, dx.get());
       ExpectClose(Download(*ctx_, dtype(), dx.get(), rows * hidden), want, dtype(), "layer norm");
     }
   }
@@ -213,8 +213,8 @@ TEST_P(CudaOpsTest, EmbeddingLayerNormMatchesCpu) {
                      pids.data());
   k::EmbeddingTables tables{word.data(), vocab, pos.data(), positions, type.data(), types, hidden};
   std::vector<float> want(tokens * hidden);
-  k::EmbeddingLayerNorm(cpu_, tables, ids.data(), pids.data(), tids.data(), tokens, g.data(),
-                        b.data(), 1e-5f, want.data());
+  k::EmbeddingLayerNorm(cpu_, DType::kFloat32, tables, ids.data(), pids.data(), tids.data(), tokens,
+                        g.data(), b.data(), 1e-5f, want.data());
   auto dword = Upload(*ctx_, dtype(), word), dpos = Upload(*ctx_, dtype(), pos),
        dtype_table = Upload(*ctx_, dtype(), type);
   auto dids = UploadRaw(*ctx_, ids.data(), tokens * 4),
@@ -222,10 +222,11 @@ TEST_P(CudaOpsTest, EmbeddingLayerNormMatchesCpu) {
        dtids = UploadRaw(*ctx_, tids.data(), tokens * 4);
   auto dg = UploadRaw(*ctx_, g.data(), hidden * 4), db = UploadRaw(*ctx_, b.data(), hidden * 4);
   k::DeviceBuffer dout(ctx_.get(), tokens * hidden * 2);
-  k::CudaEmbeddingTables dtables{dword.get(), dpos.get(), dtype_table.get(), hidden};
-  k::CudaEmbeddingLayerNorm(*ctx_, dtype(), dtables, dids.as<int32_t>(), dpids.as<int32_t>(),
-                            dtids.as<int32_t>(), tokens, dg.as<float>(), db.as<float>(), 1e-5f,
-                            dout.get());
+  k::EmbeddingTables dtables{dword.get(),       vocab, dpos.get(), positions,
+                             dtype_table.get(), types, hidden};
+  k::EmbeddingLayerNorm(*ctx_, dtype(), dtables, dids.as<int32_t>(), dpids.as<int32_t>(),
+                        dtids.as<int32_t>(), tokens, dg.as<float>(), db.as<float>(), 1e-5f,
+                        dout.get());
   ExpectClose(Download(*ctx_, dtype(), dout.get(), tokens * hidden), want, dtype(), "embeddings");
 }
 
@@ -239,10 +240,9 @@ TEST_P(CudaOpsTest, PoolingMatchesCpu) {
     auto dcu = UploadRaw(*ctx_, cu.data(), cu.size() * sizeof(int32_t));
     for (Pooling mode : kAllPoolings) {
       std::vector<float> want(batch * hidden), got(batch * hidden);
-      k::Pool(cpu_, x.data(), cu.data(), batch, hidden, mode, want.data());
+      k::Pool(cpu_, DType::kFloat32, x.data(), cu.data(), batch, hidden, mode, want.data());
       k::DeviceBuffer dout(ctx_.get(), got.size() * sizeof(float));
-      k::CudaPool(*ctx_, dtype(), dx.get(), dcu.as<int32_t>(), batch, hidden, mode,
-                  dout.as<float>());
+      k::Pool(*ctx_, dtype(), dx.get(), dcu.as<int32_t>(), batch, hidden, mode, dout.as<float>());
       ctx_->CopyToHost(got.data(), dout.get(), got.size() * sizeof(float));
       ctx_->Synchronize();
       for (size_t i = 0; i < got.size(); ++i)
@@ -250,6 +250,25 @@ TEST_P(CudaOpsTest, PoolingMatchesCpu) {
             << static_cast<int>(mode) << " " << i;
     }
   }
+}
+
+TEST_P(CudaOpsTest, OpsRefuseAnotherDevicesWeightsAndDtypes) {
+  const std::vector<float> w(8 * 4, 0.5f);
+  auto cpu_weight = k::PackedWeight::Pack(cpu_, w.data(), nullptr, 8, 4, DType::kFloat32);
+  auto gpu_weight = k::PackedWeight::Pack(*ctx_, w.data(), nullptr, 8, 4, dtype());
+  k::DeviceBuffer dx(ctx_.get(), 4 * 2), dy(ctx_.get(), 8 * 2);
+  EXPECT_THROW(
+      k::Linear(*ctx_, dtype(), dx.get(), 1, *cpu_weight, Epilogue::kNone, nullptr, dy.get()),
+      std::invalid_argument);
+  std::vector<float> x(4), y(8);
+  EXPECT_THROW(k::Linear(cpu_, DType::kFloat32, x.data(), 1, *gpu_weight, Epilogue::kNone, nullptr,
+                         y.data()),
+               std::invalid_argument);
+  EXPECT_THROW(k::Linear(*ctx_, DType::kFloat32, dx.get(), 1, *gpu_weight, Epilogue::kNone, nullptr,
+                         dy.get()),
+               std::invalid_argument);  // fp32 activations do not run on CUDA
+  EXPECT_THROW(k::PackedWeight::Pack(*ctx_, w.data(), nullptr, 8, 4, DType::kInt8),
+               std::invalid_argument);
 }
 
 TEST_P(CudaOpsTest, AllocatorReusesFreedBlocks) {

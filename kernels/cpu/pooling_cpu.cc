@@ -1,0 +1,52 @@
+#include "kernels/cpu/pooling_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/layer_norm_cpu.h"
+
+namespace encoderd::kernels {
+
+void PoolCpu(const CpuContext& ctx, const float* hidden_states, const int32_t* cu_seqlens,
+             int64_t batch, int64_t hidden, Pooling mode, float* out) {
+  const int threads =
+      int64_t{cu_seqlens[batch]} * hidden >= 2 * kMinParallelElements ? ctx.num_threads() : 1;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* first = hidden_states + int64_t{cu_seqlens[b]} * hidden;
+    float* dst = out + b * hidden;
+    const int64_t len = cu_seqlens[b + 1] - cu_seqlens[b];
+    if (mode == Pooling::kCls || mode == Pooling::kLastToken) {
+      const float* row = mode == Pooling::kCls ? first : first + (len - 1) * hidden;
+      std::memcpy(dst, row, hidden * sizeof(float));
+      continue;
+    }
+    if (mode == Pooling::kMax) {
+      std::memcpy(dst, first, hidden * sizeof(float));
+      for (int64_t t = 1; t < len; ++t) {
+        const float* row = first + t * hidden;
+#pragma omp simd
+        for (int64_t i = 0; i < hidden; ++i) dst[i] = std::max(dst[i], row[i]);
+      }
+      continue;
+    }
+    // Weighted sums: token t weighs t + 1 for kWeightedMean, 1 otherwise.
+    const bool by_position = mode == Pooling::kWeightedMean;
+    std::fill(dst, dst + hidden, 0.f);
+    for (int64_t t = 0; t < len; ++t) {
+      const float* row = first + t * hidden;
+      const float w = by_position ? static_cast<float>(t + 1) : 1.f;
+#pragma omp simd
+      for (int64_t i = 0; i < hidden; ++i) dst[i] += w * row[i];
+    }
+    const double n = static_cast<double>(len);
+    const float inv = static_cast<float>(mode == Pooling::kMeanSqrtLen ? 1.0 / std::sqrt(n)
+                                         : by_position                 ? 2.0 / (n * (n + 1))
+                                                                       : 1.0 / n);
+#pragma omp simd
+    for (int64_t i = 0; i < hidden; ++i) dst[i] *= inv;
+  }
+}
+
+}  // namespace encoderd::kernels
