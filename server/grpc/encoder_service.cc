@@ -1,5 +1,6 @@
 #include "server/grpc/encoder_service.h"
 
+#include <grpcpp/impl/codegen/proto_utils.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -7,10 +8,12 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <mutex>
 
 #include "core/dtype.h"
 #include "server/core/request_validation.h"
 #include "server/grpc/grpc_status.h"
+#include "server/grpc/request_serialization.h"
 
 namespace encoderd::server {
 namespace {
@@ -105,45 +108,34 @@ Status GiveUpReason(const InferenceRequest& request) {
   return Cancelled("the client cancelled the request");
 }
 
-// Submits `work` and waits for the result, cancelling the request when the
-// client goes away (`watcher` watches the client): the streaming RPC's way,
-// where a thread serves the stream anyway.
-Status RunOnModel(grpc::ServerContext* context, uint64_t id, ModelWork& work, Call* call,
-                  CancellationWatcher& watcher, ServingMetrics* metrics) {
-  auto request = MakeRequest(context, id, work, call);
-  // Submit refuses a request whose deadline already passed (DEADLINE_EXCEEDED,
-  // counted as deadline_before_queue) before it takes a queue entry.
-  DynamicBatcher& batcher = call->model->batcher();
-  RETURN_IF_ERROR(batcher.Submit(request));
-  const std::string& model = call->model->config().name;
+// Submits call.request to its model's batcher; `on_finish` runs once, on the
+// thread that finishes the request, after the in-flight gauge is lowered. A
+// refused request was never shared: its status is returned, and on_finish
+// never runs.
+Status SubmitRequest(const Call& call, ServingMetrics* metrics,
+                     std::function<void(const Status&)> on_finish) {
+  const std::string model = call.model->config().name;
+  call.request->SetOnFinish(
+      [metrics, model, on_finish = std::move(on_finish)](const Status& status) {
+        if (metrics) metrics->AddInFlight(model, -1);
+        on_finish(status);
+      });
   if (metrics) metrics->AddInFlight(model, 1);
-  // The handler answers as soon as the result is there, the deadline passed
-  // (checked first: gRPC also cancels the call when it expires) or the client
-  // is gone; the batcher removes an abandoned request from its queue at once
-  // and discards the results of a running one. Abandon() fails the request,
-  // which makes done() ready.
-  auto done = request->done();
-  {
-    CancellationWatcher::Watch watch =
-        watcher.Add([context] { return context->IsCancelled(); },
-                    [&batcher, request] {
-                      if (request->DeadlineReachedAt(Clock::now()))
-                        return;  // the deadline's answer, below
-                      request->Cancel();
-                      batcher.Abandon(request, Cancelled("the client cancelled the request"));
-                    });
-    bool ready = true;
-    if (request->deadline() == Clock::time_point::max()) {
-      done.wait();
-    } else {
-      ready = done.wait_until(request->deadline()) == std::future_status::ready;
-    }
-    if (!ready) batcher.Abandon(request, GiveUpReason(*request));
+  Status submitted = call.model->batcher().Submit(call.request);
+  if (!submitted.ok()) {
+    call.request->SetOnFinish(nullptr);
+    if (metrics) metrics->AddInFlight(model, -1);
   }
-  if (metrics) metrics->AddInFlight(model, -1);
-  RETURN_IF_ERROR(done.get());
-  work.fill(*request);
-  return Status::Ok();
+  return submitted;
+}
+
+// gRPC cancelled the call of `request` (the client went away or the deadline
+// passed): gives the request up unless it has finished.
+void AbandonCancelled(const Call& call, const std::shared_ptr<InferenceRequest>& request) {
+  if (!request || request->finished()) return;
+  Status reason = GiveUpReason(*request);
+  if (reason.code() == StatusCode::kCancelled) request->Cancel();
+  call.model->batcher().Abandon(request, reason);
 }
 
 using Texts = std::vector<std::string>;
@@ -248,30 +240,14 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   // Submits `work`; `respond` writes the response once the request is done.
   // The call may be answered (and this object gone) before Submit returns.
   void Submit(ModelWork work, std::function<Status()> respond) {
-    auto request = MakeRequest(context_, id_, work, &call_);
-    ServingMetrics* metrics = observer_.metrics();
-    const std::string model = call_.model->config().name;
-    request->SetOnFinish(
-        [this, respond = std::move(respond), metrics, model](const Status& status) {
-          if (metrics) metrics->AddInFlight(model, -1);
-          Answer(status.ok() ? respond() : status);
-        });
-    if (metrics) metrics->AddInFlight(model, 1);
-    Status submitted = call_.model->batcher().Submit(request);
-    if (!submitted.ok()) {
-      request->SetOnFinish(nullptr);  // never shared: refused before the queue
-      if (metrics) metrics->AddInFlight(model, -1);
-      Answer(submitted);
-    }
+    MakeRequest(context_, id_, work, &call_);
+    Status submitted = SubmitRequest(
+        call_, observer_.metrics(),
+        [this, respond](const Status& status) { Answer(status.ok() ? respond() : status); });
+    if (!submitted.ok()) Answer(submitted);
   }
 
-  void OnCancel() override {
-    std::shared_ptr<InferenceRequest> request = call_.request;
-    if (!request || request->finished()) return;
-    Status reason = GiveUpReason(*request);
-    if (reason.code() == StatusCode::kCancelled) request->Cancel();
-    call_.model->batcher().Abandon(request, reason);
-  }
+  void OnCancel() override { AbandonCancelled(call_, call_.request); }
 
   void OnDone() override { delete this; }
 
@@ -293,7 +269,6 @@ Status ParseRequest(const grpc::ByteBuffer* bytes, Request* request) {
   if (!bytes->Valid()) return InvalidArgument("the call carries no request message");
   grpc::ByteBuffer copy = *bytes;  // shares the slices
   const grpc::Status parsed = DeserializeRequest(&copy, request);
-  (void)TakeRequestParseError();  // a unary call reports it here, not on the thread
   if (parsed.ok()) return Status::Ok();
   return parsed.error_code() == grpc::StatusCode::INVALID_ARGUMENT
              ? InvalidArgument(parsed.error_message())
@@ -309,6 +284,120 @@ Status SerializeResponse(const Response& response, grpc::ByteBuffer* bytes) {
 }
 
 }  // namespace
+
+// One EmbedStream over gRPC's callback API: it reads a message, parses and
+// tokenizes it on the gRPC thread, submits it, and the thread that finishes
+// the request (an executor, or the cancellation below) writes the response;
+// the next message is read once that write is done, so a stream's messages
+// are answered one at a time and in order, as before. No thread waits for a
+// stream: gRPC cancels it when the client goes away or its deadline passes
+// (OnCancel), which abandons the message in flight. The first message that
+// fails ends the stream with its status and request id; the stream ends OK
+// when the client closes its side. Holds a concurrency slot while open.
+// Deletes itself when gRPC is done with it.
+class EncoderService::StreamCall final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  StreamCall(grpc::CallbackServerContext* context, EncoderService* service)
+      : context_(context), service_(*service), peer_(PeerKey(*context)) {}
+
+  // Admits the stream and asks for its first message (or ends it).
+  void Start() {
+    const Status admitted = service_.Admit(context_, peer_, /*takes_slot=*/true, &slot_);
+    if (!admitted.ok()) {
+      Call none;
+      return End(service_.next_request_id_++, none, admitted);
+    }
+    StartRead(&request_bytes_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return End(0, call_, Status::Ok(), /*record=*/false);  // the client closed its side
+    id_ = service_.next_request_id_++;
+    call_ = Call();
+    call_.peer = peer_;
+    response_ = v1::EmbedResponse();
+    StatusOr<ModelWork> work = [&]() -> StatusOr<ModelWork> {
+      v1::EmbedRequest request;
+      RETURN_IF_ERROR(ParseRequest(&request_bytes_, &request));
+      return EmbedWork(*service_.registry_, request, SteadyDeadline(context_), &response_, call_);
+    }();
+    if (!work.ok()) return End(id_, call_, work.status());
+    auto fill = std::move(work->fill);
+    auto request = MakeRequest(context_, id_, *work, &call_);
+    Status submitted;
+    {
+      // Under mu_: a cancel either comes before (and the message is not
+      // submitted) or sees the request to abandon.
+      std::lock_guard<std::mutex> lock(mu_);
+      submitted = cancelled_ ? GiveUpReason(*request)
+                             : SubmitRequest(call_, service_.observer_.metrics(),
+                                             [this, fill = std::move(fill)](const Status& status) {
+                                               Respond(fill, status);
+                                             });
+      if (submitted.ok()) in_flight_ = request;
+    }
+    if (!submitted.ok()) End(id_, call_, submitted);
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) return End(0, call_, Cancelled("write failed"), /*record=*/false);
+    StartRead(&request_bytes_);
+  }
+
+  void OnCancel() override {
+    std::shared_ptr<InferenceRequest> request;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancelled_ = true;
+      request = in_flight_;
+    }
+    AbandonCancelled(call_, request);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // The message in flight finished with `status`: writes its response, or
+  // ends the stream.
+  void Respond(const std::function<void(const InferenceRequest&)>& fill, const Status& status) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_.reset();
+    }
+    if (!status.ok()) return End(id_, call_, status);
+    fill(*call_.request);
+    FillSummary(call_, &response_);
+    response_bytes_.Clear();  // the previous message's response (written)
+    const Status serialized = SerializeResponse(response_, &response_bytes_);
+    if (!serialized.ok()) return End(id_, call_, serialized);
+    (void)Answer(service_.observer_, context_, Rpc::kEmbedStream, id_, call_, status,
+                 /*add_metadata=*/false);
+    StartWrite(&response_bytes_);
+  }
+
+  // Ends the stream with `status`; unless `record` is false, the answer of
+  // message `id` is recorded and its request id added to the trailers.
+  void End(uint64_t id, const Call& call, const Status& status, bool record = true) {
+    grpc::Status answer = ToGrpcStatus(status);
+    if (record) answer = Answer(service_.observer_, context_, Rpc::kEmbedStream, id, call, status);
+    slot_.reset();
+    Finish(answer);
+  }
+
+  grpc::CallbackServerContext* const context_;
+  EncoderService& service_;
+  const uint64_t peer_;
+  std::optional<ConcurrencyLimiter::Slot> slot_;
+  // The message being answered (one at a time).
+  uint64_t id_ = 0;
+  Call call_;
+  grpc::ByteBuffer request_bytes_, response_bytes_;
+  v1::EmbedResponse response_;
+  std::mutex mu_;  // guards cancelled_ and in_flight_ (OnCancel runs on any thread)
+  bool cancelled_ = false;
+  std::shared_ptr<InferenceRequest> in_flight_;
+};
 
 Status EncoderService::Admit(grpc::ServerContextBase* context, uint64_t peer, bool takes_slot,
                              std::optional<ConcurrencyLimiter::Slot>* slot) {
@@ -373,35 +462,11 @@ grpc::ServerUnaryReactor* EncoderService::Embed(grpc::CallbackServerContext* con
       });
 }
 
-grpc::Status EncoderService::EmbedStream(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) {
-  std::optional<ConcurrencyLimiter::Slot> slot;
-  const uint64_t peer = PeerKey(*context);
-  Status admitted = Admit(context, peer, /*takes_slot=*/true, &slot);
-  if (!admitted.ok()) {
-    return Answer(observer_, context, Rpc::kEmbedStream, next_request_id_++, Call(), admitted);
-  }
-  v1::EmbedRequest request;
-  (void)TakeRequestParseError();  // only this stream's Reads count below
-  while (stream->Read(&request)) {
-    v1::EmbedResponse response;
-    const uint64_t id = next_request_id_++;
-    Call call;
-    call.peer = peer;
-    auto run = [&]() -> Status {
-      ASSIGN_OR_RETURN(ModelWork work,
-                       EmbedWork(*registry_, request, SteadyDeadline(context), &response, call));
-      return RunOnModel(context, id, work, &call, watcher_, observer_.metrics());
-    };
-    Status status = run();
-    if (!status.ok()) return Answer(observer_, context, Rpc::kEmbedStream, id, call, status);
-    FillSummary(call, &response);
-    (void)Answer(observer_, context, Rpc::kEmbedStream, id, call, status, false);
-    if (!stream->Write(response)) return ToGrpcStatus(Cancelled("write failed"));
-  }
-  // Read() also ends on a message that does not parse: INVALID_ARGUMENT.
-  return TakeRequestParseError();
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* EncoderService::EmbedStream(
+    grpc::CallbackServerContext* context) {
+  auto* stream = new StreamCall(context, this);
+  stream->Start();
+  return stream;
 }
 
 grpc::ServerUnaryReactor* EncoderService::Classify(grpc::CallbackServerContext* context,

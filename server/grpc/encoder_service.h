@@ -1,10 +1,8 @@
-// encoderd.v1.Encoder. The unary RPCs use gRPC's callback API: the handler
+// encoderd.v1.Encoder, every RPC on gRPC's callback API: the handler
 // validates and tokenizes on a gRPC thread and submits to the model's
-// DynamicBatcher; the thread that finishes the request answers, and gRPC's
-// cancellation (client gone, deadline passed) abandons it, so no thread
-// waits for a call. EmbedStream is synchronous: its thread waits for each
-// message's result, and one CancellationWatcher thread watches the clients
-// of the streams.
+// DynamicBatcher; the thread that finishes the request answers (a stream:
+// writes the message's response), and gRPC's cancellation (client gone,
+// deadline passed) abandons it, so no thread waits for a call or a stream.
 #pragma once
 
 #include <atomic>
@@ -12,14 +10,12 @@
 #include <optional>
 #include <utility>
 
-#include "server/core/cancellation_watcher.h"
+#include "proto/encoderd.pb.h"
 #include "server/core/concurrency_limiter.h"
 #include "server/core/model_registry.h"
 #include "server/grpc/bearer_auth.h"
 #include "server/grpc/encoder_service_base.h"
-// Brings server/grpc/request_serialization.h too: requests that do not parse
-// are INVALID_ARGUMENT.
-#include "server/grpc/encoderd_grpc.h"
+#include "server/grpc/request_serialization.h"
 #include "server/metrics/request_observer.h"
 
 namespace encoderd::server {
@@ -64,11 +60,12 @@ class EncoderService final : public EncoderServiceBase {
   grpc::ServerUnaryReactor* Rerank(grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;
-  grpc::Status EmbedStream(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* EmbedStream(
+      grpc::CallbackServerContext* context) override;
 
  private:
+  class StreamCall;  // one EmbedStream (encoder_service.cc)
+
   // The bearer token, then (takes_slot) a concurrency slot for the client
   // connection `peer` into `slot`: UNAUTHENTICATED, or RESOURCE_EXHAUSTED
   // when every slot is taken, or every one the peer's share allows.
@@ -88,10 +85,6 @@ class EncoderService final : public EncoderServiceBase {
   ConcurrencyLimiter limiter_;
   RequestObserver observer_;
   const BearerAuth auth_;
-  // Watches the clients of streams waiting for a result: a cancel is seen
-  // within 16 ms, or
-  // n / 16,000 s with n > 256 calls waiting (~0.1 cores of checks at most).
-  CancellationWatcher watcher_{std::chrono::milliseconds(16), 16000};
   std::atomic<uint64_t> next_request_id_{1};
 };
 

@@ -2,7 +2,6 @@
 
 #include <grpcpp/impl/codegen/server_callback_handlers.h>
 #include <grpcpp/impl/rpc_service_method.h>
-#include <grpcpp/support/method_handler.h>
 
 #include <utility>
 
@@ -41,13 +40,10 @@ EncoderServiceBase::EncoderServiceBase() {
     MarkMethodRawCallback(index++, RawCallback(this, method));
   }
   AddMethod(new grpc::internal::RpcServiceMethod(
-      "/encoderd.v1.Encoder/EmbedStream", grpc::internal::RpcMethod::BIDI_STREAMING,
-      new grpc::internal::BidiStreamingHandler<Base, v1::EmbedRequest, v1::EmbedResponse>(
-          [](Base* s, grpc::ServerContext* context,
-             grpc::ServerReaderWriter<v1::EmbedResponse, v1::EmbedRequest>* stream) {
-            return s->EmbedStream(context, stream);
-          },
-          this)));
+      "/encoderd.v1.Encoder/EmbedStream", grpc::internal::RpcMethod::BIDI_STREAMING, nullptr));
+  MarkMethodRawCallback(
+      index, new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                 [this](grpc::CallbackServerContext* context) { return EmbedStream(context); }));
 }
 
 }  // namespace encoderd::server

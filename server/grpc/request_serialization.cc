@@ -1,9 +1,9 @@
+#include "server/grpc/request_serialization.h"
+
 #include <google/protobuf/stubs/logging.h>
 #include <spdlog/spdlog.h>
 
 #include <mutex>
-
-#include "server/grpc/encoderd_grpc.h"
 
 namespace encoderd::server {
 namespace {

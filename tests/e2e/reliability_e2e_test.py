@@ -29,7 +29,7 @@ from e2e_common import (FAILURES, check, generate_stubs, proc_cpu_seconds, proc_
 MODEL = "langid"
 SENTENCE = "the quick brown fox jumps over the lazy dog and keeps running far away "
 LONG_TEXT = SENTENCE * 12  # over langid's 128 tokens: truncated to 128
-# Threads that may wake up while calls wait (watcher, gRPC pollers and timers,
+# Threads that may wake up while calls wait (gRPC pollers and timers,
 # batcher, metrics): a count that does not grow with the waiting calls.
 WOKEN_THREADS_MAX = 24
 Code = grpc.StatusCode
@@ -217,6 +217,35 @@ def check_deadlines_and_cancellation(args, tmp):
               "cancel running: its batch ran to the end")
         check(daemon.metric("encoderd_sequences_total", {"model": MODEL}) == seqs_ok0,
               "cancel running: no sequences delivered for it")
+
+        # (e) the same for EmbedStream, whose message in flight is abandoned
+        # by gRPC's cancellation of the stream (no thread watches it): a
+        # message queued behind a running batch is dropped when the client
+        # cancels the stream, and when the stream's deadline passes.
+        check(wait_until(lambda: idle_state(daemon) == (0, 0, 0, 0), 10), "stream: idle first")
+        big = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * 256, truncate=True), timeout=60)
+        check(wait_until(running, 10), "stream: a 256-text batch is running")
+        cancelled0 = drops(daemon, "cancelled_in_queue")
+        stream = stub.EmbedStream(iter([pb.EmbedRequest(texts=["streamed, then cancelled"])]),
+                                  timeout=60)
+        check(wait_until(lambda: idle_state(daemon)[2] == 1, 10), "stream: its message is queued")
+        stream.cancel()
+        check(wait_until(lambda: drops(daemon, "cancelled_in_queue") == cancelled0 + 1, 10),
+              "stream cancelled: its queued message counted as cancelled_in_queue")
+        check(wait_until(lambda: idle_state(daemon)[1:] == (1, 0, 1), 10),
+              f"stream cancelled: queue entry and slot freed at once ({idle_state(daemon)})")
+        late0 = drops(daemon, "deadline_in_queue")
+        late = stub.EmbedStream(iter([pb.EmbedRequest(texts=["streamed, too late"])]), timeout=0.3)
+        try:
+            list(late)
+            code = Code.OK
+        except grpc.RpcError as e:
+            code = e.code()
+        check(code == Code.DEADLINE_EXCEEDED, f"stream deadline: DEADLINE_EXCEEDED ({code})")
+        check(wait_until(lambda: drops(daemon, "deadline_in_queue") == late0 + 1, 10),
+              "stream deadline: its queued message counted as deadline_in_queue")
+        check(not big.done(), "stream checks ran while the batch was still running")
+        check(code_of(big) == Code.OK, "stream: the running batch is served")
         check(wait_until(lambda: idle_state(daemon) == (0, 0, 0, 0), 10),
               f"idle afterwards: live, in flight, queue, slots all 0 ({idle_state(daemon)})")
         check(serving(health), "deadline: still SERVING")
@@ -480,7 +509,7 @@ def context_switches(pid):
 def check_waiting_is_free(args, tmp):
     """--waiting calls (200) wait in the queue (held by a 5 s batching delay):
     in a second of waiting, only a few of the daemon's threads wake up at
-    all (the watcher, pollers), not one per call: a waiting call costs no
+    all (pollers, timers), not one per call: a waiting call costs no
     periodic wake-ups (its client's cancellation is watched by one thread for
     all calls). The context-switch rate is printed, not asserted. A call
     without a deadline that is cancelled while waiting is answered CANCELLED
@@ -499,8 +528,12 @@ def check_waiting_is_free(args, tmp):
         stub = pb_grpc.EncoderStub(channel)
         pid = daemon.proc.pid
         rss_idle = proc_rss_bytes(pid)
-        futures = [stub.Embed.future(pb.EmbedRequest(texts=[f"waiting {i}"]), timeout=30)
-                   for i in range(waiting)]
+        if args.waiting_rpc == "embed_stream":  # each an open stream with one message waiting
+            futures = [stub.EmbedStream(iter([pb.EmbedRequest(texts=[f"waiting {i}"])]), timeout=30)
+                       for i in range(waiting)]
+        else:
+            futures = [stub.Embed.future(pb.EmbedRequest(texts=[f"waiting {i}"]), timeout=30)
+                       for i in range(waiting)]
         check(wait_until(lambda: idle_state(daemon)[2] == waiting, 10, 0.005),
               f"waiting: {waiting} calls queued ({idle_state(daemon)})")
         time.sleep(0.2)  # past the first, denser polls of any per-call loop
@@ -511,7 +544,7 @@ def check_waiting_is_free(args, tmp):
         rate = sum(n - before[tid] for tid, n in after.items() if tid in before) / (t1 - t0)
         woke = sum(1 for tid, n in after.items() if tid in before and n > before[tid])
         cores = (cpu1 - cpu0) / (t1 - t0)
-        print(f"waiting: {waiting} queued calls: {rate:.0f} context switches/s in the daemon "
+        print(f"waiting: {waiting} queued {args.waiting_rpc} calls: {rate:.0f} context switches/s in the daemon "
               f"({woke} of {len(after)} threads woke up), {cores:.3f} cores, RSS {rss_idle / 2**20:.0f} -> "
               f"{proc_rss_bytes(pid) / 2**20:.0f} MiB; still queued at the end: {queued:.0f}",
               flush=True)
@@ -519,7 +552,13 @@ def check_waiting_is_free(args, tmp):
         check(woke <= WOKEN_THREADS_MAX,
               f"waiting: at most {WOKEN_THREADS_MAX} threads woke up in a second with {waiting} "
               f"calls waiting ({woke} of {len(after)})")
-        # No deadline: only the watcher can end this wait.
+        if args.waiting_rpc == "embed_stream":
+            # A stream ends once its response is read (part deadline checks
+            # a cancelled stream).
+            answered = sum(1 for s in futures if len(list(s)) == 1)
+            check(answered == waiting, f"waiting: every stream answered afterwards ({answered})")
+            return
+        # No deadline: only gRPC's cancellation can end this wait.
         cancelled = drops(daemon, "cancelled_in_queue")
         endless = stub.Embed.future(pb.EmbedRequest(texts=["no deadline"]))
         check(wait_until(lambda: idle_state(daemon)[2] == waiting + 1, 10, 0.005),
@@ -608,6 +647,8 @@ def main():
     p.add_argument("--model-dir", help="default: SOURCE_DIR/models/langid")
     p.add_argument("--calls", type=int, default=10000)
     p.add_argument("--waiting", type=int, default=200, help="calls held waiting (part waiting)")
+    p.add_argument("--waiting-rpc", choices=("embed", "embed_stream"), default="embed",
+                   help="the waiting calls: Embed calls, or EmbedStreams of one message each")
     p.add_argument("--only", default=",".join(PARTS), help="comma-separated parts")
     args = p.parse_args()
     args.model_dir = args.model_dir or str(pathlib.Path(args.source_dir) / "models" / "langid")
