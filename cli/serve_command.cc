@@ -37,8 +37,8 @@
 namespace encoderd::server {
 namespace {
 
-// Server threads beyond max_concurrent_requests: pollers, health checks,
-// ModelInfo and the refusals themselves.
+// Synchronous server threads beyond max_concurrent_requests (the quota below):
+// pollers, health checks and reflection.
 constexpr int kSpareServerThreads = 32;
 // SETTINGS_MAX_CONCURRENT_STREAMS the server advertises.
 constexpr int kMaxConcurrentStreams = 1000;
@@ -206,11 +206,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
   // limit); more wait in the client. The HTTP/2 guard closes a connection
   // that goes past twice this.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams);
-  // Each open EmbedStream holds a thread of the synchronous server (the
-  // unary calls run on the callback API and hold none). The service admits at
-  // most max_concurrent_requests inference calls (refusing the rest at once);
-  // the quota is a backstop that keeps a flood of streams from growing the
-  // thread count without bound.
+  // Every encoderd.v1 RPC runs on the callback API and holds no thread; the
+  // synchronous services left (health checking with its Watch streams,
+  // reflection) hold one of the synchronous server's threads per call. The
+  // quota is a backstop that keeps a flood of those from growing the thread
+  // count without bound.
   grpc::ResourceQuota quota("encoderd");
   quota.SetMaxThreads(config.listen.max_concurrent_requests + kSpareServerThreads);
   builder.SetResourceQuota(quota);

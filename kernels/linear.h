@@ -24,8 +24,9 @@ class PackedWeight {
   //   even); or kInt8, symmetric per output channel, the input then quantized
   //   per row to uint8 at each call (kernels/cpu/linear_cpu.h). The bias stays
   //   fp32. Packed into oneDNN's layout.
-  // - CUDA: kFloat16 or kBFloat16, weight and bias, uploaded to the device
-  //   (the activations' dtype).
+  // - CUDA: kFloat16 or kBFloat16, weight and bias, uploaded to the
+  //   context's GPU (the activations' dtype); freed through that context, so
+  //   the weight must not outlive it.
   // Throws std::invalid_argument on another type, non-positive sizes or a
   // null weight; std::runtime_error when the device fails.
   static std::unique_ptr<PackedWeight> Pack(const Context& ctx, const float* weight,

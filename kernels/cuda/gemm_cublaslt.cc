@@ -3,6 +3,7 @@
 #include <array>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -39,6 +40,7 @@ cublasLtEpilogue_t LtEpilogue(Epilogue e, bool has_bias) {
 // A Linear's weights on the device (PackedWeight::impl() of a CUDA weight).
 struct CudaPackedWeight final : PackedWeight::Impl {
   DeviceBuffer weight, bias;  // dtype [out, in] and [out] (bias may be empty)
+  int device = 0;             // the GPU they live on
   size_t bytes() const override { return weight.bytes() + bias.bytes(); }
 };
 
@@ -48,6 +50,7 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCuda(CudaContext& ctx, const float
                                                    const float* bias, int64_t out_features,
                                                    int64_t in_features, DType dtype) {
   auto w = std::make_unique<CudaPackedWeight>();
+  w->device = ctx.device();
   const int64_t n = out_features * in_features;
   w->weight = DeviceBuffer(&ctx, static_cast<size_t>(n) * DTypeSize(dtype));
   CudaUploadAs(ctx, dtype, weight, n, w->weight.get());
@@ -62,6 +65,10 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCuda(CudaContext& ctx, const float
 void LinearCuda(CudaContext& ctx, DType dtype, const void* x, int64_t rows,
                 const PackedWeight& weight, Epilogue epilogue, const void* residual, void* y) {
   const auto& w = static_cast<const CudaPackedWeight&>(weight.impl());
+  if (w.device != ctx.device()) {
+    throw std::invalid_argument("Linear: a weight on GPU " + std::to_string(w.device) +
+                                " run on GPU " + std::to_string(ctx.device()));
+  }
   // (The Impl's own fields: this library does not link kernels/linear.cc.)
   GemmLt(ctx, dtype, x, rows, w.weight.get(), w.bias.get(), w.out_features, w.in_features, epilogue,
          residual, y);

@@ -130,12 +130,12 @@ Status SubmitRequest(const Call& call, ServingMetrics* metrics,
 }
 
 // gRPC cancelled the call of `request` (the client went away or the deadline
-// passed): gives the request up unless it has finished.
-void AbandonCancelled(const Call& call, const std::shared_ptr<InferenceRequest>& request) {
+// passed): gives the request up in `batcher` unless it has finished.
+void AbandonCancelled(DynamicBatcher& batcher, const std::shared_ptr<InferenceRequest>& request) {
   if (!request || request->finished()) return;
   Status reason = GiveUpReason(*request);
   if (reason.code() == StatusCode::kCancelled) request->Cancel();
-  call.model->batcher().Abandon(request, reason);
+  batcher.Abandon(request, reason);
 }
 
 using Texts = std::vector<std::string>;
@@ -216,7 +216,7 @@ StatusOr<ModelWork> EmbedWork(const ModelRegistry& registry, const v1::EmbedRequ
 
 // One unary call over gRPC's callback API. The handler admits it, parses
 // and tokenizes on the gRPC thread and submits it to the batcher; the thread
-// that finishes the request (an executor, or the cancellation below) fills
+// that finishes the request (an executor, the batcher dropping it, or the cancellation below) fills
 // the response and answers. No thread waits for the call meanwhile: gRPC
 // cancels it when the client goes away or its deadline passes (OnCancel),
 // which abandons the request. Deletes itself when gRPC is done with it.
@@ -247,7 +247,9 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
     if (!submitted.ok()) Answer(submitted);
   }
 
-  void OnCancel() override { AbandonCancelled(call_, call_.request); }
+  void OnCancel() override {
+    if (call_.request) AbandonCancelled(call_.model->batcher(), call_.request);
+  }
 
   void OnDone() override { delete this; }
 
@@ -287,14 +289,13 @@ Status SerializeResponse(const Response& response, grpc::ByteBuffer* bytes) {
 
 // One EmbedStream over gRPC's callback API: it reads a message, parses and
 // tokenizes it on the gRPC thread, submits it, and the thread that finishes
-// the request (an executor, or the cancellation below) writes the response;
-// the next message is read once that write is done, so a stream's messages
-// are answered one at a time and in order, as before. No thread waits for a
-// stream: gRPC cancels it when the client goes away or its deadline passes
-// (OnCancel), which abandons the message in flight. The first message that
-// fails ends the stream with its status and request id; the stream ends OK
-// when the client closes its side. Holds a concurrency slot while open.
-// Deletes itself when gRPC is done with it.
+// the request (an executor, the batcher dropping it, or the cancellation below) writes the
+// response; the next message is read once that write is done, so a stream's messages are answered
+// one at a time and in order, as before. No thread waits for a stream: gRPC cancels it when the
+// client goes away or its deadline passes (OnCancel), which abandons the message in flight. The
+// first message that fails ends the stream with its status and request id; the stream ends OK when
+// the client closes its side. Holds a concurrency slot while open. Deletes itself when gRPC is done
+// with it.
 class EncoderService::StreamCall final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
@@ -335,7 +336,7 @@ class EncoderService::StreamCall final
                                              [this, fill = std::move(fill)](const Status& status) {
                                                Respond(fill, status);
                                              });
-      if (submitted.ok()) in_flight_ = request;
+      if (submitted.ok()) in_flight_ = {request, call_.model};
     }
     if (!submitted.ok()) End(id_, call_, submitted);
   }
@@ -346,13 +347,13 @@ class EncoderService::StreamCall final
   }
 
   void OnCancel() override {
-    std::shared_ptr<InferenceRequest> request;
+    InFlight in_flight;
     {
       std::lock_guard<std::mutex> lock(mu_);
       cancelled_ = true;
-      request = in_flight_;
+      in_flight = in_flight_;
     }
-    AbandonCancelled(call_, request);
+    if (in_flight.request) AbandonCancelled(in_flight.model->batcher(), in_flight.request);
   }
 
   void OnDone() override { delete this; }
@@ -363,7 +364,7 @@ class EncoderService::StreamCall final
   void Respond(const std::function<void(const InferenceRequest&)>& fill, const Status& status) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      in_flight_.reset();
+      in_flight_ = InFlight();
     }
     if (!status.ok()) return End(id_, call_, status);
     fill(*call_.request);
@@ -394,9 +395,15 @@ class EncoderService::StreamCall final
   Call call_;
   grpc::ByteBuffer request_bytes_, response_bytes_;
   v1::EmbedResponse response_;
-  std::mutex mu_;  // guards cancelled_ and in_flight_ (OnCancel runs on any thread)
+  // The message submitted and not finished, with its model (OnCancel reads
+  // it on any thread, so not from call_).
+  struct InFlight {
+    std::shared_ptr<InferenceRequest> request;
+    std::shared_ptr<ServedModel> model;
+  };
+  std::mutex mu_;  // guards cancelled_ and in_flight_
   bool cancelled_ = false;
-  std::shared_ptr<InferenceRequest> in_flight_;
+  InFlight in_flight_;
 };
 
 Status EncoderService::Admit(grpc::ServerContextBase* context, uint64_t peer, bool takes_slot,

@@ -324,8 +324,8 @@ def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None, 
 
     # The generated stubs refuse to serialise invalid UTF-8: send raw bytes
     # (a serialized request with a placeholder patched to invalid UTF-8, or a
-    # truncated / garbage body). The server's SerializationTraits answer
-    # INVALID_ARGUMENT before the handler runs (server/grpc/request_serialization.h).
+    # truncated / garbage body). The handler parses the bytes itself and
+    # answers INVALID_ARGUMENT (server/grpc/request_serialization.h).
     def raw(method, response):
         return stub_channel.unary_unary(f"/encoderd.v1.Encoder/{method}",
                                         request_serializer=lambda b: b,
