@@ -22,19 +22,26 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using Dt = memory::data_type;
 
-// Rows are processed in chunks of kChunkRows; the remainder r is split into
-// 16 * (r / 16) rows and r % 16 rows. A weight thus needs at most
-// 1 + 31 + 15 primitives per epilogue, whatever the batch sizes (a new
+// Rows are processed in chunks: 2048, 1024 or 512 rows while that many are
+// left (fp32 and bf16; int8 stops at 512, below), then 16 * (r / 16) rows
+// and r % 16 rows of a remainder r < 512. A weight thus needs at most
+// 3 + 31 + 15 primitives per epilogue, whatever the batch sizes (a new
 // primitive costs 0.3-1.5 ms to create; kernels/bench/gemm_bench compares
-// chunked calls with one exact-size primitive).
+// chunked calls with one exact-size primitive). Each chunk streams the whole
+// weight once: W1's 4345 rows read it 4 times (2048, 2048, 240, 9 rows)
+// instead of 10 (8 x 512, 240, 9). int8 keeps 512: its epilogue reads the
+// chunk's fp32 accumulators back, which must stay small.
 constexpr int64_t kChunkRows = 512;
+constexpr int64_t kMaxChunkRows = 2048;
 constexpr int64_t kRowGranule = 16;
 
-// The rows of the next chunk when `left` rows remain.
-int64_t ChunkRows(int64_t left) {
-  return left >= kChunkRows    ? kChunkRows
-         : left >= kRowGranule ? left / kRowGranule * kRowGranule
-                               : left;
+// The rows of the next chunk when `left` rows remain, at most `max_chunk`
+// (kChunkRows, or kMaxChunkRows).
+int64_t ChunkRows(int64_t left, int64_t max_chunk) {
+  for (int64_t chunk = max_chunk; chunk >= kChunkRows; chunk /= 2) {
+    if (left >= chunk) return chunk;
+  }
+  return left >= kRowGranule ? left / kRowGranule * kRowGranule : left;
 }
 
 Dt ComputeType(const CpuPackedWeight& w) { return w.bf16_compute ? Dt::bf16 : Dt::f32; }
@@ -222,7 +229,7 @@ void LinearInt8(const CpuContext& ctx, CpuPackedWeight& w, const float* x, int64
   QuantizeRows(ctx, x, rows, k, q, nullptr, params);
   for (int64_t r0 = 0; r0 < rows;) {
     const int64_t left = rows - r0;
-    const int64_t chunk = ChunkRows(left);
+    const int64_t chunk = ChunkRows(left, kChunkRows);
     // The GEMM writes a scratch block: y may hold the residual.
     float* acc = Scratch<float>(chunk * n);
     dnnl::matmul prim = GetPrimitive(ctx, w, chunk, Epilogue::kNone);
@@ -335,7 +342,7 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
 
   for (int64_t r0 = 0; r0 < rows;) {
     const int64_t left = rows - r0;
-    const int64_t chunk = ChunkRows(left);
+    const int64_t chunk = ChunkRows(left, kMaxChunkRows);
     dnnl::matmul prim = GetPrimitive(ctx, w, chunk, epilogue);
     memory src_mem({{chunk, k}, src_type, Tag::ab}, be.engine,
                    const_cast<char*>(src + r0 * k * src_elem));

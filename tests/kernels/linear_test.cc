@@ -72,7 +72,8 @@ std::vector<float> RoundedToBFloat16(std::vector<float> v) {
   return v;
 }
 
-// rows 600 = one 512-row chunk + 80 (granule multiple) + 8 (tail); 21 = 16 + 5.
+// rows 600 = one 512-row chunk + 80 (granule multiple) + 8 (tail); 21 = 16 + 5;
+// 3700 = 2048 + 1024 + 512 + 112 + 4 in fp32 and bf16, 7 x 512 + 112 + 4 in int8.
 class LinearTest
     : public ::testing::TestWithParam<std::tuple<int64_t, std::pair<int64_t, int64_t>, Epilogue>> {
 };
@@ -120,7 +121,7 @@ TEST_P(LinearTest, MatchesDoubleReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, LinearTest,
-    ::testing::Combine(::testing::Values<int64_t>(1, 21, 600),
+    ::testing::Combine(::testing::Values<int64_t>(1, 21, 600, 3700),
                        ::testing::Values(std::make_pair<int64_t, int64_t>(37, 19),
                                          std::make_pair<int64_t, int64_t>(96, 64),
                                          std::make_pair<int64_t, int64_t>(40, 768)),
