@@ -1,6 +1,7 @@
 #include "kernels/attention.h"
 
 #include <stdexcept>
+#include <string>
 
 #include "kernels/cpu/attention_cpu.h"
 #include "kernels/cu_seqlens.h"
@@ -8,20 +9,27 @@
 
 namespace encoderd::kernels {
 
-void Attention(const Context& ctx, DType dtype, const void* qkv, const int32_t* cu_seqlens,
-               int64_t batch, int64_t total_tokens, int32_t max_seqlen, int64_t heads,
-               int64_t head_dim, float scale, void* out) {
+void Attention(const Context& ctx, DType dtype, DType matmul_dtype, const void* qkv,
+               const int32_t* cu_seqlens, int64_t batch, int64_t total_tokens, int32_t max_seqlen,
+               int64_t heads, int64_t head_dim, float scale, void* out) {
   ctx.CheckActivations("Attention", dtype);
+  const bool cpu = ctx.device() == Device::kCpu;
+  if (matmul_dtype != dtype && !(cpu && matmul_dtype == DType::kBFloat16)) {
+    throw std::invalid_argument("Attention: " + std::string(DTypeName(matmul_dtype)) +
+                                " matmuls over " + std::string(DTypeName(dtype)) +
+                                " activations do not run on " + DeviceName(ctx.device()));
+  }
   if (heads <= 0 || head_dim <= 0) throw std::invalid_argument("Attention: bad head shape");
   if (batch < 0 || total_tokens < 0) throw std::invalid_argument("Attention: negative size");
-  if (ctx.device() == Device::kCpu) CheckCuSeqlens("Attention", cu_seqlens, batch, total_tokens);
+  if (cpu) CheckCuSeqlens("Attention", cu_seqlens, batch, total_tokens);
   if (total_tokens == 0) return;
   if (qkv == nullptr || out == nullptr || cu_seqlens == nullptr) {
     throw std::invalid_argument("Attention: null tensor");
   }
-  if (ctx.device() == Device::kCpu) {
+  if (cpu) {
     return AttentionCpu(ctx.cpu(), static_cast<const float*>(qkv), cu_seqlens, batch, heads,
-                        head_dim, scale, static_cast<float*>(out));
+                        head_dim, scale, matmul_dtype == DType::kBFloat16,
+                        static_cast<float*>(out));
   }
   ENCODERD_ON_CUDA("Attention", CudaAttention(ctx.cuda(), dtype, qkv, cu_seqlens, batch, max_seqlen,
                                               heads, head_dim, scale, out));

@@ -20,11 +20,18 @@ namespace encoderd::kernels {
 // CPU: split over (sequence, head, block of query rows) on ctx's threads.
 // CUDA: flash-attention style on the tensor cores (kernels/cuda/cuda_ops.h:
 // head_dim a multiple of 16 up to 128, qkv 16-byte and out 4-byte aligned).
+// matmul_dtype: what the two matmuls (q k^T and p v) take their inputs in;
+// they accumulate in fp32 either way. On CUDA it must be the activations'
+// dtype. On the CPU it is float32, or bfloat16 (the bfloat16 model dtype):
+// q, k, v and the probabilities are rounded to bf16 and multiplied with
+// AVX512-BF16 where the CPU has it and head_dim % 32 == 0, else the matmuls
+// run in fp32 (ENCODERD_CPU_DISABLE=avx512_bf16 forces that).
 // Throws std::invalid_argument on non-positive heads / head_dim, malformed
-// cu_seqlens (checked on the CPU, where they live on the host) or a dtype the
-// device's activations are not.
-void Attention(const Context& ctx, DType dtype, const void* qkv, const int32_t* cu_seqlens,
-               int64_t batch, int64_t total_tokens, int32_t max_seqlen, int64_t heads,
-               int64_t head_dim, float scale, void* out);
+// cu_seqlens (checked on the CPU, where they live on the host), a dtype the
+// device's activations are not or a matmul_dtype the device cannot pair with
+// it.
+void Attention(const Context& ctx, DType dtype, DType matmul_dtype, const void* qkv,
+               const int32_t* cu_seqlens, int64_t batch, int64_t total_tokens, int32_t max_seqlen,
+               int64_t heads, int64_t head_dim, float scale, void* out);
 
 }  // namespace encoderd::kernels

@@ -50,10 +50,13 @@ int main(int argc, char** argv) {
   encoderd::kernels::CpuContext ctx(threads);
   std::printf("threads=%d heads=%ld head_dim=%ld\n", threads, heads, d);
   std::printf(
-      "avx512: kernels::Attention (32-row score tiles); full_LxL: same kernels, one\n"
-      "work item per (sequence, head) holding all L x L scores; generic: portable path\n");
-  std::printf("%-16s %7s | %10s %8s | %11s %8s | %10s %8s\n", "batch", "tokens", "avx512_ms",
-              "GFLOP/s", "full_LxL_ms", "GFLOP/s", "generic_ms", "GFLOP/s");
+      "avx512: kernels::Attention (32-row score tiles); bf16: the same with bf16\n"
+      "matmuls (AVX512-BF16 where the CPU has it), err = max |bf16 - avx512| / max |avx512|;\n"
+      "full_LxL: fp32 kernels, one work item per (sequence, head) holding all L x L\n"
+      "scores; generic: portable path\n");
+  std::printf("%-16s %7s | %10s %8s | %8s %8s %8s | %11s %8s | %10s %8s\n", "batch", "tokens",
+              "avx512_ms", "GFLOP/s", "bf16_ms", "GFLOP/s", "err", "full_LxL_ms", "GFLOP/s",
+              "generic_ms", "GFLOP/s");
   for (const Batch& b : batches) {
     std::vector<int32_t> cu(1, 0);
     double flop = 0;
@@ -68,10 +71,24 @@ int main(int argc, char** argv) {
     const float scale = 1.f / std::sqrt(static_cast<float>(d));
     const double fast = BestSeconds(
         [&] {
-          encoderd::kernels::Attention(ctx, encoderd::DType::kFloat32, qkv.data(), cu.data(), batch,
-                                       total, /*max_seqlen=*/0, heads, d, scale, out.data());
+          encoderd::kernels::Attention(ctx, encoderd::DType::kFloat32, encoderd::DType::kFloat32,
+                                       qkv.data(), cu.data(), batch, total, /*max_seqlen=*/0, heads,
+                                       d, scale, out.data());
         },
         budget);
+    const std::vector<float> fp32_out = out;
+    const double bf16 = BestSeconds(
+        [&] {
+          encoderd::kernels::Attention(ctx, encoderd::DType::kFloat32, encoderd::DType::kBFloat16,
+                                       qkv.data(), cu.data(), batch, total, /*max_seqlen=*/0, heads,
+                                       d, scale, out.data());
+        },
+        budget);
+    double err = 0, amax = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      err = std::max(err, static_cast<double>(std::fabs(out[i] - fp32_out[i])));
+      amax = std::max(amax, static_cast<double>(std::fabs(fp32_out[i])));
+    }
     const double full = BestSeconds(
         [&] {
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) collapse(2)
@@ -92,8 +109,9 @@ int main(int argc, char** argv) {
                                                       out.data());
         },
         budget);
-    std::printf("%-16s %7ld | %10.3f %8.1f | %11.3f %8.1f | %10.3f %8.1f\n", b.name.c_str(), total,
-                fast * 1e3, flop / fast * 1e-9, full * 1e3, flop / full * 1e-9, generic * 1e3,
+    std::printf("%-16s %7ld | %10.3f %8.1f | %8.3f %8.1f %8.1e | %11.3f %8.1f | %10.3f %8.1f\n",
+                b.name.c_str(), total, fast * 1e3, flop / fast * 1e-9, bf16 * 1e3,
+                flop / bf16 * 1e-9, err / amax, full * 1e3, flop / full * 1e-9, generic * 1e3,
                 flop / generic * 1e-9);
   }
   return 0;

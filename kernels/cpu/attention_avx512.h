@@ -14,6 +14,13 @@ void AttentionRowsAvx512(const float* qkv, int64_t seq_begin, int64_t len, int64
                          int64_t heads, int64_t head_dim, float scale, int64_t row_begin,
                          int64_t row_end, int64_t sub_rows, float* out);
 
+// The same with q, k, v and the probabilities rounded to bf16 and both
+// matmuls on AVX512-BF16 (fp32 accumulation, fp32 softmax), for head_dim %
+// 32 == 0 on a CPU with AVX512-F, -BW and -BF16.
+void AttentionRowsAvx512Bf16(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
+                             int64_t heads, int64_t head_dim, float scale, int64_t row_begin,
+                             int64_t row_end, int64_t sub_rows, float* out);
+
 // Query rows per sub-block; measured against holding every row's scores
 // (sub_rows = L, the full L x L matrix) in kernels/bench/attention_bench.
 constexpr int64_t kAttentionSubRows = 32;

@@ -60,7 +60,7 @@ void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int6
 }
 
 void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seqlens, int64_t batch,
-                  int64_t heads, int64_t head_dim, float scale, float* out) {
+                  int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls, float* out) {
   std::vector<WorkItem> items;
   double work = 0;
   for (int64_t b = 0; b < batch; ++b) {
@@ -75,13 +75,19 @@ void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seq
   // Longest sequences first so the dynamic schedule ends balanced.
   std::stable_sort(items.begin(), items.end(),
                    [](const WorkItem& a, const WorkItem& b) { return a.len > b.len; });
-  const bool fast = head_dim % 16 == 0 && GetCpuFeatures().avx512f;
+  const CpuFeatures& cpu = GetCpuFeatures();
+  const bool fast = head_dim % 16 == 0 && cpu.avx512f;
+  const bool bf16 =
+      bf16_matmuls && head_dim % 32 == 0 && cpu.avx512f && cpu.avx512bw && cpu.avx512_bf16;
   const int threads = work >= (1 << 18) ? ctx.num_threads() : 1;
   const int64_t n = static_cast<int64_t>(items.size());
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int64_t i = 0; i < n; ++i) {
     const WorkItem& it = items[i];
-    if (fast) {
+    if (bf16) {
+      AttentionRowsAvx512Bf16(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale,
+                              it.row_begin, it.row_end, kAttentionSubRows, out);
+    } else if (fast) {
       AttentionRowsAvx512(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
                           it.row_end, kAttentionSubRows, out);
     } else {

@@ -7,8 +7,10 @@
 
 namespace encoderd::kernels {
 
+// bf16_matmuls: q k^T and p v with bf16 inputs where the CPU has
+// AVX512-BF16 and head_dim % 32 == 0 (attention_avx512.h), else in fp32.
 void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seqlens, int64_t batch,
-                  int64_t heads, int64_t head_dim, float scale, float* out);
+                  int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls, float* out);
 
 // Per-thread scratch of at least `floats` floats, valid until the calling
 // thread's next call.

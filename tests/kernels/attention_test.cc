@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 
 #include "kernels/cpu_context.h"
+#include "kernels/cpu_features.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace encoderd::kernels {
@@ -16,8 +19,20 @@ using testing::CuSeqlens;
 using testing::RandomVector;
 using testing::ScaledMaxError;
 
+// x rounded to the nearest bfloat16 (ties to even), as a float.
+float RoundToBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &bits, sizeof(x));
+  return x;
+}
+
+// With bf16_matmuls, the matmuls' inputs are rounded as the kernel's are:
+// q * scale, k, v and the unnormalised probabilities (their sum is not).
 std::vector<double> Reference(const std::vector<float>& qkv, const std::vector<int32_t>& cu,
-                              int64_t heads, int64_t d, double scale) {
+                              int64_t heads, int64_t d, double scale, bool bf16_matmuls = false) {
+  const auto in = [&](float x) { return bf16_matmuls ? RoundToBf16(x) : x; };
   const int64_t hidden = heads * d, ld = 3 * hidden, total = cu.back();
   std::vector<double> out(total * hidden);
   for (size_t b = 0; b + 1 < cu.size(); ++b) {
@@ -29,17 +44,19 @@ std::vector<double> Reference(const std::vector<float>& qkv, const std::vector<i
         for (int64_t j = 0; j < len; ++j) {
           double dot = 0;
           for (int64_t c = 0; c < d; ++c) {
-            dot += static_cast<double>(qkv[(begin + i) * ld + h * d + c]) *
-                   qkv[(begin + j) * ld + hidden + h * d + c];
+            const float q = qkv[(begin + i) * ld + h * d + c];
+            dot += static_cast<double>(bf16_matmuls ? in(q * static_cast<float>(scale)) : q) *
+                   in(qkv[(begin + j) * ld + hidden + h * d + c]);
           }
-          p[j] = dot * scale;
+          p[j] = bf16_matmuls ? dot : dot * scale;
           max = std::max(max, p[j]);
         }
         for (double& x : p) sum += (x = std::exp(x - max));
         for (int64_t c = 0; c < d; ++c) {
           double acc = 0;
           for (int64_t j = 0; j < len; ++j)
-            acc += p[j] * qkv[(begin + j) * ld + 2 * hidden + h * d + c];
+            acc +=
+                in(static_cast<float>(p[j])) * in(qkv[(begin + j) * ld + 2 * hidden + h * d + c]);
           out[(begin + i) * hidden + h * d + c] = acc / sum;
         }
       }
@@ -53,21 +70,36 @@ struct Case {
   int64_t heads, head_dim;
 };
 
-class AttentionTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(AttentionTest, MatchesDoubleReference) {
-  const Case& c = GetParam();
+// Runs Attention on random q, k, v (spread +-2: peaked softmaxes, where exp
+// accuracy matters) and checks it against the double reference: within
+// 1e-4 of the exact one, or with `rounds`, within 2e-3 of the one over
+// bf16-rounded inputs and more than 1e-4 from the exact one (so the rounding
+// path ran).
+void CheckAttention(const Case& c, DType matmul_dtype, bool rounds) {
   CpuContext ctx;
   const auto cu = CuSeqlens(c.lengths);
   const int64_t total = cu.back(), hidden = c.heads * c.head_dim;
-  // Spread of +-2 gives peaked softmaxes, the case where exp accuracy matters.
   const auto qkv = RandomVector(total * 3 * hidden, 11, -2.f, 2.f);
   const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
   std::vector<float> out(total * hidden, NAN);
   const int32_t longest = *std::max_element(c.lengths.begin(), c.lengths.end());
-  Attention(ctx, DType::kFloat32, qkv.data(), cu.data(), static_cast<int64_t>(c.lengths.size()),
-            total, longest, c.heads, c.head_dim, scale, out.data());
-  EXPECT_LT(ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale)), 1e-4);
+  Attention(ctx, DType::kFloat32, matmul_dtype, qkv.data(), cu.data(),
+            static_cast<int64_t>(c.lengths.size()), total, longest, c.heads, c.head_dim, scale,
+            out.data());
+  const double exact = ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale));
+  if (!rounds) {
+    EXPECT_LT(exact, 1e-4);
+    return;
+  }
+  EXPECT_LT(ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale, true)), 2e-3);
+  EXPECT_GT(exact, 1e-4);
+  EXPECT_LT(exact, 3e-2);
+}
+
+class AttentionTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AttentionTest, MatchesDoubleReference) {
+  CheckAttention(GetParam(), DType::kFloat32, false);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -79,32 +111,52 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{{1, 2, 7, 33}, 3, 24},          // generic path (head_dim % 16 != 0)
                       Case{{4, 6}, 12, 64}));              // tiny batch, BERT-base heads
 
+bool HasBf16Attention() {
+  const CpuFeatures& f = GetCpuFeatures();
+  return f.avx512f && f.avx512bw && f.avx512_bf16;
+}
+
+// bfloat16 matmuls round their inputs where the CPU has AVX512-BF16 (ctest
+// also runs this binary with ENCODERD_CPU_DISABLE=avx512_bf16,...), and run
+// in fp32 where it does not or where head_dim % 32 != 0.
+TEST(AttentionTest, Bf16MatmulsRoundTheirInputsWhereTheCpuHasBf16) {
+  const bool bf16 = HasBf16Attention();
+  CheckAttention({{1, 2, 7, 33, 16, 17, 130}, 2, 64}, DType::kBFloat16, bf16);  // odd lengths
+  CheckAttention({{5, 64, 3}, 3, 32}, DType::kBFloat16, bf16);  // one 32-wide value block
+  CheckAttention({{9, 20}, 2, 96}, DType::kBFloat16, bf16);     // 64 + 32 value columns
+  CheckAttention({{9, 20}, 2, 48}, DType::kBFloat16, false);    // head_dim % 32 != 0: fp32
+}
+
 TEST(AttentionTest, EmptySequencesAndBadShapes) {
   CpuContext ctx;
   const auto cu = CuSeqlens({0, 3, 0});
   const auto qkv = RandomVector(3 * 3 * 32, 12);
   std::vector<float> out(3 * 32);
-  Attention(ctx, DType::kFloat32, qkv.data(), cu.data(), 3, 3, 3, 2, 16, 0.25f, out.data());
+  Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 3, 3, 3, 2, 16, 0.25f,
+            out.data());
   const auto want = Reference(qkv, cu, 2, 16, 0.25);
   EXPECT_LT(ScaledMaxError(out, want), 1e-4);
 
-  EXPECT_THROW(
-      Attention(ctx, DType::kFloat32, qkv.data(), cu.data(), 3, 4, 3, 2, 16, 0.25f, out.data()),
-      std::invalid_argument);  // cu_seqlens does not end at total
+  EXPECT_THROW(Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 3, 4, 3, 2,
+                         16, 0.25f, out.data()),
+               std::invalid_argument);  // cu_seqlens does not end at total
   const std::vector<int32_t> decreasing = {0, 3, 2};
-  EXPECT_THROW(Attention(ctx, DType::kFloat32, qkv.data(), decreasing.data(), 2, 2, 3, 2, 16, 0.25f,
-                         out.data()),
+  EXPECT_THROW(Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), decreasing.data(), 2, 2,
+                         3, 2, 16, 0.25f, out.data()),
                std::invalid_argument);
   const std::vector<int32_t> offset = {1, 3};
-  EXPECT_THROW(
-      Attention(ctx, DType::kFloat32, qkv.data(), offset.data(), 1, 3, 2, 2, 16, 0.25f, out.data()),
-      std::invalid_argument);
-  EXPECT_THROW(
-      Attention(ctx, DType::kFloat32, qkv.data(), cu.data(), 3, 3, 3, 0, 16, 0.25f, out.data()),
-      std::invalid_argument);
-  EXPECT_THROW(
-      Attention(ctx, DType::kFloat32, qkv.data(), nullptr, 3, 3, 3, 2, 16, 0.25f, out.data()),
-      std::invalid_argument);
+  EXPECT_THROW(Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), offset.data(), 1, 3, 2,
+                         2, 16, 0.25f, out.data()),
+               std::invalid_argument);
+  EXPECT_THROW(Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 3, 3, 3, 0,
+                         16, 0.25f, out.data()),
+               std::invalid_argument);
+  EXPECT_THROW(Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), nullptr, 3, 3, 3, 2, 16,
+                         0.25f, out.data()),
+               std::invalid_argument);
+  EXPECT_THROW(Attention(ctx, DType::kFloat32, DType::kFloat16, qkv.data(), cu.data(), 3, 3, 3, 2,
+                         16, 0.25f, out.data()),
+               std::invalid_argument);  // fp16 matmuls: CUDA only
 }
 
 }  // namespace

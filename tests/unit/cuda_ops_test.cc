@@ -158,12 +158,12 @@ TEST_P(CudaOpsTest, AttentionMatchesCpuOnRaggedBatch) {
             Rounded(*ctx_, dtype(), Random(tokens * 3 * width, -amplitude, amplitude, head_dim));
         const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
         std::vector<float> want(tokens * width);
-        k::Attention(cpu_, DType::kFloat32, qkv.data(), cu.data(), batch, tokens, 512, heads,
-                     head_dim, scale, want.data());
+        k::Attention(cpu_, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), batch, tokens,
+                     512, heads, head_dim, scale, want.data());
         auto dqkv = Upload(*ctx_, dtype(), qkv);
         auto dout = Upload(*ctx_, dtype(), std::vector<float>(tokens * width, NAN));
-        k::Attention(*ctx_, dtype(), dqkv.get(), dcu.as<int32_t>(), batch, tokens, 512, heads,
-                     head_dim, scale, dout.get());
+        k::Attention(*ctx_, dtype(), dtype(), dqkv.get(), dcu.as<int32_t>(), batch, tokens, 512,
+                     heads, head_dim, scale, dout.get());
         ExpectClose(Download(*ctx_, dtype(), dout.get(), tokens * width), want, dtype(),
                     "attention");
       }

@@ -1,0 +1,109 @@
+// Compiled with -mavx512f -mavx512bw -mavx512bf16 (kernels/CMakeLists.txt)
+// and called only when the CPU has all three. Uses no standard-library
+// templates, so no AVX-512 instantiation of a shared inline function can leak
+// into generic code.
+//
+// The bf16 form of attention_avx512.cc: the same blocked rows
+// (attention_avx512_blocks.h), with q, k, v and the probabilities rounded to
+// bf16 and both matmuls on VDPBF16PS, which multiplies pairs of bf16 and adds
+// both products to one fp32 lane. The operands are therefore laid out in
+// pairs along the summed index: q and k by pairs of head-dim columns, p and v
+// by pairs of key rows. Scores, softmax and the sums stay fp32.
+#include "kernels/cpu/attention_avx512.h"
+
+// GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
+// uninitialised (GCC bug 105593); the warning says nothing about this code.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "kernels/cpu/attention_avx512_blocks.h"
+
+namespace encoderd::kernels {
+namespace {
+
+// Rounds x[0 .. 32) to 32 bf16, in order: word i = (x[2i], x[2i + 1]), the
+// first in the low half.
+__m512 PackPairs(__m512 lo16, __m512 hi16) { return (__m512)_mm512_cvtne2ps_pbh(hi16, lo16); }
+
+// Word i = (a[i], b[i]): two rows of 16 interleaved by lane.
+__m512 InterleaveRows(__m512 a, __m512 b) {
+  const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(a));
+  const __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(b));
+  return _mm512_castsi512_ps(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+}
+
+// Operands as bf16 pairs in 32-bit words (stored and loaded as floats: bit
+// patterns only, so scalar reads stay float reads), multiplied with
+// VDPBF16PS (see attention_avx512_blocks.h).
+struct Bf16Format {
+  static constexpr int64_t kPack = 2;
+
+  static __m512 Madd(__m512 acc, __m512 a, __m512 b) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
+  }
+
+  // kt[w][j] = (k[j][2w], k[j][2w + 1]) for j < len, 0 for len <= j < lp; k
+  // rows at stride ld; w < d / 2.
+  static void PackKeys(const float* k, int64_t ld, int64_t len, int64_t lp, int64_t d, float* kt) {
+    for (int64_t j0 = 0; j0 < lp; j0 += 16) {
+      for (int64_t c0 = 0; c0 < d; c0 += 32) {
+        __m512 r[16];
+        _Pragma("GCC unroll 16") for (int i = 0; i < 16; ++i) {
+          const float* row = k + (j0 + i) * ld + c0;
+          r[i] = j0 + i < len ? PackPairs(_mm512_loadu_ps(row), _mm512_loadu_ps(row + 16))
+                              : _mm512_setzero_ps();
+        }
+        Transpose16(r);
+        _Pragma("GCC unroll 16") for (int i = 0; i < 16; ++i)
+            _mm512_storeu_ps(kt + (c0 / 2 + i) * lp + j0, r[i]);
+      }
+    }
+  }
+
+  // vp[w][c] = (v[2w][c], v[2w + 1][c]) for 2w < len, a missing odd row 0;
+  // v rows at stride ld.
+  static void PackValues(const float* v, int64_t ld, int64_t len, int64_t d, float* vp) {
+    for (int64_t w = 0; 2 * w < len; ++w) {
+      const float* a = v + 2 * w * ld;
+      const bool has_b = 2 * w + 1 < len;
+      for (int64_t c = 0; c < d; c += 16) {
+        const __m512 b = has_b ? _mm512_loadu_ps(a + ld + c) : _mm512_setzero_ps();
+        _mm512_storeu_ps(vp + w * d + c, InterleaveRows(_mm512_loadu_ps(a + c), b));
+      }
+    }
+  }
+
+  static void PackQuery(const float* q, int64_t d, float scale, float* qs) {
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (int64_t c = 0; c < d; c += 32) {
+      _mm512_storeu_ps(qs + c / 2, PackPairs(_mm512_mul_ps(_mm512_loadu_ps(q + c), vscale),
+                                             _mm512_mul_ps(_mm512_loadu_ps(q + c + 16), vscale)));
+    }
+  }
+
+  // pp[w] = (p[2w], p[2w + 1]) over the row's first len entries, 0 beyond,
+  // for w < lp / 2 (lp a multiple of 16).
+  static void PackProbabilities(const float* p, int64_t len, int64_t lp, float* pp) {
+    for (int64_t j = 0; j < lp; j += 32) {
+      const __mmask16 lo = j >= len ? 0 : len - j >= 16 ? 0xffff : (1u << (len - j)) - 1;
+      const __mmask16 hi = j + 16 >= len        ? 0
+                           : len - j - 16 >= 16 ? 0xffff
+                                                : (1u << (len - j - 16)) - 1;
+      const __m512 words =
+          PackPairs(_mm512_maskz_loadu_ps(lo, p + j), _mm512_maskz_loadu_ps(hi, p + j + 16));
+      _mm512_mask_storeu_ps(pp + j / 2, lp - j >= 32 ? 0xffff : 0x00ff, words);
+    }
+  }
+};
+
+}  // namespace
+
+void AttentionRowsAvx512Bf16(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
+                             int64_t heads, int64_t d, float scale, int64_t row_begin,
+                             int64_t row_end, int64_t sub_rows, float* out) {
+  AttentionRowsBlocked<Bf16Format>(qkv, seq_begin, len, head, heads, d, scale, row_begin, row_end,
+                                   sub_rows, out);
+}
+
+}  // namespace encoderd::kernels

@@ -1,0 +1,238 @@
+// The blocked attention rows shared by the fp32 and bf16 AVX-512 kernels
+// (attention_avx512.cc, attention_avx512_bf16.cc): the loops, register tiles
+// and softmax, over operands in a Format the kernel supplies. Include only
+// from files compiled with -mavx512f; everything here has internal linkage,
+// so no AVX-512 copy can be chosen for generic code.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cpu/attention_cpu.h"
+#include "kernels/cpu/avx512_math.h"
+
+namespace encoderd::kernels {
+namespace {
+
+constexpr int kRows = 4;             // query rows per register block
+constexpr int64_t kValueBlock = 64;  // rows of V reused from L1 across a sub-block
+
+// In-register transpose of a 16 x 16 tile: r[i][j] becomes r[j][i].
+inline void Transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  _Pragma("GCC unroll 8") for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i) {
+    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+  }
+  _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x88);
+    t[4 + i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xdd);
+    t[8 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0x88);
+    t[12 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0xdd);
+  }
+  _Pragma("GCC unroll 8") for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+    r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
+  }
+}
+
+// p = exp(s - max(s)) over the first len entries, in place; returns 1 / sum(p).
+inline float SoftmaxRow(float* s, int64_t len) {
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  int64_t j = 0;
+  for (; j + 16 <= len; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(s + j));
+  const __mmask16 tail = static_cast<__mmask16>((1u << (len - j)) - 1);
+  vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, s + j));
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  __m512 vsum = _mm512_setzero_ps();
+  for (j = 0; j + 16 <= len; j += 16) {
+    const __m512 p = ExpNonPositive(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
+    _mm512_storeu_ps(s + j, p);
+    vsum = _mm512_add_ps(vsum, p);
+  }
+  if (tail) {
+    const __m512 p = ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + j), m));
+    _mm512_mask_storeu_ps(s + j, tail, p);
+    vsum = _mm512_mask_add_ps(vsum, tail, vsum, p);
+  }
+  return 1.f / _mm512_reduce_add_ps(vsum);
+}
+
+// Calls fn(std::integral_constant<int, R>(), first_row) for consecutive
+// blocks of R <= kRows rows covering [0, rows).
+template <typename Fn>
+inline void ForRowBlocks(int64_t rows, Fn&& fn) {
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows) fn(std::integral_constant<int, kRows>(), r);
+  switch (rows - r) {
+    case 3:
+      fn(std::integral_constant<int, 3>(), r);
+      break;
+    case 2:
+      fn(std::integral_constant<int, 2>(), r);
+      break;
+    case 1:
+      fn(std::integral_constant<int, 1>(), r);
+      break;
+    default:
+      break;
+  }
+}
+
+// How a kernel stores its matmul operands, and multiplies them. The scratch
+// holds 32-bit words, loaded as floats: an fp32 value, or (bf16) a pair of
+// values along the summed index. A Format has
+//   kPack: values per word (1 or 2; head_dim % (16 * kPack) == 0),
+//   Madd(acc, a, b): acc + a * b over each lane's word pair (a, b floats),
+//   PackKeys(k, ld, len, lp, d, kt): kt [d / kPack, lp], key j's words at
+//     column j, 0 for len <= j < lp,
+//   PackValues(v, ld, len, d, vp): vp [ceil(len / kPack), d], the words of
+//     kPack consecutive rows (a missing last row 0),
+//   PackQuery(q, d, scale, qs): q * scale as d / kPack words,
+//   PackProbabilities(p, len, lp, pp): p's first len entries (0 beyond) as
+//     lp / kPack words; not called when kPack == 1 (the scores are used).
+
+// s[r][j0 .. j0 + 16 * NJ) = q[r] . k[j] for r < R; q rows of `words` words,
+// contiguous; kt [words, lp]; s rows at stride lp.
+template <class Format, int R, int NJ>
+void ScoresTile(const float* q, const float* kt, int64_t words, int64_t lp, int64_t j0, float* s) {
+  __m512 acc[R][NJ];
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 8") for (int v = 0; v < NJ; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t w = 0; w < words; ++w) {
+    __m512 k[NJ];
+    _Pragma("GCC unroll 8") for (int v = 0; v < NJ; ++v) k[v] =
+        _mm512_loadu_ps(kt + w * lp + j0 + 16 * v);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
+      const __m512 b = _mm512_set1_ps(q[r * words + w]);
+      _Pragma("GCC unroll 8") for (int v = 0; v < NJ; ++v) acc[r][v] =
+          Format::Madd(acc[r][v], b, k[v]);
+    }
+  }
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 8") for (int v = 0; v < NJ; ++v)
+          _mm512_storeu_ps(s + r * lp + j0 + 16 * v, acc[r][v]);
+}
+
+// o[r][0 .. 16 * NV) += sum_{w0 <= w < w1} p[r] word w . v word w, for r < R;
+// p rows at stride pw, vp rows at stride ldv, o rows at stride ldo.
+template <class Format, int R, int NV>
+void ValuesTile(const float* p, int64_t pw, const float* vp, int64_t ldv, int64_t w0, int64_t w1,
+                float* o, int64_t ldo) {
+  __m512 acc[R][NV];
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 8") for (int c = 0; c < NV; ++c) acc[r][c] =
+          _mm512_loadu_ps(o + r * ldo + 16 * c);
+  for (int64_t w = w0; w < w1; ++w) {
+    __m512 vw[NV];
+    _Pragma("GCC unroll 8") for (int c = 0; c < NV; ++c) vw[c] =
+        _mm512_loadu_ps(vp + w * ldv + 16 * c);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
+      const __m512 b = _mm512_set1_ps(p[r * pw + w]);
+      _Pragma("GCC unroll 8") for (int c = 0; c < NV; ++c) acc[r][c] =
+          Format::Madd(acc[r][c], b, vw[c]);
+    }
+  }
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 8") for (int c = 0; c < NV; ++c)
+          _mm512_storeu_ps(o + r * ldo + 16 * c, acc[r][c]);
+}
+
+template <class Format, int R>
+void ValueRows(const float* p, int64_t pw, const float* vp, int64_t d, int64_t w0, int64_t w1,
+               float* o) {
+  int64_t c = 0;
+  for (; c + 64 <= d; c += 64) ValuesTile<Format, R, 4>(p, pw, vp + c, d, w0, w1, o + c, d);
+  switch ((d - c) / 16) {
+    case 3:
+      ValuesTile<Format, R, 3>(p, pw, vp + c, d, w0, w1, o + c, d);
+      break;
+    case 2:
+      ValuesTile<Format, R, 2>(p, pw, vp + c, d, w0, w1, o + c, d);
+      break;
+    case 1:
+      ValuesTile<Format, R, 1>(p, pw, vp + c, d, w0, w1, o + c, d);
+      break;
+    default:
+      break;
+  }
+}
+
+// Query rows [row_begin, row_end) of one (sequence, head): K and V packed
+// once into thread-local scratch; then for each sub-block of sub_rows query
+// rows, the sub_rows x L scores (register-blocked 4 x 64, each K block reused
+// from L1 by the whole sub-block), an exact fp32 softmax, and P V (each
+// 64-row block of V reused by the whole sub-block). See attention_avx512.h.
+template <class Format>
+void AttentionRowsBlocked(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
+                          int64_t heads, int64_t d, float scale, int64_t row_begin, int64_t row_end,
+                          int64_t sub_rows, float* out) {
+  constexpr int64_t pack = Format::kPack;
+  const int64_t hidden = heads * d, ld = 3 * hidden;
+  const int64_t lp = (len + 15) / 16 * 16;      // a multiple of 16 (and of pack)
+  const int64_t qw = d / pack, pw = lp / pack;  // words per q row, per p row
+  const int64_t pp_words = pack == 1 ? 0 : pw;  // fp32 reads p from the scores
+  // Scratch, in words: K [qw, lp], V [pw, d], scores [sub_rows, lp], P
+  // [sub_rows, pp_words], Q [sub_rows, qw], O [sub_rows, d], 1/sum [sub_rows].
+  float* kt = AttentionScratch(qw * lp + pw * d + sub_rows * (lp + pp_words + qw + d + 1));
+  float* vp = kt + qw * lp;
+  float* s = vp + pw * d;
+  float* pp = pack == 1 ? s : s + sub_rows * lp;
+  float* qs = s + sub_rows * (lp + pp_words);
+  float* os = qs + sub_rows * qw;
+  float* inv = os + sub_rows * d;
+  const float* q = qkv + seq_begin * ld + head * d;
+  Format::PackKeys(q + hidden, ld, len, lp, d, kt);
+  Format::PackValues(q + 2 * hidden, ld, len, d, vp);
+  for (int64_t i0 = row_begin; i0 < row_end; i0 += sub_rows) {
+    const int64_t rows = row_end - i0 < sub_rows ? row_end - i0 : sub_rows;
+    for (int64_t r = 0; r < rows; ++r) {
+      Format::PackQuery(q + (i0 + r) * ld, d, scale, qs + r * qw);
+      for (int64_t c = 0; c < d; c += 16) _mm512_storeu_ps(os + r * d + c, _mm512_setzero_ps());
+    }
+    // Column blocks outside, row blocks inside: each K block (qw x 64) is
+    // reused from L1 by every row of the sub-block.
+    int64_t j = 0;
+    for (; j + 64 <= lp; j += 64) {
+      ForRowBlocks(rows, [&](auto rb, int64_t r) {
+        ScoresTile<Format, decltype(rb)::value, 4>(qs + r * qw, kt, qw, lp, j, s + r * lp);
+      });
+    }
+    for (; j < lp; j += 16) {
+      ForRowBlocks(rows, [&](auto rb, int64_t r) {
+        ScoresTile<Format, decltype(rb)::value, 1>(qs + r * qw, kt, qw, lp, j, s + r * lp);
+      });
+    }
+    const int64_t p_stride = pack == 1 ? lp : pw;
+    for (int64_t r = 0; r < rows; ++r) {
+      inv[r] = SoftmaxRow(s + r * lp, len);
+      if (pack > 1) Format::PackProbabilities(s + r * lp, len, lp, pp + r * pw);
+    }
+    const int64_t len_words = (len + pack - 1) / pack, block = kValueBlock / pack;
+    for (int64_t w0 = 0; w0 < len_words; w0 += block) {
+      const int64_t w1 = w0 + block < len_words ? w0 + block : len_words;
+      ForRowBlocks(rows, [&](auto rb, int64_t r) {
+        ValueRows<Format, decltype(rb)::value>(pp + r * p_stride, p_stride, vp, d, w0, w1,
+                                               os + r * d);
+      });
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      float* o = out + (seq_begin + i0 + r) * hidden + head * d;
+      const __m512 f = _mm512_set1_ps(inv[r]);
+      for (int64_t c = 0; c < d; c += 16)
+        _mm512_storeu_ps(o + c, _mm512_mul_ps(_mm512_loadu_ps(os + r * d + c), f));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace encoderd::kernels
