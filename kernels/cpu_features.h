@@ -16,9 +16,10 @@ struct CpuFeatures {
 };
 
 // The environment variable that turns detected features off, so that the
-// fallback paths (bf16 GEMMs in fp32 with bf16-rounded weights, attention
-// without AVX-512, ...) run and are tested on a CPU that has the features:
-// a comma-separated list of CpuFeatures' field names, e.g. "avx512_bf16".
+// fallback paths (bf16 GEMMs in fp32 with bf16-rounded weights, a bf16
+// model's attention in fp32, attention without AVX-512, ...) run and are
+// tested on a CPU that has the features: a comma-separated list of
+// CpuFeatures' field names, e.g. "avx512_bf16".
 inline constexpr char kCpuDisableEnv[] = "ENCODERD_CPU_DISABLE";
 
 // Detected once (cpuid + xgetbv: the OS must also save the wider registers),

@@ -1,5 +1,5 @@
 // Vector math shared by the AVX-512 kernels (attention_avx512.cc,
-// int8_avx512.cc). Include only from files compiled with -mavx512f; the
+// attention_avx512_bf16.cc, int8_avx512.cc). Include only from files compiled with -mavx512f; the
 // functions have internal linkage, so no AVX-512 copy can be chosen for
 // generic code.
 #pragma once

@@ -23,14 +23,16 @@ using Tag = memory::format_tag;
 using Dt = memory::data_type;
 
 // Rows are processed in chunks: 2048, 1024 or 512 rows while that many are
-// left (fp32 and bf16; int8 stops at 512, below), then 16 * (r / 16) rows
+// left (fp32, bf16 and int8 without VNNI; int8 on VNNI stops at 512,
+// below), then 16 * (r / 16) rows
 // and r % 16 rows of a remainder r < 512. A weight thus needs at most
 // 3 + 31 + 15 primitives per epilogue, whatever the batch sizes (a new
 // primitive costs 0.3-1.5 ms to create; kernels/bench/gemm_bench compares
 // chunked calls with one exact-size primitive). Each chunk streams the whole
-// weight once: W1's 4345 rows read it 4 times (2048, 2048, 240, 9 rows)
-// instead of 10 (8 x 512, 240, 9). int8 keeps 512: its epilogue reads the
-// chunk's fp32 accumulators back, which must stay small.
+// weight once: `encoderd bench`'s W1 (4345 rows) reads it 4 times (2048,
+// 2048, 240, 9 rows) instead of 10 (8 x 512, 240, 9). int8 on VNNI keeps 512:
+// its epilogue reads the chunk's fp32 accumulators back, which must stay
+// small.
 constexpr int64_t kChunkRows = 512;
 constexpr int64_t kMaxChunkRows = 2048;
 constexpr int64_t kRowGranule = 16;

@@ -73,7 +73,8 @@ std::vector<float> RoundedToBFloat16(std::vector<float> v) {
 }
 
 // rows 600 = one 512-row chunk + 80 (granule multiple) + 8 (tail); 21 = 16 + 5;
-// 3700 = 2048 + 1024 + 512 + 112 + 4 in fp32 and bf16, 7 x 512 + 112 + 4 in int8.
+// 3700 = 2048 + 1024 + 512 + 112 + 4 in fp32 and bf16, 7 x 512 + 112 + 4 in int8
+// on VNNI.
 class LinearTest
     : public ::testing::TestWithParam<std::tuple<int64_t, std::pair<int64_t, int64_t>, Epilogue>> {
 };
