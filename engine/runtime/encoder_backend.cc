@@ -345,9 +345,11 @@ void BackendEncoder::Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) {
 void BackendEncoder::Attention(Buffer qkv, Buffer out) {
   const EncoderConfig& c = config();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
-  // A bfloat16 model multiplies in bf16 on either device; int8 keeps
-  // attention in the activations' precision (docs/int8.md).
-  const DType matmuls = options().dtype == DType::kBFloat16 ? DType::kBFloat16 : activations_;
+  // bfloat16 and int8 models multiply in bf16 (int8: docs/int8.md); the
+  // CPU falls back to fp32 where it lacks AVX512-BF16.
+  const DType matmuls = options().dtype == DType::kBFloat16 || options().dtype == DType::kInt8
+                            ? DType::kBFloat16
+                            : activations_;
   kernels::Attention(context(), activations_, matmuls, Data(qkv), run_.cu_seqlens, run_.sequences,
                      run_.tokens, run_.max_seqlen, c.num_heads, c.head_dim(), scale, Data(out));
 }
