@@ -22,7 +22,7 @@ namespace encoderd::kernels {
 // head_dim a multiple of 16 up to 128, qkv 16-byte and out 4-byte aligned).
 // matmul_dtype: what the two matmuls (q k^T and p v) take their inputs in;
 // they accumulate in fp32 either way. On CUDA it must be the activations'
-// dtype. On the CPU it is float32, or bfloat16 (the bfloat16 model dtype):
+// dtype. On the CPU it is float32, or bfloat16 (bfloat16 and int8 models):
 // q, k, v and the probabilities are rounded to bf16 and multiplied with
 // AVX512-BF16 where the CPU has it and head_dim % 32 == 0, else the matmuls
 // run in fp32 (ENCODERD_CPU_DISABLE=avx512_bf16 forces that).
