@@ -48,8 +48,6 @@ struct Fp32Format {
       _mm512_storeu_ps(qs + c, _mm512_mul_ps(_mm512_loadu_ps(q + c), vscale));
     }
   }
-
-  static void PackProbabilities(const float*, int64_t, int64_t, float*) {}  // not called
 };
 
 }  // namespace

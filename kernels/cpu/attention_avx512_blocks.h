@@ -98,8 +98,8 @@ inline void ForRowBlocks(int64_t rows, Fn&& fn) {
 //   PackValues(v, ld, len, d, vp): vp [ceil(len / kPack), d], the words of
 //     kPack consecutive rows (a missing last row 0),
 //   PackQuery(q, d, scale, qs): q * scale as d / kPack words,
-//   PackProbabilities(p, len, lp, pp): p's first len entries (0 beyond) as
-//     lp / kPack words; not called when kPack == 1 (the scores are used).
+//   PackProbabilities(p, len, lp, pp), only when kPack > 1: p's first len
+//     entries (0 beyond) as lp / kPack words (kPack == 1 uses the scores).
 
 // s[r][j0 .. j0 + 16 * NJ) = q[r] . k[j] for r < R; q rows of `words` words,
 // contiguous; kt [words, lp]; s rows at stride lp.
@@ -215,7 +215,7 @@ void AttentionRowsBlocked(const float* qkv, int64_t seq_begin, int64_t len, int6
     const int64_t p_stride = pack == 1 ? lp : pw;
     for (int64_t r = 0; r < rows; ++r) {
       inv[r] = SoftmaxRow(s + r * lp, len);
-      if (pack > 1) Format::PackProbabilities(s + r * lp, len, lp, pp + r * pw);
+      if constexpr (pack > 1) Format::PackProbabilities(s + r * lp, len, lp, pp + r * pw);
     }
     const int64_t len_words = (len + pack - 1) / pack, block = kValueBlock / pack;
     for (int64_t w0 = 0; w0 < len_words; w0 += block) {
