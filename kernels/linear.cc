@@ -49,18 +49,27 @@ int64_t PackedWeight::in_features() const { return impl_->in_features; }
 DType PackedWeight::type() const { return impl_->type; }
 size_t PackedWeight::bytes() const { return impl_->bytes(); }
 
-void Linear(const Context& ctx, DType dtype, const void* x, int64_t rows,
-            const PackedWeight& weight, Epilogue epilogue, const void* residual, void* y) {
-  ctx.CheckActivations("Linear", dtype);
+namespace {
+
+// Linear's and FeedForward's checks of one weight against ctx and dtype.
+void CheckWeight(const char* op, const Context& ctx, DType dtype, const PackedWeight& weight) {
   if (weight.device() != ctx.device()) {
-    throw std::invalid_argument(std::string("Linear: a weight packed for ") +
+    throw std::invalid_argument(std::string(op) + ": a weight packed for " +
                                 DeviceName(weight.device()) + " run on " +
                                 DeviceName(ctx.device()));
   }
   if (ctx.device() == Device::kCuda && weight.type() != dtype) {
-    throw std::invalid_argument("Linear: " + std::string(DTypeName(weight.type())) +
+    throw std::invalid_argument(std::string(op) + ": " + std::string(DTypeName(weight.type())) +
                                 " weights with " + std::string(DTypeName(dtype)) + " activations");
   }
+}
+
+}  // namespace
+
+void Linear(const Context& ctx, DType dtype, const void* x, int64_t rows,
+            const PackedWeight& weight, Epilogue epilogue, const void* residual, void* y) {
+  ctx.CheckActivations("Linear", dtype);
+  CheckWeight("Linear", ctx, dtype, weight);
   if (rows < 0) throw std::invalid_argument("Linear: negative row count");
   if (rows == 0) return;
   if (x == nullptr || y == nullptr) throw std::invalid_argument("Linear: null input or output");
@@ -73,6 +82,35 @@ void Linear(const Context& ctx, DType dtype, const void* x, int64_t rows,
                      static_cast<const float*>(residual), static_cast<float*>(y));
   }
   ENCODERD_ON_CUDA("Linear", LinearCuda(ctx.cuda(), dtype, x, rows, weight, epilogue, residual, y));
+}
+
+void FeedForward(const Context& ctx, DType dtype, const void* x, int64_t rows,
+                 const PackedWeight& w_in, Epilogue activation, const PackedWeight& w_out,
+                 void* hidden, void* y) {
+  ctx.CheckActivations("FeedForward", dtype);
+  CheckWeight("FeedForward", ctx, dtype, w_in);
+  CheckWeight("FeedForward", ctx, dtype, w_out);
+  if (activation == Epilogue::kResidual) {
+    throw std::invalid_argument("FeedForward: the activation cannot be the residual epilogue");
+  }
+  if (w_in.out_features() != w_out.in_features()) {
+    throw std::invalid_argument("FeedForward: " + std::to_string(w_in.out_features()) +
+                                " hidden features in, " + std::to_string(w_out.in_features()) +
+                                " out");
+  }
+  if (rows < 0) throw std::invalid_argument("FeedForward: negative row count");
+  if (rows == 0) return;
+  if (x == nullptr || y == nullptr || hidden == nullptr) {
+    throw std::invalid_argument("FeedForward: null input, scratch or output");
+  }
+  if (hidden == x || hidden == y) throw std::invalid_argument("FeedForward: scratch aliases");
+  if (ctx.device() == Device::kCpu &&
+      FeedForwardCpu(ctx.cpu(), static_cast<const float*>(x), rows, w_in, activation, w_out,
+                     static_cast<float*>(y))) {
+    return;
+  }
+  Linear(ctx, dtype, x, rows, w_in, activation, nullptr, hidden);
+  Linear(ctx, dtype, hidden, rows, w_out, Epilogue::kResidual, y, y);
 }
 
 }  // namespace encoderd::kernels

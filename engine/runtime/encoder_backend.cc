@@ -86,8 +86,7 @@ void RunLayer(const EncoderConfig& c, int64_t l, EncoderBackend& ops) {
   } else {
     ops.Norm(l, NormSlot::kNorm1, Buffer::kHidden, Buffer::kHidden);
   }
-  ops.Linear(l, LinearSlot::kFfnIn, ffn_in, activation, Buffer::kFfn);
-  ops.Linear(l, LinearSlot::kFfnOut, Buffer::kFfn, Epilogue::kResidual, Buffer::kHidden);
+  ops.FeedForward(l, ffn_in, activation, Buffer::kFfn, Buffer::kHidden);
   if (!c.norm_first) ops.Norm(l, NormSlot::kNorm2, Buffer::kHidden, Buffer::kHidden);
 }
 
@@ -334,6 +333,13 @@ void BackendEncoder::Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue 
   void* y = Data(out);
   kernels::Linear(context(), activations_, Data(in), run_.tokens, *weights_.linear(layer, slot),
                   epilogue, epilogue == Epilogue::kResidual ? y : nullptr, y);
+}
+
+void BackendEncoder::FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden,
+                                 Buffer out) {
+  kernels::FeedForward(context(), activations_, Data(in), run_.tokens,
+                       *weights_.linear(layer, LinearSlot::kFfnIn), activation,
+                       *weights_.linear(layer, LinearSlot::kFfnOut), Data(hidden), Data(out));
 }
 
 void BackendEncoder::Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) {

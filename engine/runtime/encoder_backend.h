@@ -67,6 +67,10 @@ class EncoderBackend {
   // out = epilogue(in W^T + b) with the weights of `slot` in `layer`;
   // kResidual adds out's previous contents.
   virtual void Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue, Buffer out) = 0;
+  // out += ffn.out(activation(ffn.in(in))) with the kFfnIn and kFfnOut
+  // weights of `layer`, through `hidden` (scratch); in may be out.
+  virtual void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden,
+                           Buffer out) = 0;
   // out = LayerNorm(in) with the norm `slot` of `layer`; out may be in.
   virtual void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) = 0;
   // out = multi-head self-attention of each sequence over the packed q|k|v.
@@ -208,6 +212,7 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   Status LoadLinear(int64_t layer, LinearSlot slot, const Tensor& weight, const Tensor& bias) final;
   void Embed(Buffer out) final;
   void Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue, Buffer out) final;
+  void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden, Buffer out) final;
   void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) final;
   void Attention(Buffer qkv, Buffer out) final;
 

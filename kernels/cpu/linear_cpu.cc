@@ -106,8 +106,9 @@ dnnl::matmul GetPrimitive(const CpuContext& ctx, CpuPackedWeight& w, int64_t row
   return prim;
 }
 
-// Per-thread scratch for the rounded copy of the input.
-template <typename T>
+// Per-thread scratch, one buffer per (type, slot): a pointer stays valid
+// until the same thread asks that buffer for more elements.
+template <typename T, int kSlot = 0>
 T* Scratch(size_t n) {
   thread_local std::vector<T> buffer;
   if (buffer.size() < n) buffer.resize(n);
@@ -157,6 +158,13 @@ RowQuant ChooseRowQuant(const float* row, int64_t k, bool avx512) {
   return {scale, std::clamp(std::nearbyint(-lo / scale), 0.f, 255.f)};
 }
 
+// Quantizes one row to uint8 into q (AVX-512) and returns its parameters.
+RowQuant QuantizeRow(const float* row, int64_t k, uint8_t* q) {
+  const RowQuant p = ChooseRowQuant(row, k, /*avx512=*/true);
+  QuantizeRowAvx512(row, k, 1.f / p.scale, p.zero, q);
+  return p;
+}
+
 // Quantizes each row of x [rows, k]: into `q` (uint8, with AVX-512, the
 // int8 GEMM's path) when it is not null, else as the dequantized values
 // (q - zero) * scale into `dequantized` (the fallback's); the row
@@ -167,13 +175,13 @@ void QuantizeRows(const CpuContext& ctx, const float* x, int64_t rows, int64_t k
 #pragma omp parallel for num_threads(threads)
   for (int64_t m = 0; m < rows; ++m) {
     const float* row = x + m * k;
-    const RowQuant p = ChooseRowQuant(row, k, q != nullptr);
-    params[m] = p;
-    const float inv = 1.f / p.scale;
     if (q) {
-      QuantizeRowAvx512(row, k, inv, p.zero, q + m * k);
+      params[m] = QuantizeRow(row, k, q + m * k);
       continue;
     }
+    const RowQuant p = ChooseRowQuant(row, k, /*avx512=*/false);
+    params[m] = p;
+    const float inv = 1.f / p.scale;
     for (int64_t i = 0; i < k; ++i) {
       const float v = std::clamp(std::nearbyint(row[i] * inv) + p.zero, 0.f, 255.f);
       dequantized[m * k + i] = (v - p.zero) * p.scale;
@@ -184,17 +192,26 @@ void QuantizeRows(const CpuContext& ctx, const float* x, int64_t rows, int64_t k
 // The int8 GEMM's epilogue over `rows` rows: acc holds
 // weight_scale[n] * sum_k q_x[m, k] q_w[n, k]; the output is
 // scale[m] * (acc - zero[m] * weight_comp[n]) + bias[n], then the epilogue.
+// Row m of it, into out.
+void Int8EpilogueRow(const CpuPackedWeight& w, const float* acc, int64_t m, const RowQuant& p,
+                     Epilogue epilogue, const float* residual, float* out) {
+  const int64_t n = w.out_features;
+  const float* bias = w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr;
+  Int8EpilogueRowAvx512(acc + m * n, n, p.scale, p.scale * p.zero, w.weight_comp.data(), bias,
+                        epilogue == Epilogue::kResidual ? residual + m * n : nullptr,
+                        epilogue == Epilogue::kGelu, epilogue == Epilogue::kRelu, out);
+}
+
+int EpilogueThreads(const CpuContext& ctx, int64_t rows, int64_t n) {
+  return rows * n >= (1 << 15) ? ctx.num_threads() : 1;
+}
+
 void Int8Epilogue(const CpuContext& ctx, const CpuPackedWeight& w, const float* acc, int64_t rows,
                   const RowQuant* params, Epilogue epilogue, const float* residual, float* y) {
   const int64_t n = w.out_features;
-  const float* comp = w.weight_comp.data();
-  const float* bias = w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr;
-  const int threads = rows * n >= (1 << 15) ? ctx.num_threads() : 1;
-#pragma omp parallel for num_threads(threads)
+#pragma omp parallel for num_threads(EpilogueThreads(ctx, rows, n))
   for (int64_t m = 0; m < rows; ++m) {
-    Int8EpilogueRowAvx512(acc + m * n, n, params[m].scale, params[m].scale * params[m].zero, comp,
-                          bias, epilogue == Epilogue::kResidual ? residual + m * n : nullptr,
-                          epilogue == Epilogue::kGelu, epilogue == Epilogue::kRelu, y + m * n);
+    Int8EpilogueRow(w, acc, m, params[m], epilogue, residual, y + m * n);
   }
 }
 
@@ -222,26 +239,65 @@ void QuantizeWeights(const float* weight, int64_t out_features, int64_t in_featu
   }
 }
 
+// acc [rows, n] = weight_scale[n] * sum_k q[m, k] q_w[n, k] for the uint8
+// rows q [rows, k], rows one chunk (ChunkRows(..., kChunkRows)).
+void Int8Gemm(const CpuContext& ctx, CpuPackedWeight& w, const uint8_t* q, int64_t rows,
+              float* acc) {
+  auto& be = ctx.backend();
+  dnnl::matmul prim = GetPrimitive(ctx, w, rows, Epilogue::kNone);
+  memory src_mem({{rows, w.in_features}, Dt::u8, Tag::ab}, be.engine, const_cast<uint8_t*>(q));
+  memory dst_mem({{rows, w.out_features}, Dt::f32, Tag::ab}, be.engine, acc);
+  prim.execute(be.stream,
+               {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, w.weight}, {DNNL_ARG_DST, dst_mem}});
+  be.stream.wait();
+}
+
 void LinearInt8(const CpuContext& ctx, CpuPackedWeight& w, const float* x, int64_t rows,
                 Epilogue epilogue, const float* residual, float* y) {
-  auto& be = ctx.backend();
   const int64_t k = w.in_features, n = w.out_features;
   uint8_t* q = Scratch<uint8_t>(rows * k);
   RowQuant* params = Scratch<RowQuant>(rows);
   QuantizeRows(ctx, x, rows, k, q, nullptr, params);
   for (int64_t r0 = 0; r0 < rows;) {
-    const int64_t left = rows - r0;
-    const int64_t chunk = ChunkRows(left, kChunkRows);
+    const int64_t chunk = ChunkRows(rows - r0, kChunkRows);
     // The GEMM writes a scratch block: y may hold the residual.
     float* acc = Scratch<float>(chunk * n);
-    dnnl::matmul prim = GetPrimitive(ctx, w, chunk, Epilogue::kNone);
-    memory src_mem({{chunk, k}, Dt::u8, Tag::ab}, be.engine, q + r0 * k);
-    memory dst_mem({{chunk, n}, Dt::f32, Tag::ab}, be.engine, acc);
-    prim.execute(be.stream,
-                 {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, w.weight}, {DNNL_ARG_DST, dst_mem}});
-    be.stream.wait();
+    Int8Gemm(ctx, w, q + r0 * k, chunk, acc);
     Int8Epilogue(ctx, w, acc, chunk, params + r0, epilogue, residual ? residual + r0 * n : nullptr,
                  y + r0 * n);
+    r0 += chunk;
+  }
+}
+
+// FeedForwardCpu with both weights on the int8 GEMM. Each chunk of rows goes
+// through both GEMMs before the next: the first's epilogue writes a row into
+// a thread's scratch and quantizes it for the second at once, so the hidden
+// activations are never stored as fp32. The rows, chunks, quantization and
+// GEMMs are LinearInt8's, so the result is two LinearInt8 calls' bit for bit.
+void FeedForwardInt8(const CpuContext& ctx, CpuPackedWeight& w_in, Epilogue activation,
+                     CpuPackedWeight& w_out, const float* x, int64_t rows, float* y) {
+  const int64_t k = w_in.in_features, f = w_in.out_features, n = w_out.out_features;
+  uint8_t* qx = Scratch<uint8_t>(kChunkRows * (k + f));
+  uint8_t* qh = qx + kChunkRows * k;
+  RowQuant* px = Scratch<RowQuant>(2 * kChunkRows);
+  RowQuant* ph = px + kChunkRows;
+  float* acc = Scratch<float>(kChunkRows * std::max(f, n));
+  for (int64_t r0 = 0; r0 < rows;) {
+    const int64_t chunk = ChunkRows(rows - r0, kChunkRows);
+    // Before y's rows are written: x may alias y.
+    QuantizeRows(ctx, x + r0 * k, chunk, k, qx, nullptr, px);
+    Int8Gemm(ctx, w_in, qx, chunk, acc);
+#pragma omp parallel num_threads(EpilogueThreads(ctx, chunk, f))
+    {
+      float* hidden_row = Scratch<float, /*kSlot=*/1>(f);
+#pragma omp for
+      for (int64_t m = 0; m < chunk; ++m) {
+        Int8EpilogueRow(w_in, acc, m, px[m], activation, nullptr, hidden_row);
+        ph[m] = QuantizeRow(hidden_row, f, qh + m * f);
+      }
+    }
+    Int8Gemm(ctx, w_out, qh, chunk, acc);
+    Int8Epilogue(ctx, w_out, acc, chunk, ph, Epilogue::kResidual, y + r0 * n, y + r0 * n);
     r0 += chunk;
   }
 }
@@ -359,6 +415,16 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
     r0 += chunk;
   }
   be.stream.wait();
+}
+
+bool FeedForwardCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& w_in,
+                    Epilogue activation, const PackedWeight& w_out, float* y) {
+  CpuPackedWeight& in = static_cast<CpuPackedWeight&>(w_in.impl());
+  CpuPackedWeight& out = static_cast<CpuPackedWeight&>(w_out.impl());
+  if (!in.int8_compute || !out.int8_compute) return false;
+  ApplyThreadBudget(ctx);
+  FeedForwardInt8(ctx, in, activation, out, x, rows, y);
+  return true;
 }
 
 }  // namespace encoderd::kernels

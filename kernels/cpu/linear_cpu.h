@@ -50,4 +50,10 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
 void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& weight,
                Epilogue epilogue, const float* residual, float* y);
 
+// kernels/linear.h's FeedForward when both weights run on the int8 GEMM
+// (int8_compute), fused (linear_cpu.cc); false, having done nothing, for any
+// other pair, which then runs as two LinearCpu calls.
+bool FeedForwardCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& w_in,
+                    Epilogue activation, const PackedWeight& w_out, float* y);
+
 }  // namespace encoderd::kernels

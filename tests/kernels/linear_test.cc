@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 
 #include "kernels/cpu/bf16_convert.h"
@@ -110,8 +112,9 @@ TEST_P(LinearTest, MatchesDoubleReference) {
   const auto packed8 = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kInt8);
   EXPECT_EQ(packed8->type(), DType::kInt8);
   // VNNI keeps int8 weights (the fallback keeps them dequantized, as fp32).
-  if (GetCpuFeatures().avx512_vnni && n * k >= 4096)
+  if (GetCpuFeatures().avx512_vnni && n * k >= 4096) {
     EXPECT_LT(packed8->bytes(), packed->bytes() / 3);
+  }
   std::vector<float> y8(m * n, NAN);
   Linear(ctx, DType::kFloat32, x.data(), m, *packed8, ep, residual.data(), y8.data());
   EXPECT_GE(Cosine(y8, want), 0.999);
@@ -151,6 +154,70 @@ TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
       EXPECT_LT(ScaledMaxError(y8, want8), 1e-4) << "int8 k=" << k << " m=" << m;
     }
   }
+}
+
+// FeedForward is Linear(x -> hidden, activation) then Linear(hidden -> y,
+// residual) for every weight type. On VNNI the int8 pair is fused (the
+// hidden rows quantized as they are made, a chunk of rows through both GEMMs
+// at a time) and must still give the two calls' result bit for bit; rows
+// 1100 = 2 x 512 + 64 + 12 cross chunks, and y aliases x as in a post-norm
+// layer. ENCODERD_CPU_DISABLE=avx512_vnni runs the same over the fallback.
+TEST(LinearTest, FeedForwardIsTwoLinearsBitForBit) {
+  CpuContext ctx;
+  const int64_t h = 40, f = 96;
+  for (const DType type : {DType::kFloat32, DType::kBFloat16, DType::kInt8}) {
+    for (const Epilogue act : {Epilogue::kGelu, Epilogue::kRelu, Epilogue::kNone}) {
+      for (const int64_t m : {1, 21, 1100}) {
+        const auto w_in = RandomVector(f * h, 11, -0.2f, 0.2f), b_in = RandomVector(f, 12);
+        const auto w_out = RandomVector(h * f, 13, -0.1f, 0.1f), b_out = RandomVector(h, 14);
+        const auto in = PackedWeight::Pack(ctx, w_in.data(), b_in.data(), f, h, type);
+        const auto out = PackedWeight::Pack(ctx, w_out.data(), b_out.data(), h, f, type);
+        const auto x = RandomVector(m * h, 15, -2.f, 2.f);
+
+        std::vector<float> hidden(m * f, NAN), want = x;
+        Linear(ctx, DType::kFloat32, x.data(), m, *in, act, nullptr, hidden.data());
+        Linear(ctx, DType::kFloat32, hidden.data(), m, *out, Epilogue::kResidual, want.data(),
+               want.data());
+
+        std::vector<float> y = x, scratch(m * f, NAN);
+        FeedForward(ctx, DType::kFloat32, y.data(), m, *in, act, *out, scratch.data(), y.data());
+        const std::string what = std::string(DTypeName(type)) + " act " +
+                                 std::to_string(static_cast<int>(act)) + " m=" + std::to_string(m);
+        ASSERT_EQ(y.size(), want.size());
+        EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0) << what;
+        // Not aliased: y starts as a separate residual.
+        std::vector<float> y2 = x;
+        FeedForward(ctx, DType::kFloat32, x.data(), m, *in, act, *out, scratch.data(), y2.data());
+        EXPECT_EQ(std::memcmp(y2.data(), want.data(), y2.size() * sizeof(float)), 0) << what;
+      }
+    }
+  }
+}
+
+TEST(LinearTest, FeedForwardRejectsBadArguments) {
+  CpuContext ctx;
+  const auto w = RandomVector(8 * 4, 8);
+  const auto in = PackedWeight::Pack(ctx, w.data(), nullptr, 8, 4, DType::kFloat32);
+  const auto out = PackedWeight::Pack(ctx, w.data(), nullptr, 4, 8, DType::kFloat32);
+  std::vector<float> x(4), hidden(8), y(4);
+  // Shapes that do not chain: 8 hidden features into a weight that takes 4.
+  EXPECT_THROW(FeedForward(ctx, DType::kFloat32, x.data(), 1, *in, Epilogue::kGelu, *in,
+                           hidden.data(), y.data()),
+               std::invalid_argument);
+  EXPECT_THROW(FeedForward(ctx, DType::kFloat32, x.data(), 1, *in, Epilogue::kResidual, *out,
+                           hidden.data(), y.data()),
+               std::invalid_argument);
+  EXPECT_THROW(
+      FeedForward(ctx, DType::kFloat32, x.data(), 1, *in, Epilogue::kGelu, *out, nullptr, y.data()),
+      std::invalid_argument);
+  EXPECT_THROW(FeedForward(ctx, DType::kFloat32, x.data(), 1, *in, Epilogue::kGelu, *out, y.data(),
+                           y.data()),
+               std::invalid_argument);
+  EXPECT_THROW(FeedForward(ctx, DType::kFloat32, x.data(), -1, *in, Epilogue::kGelu, *out,
+                           hidden.data(), y.data()),
+               std::invalid_argument);
+  FeedForward(ctx, DType::kFloat32, x.data(), 1, *in, Epilogue::kGelu, *out, hidden.data(),
+              y.data());
 }
 
 TEST(LinearTest, RejectsBadArguments) {

@@ -71,6 +71,11 @@ class RecordingBackend : public EncoderBackend {
     calls.push_back(std::to_string(layer) + " " + LinearSlotName(slot) + " " + Name(in) + "->" +
                     Name(out) + " epilogue " + std::to_string(int(e)));
   }
+  void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden,
+                   Buffer out) override {
+    calls.push_back(std::to_string(layer) + " ffn " + Name(in) + "->" + Name(hidden) + "->" +
+                    Name(out) + " epilogue " + std::to_string(int(activation)));
+  }
   void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) override {
     calls.push_back(std::to_string(layer) + " norm " + std::to_string(int(slot)) + " " + Name(in) +
                     "->" + Name(out));
@@ -164,8 +169,7 @@ TEST(EncoderBackendTest, PostNormLayerSequence) {
       "attention qkv->ctx",
       "0 attention.out ctx->x epilogue 3",
       "0 norm 1 x->x",
-      "0 ffn.in x->ffn epilogue 2",
-      "0 ffn.out ffn->x epilogue 3",
+      "0 ffn x->ffn->x epilogue 2",
       "0 norm 2 x->x",
   };
   EXPECT_EQ(backend.calls, want);
@@ -183,8 +187,7 @@ TEST(EncoderBackendTest, PreNormLayerSequenceEndsWithTheFinalNorm) {
       "attention qkv->ctx",
       "0 attention.out ctx->x epilogue 3",
       "0 norm 2 x->normed",
-      "0 ffn.in normed->ffn epilogue 1",
-      "0 ffn.out ffn->x epilogue 3",
+      "0 ffn normed->ffn->x epilogue 1",
       "-1 norm 3 x->x",
   };
   EXPECT_EQ(backend.calls, want);
