@@ -265,8 +265,14 @@ def write_chart(a, doc):
             w2 = r["workloads"].get("W2", {}).get("ms", 0)
             f.write(f"\"{r['label']} ({r['dtype']})\" {w1:.1f} {w2:.2f}\n")
     rows = len(doc["rows"])
+    # Labels are literal (no "_" subscripts); the W1 axis ends a tenth past
+    # the longest bar and has at most about six ticks, which stay legible.
+    w1_max = max([r["workloads"].get(first[0], {}).get("tokens_per_s", 0)
+                  for r in doc["rows"]] + [1]) if first else 1
+    step = min(m * 10 ** e for e in range(0, 9) for m in (1, 2, 2.5, 5)
+               if w1_max * 1.1 / (m * 10 ** e) <= 6)
     script = f"""
-set terminal pngcairo size 1300,{160 + 36 * rows} font ',10'
+set terminal pngcairo noenhanced size 1300,{160 + 36 * rows} font ',10'
 set output '{a.out / 'results.png'}'
 set multiplot title "{doc['machine']['cpu']}, {a.threads} threads, medians of {a.reps} processes"
 set style fill solid 0.8
@@ -277,12 +283,16 @@ unset key
 set origin 0,0
 set size 0.66,0.95
 set title '{first[0] if first else ''} tokens/s (higher is better)'
+set xrange [0:{w1_max * 1.1:.0f}]
+set xtics {step:g}
 plot '{data}' using (column(2)*0.5):0:(column(2)*0.5):(0.35):yticlabels(1) with boxxyerror
 set origin 0.66,0
 set size 0.34,0.95
 set lmargin 2
 set title 'W2 ms (lower is better)'
 set ytics format ''
+set autoscale x
+set xtics autofreq
 plot '{data}' using (column(3)*0.5):0:(column(3)*0.5):(0.35) with boxxyerror
 unset multiplot
 """

@@ -104,9 +104,13 @@ void FeedForward(const Context& ctx, DType dtype, const void* x, int64_t rows,
     throw std::invalid_argument("FeedForward: null input, scratch or output");
   }
   if (hidden == x || hidden == y) throw std::invalid_argument("FeedForward: scratch aliases");
+  // In place, a chunk's output rows would overwrite input rows still unread.
+  if (x == y && w_in.in_features() != w_out.out_features()) {
+    throw std::invalid_argument("FeedForward: output aliases an input of another width");
+  }
   if (ctx.device() == Device::kCpu &&
       FeedForwardCpu(ctx.cpu(), static_cast<const float*>(x), rows, w_in, activation, w_out,
-                     static_cast<float*>(y))) {
+                     static_cast<float*>(hidden), static_cast<float*>(y))) {
     return;
   }
   Linear(ctx, dtype, x, rows, w_in, activation, nullptr, hidden);

@@ -71,9 +71,11 @@ dnnl::primitive_attr EpilogueAttr(Epilogue epilogue, int64_t rows, int64_t cols)
   return attr;
 }
 
+// dst is fp32, or bf16 when bf16_out (a bf16 GEMM whose output feeds
+// another).
 dnnl::matmul::primitive_desc MakeMatmul(const dnnl::engine& engine, const CpuPackedWeight& w,
                                         int64_t rows, const memory::desc& weight_desc,
-                                        Epilogue epilogue) {
+                                        Epilogue epilogue, bool bf16_out = false) {
   const int64_t n = w.out_features, k = w.in_features;
   if (w.int8_compute) {
     // uint8 x int8 -> int32, times weight_scale[n] (static per weight) into
@@ -86,7 +88,7 @@ dnnl::matmul::primitive_desc MakeMatmul(const dnnl::engine& engine, const CpuPac
         attr, engine);
   }
   memory::desc src({rows, k}, ComputeType(w), Tag::ab);
-  memory::desc dst({rows, n}, Dt::f32, Tag::ab);
+  memory::desc dst({rows, n}, bf16_out ? Dt::bf16 : Dt::f32, Tag::ab);
   const dnnl::primitive_attr attr = EpilogueAttr(epilogue, rows, n);
   if (w.bias) {
     return dnnl::matmul::primitive_desc(
@@ -96,12 +98,12 @@ dnnl::matmul::primitive_desc MakeMatmul(const dnnl::engine& engine, const CpuPac
 }
 
 dnnl::matmul GetPrimitive(const CpuContext& ctx, CpuPackedWeight& w, int64_t rows,
-                          Epilogue epilogue) {
-  const auto key = std::make_pair(rows, static_cast<int>(epilogue));
+                          Epilogue epilogue, bool bf16_out = false) {
+  const auto key = std::make_tuple(rows, static_cast<int>(epilogue), bf16_out);
   std::lock_guard<std::mutex> lock(w.mu);
   auto it = w.primitives.find(key);
   if (it != w.primitives.end()) return it->second;
-  dnnl::matmul prim(MakeMatmul(ctx.backend().engine, w, rows, w.weight_desc, epilogue));
+  dnnl::matmul prim(MakeMatmul(ctx.backend().engine, w, rows, w.weight_desc, epilogue, bf16_out));
   w.primitives.emplace(key, prim);
   return prim;
 }
@@ -237,6 +239,34 @@ void QuantizeWeights(const float* weight, int64_t out_features, int64_t in_featu
           static_cast<int8_t>(std::clamp(std::nearbyint(row[i] / s), -127.f, 127.f));
     }
   }
+}
+
+// y = epilogue(src W^T + b) over `rows` rows of src (w's compute type:
+// bf16 as uint16 for bf16 GEMMs, else fp32), in row chunks; y is fp32, or
+// bf16 (uint16) when bf16_out, which takes no residual.
+void GemmChunks(const CpuContext& ctx, CpuPackedWeight& w, const void* src, int64_t rows,
+                Epilogue epilogue, const float* residual, void* y, bool bf16_out) {
+  auto& be = ctx.backend();
+  const int64_t k = w.in_features, n = w.out_features;
+  const size_t src_elem = w.bf16_compute ? sizeof(uint16_t) : sizeof(float);
+  const size_t dst_elem = bf16_out ? sizeof(uint16_t) : sizeof(float);
+  for (int64_t r0 = 0; r0 < rows;) {
+    const int64_t chunk = ChunkRows(rows - r0, kMaxChunkRows);
+    dnnl::matmul prim = GetPrimitive(ctx, w, chunk, epilogue, bf16_out);
+    memory src_mem({{chunk, k}, ComputeType(w), Tag::ab}, be.engine,
+                   const_cast<char*>(static_cast<const char*>(src) + r0 * k * src_elem));
+    char* dst = static_cast<char*>(y) + r0 * n * dst_elem;
+    memory dst_mem({{chunk, n}, bf16_out ? Dt::bf16 : Dt::f32, Tag::ab}, be.engine, dst);
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, w.weight}, {DNNL_ARG_DST, dst_mem}};
+    if (w.bias) args.emplace(DNNL_ARG_BIAS, w.bias);
+    if (epilogue == Epilogue::kResidual && residual + r0 * n != reinterpret_cast<float*>(dst)) {
+      std::memcpy(dst, residual + r0 * n, sizeof(float) * chunk * n);
+    }
+    prim.execute(be.stream, args);
+    r0 += chunk;
+  }
+  be.stream.wait();
 }
 
 // acc [rows, n] = weight_scale[n] * sum_k q[m, k] q_w[n, k] for the uint8
@@ -382,49 +412,42 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
                Epilogue epilogue, const float* residual, float* y) {
   ApplyThreadBudget(ctx);
   CpuPackedWeight& w = static_cast<CpuPackedWeight&>(weight.impl());
-  auto& be = ctx.backend();
-  const int64_t k = w.in_features, n = w.out_features;
+  const int64_t k = w.in_features;
   if (w.int8_compute) {
     LinearInt8(ctx, w, x, rows, epilogue, residual, y);
     return;
   }
-  const Dt src_type = ComputeType(w);
-  const size_t src_elem = w.bf16_compute ? sizeof(uint16_t) : sizeof(float);
-  const char* src = reinterpret_cast<const char*>(x);
-  if (w.type == DType::kBFloat16) src = static_cast<const char*>(RoundInput(ctx, w, x, rows * k));
+  const void* src = x;
+  if (w.type == DType::kBFloat16) src = RoundInput(ctx, w, x, rows * k);
   if (w.type == DType::kInt8) {  // int8 without VNNI: the quantized inputs as fp32
     float* dequantized = Scratch<float>(rows * k);
     QuantizeRows(ctx, x, rows, k, nullptr, dequantized, Scratch<RowQuant>(rows));
-    src = reinterpret_cast<const char*>(dequantized);
+    src = dequantized;
   }
-
-  for (int64_t r0 = 0; r0 < rows;) {
-    const int64_t left = rows - r0;
-    const int64_t chunk = ChunkRows(left, kMaxChunkRows);
-    dnnl::matmul prim = GetPrimitive(ctx, w, chunk, epilogue);
-    memory src_mem({{chunk, k}, src_type, Tag::ab}, be.engine,
-                   const_cast<char*>(src + r0 * k * src_elem));
-    memory dst_mem({{chunk, n}, Dt::f32, Tag::ab}, be.engine, y + r0 * n);
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, w.weight}, {DNNL_ARG_DST, dst_mem}};
-    if (w.bias) args.emplace(DNNL_ARG_BIAS, w.bias);
-    if (epilogue == Epilogue::kResidual && residual != y) {
-      std::memcpy(y + r0 * n, residual + r0 * n, sizeof(float) * chunk * n);
-    }
-    prim.execute(be.stream, args);
-    r0 += chunk;
-  }
-  be.stream.wait();
+  GemmChunks(ctx, w, src, rows, epilogue, residual, y, /*bf16_out=*/false);
 }
 
 bool FeedForwardCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& w_in,
-                    Epilogue activation, const PackedWeight& w_out, float* y) {
+                    Epilogue activation, const PackedWeight& w_out, float* hidden, float* y) {
   CpuPackedWeight& in = static_cast<CpuPackedWeight&>(w_in.impl());
   CpuPackedWeight& out = static_cast<CpuPackedWeight&>(w_out.impl());
-  if (!in.int8_compute || !out.int8_compute) return false;
-  ApplyThreadBudget(ctx);
-  FeedForwardInt8(ctx, in, activation, out, x, rows, y);
-  return true;
+  if (in.int8_compute && out.int8_compute) {
+    ApplyThreadBudget(ctx);
+    FeedForwardInt8(ctx, in, activation, out, x, rows, y);
+    return true;
+  }
+  if (in.bf16_compute && out.bf16_compute) {
+    // ffn.in stores its output in bf16 (oneDNN rounds to nearest even, as
+    // RoundInput would), which ffn.out reads as is: no fp32 copy of the
+    // hidden activations is written, read back and converted. hidden, sized
+    // for fp32, holds the bf16 rows. All of x is read before y is written.
+    ApplyThreadBudget(ctx);
+    const void* x16 = RoundInput(ctx, in, x, rows * in.in_features);
+    GemmChunks(ctx, in, x16, rows, activation, nullptr, hidden, /*bf16_out=*/true);
+    GemmChunks(ctx, out, hidden, rows, Epilogue::kResidual, y, y, /*bf16_out=*/false);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace encoderd::kernels

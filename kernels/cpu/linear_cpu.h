@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -36,11 +37,11 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   dnnl::memory::desc weight_desc;   // the layout oneDNN chose; fixed for every row count
   dnnl::memory weight;
   dnnl::memory bias;  // [1, out] fp32, null handle: no bias (int8_compute: added by the epilogue)
-  // One matmul per (rows, epilogue): oneDNN JITs per shape. Rows are split
-  // into chunks from a small set of sizes (see linear_cpu.cc) so the cache
-  // stays bounded whatever batch sizes arrive.
+  // One matmul per (rows, epilogue, bf16 output): oneDNN JITs per shape.
+  // Rows are split into chunks from a small set of sizes (see linear_cpu.cc)
+  // so the cache stays bounded whatever batch sizes arrive.
   std::mutex mu;
-  std::map<std::pair<int64_t, int>, dnnl::matmul> primitives;
+  std::map<std::tuple<int64_t, int, bool>, dnnl::matmul> primitives;
 };
 
 std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const float* weight,
@@ -51,9 +52,10 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
                Epilogue epilogue, const float* residual, float* y);
 
 // kernels/linear.h's FeedForward when both weights run on the int8 GEMM
-// (int8_compute), fused (linear_cpu.cc); false, having done nothing, for any
-// other pair, which then runs as two LinearCpu calls.
+// (int8_compute) or both on bf16 GEMMs (bf16_compute), fused
+// (linear_cpu.cc); false, having done nothing, for any other pair, which
+// then runs as two LinearCpu calls.
 bool FeedForwardCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& w_in,
-                    Epilogue activation, const PackedWeight& w_out, float* y);
+                    Epilogue activation, const PackedWeight& w_out, float* hidden, float* y);
 
 }  // namespace encoderd::kernels

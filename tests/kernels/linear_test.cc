@@ -159,12 +159,17 @@ TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
 // FeedForward is Linear(x -> hidden, activation) then Linear(hidden -> y,
 // residual) for every weight type. On VNNI the int8 pair is fused (the
 // hidden rows quantized as they are made, a chunk of rows through both GEMMs
-// at a time) and must still give the two calls' result bit for bit; rows
-// 1100 = 2 x 512 + 64 + 12 cross chunks, and y aliases x as in a post-norm
-// layer. ENCODERD_CPU_DISABLE=avx512_vnni runs the same over the fallback.
+// at a time, `hidden` untouched), on AVX512-BF16 the bf16 pair (the hidden
+// rows stored in bf16), and each must still give the two calls' result bit
+// for bit; rows 1100 = 2 x 512 + 64 + 12 cross chunks, widths 40 and 100
+// end in partial 16-lane blocks, and y aliases x as in a post-norm layer.
+// ENCODERD_CPU_DISABLE=avx512_bf16,avx512_vnni runs the same over the
+// fallbacks.
 TEST(LinearTest, FeedForwardIsTwoLinearsBitForBit) {
   CpuContext ctx;
-  const int64_t h = 40, f = 96;
+  const int64_t h = 40, f = 100;
+  const bool fused_int8 = GetCpuFeatures().avx512_vnni;
+  const bool fused_bf16 = GetCpuFeatures().avx512_bf16;
   for (const DType type : {DType::kFloat32, DType::kBFloat16, DType::kInt8}) {
     for (const Epilogue act : {Epilogue::kGelu, Epilogue::kRelu, Epilogue::kNone}) {
       for (const int64_t m : {1, 21, 1100}) {
@@ -185,6 +190,21 @@ TEST(LinearTest, FeedForwardIsTwoLinearsBitForBit) {
                                  std::to_string(static_cast<int>(act)) + " m=" + std::to_string(m);
         ASSERT_EQ(y.size(), want.size());
         EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0) << what;
+        // The fused int8 path never stores the hidden activations; the fused
+        // bf16 path stores them as bf16 (a float's worth holds two, so the
+        // second half stays untouched); the others as fp32.
+        const auto untouched = [&](size_t from) {
+          return std::all_of(scratch.begin() + from, scratch.end(),
+                             [](float v) { return std::isnan(v); });
+        };
+        if (type == DType::kInt8 && fused_int8) {
+          EXPECT_TRUE(untouched(0)) << what;
+        } else if (type == DType::kBFloat16 && fused_bf16) {
+          EXPECT_FALSE(untouched(0)) << what;
+          EXPECT_TRUE(untouched(scratch.size() / 2)) << what;
+        } else {
+          EXPECT_FALSE(std::isnan(scratch.back())) << what;
+        }
         // Not aliased: y starts as a separate residual.
         std::vector<float> y2 = x;
         FeedForward(ctx, DType::kFloat32, x.data(), m, *in, act, *out, scratch.data(), y2.data());
@@ -213,11 +233,48 @@ TEST(LinearTest, FeedForwardRejectsBadArguments) {
   EXPECT_THROW(FeedForward(ctx, DType::kFloat32, x.data(), 1, *in, Epilogue::kGelu, *out, y.data(),
                            y.data()),
                std::invalid_argument);
+  EXPECT_THROW(FeedForward(ctx, DType::kFloat32, x.data(), 1, *in, Epilogue::kGelu, *out, x.data(),
+                           y.data()),
+               std::invalid_argument);
+  EXPECT_THROW(FeedForward(ctx, DType::kFloat32, nullptr, 1, *in, Epilogue::kGelu, *out,
+                           hidden.data(), y.data()),
+               std::invalid_argument);
   EXPECT_THROW(FeedForward(ctx, DType::kFloat32, x.data(), -1, *in, Epilogue::kGelu, *out,
                            hidden.data(), y.data()),
                std::invalid_argument);
+  // In place only when the input and output widths are equal: 4 in, 8 out.
+  const auto wide = PackedWeight::Pack(ctx, w.data(), nullptr, 8, 4, DType::kFloat32);
+  const auto w64 = RandomVector(8 * 8, 9);
+  const auto out8 = PackedWeight::Pack(ctx, w64.data(), nullptr, 8, 8, DType::kFloat32);
+  std::vector<float> inout(8);
+  EXPECT_THROW(FeedForward(ctx, DType::kFloat32, inout.data(), 1, *wide, Epilogue::kGelu, *out8,
+                           hidden.data(), inout.data()),
+               std::invalid_argument);
+  FeedForward(ctx, DType::kFloat32, nullptr, 0, *in, Epilogue::kGelu, *out, nullptr,
+              nullptr);  // no-op
   FeedForward(ctx, DType::kFloat32, x.data(), 1, *in, Epilogue::kGelu, *out, hidden.data(),
               y.data());
+}
+
+// An int8 ffn.in with an fp32 ffn.out (int8_fp32_linears) runs as two
+// Linears: the fused path needs both on the int8 GEMM.
+TEST(LinearTest, FeedForwardMixedInt8AndFp32IsTwoLinears) {
+  CpuContext ctx;
+  const int64_t h = 40, f = 100, m = 600;
+  const auto w_in = RandomVector(f * h, 21, -0.2f, 0.2f),
+             w_out = RandomVector(h * f, 22, -0.1f, 0.1f);
+  const auto in = PackedWeight::Pack(ctx, w_in.data(), nullptr, f, h, DType::kInt8);
+  const auto out = PackedWeight::Pack(ctx, w_out.data(), nullptr, h, f, DType::kFloat32);
+  const auto x = RandomVector(m * h, 23);
+  std::vector<float> hidden(m * f), want = x;
+  Linear(ctx, DType::kFloat32, x.data(), m, *in, Epilogue::kGelu, nullptr, hidden.data());
+  Linear(ctx, DType::kFloat32, hidden.data(), m, *out, Epilogue::kResidual, want.data(),
+         want.data());
+  std::vector<float> y = x, scratch(m * f, NAN);
+  FeedForward(ctx, DType::kFloat32, y.data(), m, *in, Epilogue::kGelu, *out, scratch.data(),
+              y.data());
+  EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0);
+  EXPECT_FALSE(std::isnan(scratch[0]));
 }
 
 TEST(LinearTest, RejectsBadArguments) {

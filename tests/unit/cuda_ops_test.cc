@@ -93,6 +93,35 @@ TEST_P(CudaOpsTest, GemmEpiloguesMatchCpuLinear) {
   }
 }
 
+// The feed-forward pair on CUDA is its two Linears: the CPU's, with the
+// hidden activations rounded to the device's dtype in between, in place (y
+// is x) as the encoder runs it.
+TEST_P(CudaOpsTest, FeedForwardMatchesCpuLinears) {
+  const int64_t h = 64, f = 96;
+  const auto w_in = Rounded(*ctx_, dtype(), Random(f * h, -0.2f, 0.2f, 11));
+  const auto b_in = Rounded(*ctx_, dtype(), Random(f, -0.5f, 0.5f, 12));
+  const auto w_out = Rounded(*ctx_, dtype(), Random(h * f, -0.1f, 0.1f, 13));
+  const auto b_out = Rounded(*ctx_, dtype(), Random(h, -0.5f, 0.5f, 14));
+  auto in = k::PackedWeight::Pack(cpu_, w_in.data(), b_in.data(), f, h, DType::kFloat32);
+  auto out = k::PackedWeight::Pack(cpu_, w_out.data(), b_out.data(), h, f, DType::kFloat32);
+  auto din = k::PackedWeight::Pack(*ctx_, w_in.data(), b_in.data(), f, h, dtype());
+  auto dout = k::PackedWeight::Pack(*ctx_, w_out.data(), b_out.data(), h, f, dtype());
+  for (int64_t rows : {1, 37, 512}) {
+    SCOPED_TRACE(testing::Message() << "rows " << rows);
+    const auto x = Rounded(*ctx_, dtype(), Random(rows * h, -1.0f, 1.0f, 15 + rows));
+    std::vector<float> hidden(rows * f), want = x;
+    k::Linear(cpu_, DType::kFloat32, x.data(), rows, *in, Epilogue::kGelu, nullptr, hidden.data());
+    hidden = Rounded(*ctx_, dtype(), hidden);
+    k::Linear(cpu_, DType::kFloat32, hidden.data(), rows, *out, Epilogue::kResidual, want.data(),
+              want.data());
+    auto dx = Upload(*ctx_, dtype(), x);
+    k::DeviceBuffer dhidden(ctx_.get(), rows * f * 2);
+    k::FeedForward(*ctx_, dtype(), dx.get(), rows, *din, Epilogue::kGelu, *dout, dhidden.get(),
+                   dx.get());
+    ExpectClose(Download(*ctx_, dtype(), dx.get(), rows * h), want, dtype(), "ffn");
+  }
+}
+
 // GELU is the exact erf form on both devices. Where x <= -3 the tanh
 // approximation (cuBLASLt's GELU epilogue) is off by more than 10%, far
 // beyond the rounding of either 16-bit type.
