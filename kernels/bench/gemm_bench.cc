@@ -1,7 +1,8 @@
 // GEMM micro-benchmark for the Linear op: oneDNN (as kernels/linear.h uses it,
 // rows chunked onto cached primitives), an exact-M primitive, a runtime-M
-// primitive and oneDNN's own bf16 matmul, against OpenBLAS cblas_sgemm + a
-// bias pass, at encoder-layer shapes.
+// primitive, oneDNN's own bf16 matmul, the int8 Linear (quantization, GEMM
+// and epilogue) and oneDNN's uint8 x int8 matmul alone, against OpenBLAS
+// cblas_sgemm + a bias pass, at encoder-layer shapes.
 //
 //   ./build/kernels/gemm_bench [--threads N] [--seconds S]
 //
@@ -73,10 +74,13 @@ int main(int argc, char** argv) {
       "columns: openblas = cblas_sgemm + bias pass; linear_f32 / linear_bf16 = kernels::Linear\n"
       "(oneDNN brgemm, %s bf16 instructions); exact = one oneDNN primitive of exactly M rows;\n"
       "rt_M = one primitive with a runtime row count; dnnl_bf16 = oneDNN bf16 matmul;\n"
+      "linear_int8 = kernels::Linear with int8 weights (rows quantized, GEMM, epilogue);\n"
+      "dnnl_u8s8 = oneDNN's uint8 x int8 matmul alone (GOP/s);\n"
       "jit_ms = time to create a new exact-size primitive\n",
       encoderd::kernels::GetCpuFeatures().avx512_bf16 ? "with" : "no");
-  std::printf("%5s %5s %5s | %8s %10s %8s %8s %11s %9s | %7s\n", "M", "N", "K", "openblas",
-              "linear_f32", "exact", "rt_M", "linear_bf16", "dnnl_bf16", "jit_ms");
+  std::printf("%5s %5s %5s | %8s %10s %8s %8s %11s %9s %11s %9s | %7s\n", "M", "N", "K", "openblas",
+              "linear_f32", "exact", "rt_M", "linear_bf16", "dnnl_bf16", "linear_int8", "dnnl_u8s8",
+              "jit_ms");
   openblas_set_num_threads(threads);
   auto& be = ctx.backend();
   using dnnl::memory;
@@ -104,13 +108,14 @@ int main(int argc, char** argv) {
     int64_t m;
     Shape s;
     std::vector<float> w, b;
-    double g[7];
+    double g[9];
   };
   std::vector<Result> results;
   for (const Shape& s : shapes) {
     const auto w = random(s.n * s.k), b = random(s.n);
     const auto pf32 = PackedWeight::Pack(ctx, w.data(), b.data(), s.n, s.k, DType::kFloat32);
     const auto pbf16 = PackedWeight::Pack(ctx, w.data(), b.data(), s.n, s.k, DType::kBFloat16);
+    const auto pint8 = PackedWeight::Pack(ctx, w.data(), b.data(), s.n, s.k, DType::kInt8);
     encoderd::kernels::ApplyThreadBudget(ctx);
     memory::desc bias_md({1, s.n}, Dt::f32, Tag::ab);
     memory bias_mem(bias_md, be.engine, const_cast<float*>(b.data()));
@@ -163,7 +168,30 @@ int main(int argc, char** argv) {
       const memory bf_w = packed(bf_pd.weights_desc(), w, s);
       const double g_bf16 =
           gflops([&] { run(bf_prim, bf_w, bias_mem, xb.data(), Dt::bf16, m, s, y.data()); });
-      results.push_back({m, s, w, b, {0, g_f32, g_exact, g_rt, g_lbf16, g_bf16, jit_ms}});
+      const double g_lint8 = gflops([&] {
+        Linear(ctx, DType::kFloat32, x.data(), m, *pint8, Epilogue::kNone, nullptr, y.data());
+      });
+      // uint8 x int8 -> fp32 with per-column output scales: the int8 Linear's
+      // GEMM on the same rows (the values do not change the speed).
+      dnnl::primitive_attr i8_attr;
+      i8_attr.set_output_scales(1 << 1, std::vector<float>(s.n, 0.01f));
+      dnnl::matmul::primitive_desc i8_pd(
+          dnnl::matmul::desc({{m, s.k}, Dt::u8, Tag::ab}, {{s.k, s.n}, Dt::s8, Tag::any},
+                             {{m, s.n}, Dt::f32, Tag::ab}),
+          i8_attr, be.engine);
+      dnnl::matmul i8_prim(i8_pd);
+      memory i8_w(i8_pd.weights_desc(), be.engine);
+      std::memset(i8_w.get_data_handle(), 1, i8_pd.weights_desc().get_size());
+      std::vector<uint8_t> xq(m * s.k, 128);
+      memory i8_src({{m, s.k}, Dt::u8, Tag::ab}, be.engine, xq.data());
+      memory i8_dst({{m, s.n}, Dt::f32, Tag::ab}, be.engine, y.data());
+      const double g_u8s8 = gflops([&] {
+        i8_prim.execute(be.stream,
+                        {{DNNL_ARG_SRC, i8_src}, {DNNL_ARG_WEIGHTS, i8_w}, {DNNL_ARG_DST, i8_dst}});
+        be.stream.wait();
+      });
+      results.push_back(
+          {m, s, w, b, {0, g_f32, g_exact, g_rt, g_lbf16, g_bf16, g_lint8, g_u8s8, jit_ms}});
     }
   }
   for (Result& r : results) {
@@ -181,8 +209,8 @@ int main(int argc, char** argv) {
                      for (int64_t j = 0; j < s.n; ++j) y[i * s.n + j] += b[j];
                  },
                  budget);
-    std::printf("%5ld %5ld %5ld | %8.1f %10.1f %8.1f %8.1f %11.1f %9.1f | %7.1f\n", m, s.n, s.k,
-                r.g[0], r.g[1], r.g[2], r.g[3], r.g[4], r.g[5], r.g[6]);
+    std::printf("%5ld %5ld %5ld | %8.1f %10.1f %8.1f %8.1f %11.1f %9.1f %11.1f %9.1f | %7.1f\n", m,
+                s.n, s.k, r.g[0], r.g[1], r.g[2], r.g[3], r.g[4], r.g[5], r.g[6], r.g[7], r.g[8]);
   }
   return 0;
 }
