@@ -191,10 +191,10 @@ void QuantizeRows(const CpuContext& ctx, const float* x, int64_t rows, int64_t k
   }
 }
 
-// The int8 GEMM's epilogue over `rows` rows: acc holds
-// weight_scale[n] * sum_k q_x[m, k] q_w[n, k]; the output is
-// scale[m] * (acc - zero[m] * weight_comp[n]) + bias[n], then the epilogue.
-// Row m of it, into out.
+// The int8 GEMM's epilogue for row m: acc holds
+// weight_scale[n] * sum_k q_x[m, k] q_w[n, k]; out[n] is
+// p.scale * (acc[m, n] - p.zero * weight_comp[n]) + bias[n], then the
+// epilogue (residual: residual's row m added).
 void Int8EpilogueRow(const CpuPackedWeight& w, const float* acc, int64_t m, const RowQuant& p,
                      Epilogue epilogue, const float* residual, float* out) {
   const int64_t n = w.out_features;
@@ -204,10 +204,12 @@ void Int8EpilogueRow(const CpuPackedWeight& w, const float* acc, int64_t m, cons
                         epilogue == Epilogue::kGelu, epilogue == Epilogue::kRelu, out);
 }
 
+// Threads for an epilogue pass over [rows, n]: one below 32K values.
 int EpilogueThreads(const CpuContext& ctx, int64_t rows, int64_t n) {
   return rows * n >= (1 << 15) ? ctx.num_threads() : 1;
 }
 
+// Int8EpilogueRow over `rows` rows of acc into y.
 void Int8Epilogue(const CpuContext& ctx, const CpuPackedWeight& w, const float* acc, int64_t rows,
                   const RowQuant* params, Epilogue epilogue, const float* residual, float* y) {
   const int64_t n = w.out_features;
