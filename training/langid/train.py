@@ -70,6 +70,47 @@ def fragments(rows, fraction, seed):
     return out
 
 
+def transfer_embedding(state, old_tokenizer_file, tok):
+    """Maps the token embedding of `state` (a model of the tokenizer in
+    old_tokenizer_file) onto the pieces of `tok`: the special ids keep their
+    rows, and each new piece starts as the mean of the old rows of the old
+    pieces that spell it (longest old piece first, from the left; a
+    character no old piece holds takes <unk>'s row). The rest of the model is
+    kept as it is, so a stage with a new tokenizer starts from what the
+    encoder already knows instead of from a random initialisation."""
+    import sentencepiece as spm
+    old = spm.SentencePieceProcessor(model_file=old_tokenizer_file)
+    old_ids = {old.id_to_piece(i): i + lm.ID_OFFSET for i in range(old.get_piece_size())
+               if not (old.is_control(i) or old.is_unknown(i))}
+    longest = max(len(p) for p in old_ids)
+    key = "encoder.transformer.token_embedding.weight"
+    table = state[key]
+    new = torch.empty(tok.vocab_size, table.shape[1], dtype=table.dtype)
+    new[:lm.UNK + 1] = table[:lm.UNK + 1]
+    unknown_chars = 0
+    for i in range(tok.sp.get_piece_size()):
+        if tok.sp.is_control(i) or tok.sp.is_unknown(i):
+            continue
+        piece, rows, at = tok.sp.id_to_piece(i), [], 0
+        while at < len(piece):
+            end = min(len(piece), at + longest)
+            while end > at and piece[at:end] not in old_ids:
+                end -= 1
+            if end == at:
+                rows.append(lm.UNK)
+                unknown_chars += 1
+                end = at + 1
+            else:
+                rows.append(old_ids[piece[at:end]])
+            at = end
+        new[i + lm.ID_OFFSET] = table[rows].mean(0)
+    print("embedding transferred from %s: %d pieces -> %d, %d characters without an old piece"
+          % (old_tokenizer_file, table.shape[0], tok.vocab_size, unknown_chars), flush=True)
+    state = dict(state)
+    state[key] = new
+    return state
+
+
 def accuracy_report(name, preds, gold, labels):
     total = sum(p == g for p, g in zip(preds, gold)) / len(gold)
     per = {}
@@ -80,6 +121,14 @@ def accuracy_report(name, preds, gold, labels):
     print("%s accuracy %.4f (%d texts): %s" % (name, total, len(gold), " ".join(
         "%s=%.3f" % kv for kv in per.items())), flush=True)
     return total, per
+
+
+def save(model, path, dtype):
+    """The state dict in the legacy pre-1.6 format, floating-point tensors
+    as `dtype` (bfloat16 halves the file; encoderd widens them on load)."""
+    state = {k: v.to(getattr(torch, dtype)) if v.is_floating_point() else v
+             for k, v in model.state_dict().items()}
+    torch.save(state, path, _use_new_zipfile_serialization=False)
 
 
 def write_model_card(path, labels):
@@ -139,6 +188,13 @@ def main():
         os.path.dirname(os.path.abspath(__file__)), "everyday_sentences.tsv"))
     ap.add_argument("--init", help="start from this state dict (a second "
                     "training stage) instead of a random initialisation")
+    ap.add_argument("--init-tokenizer", help="the sentencepiece model --init was trained "
+                    "with, when it is not MODEL_DIR's: the token embedding is mapped onto "
+                    "the new pieces (transfer_embedding)")
+    ap.add_argument("--save-dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="dtype of the weights written to model.pt; with bfloat16 the "
+                    "model is rounded before the final evaluation, so the accuracies "
+                    "printed last are those of the file written")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -185,7 +241,11 @@ def main():
     enc, gold = encode(train_rows)
     model = lm.build_model(tok.vocab_size, len(labels))
     if args.init:
-        model.load_state_dict(torch.load(args.init, map_location="cpu"))
+        state = {k: v.float() if v.is_floating_point() else v
+                 for k, v in torch.load(args.init, map_location="cpu").items()}
+        if args.init_tokenizer:
+            state = transfer_embedding(state, args.init_tokenizer, tok)
+        model.load_state_dict(state)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     gen = torch.Generator().manual_seed(args.seed)
     steps_per_epoch = math.ceil(len(enc) / args.batch_size)
@@ -219,8 +279,11 @@ def main():
                 continue
             preds, _ = lm.predict(model, splits[split][0])
             accuracy_report("epoch %d %s" % (epoch, split), preds, splits[split][1], labels)
-        torch.save(model.state_dict(), os.path.join(args.model_dir, "model.pt"),
-                   _use_new_zipfile_serialization=False)
+        save(model, os.path.join(args.model_dir, "model.pt"), args.save_dtype)
+    if args.save_dtype != "float32":
+        with torch.no_grad():  # evaluate what was written
+            for p in model.parameters():
+                p.copy_(p.to(getattr(torch, args.save_dtype)))
     for split in splits:
         if not splits[split][0]:
             continue

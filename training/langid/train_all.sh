@@ -6,12 +6,15 @@
 # epoch at a lower peak learning rate starting from stage 1), a third stage
 # of 1 epoch from stage 2 on a mix of the first three sources plus short
 # fragments of the sentences, stages 4 and 5 (1 epoch each, 2 threads) on a
-# mix of all five sources, and evaluation on the five test sets, the smoke and
-# the everyday sentences. Deterministic for given package versions; about
+# mix of all five sources, then stage 6: a tokenizer of 24,000 pieces learnt
+# from all five sources, the embedding carried over from stage 5's tokenizer
+# (train.py --init-tokenizer), 2 epochs on the same mix, weights saved in
+# bf16; and evaluation on the five test sets, the smoke and the everyday
+# sentences. Deterministic for given package versions; about
 # 1 h 45 min for stages 1-3 on one core of a busy 2-core machine, then about
-# 32 and 37 min for stages 4 and 5 on both cores. Training runs at idle
-# priority (chrt --idle, nice 19) so it does not disturb benchmarks running
-# on the same machine.
+# 32 and 37 min for stages 4 and 5 and 69 min for stage 6 on both cores.
+# Training runs at idle priority (chrt --idle, nice 19) so it does not
+# disturb benchmarks running on the same machine.
 # Usage: training/langid/train_all.sh [DATA_DIR] [MODEL_DIR]
 set -euo pipefail
 data=${1:-build/langid-data}
@@ -50,5 +53,15 @@ cp "$model/model.pt" "$data/stage4.pt"
 $idle $py "$here/train.py" --data "$data" --model-dir "$model" \
   --init "$data/stage4.pt" "${mix[@]}" --words-cap 8000 --seed 6 | tee "$data/train-stage5.log"
 cp "$model/model.pt" "$data/stage5.pt"
+# Stage 6: the tokenizer of the committed model, learnt from a sample of all
+# five sources (tokenizer_corpus.py), and 2 epochs from stage 5 with the
+# embedding mapped onto the new pieces.
+cp "$model/sentencepiece.bpe.model" "$data/stage5-sentencepiece.bpe.model"
+$py "$here/tokenizer_corpus.py" --data "$data" --out "$data/spm_all.txt"
+"$here/train_tokenizer.sh" "$data" "$model" 24000 "$data/spm_all.txt"
+$idle $py "$here/train.py" --data "$data" --model-dir "$model" \
+  --init "$data/stage5.pt" --init-tokenizer "$data/stage5-sentencepiece.bpe.model" \
+  "${mix[@]}" --words-cap 8000 --epochs 2 --seed 7 --save-dtype bfloat16 \
+  | tee "$data/train-stage6.log"
 $py "$here/evaluate.py" --model-dir "$model" --data "$data" --min-accuracy 0.95 \
   --min-smoke-accuracy 0.9 --peers
