@@ -85,6 +85,10 @@ def transfer_embedding(state, old_tokenizer_file, tok):
     longest = max(len(p) for p in old_ids)
     key = "encoder.transformer.token_embedding.weight"
     table = state[key]
+    if table.shape[0] != old.get_piece_size() + lm.ID_OFFSET:
+        raise SystemExit("langid: the --init embedding has %d rows, %s makes %d"
+                         % (table.shape[0], old_tokenizer_file,
+                            old.get_piece_size() + lm.ID_OFFSET))
     new = torch.empty(tok.vocab_size, table.shape[1], dtype=table.dtype)
     new[:lm.UNK + 1] = table[:lm.UNK + 1]
     unknown_chars = 0
@@ -104,9 +108,8 @@ def transfer_embedding(state, old_tokenizer_file, tok):
                 rows.append(old_ids[piece[at:end]])
             at = end
         new[i + lm.ID_OFFSET] = table[rows].mean(0)
-    print("embedding transferred from %s: %d pieces -> %d, %d characters without an old piece"
+    print("embedding transferred from %s: %d rows -> %d, %d characters without an old piece"
           % (old_tokenizer_file, table.shape[0], tok.vocab_size, unknown_chars), flush=True)
-    state = dict(state)
     state[key] = new
     return state
 
@@ -126,8 +129,10 @@ def accuracy_report(name, preds, gold, labels):
 def save(model, path, dtype):
     """The state dict in the legacy pre-1.6 format, floating-point tensors
     as `dtype` (bfloat16 halves the file; encoderd widens them on load)."""
-    state = {k: v.to(getattr(torch, dtype)) if v.is_floating_point() else v
-             for k, v in model.state_dict().items()}
+    state = model.state_dict()  # an OrderedDict with _metadata, kept as it is
+    for k, v in state.items():
+        if v.is_floating_point():
+            state[k] = v.to(getattr(torch, dtype))
     torch.save(state, path, _use_new_zipfile_serialization=False)
 
 
@@ -196,6 +201,8 @@ def main():
                     "model is rounded before the final evaluation, so the accuracies "
                     "printed last are those of the file written")
     args = ap.parse_args()
+    if args.init_tokenizer and not args.init:
+        ap.error("--init-tokenizer needs --init")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -241,8 +248,10 @@ def main():
     enc, gold = encode(train_rows)
     model = lm.build_model(tok.vocab_size, len(labels))
     if args.init:
-        state = {k: v.float() if v.is_floating_point() else v
-                 for k, v in torch.load(args.init, map_location="cpu").items()}
+        state = torch.load(args.init, map_location="cpu")
+        for k, v in state.items():
+            if v.is_floating_point():
+                state[k] = v.float()
         if args.init_tokenizer:
             state = transfer_embedding(state, args.init_tokenizer, tok)
         model.load_state_dict(state)
@@ -282,8 +291,9 @@ def main():
         save(model, os.path.join(args.model_dir, "model.pt"), args.save_dtype)
     if args.save_dtype != "float32":
         with torch.no_grad():  # evaluate what was written
-            for p in model.parameters():
-                p.copy_(p.to(getattr(torch, args.save_dtype)))
+            for t in model.state_dict().values():
+                if t.is_floating_point():
+                    t.copy_(t.to(getattr(torch, args.save_dtype)))
     for split in splits:
         if not splits[split][0]:
             continue
