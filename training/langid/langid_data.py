@@ -289,3 +289,9 @@ def normalized(text):
     """A text compared without case, punctuation or spacing (for keeping the
     evaluation sentences out of training)."""
     return "".join(c for c in text.casefold() if c.isalnum())
+
+
+def held_out_texts(paths):
+    """The normalized() texts of the sentence TSVs at `paths` (the smoke and
+    everyday sentences), which no training text may equal."""
+    return {normalized(t) for path in paths for _, t in read_smoke(path)}

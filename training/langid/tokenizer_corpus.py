@@ -31,9 +31,8 @@ def main():
     args = ap.parse_args()
     caps = {k: int(v) for k, v in (kv.split("=") for kv in args.caps.split(","))}
     here = os.path.dirname(os.path.abspath(__file__))
-    held_out = {langid_data.normalized(t)
-                for name in ("smoke_sentences.tsv", "everyday_sentences.tsv")
-                for _, t in langid_data.read_smoke(os.path.join(here, name))}
+    held_out = langid_data.held_out_texts(
+        os.path.join(here, name) for name in ("smoke_sentences.tsv", "everyday_sentences.tsv"))
     total = collections.Counter()
     with open(args.out, "w", encoding="utf-8") as out:
         for source in langid_sources.select(list(caps)):

@@ -84,7 +84,7 @@ def transfer_embedding(state, old_tokenizer_file, tok):
                if not (old.is_control(i) or old.is_unknown(i))}
     longest = max(len(p) for p in old_ids)
     key = "encoder.transformer.token_embedding.weight"
-    table = state[key]
+    table = state[key].float()
     if table.shape[0] != old.get_piece_size() + lm.ID_OFFSET:
         raise SystemExit("langid: the --init embedding has %d rows, %s makes %d"
                          % (table.shape[0], old_tokenizer_file,
@@ -238,8 +238,7 @@ def main():
     train_rows += fragments(sentence_rows, args.fragments, args.seed)
     # The evaluation sentences stay out of training, even when a source
     # happens to contain one of them.
-    held_out = {langid_data.normalized(t) for path in (args.smoke, args.everyday)
-                for _, t in langid_data.read_smoke(path)}
+    held_out = langid_data.held_out_texts((args.smoke, args.everyday))
     kept = [r for r in train_rows if langid_data.normalized(r[1]) not in held_out]
     if len(kept) != len(train_rows):
         print("dropped %d training texts equal to a smoke or everyday sentence"
@@ -248,10 +247,7 @@ def main():
     enc, gold = encode(train_rows)
     model = lm.build_model(tok.vocab_size, len(labels))
     if args.init:
-        state = torch.load(args.init, map_location="cpu")
-        for k, v in state.items():
-            if v.is_floating_point():
-                state[k] = v.float()
+        state = torch.load(args.init, map_location="cpu")  # load_state_dict widens bf16
         if args.init_tokenizer:
             state = transfer_embedding(state, args.init_tokenizer, tok)
         model.load_state_dict(state)
