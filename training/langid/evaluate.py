@@ -5,8 +5,10 @@ splits of the chosen sources and on the smoke and everyday sentences.
 Reads DATA/<prefix>test.jsonl of each source in --sources (default: all;
 test.jsonl: gettext catalogs, prose_test.jsonl: man pages,
 dialogue_test.jsonl: Wesnoth story and dialogue, games_test.jsonl: three
-more games' dialogue, words_test.jsonl: texts of frequent words from npm);
-with --recreate (or when one is missing) first re-creates them from the
+more games' dialogue, words_test.jsonl and words2_test.jsonl: texts of
+frequent words from npm, two versions, fortunes_test.jsonl: fortune
+cookies, eight languages, a source no model stage trains on);
+with --recreate (or those that are missing) first re-creates them from the
 Debian packages (installing them with apt-get if needed; the word lists
 with npm) with the same filters and splits as extract_data.py, no retraining,
 and says whether each is identical to an existing file. Writes
@@ -25,7 +27,7 @@ installed there with npm on first use) and prints a Markdown table of every
 system's accuracy per set, with its misses on the everyday sentences.
 
 Usage: /usr/bin/python3 training/langid/evaluate.py --model-dir models/langid \\
-           --data build/langid-data [--sources catalog,prose,dialogue,games,words] \\
+           --data build/langid-data [--sources catalog,prose,dialogue,games,words2] \\
            [--recreate] [--min-accuracy 0.95] [--min-smoke-accuracy 0.9] \\
            [--min-everyday-accuracy A] [--peers]
 """
@@ -47,11 +49,12 @@ import langid_sources  # noqa: E402
 
 def recreate_tests(sources, paths, install):
     """Re-creates the test split of each source at paths[source.name]."""
-    out = {}
+    out, built = {}, {}
     for source in sources:
         if install:
-            langid_data.ensure_packages(source.packages)
-        rows = source.module.build_corpus()[0]["test"]
+            langid_data.ensure_packages(langid_sources.packages(source))
+        built[source.name] = langid_sources.build(source, built)[0]
+        rows = built[source.name]["test"]
         path = paths[source.name]
         if os.path.exists(path):
             same = langid_data.read_jsonl(path) == rows
@@ -141,10 +144,10 @@ def main():
     os.makedirs(args.data, exist_ok=True)
     sources = langid_sources.select(args.sources)
     paths = {s.name: os.path.join(args.data, s.prefix + "test.jsonl") for s in sources}
-    if args.recreate or not all(map(os.path.exists, paths.values())):
-        tests = recreate_tests(sources, paths, not args.no_install)
-    else:
-        tests = {k: langid_data.read_jsonl(p) for k, p in paths.items()}
+    missing = [s for s in sources if args.recreate or not os.path.exists(paths[s.name])]
+    tests = recreate_tests(missing, paths, not args.no_install)
+    tests.update({s.name: langid_data.read_jsonl(paths[s.name])
+                  for s in sources if s.name not in tests})
 
     def classify(rows):
         encoded = [tok.encode(text, max_tokens) for _, text in rows]
@@ -168,7 +171,7 @@ def main():
         all_pred += pred
         sets[source.name + " test"], ours[source.name + " test"] = rows, pred
     report(" + ".join(s.name for s in sources) + " test", labels, all_gold, all_pred)
-    real = [s.name for s in sources if s.name != "words"]
+    real = [s.name for s in sources if s.name not in langid_sources.WORD_SOURCES]
     gold = [lab for name in real for lab, _ in sets[name + " test"]]
     pred = [p for name in real for p in ours[name + " test"]]
     total = sum(p == g for p, g in zip(pred, gold)) / max(1, len(gold))

@@ -7,7 +7,8 @@ prose_val.jsonl, prose_test.jsonl; from Wesnoth's translated story and
 dialogue (langid_dialogue.py) dialogue_train.jsonl, dialogue_val.jsonl,
 dialogue_test.jsonl; from three more games' dialogue (langid_games.py)
 games_*.jsonl; from npm word-frequency lists (langid_words.py)
-words_*.jsonl; manifest.json (package versions and per-split counts of
+words_*.jsonl and words2_*.jsonl; from Debian's fortune-cookie packages
+(langid_fortunes.py) fortunes_*.jsonl; manifest.json (package versions and per-split counts of
 every source).
 
 Usage: /usr/bin/python3 training/langid/extract_data.py [--out build/langid-data]
@@ -33,11 +34,13 @@ def main():
     args = ap.parse_args()
     if not args.no_install:
         for source in langid_sources.SOURCES:
-            langid_data.ensure_packages(source.packages)
+            langid_data.ensure_packages(langid_sources.packages(source))
     os.makedirs(args.out, exist_ok=True)
     manifest = {"labels": langid_data.LABELS}
+    built = {}
     for source in langid_sources.SOURCES:
-        data, stats = source.module.build_corpus()
+        data, stats = langid_sources.build(source, built)
+        built[source.name] = data
         for split, rows in data.items():
             langid_data.write_jsonl(os.path.join(args.out, source.prefix + split + ".jsonl"), rows)
         if source.name == "catalog":
@@ -48,6 +51,10 @@ def main():
                     else source.module.npm_versions())
         manifest[source.name] = {"packages": packages,
                                  "caps": source.module.CAPS, "stats": stats}
+        if source.uses:  # words2: the rule that decides a shared word
+            manifest[source.name]["uses"] = {
+                "training splits of": list(source.uses),
+                "min_uses": source.module.MIN_USES, "usage_ratio": source.module.USAGE_RATIO}
         for split in langid_data.SPLITS:
             print("%-8s %-5s %6d texts  %s" % (source.name, split, len(data[split]), " ".join(
                 "%s=%d" % kv for kv in stats["kept"][split].items())), flush=True)

@@ -2,9 +2,10 @@
 """Trains the langid classifier on the training splits of --sources from
 extract_data.py (DATA/train.jsonl: catalogs, prose_train.jsonl: man pages,
 dialogue_train.jsonl: Wesnoth story and dialogue, games_train.jsonl: three
-more games' dialogue, words_train.jsonl: texts of frequent words) with the
-tokenizer in MODEL_DIR; --catalog-cap / --prose-cap / --dialogue-cap /
---games-cap / --words-cap keep only the first N texts per language of each
+more games' dialogue, words_train.jsonl and words2_train.jsonl: texts of
+frequent words, two versions) with the tokenizer in MODEL_DIR; --catalog-cap
+/ --prose-cap / --dialogue-cap / --games-cap / --words-cap / --words2-cap
+keep only the first N texts per language of each
 (the files are in sha1 order, so this is a deterministic subset). Texts equal
 to a smoke or everyday sentence (ignoring case, spaces and punctuation) are
 dropped. Prints validation accuracy per language for each source and the
@@ -182,7 +183,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1,
                     help="intra-op threads (results are deterministic for a given count)")
     ap.add_argument("--sources", default="catalog,prose,dialogue",
-                    help="training sources, comma-separated: catalog, prose, dialogue, games, words")
+                    help="training sources, comma-separated: "
+                    + ", ".join(s.name for s in langid_sources.SOURCES))
     ap.add_argument("--fragments", type=float, default=0.0,
                     help="add, for this fraction of the prose, dialogue and games "
                     "training texts, a short fragment of it (3-7 words, 4-14 "
