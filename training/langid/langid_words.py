@@ -27,10 +27,10 @@ as they were, so every training stage can be rebuilt):
   spaces, by substring count): it goes to label L if L's texts use it at
   least MIN_USES times and at least USAGE_RATIO times as often (per word of
   text; ja and zh per character) as the texts of every other label listing
-  it, otherwise it is dropped. Russian keeps я, что, тебе (не, так, все
-  are shared with Ukrainian and go), German ich and ist. A word gets a
+  it, otherwise it is dropped. Russian keeps я, что, тебе, все (не, так,
+  на, у go), German ist (ich, Polish too, goes). A word gets a
   capital first letter where its label's texts capitalise it inside a
-  sentence more often than not (German nouns, English "I"); Turkish is
+  sentence more often than not (German nouns, English Friday); Turkish is
   lowercased and capitalised with its own i/İ and ı/I.
 Either way, the English list is web-derived (site words, some adult terms)
 rather than conversational, and the Japanese list holds word-splitter

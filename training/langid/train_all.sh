@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rebuilds the committed models/langid from scratch: data (gettext catalogs,
 # man-page prose, Wesnoth story and dialogue, three more games' dialogue,
-# frequent-word texts from npm), a first tokenizer (catalog training split), two
+# frequent-word texts from npm in two versions, words and words2, fortune
+# cookies only to evaluate), a first tokenizer (catalog training split), two
 # training stages on the catalogs (2 epochs from a random init, then 1 more
 # epoch at a lower peak learning rate starting from stage 1), a third stage
 # of 1 epoch from stage 2 on a mix of the first three sources plus short
