@@ -499,13 +499,23 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
   out << "| workload | engine | dtype | tokens | ms | tokens/s | vs nested | max abs diff "
          "| min cosine |\n"
       << "|---|---|---|---:|---:|---:|---:|---:|---:|\n";
+  // A cell that was not measured (no PyTorch run, no nested fastpath in
+  // that dtype) reads "-".
+  auto cell = [](double value, std::ios_base::fmtflags format, int precision,
+                 const char* suffix = "") {
+    if (!std::isfinite(value)) return std::string("-");
+    std::ostringstream text;
+    text.flags(format);
+    text << std::setprecision(precision) << value << suffix;
+    return text.str();
+  };
   out << std::fixed;
   for (const auto& m : results) {
     out << "| " << m.workload << " | " << m.engine << " | " << m.dtype << " | " << m.tokens << " | "
         << std::setprecision(1) << m.ms << " | " << std::setprecision(0) << m.tokens_per_s()
-        << " | " << std::setprecision(2) << nested_ms(m) / m.ms << "x | " << std::scientific
-        << std::setprecision(1) << m.max_abs_diff << std::fixed << " | " << std::setprecision(5)
-        << m.min_cosine << " |\n";
+        << " | " << cell(nested_ms(m) / m.ms, std::ios::fixed, 2, "x") << " | "
+        << cell(m.max_abs_diff, std::ios::scientific, 1) << " | "
+        << cell(m.min_cosine, std::ios::fixed, 5) << " |\n";
   }
   return 0;
 }

@@ -59,6 +59,29 @@ TEST(BenchCommandTest, RunsTheGivenTokenIdsAndWritesEveryValidRow) {
   EXPECT_FALSE(fs::exists(dir / "out" / "float32" / "W1.f32"));  // not asked for
 }
 
+TEST(BenchCommandTest, TableMarksWhatWasNotMeasuredWithADash) {
+  // Without PyTorch there is no nested-fastpath time or output to compare
+  // with: those cells read "-", not "nan"/"nanx".
+  const fs::path dir = TempDir("table");
+  std::ofstream(dir / "workloads.json") << R"({"W2": [[5, 6, 7], [8, 9]]})";
+  std::ostringstream out, err;
+  ASSERT_EQ(RunBenchCommand(Tiny({"--workloads", "W2", "--dtypes", "float32,int8", "--inputs",
+                                  (dir / "workloads.json").string()}),
+                            out, err),
+            0)
+      << err.str();
+  const std::string table = out.str();
+  EXPECT_EQ(table.find("nan"), std::string::npos) << table;
+  int rows = 0;
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| W2 | encoderd |", 0) != 0) continue;
+    ++rows;
+    EXPECT_NE(line.find(" | - | - | - |"), std::string::npos) << line;
+  }
+  EXPECT_EQ(rows, 2) << table;
+}
+
 TEST(BenchCommandTest, RefusesInputsItCannotRun) {
   const fs::path dir = TempDir("refusals");
   std::ostringstream out, err;
