@@ -29,11 +29,15 @@ MODEL = "xlmr"
 MAX_CLIENT_BATCH = 16
 
 
+def start_server_daemon(binary, model_dir, log_path, extra=()):
+    return start_daemon(binary, ["--model-name", MODEL, "--model-dir", model_dir,
+                                 "--max-client-batch-size", str(MAX_CLIENT_BATCH),
+                                 "--max-batch-tokens", "2048", "--max-queue-delay-us", "2000",
+                                 "--shutdown-grace-s", "20", *extra], log_path)
+
+
 def start_server(binary, model_dir, log_path, extra=()):
-    d = start_daemon(binary, ["--model-name", MODEL, "--model-dir", model_dir,
-                              "--max-client-batch-size", str(MAX_CLIENT_BATCH),
-                              "--max-batch-tokens", "2048", "--max-queue-delay-us", "2000",
-                              "--shutdown-grace-s", "20", *extra], log_path)
+    d = start_server_daemon(binary, model_dir, log_path, extra)
     return d.proc, d.port
 
 
@@ -81,7 +85,8 @@ def main():
     from proto import encoderd_pb2_grpc as pb_grpc
     from health_v1 import health_pb2, health_pb2_grpc
 
-    proc, port = start_server(args.binary, args.model_dir, tmp / "server.log")
+    daemon = start_server_daemon(args.binary, args.model_dir, tmp / "server.log")
+    proc, port = daemon.proc, daemon.port
     try:
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         stub = pb_grpc.EncoderStub(channel)
@@ -101,7 +106,15 @@ def main():
                 inflight["error"] = e.code()
         t = threading.Thread(target=slow_call)
         t.start()
-        time.sleep(0.05)
+        # Signal once the server holds the call (or has answered it): a call
+        # still in the client's or the kernel's buffers when the drain starts
+        # may be cancelled by gRPC before any handler sees it.
+        held = time.monotonic() + 10
+        while (t.is_alive() and time.monotonic() < held
+               and daemon.metric("encoderd_in_flight_requests") < 1):
+            time.sleep(0.001)
+        print("SIGTERM " + ("with the call held by the server" if t.is_alive() else
+                            "after the call was answered"), flush=True)
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=30)
         t.join(timeout=30)
