@@ -135,6 +135,7 @@ std::map<std::string, Setter> TopLevelFields(ServerConfig* c) {
           {"listen.http2_guard", BoolField(&c->listen.http2_guard)},
           {"listen.http2_max_reset_rate", DoubleField(&c->listen.http2_max_reset_rate)},
           {"listen.max_connections", IntField(&c->listen.max_connections)},
+          {"listen.refuse_in_guard", BoolField(&c->listen.refuse_in_guard)},
           {"listen.max_connection_age_s", DoubleField(&c->listen.max_connection_age_s)},
           {"listen.max_connection_age_grace_s", DoubleField(&c->listen.max_connection_age_grace_s)},
           {"listen.max_connection_idle_s", DoubleField(&c->listen.max_connection_idle_s)},
@@ -279,6 +280,7 @@ std::string ServerConfig::Summary() const {
     << " http2_guard=" << (listen.http2_guard ? "true" : "false")
     << " http2_max_reset_rate=" << listen.http2_max_reset_rate
     << " max_connections=" << listen.max_connections
+    << " refuse_in_guard=" << (listen.refuse_in_guard ? "true" : "false")
     << " max_connection_age_s=" << listen.max_connection_age_s
     << " max_connection_age_grace_s=" << listen.max_connection_age_grace_s
     << " max_connection_idle_s=" << listen.max_connection_idle_s

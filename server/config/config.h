@@ -76,6 +76,11 @@ struct ListenConfig {
   // streams a second (all its connections together).
   double http2_max_reset_rate = 2000;
   int max_connections = 4096;
+  // The guard answers the calls the server would refuse at once (overload:
+  // predicted late, standing queue) itself, before gRPC parses them, so a
+  // refusal costs the daemon a few microseconds instead of a call
+  // (server/net/call_gate.h). Needs the guard and one configured model.
+  bool refuse_in_guard = true;
   // Connection lifetime. A client keeps its HTTP/2 connection for as long as
   // it can, so behind a load balancer that picks a backend per connection
   // (a Kubernetes Service, DNS with round_robin) new replicas get no calls

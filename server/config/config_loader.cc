@@ -45,6 +45,8 @@ constexpr Option kOptions[] = {
      "streams a connection may reset right after opening them, a second (guard)"},
     {"--max-connections", "ENCODERD_MAX_CONNECTIONS", "listen.max_connections",
      "client connections open at once (with the guard)"},
+    {"--refuse-in-guard", "ENCODERD_REFUSE_IN_GUARD", "listen.refuse_in_guard",
+     "true|false: the guard answers calls the overload control refuses (one model)"},
     {"--max-connection-age-s", "ENCODERD_MAX_CONNECTION_AGE_S", "listen.max_connection_age_s",
      "GOAWAY after this long, so clients reconnect and re-resolve (0: never)"},
     {"--max-connection-age-grace-s", "ENCODERD_MAX_CONNECTION_AGE_GRACE_S",

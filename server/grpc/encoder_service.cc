@@ -42,12 +42,8 @@ struct Call {
   uint64_t peer = 0;
 };
 
-// The client connection of a call, as a key: a hash of gRPC's peer string,
-// which names the connection ("ipv4:10.1.2.3:45678"; through the HTTP/2
-// guard "fd:17", the relay's socket, whose number a later connection may
-// reuse: the queue forgets a peer with nothing queued).
 uint64_t PeerKey(const grpc::ServerContextBase& context) {
-  return std::hash<std::string>()(context.peer());
+  return ::encoderd::server::PeerKey(std::string_view(context.peer()));
 }
 
 // What a call asks of the model: the sequences, what to compute for them,
@@ -405,6 +401,43 @@ class EncoderService::StreamCall final
   bool cancelled_ = false;
   InFlight in_flight_;
 };
+
+uint64_t PeerKey(std::string_view peer) { return std::hash<std::string_view>()(peer); }
+
+Status EncoderService::ScreenCall(const CallHead& call) {
+  static constexpr std::string_view kService = "/encoderd.v1.Encoder/";
+  if (call.path.substr(0, kService.size()) != kService) return Status::Ok();
+  const std::string_view method = call.path.substr(kService.size());
+  Rpc rpc;
+  if (method == "Embed") {
+    rpc = Rpc::kEmbed;
+  } else if (method == "Classify") {
+    rpc = Rpc::kClassify;
+  } else if (method == "Encode") {
+    rpc = Rpc::kEncode;
+  } else if (method == "Rerank") {
+    rpc = Rpc::kRerank;
+  } else {
+    return Status::Ok();
+  }
+  if (auth_.enabled() &&
+      !auth_.CheckHeader(call.authorization.empty() ? nullptr : &call.authorization).ok())
+    return Status::Ok();  // the handler answers UNAUTHENTICATED
+  StatusOr<std::shared_ptr<ServedModel>> model = registry_->Find("");
+  if (!model.ok()) return Status::Ok();  // several models, or none ready
+  const Clock::time_point now = Clock::now();
+  const Clock::time_point deadline =
+      call.timeout ? now + std::chrono::duration_cast<Clock::duration>(*call.timeout)
+                   : Clock::time_point::max();
+  Status refused = (*model)->batcher().Precheck(deadline, PeerKey(call.peer));
+  if (refused.ok()) return refused;
+  RequestSample sample;
+  sample.rpc = rpc;
+  sample.grpc_code = ToGrpcStatus(refused).error_code();
+  observer_.Finish(next_request_id_.fetch_add(1), (*model)->config().name, sample,
+                   refused.message());
+  return refused;
+}
 
 Status EncoderService::Admit(grpc::ServerContextBase* context, uint64_t peer, bool takes_slot,
                              std::optional<ConcurrencyLimiter::Slot>* slot) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "proto/encoderd.pb.h"
@@ -17,8 +18,16 @@
 #include "server/grpc/encoder_service_base.h"
 #include "server/grpc/request_serialization.h"
 #include "server/metrics/request_observer.h"
+#include "server/net/call_gate.h"
 
 namespace encoderd::server {
+
+// The client connection of a call, as a key: a hash of gRPC's peer string
+// (grpc::ServerContextBase::peer()), which names the connection
+// ("ipv4:10.1.2.3:45678"; through the HTTP/2 guard "fd:17", the relay's
+// socket, whose number a later connection may reuse: the queue forgets a
+// peer with nothing queued).
+uint64_t PeerKey(std::string_view peer);
 
 class EncoderService final : public EncoderServiceBase {
  public:
@@ -41,6 +50,17 @@ class EncoderService final : public EncoderServiceBase {
     RouteProtobufLogsToSpdlog();  // request parse errors: debug level only
   }
   int64_t in_flight() const { return limiter_.in_flight(); }
+
+  // The HTTP/2 guard's screen (call_gate.h), asked before gRPC sees a call:
+  // refuses an Embed, Classify, Encode or Rerank call that the handler would
+  // refuse before tokenizing it (DynamicBatcher::Precheck against its
+  // deadline and its connection's place in the queue: RESOURCE_EXHAUSTED,
+  // or DEADLINE_EXCEEDED / UNAVAILABLE), recording the refusal as the
+  // handler would (metrics, access log, a request id). Only with one model
+  // configured (a call's model is named in its body, which the guard does
+  // not read) and a call that carries the bearer token when auth is on;
+  // OK (the call goes on to gRPC) for everything else. Any thread.
+  Status ScreenCall(const CallHead& call);
 
   grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,

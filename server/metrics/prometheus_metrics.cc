@@ -108,6 +108,12 @@ struct PrometheusMetrics::Families {
                                      "stream when a new connection needed its place), "
                                      "bad_preface (not HTTP/2).")
                                .Register(*r)),
+        answered_by_guard(BuildCounter()
+                              .Name("encoderd_guard_answered_calls_total")
+                              .Help("Calls the gRPC port's guard answered itself before gRPC "
+                                    "parsed them (refused at once by the overload control, "
+                                    "listen.refuse_in_guard); also in encoderd_requests_total.")
+                              .Register(*r)),
         connections_open(BuildGauge()
                              .Name("encoderd_open_connections")
                              .Help("Client connections open on the gRPC port (with the guard).")
@@ -131,6 +137,7 @@ struct PrometheusMetrics::Families {
   Family<Counter>& dropped;
   Family<Counter>& admitted;
   Family<Counter>& connections_closed;
+  Family<Counter>& answered_by_guard;
   Family<Gauge>& connections_open;
 };
 
@@ -232,6 +239,7 @@ PrometheusMetrics::PrometheusMetrics(prometheus::Registry* registry,
         {{"reason", ConnectionCloseName(static_cast<ConnectionClose>(i))}});
   }
   connections_open_ = &families_->connections_open.Add({});
+  answered_by_guard_ = &families_->answered_by_guard.Add({});
   for (const std::string& m : models)
     models_[m] = std::make_unique<ModelSeries>(*families_, m, true);
   no_model_ = std::make_unique<ModelSeries>(*families_, kNoModelLabel, false);
@@ -289,6 +297,8 @@ void PrometheusMetrics::ObserveAdmitted(const std::string& model) {
 void PrometheusMetrics::ObserveConnectionClosed(ConnectionClose reason) {
   connections_closed_[static_cast<int>(reason)]->Increment();
 }
+
+void PrometheusMetrics::ObserveAnsweredByGuard() { answered_by_guard_->Increment(); }
 
 void PrometheusMetrics::SetOpenConnections(int64_t open) {
   connections_open_->Set(static_cast<double>(open));

@@ -37,6 +37,7 @@ class PrometheusMetrics final : public ServingMetrics {
   void ObserveDrop(const std::string& model, DropReason reason) override;
   void ObserveAdmitted(const std::string& model) override;
   void ObserveConnectionClosed(ConnectionClose reason) override;
+  void ObserveAnsweredByGuard() override;
   void SetOpenConnections(int64_t open) override;
 
   // Bucket bounds, exposed for tests and the docs.
@@ -52,6 +53,7 @@ class PrometheusMetrics final : public ServingMetrics {
   std::map<std::string, std::unique_ptr<ModelSeries>> models_;
   std::unique_ptr<ModelSeries> no_model_;
   std::array<prometheus::Counter*, kNumConnectionCloses> connections_closed_{};
+  prometheus::Counter* answered_by_guard_ = nullptr;
   prometheus::Gauge* connections_open_ = nullptr;
 };
 

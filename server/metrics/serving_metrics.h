@@ -94,6 +94,8 @@ class ServingMetrics {
   // The connection guard's thread: it closed a connection, and how many
   // are open.
   virtual void ObserveConnectionClosed(ConnectionClose /*reason*/) {}
+  // The guard answered a call itself (server/net/call_gate.h).
+  virtual void ObserveAnsweredByGuard() {}
   virtual void SetOpenConnections(int64_t /*open*/) {}
 };
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -144,6 +145,8 @@ class ConnectionGuard::Loop {
     Buffer to_server;
     Buffer to_client;
     Http2Guard guard;
+    // Answers the calls the screen refuses (null without a screen).
+    std::unique_ptr<CallGate> gate;
     bool client_eof = false;
     bool server_eof = false;
     bool server_shut = false;  // our write side to gRPC shut after the client's end
@@ -242,9 +245,18 @@ class ConnectionGuard::Loop {
   int64_t refused_at_cap_ = 0;
   Clock::time_point cap_logged_;
   std::vector<char> scratch_ = std::vector<char>(64 * 1024);
+  std::string relay_;  // what a CallGate passes on, per read
 };
 
 void ConnectionGuard::Loop::Run() {
+  // SCHED_BATCH: a packet arriving while the engine computes does not
+  // preempt it; the guard runs at the end of the engine's time slice and
+  // handles every packet that came meanwhile in one pass (one write per
+  // connection for many refusals). On an idle CPU it runs at once. Measured
+  // on 2 vCPUs at 2-8x capacity: goodput 95-107% of capacity instead of
+  // 59-95%, refusals still within ~5 ms (docs/reliability.md).
+  sched_param param{};
+  sched_setscheduler(0, SCHED_BATCH, &param);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kListen;
@@ -363,6 +375,7 @@ void ConnectionGuard::Loop::Accept() {
     std::shared_ptr<ResetBudget>& budget = reset_budgets_[peer.sin_addr.s_addr];
     if (!budget) budget = std::make_shared<ResetBudget>(options_.http2.premature_reset_rate);
     auto c = std::make_unique<Conn>(options_.http2, budget);
+    if (options_.screen) c->gate = std::make_unique<CallGate>(&options_.screen);
     c->id = next_id_++;
     c->client = fd;
     c->ip = peer.sin_addr.s_addr;
@@ -404,6 +417,8 @@ bool ConnectionGuard::Loop::Attach(Conn* c) {
     close(pair[1]);
     return false;  // Finish closes pair[0]
   }
+  // gRPC names the connection after its fd (the peer string the screen gets).
+  if (c->gate) c->gate->set_peer("fd:" + std::to_string(pair[1]));
   // gRPC's end stays non-blocking: its event engine expects that.
   attach_(pair[1]);
   return true;
@@ -427,8 +442,9 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
         break;
       }
       if (n < 0) break;
-      const Http2Verdict verdict = c->guard.FromClient(
-          reinterpret_cast<const uint8_t*>(scratch_.data()), static_cast<size_t>(n), Clock::now());
+      const uint8_t* bytes = reinterpret_cast<const uint8_t*>(scratch_.data());
+      const size_t preface = std::min(c->guard.preface_left(), static_cast<size_t>(n));
+      const Http2Verdict verdict = c->guard.FromClient(bytes, static_cast<size_t>(n), Clock::now());
       if (verdict != Http2Verdict::kOk) {
         Abuse(c, verdict);
         return;
@@ -438,11 +454,29 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
         Closed(ConnectionClose::kBadPreface);
         return Finish(c);
       }
-      c->to_server.Append(scratch_.data(), static_cast<size_t>(n));
-      if (c->guard.streams() > 0) idle_.erase(c->id);
       // gRPC sees a connection only once its client sent the preface.
       if (c->server < 0 && c->guard.preface_received() && (!accepting_ || !Attach(c)))
         return Finish(c);
+      if (!c->gate) {
+        c->to_server.Append(scratch_.data(), static_cast<size_t>(n));
+      } else {
+        relay_.assign(scratch_.data(), preface);
+        c->gate->FromClient(bytes + preface, static_cast<size_t>(n) - preface, &relay_);
+        c->to_server.Append(relay_.data(), relay_.size());
+        for (uint32_t stream : c->gate->TakeAnswered()) {
+          c->guard.Ended(stream);
+          if (metrics_) metrics_->ObserveAnsweredByGuard();
+        }
+        relay_.clear();
+        c->gate->Flush(&relay_);
+        c->to_client.Append(relay_.data(), relay_.size());
+        if (c->gate->broken()) {
+          spdlog::warn("closing the connection from {}: a header block that cannot be decoded",
+                       c->peer);
+          return Finish(c);
+        }
+      }
+      if (c->guard.streams() > 0) idle_.erase(c->id);
     }
   }
   if (events & EPOLLOUT || !c->to_client.empty()) {
@@ -467,9 +501,15 @@ void ConnectionGuard::Loop::OnServer(Conn* c, uint32_t events) {
         break;
       }
       if (n < 0) break;
-      c->guard.FromServer(reinterpret_cast<const uint8_t*>(scratch_.data()),
-                          static_cast<size_t>(n));
-      c->to_client.Append(scratch_.data(), static_cast<size_t>(n));
+      const uint8_t* bytes = reinterpret_cast<const uint8_t*>(scratch_.data());
+      c->guard.FromServer(bytes, static_cast<size_t>(n));
+      if (!c->gate) {
+        c->to_client.Append(scratch_.data(), static_cast<size_t>(n));
+      } else {
+        relay_.clear();
+        c->gate->FromServer(bytes, static_cast<size_t>(n), &relay_);
+        c->to_client.Append(relay_.data(), relay_.size());
+      }
     }
   }
   if (events & EPOLLOUT || !c->to_server.empty()) {

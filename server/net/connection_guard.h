@@ -7,7 +7,9 @@
 // when the server's bytes allow one, and counts it. It also caps the open
 // connections (a new one beyond the cap is closed at once, with a log line),
 // raises the fd limit to what the cap needs, and closes a connection that
-// has not sent the HTTP/2 preface within `preface_timeout`.
+// has not sent the HTTP/2 preface within `preface_timeout`. With a screen,
+// it answers the calls the server would refuse at once itself (CallGate),
+// so that refusing costs no call through gRPC.
 //
 // One thread runs an epoll loop over every connection; each direction has a
 // bounded buffer, and a full buffer stops reading its source (the peer's TCP
@@ -23,6 +25,7 @@
 
 #include "core/status.h"
 #include "server/metrics/serving_metrics.h"
+#include "server/net/call_gate.h"
 #include "server/net/http2_guard.h"
 
 namespace encoderd::server {
@@ -38,6 +41,9 @@ struct ConnectionGuardOptions {
   // How long new connections from an address closed for abuse (or opening
   // too many a second) wait before anything of theirs is read.
   std::chrono::milliseconds tarpit{1000};
+  // Asked about every new call before gRPC sees it; a call it refuses is
+  // answered by the guard (call_gate.h). Empty: every call goes to gRPC.
+  CallScreen screen;
 };
 
 class ConnectionGuard {

@@ -6,8 +6,9 @@ namespace encoderd::server {
 namespace {
 
 constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";  // 24 bytes
-constexpr uint8_t kData = 0x0, kHeaders = 0x1, kRstStream = 0x3, kGoAway = 0x7, kContinuation = 0x9;
-constexpr uint8_t kEndStream = 0x1, kEndHeaders = 0x4;
+constexpr uint8_t kData = kHttp2Data, kHeaders = kHttp2Headers, kRstStream = kHttp2RstStream,
+                  kGoAway = kHttp2GoAway, kContinuation = kHttp2Continuation;
+constexpr uint8_t kEndStream = kHttp2EndStream, kEndHeaders = kHttp2EndHeaders;
 
 }  // namespace
 
@@ -47,57 +48,41 @@ std::string GoAwayFrame(uint32_t last_stream_id, uint32_t error_code) {
   return f;
 }
 
-template <typename OnFrame>
-void Http2Guard::Read(FrameReader* r, const uint8_t* data, size_t size, OnFrame on_frame) {
-  while (size > 0) {
-    if (r->payload_left > 0) {
-      const size_t skip = static_cast<size_t>(std::min<uint64_t>(r->payload_left, size));
-      r->payload_left -= skip;
-      data += skip;
-      size -= skip;
-      continue;
-    }
-    const size_t take = std::min(size, sizeof(r->header) - r->header_have);
-    std::copy(data, data + take, r->header + r->header_have);
-    r->header_have += take;
-    data += take;
-    size -= take;
-    if (r->header_have < sizeof(r->header)) return;
-    r->header_have = 0;
-    const uint8_t* h = r->header;
-    r->payload_left = (uint64_t{h[0]} << 16) | (uint64_t{h[1]} << 8) | h[2];
-    Frame frame;
-    frame.length = r->payload_left;
-    frame.type = h[3];
-    frame.flags = h[4];
-    frame.stream =
-        ((uint32_t{h[5]} << 24) | (uint32_t{h[6]} << 16) | (uint32_t{h[7]} << 8) | h[8]) &
-        0x7fffffffu;
-    on_frame(frame);
-  }
+std::string Http2FrameHeaderBytes(uint8_t type, uint8_t flags, uint32_t stream, size_t length) {
+  std::string h(9, '\0');
+  h[0] = static_cast<char>(length >> 16);
+  h[1] = static_cast<char>(length >> 8);
+  h[2] = static_cast<char>(length);
+  h[3] = static_cast<char>(type);
+  h[4] = static_cast<char>(flags);
+  for (int i = 0; i < 4; ++i) h[5 + i] = static_cast<char>((stream & 0x7fffffffu) >> (24 - 8 * i));
+  return h;
 }
 
 Http2Verdict Http2Guard::FromClient(const uint8_t* data, size_t size, Clock::time_point now) {
   if (not_http2_) return verdict_;
-  while (client_.preface_left > 0 && size > 0) {
-    const size_t at = sizeof(kPreface) - 1 - client_.preface_left;
+  while (preface_left_ > 0 && size > 0) {
+    const size_t at = sizeof(kPreface) - 1 - preface_left_;
     if (static_cast<char>(*data) != kPreface[at]) {
       not_http2_ = true;
       return verdict_;
     }
-    --client_.preface_left;
+    --preface_left_;
     ++data;
     --size;
   }
-  Read(&client_, data, size, [&](const Frame& f) { OnClientFrame(f, now); });
+  client_.Read(
+      data, size, [&](const Http2Frame& f) { OnClientFrame(f, now); },
+      [](const uint8_t*, size_t) {});
   return verdict_;
 }
 
 void Http2Guard::FromServer(const uint8_t* data, size_t size) {
-  Read(&server_, data, size, [&](const Frame& f) { OnServerFrame(f); });
+  server_.Read(
+      data, size, [&](const Http2Frame& f) { OnServerFrame(f); }, [](const uint8_t*, size_t) {});
 }
 
-void Http2Guard::OnClientFrame(const Frame& f, Clock::time_point now) {
+void Http2Guard::OnClientFrame(const Http2Frame& f, Clock::time_point now) {
   if (f.type == kHeaders || (f.type == kContinuation && header_block_ >= 0)) {
     header_block_ = (f.type == kHeaders ? 0 : header_block_) + static_cast<int64_t>(f.length);
     if (header_block_ > options_.max_header_block_bytes && verdict_ == Http2Verdict::kOk)
@@ -129,7 +114,7 @@ void Http2Guard::OnClientFrame(const Frame& f, Clock::time_point now) {
   }
 }
 
-void Http2Guard::OnServerFrame(const Frame& f) {
+void Http2Guard::OnServerFrame(const Http2Frame& f) {
   ++server_frames_;
   const bool ends =
       ((f.type == kData || f.type == kHeaders) && (f.flags & kEndStream)) || f.type == kRstStream;

@@ -20,6 +20,7 @@
 // outgrows `max_header_block_bytes`.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +54,68 @@ inline constexpr uint32_t kEnhanceYourCalm = 0xb;
 
 // A GOAWAY frame (stream 0) naming the last stream the server processes.
 std::string GoAwayFrame(uint32_t last_stream_id, uint32_t error_code);
+
+// One frame's 9-byte header (RFC 9113, 4.1).
+struct Http2Frame {
+  uint8_t type = 0;
+  uint8_t flags = 0;
+  uint32_t stream = 0;
+  uint64_t length = 0;
+};
+
+inline constexpr uint8_t kHttp2Data = 0x0, kHttp2Headers = 0x1, kHttp2Priority = 0x2,
+                         kHttp2RstStream = 0x3, kHttp2Settings = 0x4, kHttp2GoAway = 0x7,
+                         kHttp2WindowUpdate = 0x8, kHttp2Continuation = 0x9;
+inline constexpr uint8_t kHttp2EndStream = 0x1, kHttp2EndHeaders = 0x4, kHttp2Padded = 0x8,
+                         kHttp2PriorityFlag = 0x20;
+
+// A frame's 9-byte header, with `length` bytes of payload to follow.
+std::string Http2FrameHeaderBytes(uint8_t type, uint8_t flags, uint32_t stream, size_t length);
+
+// The frames of one direction, read across arbitrary chunk boundaries:
+// `on_header(const Http2Frame&)` once a frame's header is whole, then
+// `on_payload(const uint8_t*, size_t)` with its payload in as many pieces as
+// it arrives in (none for an empty one).
+class Http2FrameReader {
+ public:
+  template <typename OnHeader, typename OnPayload>
+  void Read(const uint8_t* data, size_t size, OnHeader on_header, OnPayload on_payload) {
+    while (size > 0) {
+      if (payload_left_ > 0) {
+        const size_t take = static_cast<size_t>(std::min<uint64_t>(payload_left_, size));
+        payload_left_ -= take;
+        on_payload(data, take);
+        data += take;
+        size -= take;
+        continue;
+      }
+      const size_t take = std::min(size, sizeof(header_) - header_have_);
+      std::copy(data, data + take, header_ + header_have_);
+      header_have_ += take;
+      data += take;
+      size -= take;
+      if (header_have_ < sizeof(header_)) return;
+      header_have_ = 0;
+      const uint8_t* h = header_;
+      payload_left_ = (uint64_t{h[0]} << 16) | (uint64_t{h[1]} << 8) | h[2];
+      Http2Frame frame;
+      frame.length = payload_left_;
+      frame.type = h[3];
+      frame.flags = h[4];
+      frame.stream =
+          ((uint32_t{h[5]} << 24) | (uint32_t{h[6]} << 16) | (uint32_t{h[7]} << 8) | h[8]) &
+          0x7fffffffu;
+      on_header(frame);
+    }
+  }
+  // Between frames: nothing of a frame read and nothing more of one owed.
+  bool at_boundary() const { return header_have_ == 0 && payload_left_ == 0; }
+
+ private:
+  uint8_t header_[9] = {};
+  size_t header_have_ = 0;
+  uint64_t payload_left_ = 0;
+};
 
 // Premature resets an address may still make: a token bucket refilled at
 // `rate` a second, holding at most `rate`.
@@ -92,11 +155,14 @@ class Http2Guard {
   void FromServer(const uint8_t* data, size_t size);
 
   // The client sent the whole connection preface, or something else.
-  bool preface_received() const { return client_.preface_left == 0; }
+  bool preface_received() const { return preface_left_ == 0; }
+  size_t preface_left() const { return preface_left_; }
   bool not_http2() const { return not_http2_; }
   // The server's bytes seen so far end between frames: a frame of our own
   // (GOAWAY) can follow them.
   bool server_at_frame_boundary() const { return server_.at_boundary(); }
+  // A stream the connection guard answered itself (call_gate.h): it is over.
+  void Ended(uint32_t stream) { open_.erase(stream); }
   // Frames the server sent (its first is its SETTINGS, the server preface).
   int64_t server_frames() const { return server_frames_; }
   uint32_t last_client_stream() const { return last_client_stream_; }
@@ -105,28 +171,13 @@ class Http2Guard {
   size_t open_streams() const { return open_.size(); }
 
  private:
-  // Frame headers of one direction, read across arbitrary chunk boundaries.
-  struct FrameReader {
-    size_t preface_left = 0;  // bytes of the client preface still to come
-    uint8_t header[9] = {};
-    size_t header_have = 0;
-    uint64_t payload_left = 0;
-    bool at_boundary() const { return preface_left == 0 && header_have == 0 && payload_left == 0; }
-  };
-  struct Frame {
-    uint8_t type = 0;
-    uint8_t flags = 0;
-    uint32_t stream = 0;
-    uint64_t length = 0;
-  };
-  template <typename OnFrame>
-  static void Read(FrameReader* reader, const uint8_t* data, size_t size, OnFrame on_frame);
-  void OnClientFrame(const Frame& frame, Clock::time_point now);
-  void OnServerFrame(const Frame& frame);
+  void OnClientFrame(const Http2Frame& frame, Clock::time_point now);
+  void OnServerFrame(const Http2Frame& frame);
 
   const Http2GuardOptions options_;
-  FrameReader client_{24};
-  FrameReader server_;
+  size_t preface_left_ = 24;  // bytes of the client preface still to come
+  Http2FrameReader client_;
+  Http2FrameReader server_;
   bool not_http2_ = false;
   // Streams the client opened that neither side has ended: when opened.
   std::unordered_map<uint32_t, Clock::time_point> open_;

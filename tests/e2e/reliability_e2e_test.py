@@ -321,8 +321,8 @@ def check_admission(args, tmp):
     """Overload control: while a 256-text batch (~3 s) runs on one thread, a
     call whose deadline is shorter than the predicted wait and a call without
     a deadline (max_queue_time_us = 100 ms) are refused at once with
-    RESOURCE_EXHAUSTED, each counted by its reason, before the batch ends; a
-    call with a long deadline is admitted and served."""
+    RESOURCE_EXHAUSTED, each counted by its reason, by the HTTP/2 guard, before
+    the batch ends; a call with a long deadline is admitted and served."""
     daemon, channel, health = start(args, tmp, "admission", [
         "--num-threads", "1", "--max-queue-delay-us", "2000", "--max-batch-tokens", "65536",
         "--max-queue-time-us", "100000"])
@@ -334,6 +334,7 @@ def check_admission(args, tmp):
         reasons = ("refused_predicted_late", "refused_queue_time")
         before = {r: drops(daemon, r) for r in reasons}
         admitted0 = daemon.metric("encoderd_requests_admitted_total", {"model": MODEL})
+        guard0 = daemon.metric("encoderd_guard_answered_calls_total")
         big = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * 256, truncate=True), timeout=60)
         check(wait_until(lambda: idle_state(daemon)[1] == 1 and idle_state(daemon)[2] == 0, 10),
               "admission: the 256-text batch is running")
@@ -353,6 +354,10 @@ def check_admission(args, tmp):
               f"admission: refusals counted by reason ({got})")
         admitted = daemon.metric("encoderd_requests_admitted_total", {"model": MODEL}) - admitted0
         check(admitted == 2, f"admission: encoderd_requests_admitted_total +2 ({admitted})")
+        # Both refusals were answered by the HTTP/2 guard (listen.refuse_in_guard),
+        # before gRPC parsed the calls.
+        guard = daemon.metric("encoderd_guard_answered_calls_total") - guard0
+        check(guard == 2, f"admission: encoderd_guard_answered_calls_total +2 ({guard})")
     finally:
         daemon.stop()
 

@@ -1,0 +1,137 @@
+// Answers, in the gRPC port's guard, the calls the server would refuse at
+// once, so that a refusal under overload costs the daemon a few microseconds
+// of the guard's thread instead of a call through gRPC (~100 us of CPU on a
+// 2-vCPU VM: parsing, a call object, thread hand-offs, the write; measured in
+// docs/reliability.md). One CallGate per plaintext connection: it decodes the
+// header block of each new stream (HPACK, keeping the client's dynamic
+// table), asks the screen whether the call would be refused, and if so
+// answers it with a trailers-only response of its own and keeps the stream's
+// frames from gRPC; every other byte goes through.
+//
+// Keeping a header block from gRPC would leave gRPC's copy of the client's
+// HPACK table behind the client's when that block inserted into it: from the
+// first such block on, the gate re-encodes every header block it passes on
+// as literals that change no table (gRPC's table then stays as it was and
+// is never referred to). The client's DATA on a stream answered here is
+// dropped and its bytes given back to the client's connection window with
+// WINDOW_UPDATE, as gRPC would have done. The gate's own frames go to the
+// client between gRPC's frames, never inside one of gRPC's header blocks.
+//
+// A header block the gate cannot decode (malformed, or beyond its limits)
+// turns it off for the connection while gRPC's table is still in step
+// (everything passes through, gRPC answers the block); once not, the
+// connection is broken() and must be closed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "core/status.h"
+#include "server/net/hpack.h"
+#include "server/net/http2_guard.h"
+
+namespace encoderd::server {
+
+// What the gate knows of a new call before gRPC sees it.
+struct CallHead {
+  std::string_view path;           // ":path", e.g. "/encoderd.v1.EncoderService/Embed"
+  std::string_view authorization;  // the "authorization" header, "" without one
+  // From "grpc-timeout"; none without one (or an unreadable one).
+  std::optional<std::chrono::nanoseconds> timeout;
+  // The connection as gRPC names it (its peer string: "fd:17").
+  std::string_view peer;
+};
+
+// OK: the call goes on to gRPC. Otherwise the gate answers it with this
+// status. Called on the guard's thread for every new stream: it must be
+// quick and must not block.
+using CallScreen = std::function<Status(const CallHead&)>;
+
+// The grpc-timeout header's value ("1*8DIGIT unit", gRPC's PROTOCOL-HTTP2.md);
+// none when malformed.
+std::optional<std::chrono::nanoseconds> ParseGrpcTimeout(std::string_view value);
+
+// A trailers-only gRPC response (HEADERS with END_STREAM) on `stream`.
+std::string TrailersOnlyResponse(uint32_t stream, const Status& status);
+
+class CallGate {
+ public:
+  // `screen` outlives the gate.
+  explicit CallGate(const CallScreen* screen) : screen_(screen) {}
+
+  // The client's bytes after the 24-byte connection preface; what gRPC is to
+  // get is appended to `to_server`.
+  void FromClient(const uint8_t* data, size_t size, std::string* to_server);
+  // gRPC's bytes, appended to `to_client` with the gate's own frames put in
+  // at the first frame boundary outside a header block.
+  void FromServer(const uint8_t* data, size_t size, std::string* to_client);
+  // Appends the gate's waiting frames to `to_client` when gRPC's bytes so far
+  // end at such a boundary (and gRPC has sent its SETTINGS, which must come
+  // first).
+  void Flush(std::string* to_client);
+
+  // Streams answered here since the last call (the Http2Guard counts them
+  // as ended).
+  std::vector<uint32_t> TakeAnswered() { return std::move(answered_); }
+  int64_t calls_answered() const { return calls_answered_; }
+  // The connection's name in gRPC, passed to the screen.
+  void set_peer(std::string peer) { peer_ = std::move(peer); }
+  bool off() const { return off_; }
+  bool broken() const { return broken_; }
+  bool reencoding() const { return reencoding_; }
+
+ private:
+  void OnClientHeader(const Http2Frame& frame, std::string* to_server);
+  void OnClientPayload(const uint8_t* data, size_t size, std::string* to_server);
+  // The client's header block is whole (its frames in block_frames_).
+  void OnHeaderBlock(std::string* to_server);
+  void Forget(uint32_t stream);
+
+  const CallScreen* const screen_;
+  std::string peer_;
+  Http2FrameReader client_;
+  Http2FrameReader server_;
+  HpackDecoder decoder_;
+  std::vector<HeaderField> fields_;
+
+  // What becomes of the client frame being read.
+  enum class Fate { kPass, kDrop, kHeaderBlock };
+  Fate fate_ = Fate::kPass;
+  Http2Frame frame_;
+  uint64_t frame_left_ = 0;  // its payload bytes still to come
+  // The header block being read: its frames as they came, and its fragment
+  // (payloads less padding and priority).
+  std::string block_frames_;
+  std::string block_;
+  Http2Frame block_start_;  // its HEADERS frame
+  std::string payload_;     // the current HEADERS frame's payload so far
+  bool in_block_ = false;
+
+  uint32_t last_stream_ = 0;
+  // Streams answered here whose client frames are still dropped, oldest
+  // first (at most kRemembered; a forgotten one's late frames reach gRPC,
+  // which ignores frames of streams it closed or never saw).
+  std::unordered_set<uint32_t> answered_streams_;
+  std::deque<uint32_t> answered_order_;
+  std::vector<uint32_t> answered_;
+  int64_t calls_answered_ = 0;
+
+  // The gate's frames for the client, and connection window to give back.
+  std::string pending_;
+  uint64_t window_credit_ = 0;
+  bool server_in_block_ = false;  // gRPC is between HEADERS and END_HEADERS
+  int64_t server_frames_ = 0;
+
+  bool off_ = false;
+  bool broken_ = false;
+  bool reencoding_ = false;
+};
+
+}  // namespace encoderd::server

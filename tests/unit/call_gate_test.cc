@@ -1,0 +1,289 @@
+// The guard's call gate (server/net/call_gate.h): refused calls answered with
+// a trailers-only response and kept from gRPC, their DATA given back to the
+// connection window, the client's HPACK table kept (blocks re-encoded once a
+// table change was kept from gRPC), the gate's frames only between gRPC's
+// frames, and byte streams split at every point read the same.
+#include "server/net/call_gate.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "server/net/hpack.h"
+#include "server/net/http2_guard.h"
+
+namespace encoderd::server {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr uint8_t kEndStream = 0x1, kEndHeaders = 0x4;
+const std::string kEmbed = "/encoderd.v1.Encoder/Embed";
+
+std::string Frame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload = "") {
+  return Http2FrameHeaderBytes(type, flags, stream, payload.size()) + payload;
+}
+std::string Settings() { return Frame(kHttp2Settings, 0, 0); }
+std::string Data(uint32_t stream, size_t bytes, uint8_t flags = kEndStream) {
+  return Frame(kHttp2Data, flags, stream, std::string(bytes, 'd'));
+}
+// A literal that the receiver adds to its dynamic table (RFC 7541, 6.2.1).
+std::string Indexed(const std::string& name, const std::string& value) {
+  std::string out = "\x40";
+  HpackAppendInteger(name.size(), 7, 0, &out);
+  out += name;
+  HpackAppendInteger(value.size(), 7, 0, &out);
+  return out + value;
+}
+std::string Plain(const std::string& name, const std::string& value) {
+  std::string out;
+  HpackAppendLiteral(name, value, &out);
+  return out;
+}
+
+// Frames read back from bytes: type, flags, stream, payload.
+struct Read {
+  uint8_t type, flags;
+  uint32_t stream;
+  std::string payload;
+};
+std::vector<Read> Frames(const std::string& bytes) {
+  std::vector<Read> out;
+  Http2FrameReader r;
+  r.Read(
+      reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
+      [&](const Http2Frame& f) {
+        out.push_back({f.type, f.flags, f.stream, ""});
+      },
+      [&](const uint8_t* p, size_t n) {
+        out.back().payload.append(reinterpret_cast<const char*>(p), n);
+      });
+  return out;
+}
+std::map<std::string, std::string> DecodeBlock(HpackDecoder* d, const std::string& block) {
+  std::vector<HeaderField> fields;
+  EXPECT_TRUE(d->Decode(reinterpret_cast<const uint8_t*>(block.data()), block.size(), &fields));
+  std::map<std::string, std::string> out;
+  for (auto& f : fields) out[f.name] = f.value;
+  return out;
+}
+
+// Refuses calls to Embed with a deadline under a second; records what it saw.
+struct Screen {
+  std::vector<CallHead> seen;
+  std::vector<std::string> paths;
+  CallScreen fn = [this](const CallHead& h) {
+    seen.push_back(h);
+    paths.emplace_back(h.path);
+    if (h.path == kEmbed && h.timeout && *h.timeout < std::chrono::seconds(1))
+      return ResourceExhausted("predicted to finish after its deadline (½ s)");
+    return Status::Ok();
+  };
+};
+
+std::string FromClient(CallGate* g, const std::string& bytes) {
+  std::string out;
+  g->FromClient(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &out);
+  return out;
+}
+std::string FromServer(CallGate* g, const std::string& bytes) {
+  std::string out;
+  g->FromServer(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &out);
+  return out;
+}
+
+TEST(CallGateTest, AnswersARefusedCallAndKeepsItsFramesFromGrpc) {
+  Screen screen;
+  CallGate gate(&screen.fn);
+  // Stream 1: refused (100 ms deadline); its block adds two table entries.
+  const std::string block1 = Indexed(":path", kEmbed) + Indexed("grpc-timeout", "100m") +
+                             Plain(":method", "POST") + Plain("te", "trailers");
+  const std::string call1 = Frame(kHttp2Headers, kEndHeaders, 1, block1) + Data(1, 30, 0);
+  EXPECT_EQ(FromClient(&gate, Settings() + call1), Settings());
+  ASSERT_EQ(screen.seen.size(), 1u);
+  EXPECT_EQ(screen.paths[0], kEmbed);
+  EXPECT_EQ(screen.seen[0].timeout, std::chrono::nanoseconds(milliseconds(100)));
+  EXPECT_EQ(gate.TakeAnswered(), std::vector<uint32_t>{1});
+  EXPECT_EQ(gate.calls_answered(), 1);
+  EXPECT_TRUE(gate.reencoding());
+
+  // Nothing goes to the client before gRPC's SETTINGS (the server preface).
+  std::string none;
+  gate.Flush(&none);
+  EXPECT_EQ(none, "");
+  const std::vector<Read> to_client = Frames(FromServer(&gate, Settings()));
+  ASSERT_EQ(to_client.size(), 3u);
+  EXPECT_EQ(to_client[0].type, kHttp2Settings);
+  EXPECT_EQ(to_client[1].type, kHttp2Headers);
+  EXPECT_EQ(to_client[1].flags, kEndStream | kEndHeaders);
+  EXPECT_EQ(to_client[1].stream, 1u);
+  HpackDecoder client_side;
+  auto answer = DecodeBlock(&client_side, to_client[1].payload);
+  EXPECT_EQ(answer[":status"], "200");
+  EXPECT_EQ(answer["content-type"], "application/grpc");
+  EXPECT_EQ(answer["grpc-status"], "8");
+  EXPECT_EQ(answer["grpc-message"], "predicted to finish after its deadline (%C2%BD s)");
+  EXPECT_EQ(client_side.table_entries(), 0u);  // the answer changes no table
+  // The 30 bytes of dropped DATA go back to the connection window.
+  EXPECT_EQ(to_client[2].type, kHttp2WindowUpdate);
+  EXPECT_EQ(to_client[2].stream, 0u);
+  EXPECT_EQ(to_client[2].payload, std::string("\0\0\0\x1e", 4));
+
+  // Stream 3: admitted; it refers to an entry stream 1 added (index 63 is
+  // the :path). gRPC never saw that entry: the block arrives as literals.
+  const std::string block3 = "\xbf" + Indexed("grpc-timeout", "5S") + Plain(":method", "POST");
+  const std::string call3 = Frame(kHttp2Headers, kEndHeaders, 3, block3) + Data(3, 12);
+  const std::vector<Read> to_server = Frames(FromClient(&gate, call3));
+  ASSERT_EQ(to_server.size(), 2u);
+  EXPECT_EQ(to_server[0].type, kHttp2Headers);
+  EXPECT_EQ(to_server[0].flags, kEndHeaders);
+  EXPECT_EQ(to_server[0].stream, 3u);
+  HpackDecoder grpc_side;  // has seen no block of this connection
+  auto fields = DecodeBlock(&grpc_side, to_server[0].payload);
+  EXPECT_EQ(fields[":path"], kEmbed);
+  EXPECT_EQ(fields["grpc-timeout"], "5S");
+  EXPECT_EQ(fields[":method"], "POST");
+  EXPECT_EQ(grpc_side.table_entries(), 0u);
+  EXPECT_EQ(to_server[1].type, kHttp2Data);
+  EXPECT_EQ(to_server[1].payload.size(), 12u);
+  EXPECT_TRUE(gate.TakeAnswered().empty());
+
+  // Stream 1's later frames stay here too, its DATA given back.
+  EXPECT_EQ(
+      FromClient(&gate, Frame(kHttp2WindowUpdate, 0, 1, std::string("\0\0\0\x01", 4)) + Data(1, 5)),
+      "");
+  const std::vector<Read> credit = Frames(FromServer(&gate, Data(3, 1, 0)));
+  ASSERT_EQ(credit.size(), 2u);
+  EXPECT_EQ(credit[1].type, kHttp2WindowUpdate);
+  EXPECT_EQ(credit[1].payload, std::string("\0\0\0\x05", 4));
+}
+
+TEST(CallGateTest, PassesEveryByteThroughUntilATableChangeIsKeptFromGrpc) {
+  Screen screen;
+  CallGate gate(&screen.fn);
+  // Admitted calls, then a refused one whose block changes no table: every
+  // byte of the admitted ones goes to gRPC as it came.
+  const std::string admitted =
+      Settings() +
+      Frame(kHttp2Headers, kEndHeaders, 1, Indexed(":path", kEmbed) + Plain(":method", "POST")) +
+      Data(1, 40) + Frame(kHttp2Headers, kEndHeaders | kEndStream, 3, "\xbe") +
+      Frame(kHttp2WindowUpdate, 0, 0, std::string("\0\0\x10\0", 4));
+  EXPECT_EQ(FromClient(&gate, admitted), admitted);
+  const std::string refused =
+      Frame(kHttp2Headers, kEndHeaders, 5, "\xbe" + Plain("grpc-timeout", "1m")) + Data(5, 7);
+  EXPECT_EQ(FromClient(&gate, refused), "");
+  EXPECT_FALSE(gate.reencoding());
+  const std::string next = Frame(kHttp2Headers, kEndHeaders, 7, "\xbe") + Data(7, 3);
+  EXPECT_EQ(FromClient(&gate, next), next);
+  EXPECT_EQ(gate.calls_answered(), 1);
+}
+
+TEST(CallGateTest, HeadersWithPaddingPriorityAndContinuationDecode) {
+  Screen screen;
+  CallGate gate(&screen.fn);
+  const std::string block = Indexed(":path", kEmbed) + Indexed("grpc-timeout", "20m");
+  // PADDED and PRIORITY: pad length 3, 5 bytes of priority, padding.
+  const std::string first =
+      std::string("\x03", 1) + std::string(5, '\0') + block.substr(0, 10) + std::string(3, '\0');
+  const std::string bytes = Frame(kHttp2Headers, kEndStream | 0x8 | 0x20, 1, first) +
+                            Frame(kHttp2Continuation, 0, 1, block.substr(10, 5)) +
+                            Frame(kHttp2Continuation, kEndHeaders, 1, block.substr(15));
+  EXPECT_EQ(FromClient(&gate, bytes), "");
+  ASSERT_EQ(screen.paths.size(), 1u);
+  EXPECT_EQ(screen.paths[0], kEmbed);
+  EXPECT_EQ(gate.TakeAnswered(), std::vector<uint32_t>{1});
+}
+
+TEST(CallGateTest, AnswersWaitForABoundaryOutsideGrpcsHeaderBlocks) {
+  Screen screen;
+  CallGate gate(&screen.fn);
+  EXPECT_EQ(FromServer(&gate, Settings()), Settings());
+  // gRPC is inside a header block (HEADERS without END_HEADERS) and then
+  // inside a DATA frame when the refused call comes.
+  const std::string grpc_headers = Frame(kHttp2Headers, 0, 9, "abc");
+  EXPECT_EQ(FromServer(&gate, grpc_headers), grpc_headers);
+  const std::string call = Frame(kHttp2Headers, kEndHeaders | kEndStream, 1,
+                                 Plain(":path", kEmbed) + Plain("grpc-timeout", "1m"));
+  EXPECT_EQ(FromClient(&gate, call), "");
+  std::string out;
+  gate.Flush(&out);
+  EXPECT_EQ(out, "");
+  const std::string continuation = Frame(kHttp2Continuation, kEndHeaders, 9, "def");
+  const std::string data = Data(9, 10, 0);
+  // The answer goes between the CONTINUATION and the DATA, not inside it.
+  const std::string from_grpc = FromServer(&gate, continuation + data.substr(0, 12));
+  ASSERT_GT(from_grpc.size(), continuation.size());
+  EXPECT_EQ(from_grpc.substr(0, continuation.size()), continuation);
+  const std::vector<Read> answer =
+      Frames(from_grpc.substr(continuation.size(), from_grpc.size() - continuation.size() - 12));
+  ASSERT_EQ(answer.size(), 1u);
+  EXPECT_EQ(answer[0].stream, 1u);
+  EXPECT_EQ(from_grpc.substr(from_grpc.size() - 12), data.substr(0, 12));
+  EXPECT_EQ(FromServer(&gate, data.substr(12)), data.substr(12));
+}
+
+TEST(CallGateTest, BytesSplitAtEveryPointReadTheSame) {
+  const std::string block1 = Indexed(":path", kEmbed) + Indexed("grpc-timeout", "100m");
+  const std::string client =
+      Settings() + Frame(kHttp2Headers, kEndHeaders, 1, block1) + Data(1, 20) +
+      Frame(kHttp2Headers, 0, 3, "\xbf" + Indexed("x-a", "1")) +
+      Frame(kHttp2Continuation, kEndHeaders, 3, Plain("grpc-timeout", "3S")) + Data(3, 5) +
+      Frame(kHttp2Headers, kEndHeaders | kEndStream, 5, "\xc0" + Plain("grpc-timeout", "1u"));
+  const std::string server = Settings() + Frame(kHttp2Headers, kEndHeaders, 3, "xyz") + Data(3, 9);
+  auto run = [&](size_t split) {
+    Screen screen;
+    CallGate gate(&screen.fn);
+    std::string to_server, to_client;
+    for (size_t at = 0; at < client.size(); at += split) {
+      const std::string piece = client.substr(at, split);
+      to_server += FromClient(&gate, piece);
+      gate.Flush(&to_client);
+    }
+    for (size_t at = 0; at < server.size(); at += split)
+      to_client += FromServer(&gate, server.substr(at, split));
+    return std::make_pair(to_server, to_client);
+  };
+  const auto whole = run(client.size() + server.size());
+  EXPECT_EQ(Frames(whole.first).size(),
+            3u);  // SETTINGS, stream 3 (HEADERS, DATA): nothing of 1 or 5
+  for (size_t split = 1; split < 40; ++split) EXPECT_EQ(run(split), whole) << split;
+}
+
+TEST(CallGateTest, AnUndecodableBlockTurnsTheGateOffOrBreaksTheConnection) {
+  {
+    Screen screen;
+    CallGate gate(&screen.fn);
+    const std::string bad = Frame(kHttp2Headers, kEndHeaders, 1, "\x80");  // index 0
+    EXPECT_EQ(FromClient(&gate, bad), bad);                                // gRPC answers it
+    EXPECT_TRUE(gate.off());
+    const std::string later =
+        Frame(kHttp2Headers, kEndHeaders, 3, Plain(":path", kEmbed) + Plain("grpc-timeout", "1m"));
+    EXPECT_EQ(FromClient(&gate, later), later);
+    EXPECT_TRUE(screen.seen.empty());
+  }
+  {
+    Screen screen;
+    CallGate gate(&screen.fn);
+    FromClient(&gate, Frame(kHttp2Headers, kEndHeaders, 1,
+                            Indexed(":path", kEmbed) + Plain("grpc-timeout", "1m")));
+    ASSERT_TRUE(gate.reencoding());
+    FromClient(&gate, Frame(kHttp2Headers, kEndHeaders, 3, "\x80"));
+    EXPECT_TRUE(gate.broken());
+  }
+}
+
+TEST(CallGateTest, ReadsGrpcTimeouts) {
+  EXPECT_EQ(ParseGrpcTimeout("100m"), std::chrono::nanoseconds(milliseconds(100)));
+  EXPECT_EQ(ParseGrpcTimeout("5S"), std::chrono::nanoseconds(std::chrono::seconds(5)));
+  EXPECT_EQ(ParseGrpcTimeout("2M"), std::chrono::nanoseconds(std::chrono::minutes(2)));
+  EXPECT_EQ(ParseGrpcTimeout("1H"), std::chrono::nanoseconds(std::chrono::hours(1)));
+  EXPECT_EQ(ParseGrpcTimeout("99999999u"), std::chrono::nanoseconds(99999999000));
+  EXPECT_EQ(ParseGrpcTimeout("7n"), std::chrono::nanoseconds(7));
+  for (const char* bad : {"", "m", "123456789m", "10x", "-1m", "1 m"})
+    EXPECT_FALSE(ParseGrpcTimeout(bad).has_value()) << bad;
+}
+
+}  // namespace
+}  // namespace encoderd::server
