@@ -223,7 +223,12 @@ int RunServeCommand(const std::vector<std::string>& args) {
     options.max_connections = config.listen.max_connections;
     options.http2.premature_reset_rate = config.listen.http2_max_reset_rate;
     if (config.listen.refuse_in_guard)
-      options.screen = [&service](const CallHead& call) { return service.ScreenCall(call); };
+      options.screen = [&service](const CallHead& call) {
+        CallVerdict verdict;
+        verdict.status = service.ScreenCall(call.path, call.authorization, call.timeout, call.peer,
+                                            &verdict.request_id);
+        return verdict;
+      };
     auto started = ConnectionGuard::Start(
         config.listen.address, config.listen.port,
         [s = server.get()](int fd) { grpc::AddInsecureChannelFromFd(s, fd); }, options, sink);

@@ -404,10 +404,12 @@ class EncoderService::StreamCall final
 
 uint64_t PeerKey(std::string_view peer) { return std::hash<std::string_view>()(peer); }
 
-Status EncoderService::ScreenCall(const CallHead& call) {
+Status EncoderService::ScreenCall(std::string_view path, std::string_view authorization,
+                                  std::optional<std::chrono::nanoseconds> timeout,
+                                  std::string_view peer, uint64_t* request_id) {
   static constexpr std::string_view kService = "/encoderd.v1.Encoder/";
-  if (call.path.substr(0, kService.size()) != kService) return Status::Ok();
-  const std::string_view method = call.path.substr(kService.size());
+  if (path.substr(0, kService.size()) != kService) return Status::Ok();
+  const std::string_view method = path.substr(kService.size());
   Rpc rpc;
   if (method == "Embed") {
     rpc = Rpc::kEmbed;
@@ -420,22 +422,24 @@ Status EncoderService::ScreenCall(const CallHead& call) {
   } else {
     return Status::Ok();
   }
-  if (auth_.enabled() &&
-      !auth_.CheckHeader(call.authorization.empty() ? nullptr : &call.authorization).ok())
+  if (auth_.enabled() && !auth_.CheckHeader(authorization.empty() ? nullptr : &authorization).ok())
     return Status::Ok();  // the handler answers UNAUTHENTICATED
   StatusOr<std::shared_ptr<ServedModel>> model = registry_->Find("");
   if (!model.ok()) return Status::Ok();  // several models, or none ready
   const Clock::time_point now = Clock::now();
+  // A deadline too far to represent is none (as gRPC reads it).
   const Clock::time_point deadline =
-      call.timeout ? now + std::chrono::duration_cast<Clock::duration>(*call.timeout)
-                   : Clock::time_point::max();
-  Status refused = (*model)->batcher().Precheck(deadline, PeerKey(call.peer));
+      !timeout || *timeout >= Clock::time_point::max() - now
+          ? Clock::time_point::max()
+          : now + std::chrono::duration_cast<Clock::duration>(*timeout);
+  Status refused = (*model)->batcher().Precheck(deadline, PeerKey(peer));
   if (refused.ok()) return refused;
   RequestSample sample;
   sample.rpc = rpc;
   sample.grpc_code = ToGrpcStatus(refused).error_code();
-  observer_.Finish(next_request_id_.fetch_add(1), (*model)->config().name, sample,
-                   refused.message());
+  sample.total_us = MicrosSince(now);
+  *request_id = next_request_id_.fetch_add(1);
+  observer_.Finish(*request_id, (*model)->config().name, sample, refused.message());
   return refused;
 }
 

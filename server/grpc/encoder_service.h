@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -18,7 +19,6 @@
 #include "server/grpc/encoder_service_base.h"
 #include "server/grpc/request_serialization.h"
 #include "server/metrics/request_observer.h"
-#include "server/net/call_gate.h"
 
 namespace encoderd::server {
 
@@ -51,16 +51,22 @@ class EncoderService final : public EncoderServiceBase {
   }
   int64_t in_flight() const { return limiter_.in_flight(); }
 
-  // The HTTP/2 guard's screen (call_gate.h), asked before gRPC sees a call:
-  // refuses an Embed, Classify, Encode or Rerank call that the handler would
-  // refuse before tokenizing it (DynamicBatcher::Precheck against its
-  // deadline and its connection's place in the queue: RESOURCE_EXHAUSTED,
-  // or DEADLINE_EXCEEDED / UNAVAILABLE), recording the refusal as the
-  // handler would (metrics, access log, a request id). Only with one model
-  // configured (a call's model is named in its body, which the guard does
-  // not read) and a call that carries the bearer token when auth is on;
-  // OK (the call goes on to gRPC) for everything else. Any thread.
-  Status ScreenCall(const CallHead& call);
+  // The HTTP/2 guard's screen (server/net/call_gate.h), asked before gRPC
+  // sees a call: refuses an Embed, Classify, Encode or Rerank call that the
+  // handler would refuse once it has read the call's body and before
+  // tokenizing it (DynamicBatcher::Precheck against its deadline,
+  // `timeout` from now, and its connection's place in the queue:
+  // RESOURCE_EXHAUSTED, or DEADLINE_EXCEEDED / UNAVAILABLE), recording the
+  // refusal as the handler would (metrics, access log) under a request id
+  // (`*request_id`). Only with one model configured (the model a call names
+  // is in its body, which the guard does not read) and for a call that
+  // carries the bearer token when auth is on; OK (the call goes on to gRPC)
+  // for everything else. Since the body is not read, a call the handler
+  // would reject as invalid is refused like any other under overload. Any
+  // thread.
+  Status ScreenCall(std::string_view path, std::string_view authorization,
+                    std::optional<std::chrono::nanoseconds> timeout, std::string_view peer,
+                    uint64_t* request_id);
 
   grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,

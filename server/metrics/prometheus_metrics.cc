@@ -106,7 +106,8 @@ struct PrometheusMetrics::Families {
                                      "connection_cap (closed at once: listen.max_connections "
                                      "open, each with a stream), evicted_idle (had opened no "
                                      "stream when a new connection needed its place), "
-                                     "bad_preface (not HTTP/2).")
+                                     "bad_preface (not HTTP/2), bad_headers (header blocks "
+                                     "the guard answering calls could no longer follow).")
                                .Register(*r)),
         answered_by_guard(BuildCounter()
                               .Name("encoderd_guard_answered_calls_total")

@@ -45,10 +45,11 @@ enum class ConnectionClose {
   kEvictedIdle,       // had opened no stream when a new connection needed its place
   kBadPreface,        // sent something other than the HTTP/2 preface
   kOversizedHeaders,  // a header block over 64 KiB (HEADERS + CONTINUATION)
+  kBadHeaders,        // header blocks the guard answering calls could no longer follow
 };
-inline constexpr int kNumConnectionCloses = 7;
+inline constexpr int kNumConnectionCloses = 8;
 // "rapid_reset", "too_many_streams", "preface_timeout", "connection_cap",
-// "evicted_idle", "bad_preface", "oversized_headers".
+// "evicted_idle", "bad_preface", "oversized_headers", "bad_headers".
 const char* ConnectionCloseName(ConnectionClose reason);
 
 struct RequestSample {

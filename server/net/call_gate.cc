@@ -7,7 +7,12 @@ namespace encoderd::server {
 namespace {
 
 // Streams answered here whose late frames are still recognised.
-constexpr size_t kRemembered = 4096;
+constexpr size_t kRemembered = 1024;
+// A header block larger than this is not decoded (gRPC's own metadata limit
+// is 8 KiB; decoding costs the guard's one thread ~1 us per 64 bytes).
+constexpr size_t kMaxDecodedBlock = 16 * 1024;
+// SETTINGS_HEADER_TABLE_SIZE (RFC 9113, 6.5.2).
+constexpr uint16_t kSettingsHeaderTableSize = 0x1;
 // The largest frame payload every HTTP/2 peer accepts (SETTINGS_MAX_FRAME_SIZE
 // starts there and cannot go lower).
 constexpr size_t kMaxFramePayload = 16384;
@@ -85,31 +90,42 @@ std::optional<std::chrono::nanoseconds> ParseGrpcTimeout(std::string_view value)
     if (ch < '0' || ch > '9') return std::nullopt;
     amount = amount * 10 + (ch - '0');
   }
-  using std::chrono::nanoseconds;
+  int64_t unit_ns = 0;
   switch (value.back()) {
     case 'H':
-      return std::chrono::duration_cast<nanoseconds>(std::chrono::hours(amount));
+      unit_ns = int64_t{3600} * 1000000000;
+      break;
     case 'M':
-      return std::chrono::duration_cast<nanoseconds>(std::chrono::minutes(amount));
+      unit_ns = int64_t{60} * 1000000000;
+      break;
     case 'S':
-      return std::chrono::duration_cast<nanoseconds>(std::chrono::seconds(amount));
+      unit_ns = 1000000000;
+      break;
     case 'm':
-      return std::chrono::duration_cast<nanoseconds>(std::chrono::milliseconds(amount));
+      unit_ns = 1000000;
+      break;
     case 'u':
-      return std::chrono::duration_cast<nanoseconds>(std::chrono::microseconds(amount));
+      unit_ns = 1000;
+      break;
     case 'n':
-      return nanoseconds(amount);
+      unit_ns = 1;
+      break;
+    default:
+      return std::nullopt;
   }
-  return std::nullopt;
+  using std::chrono::nanoseconds;
+  if (amount > nanoseconds::max().count() / unit_ns) return nanoseconds::max();
+  return nanoseconds(amount * unit_ns);
 }
 
-std::string TrailersOnlyResponse(uint32_t stream, const Status& status) {
+std::string TrailersOnlyResponse(uint32_t stream, const Status& status, uint64_t request_id) {
   std::string block;
   block.push_back(static_cast<char>(0x88));  // ":status: 200", static table entry 8
   HpackAppendLiteral("content-type", "application/grpc", &block);
   HpackAppendLiteral("grpc-status", std::to_string(WireCode(status.code())), &block);
   if (!status.message().empty())
     HpackAppendLiteral("grpc-message", PercentEncode(status.message()), &block);
+  if (request_id != 0) HpackAppendLiteral("x-request-id", std::to_string(request_id), &block);
   std::string out;
   AppendHeaderFrames(stream, kHttp2EndStream, block, &out);
   return out;
@@ -139,12 +155,7 @@ void CallGate::OnClientHeader(const Http2Frame& f, std::string* to_server) {
     }
     // Anything else inside a header block is the client's protocol error
     // (gRPC closes the connection): what was held goes on as it came.
-    if (reencoding_) {
-      broken_ = true;
-    } else {
-      off_ = true;
-      to_server->append(block_frames_);
-    }
+    if (GiveUp()) to_server->append(block_frames_);
     in_block_ = false;
     fate_ = Fate::kPass;
     to_server->append(header);
@@ -160,7 +171,7 @@ void CallGate::OnClientHeader(const Http2Frame& f, std::string* to_server) {
     if (f.length == 0) OnClientPayload(nullptr, 0, to_server);
     return;
   }
-  if (f.stream != 0 && answered_streams_.count(f.stream) > 0) {
+  if (f.stream != 0 && Dropped(f.stream)) {
     fate_ = Fate::kDrop;
     if (f.type == kHttp2Data) window_credit_ += f.length;
     if ((f.type == kHttp2Data && (f.flags & kHttp2EndStream)) || f.type == kHttp2RstStream)
@@ -169,6 +180,23 @@ void CallGate::OnClientHeader(const Http2Frame& f, std::string* to_server) {
   }
   fate_ = Fate::kPass;
   to_server->append(header);
+  if (f.type == kHttp2Settings && !(f.flags & 0x1) && f.stream == 0) {  // not an ACK
+    settings_.clear();
+    if (f.length == 0) OnClientSettings();
+  }
+}
+
+void CallGate::OnClientSettings() {
+  for (size_t at = 0; at + 6 <= settings_.size(); at += 6) {
+    const auto byte = [&](size_t i) { return static_cast<uint8_t>(settings_[at + i]); };
+    const uint16_t id = static_cast<uint16_t>(byte(0) << 8 | byte(1));
+    const uint32_t value =
+        uint32_t{byte(2)} << 24 | uint32_t{byte(3)} << 16 | uint32_t{byte(4)} << 8 | byte(5);
+    // The client's decoder then expects a table size update first in the
+    // next block it gets, which the gate's answers do not carry.
+    if (id == kSettingsHeaderTableSize && value != 4096) GiveUp();
+  }
+  settings_.clear();
 }
 
 void CallGate::OnClientPayload(const uint8_t* data, size_t size, std::string* to_server) {
@@ -176,10 +204,25 @@ void CallGate::OnClientPayload(const uint8_t* data, size_t size, std::string* to
   const char* bytes = reinterpret_cast<const char*>(data);
   if (fate_ == Fate::kPass) {
     if (size > 0) to_server->append(bytes, size);
+    if (frame_.type == kHttp2Settings && frame_.stream == 0 && !(frame_.flags & 0x1) && !off_) {
+      if (settings_.size() < 1024) settings_.append(bytes, size);
+      if (frame_left_ == 0) OnClientSettings();
+    }
     return;
   }
   if (fate_ == Fate::kDrop) return;
-  // A frame of the header block.
+  // A frame of the header block; one too large to decode is not.
+  if (block_frames_.size() + size > kMaxDecodedBlock + 1024) {
+    if (!GiveUp()) return;
+    fate_ = Fate::kPass;
+    in_block_ = false;
+    to_server->append(block_frames_);
+    block_frames_.clear();
+    block_.clear();
+    payload_.clear();
+    if (size > 0) to_server->append(bytes, size);
+    return;
+  }
   if (size > 0) {
     block_frames_.append(bytes, size);
     (frame_.type == kHttp2Headers ? payload_ : block_).append(bytes, size);
@@ -206,27 +249,34 @@ void CallGate::OnClientPayload(const uint8_t* data, size_t size, std::string* to
   if (!(frame_.flags & kHttp2EndHeaders)) return;
   in_block_ = false;
   OnHeaderBlock(to_server);
+  // A large block's buffers do not stay with the connection.
+  if (block_frames_.capacity() > 4096) {
+    block_frames_ = std::string();
+    block_ = std::string();
+    payload_ = std::string();
+  }
 }
 
 void CallGate::OnHeaderBlock(std::string* to_server) {
   const uint32_t stream = block_start_.stream;
   const bool end_stream = block_start_.flags & kHttp2EndStream;
-  if (!decoder_.Decode(reinterpret_cast<const uint8_t*>(block_.data()), block_.size(), &fields_)) {
-    if (reencoding_) {
-      broken_ = true;
-    } else {
-      off_ = true;  // gRPC's table is in step: it decodes (and answers) this block
-      to_server->append(block_frames_);
-    }
+  const bool decoded =
+      decoder_.Decode(reinterpret_cast<const uint8_t*>(block_.data()), block_.size(), &fields_);
+  if (!decoded) {
+    // gRPC's table is in step: it decodes (and answers) this block.
+    if (GiveUp()) to_server->append(block_frames_);
     return;
   }
   const bool is_new = (stream & 1) && stream > last_stream_;
   if (is_new) last_stream_ = stream;
-  if (answered_streams_.count(stream) > 0) {  // trailers of a call answered here
+  if (!is_new && Dropped(stream)) {
+    // Another block on a stream gRPC never saw (trailers of an answered
+    // call, or one reusing its id): gRPC would take it for a new call.
     if (end_stream) Forget(stream);
+    Keep();
     return;
   }
-  if (is_new && screen_ && *screen_) {
+  if (is_new && screen_ && *screen_ && !server_goaway_) {
     CallHead head;
     head.peer = peer_;
     for (const HeaderField& f : fields_) {
@@ -238,20 +288,17 @@ void CallGate::OnHeaderBlock(std::string* to_server) {
         head.timeout = ParseGrpcTimeout(f.value);
       }
     }
-    const Status verdict = (*screen_)(head);
-    if (!verdict.ok()) {
-      pending_ += TrailersOnlyResponse(stream, verdict);
+    const CallVerdict verdict = (*screen_)(head);
+    if (!verdict.status.ok()) {
+      pending_ += TrailersOnlyResponse(stream, verdict.status, verdict.request_id);
       ++calls_answered_;
       answered_.push_back(stream);
-      if (decoder_.changed_table()) reencoding_ = true;
-      if (!end_stream) {
-        answered_streams_.insert(stream);
-        answered_order_.push_back(stream);
-        if (answered_order_.size() > kRemembered) Forget(answered_order_.front());
-      }
+      Keep();
+      if (!end_stream) Remember(stream);
       return;
     }
   }
+  if (is_new) last_forwarded_ = stream;
   if (!reencoding_) {
     to_server->append(block_frames_);
     return;
@@ -261,10 +308,29 @@ void CallGate::OnHeaderBlock(std::string* to_server) {
   AppendHeaderFrames(stream, end_stream ? kHttp2EndStream : 0, block, to_server);
 }
 
-void CallGate::Forget(uint32_t stream) {
-  if (answered_streams_.erase(stream) == 0) return;
-  auto it = std::find(answered_order_.begin(), answered_order_.end(), stream);
-  if (it != answered_order_.end()) answered_order_.erase(it);
+bool CallGate::GiveUp() {
+  // Once a stream was answered, gRPC could take a later HEADERS on its id
+  // for a new call the guard's accounting never saw; once a table change was
+  // kept from it, raw blocks would decode wrongly. Then only closing is safe.
+  if (reencoding_ || calls_answered_ > 0) {
+    broken_ = true;
+    return false;
+  }
+  off_ = true;
+  return true;
+}
+
+void CallGate::Keep() {
+  if (decoder_.changed_table()) reencoding_ = true;
+}
+
+void CallGate::Remember(uint32_t stream) {
+  answered_streams_.insert(stream);
+  answered_order_.push_back(stream);
+  while (answered_order_.size() > kRemembered) {
+    answered_streams_.erase(answered_order_.front());
+    answered_order_.pop_front();
+  }
 }
 
 void CallGate::FromServer(const uint8_t* data, size_t size, std::string* to_client) {
@@ -272,6 +338,7 @@ void CallGate::FromServer(const uint8_t* data, size_t size, std::string* to_clie
       data, size,
       [&](const Http2Frame& f) {
         ++server_frames_;
+        if (f.type == kHttp2GoAway) server_goaway_ = true;
         if (f.type == kHttp2Headers) server_in_block_ = !(f.flags & kHttp2EndHeaders);
         if (f.type == kHttp2Continuation && (f.flags & kHttp2EndHeaders)) server_in_block_ = false;
         *to_client += Http2FrameHeaderBytes(f.type, f.flags, f.stream, f.length);

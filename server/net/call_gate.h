@@ -17,10 +17,17 @@
 // WINDOW_UPDATE, as gRPC would have done. The gate's own frames go to the
 // client between gRPC's frames, never inside one of gRPC's header blocks.
 //
-// A header block the gate cannot decode (malformed, or beyond its limits)
-// turns it off for the connection while gRPC's table is still in step
-// (everything passes through, gRPC answers the block); once not, the
-// connection is broken() and must be closed.
+// A header block the gate cannot decode (malformed, over 16 KiB, or beyond
+// the decoder's limits) turns it off for the connection while it has kept
+// nothing from gRPC (everything passes through, gRPC answers the block);
+// after that, the connection is broken() and must be closed. So does a client that
+// sets SETTINGS_HEADER_TABLE_SIZE (the gate's answers carry no table size
+// update) and gRPC sending GOAWAY (no stream past it may be answered).
+//
+// gRPC never sees a stream the gate answered: any later frame of it, and any
+// frame of a stream above the last one gRPC saw that does not open a new
+// stream, is dropped (gRPC would take a HEADERS there for a new call that the
+// guard's rapid-reset accounting never saw).
 #pragma once
 
 #include <chrono>
@@ -41,7 +48,7 @@ namespace encoderd::server {
 
 // What the gate knows of a new call before gRPC sees it.
 struct CallHead {
-  std::string_view path;           // ":path", e.g. "/encoderd.v1.EncoderService/Embed"
+  std::string_view path;           // ":path", e.g. "/encoderd.v1.Encoder/Embed"
   std::string_view authorization;  // the "authorization" header, "" without one
   // From "grpc-timeout"; none without one (or an unreadable one).
   std::optional<std::chrono::nanoseconds> timeout;
@@ -49,17 +56,25 @@ struct CallHead {
   std::string_view peer;
 };
 
-// OK: the call goes on to gRPC. Otherwise the gate answers it with this
-// status. Called on the guard's thread for every new stream: it must be
-// quick and must not block.
-using CallScreen = std::function<Status(const CallHead&)>;
+// The screen's verdict: OK, the call goes on to gRPC; otherwise the gate
+// answers it with `status`, and `request_id` (when not 0) as x-request-id.
+struct CallVerdict {
+  Status status;
+  uint64_t request_id = 0;
+};
 
-// The grpc-timeout header's value ("1*8DIGIT unit", gRPC's PROTOCOL-HTTP2.md);
-// none when malformed.
+// Called on the guard's thread for every new stream: it must be quick and
+// must not block.
+using CallScreen = std::function<CallVerdict(const CallHead&)>;
+
+// The grpc-timeout header's value ("1*8DIGIT unit", gRPC's PROTOCOL-HTTP2.md),
+// saturated at nanoseconds::max() (gRPC reads an overflowing one as no
+// deadline); none when malformed.
 std::optional<std::chrono::nanoseconds> ParseGrpcTimeout(std::string_view value);
 
-// A trailers-only gRPC response (HEADERS with END_STREAM) on `stream`.
-std::string TrailersOnlyResponse(uint32_t stream, const Status& status);
+// A trailers-only gRPC response (HEADERS with END_STREAM) on `stream`, with
+// x-request-id when `request_id` is not 0.
+std::string TrailersOnlyResponse(uint32_t stream, const Status& status, uint64_t request_id = 0);
 
 class CallGate {
  public:
@@ -78,7 +93,7 @@ class CallGate {
   void Flush(std::string* to_client);
 
   // Streams answered here since the last call (the Http2Guard counts them
-  // as ended).
+  // as never opened).
   std::vector<uint32_t> TakeAnswered() { return std::move(answered_); }
   int64_t calls_answered() const { return calls_answered_; }
   // The connection's name in gRPC, passed to the screen.
@@ -86,13 +101,28 @@ class CallGate {
   bool off() const { return off_; }
   bool broken() const { return broken_; }
   bool reencoding() const { return reencoding_; }
+  // Bytes of the gate's own frames waiting for a boundary in gRPC's bytes
+  // (the guard stops reading the client while these and its buffer to the
+  // client are full).
+  size_t pending_bytes() const { return pending_.size(); }
 
  private:
   void OnClientHeader(const Http2Frame& frame, std::string* to_server);
   void OnClientPayload(const uint8_t* data, size_t size, std::string* to_server);
   // The client's header block is whole (its frames in block_frames_).
   void OnHeaderBlock(std::string* to_server);
-  void Forget(uint32_t stream);
+  // A header block kept from gRPC: gRPC's table falls behind if it changed
+  // the client's.
+  void Keep();
+  void Remember(uint32_t stream);
+  void Forget(uint32_t stream) { answered_streams_.erase(stream); }
+  bool Dropped(uint32_t stream) const {
+    return answered_streams_.count(stream) > 0 || ((stream & 1) && stream > last_forwarded_);
+  }
+  void OnClientSettings();
+  // The gate cannot follow the connection: off (true: the caller passes on
+  // what it held) while nothing was kept from gRPC, else broken.
+  bool GiveUp();
 
   const CallScreen* const screen_;
   std::string peer_;
@@ -113,11 +143,13 @@ class CallGate {
   Http2Frame block_start_;  // its HEADERS frame
   std::string payload_;     // the current HEADERS frame's payload so far
   bool in_block_ = false;
+  std::string settings_;  // the client's SETTINGS frame being read
 
-  uint32_t last_stream_ = 0;
-  // Streams answered here whose client frames are still dropped, oldest
-  // first (at most kRemembered; a forgotten one's late frames reach gRPC,
-  // which ignores frames of streams it closed or never saw).
+  uint32_t last_stream_ = 0;     // the highest stream the client opened
+  uint32_t last_forwarded_ = 0;  // the highest stream gRPC saw opened
+  // Streams answered here whose client frames may still come, oldest
+  // first (at most kRemembered; ids whose stream ended stay in the deque
+  // until they reach its front).
   std::unordered_set<uint32_t> answered_streams_;
   std::deque<uint32_t> answered_order_;
   std::vector<uint32_t> answered_;
@@ -128,6 +160,7 @@ class CallGate {
   uint64_t window_credit_ = 0;
   bool server_in_block_ = false;  // gRPC is between HEADERS and END_HEADERS
   int64_t server_frames_ = 0;
+  bool server_goaway_ = false;  // gRPC sent GOAWAY: no more answers
 
   bool off_ = false;
   bool broken_ = false;

@@ -192,6 +192,13 @@ class ConnectionGuard::Loop {
     done_.push_back(c->id);
   }
   void Sweep(Clock::time_point now);
+  // Room for what the client's next bytes become: gRPC's buffer, and the
+  // guard's answers to the client (a client that does not read them stops
+  // being read).
+  bool ClientReadable(const Conn& c) const {
+    return c.to_server.size() < options_.buffer_bytes &&
+           (!c.gate || c.to_client.size() + c.gate->pending_bytes() < options_.buffer_bytes);
+  }
   void SetInterest(int fd, uint64_t key, uint32_t want, uint32_t* have) {
     if (fd < 0 || want == *have) return;
     epoll_event ev{};
@@ -256,7 +263,8 @@ void ConnectionGuard::Loop::Run() {
   // on 2 vCPUs at 2-8x capacity: goodput 95-107% of capacity instead of
   // 59-95%, refusals still within ~5 ms (docs/reliability.md).
   sched_param param{};
-  sched_setscheduler(0, SCHED_BATCH, &param);
+  if (sched_setscheduler(0, SCHED_BATCH, &param) != 0)
+    spdlog::debug("connection guard: SCHED_BATCH: {}", std::strerror(errno));
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kListen;
@@ -435,7 +443,7 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
     return Finish(c);
   }
   if (events & (EPOLLIN | EPOLLRDHUP)) {
-    while (!c->client_eof && !c->abusive && c->to_server.size() < options_.buffer_bytes) {
+    while (!c->client_eof && !c->abusive && ClientReadable(*c)) {
       const ssize_t n = recv(c->client, scratch_.data(), scratch_.size(), 0);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         c->client_eof = true;
@@ -471,8 +479,10 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
         c->gate->Flush(&relay_);
         c->to_client.Append(relay_.data(), relay_.size());
         if (c->gate->broken()) {
-          spdlog::warn("closing the connection from {}: a header block that cannot be decoded",
-                       c->peer);
+          spdlog::debug(
+              "closing the connection from {}: its header blocks can no longer be followed",
+              c->peer);
+          Closed(ConnectionClose::kBadHeaders);
           return Finish(c);
         }
       }
@@ -551,7 +561,7 @@ void ConnectionGuard::Loop::Update(Conn* c) {
     c->server_shut = true;
   }
   uint32_t client = 0;
-  if (!c->client_eof && c->to_server.size() < options_.buffer_bytes) client |= EPOLLIN | EPOLLRDHUP;
+  if (!c->client_eof && ClientReadable(*c)) client |= EPOLLIN | EPOLLRDHUP;
   if (!c->to_client.empty()) client |= EPOLLOUT;
   uint32_t server = 0;
   if (c->to_client.size() < options_.buffer_bytes) server |= EPOLLIN | EPOLLRDHUP;

@@ -107,7 +107,14 @@ void Http2Guard::OnClientFrame(const Http2Frame& f, Clock::time_point now) {
     if (!premature) return;
     ++premature_resets_;
     const bool too_fast = !budget_->Take(now);
-    if (streams_ >= options_.premature_reset_min_streams && 2 * premature_resets_ >= streams_ &&
+    // Streams the guard answered itself cost gRPC nothing: they count at
+    // most as many as those that reached it, so that neither cheap refused
+    // calls hide an attack (half of what reaches gRPC reset, the rest
+    // refused) nor a client whose many refused calls came with a few that
+    // expired looks like one.
+    const int64_t reached_grpc = streams_ - answered_;
+    const int64_t weighed = reached_grpc + std::min(answered_, reached_grpc);
+    if (reached_grpc >= options_.premature_reset_min_streams && 2 * premature_resets_ >= weighed &&
         too_fast && verdict_ == Http2Verdict::kOk) {
       verdict_ = Http2Verdict::kRapidReset;
     }

@@ -161,8 +161,12 @@ class Http2Guard {
   // The server's bytes seen so far end between frames: a frame of our own
   // (GOAWAY) can follow them.
   bool server_at_frame_boundary() const { return server_.at_boundary(); }
-  // A stream the connection guard answered itself (call_gate.h): it is over.
-  void Ended(uint32_t stream) { open_.erase(stream); }
+  // A stream the connection guard answered itself (call_gate.h): gRPC never
+  // saw it; in the rapid-reset ratio it counts at most as much as the
+  // streams that reached gRPC (FromClient).
+  void Ended(uint32_t stream) {
+    if (open_.erase(stream) > 0) ++answered_;
+  }
   // Frames the server sent (its first is its SETTINGS, the server preface).
   int64_t server_frames() const { return server_frames_; }
   uint32_t last_client_stream() const { return last_client_stream_; }
@@ -184,6 +188,7 @@ class Http2Guard {
   uint32_t last_client_stream_ = 0;
   int64_t streams_ = 0;
   int64_t premature_resets_ = 0;
+  int64_t answered_ = 0;  // streams Ended() by the connection guard
   const std::shared_ptr<ResetBudget> budget_;
   int64_t server_frames_ = 0;
   // Bytes of the client's header block in progress; -1: none.

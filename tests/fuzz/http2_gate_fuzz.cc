@@ -116,8 +116,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   int calls = 0;
   const sv::CallScreen screen = [&](const sv::CallHead&) {
-    const bool refuse = (pattern >> (calls++ % 8)) & 1;
-    return refuse ? encoderd::ResourceExhausted("refused") : encoderd::Status::Ok();
+    sv::CallVerdict verdict;
+    if ((pattern >> (calls++ % 8)) & 1) verdict.status = encoderd::ResourceExhausted("refused");
+    return verdict;
   };
   sv::CallGate gate(&screen);
   std::string to_server, to_client;

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -77,9 +78,12 @@ struct Screen {
   CallScreen fn = [this](const CallHead& h) {
     seen.push_back(h);
     paths.emplace_back(h.path);
-    if (h.path == kEmbed && h.timeout && *h.timeout < std::chrono::seconds(1))
-      return ResourceExhausted("predicted to finish after its deadline (½ s)");
-    return Status::Ok();
+    CallVerdict verdict;
+    if (h.path == kEmbed && h.timeout && *h.timeout < std::chrono::seconds(1)) {
+      verdict.status = ResourceExhausted("predicted to finish after its deadline (½ s)");
+      verdict.request_id = 40 + seen.size();
+    }
+    return verdict;
   };
 };
 
@@ -125,6 +129,7 @@ TEST(CallGateTest, AnswersARefusedCallAndKeepsItsFramesFromGrpc) {
   EXPECT_EQ(answer["content-type"], "application/grpc");
   EXPECT_EQ(answer["grpc-status"], "8");
   EXPECT_EQ(answer["grpc-message"], "predicted to finish after its deadline (%C2%BD s)");
+  EXPECT_EQ(answer["x-request-id"], "41");
   EXPECT_EQ(client_side.table_entries(), 0u);  // the answer changes no table
   // The 30 bytes of dropped DATA go back to the connection window.
   EXPECT_EQ(to_client[2].type, kHttp2WindowUpdate);
@@ -232,23 +237,102 @@ TEST(CallGateTest, BytesSplitAtEveryPointReadTheSame) {
       Frame(kHttp2Continuation, kEndHeaders, 3, Plain("grpc-timeout", "3S")) + Data(3, 5) +
       Frame(kHttp2Headers, kEndHeaders | kEndStream, 5, "\xc0" + Plain("grpc-timeout", "1u"));
   const std::string server = Settings() + Frame(kHttp2Headers, kEndHeaders, 3, "xyz") + Data(3, 9);
+  // The client's and gRPC's bytes in pieces of `split`, taking turns.
   auto run = [&](size_t split) {
     Screen screen;
     CallGate gate(&screen.fn);
     std::string to_server, to_client;
-    for (size_t at = 0; at < client.size(); at += split) {
-      const std::string piece = client.substr(at, split);
-      to_server += FromClient(&gate, piece);
+    for (size_t at = 0; at < std::max(client.size(), server.size()); at += split) {
+      if (at < client.size()) to_server += FromClient(&gate, client.substr(at, split));
       gate.Flush(&to_client);
+      if (at < server.size()) to_client += FromServer(&gate, server.substr(at, split));
     }
-    for (size_t at = 0; at < server.size(); at += split)
-      to_client += FromServer(&gate, server.substr(at, split));
+    gate.Flush(&to_client);
     return std::make_pair(to_server, to_client);
   };
   const auto whole = run(client.size() + server.size());
-  EXPECT_EQ(Frames(whole.first).size(),
-            3u);  // SETTINGS, stream 3 (HEADERS, DATA): nothing of 1 or 5
-  for (size_t split = 1; split < 40; ++split) EXPECT_EQ(run(split), whole) << split;
+  // gRPC gets SETTINGS and stream 3 (HEADERS, DATA): nothing of 1 or 5.
+  const std::vector<Read> to_server = Frames(whole.first);
+  ASSERT_EQ(to_server.size(), 3u);
+  EXPECT_EQ(to_server[1].stream, 3u);
+  // The client gets gRPC's frames, the answers to 1 and 5, and 20 bytes of
+  // window, whatever the pieces; only where the gate's frames fall between
+  // gRPC's may differ.
+  for (size_t split = 1; split < 48; ++split) {
+    const auto got = run(split);
+    EXPECT_EQ(got.first, whole.first) << split;
+    std::vector<std::string> frames;
+    for (const Read& r : Frames(got.second))
+      frames.push_back(std::to_string(r.type) + "/" + std::to_string(r.stream) + "/" +
+                       std::to_string(r.payload.size()));
+    std::sort(frames.begin(), frames.end());
+    EXPECT_EQ(frames,
+              (std::vector<std::string>{"0/3/9", "1/1/128", "1/3/3", "1/5/128", "4/0/0", "8/0/4"}))
+        << split;
+  }
+}
+
+TEST(CallGateTest, NoFrameOfAnAnsweredStreamReachesGrpc) {
+  Screen screen;
+  CallGate gate(&screen.fn);
+  // Refused with END_STREAM; then the client reuses the id for a real call
+  // (gRPC would take it for a new stream) and resets it: none of it passes.
+  const std::string refused = Frame(kHttp2Headers, kEndHeaders | kEndStream, 1,
+                                    Plain(":path", kEmbed) + Plain("grpc-timeout", "1m"));
+  EXPECT_EQ(FromClient(&gate, refused), "");
+  const std::string reuse = Frame(kHttp2Headers, kEndHeaders, 1, Indexed(":path", kEmbed)) +
+                            Data(1, 4) + Frame(kHttp2RstStream, 0, 1, std::string(4, '\0'));
+  EXPECT_EQ(FromClient(&gate, reuse), "");
+  EXPECT_EQ(screen.seen.size(), 1u);  // the reused id is not a new call
+  // The kept block added to the table: blocks after it are re-encoded.
+  EXPECT_TRUE(gate.reencoding());
+  // Trailers on an answered stream, and frames of streams above the last
+  // one gRPC saw, are kept too.
+  const std::string refused3 =
+      Frame(kHttp2Headers, kEndHeaders, 3, Plain(":path", kEmbed) + Plain("grpc-timeout", "1m"));
+  EXPECT_EQ(FromClient(&gate, refused3 + Frame(kHttp2Headers, kEndHeaders | kEndStream, 3,
+                                               Indexed("grpc-trailer", "x"))),
+            "");
+  EXPECT_EQ(FromClient(&gate, Frame(kHttp2WindowUpdate, 0, 9, std::string("\0\0\0\x01", 4))), "");
+  // A call gRPC does see, after all that, decodes as the client sent it.
+  const std::vector<Read> to_server =
+      Frames(FromClient(&gate, Frame(kHttp2Headers, kEndHeaders, 5, "\xbe" + Plain("a", "b"))));
+  ASSERT_EQ(to_server.size(), 1u);
+  HpackDecoder grpc_side;
+  auto fields = DecodeBlock(&grpc_side, to_server[0].payload);
+  EXPECT_EQ(fields["grpc-trailer"], "x");
+  EXPECT_EQ(fields["a"], "b");
+}
+
+TEST(CallGateTest, StopsAnsweringAfterGrpcsGoAwayOrATableSizeSetting) {
+  {
+    Screen screen;
+    CallGate gate(&screen.fn);
+    FromServer(&gate, Settings() + Frame(kHttp2GoAway, 0, 0, std::string(8, '\0')));
+    const std::string call =
+        Frame(kHttp2Headers, kEndHeaders, 1, Plain(":path", kEmbed) + Plain("grpc-timeout", "1m"));
+    EXPECT_EQ(FromClient(&gate, call), call);  // gRPC answers it (refused: GOAWAY)
+    EXPECT_EQ(gate.calls_answered(), 0);
+  }
+  {
+    Screen screen;
+    CallGate gate(&screen.fn);
+    // SETTINGS_HEADER_TABLE_SIZE 0: the client then expects a size update
+    // first in the next block, which the gate's answers lack.
+    const std::string settings = Frame(kHttp2Settings, 0, 0, std::string("\0\x01\0\0\0\0", 6));
+    EXPECT_EQ(FromClient(&gate, settings), settings);
+    EXPECT_TRUE(gate.off());
+  }
+  {
+    // After an answer, the gate cannot turn off: the connection must close.
+    Screen screen;
+    CallGate gate(&screen.fn);
+    FromClient(&gate, Frame(kHttp2Headers, kEndHeaders | kEndStream, 1,
+                            Plain(":path", kEmbed) + Plain("grpc-timeout", "1m")));
+    ASSERT_FALSE(gate.reencoding());
+    FromClient(&gate, Frame(kHttp2Headers, kEndHeaders, 3, "\x80"));
+    EXPECT_TRUE(gate.broken());
+  }
 }
 
 TEST(CallGateTest, AnUndecodableBlockTurnsTheGateOffOrBreaksTheConnection) {
@@ -281,6 +365,10 @@ TEST(CallGateTest, ReadsGrpcTimeouts) {
   EXPECT_EQ(ParseGrpcTimeout("1H"), std::chrono::nanoseconds(std::chrono::hours(1)));
   EXPECT_EQ(ParseGrpcTimeout("99999999u"), std::chrono::nanoseconds(99999999000));
   EXPECT_EQ(ParseGrpcTimeout("7n"), std::chrono::nanoseconds(7));
+  // Too long for 64-bit nanoseconds: saturated (gRPC reads it as no deadline).
+  EXPECT_EQ(ParseGrpcTimeout("99999999H"), std::chrono::nanoseconds::max());
+  EXPECT_EQ(ParseGrpcTimeout("2562048H"), std::chrono::nanoseconds::max());
+  EXPECT_LT(*ParseGrpcTimeout("2562047H"), std::chrono::nanoseconds::max());
   for (const char* bad : {"", "m", "123456789m", "10x", "-1m", "1 m"})
     EXPECT_FALSE(ParseGrpcTimeout(bad).has_value()) << bad;
 }

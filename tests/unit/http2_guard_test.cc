@@ -14,11 +14,14 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server/net/connection_guard.h"
+#include "server/net/hpack.h"
 
 namespace encoderd::server {
 namespace {
@@ -79,6 +82,45 @@ TEST(Http2GuardTest, RapidResetIsAbuseOnceEnoughStreamsWereOpened) {
   EXPECT_EQ(g.open_streams(), 0u);
   // It stays abusive.
   EXPECT_EQ(Feed(&g, Headers(21), kT0), Http2Verdict::kRapidReset);
+}
+
+// Streams the connection guard answered itself (call_gate.h) never reached
+// gRPC: two of them per reset stream must not hide the attack.
+TEST(Http2GuardTest, StreamsTheGuardAnsweredDoNotDiluteRapidReset) {
+  Http2Guard g(Small());
+  Feed(&g, kPreface, kT0);
+  Http2Verdict last = Http2Verdict::kOk;
+  uint32_t s = 1;
+  int resets = 0;
+  while (last == Http2Verdict::kOk && resets < 20) {
+    for (int answered = 0; answered < 2; ++answered, s += 2) {
+      Feed(&g, Headers(s), kT0);
+      g.Ended(s);
+    }
+    last = Feed(&g, Headers(s) + Reset(s), kT0);
+    s += 2;
+    ++resets;
+  }
+  EXPECT_EQ(last, Http2Verdict::kRapidReset);
+  EXPECT_EQ(resets, 10);
+  EXPECT_EQ(g.open_streams(), 0u);
+
+  // A client under overload: seven of eight calls refused by the guard, half
+  // of the others reset at their short deadline. Not abuse.
+  Http2Guard client(Small());
+  Feed(&client, kPreface, kT0);
+  s = 1;
+  for (int call = 0; call < 400; ++call, s += 2) {
+    last = Feed(&client, Headers(s), kT0);
+    if (call % 8 != 0) {
+      client.Ended(s);
+    } else if (call % 16 == 0) {
+      last = Feed(&client, Reset(s), kT0);
+    } else {
+      FeedServer(&client, Headers(s, 0x5));  // answered by gRPC
+    }
+    ASSERT_EQ(last, Http2Verdict::kOk) << call;
+  }
 }
 
 TEST(Http2GuardTest, CancellingAtDeadlinesOrAfterAnswersIsNotAbuse) {
@@ -265,6 +307,10 @@ class RecordingMetrics : public ServingMetrics {
     closed.push_back(reason);
     cv.notify_all();
   }
+  void ObserveAnsweredByGuard() override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++answered;
+  }
   void SetOpenConnections(int64_t n) override {
     std::lock_guard<std::mutex> lock(mu);
     open = n;
@@ -281,6 +327,7 @@ class RecordingMetrics : public ServingMetrics {
   std::vector<ConnectionClose> closed;
   int64_t open = 0;
   int64_t max_open = 0;
+  int64_t answered = 0;
 };
 
 // Reads `n` bytes from `fd` (the server's end, non-blocking), waiting up to
@@ -482,6 +529,92 @@ TEST(ConnectionGuardTest, ABurstAtTheCapNeverOpensMoreThanTheCap) {
   }
   EXPECT_TRUE(metrics.WaitOpen(4));
   for (int fd : fds) close(fd);
+}
+
+}  // namespace
+}  // namespace encoderd::server
+
+namespace encoderd::server {
+namespace {
+
+// With a screen, a call it refuses is answered by the guard: the client gets
+// the answer after the server's SETTINGS and its DATA back as window, gRPC
+// gets the preface and SETTINGS only, and the screen sees the connection as
+// gRPC names it ("fd:N", N the fd handed to gRPC).
+TEST(ConnectionGuardTest, AnswersTheCallsTheScreenRefuses) {
+  RecordingMetrics metrics;
+  std::mutex mu;
+  std::vector<int> grpc_ends;
+  std::vector<std::string> peers;
+  ConnectionGuardOptions options;
+  options.screen = [&](const CallHead& call) {
+    std::lock_guard<std::mutex> lock(mu);
+    peers.emplace_back(call.peer);
+    CallVerdict verdict;
+    verdict.status = ResourceExhausted("busy");
+    verdict.request_id = 7;
+    return verdict;
+  };
+  auto guard = ConnectionGuard::Start(
+      "127.0.0.1", 0,
+      [&](int fd) {
+        const std::string settings = Frame(0x4, 0, 0);
+        EXPECT_EQ(send(fd, settings.data(), settings.size(), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(settings.size()));
+        std::lock_guard<std::mutex> lock(mu);
+        grpc_ends.push_back(fd);
+      },
+      options, &metrics);
+  ASSERT_TRUE(guard.ok()) << guard.status().ToString();
+  const int client = Connect((*guard)->port());
+  std::string block;
+  HpackAppendLiteral(":path", "/encoderd.v1.Encoder/Embed", &block);
+  const std::string hello =
+      std::string(kPreface) + Frame(0x4, 0, 0) + Frame(0x1, 0x4, 1, block) + Data(1, 0x1);
+  // The preface split across two writes.
+  ASSERT_EQ(send(client, hello.data(), 10, 0), 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(send(client, hello.data() + 10, hello.size() - 10, 0),
+            static_cast<ssize_t>(hello.size() - 10));
+  char buf[9];
+  ASSERT_EQ(recv(client, buf, 9, MSG_WAITALL), 9);  // the server's SETTINGS
+  EXPECT_EQ(std::string(buf, 9), Frame(0x4, 0, 0));
+  ASSERT_EQ(recv(client, buf, 9, MSG_WAITALL), 9);  // the answer
+  const size_t length =
+      (size_t{uint8_t(buf[0])} << 16) | (size_t{uint8_t(buf[1])} << 8) | uint8_t(buf[2]);
+  EXPECT_EQ(buf[3], 0x1);  // HEADERS
+  EXPECT_EQ(buf[4], 0x5);  // END_STREAM | END_HEADERS
+  EXPECT_EQ(buf[8], 1);    // stream 1
+  std::string payload(length, '\0');
+  ASSERT_EQ(recv(client, payload.data(), length, MSG_WAITALL), static_cast<ssize_t>(length));
+  HpackDecoder decoder;
+  std::vector<HeaderField> fields;
+  ASSERT_TRUE(decoder.Decode(reinterpret_cast<const uint8_t*>(payload.data()), length, &fields));
+  std::map<std::string, std::string> answer;
+  for (const HeaderField& f : fields) answer[f.name] = f.value;
+  EXPECT_EQ(answer["grpc-status"], "8");
+  EXPECT_EQ(answer["grpc-message"], "busy");
+  EXPECT_EQ(answer["x-request-id"], "7");
+  char window[13];
+  ASSERT_EQ(recv(client, window, 13, MSG_WAITALL), 13);
+  EXPECT_EQ(std::string(window, 13), Frame(0x8, 0, 0, std::string("\0\0\0\x1e", 4)));
+  int server_end = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(grpc_ends.size(), 1u);
+    server_end = grpc_ends[0];
+    ASSERT_EQ(peers.size(), 1u);
+    EXPECT_EQ(peers[0], "fd:" + std::to_string(server_end));
+  }
+  const std::string grpc_got = std::string(kPreface) + Frame(0x4, 0, 0);
+  EXPECT_EQ(ReadExactly(server_end, grpc_got.size()), grpc_got);
+  pollfd p{server_end, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 200), 0);  // nothing of the call
+  {
+    std::lock_guard<std::mutex> lock(metrics.mu);
+    EXPECT_EQ(metrics.answered, 1);
+  }
+  close(client);
 }
 
 }  // namespace
