@@ -207,6 +207,7 @@ def check_deadlines_and_cancellation(args, tmp):
         batches0 = daemon.metric("encoderd_batch_size_sequences_count", {"model": MODEL})
         victim = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * 64, truncate=True), timeout=60)
         check(wait_until(running, 10), "cancel running: the batch is running")
+        victim_started = time.perf_counter()
         time.sleep(0.05)
         victim.cancel()
         check(wait_until(lambda: drops(daemon, "cancelled_while_running") ==
@@ -215,6 +216,8 @@ def check_deadlines_and_cancellation(args, tmp):
         check(wait_until(lambda: daemon.metric("encoderd_batch_size_sequences_count",
                                                {"model": MODEL}) == batches0 + 1, 10),
               "cancel running: its batch ran to the end")
+        # A 64-text batch's time: a quarter of the 256-text batch below.
+        batch64_s = time.perf_counter() - victim_started
         check(daemon.metric("encoderd_sequences_total", {"model": MODEL}) == seqs_ok0,
               "cancel running: no sequences delivered for it")
 
@@ -234,16 +237,25 @@ def check_deadlines_and_cancellation(args, tmp):
               "stream cancelled: its queued message counted as cancelled_in_queue")
         check(wait_until(lambda: idle_state(daemon)[1:] == (1, 0, 1), 10),
               f"stream cancelled: queue entry and slot freed at once ({idle_state(daemon)})")
-        late0 = drops(daemon, "deadline_in_queue")
-        late = stub.EmbedStream(iter([pb.EmbedRequest(texts=["streamed, too late"])]), timeout=0.3)
+        # The deadline: a quarter of the running batch, at least 0.3 s, so
+        # that a slow build's handler queues the message before it passes
+        # (under AddressSanitizer 0.3 s was once too short) and it passes
+        # well before the batch ends on a fast machine.
+        late_s = max(0.3, batch64_s)
+        late0 = {r: drops(daemon, r) for r in before}
+        late = stub.EmbedStream(iter([pb.EmbedRequest(texts=["streamed, too late"])]),
+                                timeout=late_s)
         try:
             list(late)
             code = Code.OK
         except grpc.RpcError as e:
             code = e.code()
         check(code == Code.DEADLINE_EXCEEDED, f"stream deadline: DEADLINE_EXCEEDED ({code})")
-        check(wait_until(lambda: drops(daemon, "deadline_in_queue") == late0 + 1, 10),
-              "stream deadline: its queued message counted as deadline_in_queue")
+        counted = wait_until(lambda: drops(daemon, "deadline_in_queue") ==
+                             late0["deadline_in_queue"] + 1, 10)
+        check(counted, f"stream deadline ({late_s:.2f} s): its queued message counted as "
+                       f"deadline_in_queue (drops since: "
+                       f"{ {r: drops(daemon, r) - v for r, v in late0.items()} })")
         check(not big.done(), "stream checks ran while the batch was still running")
         check(code_of(big) == Code.OK, "stream: the running batch is served")
         check(wait_until(lambda: idle_state(daemon) == (0, 0, 0, 0), 10),
