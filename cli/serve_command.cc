@@ -225,8 +225,9 @@ int RunServeCommand(const std::vector<std::string>& args) {
     if (config.listen.refuse_in_guard)
       options.screen = [&service](const CallHead& call) {
         CallVerdict verdict;
-        verdict.status = service.ScreenCall(call.path, call.authorization, call.timeout, call.peer,
-                                            &verdict.request_id);
+        verdict.status =
+            service.ScreenCall(call.path, call.authorization, call.timeout, call.peer,
+                               call.forwarded_open, &verdict.request_id, &verdict.forwarded_work);
         return verdict;
       };
     auto started = ConnectionGuard::Start(

@@ -26,7 +26,6 @@ Use /usr/bin/python3 (Debian's python3-grpcio).
 import argparse
 import csv
 import heapq
-import os
 import pathlib
 import random
 import sys
@@ -39,7 +38,7 @@ import grpc
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 from e2e_common import (generate_stubs, metric_value, proc_cpu_seconds, proc_fds,  # noqa: E402
-                        proc_rss_bytes, proc_threads, start_daemon, wait_serving)
+                        proc_rss_bytes, proc_threads, start_daemon, steal_seconds, wait_serving)
 
 Code = grpc.StatusCode
 SENTENCE = "the quick brown fox jumps over the lazy dog and keeps running far away "
@@ -57,7 +56,6 @@ FD_SLACK = 2
 # least this many cores in one of the STEAL_WINDOW seconds before it.
 STEAL_CORES = 0.25
 STEAL_WINDOW = 3
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Outcomes:
@@ -178,13 +176,6 @@ class Load:
         while self.in_flight > 0 or self.cancels:
             self.run_cancels(time.perf_counter())
             time.sleep(0.001)
-
-
-def steal_seconds():
-    """CPU seconds the hypervisor ran something else while this machine's
-    CPUs wanted to run (all CPUs; 0 outside a VM)."""
-    fields = pathlib.Path("/proc/stat").read_text().split("\n", 1)[0].split()
-    return int(fields[8]) / TICKS if len(fields) > 8 else 0.0
 
 
 class Sampler:

@@ -27,27 +27,35 @@ DynamicBatcher::~DynamicBatcher() { Stop(); }
 Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    RETURN_IF_ERROR(AdmitLocked(request->TokensFrom(0), request->deadline(), request->peer));
+    const int64_t tokens = request->TokensFrom(0);
+    RETURN_IF_ERROR(AdmitLocked(tokens, request->deadline(), request->peer));
     RETURN_IF_ERROR(queue_.Push(std::move(request)));
+    // About the last 20 requests count.
+    request_tokens_ = request_tokens_ == 0 ? static_cast<double>(tokens)
+                                           : request_tokens_ + 0.05 * (tokens - request_tokens_);
   }
   if (metrics_) metrics_->ObserveAdmitted(model_);
   batcher_cv_.notify_one();
   return Status::Ok();
 }
 
-Status DynamicBatcher::Precheck(Clock::time_point deadline, uint64_t peer) {
+Status DynamicBatcher::Precheck(Clock::time_point deadline, uint64_t peer,
+                                int64_t calls_before_queue) {
   std::lock_guard<std::mutex> lock(mu_);
-  return AdmitLocked(0, deadline, peer);
+  return AdmitLocked(
+      0, deadline, peer,
+      static_cast<int64_t>(static_cast<double>(calls_before_queue) * request_tokens_));
 }
 
-Status DynamicBatcher::AdmitLocked(int64_t tokens, Clock::time_point deadline, uint64_t peer) {
+Status DynamicBatcher::AdmitLocked(int64_t tokens, Clock::time_point deadline, uint64_t peer,
+                                   int64_t tokens_before_queue) {
   const Clock::time_point now = Clock::now();
   if (deadline <= now) {
     if (metrics_) metrics_->ObserveDrop(model_, DropReason::kDeadlineBeforeQueue);
     return DeadlineExceeded("the deadline passed before the request was queued");
   }
   if (stopping_) return Unavailable("the server is shutting down");
-  const Backlog backlog{queue_.TokensAhead(peer), running_tokens_,
+  const Backlog backlog{queue_.TokensAhead(peer) + tokens_before_queue, running_tokens_,
                         static_cast<int>(replicas_.size()), idle_, standing_.standing()};
   Refusal refusal = Refusal::kNone;
   Status admitted = Admit(backlog, tokens, deadline, now, estimate_, limits_.admission, &refusal);

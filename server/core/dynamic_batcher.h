@@ -43,8 +43,10 @@ class DynamicBatcher {
   // Any thread, before a call of `peer` is tokenized: Admit with its own
   // tokens not known yet (counted as none), so that a call the queue would
   // refuse is refused before its tokenization costs anything. Counted as
-  // Submit's refusals are.
-  Status Precheck(Clock::time_point deadline, uint64_t peer = 0);
+  // Submit's refusals are. `calls_before_queue`: calls admitted earlier that
+  // have not reached the queue yet, counted as queued ahead of this one at
+  // the recent tokens per request.
+  Status Precheck(Clock::time_point deadline, uint64_t peer = 0, int64_t calls_before_queue = 0);
 
   // Any thread, for a request Submit() accepted whose caller stops waiting:
   // finishes it with `status` (CANCELLED or DEADLINE_EXCEEDED) unless it
@@ -62,9 +64,10 @@ class DynamicBatcher {
 
  private:
   // DEADLINE_EXCEEDED for a passed deadline (counted), UNAVAILABLE once
-  // stopping, then Admit against the current backlog (a refusal counted).
-  // Requires mu_.
-  Status AdmitLocked(int64_t tokens, Clock::time_point deadline, uint64_t peer);
+  // stopping, then Admit against the current backlog and
+  // `tokens_before_queue` more (a refusal counted). Requires mu_.
+  Status AdmitLocked(int64_t tokens, Clock::time_point deadline, uint64_t peer,
+                     int64_t tokens_before_queue = 0);
   void BatcherLoop();
   // Feeds standing_ with the batch just formed (under mu_).
   void ObserveQueue(const BatchPlan& batch, Clock::time_point now);
@@ -90,7 +93,8 @@ class DynamicBatcher {
   bool stopping_ = false;                // guarded by mu_
   ThroughputEstimate estimate_;          // guarded by mu_; updated by the executors
   int64_t running_tokens_ = 0;           // tokens of batches ready or running; guarded by mu_
-  StandingQueue standing_;               // guarded by mu_; fed by BatcherLoop
+  double request_tokens_ = 0;  // tokens per request admitted, a moving average; guarded by mu_
+  StandingQueue standing_;     // guarded by mu_; fed by BatcherLoop
   std::vector<std::thread> threads_;
 };
 

@@ -406,7 +406,9 @@ uint64_t PeerKey(std::string_view peer) { return std::hash<std::string_view>()(p
 
 Status EncoderService::ScreenCall(std::string_view path, std::string_view authorization,
                                   std::optional<std::chrono::nanoseconds> timeout,
-                                  std::string_view peer, uint64_t* request_id) {
+                                  std::string_view peer, int64_t forwarded_open,
+                                  uint64_t* request_id, bool* forwarded_work) {
+  *forwarded_work = false;
   static constexpr std::string_view kService = "/encoderd.v1.Encoder/";
   if (path.substr(0, kService.size()) != kService) return Status::Ok();
   const std::string_view method = path.substr(kService.size());
@@ -432,8 +434,14 @@ Status EncoderService::ScreenCall(std::string_view path, std::string_view author
       !timeout || *timeout >= Clock::time_point::max() - now
           ? Clock::time_point::max()
           : now + std::chrono::duration_cast<Clock::duration>(*timeout);
-  Status refused = (*model)->batcher().Precheck(deadline, PeerKey(peer));
-  if (refused.ok()) return refused;
+  // Admitted calls not in a handler yet (one that has left its handler and
+  // is being answered counts too, for the moment until its stream ends).
+  const int64_t in_grpc = std::max<int64_t>(0, forwarded_open - limiter_.in_flight());
+  Status refused = (*model)->batcher().Precheck(deadline, PeerKey(peer), in_grpc);
+  if (refused.ok()) {
+    *forwarded_work = true;
+    return refused;
+  }
   RequestSample sample;
   sample.rpc = rpc;
   sample.grpc_code = ToGrpcStatus(refused).error_code();

@@ -54,6 +54,10 @@ struct CallHead {
   std::optional<std::chrono::nanoseconds> timeout;
   // The connection as gRPC names it (its peer string: "fd:17").
   std::string_view peer;
+  // Calls the screen let through to gRPC (CallVerdict::forwarded_work), on
+  // every connection sharing the gate's counter, whose streams have not
+  // ended: calls gRPC is still reading, dispatching, computing or answering.
+  int64_t forwarded_open = 0;
 };
 
 // The screen's verdict: OK, the call goes on to gRPC; otherwise the gate
@@ -61,6 +65,9 @@ struct CallHead {
 struct CallVerdict {
   Status status;
   uint64_t request_id = 0;
+  // OK for a call the screen admitted as work (not one it leaves to gRPC to
+  // judge): counted in CallHead::forwarded_open until its stream ends.
+  bool forwarded_work = false;
 };
 
 // Called on the guard's thread for every new stream: it must be quick and
@@ -78,8 +85,14 @@ std::string TrailersOnlyResponse(uint32_t stream, const Status& status, uint64_t
 
 class CallGate {
  public:
-  // `screen` outlives the gate.
-  explicit CallGate(const CallScreen* screen) : screen_(screen) {}
+  // `screen` outlives the gate, and so does `forwarded_open` (the count of
+  // CallHead::forwarded_open, shared by the gates of one thread; nullptr:
+  // the gate's own).
+  explicit CallGate(const CallScreen* screen, int64_t* forwarded_open = nullptr)
+      : screen_(screen), forwarded_open_(forwarded_open ? forwarded_open : &own_forwarded_open_) {}
+  ~CallGate() { *forwarded_open_ -= static_cast<int64_t>(forwarded_work_.size()); }
+  CallGate(const CallGate&) = delete;
+  CallGate& operator=(const CallGate&) = delete;
 
   // The client's bytes after the 24-byte connection preface; what gRPC is to
   // get is appended to `to_server`.
@@ -123,8 +136,16 @@ class CallGate {
   // The gate cannot follow the connection: off (true: the caller passes on
   // what it held) while nothing was kept from gRPC, else broken.
   bool GiveUp();
+  // A stream ended (either side): it is no longer forwarded work.
+  void Ended(uint32_t stream) {
+    if (forwarded_work_.erase(stream) > 0) --*forwarded_open_;
+  }
 
   const CallScreen* const screen_;
+  int64_t own_forwarded_open_ = 0;
+  int64_t* const forwarded_open_;
+  // This connection's streams counted in *forwarded_open_.
+  std::unordered_set<uint32_t> forwarded_work_;
   std::string peer_;
   Http2FrameReader client_;
   Http2FrameReader server_;

@@ -201,6 +201,17 @@ def proc_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def steal_seconds(cpu=None):
+    """CPU seconds the hypervisor ran something else while this machine's
+    CPUs (or CPU `cpu`) wanted to run; 0 outside a VM."""
+    prefix = "cpu " if cpu is None else f"cpu{cpu} "
+    for line in pathlib.Path("/proc/stat").read_text().splitlines():
+        if line.startswith(prefix):
+            fields = line.split()
+            return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+    raise RuntimeError(f"no {prefix.strip()} line in /proc/stat")
+
+
 def proc_rss_bytes(pid):
     for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

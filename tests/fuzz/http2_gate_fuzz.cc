@@ -11,7 +11,9 @@
 // stream the gate answered reaches gRPC; and gRPC's own HPACK decoder, fed
 // only the header blocks that reached it, decodes each stream's first block
 // to exactly the fields the client's block holds (decoded from the client's
-// bytes independently), i.e. gRPC's table is never out of step.
+// bytes independently), i.e. gRPC's table is never out of step. Always: the
+// count of forwarded work (CallHead::forwarded_open) is never negative nor
+// above the calls the screen admitted, and is 0 once the gate is gone.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -106,6 +108,10 @@ bool Same(const std::vector<sv::HeaderField>& a, const std::vector<sv::HeaderFie
   return true;
 }
 
+// Feeds `client` to a gate in chunks; checks the invariants above.
+int Run(const std::string& client, size_t chunk, const sv::CallScreen& screen,
+        int64_t* forwarded_open, const int64_t& admitted);
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -115,12 +121,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string client(reinterpret_cast<const char*>(data + 2), size - 2);
 
   int calls = 0;
-  const sv::CallScreen screen = [&](const sv::CallHead&) {
+  int64_t admitted = 0;
+  int64_t forwarded_open = 0;
+  const sv::CallScreen screen = [&](const sv::CallHead& head) {
+    REQUIRE(head.forwarded_open == forwarded_open);
     sv::CallVerdict verdict;
-    if ((pattern >> (calls++ % 8)) & 1) verdict.status = encoderd::ResourceExhausted("refused");
+    if ((pattern >> (calls++ % 8)) & 1) {
+      verdict.status = encoderd::ResourceExhausted("refused");
+    } else {
+      verdict.forwarded_work = true;
+      ++admitted;
+    }
     return verdict;
   };
-  sv::CallGate gate(&screen);
+  const int verdict = Run(client, chunk, screen, &forwarded_open, admitted);
+  REQUIRE(forwarded_open == 0);
+  return verdict;
+}
+
+namespace {
+
+int Run(const std::string& client, size_t chunk, const sv::CallScreen& screen,
+        int64_t* forwarded_open, const int64_t& admitted) {
+  sv::CallGate gate(&screen, forwarded_open);
   std::string to_server, to_client;
   const std::string settings = sv::Http2FrameHeaderBytes(sv::kHttp2Settings, 0, 0, 0);
   const std::string grpc_frame = sv::Http2FrameHeaderBytes(sv::kHttp2Data, 0, 1, 3) + "abc";
@@ -136,6 +159,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       gate.FromServer(reinterpret_cast<const uint8_t*>(from_grpc.data()), from_grpc.size(),
                       &to_client);
     gate.Flush(&to_client);
+    REQUIRE(*forwarded_open >= 0 && *forwarded_open <= admitted);
   }
   if (gate.off() || gate.broken()) return 0;
 
@@ -156,3 +180,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   return 0;
 }
+
+}  // namespace

@@ -424,6 +424,16 @@ class DropCounter : public ServingMetrics {
   std::map<std::string, int> counts;
 };
 
+// A batcher of model "m" with one executor, which runs `*engine`.
+std::unique_ptr<DynamicBatcher> GatedBatcher(DropCounter* drops, GateEngine** engine) {
+  std::vector<std::unique_ptr<BatchEngine>> replicas;
+  auto gate = std::make_unique<GateEngine>();
+  *engine = gate.get();
+  replicas.push_back(std::move(gate));
+  return std::make_unique<DynamicBatcher>(Limits(1000, 100, 0), PackingRule{}, std::move(replicas),
+                                          drops, "m");
+}
+
 bool QueueEmptiesWithin(const DynamicBatcher& batcher, std::chrono::milliseconds limit) {
   const auto end = Clock::now() + limit;
   while (batcher.queue_depth() != 0 && Clock::now() < end)
@@ -435,11 +445,9 @@ TEST(DynamicBatcherTest, EachDropIsCountedOnceByWhereTheRequestWas) {
   const int64_t live_before = InferenceRequest::Live();
   DropCounter drops;
   {
-    std::vector<std::unique_ptr<BatchEngine>> replicas;
-    auto gate = std::make_unique<GateEngine>();
-    GateEngine* engine = gate.get();
-    replicas.push_back(std::move(gate));
-    DynamicBatcher batcher(Limits(1000, 100, 0), PackingRule{}, std::move(replicas), &drops, "m");
+    GateEngine* engine = nullptr;
+    std::unique_ptr<DynamicBatcher> owned = GatedBatcher(&drops, &engine);
+    DynamicBatcher& batcher = *owned;
 
     // Already expired: refused before it takes a queue entry.
     auto expired = MakeRequest(1, {2}, Clock::now(), Clock::now() - microseconds(1));
@@ -476,6 +484,37 @@ TEST(DynamicBatcherTest, EachDropIsCountedOnceByWhereTheRequestWas) {
                                                         {"m/deadline_in_queue", 1}}));
   // Every request object is gone once its last owner is.
   EXPECT_EQ(InferenceRequest::Live(), live_before);
+}
+
+// Calls admitted before they reach the queue (the guard's screen lets them
+// through to gRPC) count as queued ahead of a new one, at the tokens of a
+// recent request: while gRPC falls behind, the queue itself looks short.
+TEST(DynamicBatcherTest, PrecheckCountsCallsNotInTheQueueYet) {
+  DropCounter drops;
+  GateEngine* engine = nullptr;
+  std::unique_ptr<DynamicBatcher> owned = GatedBatcher(&drops, &engine);
+  DynamicBatcher& batcher = *owned;
+  // One batch of 100 tokens that takes at least 20 ms: at most 5,000
+  // tokens a second, and requests of 100 tokens.
+  auto first = MakeRequest(1, {100}, Clock::now());
+  ASSERT_TRUE(batcher.Submit(first).ok());
+  ASSERT_TRUE(engine->Started(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  engine->Release();
+  ASSERT_TRUE(first->done().get().ok());
+  ASSERT_TRUE(QueueEmptiesWithin(batcher, std::chrono::milliseconds(10000)));
+
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(10);
+  EXPECT_TRUE(batcher.Precheck(deadline).ok());
+  // 10 calls ahead: 10 batches of >= 20 ms, well within 10 s (unless one
+  // batch had taken a second).
+  EXPECT_TRUE(batcher.Precheck(deadline, 0, 10).ok());
+  // 10,000 calls ahead: >= 200 s.
+  const Status refused = batcher.Precheck(deadline, 0, 10000);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.message();
+  EXPECT_NE(refused.message().find("after its deadline"), std::string::npos) << refused.message();
+  batcher.Stop();
+  EXPECT_EQ(drops.Counts(), (std::map<std::string, int>{{"m/refused_predicted_late", 1}}));
 }
 
 // The callback API answers a call from the request's on-finish callback:

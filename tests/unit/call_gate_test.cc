@@ -358,6 +358,63 @@ TEST(CallGateTest, AnUndecodableBlockTurnsTheGateOffOrBreaksTheConnection) {
   }
 }
 
+// The calls the screen admitted as work count in CallHead::forwarded_open,
+// shared by the gates of one counter, until their streams end: the server's
+// trailers (END_STREAM) or RST_STREAM, the client's RST_STREAM, the gate
+// giving up, or the gate's end (the connection closed).
+TEST(CallGateTest, CountsForwardedWorkUntilItsStreamEnds) {
+  std::vector<int64_t> seen;
+  CallScreen screen = [&](const CallHead& h) {
+    seen.push_back(h.forwarded_open);
+    CallVerdict verdict;
+    verdict.forwarded_work = h.path == kEmbed;  // other calls are gRPC's to judge
+    return verdict;
+  };
+  const auto call = [](uint32_t stream, const std::string& path) {
+    return Frame(kHttp2Headers, kEndHeaders, stream, Plain(":path", path)) + Data(stream, 5);
+  };
+  const std::string trailers = Plain("grpc-status", "0");
+  int64_t open = 0;
+  {
+    CallGate a(&screen, &open);
+    CallGate b(&screen, &open);
+    FromServer(&a, Settings());
+    FromServer(&b, Settings());
+    FromClient(&a,
+               Settings() + call(1, kEmbed) + call(3, kEmbed) + call(5, "/grpc.health.v1/Check"));
+    EXPECT_EQ(open, 2);
+    FromClient(&b, Settings() + call(1, kEmbed));
+    EXPECT_EQ(open, 3);
+    EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 2}));
+    // gRPC answers a's stream 1; the client of a resets stream 3 and the
+    // health check, which was never counted.
+    FromServer(&a, Frame(kHttp2Headers, kEndHeaders | kEndStream, 1, trailers));
+    EXPECT_EQ(open, 2);
+    FromClient(&a, Frame(kHttp2RstStream, 0, 3, std::string(4, '\0')) +
+                       Frame(kHttp2RstStream, 0, 5, std::string(4, '\0')));
+    EXPECT_EQ(open, 1);
+    // Ending a stream twice counts once; gRPC's own RST_STREAM ends one too.
+    FromServer(&a, Frame(kHttp2RstStream, 0, 1, std::string(4, '\0')));
+    EXPECT_EQ(open, 1);
+    FromClient(&b, call(3, kEmbed));
+    EXPECT_EQ(open, 2);
+    FromServer(&b, Frame(kHttp2RstStream, 0, 3, std::string(4, '\0')));
+    EXPECT_EQ(open, 1);
+    // b closes with its stream 1 still open.
+  }
+  EXPECT_EQ(open, 0);
+  {
+    CallGate c(&screen, &open);
+    FromClient(&c, Settings() + call(1, kEmbed));
+    EXPECT_EQ(open, 1);
+    // A block the gate cannot decode: it gives up, and follows no stream.
+    FromClient(&c, Frame(kHttp2Headers, kEndHeaders, 3, "\xff\xff\xff\xff\xff\xff"));
+    EXPECT_TRUE(c.off());
+    EXPECT_EQ(open, 0);
+  }
+  EXPECT_EQ(open, 0);
+}
+
 TEST(CallGateTest, ReadsGrpcTimeouts) {
   EXPECT_EQ(ParseGrpcTimeout("100m"), std::chrono::nanoseconds(milliseconds(100)));
   EXPECT_EQ(ParseGrpcTimeout("5S"), std::chrono::nanoseconds(std::chrono::seconds(5)));
