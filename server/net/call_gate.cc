@@ -299,7 +299,10 @@ void CallGate::OnHeaderBlock(std::string* to_server) {
       if (!end_stream) Remember(stream);
       return;
     }
-    if (verdict.forwarded_work && forwarded_work_.insert(stream).second) ++*forwarded_open_;
+    if (verdict.forwarded_work && forwarded_work_.insert(stream).second) {
+      ++*forwarded_open_;
+      if (head.timeout) deadlines_.emplace_back(stream, *head.timeout);
+    }
   }
   if (is_new) last_forwarded_ = stream;
   if (!reencoding_) {

@@ -38,6 +38,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -108,6 +109,11 @@ class CallGate {
   // Streams answered here since the last call (the Http2Guard counts them
   // as never opened).
   std::vector<uint32_t> TakeAnswered() { return std::move(answered_); }
+  // Streams whose calls the screen admitted as work against a deadline
+  // (grpc-timeout) since the last call, with that deadline.
+  std::vector<std::pair<uint32_t, std::chrono::nanoseconds>> TakeDeadlines() {
+    return std::move(deadlines_);
+  }
   int64_t calls_answered() const { return calls_answered_; }
   // The connection's name in gRPC, passed to the screen.
   void set_peer(std::string peer) { peer_ = std::move(peer); }
@@ -175,6 +181,7 @@ class CallGate {
   std::deque<uint32_t> answered_order_;
   std::vector<uint32_t> answered_;
   int64_t calls_answered_ = 0;
+  std::vector<std::pair<uint32_t, std::chrono::nanoseconds>> deadlines_;
 
   // The gate's frames for the client, and connection window to give back.
   std::string pending_;

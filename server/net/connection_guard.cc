@@ -479,6 +479,10 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
           c->guard.Ended(stream);
           if (metrics_) metrics_->ObserveAnsweredByGuard();
         }
+        // A stream reset in the same read as its HEADERS is already judged
+        // (premature: the guard cannot tell how long the client waited).
+        for (const auto& [stream, timeout] : c->gate->TakeDeadlines())
+          c->guard.ResetsAfter(stream, std::chrono::duration_cast<Clock::duration>(timeout / 2));
         relay_.clear();
         c->gate->Flush(&relay_);
         c->to_client.Append(relay_.data(), relay_.size());

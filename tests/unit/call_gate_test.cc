@@ -386,6 +386,7 @@ TEST(CallGateTest, CountsForwardedWorkUntilItsStreamEnds) {
     FromClient(&b, Settings() + call(1, kEmbed));
     EXPECT_EQ(open, 3);
     EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 2}));
+    EXPECT_TRUE(a.TakeDeadlines().empty());  // no grpc-timeout
     // gRPC answers a's stream 1; the client of a resets stream 3 and the
     // health check, which was never counted.
     FromServer(&a, Frame(kHttp2Headers, kEndHeaders | kEndStream, 1, trailers));
@@ -401,6 +402,22 @@ TEST(CallGateTest, CountsForwardedWorkUntilItsStreamEnds) {
     FromServer(&b, Frame(kHttp2RstStream, 0, 3, std::string(4, '\0')));
     EXPECT_EQ(open, 1);
     // b closes with its stream 1 still open.
+  }
+  EXPECT_EQ(open, 0);
+  {
+    // The deadlines of the calls admitted as work, for the rapid-reset rule.
+    CallGate d(&screen, &open);
+    FromClient(&d, Settings());
+    for (uint32_t stream : {1u, 3u}) {
+      FromClient(&d, Frame(kHttp2Headers, kEndHeaders, stream,
+                           Plain(":path", stream == 1 ? kEmbed : "/grpc.health.v1/Check") +
+                               Plain("grpc-timeout", "100m")));
+    }
+    const auto deadlines = d.TakeDeadlines();
+    ASSERT_EQ(deadlines.size(), 1u);
+    EXPECT_EQ(deadlines[0].first, 1u);
+    EXPECT_EQ(deadlines[0].second, std::chrono::nanoseconds(milliseconds(100)));
+    EXPECT_TRUE(d.TakeDeadlines().empty());
   }
   EXPECT_EQ(open, 0);
   {
