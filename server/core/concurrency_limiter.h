@@ -61,6 +61,14 @@ class ConcurrencyLimiter {
     return Slot(this, peer);
   }
   int64_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
+  // Slots `peer` holds now; with fair sharing off (no per-peer count), all
+  // the slots held.
+  int64_t held_by(uint64_t peer) {
+    if (!fair_share_) return in_flight();
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = held_.find(peer);
+    return it == held_.end() ? 0 : it->second;
+  }
   int64_t limit() const { return limit_; }
   // Slots held now, summed over every limiter of the process (for the
   // scrape-time gauge; the daemon has one limiter).

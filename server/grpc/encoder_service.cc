@@ -434,10 +434,12 @@ Status EncoderService::ScreenCall(std::string_view path, std::string_view author
       !timeout || *timeout >= Clock::time_point::max() - now
           ? Clock::time_point::max()
           : now + std::chrono::duration_cast<Clock::duration>(*timeout);
-  // Admitted calls not in a handler yet (one that has left its handler and
-  // is being answered counts too, for the moment until its stream ends).
-  const int64_t in_grpc = std::max<int64_t>(0, forwarded_open - limiter_.in_flight());
-  Status refused = (*model)->batcher().Precheck(deadline, PeerKey(peer), in_grpc);
+  // This connection's admitted calls that hold no handler's slot yet (its
+  // slots: with fair_share off, every peer's, which can only make this
+  // smaller).
+  const uint64_t peer_key = PeerKey(peer);
+  const int64_t in_grpc = std::max<int64_t>(0, forwarded_open - limiter_.held_by(peer_key));
+  Status refused = (*model)->batcher().Precheck(deadline, peer_key, in_grpc);
   if (refused.ok()) {
     *forwarded_work = true;
     return refused;

@@ -63,12 +63,12 @@ class EncoderService final : public EncoderServiceBase {
   // carries the bearer token when auth is on; OK (the call goes on to gRPC)
   // for everything else. Since the body is not read, a call the handler
   // would reject as invalid is refused like any other under overload.
-  // `forwarded_open`: the calls the screen admitted whose streams are open;
-  // those not yet in a handler are still in gRPC on their way to the queue,
-  // and count as queued ahead of this one (else, while gRPC falls behind,
-  // the queue looks short, every call is admitted, and they expire inside
-  // gRPC). `*forwarded_work` says this call was admitted as such. Any
-  // thread.
+  // `forwarded_open`: the calls of this connection the screen admitted that
+  // gRPC has not answered yet; those holding no handler's slot are still in
+  // gRPC on their way to the queue, and count as queued ahead of this one
+  // (else, while gRPC falls behind, the queue looks short, every call is
+  // admitted, and they expire inside gRPC). `*forwarded_work` says this call
+  // was admitted as such. Any thread.
   Status ScreenCall(std::string_view path, std::string_view authorization,
                     std::optional<std::chrono::nanoseconds> timeout, std::string_view peer,
                     int64_t forwarded_open, uint64_t* request_id, bool* forwarded_work);

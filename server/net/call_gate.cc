@@ -171,7 +171,7 @@ void CallGate::OnClientHeader(const Http2Frame& f, std::string* to_server) {
     if (f.length == 0) OnClientPayload(nullptr, 0, to_server);
     return;
   }
-  if (f.type == kHttp2RstStream) Ended(f.stream);
+  if (f.type == kHttp2RstStream) forwarded_work_.erase(f.stream);
   if (f.stream != 0 && Dropped(f.stream)) {
     fate_ = Fate::kDrop;
     if (f.type == kHttp2Data) window_credit_ += f.length;
@@ -280,7 +280,7 @@ void CallGate::OnHeaderBlock(std::string* to_server) {
   if (is_new && screen_ && *screen_ && !server_goaway_) {
     CallHead head;
     head.peer = peer_;
-    head.forwarded_open = *forwarded_open_;
+    head.forwarded_open = static_cast<int64_t>(forwarded_work_.size());
     for (const HeaderField& f : fields_) {
       if (f.name == ":path") {
         head.path = f.value;
@@ -299,10 +299,7 @@ void CallGate::OnHeaderBlock(std::string* to_server) {
       if (!end_stream) Remember(stream);
       return;
     }
-    if (verdict.forwarded_work && forwarded_work_.insert(stream).second) {
-      ++*forwarded_open_;
-      if (head.timeout) deadlines_.emplace_back(stream, *head.timeout);
-    }
+    if (verdict.forwarded_work) forwarded_work_.insert(stream);
   }
   if (is_new) last_forwarded_ = stream;
   if (!reencoding_) {
@@ -318,9 +315,7 @@ bool CallGate::GiveUp() {
   // Once a stream was answered, gRPC could take a later HEADERS on its id
   // for a new call the guard's accounting never saw; once a table change was
   // kept from it, raw blocks would decode wrongly. Then only closing is safe.
-  // Either way the gate reads no more frames: its forwarded work is no
-  // longer followed.
-  *forwarded_open_ -= static_cast<int64_t>(forwarded_work_.size());
+  // Either way the gate screens no more calls.
   forwarded_work_.clear();
   if (reencoding_ || calls_answered_ > 0) {
     broken_ = true;
@@ -349,9 +344,9 @@ void CallGate::FromServer(const uint8_t* data, size_t size, std::string* to_clie
       [&](const Http2Frame& f) {
         ++server_frames_;
         if (f.type == kHttp2GoAway) server_goaway_ = true;
-        if (f.type == kHttp2RstStream ||
-            ((f.type == kHttp2Headers || f.type == kHttp2Data) && (f.flags & kHttp2EndStream)))
-          Ended(f.stream);
+        // gRPC answers (its HEADERS: the response's or trailers only; they
+        // are not flow-controlled) or gives the call up.
+        if (f.type == kHttp2Headers || f.type == kHttp2RstStream) forwarded_work_.erase(f.stream);
         if (f.type == kHttp2Headers) server_in_block_ = !(f.flags & kHttp2EndHeaders);
         if (f.type == kHttp2Continuation && (f.flags & kHttp2EndHeaders)) server_in_block_ = false;
         *to_client += Http2FrameHeaderBytes(f.type, f.flags, f.stream, f.length);

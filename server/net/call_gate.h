@@ -38,7 +38,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_set>
-#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -55,9 +54,11 @@ struct CallHead {
   std::optional<std::chrono::nanoseconds> timeout;
   // The connection as gRPC names it (its peer string: "fd:17").
   std::string_view peer;
-  // Calls the screen let through to gRPC (CallVerdict::forwarded_work), on
-  // every connection sharing the gate's counter, whose streams have not
-  // ended: calls gRPC is still reading, dispatching, computing or answering.
+  // Calls of this connection the screen let through to gRPC
+  // (CallVerdict::forwarded_work) that gRPC has not started answering yet (no
+  // HEADERS of its own on the stream) and that neither side reset: calls gRPC
+  // is still reading, dispatching or computing. Per connection, so that a
+  // client that stops reading its answers holds up no one else's calls.
   int64_t forwarded_open = 0;
 };
 
@@ -67,7 +68,7 @@ struct CallVerdict {
   Status status;
   uint64_t request_id = 0;
   // OK for a call the screen admitted as work (not one it leaves to gRPC to
-  // judge): counted in CallHead::forwarded_open until its stream ends.
+  // judge): counted in CallHead::forwarded_open until gRPC answers it.
   bool forwarded_work = false;
 };
 
@@ -86,14 +87,8 @@ std::string TrailersOnlyResponse(uint32_t stream, const Status& status, uint64_t
 
 class CallGate {
  public:
-  // `screen` outlives the gate, and so does `forwarded_open` (the count of
-  // CallHead::forwarded_open, shared by the gates of one thread; nullptr:
-  // the gate's own).
-  explicit CallGate(const CallScreen* screen, int64_t* forwarded_open = nullptr)
-      : screen_(screen), forwarded_open_(forwarded_open ? forwarded_open : &own_forwarded_open_) {}
-  ~CallGate() { *forwarded_open_ -= static_cast<int64_t>(forwarded_work_.size()); }
-  CallGate(const CallGate&) = delete;
-  CallGate& operator=(const CallGate&) = delete;
+  // `screen` outlives the gate.
+  explicit CallGate(const CallScreen* screen) : screen_(screen) {}
 
   // The client's bytes after the 24-byte connection preface; what gRPC is to
   // get is appended to `to_server`.
@@ -109,11 +104,6 @@ class CallGate {
   // Streams answered here since the last call (the Http2Guard counts them
   // as never opened).
   std::vector<uint32_t> TakeAnswered() { return std::move(answered_); }
-  // Streams whose calls the screen admitted as work against a deadline
-  // (grpc-timeout) since the last call, with that deadline.
-  std::vector<std::pair<uint32_t, std::chrono::nanoseconds>> TakeDeadlines() {
-    return std::move(deadlines_);
-  }
   int64_t calls_answered() const { return calls_answered_; }
   // The connection's name in gRPC, passed to the screen.
   void set_peer(std::string peer) { peer_ = std::move(peer); }
@@ -142,15 +132,8 @@ class CallGate {
   // The gate cannot follow the connection: off (true: the caller passes on
   // what it held) while nothing was kept from gRPC, else broken.
   bool GiveUp();
-  // A stream ended (either side): it is no longer forwarded work.
-  void Ended(uint32_t stream) {
-    if (forwarded_work_.erase(stream) > 0) --*forwarded_open_;
-  }
-
   const CallScreen* const screen_;
-  int64_t own_forwarded_open_ = 0;
-  int64_t* const forwarded_open_;
-  // This connection's streams counted in *forwarded_open_.
+  // Streams counted in CallHead::forwarded_open.
   std::unordered_set<uint32_t> forwarded_work_;
   std::string peer_;
   Http2FrameReader client_;
@@ -181,7 +164,6 @@ class CallGate {
   std::deque<uint32_t> answered_order_;
   std::vector<uint32_t> answered_;
   int64_t calls_answered_ = 0;
-  std::vector<std::pair<uint32_t, std::chrono::nanoseconds>> deadlines_;
 
   // The gate's frames for the client, and connection window to give back.
   std::string pending_;

@@ -228,10 +228,6 @@ class ConnectionGuard::Loop {
   bool accepting_ = true;  // the loop thread's view: no Attach once false
   bool exited_ = false;
   std::promise<void> listen_closed_;
-  // Calls the gates let through as work whose streams have not ended
-  // (CallHead::forwarded_open); declared before conns_, whose gates count
-  // in it until they are destroyed.
-  int64_t forwarded_open_ = 0;
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
   std::vector<uint64_t> done_;
   // Connections that have not opened a stream, oldest (lowest id) first.
@@ -387,7 +383,7 @@ void ConnectionGuard::Loop::Accept() {
     std::shared_ptr<ResetBudget>& budget = reset_budgets_[peer.sin_addr.s_addr];
     if (!budget) budget = std::make_shared<ResetBudget>(options_.http2.premature_reset_rate);
     auto c = std::make_unique<Conn>(options_.http2, budget);
-    if (options_.screen) c->gate = std::make_unique<CallGate>(&options_.screen, &forwarded_open_);
+    if (options_.screen) c->gate = std::make_unique<CallGate>(&options_.screen);
     c->id = next_id_++;
     c->client = fd;
     c->ip = peer.sin_addr.s_addr;
@@ -479,10 +475,6 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
           c->guard.Ended(stream);
           if (metrics_) metrics_->ObserveAnsweredByGuard();
         }
-        // A stream reset in the same read as its HEADERS is already judged
-        // (premature: the guard cannot tell how long the client waited).
-        for (const auto& [stream, timeout] : c->gate->TakeDeadlines())
-          c->guard.ResetsAfter(stream, std::chrono::duration_cast<Clock::duration>(timeout / 2));
         relay_.clear();
         c->gate->Flush(&relay_);
         c->to_client.Append(relay_.data(), relay_.size());

@@ -94,7 +94,7 @@ void Http2Guard::OnClientFrame(const Http2Frame& f, Clock::time_point now) {
     // trailers; even ids are the server's, which gRPC refuses).
     last_client_stream_ = f.stream;
     ++streams_;
-    open_.emplace(f.stream, OpenStream{now});
+    open_.emplace(f.stream, now);
     if (static_cast<int64_t>(open_.size()) > options_.max_open_streams &&
         verdict_ == Http2Verdict::kOk) {
       verdict_ = Http2Verdict::kTooManyStreams;
@@ -102,9 +102,7 @@ void Http2Guard::OnClientFrame(const Http2Frame& f, Clock::time_point now) {
   } else if (f.type == kRstStream) {
     auto it = open_.find(f.stream);
     if (it == open_.end()) return;
-    const Clock::duration life = now - it->second.opened;
-    const bool premature =
-        life < options_.premature_reset_lifetime && life < it->second.resets_after;
+    const bool premature = now - it->second < options_.premature_reset_lifetime;
     open_.erase(it);
     if (!premature) return;
     ++premature_resets_;

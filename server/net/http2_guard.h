@@ -12,14 +12,12 @@
 // attack is its rate, and a client that cancels many calls early (hedged
 // calls, users giving up, 1 ms deadlines) but not thousands a second costs
 // the server no more than its calls.
-// A client cancelling calls at their deadlines resets them after the
-// deadline: a stream whose deadline the connection guard's screen weighed
-// when it admitted the call (ResetsAfter) and that is reset after half of
-// that deadline is not premature either, however short the deadline (the
-// screen admits no more such calls than the server can take, so they cost no
-// more than their calls; a client whose calls, admitted under a 100 ms
-// deadline, expired inside a lagging gRPC at thousands a second was closed as
-// an attacker). A client that keeps more than
+// A client cancelling calls at their deadlines
+// resets streams after the deadline, and only for the calls that time out:
+// with deadlines under premature_reset_lifetime that is premature, which only
+// matters when most of its calls time out, thousands a second (the server
+// falling far behind: the call gate counts the calls it let through for that
+// reason). A client that keeps more than
 // `max_open_streams` streams open at once is abusive too (the server
 // advertises a lower limit in its SETTINGS), and so is one whose header block
 // outgrows `max_header_block_bytes`.
@@ -172,12 +170,6 @@ class Http2Guard {
   void Ended(uint32_t stream) {
     if (open_.erase(stream) > 0) ++answered_;
   }
-  // A reset of `stream` (still open) from `after` on is not premature: the
-  // screen admitted its call against a deadline twice that.
-  void ResetsAfter(uint32_t stream, Clock::duration after) {
-    auto it = open_.find(stream);
-    if (it != open_.end()) it->second.resets_after = after;
-  }
   // Frames the server sent (its first is its SETTINGS, the server preface).
   int64_t server_frames() const { return server_frames_; }
   uint32_t last_client_stream() const { return last_client_stream_; }
@@ -194,13 +186,8 @@ class Http2Guard {
   Http2FrameReader client_;
   Http2FrameReader server_;
   bool not_http2_ = false;
-  // Streams the client opened that neither side has ended: when opened, and
-  // from when on a reset is not premature (besides premature_reset_lifetime).
-  struct OpenStream {
-    Clock::time_point opened;
-    Clock::duration resets_after = Clock::duration::max();
-  };
-  std::unordered_map<uint32_t, OpenStream> open_;
+  // Streams the client opened that neither side has ended: when opened.
+  std::unordered_map<uint32_t, Clock::time_point> open_;
   uint32_t last_client_stream_ = 0;
   int64_t streams_ = 0;
   int64_t premature_resets_ = 0;

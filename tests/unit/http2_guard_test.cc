@@ -144,40 +144,6 @@ TEST(Http2GuardTest, CancellingAtDeadlinesOrAfterAnswersIsNotAbuse) {
   EXPECT_EQ(g.open_streams(), 0u);
 }
 
-// Calls the screen admitted under a 100 ms deadline that expire in a lagging
-// server: every call reset at its deadline, faster than the rate. Premature
-// (the build before closed such a client's connection as rapid reset), unless
-// the screen's deadline is known: then a reset after half of it is the
-// client giving up, and one sooner is still premature.
-TEST(Http2GuardTest, ResetsAtADeadlineTheScreenWeighedAreNotPremature) {
-  for (const bool weighed : {false, true}) {
-    Http2Guard g(Small());
-    Feed(&g, kPreface, kT0);
-    Clock::time_point now = kT0;
-    Http2Verdict last = Http2Verdict::kOk;
-    for (uint32_t s = 1; s < 100 && last == Http2Verdict::kOk; s += 2) {
-      Feed(&g, Headers(s) + Data(s, 0x1), now);
-      if (weighed) g.ResetsAfter(s, milliseconds(50));
-      now += milliseconds(100);
-      last = Feed(&g, Reset(s), now);
-    }
-    EXPECT_EQ(last, weighed ? Http2Verdict::kOk : Http2Verdict::kRapidReset) << weighed;
-    EXPECT_EQ(g.premature_resets(), weighed ? 0 : 10) << weighed;
-  }
-  // Weighed, but reset within half its deadline: the attack's timing.
-  Http2Guard g(Small());
-  Feed(&g, kPreface, kT0);
-  Http2Verdict last = Http2Verdict::kOk;
-  uint32_t s = 1;
-  for (; s < 100 && last == Http2Verdict::kOk; s += 2) {
-    Feed(&g, Headers(s), kT0);
-    g.ResetsAfter(s, milliseconds(50));
-    last = Feed(&g, Reset(s), kT0 + milliseconds(49));
-  }
-  EXPECT_EQ(last, Http2Verdict::kRapidReset);
-  EXPECT_EQ(s, 21u);
-}
-
 // The mixed client that found this (a reliability test): half its calls are
 // cancelled within milliseconds or given a 1 ms deadline, the rest answered.
 // Below the rate that is a client, not an attack; above it, abuse.
