@@ -516,11 +516,15 @@ TEST(DynamicBatcherTest, PrecheckCountsCallsNotInTheQueueYet) {
   EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.message();
   EXPECT_NE(refused.message().find("after its deadline"), std::string::npos) << refused.message();
   // Nothing ahead, or 10 calls (10 batches of >= 20 ms, well within a minute
-  // unless one batch had taken 6 s): admitted.
+  // unless one batch had taken 2.7 s): admitted.
   EXPECT_TRUE(batcher.Precheck(deadline).ok());
   EXPECT_TRUE(batcher.Precheck(deadline, 0, 10).ok());
+  // 30,000 calls of 100 tokens (>= 600 s) are refused: the calls count at
+  // the tokens of a request (as one token each they would be 6 s at a batch
+  // of 20 ms, and admitted).
+  EXPECT_EQ(batcher.Precheck(deadline, 0, 30000).code(), StatusCode::kResourceExhausted);
   batcher.Stop();
-  EXPECT_EQ(drops.Counts(), (std::map<std::string, int>{{"m/refused_predicted_late", 1}}));
+  EXPECT_EQ(drops.Counts(), (std::map<std::string, int>{{"m/refused_predicted_late", 2}}));
 }
 
 // The callback API answers a call from the request's on-finish callback:

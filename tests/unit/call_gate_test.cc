@@ -372,10 +372,12 @@ TEST(CallGateTest, CountsForwardedWorkUntilGrpcAnswersIt) {
   const auto call = [](uint32_t stream, const std::string& path) {
     return Frame(kHttp2Headers, kEndHeaders, stream, Plain(":path", path)) + Data(stream, 5);
   };
-  // What the screen is told on a new call (a health check, not counted).
-  const auto open = [&](CallGate* g, uint32_t stream) {
+  // What the screen is told on a new call (a health check, not counted);
+  // -1 when the screen was not asked.
+  const auto open = [&](CallGate* g, uint32_t stream) -> int64_t {
+    const size_t before = seen.size();
     FromClient(g, call(stream, "/grpc.health.v1/Check"));
-    return seen.back();
+    return seen.size() == before + 1 ? seen.back() : -1;
   };
   const std::string reset(4, '\0');
   CallGate a(&screen);
@@ -406,6 +408,7 @@ TEST(CallGateTest, CountsForwardedWorkUntilGrpcAnswersIt) {
   EXPECT_EQ(seen.back(), 0);
   FromClient(&c, Frame(kHttp2Headers, kEndHeaders, 3, "\xff\xff\xff\xff\xff\xff"));
   EXPECT_TRUE(c.off());
+  EXPECT_EQ(open(&c, 5), -1);
 }
 
 TEST(CallGateTest, ReadsGrpcTimeouts) {
