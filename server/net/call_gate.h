@@ -132,6 +132,7 @@ class CallGate {
   // The gate cannot follow the connection: off (true: the caller passes on
   // what it held) while nothing was kept from gRPC, else broken.
   bool GiveUp();
+
   const CallScreen* const screen_;
   // Streams counted in CallHead::forwarded_open.
   std::unordered_set<uint32_t> forwarded_work_;
