@@ -10,28 +10,58 @@ namespace {
 // Weight of the newest batch in the averages: about the last 10 batches count.
 constexpr double kNewest = 0.1;
 
+// Longest wait predicted (a year): beyond it every deadline is missed anyway.
+constexpr double kLongestWaitSeconds = 365.0 * 24 * 3600;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
 int64_t Millis(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
 
 }  // namespace
 
+int ThroughputEstimate::SizeClass(int64_t tokens) {
+  int size_class = 0;
+  for (int64_t bound = 64; size_class + 1 < kSizeClasses && tokens >= bound; bound *= 4)
+    ++size_class;
+  return size_class;
+}
+
 void ThroughputEstimate::Observe(int64_t tokens, Clock::duration duration) {
   const double seconds = std::chrono::duration<double>(duration).count();
   if (tokens <= 0 || seconds <= 0) return;
-  if (!known()) {
-    tokens_ = static_cast<double>(tokens);
-    seconds_ = seconds;
+  batch_tokens_ = known() ? batch_tokens_ + kNewest * (static_cast<double>(tokens) - batch_tokens_)
+                          : static_cast<double>(tokens);
+  Rate& rate = rates_[SizeClass(tokens)];
+  if (!rate.known()) {
+    rate.tokens = static_cast<double>(tokens);
+    rate.seconds = seconds;
     return;
   }
-  tokens_ += kNewest * (static_cast<double>(tokens) - tokens_);
-  seconds_ += kNewest * (seconds - seconds_);
+  rate.tokens += kNewest * (static_cast<double>(tokens) - rate.tokens);
+  rate.seconds += kNewest * (seconds - rate.seconds);
+}
+
+const ThroughputEstimate::Rate* ThroughputEstimate::RateFor(int64_t tokens) const {
+  const int size_class = SizeClass(tokens);
+  for (int c = size_class; c >= 0; --c)
+    if (rates_[c].known()) return &rates_[c];
+  for (int c = size_class + 1; c < kSizeClasses; ++c)
+    if (rates_[c].known()) return &rates_[c];
+  return nullptr;
+}
+
+double ThroughputEstimate::tokens_per_second(int64_t batch_tokens) const {
+  const Rate* rate = RateFor(batch_tokens);
+  return rate != nullptr ? rate->tokens / rate->seconds : 0;
 }
 
 Clock::duration ThroughputEstimate::Predict(int64_t tokens) const {
-  if (!known() || tokens <= 0) return Clock::duration::zero();
+  const Rate* rate = RateFor(tokens);
+  if (rate == nullptr || tokens <= 0) return Clock::duration::zero();
   return std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(static_cast<double>(tokens) * seconds_ / tokens_));
+      std::chrono::duration<double>(static_cast<double>(tokens) * rate->seconds / rate->tokens));
 }
 
 void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration target,
@@ -57,40 +87,54 @@ Clock::duration OverloadQueueTime(const AdmissionLimits& limits,
 
 namespace {
 
-// Tokens of the batch a new call would ride in (see PredictedFinish), and
-// whether it starts at once (an executor is free and no full batch is queued).
+// The batches ahead of a new call and the one it would ride in (see
+// PredictedWait and PredictedFinish): batches of `queue_batch` tokens, and
+// whether its own starts at once (an executor is free and no full batch is
+// queued).
 struct OwnBatch {
+  int64_t queue_batch = 1;
   int64_t full_batches_queued = 0;
   int64_t tokens = 0;
   bool starts_now = false;
 };
 
 OwnBatch PlanOwnBatch(const Backlog& backlog, int64_t tokens, const ThroughputEstimate& estimate) {
-  const int64_t batch = std::max<int64_t>(estimate.batch_tokens(), 1);
+  const int64_t recent = std::max<int64_t>(estimate.batch_tokens(), 1);
+  const int64_t cap = std::max<int64_t>(backlog.max_batch_tokens, 1);
   OwnBatch own;
-  own.full_batches_queued = backlog.queued_tokens / batch * batch;
+  // A free executor takes the queue at once, up to the cap; a busy one, when
+  // it frees, what has queued by then.
+  own.queue_batch =
+      backlog.idle_executors > 0 ? cap : std::max(recent, std::min(backlog.queued_tokens, cap));
+  own.full_batches_queued = backlog.queued_tokens / own.queue_batch;
+  const int64_t rest = backlog.queued_tokens - own.full_batches_queued * own.queue_batch;
   own.starts_now = backlog.idle_executors > 0 && own.full_batches_queued == 0;
-  own.tokens = own.starts_now ? backlog.queued_tokens + tokens : std::max(batch, tokens);
+  own.tokens = own.starts_now ? backlog.queued_tokens + tokens : std::max(recent, rest + tokens);
   return own;
 }
-
-}  // namespace
-
-namespace {
 
 // The wait before a call's own batch starts, and that batch's duration.
 struct Prediction {
   Clock::duration wait{};
   Clock::duration own_batch{};
+  // The size of batch the refusal's rate is quoted for: of those ahead, or
+  // its own when it starts at once.
+  int64_t queue_batch = 1;
 };
 
 Prediction PredictCall(const Backlog& backlog, int64_t tokens, const ThroughputEstimate& estimate) {
   const OwnBatch own = PlanOwnBatch(backlog, tokens, estimate);
   Prediction p;
+  p.queue_batch = own.starts_now ? own.tokens : own.queue_batch;
   p.own_batch = estimate.Predict(own.tokens);
   if (!own.starts_now) {
-    const int64_t ahead = own.full_batches_queued + backlog.running_tokens / 2;
-    p.wait = estimate.Predict(ahead / std::max(backlog.executors, 1));
+    // In seconds, held under a year: a queue counted from calls still in gRPC
+    // has no bound of its own.
+    const double ahead =
+        static_cast<double>(own.full_batches_queued) * Seconds(estimate.Predict(own.queue_batch)) +
+        Seconds(estimate.Predict(backlog.running_tokens)) / 2;
+    p.wait = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+        std::min(ahead / std::max(backlog.executors, 1), kLongestWaitSeconds)));
   }
   return p;
 }
@@ -122,7 +166,8 @@ Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
   const auto backlog_text = [&] {
     return std::to_string(backlog.queued_tokens) + " tokens queued ahead, " +
            std::to_string(backlog.running_tokens) + " running, at " +
-           std::to_string(static_cast<int64_t>(estimate.tokens_per_second())) + " tokens/s";
+           std::to_string(static_cast<int64_t>(estimate.tokens_per_second(predicted.queue_batch))) +
+           " tokens/s";
   };
   if (backlog.standing && limits.overload_queue_time_us > 0) {
     const Clock::duration longest = OverloadQueueTime(limits, estimate);

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 
 #include "core/status.h"
 #include "server/core/inference_request.h"
@@ -15,24 +16,45 @@
 namespace encoderd::server {
 
 // Tokens a second one executor of a model computes, learned from the batches
-// it ran: exponentially weighted averages of a batch's tokens and seconds
-// (their ratio weighs large batches by their size). Not thread-safe: the
+// it ran, for each size of batch: exponentially weighted averages of a
+// batch's tokens and seconds per size class (their ratio weighs large batches
+// of a class by their size). A batch's fixed cost (dispatch, waking threads)
+// weighs on small batches, so one rate learned from small batches predicted
+// a long queue, which the batcher runs in large batches, many times too slow
+// (30 s for a few seconds of work, and calls with 30 s deadlines refused).
+// A size never seen takes the rate of the nearest smaller size seen, which
+// is no faster per token, or else of the nearest larger. Not thread-safe: the
 // batcher guards it with its lock.
 class ThroughputEstimate {
  public:
   // One batch of `tokens` took `duration`.
   void Observe(int64_t tokens, Clock::duration duration);
   // False until a batch was observed: nothing can be predicted.
-  bool known() const { return seconds_ > 0 && tokens_ > 0; }
-  double tokens_per_second() const { return known() ? tokens_ / seconds_ : 0; }
-  // Tokens of a recent batch (the weighted average; 0 while unknown).
-  int64_t batch_tokens() const { return static_cast<int64_t>(tokens_); }
-  // Predicted time for one executor to compute `tokens` (zero while unknown).
+  bool known() const { return batch_tokens_ > 0; }
+  // Tokens a second in batches of `batch_tokens` (0 while unknown).
+  double tokens_per_second(int64_t batch_tokens) const;
+  // Tokens of a recent batch, of any size (the weighted average; 0 while
+  // unknown).
+  int64_t batch_tokens() const { return static_cast<int64_t>(batch_tokens_); }
+  // Predicted time for one executor to compute a batch of `tokens` (zero
+  // while unknown).
   Clock::duration Predict(int64_t tokens) const;
 
+  // Size classes: batches of under 64, 256, 1,024, 4,096 tokens, and more.
+  static constexpr int kSizeClasses = 5;
+
  private:
-  double tokens_ = 0;
-  double seconds_ = 0;
+  struct Rate {
+    double tokens = 0;
+    double seconds = 0;
+    bool known() const { return tokens > 0 && seconds > 0; }
+  };
+  static int SizeClass(int64_t tokens);
+  // The rate a batch of `tokens` is predicted at; nullptr while unknown.
+  const Rate* RateFor(int64_t tokens) const;
+
+  Rate rates_[kSizeClasses];
+  double batch_tokens_ = 0;
 };
 
 struct AdmissionLimits {
@@ -87,6 +109,8 @@ struct Backlog {
   int idle_executors = 0;
   // Whether the queue stands (StandingQueue).
   bool standing = false;
+  // Most tokens the batcher puts in one batch (BatchLimits::max_batch_tokens).
+  int64_t max_batch_tokens = std::numeric_limits<int64_t>::max();
 };
 
 // The longest wait admitted while the queue stands: overload_queue_time_us,
@@ -97,17 +121,20 @@ Clock::duration OverloadQueueTime(const AdmissionLimits& limits,
 
 // How long a new call is predicted to wait before its own batch starts. Its
 // answer comes when the batch holding it ends, so the queue counts in whole
-// batches of the recent size: the call waits for half of the running work and
-// for the full batches queued before it; the tokens queued beyond those share
-// its batch. (A prediction linear in the tokens ahead was up to one batch
-// early, and calls admitted on it expired in the queue.) With an executor
-// free and less than a batch queued, it waits for nothing.
+// batches: the call waits for half of the running work and for the full
+// batches queued before it; the tokens queued beyond those share its batch.
+// (A prediction linear in the tokens ahead was up to one batch early, and
+// calls admitted on it expired in the queue.) A batch is what the batcher
+// takes when an executor is free: the whole queue up to max_batch_tokens, and
+// when every executor is busy at least the recent batch size (calls keep
+// coming until one frees). With an executor free and less than a full batch
+// queued, it waits for nothing.
 Clock::duration PredictedWait(const Backlog& backlog, const ThroughputEstimate& estimate);
 
 // When a call of `tokens` submitted at `now` is predicted to finish: after its
 // wait, its own batch. That batch is what is queued beyond the full batches
-// plus the call when an executor is free for it; otherwise calls arriving
-// meanwhile fill it up to the recent batch size.
+// plus the call, when an executor is free for it; otherwise calls arriving
+// meanwhile fill it up to at least the recent batch size.
 Clock::time_point PredictedFinish(const Backlog& backlog, int64_t tokens, Clock::time_point now,
                                   const ThroughputEstimate& estimate);
 

@@ -55,8 +55,12 @@ Status DynamicBatcher::AdmitLocked(int64_t tokens, Clock::time_point deadline, u
     return DeadlineExceeded("the deadline passed before the request was queued");
   }
   if (stopping_) return Unavailable("the server is shutting down");
-  const Backlog backlog{queue_.TokensAhead(peer) + tokens_before_queue, running_tokens_,
-                        static_cast<int>(replicas_.size()), idle_, standing_.standing()};
+  const Backlog backlog{queue_.TokensAhead(peer) + tokens_before_queue,
+                        running_tokens_,
+                        static_cast<int>(replicas_.size()),
+                        idle_,
+                        standing_.standing(),
+                        limits_.max_batch_tokens};
   Refusal refusal = Refusal::kNone;
   Status admitted = Admit(backlog, tokens, deadline, now, estimate_, limits_.admission, &refusal);
   if (!admitted.ok() && metrics_) {

@@ -97,6 +97,17 @@ def code_of(future):
         return e.code()
 
 
+def details_of(future):
+    """The status message of a failed call ('' for OK or a local cancel)."""
+    try:
+        future.result()
+    except grpc.RpcError as e:
+        return e.details()
+    except grpc.FutureCancelledError:
+        pass
+    return ""
+
+
 def check_concurrency_cap(args, tmp):
     """max_concurrent_requests = C; C + k slow calls at once: exactly k are
     refused with RESOURCE_EXHAUSTED, before any admitted call is answered,
@@ -326,7 +337,8 @@ def run_mixed(stub, calls, clients, seed):
             with lock:
                 counts[kind][got.name] = counts[kind].get(got.name, 0) + 1
                 if got not in want:
-                    unexpected.append((i, kind, got.name, sorted(w.name for w in want)))
+                    unexpected.append((i, kind, got.name, sorted(w.name for w in want),
+                                       details_of(future)))
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
     for t in threads:

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "server/core/batch_policy.h"
 
@@ -42,12 +43,34 @@ TEST(ThroughputEstimateTest, LearnsTokensPerSecondFromBatches) {
   e.Observe(0, milliseconds(5));  // an empty batch says nothing
   EXPECT_FALSE(e.known());
   e = TenThousandPerSecond();
-  EXPECT_DOUBLE_EQ(e.tokens_per_second(), 10000);
+  EXPECT_DOUBLE_EQ(e.tokens_per_second(1000), 10000);
   EXPECT_EQ(e.batch_tokens(), 1000);
   EXPECT_EQ(e.Predict(500), milliseconds(50));
   // The newest batch weighs 0.1: tokens stay 1,000, seconds 0.1 -> 0.11.
   e.Observe(1000, milliseconds(200));
-  EXPECT_NEAR(e.tokens_per_second(), 1000 / 0.11, 1e-6);
+  EXPECT_NEAR(e.tokens_per_second(1000), 1000 / 0.11, 1e-6);
+}
+
+TEST(ThroughputEstimateTest, LearnsEachSizeOfBatchApart) {
+  // Small batches are slow per token (a batch's fixed cost), large ones fast:
+  // 10 tokens in 10 ms (1,000 a second), 2,000 in 200 ms (10,000 a second).
+  ThroughputEstimate e;
+  e.Observe(2000, milliseconds(200));
+  for (int i = 0; i < 30; ++i) e.Observe(10, milliseconds(10));
+  EXPECT_DOUBLE_EQ(e.tokens_per_second(10), 1000);
+  EXPECT_DOUBLE_EQ(e.tokens_per_second(2000), 10000);
+  EXPECT_EQ(e.Predict(10), milliseconds(10));
+  // A queue of 5,000 tokens runs in large batches: 500 ms, not the 5 s that
+  // one rate dominated by the small batches predicted.
+  EXPECT_EQ(e.Predict(5000), milliseconds(500));
+  // A size never seen is predicted at the nearest smaller size seen (100
+  // tokens: at the small batches' rate), or else the nearest larger.
+  EXPECT_EQ(e.Predict(100), milliseconds(100));
+  ThroughputEstimate large;
+  large.Observe(2000, milliseconds(200));
+  EXPECT_EQ(large.Predict(10), milliseconds(1));
+  // The recent batch size mixes every size: about 2,000 * 0.9^30 + 10.
+  EXPECT_NEAR(static_cast<double>(e.batch_tokens()), 10 + 1990 * std::pow(0.9, 30), 1);
 }
 
 TEST(AdmissionTest, AdmitsEverythingWhileTheThroughputIsUnknown) {
@@ -86,11 +109,16 @@ TEST(AdmissionTest, CountsTheQueueInWholeBatches) {
   // (500 + 100). A prediction linear in the tokens said 560 ms, and a call
   // with a 580 ms deadline admitted on it expired in the queue.
   const ThroughputEstimate e = TenThousandPerSecond();
-  const Backlog backlog{5500, 0, 1};
+  const Backlog backlog{5500, 0, 1, 0, false, /*max_batch_tokens=*/1000};
   EXPECT_EQ(PredictedWait(backlog, e), milliseconds(500));
   EXPECT_EQ(PredictedFinish(backlog, 100, kT0, e), kT0 + milliseconds(600));
   ExpectRefused(Admit(backlog, 100, kT0 + milliseconds(580), kT0, e, AdmissionLimits{}),
                 "would finish in 600 ms");
+  // Without that cap the executor, once free, takes all 5,500 tokens in one
+  // batch (550 ms), and calls arriving meanwhile fill the next to the recent
+  // size.
+  EXPECT_EQ(PredictedWait({5500, 0, 1}, e), milliseconds(550));
+  EXPECT_EQ(PredictedFinish({5500, 0, 1}, 100, kT0, e), kT0 + milliseconds(650));
   // A call larger than a recent batch runs in a batch of its own size.
   EXPECT_EQ(PredictedFinish({0, 0, 1}, 3000, kT0, e), kT0 + milliseconds(300));
   // Every executor busy: calls arriving meanwhile fill its batch to the recent size.
@@ -99,7 +127,30 @@ TEST(AdmissionTest, CountsTheQueueInWholeBatches) {
   // with what is queued and the call.
   EXPECT_EQ(PredictedWait({500, 0, 1, 1}, e), milliseconds(0));
   EXPECT_EQ(PredictedFinish({500, 0, 1, 1}, 100, kT0, e), kT0 + milliseconds(60));
-  EXPECT_EQ(PredictedFinish({1500, 0, 1, 1}, 100, kT0, e), kT0 + milliseconds(200));
+  // More than a recent batch queued: still at once, up to the cap.
+  EXPECT_EQ(PredictedFinish({1500, 0, 1, 1}, 100, kT0, e), kT0 + milliseconds(160));
+  EXPECT_EQ(PredictedFinish({1500, 0, 1, 1, false, 1000}, 100, kT0, e), kT0 + milliseconds(200));
+}
+
+TEST(AdmissionTest, ALongQueueIsPredictedAtTheRateOfTheBatchesItMakes) {
+  // Recent batches were small and slow per token (10 tokens in 10 ms); 2,000
+  // tokens once took 200 ms. 5,000 tokens ahead (calls gRPC has not queued
+  // yet, say) run as one batch of 5,000 at the large batches' rate: 500 ms,
+  // and a call with a 30 s deadline is admitted. At the small batches' rate
+  // the same queue was predicted at over 30 s and such calls were refused
+  // (seen under ASan: "would finish in 33372 ms ... at 221 tokens/s").
+  ThroughputEstimate e;
+  e.Observe(2000, milliseconds(200));
+  for (int i = 0; i < 30; ++i) e.Observe(10, milliseconds(10));
+  const Backlog backlog{5000, 0, 1, 0, false, 8192};
+  EXPECT_EQ(PredictedWait(backlog, e), milliseconds(500));
+  // Its own batch: the recent size (about 94 tokens) at the small rate.
+  const Clock::time_point finish = PredictedFinish(backlog, 10, kT0, e);
+  EXPECT_GT(finish, kT0 + milliseconds(590));
+  EXPECT_LT(finish, kT0 + milliseconds(610));
+  EXPECT_TRUE(Admit(backlog, 10, kT0 + std::chrono::seconds(30), kT0, e, AdmissionLimits{}).ok());
+  // 50,000 tokens: batches of the cap, 8,192 tokens, six of them full.
+  EXPECT_EQ(PredictedWait({50000, 0, 1, 0, false, 8192}, e), 6 * e.Predict(8192));
 }
 
 TEST(AdmissionTest, AnIdleServerAdmitsShortDeadlinesAfterLargeBatches) {
