@@ -10,8 +10,9 @@ namespace {
 // Weight of the newest batch in the averages: about the last 10 batches count.
 constexpr double kNewest = 0.1;
 
-// Longest wait predicted (a year): beyond it every deadline is missed anyway.
-constexpr double kLongestWaitSeconds = 365.0 * 24 * 3600;
+// Longest time predicted (a year): beyond it every deadline is missed anyway,
+// and a longer one could overflow the clock's nanoseconds.
+constexpr double kLongestSeconds = 365.0 * 24 * 3600;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -60,8 +61,8 @@ double ThroughputEstimate::tokens_per_second(int64_t batch_tokens) const {
 Clock::duration ThroughputEstimate::Predict(int64_t tokens) const {
   const Rate* rate = RateFor(tokens);
   if (rate == nullptr || tokens <= 0) return Clock::duration::zero();
-  return std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(static_cast<double>(tokens) * rate->seconds / rate->tokens));
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+      std::min(static_cast<double>(tokens) * rate->seconds / rate->tokens, kLongestSeconds)));
 }
 
 void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration target,
@@ -134,7 +135,7 @@ Prediction PredictCall(const Backlog& backlog, int64_t tokens, const ThroughputE
         static_cast<double>(own.full_batches_queued) * Seconds(estimate.Predict(own.queue_batch)) +
         Seconds(estimate.Predict(backlog.running_tokens)) / 2;
     p.wait = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-        std::min(ahead / std::max(backlog.executors, 1), kLongestWaitSeconds)));
+        std::min(ahead / std::max(backlog.executors, 1), kLongestSeconds)));
   }
   return p;
 }

@@ -83,8 +83,9 @@ TEST(AdmissionTest, AdmitsEverythingWhileTheThroughputIsUnknown) {
 
 TEST(AdmissionTest, RefusesACallPredictedToFinishAfterItsDeadline) {
   const ThroughputEstimate e = TenThousandPerSecond();
-  // 5,000 queued (five batches) + half of 2,000 running = 600 ms ahead, then
-  // 100 ms for its own batch of the recent size.
+  // 5,000 queued (one batch: the batcher takes the whole queue) + half of
+  // 2,000 running = 600 ms ahead, then 100 ms for its own batch of the
+  // recent size.
   const Backlog backlog{5000, 2000, 1};
   EXPECT_EQ(PredictedWait(backlog, e), milliseconds(600));
   EXPECT_EQ(PredictedFinish(backlog, 100, kT0, e), kT0 + milliseconds(700));
@@ -204,7 +205,7 @@ TEST(AdmissionTest, AStandingQueueAdmitsOnlyShortWaitsWhateverTheDeadline) {
   AdmissionLimits limits;
   limits.overload_queue_time_us = 150000;
   EXPECT_EQ(OverloadQueueTime(limits, e), milliseconds(150));
-  // Two full batches queued + half of one running: 250 ms of waiting, well
+  // 2,000 tokens queued + half of 1,000 running: 250 ms of waiting, well
   // within a 10 s deadline, but over 150 ms while the queue stands.
   const Backlog standing{2000, 1000, 1, 0, /*standing=*/true};
   Refusal why = Refusal::kNone;
@@ -214,7 +215,7 @@ TEST(AdmissionTest, AStandingQueueAdmitsOnlyShortWaitsWhateverTheDeadline) {
   EXPECT_EQ(why, Refusal::kStandingQueue);
   ExpectRefused(Admit(standing, 100, kNever, kT0, e, limits, &why), "would wait 250 ms");
   EXPECT_EQ(why, Refusal::kStandingQueue);
-  // One full batch queued: 150 ms, admitted.
+  // 1,000 tokens queued: 150 ms, admitted.
   EXPECT_TRUE(Admit({1000, 1000, 1, 0, true}, 100, kNever, kT0, e, limits, &why).ok());
   EXPECT_EQ(why, Refusal::kNone);
   // Not standing (a burst), or the rule off: the deadline decides.
