@@ -129,13 +129,17 @@ Prediction PredictCall(const Backlog& backlog, int64_t tokens, const ThroughputE
   p.queue_batch = own.starts_now ? own.tokens : own.queue_batch;
   p.own_batch = estimate.Predict(own.tokens);
   if (!own.starts_now) {
-    // In seconds, held under a year: a queue counted from calls still in gRPC
-    // has no bound of its own.
+    // The executors share the running work and take the full batches ahead
+    // a round at a time (one batch runs on one executor). In seconds, held
+    // under a year: a queue counted from calls still in gRPC has no bound of
+    // its own.
+    const int64_t executors = std::max(backlog.executors, 1);
+    const int64_t rounds = (own.full_batches_queued + executors - 1) / executors;
     const double ahead =
-        static_cast<double>(own.full_batches_queued) * Seconds(estimate.Predict(own.queue_batch)) +
-        Seconds(estimate.Predict(backlog.running_tokens)) / 2;
-    p.wait = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-        std::min(ahead / std::max(backlog.executors, 1), kLongestSeconds)));
+        static_cast<double>(rounds) * Seconds(estimate.Predict(own.queue_batch)) +
+        Seconds(estimate.Predict(backlog.running_tokens)) / 2 / static_cast<double>(executors);
+    p.wait = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(std::min(ahead, kLongestSeconds)));
   }
   return p;
 }

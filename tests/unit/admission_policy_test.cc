@@ -95,8 +95,15 @@ TEST(AdmissionTest, RefusesACallPredictedToFinishAfterItsDeadline) {
       "would finish in 700 ms, after its deadline in 650 ms (5000 tokens queued ahead, 2000 "
       "running, at 10000 tokens/s)");
   EXPECT_TRUE(Admit(backlog, 100, kT0 + milliseconds(700), kT0, e, limits).ok());
-  // Two executors share what is ahead: 300 + 100 ms.
-  EXPECT_TRUE(Admit({5000, 2000, 2}, 100, kT0 + milliseconds(400), kT0, e, limits).ok());
+  // Two executors share the running work (50 ms each), but the queue is one
+  // batch, which one of them runs (500 ms): 550 + 100 ms. Divided between
+  // them it was predicted at 400 ms, 250 ms early.
+  ExpectRefused(Admit({5000, 2000, 2}, 100, kT0 + milliseconds(640), kT0, e, limits),
+                "would finish in 650 ms");
+  EXPECT_TRUE(Admit({5000, 2000, 2}, 100, kT0 + milliseconds(650), kT0, e, limits).ok());
+  // In batches of 1,000 (max_batch_tokens), two run at a time: three rounds
+  // of 100 ms + 50 ms, then 100 ms.
+  EXPECT_EQ(PredictedFinish({5000, 2000, 2, 0, false, 1000}, 100, kT0, e), kT0 + milliseconds(450));
   // Off: only the queue's capacity refuses.
   AdmissionLimits off;
   off.predict_deadlines = false;
