@@ -30,7 +30,7 @@ int ThroughputEstimate::SizeClass(int64_t tokens) {
 }
 
 void ThroughputEstimate::Observe(int64_t tokens, Clock::duration duration) {
-  const double seconds = std::chrono::duration<double>(duration).count();
+  const double seconds = Seconds(duration);
   if (tokens <= 0 || seconds <= 0) return;
   batch_tokens_ = known() ? batch_tokens_ + kNewest * (static_cast<double>(tokens) - batch_tokens_)
                           : static_cast<double>(tokens);

@@ -12,15 +12,14 @@
 // attack is its rate, and a client that cancels many calls early (hedged
 // calls, users giving up, 1 ms deadlines) but not thousands a second costs
 // the server no more than its calls.
-// A client cancelling calls at their deadlines
-// resets streams after the deadline, and only for the calls that time out:
-// with deadlines under premature_reset_lifetime that is premature, which only
-// matters when most of its calls time out, thousands a second (the server
-// falling far behind: the call gate counts the calls it let through for that
-// reason). A client that keeps more than
-// `max_open_streams` streams open at once is abusive too (the server
-// advertises a lower limit in its SETTINGS), and so is one whose header block
-// outgrows `max_header_block_bytes`.
+// A client cancelling calls at their deadlines resets streams after the
+// deadline, and only for the calls that time out: with deadlines under
+// premature_reset_lifetime that is premature, which only matters when most of
+// its calls time out, thousands a second (the server falling far behind: the
+// call gate counts the calls it let through for that reason). A client that
+// keeps more than `max_open_streams` streams open at once is abusive too (the
+// server advertises a lower limit in its SETTINGS), and so is one whose
+// header block outgrows `max_header_block_bytes`.
 #pragma once
 
 #include <algorithm>

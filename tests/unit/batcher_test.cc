@@ -515,8 +515,8 @@ TEST(DynamicBatcherTest, PrecheckCountsCallsNotInTheQueueYet) {
   }
   EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.message();
   EXPECT_NE(refused.message().find("after its deadline"), std::string::npos) << refused.message();
-  // Nothing ahead, or 10 calls (10 batches of >= 20 ms, well within a minute
-  // unless one batch had taken 2.7 s): admitted.
+  // Nothing ahead, or 10 calls (1,000 tokens: ten times the batch of >= 20 ms
+  // just run, well within a minute unless that batch had taken 6 s): admitted.
   EXPECT_TRUE(batcher.Precheck(deadline).ok());
   EXPECT_TRUE(batcher.Precheck(deadline, 0, 10).ok());
   // 30,000 calls of 100 tokens (>= 600 s) are refused: the calls count at
