@@ -81,12 +81,10 @@ void Linear(const Context& ctx, DType dtype, const void* x, int64_t rows,
 // two widths are equal (a row is read before it is written); hidden: [rows,
 // w_in.out_features] of `dtype`, scratch whose contents are unspecified
 // afterwards. Both weights are on ctx's device. Two Linear calls (x ->
-// hidden -> y), except on the CPU when both weights are int8 on VNNI (each
-// chunk of rows then goes through both GEMMs, and the first's output is
-// quantized for the second as it is made) or both bf16 on AVX512-BF16 (the
-// first GEMM stores bf16, which the second reads): the hidden activations
-// are then not stored and read back in fp32, and the result is the two
-// calls' bit for bit. Throws as Linear does, and on an activation of
+// hidden -> y), except on the CPU when both weights are bf16 on AVX512-BF16
+// (the first GEMM stores bf16, which the second reads): the hidden
+// activations are then not stored and read back in fp32, and the result is
+// the two calls' bit for bit. Throws as Linear does, and on an activation of
 // kResidual, weights whose shapes do not chain, hidden aliasing x or y, or
 // y aliasing an x of another width.
 void FeedForward(const Context& ctx, DType dtype, const void* x, int64_t rows,

@@ -13,6 +13,7 @@
 #include "kernels/cpu/bf16_convert.h"
 #include "kernels/cpu/dnnl_backend.h"
 #include "kernels/cpu/int8_avx512.h"
+#include "kernels/cpu/int8_gemm_avx512.h"
 #include "kernels/cpu_features.h"
 
 namespace encoderd::kernels {
@@ -22,17 +23,17 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using Dt = memory::data_type;
 
-// Rows are processed in chunks: 2048, 1024 or 512 rows while that many are
-// left (fp32, bf16 and int8 without VNNI; int8 on VNNI stops at 512,
-// below), then 16 * (r / 16) rows
-// and r % 16 rows of a remainder r < 512. A weight thus needs at most
+// oneDNN GEMMs (fp32, bf16, int8 without VNNI) take rows in chunks: 2048,
+// 1024 or 512 rows while that many are left, then 16 * (r / 16) rows and
+// r % 16 rows of a remainder r < 512. A weight thus needs at most
 // 3 + 31 + 15 primitives per epilogue, whatever the batch sizes (a new
 // primitive costs 0.3-1.5 ms to create; kernels/bench/gemm_bench compares
 // chunked calls with one exact-size primitive). Each chunk streams the whole
 // weight once: `encoderd bench`'s W1 (4345 rows) reads it 4 times (2048,
-// 2048, 240, 9 rows) instead of 10 (8 x 512, 240, 9). int8 on VNNI keeps 512:
-// its epilogue reads the chunk's fp32 accumulators back, which must stay
-// small.
+// 2048, 240, 9 rows) instead of 10 (8 x 512, 240, 9). The int8 kernel on
+// VNNI takes 512 rows at a time (any count: it has no primitives), whose
+// uint8 inputs stay in cache while each group of weight columns goes over
+// them.
 constexpr int64_t kChunkRows = 512;
 constexpr int64_t kMaxChunkRows = 2048;
 constexpr int64_t kRowGranule = 16;
@@ -77,16 +78,6 @@ dnnl::matmul::primitive_desc MakeMatmul(const dnnl::engine& engine, const CpuPac
                                         int64_t rows, const memory::desc& weight_desc,
                                         Epilogue epilogue, bool bf16_out = false) {
   const int64_t n = w.out_features, k = w.in_features;
-  if (w.int8_compute) {
-    // uint8 x int8 -> int32, times weight_scale[n] (static per weight) into
-    // fp32; the rest of the epilogue is LinearInt8's.
-    dnnl::primitive_attr attr;
-    attr.set_output_scales(/*mask=*/1 << 1, w.weight_scale);
-    return dnnl::matmul::primitive_desc(
-        dnnl::matmul::desc(memory::desc({rows, k}, Dt::u8, Tag::ab), weight_desc,
-                           memory::desc({rows, n}, Dt::f32, Tag::ab)),
-        attr, engine);
-  }
   memory::desc src({rows, k}, ComputeType(w), Tag::ab);
   memory::desc dst({rows, n}, bf16_out ? Dt::bf16 : Dt::f32, Tag::ab);
   const dnnl::primitive_attr attr = EpilogueAttr(epilogue, rows, n);
@@ -138,10 +129,7 @@ void* RoundInput(const CpuContext& ctx, const CpuPackedWeight& w, const float* x
 
 // Per-row asymmetric uint8 quantization: the row's range, widened to hold 0,
 // in 255 steps; q = clamp(round(x / scale) + zero, 0, 255).
-struct RowQuant {
-  float scale = 1.f;
-  float zero = 0.f;
-};
+using RowQuant = Int8RowQuant;
 
 // avx512: RowRangeAvx512 finds the range (the same values).
 RowQuant ChooseRowQuant(const float* row, int64_t k, bool avx512) {
@@ -168,17 +156,19 @@ RowQuant QuantizeRow(const float* row, int64_t k, uint8_t* q) {
 }
 
 // Quantizes each row of x [rows, k]: into `q` (uint8, with AVX-512, the
-// int8 GEMM's path) when it is not null, else as the dequantized values
-// (q - zero) * scale into `dequantized` (the fallback's); the row
-// parameters into `params`.
+// int8 kernel's path; rows Int8VnniRowStride(k) bytes apart, zero past k)
+// when it is not null, else as the dequantized values (q - zero) * scale
+// into `dequantized` (the fallback's); the row parameters into `params`.
 void QuantizeRows(const CpuContext& ctx, const float* x, int64_t rows, int64_t k, uint8_t* q,
                   float* dequantized, RowQuant* params) {
   const int threads = rows * k >= (1 << 16) ? ctx.num_threads() : 1;
+  const int64_t ldq = Int8VnniRowStride(k);
 #pragma omp parallel for num_threads(threads)
   for (int64_t m = 0; m < rows; ++m) {
     const float* row = x + m * k;
     if (q) {
-      params[m] = QuantizeRow(row, k, q + m * k);
+      params[m] = QuantizeRow(row, k, q + m * ldq);
+      std::memset(q + m * ldq + k, 0, ldq - k);
       continue;
     }
     const RowQuant p = ChooseRowQuant(row, k, /*avx512=*/false);
@@ -188,34 +178,6 @@ void QuantizeRows(const CpuContext& ctx, const float* x, int64_t rows, int64_t k
       const float v = std::clamp(std::nearbyint(row[i] * inv) + p.zero, 0.f, 255.f);
       dequantized[m * k + i] = (v - p.zero) * p.scale;
     }
-  }
-}
-
-// The int8 GEMM's epilogue for row m: acc holds
-// weight_scale[n] * sum_k q_x[m, k] q_w[n, k]; out[n] is
-// p.scale * (acc[m, n] - p.zero * weight_comp[n]) + bias[n], then the
-// epilogue (residual: residual's row m added).
-void Int8EpilogueRow(const CpuPackedWeight& w, const float* acc, int64_t m, const RowQuant& p,
-                     Epilogue epilogue, const float* residual, float* out) {
-  const int64_t n = w.out_features;
-  const float* bias = w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr;
-  Int8EpilogueRowAvx512(acc + m * n, n, p.scale, p.scale * p.zero, w.weight_comp.data(), bias,
-                        epilogue == Epilogue::kResidual ? residual + m * n : nullptr,
-                        epilogue == Epilogue::kGelu, epilogue == Epilogue::kRelu, out);
-}
-
-// Threads for an epilogue pass over [rows, n]: one below 32K values.
-int EpilogueThreads(const CpuContext& ctx, int64_t rows, int64_t n) {
-  return rows * n >= (1 << 15) ? ctx.num_threads() : 1;
-}
-
-// Int8EpilogueRow over `rows` rows of acc into y.
-void Int8Epilogue(const CpuContext& ctx, const CpuPackedWeight& w, const float* acc, int64_t rows,
-                  const RowQuant* params, Epilogue epilogue, const float* residual, float* y) {
-  const int64_t n = w.out_features;
-#pragma omp parallel for num_threads(EpilogueThreads(ctx, rows, n))
-  for (int64_t m = 0; m < rows; ++m) {
-    Int8EpilogueRow(w, acc, m, params[m], epilogue, residual, y + m * n);
   }
 }
 
@@ -271,73 +233,52 @@ void GemmChunks(const CpuContext& ctx, CpuPackedWeight& w, const void* src, int6
   be.stream.wait();
 }
 
-// acc [rows, n] = weight_scale[n] * sum_k q[m, k] q_w[n, k] for the uint8
-// rows q [rows, k], rows one chunk (ChunkRows(..., kChunkRows)).
-void Int8Gemm(const CpuContext& ctx, CpuPackedWeight& w, const uint8_t* q, int64_t rows,
-              float* acc) {
-  auto& be = ctx.backend();
-  dnnl::matmul prim = GetPrimitive(ctx, w, rows, Epilogue::kNone);
-  memory src_mem({{rows, w.in_features}, Dt::u8, Tag::ab}, be.engine, const_cast<uint8_t*>(q));
-  memory dst_mem({{rows, w.out_features}, Dt::f32, Tag::ab}, be.engine, acc);
-  prim.execute(be.stream,
-               {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, w.weight}, {DNNL_ARG_DST, dst_mem}});
-  be.stream.wait();
-}
-
-void LinearInt8(const CpuContext& ctx, CpuPackedWeight& w, const float* x, int64_t rows,
-                Epilogue epilogue, const float* residual, float* y) {
-  const int64_t k = w.in_features, n = w.out_features;
-  uint8_t* q = Scratch<uint8_t>(rows * k);
-  RowQuant* params = Scratch<RowQuant>(rows);
-  QuantizeRows(ctx, x, rows, k, q, nullptr, params);
-  for (int64_t r0 = 0; r0 < rows;) {
-    const int64_t chunk = ChunkRows(rows - r0, kChunkRows);
-    // The GEMM writes a scratch block: y may hold the residual.
-    float* acc = Scratch<float>(chunk * n);
-    Int8Gemm(ctx, w, q + r0 * k, chunk, acc);
-    Int8Epilogue(ctx, w, acc, chunk, params + r0, epilogue, residual ? residual + r0 * n : nullptr,
-                 y + r0 * n);
-    r0 += chunk;
+// y [rows, n] = the int8 Linear of the uint8 rows q (QuantizeRows' layout)
+// with their parameters, through the VNNI kernel: the weight's column groups
+// are split between the threads, and the rows too where there are fewer
+// groups than threads.
+void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const uint8_t* q, int64_t rows,
+              const RowQuant* params, Epilogue epilogue, const float* residual, float* y) {
+  const int64_t n = w.out_features, k = w.in_features, groups = Int8VnniGroups(n);
+  const Int8Epilogue e{w.weight_scale.data(),
+                       w.weight_comp.data(),
+                       w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr,
+                       params,
+                       epilogue == Epilogue::kResidual ? residual : nullptr,
+                       epilogue == Epilogue::kGelu,
+                       epilogue == Epilogue::kRelu};
+  const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t row_parts = std::max<int64_t>(1, std::min(nt / groups, rows));
+    const int64_t items = groups * row_parts;
+    for (int64_t i = items * t / nt; i < items * (t + 1) / nt; ++i) {
+      const int64_t g = i / row_parts, part = i % row_parts;
+      Int8GemmVnni(q, rows * part / row_parts, rows * (part + 1) / row_parts, w.int8_weight.get(),
+                   n, k, g, g + 1, e, y);
+    }
   }
 }
 
-// FeedForwardCpu with both weights on the int8 GEMM. Each chunk of rows goes
-// through both GEMMs before the next: the first's epilogue writes a row into
-// a thread's scratch and quantizes it for the second at once, so the hidden
-// activations are never stored as fp32. The rows, chunks, quantization and
-// GEMMs are LinearInt8's, so the result is two LinearInt8 calls' bit for bit.
-void FeedForwardInt8(const CpuContext& ctx, CpuPackedWeight& w_in, Epilogue activation,
-                     CpuPackedWeight& w_out, const float* x, int64_t rows, float* y) {
-  const int64_t k = w_in.in_features, f = w_in.out_features, n = w_out.out_features;
-  uint8_t* qx = Scratch<uint8_t>(kChunkRows * (k + f));
-  uint8_t* qh = qx + kChunkRows * k;
-  RowQuant* px = Scratch<RowQuant>(2 * kChunkRows);
-  RowQuant* ph = px + kChunkRows;
-  float* acc = Scratch<float>(kChunkRows * std::max(f, n));
-  for (int64_t r0 = 0; r0 < rows;) {
-    const int64_t chunk = ChunkRows(rows - r0, kChunkRows);
-    // Before y's rows are written: x may alias y.
-    QuantizeRows(ctx, x + r0 * k, chunk, k, qx, nullptr, px);
-    Int8Gemm(ctx, w_in, qx, chunk, acc);
-#pragma omp parallel num_threads(EpilogueThreads(ctx, chunk, f))
-    {
-      float* hidden_row = Scratch<float, /*kSlot=*/1>(f);
-#pragma omp for
-      for (int64_t m = 0; m < chunk; ++m) {
-        Int8EpilogueRow(w_in, acc, m, px[m], activation, nullptr, hidden_row);
-        ph[m] = QuantizeRow(hidden_row, f, qh + m * f);
-      }
-    }
-    Int8Gemm(ctx, w_out, qh, chunk, acc);
-    Int8Epilogue(ctx, w_out, acc, chunk, ph, Epilogue::kResidual, y + r0 * n, y + r0 * n);
-    r0 += chunk;
+void LinearInt8(const CpuContext& ctx, const CpuPackedWeight& w, const float* x, int64_t rows,
+                Epilogue epilogue, const float* residual, float* y) {
+  const int64_t k = w.in_features, n = w.out_features, ldq = Int8VnniRowStride(k);
+  uint8_t* q = Scratch<uint8_t>(rows * ldq);
+  RowQuant* params = Scratch<RowQuant>(rows);
+  QuantizeRows(ctx, x, rows, k, q, nullptr, params);
+  for (int64_t r0 = 0; r0 < rows; r0 += kChunkRows) {
+    const int64_t chunk = std::min(kChunkRows, rows - r0);
+    Int8Gemm(ctx, w, q + r0 * ldq, chunk, params + r0, epilogue,
+             residual ? residual + r0 * n : nullptr, y + r0 * n);
   }
 }
 
 }  // namespace
 
 size_t CpuPackedWeight::bytes() const {
-  size_t n = weight.get_desc().get_size();
+  size_t n =
+      int8_compute ? Int8VnniPackedBytes(out_features, in_features) : weight.get_desc().get_size();
   if (bias) n += bias.get_desc().get_size();
   n += (weight_scale.size() + weight_comp.size()) * sizeof(float);
   return n;
@@ -368,10 +309,7 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
   if (type == DType::kInt8) {
     std::vector<int8_t> q;
     QuantizeWeights(weight, out_features, in_features, &q, &w->weight_scale);
-    // oneDNN must use VNNI too: its older int8 kernels add u8 x s8 pairs in
-    // int16, which saturates on full-range uint8 inputs.
-    w->int8_compute = cpu.avx512f && cpu.avx512bw && cpu.avx512_vnni &&
-                      dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core_vnni;
+    w->int8_compute = cpu.avx512f && cpu.avx512bw && cpu.avx512_vnni;
     if (w->int8_compute) {
       w->weight_comp.resize(out_features);
       for (int64_t n = 0; n < out_features; ++n) {
@@ -379,14 +317,13 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
         for (int64_t i = 0; i < in_features; ++i) sum += q[n * in_features + i];
         w->weight_comp[n] = w->weight_scale[n] * static_cast<float>(sum);
       }
-      // w->bias stays out of the int8 matmul (MakeMatmul): the epilogue adds it.
-      memory::desc any({in_features, out_features}, Dt::s8, Tag::any);
-      const auto pd = MakeMatmul(be.engine, *w, kChunkRows, any, Epilogue::kNone);
-      w->weight_desc = pd.weights_desc();
-      w->weight = memory(w->weight_desc, be.engine);
-      memory user({{in_features, out_features}, Dt::s8, Tag::ba}, be.engine, q.data());
-      dnnl::reorder(user, w->weight).execute(be.stream, user, w->weight);
-      be.stream.wait();
+      // The kernel scales whole groups of 64 columns.
+      w->weight_scale.resize(Int8VnniGroups(out_features) * kInt8GroupColumns, 0.f);
+      const size_t bytes = Int8VnniPackedBytes(out_features, in_features);
+      w->int8_weight.reset(static_cast<int8_t*>(std::aligned_alloc(64, bytes)));
+      if (!w->int8_weight) throw std::bad_alloc();
+      PackInt8Vnni(q.data(), out_features, in_features, w->int8_weight.get());
+      // w->bias is added by the kernel's epilogue.
       return w;
     }
     // The same quantized weights as fp32 values for the fp32 GEMM.
@@ -433,11 +370,6 @@ bool FeedForwardCpu(const CpuContext& ctx, const float* x, int64_t rows, const P
                     Epilogue activation, const PackedWeight& w_out, float* hidden, float* y) {
   CpuPackedWeight& in = static_cast<CpuPackedWeight&>(w_in.impl());
   CpuPackedWeight& out = static_cast<CpuPackedWeight&>(w_out.impl());
-  if (in.int8_compute && out.int8_compute) {
-    ApplyThreadBudget(ctx);
-    FeedForwardInt8(ctx, in, activation, out, x, rows, y);
-    return true;
-  }
   if (in.bf16_compute && out.bf16_compute) {
     // ffn.in stores its output in bf16 (oneDNN rounds to nearest even, as
     // RoundInput would), which ffn.out reads as is: no fp32 copy of the

@@ -1,7 +1,9 @@
-// oneDNN implementation of kernels/linear.h (arguments already validated).
+// The CPU implementation of kernels/linear.h (arguments already validated):
+// oneDNN, and the project's own int8 kernel on AVX512-VNNI.
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,16 +28,21 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   // int8 weights (DType::kInt8): quantized once per output channel,
   // symmetric, w[n, k] ~ weight_scale[n] * q[n, k] with q in [-127, 127].
   // Activations are quantized per row at run time (asymmetric uint8). With
-  // AVX512-VNNI the GEMM is uint8 x int8 -> int32, scaled by weight_scale in
-  // oneDNN, and the row scale, zero-point compensation, bias and epilogue are
-  // applied here; elsewhere the same quantized values run as fp32 (weights
-  // dequantized, each input row quantized and dequantized), which gives the
-  // same products with fp32 accumulation.
+  // AVX512-VNNI the GEMM is uint8 x int8 -> int32 in the project's own
+  // kernel (int8_gemm_avx512.h), which applies the weight and row scales,
+  // zero-point compensation, bias and epilogue to each tile; elsewhere the
+  // same quantized values run as fp32 on oneDNN (weights dequantized, each
+  // input row quantized and dequantized), which gives the same products
+  // with fp32 accumulation.
   bool int8_compute = false;
-  std::vector<float> weight_scale;  // [out]
+  std::vector<float> weight_scale;  // [out]; int8_compute: padded with 0 to whole column groups
   std::vector<float> weight_comp;   // [out]: weight_scale[n] * sum_k q[n, k]
-  dnnl::memory::desc weight_desc;   // the layout oneDNN chose; fixed for every row count
-  dnnl::memory weight;
+  struct FreeBytes {
+    void operator()(int8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<int8_t[], FreeBytes> int8_weight;  // int8_compute: the kernel's layout
+  dnnl::memory::desc weight_desc;  // the layout oneDNN chose; fixed for every row count
+  dnnl::memory weight;             // null handle when int8_compute
   dnnl::memory bias;  // [1, out] fp32, null handle: no bias (int8_compute: added by the epilogue)
   // One matmul per (rows, epilogue, bf16 output): oneDNN JITs per shape.
   // Rows are split into chunks from a small set of sizes (see linear_cpu.cc)
@@ -51,10 +58,9 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
 void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& weight,
                Epilogue epilogue, const float* residual, float* y);
 
-// kernels/linear.h's FeedForward when both weights run on the int8 GEMM
-// (int8_compute) or both on bf16 GEMMs (bf16_compute), fused
-// (linear_cpu.cc); false, having done nothing, for any other pair, which
-// then runs as two LinearCpu calls.
+// kernels/linear.h's FeedForward when both weights run on bf16 GEMMs
+// (bf16_compute), fused (linear_cpu.cc); false, having done nothing, for any
+// other pair, which then runs as two LinearCpu calls.
 bool FeedForwardCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& w_in,
                     Epilogue activation, const PackedWeight& w_out, float* hidden, float* y);
 

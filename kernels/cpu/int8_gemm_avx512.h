@@ -1,0 +1,69 @@
+// The int8 Linear's GEMM on AVX512-VNNI (kernels/cpu/linear_cpu.cc): uint8
+// input rows times int8 weights, int32 accumulation (vpdpbusd), with the
+// int8 epilogue (Int8EpilogueRowAvx512) applied to each tile of results
+// while it is in cache. Call only when the CPU has AVX-512 F, BW and VNNI.
+//
+// Weight layout: output columns in groups of 64; a group holds, for each
+// step of 4 inputs (k4 = k / 4), the 4 weights of each of its 64 columns,
+// [k4][64][4] bytes, so one step is four 64-byte vectors of 16 columns;
+// groups follow each other. Columns past n and inputs past k are zero.
+// (oneDNN's brgemm lays VNNI int8 weights out the same way.)
+#pragma once
+
+#include <cstdint>
+
+namespace encoderd::kernels {
+
+constexpr int64_t kInt8GroupColumns = 64;
+
+// Internal linkage: this header is also compiled with AVX-512 flags, and no
+// AVX-512 copy of a shared inline function may be chosen for generic code.
+namespace {
+
+// Groups of columns, steps of 4 inputs, and packed bytes for [n, k] weights.
+inline int64_t Int8VnniGroups(int64_t n) { return (n + kInt8GroupColumns - 1) / kInt8GroupColumns; }
+inline int64_t Int8VnniSteps(int64_t k) { return (k + 3) / 4; }
+inline int64_t Int8VnniPackedBytes(int64_t n, int64_t k) {
+  return Int8VnniGroups(n) * Int8VnniSteps(k) * 4 * kInt8GroupColumns;
+}
+// The stride of the uint8 input rows: k rounded up to 4, the bytes past k
+// zero.
+inline int64_t Int8VnniRowStride(int64_t k) { return Int8VnniSteps(k) * 4; }
+
+}  // namespace
+
+// Packs q [n, k] (one output channel per row) into `packed`
+// (Int8VnniPackedBytes(n, k) bytes).
+void PackInt8Vnni(const int8_t* q, int64_t n, int64_t k, int8_t* packed);
+
+// A row's quantization: x ~ scale * (q - zero).
+struct Int8RowQuant {
+  float scale = 1.f;
+  float zero = 0.f;
+};
+
+// What turns row m's int32 sums into outputs:
+// out[m, j] = act(rows[m].scale * (weight_scale[j] * acc[m, j]
+//                  - rows[m].zero * comp[j]) + bias[j] + residual[m, j]),
+// as Int8EpilogueRowAvx512 computes it. weight_scale holds a value for every
+// packed column (Int8VnniGroups(n) * 64, zero past n); bias and residual
+// may be null; residual and out are [rows, n] and may alias.
+struct Int8Epilogue {
+  const float* weight_scale;
+  const float* comp;
+  const float* bias;
+  const Int8RowQuant* rows;
+  const float* residual;
+  bool gelu;
+  bool relu;
+};
+
+// out [rows, n] for the column groups [group_begin, group_end) and the rows
+// [row_begin, row_end) of x (uint8 rows of Int8VnniRowStride(k) bytes):
+// one thread's share of an int8 Linear. Each group's weights are read from
+// memory once (prefetched ahead) and from cache for its further rows.
+void Int8GemmVnni(const uint8_t* x, int64_t row_begin, int64_t row_end, const int8_t* packed,
+                  int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                  const Int8Epilogue& epilogue, float* out);
+
+}  // namespace encoderd::kernels
