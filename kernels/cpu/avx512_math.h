@@ -1,7 +1,6 @@
 // Vector math shared by the AVX-512 kernels (attention_avx512.cc,
-// attention_avx512_bf16.cc, int8_avx512.cc). Include only from files compiled with -mavx512f; the
-// functions have internal linkage, so no AVX-512 copy can be chosen for
-// generic code.
+// attention_avx512_bf16.cc, int8_gemm_avx512.cc). Include only from files compiled with -mavx512f;
+// the functions have internal linkage, so no AVX-512 copy can be chosen for generic code.
 #pragma once
 
 #include <immintrin.h>

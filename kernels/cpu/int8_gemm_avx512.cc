@@ -6,7 +6,8 @@
 // A tile is up to 6 rows by one group of 64 columns: 24 accumulators of 16
 // int32 lanes, the group's four weight vectors of a step and the row's
 // broadcast inputs fill the 32 vector registers. Each step of 4 inputs loads
-// the four weight vectors once and uses each for every row of the tile.
+// the four weight vectors once and uses each for every row of the tile. The
+// epilogue then works on the accumulators in registers.
 #include "kernels/cpu/int8_gemm_avx512.h"
 
 // GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
@@ -17,7 +18,7 @@
 
 #include <cstring>
 
-#include "kernels/cpu/int8_avx512.h"
+#include "kernels/cpu/avx512_math.h"
 
 namespace encoderd::kernels {
 namespace {
@@ -43,9 +44,56 @@ inline __m512i Broadcast4(const uint8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// 16 sums as fp32 times their columns' weight scales.
-inline void StoreScaled(__m512i acc, const float* weight_scale, float* out) {
-  _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_loadu_ps(weight_scale)));
+// 0.5 x (1 + erf(x / sqrt 2)), erf by Abramowitz & Stegun 7.1.26 (absolute
+// error < 1.5e-7).
+__m512 Gelu(__m512 x) {
+  const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678f));
+  const __m512 az = _mm512_abs_ps(z);
+  const __m512 t = _mm512_div_ps(
+      _mm512_set1_ps(1.f), _mm512_fmadd_ps(az, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.f)));
+  __m512 poly = _mm512_set1_ps(1.061405429f);
+  poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(-1.453152027f));
+  poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(1.421413741f));
+  poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(-0.284496736f));
+  poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(0.254829592f));
+  poly = _mm512_mul_ps(poly, t);
+  const __m512 e = ExpNonPositive(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(az, az)));
+  __m512 erf_abs = _mm512_fnmadd_ps(poly, e, _mm512_set1_ps(1.f));
+  // erf is odd: the sign of z.
+  const __mmask16 negative = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ);
+  const __m512 erf = _mm512_mask_sub_ps(erf_abs, negative, _mm512_setzero_ps(), erf_abs);
+  return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x),
+                       _mm512_add_ps(_mm512_set1_ps(1.f), erf));
+}
+
+// The epilogue of 16 columns of row m (Int8Epilogue), from column col on,
+// `mask` the columns that exist.
+inline void EpilogueVector(__m512i acc, const Int8Epilogue& e, const Int8RowQuant& row, int64_t m,
+                           int64_t n, int64_t col, __mmask16 mask, float* out) {
+  // The sum times its column's weight scale, then the row's: the order of
+  // the roundings the results have always had.
+  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_loadu_ps(e.weight_scale + col));
+  v = _mm512_mul_ps(_mm512_set1_ps(row.scale), v);
+  v = _mm512_fnmadd_ps(_mm512_set1_ps(row.scale * row.zero),
+                       _mm512_maskz_loadu_ps(mask, e.comp + col), v);
+  if (e.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.bias + col));
+  if (e.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.residual + m * n + col));
+  if (e.gelu) v = Gelu(v);
+  if (e.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+  _mm512_mask_storeu_ps(out + m * n + col, mask, v);
+}
+
+// The epilogue of row m's 64 columns from col0 on, `cols` of which exist.
+inline void EpilogueRow(__m512i a0, __m512i a1, __m512i a2, __m512i a3, const Int8Epilogue& e,
+                        int64_t m, int64_t n, int64_t col0, int64_t cols, float* out) {
+  const Int8RowQuant row = e.rows[m];
+  const __m512i acc[4] = {a0, a1, a2, a3};
+  for (int j = 0; j < 4 && 16 * j < cols; ++j) {
+    const int64_t left = cols - 16 * j;
+    const __mmask16 mask =
+        left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+    EpilogueVector(acc[j], e, row, m, n, col0 + 16 * j, mask, out);
+  }
 }
 
 // The accumulators are named variables, not an array: GCC 12 keeps an array
@@ -60,19 +108,30 @@ inline void StoreScaled(__m512i acc, const float* weight_scale, float* out) {
     DotAccumulate(a##r##2, b, w2);              \
     DotAccumulate(a##r##3, b, w3);              \
   }
-#define ENCODERD_TILE_STORE(r)                                                  \
-  if constexpr (kRows > r) {                                                    \
-    StoreScaled(a##r##0, weight_scale, tile + r * kInt8GroupColumns);           \
-    StoreScaled(a##r##1, weight_scale + 16, tile + r * kInt8GroupColumns + 16); \
-    StoreScaled(a##r##2, weight_scale + 32, tile + r * kInt8GroupColumns + 32); \
-    StoreScaled(a##r##3, weight_scale + 48, tile + r * kInt8GroupColumns + 48); \
-  }
+#define ENCODERD_TILE_EPILOGUE(r) \
+  if constexpr (kRows > r)        \
+  EpilogueRow(a##r##0, a##r##1, a##r##2, a##r##3, e, m0 + r, n, col0, cols, out)
 
-// tile [kRows, 64] = weight_scale[j] * sum_k x[r, k] w[k, j] over one group
-// `weights` ([steps][64][4]); x's rows are ldx bytes apart.
+// Rows [m0, m0 + kRows) of out over the group of columns from col0 on
+// (`cols` of them exist): the sums over the group's `weights`
+// ([steps][64][4]) and the rows of x from row m0 on (ldx bytes apart), then
+// the epilogue e.
 template <int kRows, bool kPrefetch>
 void Tile(const uint8_t* x, int64_t ldx, int64_t steps, const int8_t* weights,
-          const float* weight_scale, float* tile) {
+          const Int8Epilogue& e, int64_t m0, int64_t n, int64_t col0, int64_t cols, float* out) {
+  // The rows' outputs (and residuals) are read and written after the sums:
+  // asked for now, they arrive while the sums are made. A row's 64 floats
+  // span 4 or 5 cache lines.
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t at = (m0 + r) * n + col0;
+    for (int64_t j = 0; j <= cols; j += 16) {
+      const int64_t c = j < cols ? j : cols - 1;
+      _mm_prefetch(reinterpret_cast<const char*>(out + at + c), _MM_HINT_T0);
+      if (e.residual && e.residual != out) {
+        _mm_prefetch(reinterpret_cast<const char*>(e.residual + at + c), _MM_HINT_T0);
+      }
+    }
+  }
   const __m512i zero = _mm512_setzero_si512();
   ENCODERD_TILE_ACCUMULATORS(0);
   ENCODERD_TILE_ACCUMULATORS(1);
@@ -97,34 +156,35 @@ void Tile(const uint8_t* x, int64_t ldx, int64_t steps, const int8_t* weights,
     ENCODERD_TILE_ROW(4)
     ENCODERD_TILE_ROW(5)
   }
-  ENCODERD_TILE_STORE(0)
-  ENCODERD_TILE_STORE(1)
-  ENCODERD_TILE_STORE(2)
-  ENCODERD_TILE_STORE(3)
-  ENCODERD_TILE_STORE(4)
-  ENCODERD_TILE_STORE(5)
+  ENCODERD_TILE_EPILOGUE(0);
+  ENCODERD_TILE_EPILOGUE(1);
+  ENCODERD_TILE_EPILOGUE(2);
+  ENCODERD_TILE_EPILOGUE(3);
+  ENCODERD_TILE_EPILOGUE(4);
+  ENCODERD_TILE_EPILOGUE(5);
 }
 
 #undef ENCODERD_TILE_ACCUMULATORS
 #undef ENCODERD_TILE_ROW
-#undef ENCODERD_TILE_STORE
+#undef ENCODERD_TILE_EPILOGUE
 
 template <bool kPrefetch>
 void TileRows(int rows, const uint8_t* x, int64_t ldx, int64_t steps, const int8_t* weights,
-              const float* weight_scale, float* tile) {
+              const Int8Epilogue& e, int64_t m0, int64_t n, int64_t col0, int64_t cols,
+              float* out) {
   switch (rows) {
     case 6:
-      return Tile<6, kPrefetch>(x, ldx, steps, weights, weight_scale, tile);
+      return Tile<6, kPrefetch>(x, ldx, steps, weights, e, m0, n, col0, cols, out);
     case 5:
-      return Tile<5, kPrefetch>(x, ldx, steps, weights, weight_scale, tile);
+      return Tile<5, kPrefetch>(x, ldx, steps, weights, e, m0, n, col0, cols, out);
     case 4:
-      return Tile<4, kPrefetch>(x, ldx, steps, weights, weight_scale, tile);
+      return Tile<4, kPrefetch>(x, ldx, steps, weights, e, m0, n, col0, cols, out);
     case 3:
-      return Tile<3, kPrefetch>(x, ldx, steps, weights, weight_scale, tile);
+      return Tile<3, kPrefetch>(x, ldx, steps, weights, e, m0, n, col0, cols, out);
     case 2:
-      return Tile<2, kPrefetch>(x, ldx, steps, weights, weight_scale, tile);
+      return Tile<2, kPrefetch>(x, ldx, steps, weights, e, m0, n, col0, cols, out);
     default:
-      return Tile<1, kPrefetch>(x, ldx, steps, weights, weight_scale, tile);
+      return Tile<1, kPrefetch>(x, ldx, steps, weights, e, m0, n, col0, cols, out);
   }
 }
 
@@ -150,28 +210,18 @@ void Int8GemmVnni(const uint8_t* x, int64_t row_begin, int64_t row_end, const in
                   int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                   const Int8Epilogue& epilogue, float* out) {
   const int64_t steps = Int8VnniSteps(k), ldx = Int8VnniRowStride(k);
-  alignas(64) float tile[kTileRows * kInt8GroupColumns];
   for (int64_t g = group_begin; g < group_end; ++g) {
     const int8_t* weights = packed + g * steps * kStepBytes;
     const int64_t col0 = g * kInt8GroupColumns;
     const int64_t cols = n - col0 < kInt8GroupColumns ? n - col0 : kInt8GroupColumns;
-    const float* weight_scale = epilogue.weight_scale + col0;
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
       const int rows = static_cast<int>(row_end - r0 < kTileRows ? row_end - r0 : kTileRows);
       // The group's first rows read its weights from memory; the others
       // find them in cache.
       if (r0 == row_begin) {
-        TileRows<true>(rows, x + r0 * ldx, ldx, steps, weights, weight_scale, tile);
+        TileRows<true>(rows, x + r0 * ldx, ldx, steps, weights, epilogue, r0, n, col0, cols, out);
       } else {
-        TileRows<false>(rows, x + r0 * ldx, ldx, steps, weights, weight_scale, tile);
-      }
-      for (int r = 0; r < rows; ++r) {
-        const int64_t m = r0 + r;
-        const Int8RowQuant& p = epilogue.rows[m];
-        Int8EpilogueRowAvx512(tile + r * kInt8GroupColumns, cols, p.scale, p.scale * p.zero,
-                              epilogue.comp + col0, epilogue.bias ? epilogue.bias + col0 : nullptr,
-                              epilogue.residual ? epilogue.residual + m * n + col0 : nullptr,
-                              epilogue.gelu, epilogue.relu, out + m * n + col0);
+        TileRows<false>(rows, x + r0 * ldx, ldx, steps, weights, epilogue, r0, n, col0, cols, out);
       }
     }
   }

@@ -1,7 +1,7 @@
 // The int8 Linear's GEMM on AVX512-VNNI (kernels/cpu/linear_cpu.cc): uint8
 // input rows times int8 weights, int32 accumulation (vpdpbusd), with the
-// int8 epilogue (Int8EpilogueRowAvx512) applied to each tile of results
-// while it is in cache. Call only when the CPU has AVX-512 F, BW and VNNI.
+// int8 epilogue applied to each tile of results while it is in registers.
+// Call only when the CPU has AVX-512 F, BW and VNNI.
 //
 // Weight layout: output columns in groups of 64; a group holds, for each
 // step of 4 inputs (k4 = k / 4), the 4 weights of each of its 64 columns,
@@ -45,7 +45,7 @@ struct Int8RowQuant {
 // What turns row m's int32 sums into outputs:
 // out[m, j] = act(rows[m].scale * (weight_scale[j] * acc[m, j]
 //                  - rows[m].zero * comp[j]) + bias[j] + residual[m, j]),
-// as Int8EpilogueRowAvx512 computes it. weight_scale holds a value for every
+// act GELU (erf form, within 1e-6 of it), max(x, 0) or none. weight_scale holds a value for every
 // packed column (Int8VnniGroups(n) * 64, zero past n); bias and residual
 // may be null; residual and out are [rows, n] and may alias.
 struct Int8Epilogue {
