@@ -23,7 +23,8 @@ class PackedWeight {
   // - CPU: kFloat32; kBFloat16, which rounds the weight to bf16 (nearest
   //   even); or kInt8, symmetric per output channel, the input then quantized
   //   per row to uint8 at each call (kernels/cpu/linear_cpu.h). The bias stays
-  //   fp32. Packed into oneDNN's layout.
+  //   fp32. Packed into oneDNN's layout, or for int8 on AVX512-VNNI into the
+  //   project's int8 kernel's (kernels/cpu/int8_gemm_avx512.h).
   // - CUDA: kFloat16 or kBFloat16, weight and bias, uploaded to the
   //   context's GPU (the activations' dtype); freed through that context, so
   //   the weight must not outlive it.

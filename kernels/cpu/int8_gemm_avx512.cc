@@ -1,7 +1,8 @@
 // Compiled with -mavx512f -mavx512bw -mavx512vnni (kernels/CMakeLists.txt)
-// and called only when the CPU has all three. Uses no standard-library
-// templates, so no AVX-512 instantiation of a shared inline function can leak
-// into generic code.
+// and called only when the CPU has all three. Defines and instantiates no
+// inline function with external linkage (no standard-library templates;
+// the header's helpers and this file's are in unnamed namespaces), so no
+// AVX-512 copy of a shared function can be chosen for generic code.
 //
 // A tile is up to 6 rows by one group of 64 columns: 24 accumulators of 16
 // int32 lanes, the group's four weight vectors of a step and the row's
@@ -16,6 +17,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/cpu/avx512_math.h"
@@ -83,17 +85,20 @@ inline void EpilogueVector(__m512i acc, const Int8Epilogue& e, const Int8RowQuan
   _mm512_mask_storeu_ps(out + m * n + col, mask, v);
 }
 
-// The epilogue of row m's 64 columns from col0 on, `cols` of which exist.
+// The columns of a 16-lane block that exist when `left` columns are left.
+inline __mmask16 Columns(int64_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+// The epilogue of row m's 64 columns from col0 on, `cols` (>= 1) of which
+// exist.
 inline void EpilogueRow(__m512i a0, __m512i a1, __m512i a2, __m512i a3, const Int8Epilogue& e,
                         int64_t m, int64_t n, int64_t col0, int64_t cols, float* out) {
   const Int8RowQuant row = e.rows[m];
-  const __m512i acc[4] = {a0, a1, a2, a3};
-  for (int j = 0; j < 4 && 16 * j < cols; ++j) {
-    const int64_t left = cols - 16 * j;
-    const __mmask16 mask =
-        left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
-    EpilogueVector(acc[j], e, row, m, n, col0 + 16 * j, mask, out);
-  }
+  EpilogueVector(a0, e, row, m, n, col0, Columns(cols), out);
+  if (cols > 16) EpilogueVector(a1, e, row, m, n, col0 + 16, Columns(cols - 16), out);
+  if (cols > 32) EpilogueVector(a2, e, row, m, n, col0 + 32, Columns(cols - 32), out);
+  if (cols > 48) EpilogueVector(a3, e, row, m, n, col0 + 48, Columns(cols - 48), out);
 }
 
 // The accumulators are named variables, not an array: GCC 12 keeps an array
@@ -143,7 +148,10 @@ void Tile(const uint8_t* x, int64_t ldx, int64_t steps, const int8_t* weights,
     const int8_t* w = weights + s * kStepBytes;
     if constexpr (kPrefetch) {
       for (int64_t line = 0; line < kStepBytes; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(w) + kPrefetchBytes + line, _MM_HINT_T0);
+        // An address, not a pointer: past the last group it lies outside
+        // the weights, which a prefetch may (it never faults).
+        const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kPrefetchBytes + line;
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
       }
     }
     const __m512i w0 = _mm512_loadu_si512(w), w1 = _mm512_loadu_si512(w + 64),

@@ -4,7 +4,7 @@
 // Call only when the CPU has AVX-512 F, BW and VNNI.
 //
 // Weight layout: output columns in groups of 64; a group holds, for each
-// step of 4 inputs (k4 = k / 4), the 4 weights of each of its 64 columns,
+// step of 4 inputs (Int8VnniSteps(k), k / 4 rounded up), the 4 weights of each of its 64 columns,
 // [k4][64][4] bytes, so one step is four 64-byte vectors of 16 columns;
 // groups follow each other. Columns past n and inputs past k are zero.
 // (oneDNN's brgemm lays VNNI int8 weights out the same way.)
@@ -36,18 +36,22 @@ inline int64_t Int8VnniRowStride(int64_t k) { return Int8VnniSteps(k) * 4; }
 // (Int8VnniPackedBytes(n, k) bytes).
 void PackInt8Vnni(const int8_t* q, int64_t n, int64_t k, int8_t* packed);
 
-// A row's quantization: x ~ scale * (q - zero).
+// A row's quantization: x ~ scale * (q - zero). No member initializers: an
+// inline constructor defined here would have external linkage.
 struct Int8RowQuant {
-  float scale = 1.f;
-  float zero = 0.f;
+  float scale;
+  float zero;
 };
 
-// What turns row m's int32 sums into outputs:
-// out[m, j] = act(rows[m].scale * (weight_scale[j] * acc[m, j]
-//                  - rows[m].zero * comp[j]) + bias[j] + residual[m, j]),
-// act GELU (erf form, within 1e-6 of it), max(x, 0) or none. weight_scale holds a value for every
-// packed column (Int8VnniGroups(n) * 64, zero past n); bias and residual
-// may be null; residual and out are [rows, n] and may alias.
+// What turns row m's int32 sums into outputs, with s = rows[m].scale and
+// z = rows[m].zero, in fp32 and in this order:
+//   v = s * (weight_scale[j] * float(acc[m, j]))
+//   v = fma(-(s * z), comp[j], v)           (one rounding)
+//   out[m, j] = act(v + bias[j] + residual[m, j])
+// act GELU (erf form, within 1e-6 of it), max(x, 0) or none. weight_scale
+// holds a value for every packed column (Int8VnniGroups(n) * 64, zero past
+// n); bias and residual may be null; residual and out are [rows, n] and may
+// alias.
 struct Int8Epilogue {
   const float* weight_scale;
   const float* comp;
@@ -60,8 +64,8 @@ struct Int8Epilogue {
 
 // out [rows, n] for the column groups [group_begin, group_end) and the rows
 // [row_begin, row_end) of x (uint8 rows of Int8VnniRowStride(k) bytes):
-// one thread's share of an int8 Linear. Each group's weights are read from
-// memory once (prefetched ahead) and from cache for its further rows.
+// one thread's share of an int8 Linear. A call reads each group's weights
+// from memory once (prefetched ahead) and from cache for its further rows.
 void Int8GemmVnni(const uint8_t* x, int64_t row_begin, int64_t row_end, const int8_t* packed,
                   int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                   const Int8Epilogue& epilogue, float* out);

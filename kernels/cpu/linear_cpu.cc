@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
@@ -144,7 +145,7 @@ RowQuant ChooseRowQuant(const float* row, int64_t k, bool avx512) {
   }
   const float scale = (hi - lo) / 255.f;
   // All zero, or a range so small its reciprocal would overflow: all zero.
-  if (!(scale >= std::numeric_limits<float>::min())) return {};
+  if (!(scale >= std::numeric_limits<float>::min())) return {1.f, 0.f};
   return {scale, std::clamp(std::nearbyint(-lo / scale), 0.f, 255.f)};
 }
 
@@ -233,10 +234,20 @@ void GemmChunks(const CpuContext& ctx, CpuPackedWeight& w, const void* src, int6
   be.stream.wait();
 }
 
+// Parts into which the int8 kernel splits each column group's rows: enough
+// for the (group, part) items to divide evenly between `threads`
+// (lcm(groups, threads) / groups), but no part under 48 rows, since each
+// part reads the group's weights again. So with few rows (one short
+// sequence) the groups alone are split, and threads beyond them wait.
+int64_t Int8RowParts(int64_t groups, int64_t threads, int64_t rows) {
+  constexpr int64_t kMinPartRows = 48;
+  const int64_t even = threads / std::gcd(groups, threads);
+  return std::clamp<int64_t>(rows / kMinPartRows, 1, even);
+}
+
 // y [rows, n] = the int8 Linear of the uint8 rows q (QuantizeRows' layout)
-// with their parameters, through the VNNI kernel: the weight's column groups
-// are split between the threads, and the rows too where there are fewer
-// groups than threads.
+// with their parameters, through the VNNI kernel: items of one column group
+// and a part of the rows (Int8RowParts) split between the threads.
 void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const uint8_t* q, int64_t rows,
               const RowQuant* params, Epilogue epilogue, const float* residual, float* y) {
   const int64_t n = w.out_features, k = w.in_features, groups = Int8VnniGroups(n);
@@ -251,7 +262,7 @@ void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const uint8_t* q,
 #pragma omp parallel num_threads(threads)
   {
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t row_parts = std::max<int64_t>(1, std::min(nt / groups, rows));
+    const int64_t row_parts = Int8RowParts(groups, nt, rows);
     const int64_t items = groups * row_parts;
     for (int64_t i = items * t / nt; i < items * (t + 1) / nt; ++i) {
       const int64_t g = i / row_parts, part = i % row_parts;
@@ -309,7 +320,9 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
   if (type == DType::kInt8) {
     std::vector<int8_t> q;
     QuantizeWeights(weight, out_features, in_features, &q, &w->weight_scale);
-    w->int8_compute = cpu.avx512f && cpu.avx512bw && cpu.avx512_vnni;
+    // The kernel's int32 sums hold k products of up to 255 x 127.
+    w->int8_compute = cpu.avx512f && cpu.avx512bw && cpu.avx512_vnni &&
+                      in_features <= std::numeric_limits<int32_t>::max() / (255 * 127);
     if (w->int8_compute) {
       w->weight_comp.resize(out_features);
       for (int64_t n = 0; n < out_features; ++n) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -75,7 +76,7 @@ std::vector<float> RoundedToBFloat16(std::vector<float> v) {
 }
 
 // rows 600 = one 512-row chunk + 80 (granule multiple) + 8 (tail); 21 = 16 + 5;
-// 3700 = 2048 + 1024 + 512 + 112 + 4 in fp32 and bf16, 7 x 512 + 112 + 4 in int8
+// 3700 = 2048 + 1024 + 512 + 112 + 4 in fp32 and bf16, 7 x 512 + 116 in int8
 // on VNNI.
 class LinearTest
     : public ::testing::TestWithParam<std::tuple<int64_t, std::pair<int64_t, int64_t>, Epilogue>> {
@@ -156,10 +157,114 @@ TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
   }
 }
 
+// The int8 Linear on VNNI, written out: integer sums of the quantized
+// operands, then the epilogue's fp32 operations in the kernel's order
+// (kernels/cpu/int8_gemm_avx512.h). Without GELU the kernel must give these
+// values exactly, whatever the shape, the threads and the split of rows and
+// column groups between them; with GELU (a polynomial erf) within 2e-6.
+struct Int8Reference {
+  std::vector<float> y;  // before the activation
+  std::vector<float> activated;
+};
+
+Int8Reference Int8Written(const std::vector<float>& x, const std::vector<float>& w,
+                          const std::vector<float>& b, const std::vector<float>& residual,
+                          int64_t m, int64_t n, int64_t k, Epilogue ep) {
+  std::vector<int> qw(n * k);
+  std::vector<float> ws(n), comp(n);
+  for (int64_t j = 0; j < n; ++j) {
+    float amax = 0;
+    for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(w[j * k + c]));
+    ws[j] = amax > 0 ? amax / 127.f : 1.f;
+    int64_t sum = 0;
+    for (int64_t c = 0; c < k; ++c) {
+      qw[j * k + c] =
+          static_cast<int>(std::clamp(std::nearbyint(w[j * k + c] / ws[j]), -127.f, 127.f));
+      sum += qw[j * k + c];
+    }
+    comp[j] = ws[j] * static_cast<float>(sum);
+  }
+  Int8Reference r{std::vector<float>(m * n), std::vector<float>(m * n)};
+  std::vector<int> qx(k);
+  for (int64_t i = 0; i < m; ++i) {
+    float lo = 0, hi = 0;
+    for (int64_t c = 0; c < k; ++c) {
+      lo = std::min(lo, x[i * k + c]);
+      hi = std::max(hi, x[i * k + c]);
+    }
+    float scale = (hi - lo) / 255.f, zero = 0;
+    if (scale >= std::numeric_limits<float>::min()) {
+      zero = std::clamp(std::nearbyint(-lo / scale), 0.f, 255.f);
+    } else {
+      scale = 1;
+    }
+    const float inv = 1.f / scale;
+    for (int64_t c = 0; c < k; ++c) {
+      qx[c] = static_cast<int>(std::clamp(std::nearbyint(x[i * k + c] * inv) + zero, 0.f, 255.f));
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t acc = 0;
+      for (int64_t c = 0; c < k; ++c) acc += qx[c] * qw[j * k + c];
+      float v = scale * (static_cast<float>(acc) * ws[j]);
+      v = std::fma(-(scale * zero), comp[j], v);
+      if (!b.empty()) v += b[j];
+      if (ep == Epilogue::kResidual) v += residual[i * n + j];
+      r.y[i * n + j] = v;
+      r.activated[i * n + j] =
+          ep == Epilogue::kRelu   ? std::max(v, 0.f)
+          : ep == Epilogue::kGelu ? static_cast<float>(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))))
+                                  : v;
+    }
+  }
+  return r;
+}
+
+TEST(LinearTest, Int8OnVnniIsTheQuantizedSumsExactly) {
+  if (!GetCpuFeatures().avx512_vnni) GTEST_SKIP() << "no AVX512-VNNI: int8 runs on the fp32 GEMM";
+  // Widths around the 16-lane blocks and 64-column groups, inputs around the
+  // steps of 4; rows around the 6-row tiles, and enough (100, 600) to split
+  // the rows of a group between threads.
+  for (const int threads : {1, 2, 3, 4}) {
+    CpuContext ctx(threads);
+    for (const int64_t n : {1, 15, 16, 17, 60, 63, 64, 65, 200}) {
+      for (const int64_t k : {1, 2, 3, 5, 67, 768}) {
+        if (k == 768 && n != 200) continue;
+        const auto w = RandomVector(n * k, 31, -0.3f, 0.3f), b = RandomVector(n, 32);
+        const auto packed = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kInt8);
+        for (const int64_t m : {0, 1, 2, 5, 6, 7, 13, 100, 600}) {
+          const auto x = RandomVector(m * k, 33, -2.f, 3.f);
+          const auto residual = RandomVector(m * n, 34);
+          for (const Epilogue ep :
+               {Epilogue::kNone, Epilogue::kRelu, Epilogue::kResidual, Epilogue::kGelu}) {
+            const Int8Reference want = Int8Written(x, w, b, residual, m, n, k, ep);
+            // In place for the residual, as the encoder layers call it.
+            std::vector<float> y =
+                ep == Epilogue::kResidual ? residual : std::vector<float>(m * n, NAN);
+            Linear(ctx, DType::kFloat32, x.data(), m, *packed, ep,
+                   ep == Epilogue::kResidual ? y.data() : nullptr, y.data());
+            int64_t wrong = 0;
+            for (int64_t i = 0; i < m * n; ++i) {
+              const float got = y[i], expect = want.activated[i];
+              const bool ok =
+                  ep == Epilogue::kGelu
+                      ? std::fabs(got - expect) <= 2e-6f * std::max(1.f, std::fabs(want.y[i]))
+                      : got == expect;
+              wrong += !ok;
+            }
+            EXPECT_EQ(wrong, 0) << "threads " << threads << " n " << n << " k " << k << " m " << m
+                                << " epilogue " << static_cast<int>(ep);
+          }
+        }
+      }
+    }
+  }
+}
+
 // FeedForward is Linear(x -> hidden, activation) then Linear(hidden -> y,
 // residual) for every weight type. On AVX512-BF16 the bf16 pair is fused
 // (the hidden rows stored in bf16), and must still give the two calls'
-// result bit for bit; rows 1100 = 2 x 512 + 64 + 12 cross chunks, widths 40 and 100
+// result bit for bit; rows 1100 (1024 + 64 + 12 in fp32 and bf16, 2 x 512
+// + 76 in int8 on VNNI) cross chunks, widths 40 and 100
 // end in partial 16-lane blocks, and y aliases x as in a post-norm layer.
 // ENCODERD_CPU_DISABLE=avx512_bf16,avx512_vnni runs the same over the
 // fallbacks.
@@ -252,7 +357,7 @@ TEST(LinearTest, FeedForwardRejectsBadArguments) {
 }
 
 // An int8 ffn.in with an fp32 ffn.out (int8_fp32_linears) runs as two
-// Linears: the fused path needs both on the int8 GEMM.
+// Linears.
 TEST(LinearTest, FeedForwardMixedInt8AndFp32IsTwoLinears) {
   CpuContext ctx;
   const int64_t h = 40, f = 100, m = 600;
