@@ -1,8 +1,13 @@
 // GEMM micro-benchmark for the Linear op: oneDNN (as kernels/linear.h uses it,
 // rows chunked onto cached primitives), an exact-M primitive, a runtime-M
-// primitive, oneDNN's own bf16 matmul, the int8 Linear (quantization, GEMM
-// and epilogue) and oneDNN's uint8 x int8 matmul alone, against OpenBLAS
-// cblas_sgemm + a bias pass, at encoder-layer shapes.
+// primitive, oneDNN's own bf16 matmul, the int8 Linear (quantization and the
+// project's VNNI kernel with its epilogue) and oneDNN's uint8 x int8 matmul
+// alone, against OpenBLAS cblas_sgemm + a bias pass, at encoder-layer
+// shapes. At M = 10 linear_f32 and linear_bf16 run the project's few-row
+// kernels. Every timing in the table repeats a call on the same weights,
+// which then sit in cache; at a few rows a real forward streams them from
+// memory instead, which the last lines time for each dtype
+// (docs/architecture.md, docs/int8.md).
 //
 //   ./build/kernels/gemm_bench [--threads N] [--seconds S]
 //
@@ -16,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 #include <vector>
@@ -171,8 +177,9 @@ int main(int argc, char** argv) {
       const double g_lint8 = gflops([&] {
         Linear(ctx, DType::kFloat32, x.data(), m, *pint8, Epilogue::kNone, nullptr, y.data());
       });
-      // uint8 x int8 -> fp32 with per-column output scales: the int8 Linear's
-      // GEMM on the same rows (the values do not change the speed).
+      // oneDNN's uint8 x int8 -> fp32 with per-column output scales, the GEMM
+      // the int8 Linear used before its own kernel, on the same rows (the
+      // values do not change the speed).
       dnnl::primitive_attr i8_attr;
       i8_attr.set_output_scales(1 << 1, std::vector<float>(s.n, 0.01f));
       dnnl::matmul::primitive_desc i8_pd(
@@ -194,6 +201,93 @@ int main(int argc, char** argv) {
           {m, s, w, b, {0, g_f32, g_exact, g_rt, g_lbf16, g_bf16, g_lint8, g_u8s8, jit_ms}});
     }
   }
+  // Weights streamed from memory: one pass over the weights of 12 BERT-base
+  // layers (340 MB in fp32, 170 in bf16, 85 in int8: far beyond the caches)
+  // at 10 rows, the GEMMs of one short sequence's forward. kernels::Linear
+  // (the few-row kernels in fp32 and bf16, the int8 kernel) against oneDNN's
+  // matmul at exactly 10 rows on the same packed weights (int8: oneDNN's
+  // uint8 x int8 matmul, weights in the layout it picks for 512 rows, as
+  // encoderd packed them when it used oneDNN for int8).
+  const int64_t stream_rows = 10, stream_layers = 12;
+  const auto stream_x = random(stream_rows * 3072);
+  std::vector<uint16_t> stream_xb(stream_rows * 3072);
+  encoderd::kernels::ConvertFloatToBFloat16(stream_x.data(), stream_xb.data(), stream_x.size());
+  std::vector<uint8_t> stream_xq(stream_rows * 3072, 128);
+  std::vector<float> stream_y(stream_rows * 3072);
+  struct Streamed {
+    const char* name;
+    double bytes, linear_s, dnnl_s;
+  };
+  std::vector<Streamed> streamed;
+  for (const DType type : {DType::kFloat32, DType::kBFloat16, DType::kInt8}) {
+    std::vector<std::unique_ptr<PackedWeight>> weights;
+    std::vector<memory> dnnl_w;
+    std::vector<dnnl::matmul> dnnl_mm;
+    std::vector<Shape> shape;
+    const bool bf16 = type == DType::kBFloat16 && encoderd::kernels::GetCpuFeatures().avx512_bf16;
+    const Dt src_dt = type == DType::kInt8 ? Dt::u8 : bf16 ? Dt::bf16 : Dt::f32;
+    double bytes = 0;
+    for (int64_t l = 0; l < stream_layers; ++l) {
+      for (const Shape& s : shapes) {
+        const auto w = random(s.n * s.k);
+        weights.push_back(PackedWeight::Pack(ctx, w.data(), nullptr, s.n, s.k, type));
+        dnnl::primitive_attr attr;
+        memory::desc wd;
+        if (type == DType::kInt8) {
+          attr.set_output_scales(1 << 1, std::vector<float>(s.n, 0.01f));
+          wd = dnnl::matmul::primitive_desc(
+                   dnnl::matmul::desc({{512, s.k}, Dt::u8, Tag::ab}, {{s.k, s.n}, Dt::s8, Tag::any},
+                                      {{512, s.n}, Dt::f32, Tag::ab}),
+                   attr, be.engine)
+                   .weights_desc();
+          memory wm(wd, be.engine);
+          std::memset(wm.get_data_handle(), 1, wd.get_size());
+          dnnl_w.push_back(wm);
+        } else {
+          const auto& impl =
+              static_cast<const encoderd::kernels::CpuPackedWeight&>(weights.back()->impl());
+          wd = impl.weight_desc;
+          dnnl_w.push_back(impl.weight);
+        }
+        dnnl_mm.emplace_back(dnnl::matmul::primitive_desc(
+            dnnl::matmul::desc({{stream_rows, s.k}, src_dt, Tag::ab}, wd,
+                               {{stream_rows, s.n}, Dt::f32, Tag::ab}),
+            attr, be.engine));
+        shape.push_back(s);
+        bytes += static_cast<double>(s.n) * s.k * (type == DType::kInt8 ? 1 : bf16 ? 2 : 4);
+      }
+    }
+    const void* src = type == DType::kInt8 ? static_cast<const void*>(stream_xq.data())
+                      : bf16               ? static_cast<const void*>(stream_xb.data())
+                                           : static_cast<const void*>(stream_x.data());
+    encoderd::kernels::ApplyThreadBudget(ctx);
+    const double linear_s = TimeBest(
+        [&] {
+          for (const auto& w : weights) {
+            Linear(ctx, DType::kFloat32, stream_x.data(), stream_rows, *w, Epilogue::kNone, nullptr,
+                   stream_y.data());
+          }
+        },
+        budget);
+    const double dnnl_s = TimeBest(
+        [&] {
+          for (size_t i = 0; i < dnnl_mm.size(); ++i) {
+            const Shape& s = shape[i];
+            memory x_mem({{stream_rows, s.k}, src_dt, Tag::ab}, be.engine, const_cast<void*>(src));
+            memory y_mem({{stream_rows, s.n}, Dt::f32, Tag::ab}, be.engine, stream_y.data());
+            dnnl_mm[i].execute(
+                be.stream,
+                {{DNNL_ARG_SRC, x_mem}, {DNNL_ARG_WEIGHTS, dnnl_w[i]}, {DNNL_ARG_DST, y_mem}});
+            be.stream.wait();
+          }
+        },
+        budget);
+    streamed.push_back({type == DType::kInt8 ? "int8"
+                        : bf16               ? "bf16"
+                                             : "fp32",
+                        bytes, linear_s, dnnl_s});
+  }
+
   for (Result& r : results) {
     const int64_t m = r.m;
     const Shape s = r.s;
@@ -211,6 +305,17 @@ int main(int argc, char** argv) {
                  budget);
     std::printf("%5ld %5ld %5ld | %8.1f %10.1f %8.1f %8.1f %11.1f %9.1f %11.1f %9.1f | %7.1f\n", m,
                 s.n, s.k, r.g[0], r.g[1], r.g[2], r.g[3], r.g[4], r.g[5], r.g[6], r.g[7], r.g[8]);
+  }
+  std::printf(
+      "\nWeights of %ld BERT-base layers streamed from memory at M = %ld, one pass (best of "
+      "repeated passes), ms and GB/s of weights:\n",
+      stream_layers, stream_rows);
+  for (const Streamed& t : streamed) {
+    std::printf(
+        "  %s (%.0f MB): kernels::Linear %.2f ms = %.1f GB/s; oneDNN matmul %.2f ms = %.1f "
+        "GB/s\n",
+        t.name, t.bytes * 1e-6, t.linear_s * 1e3, t.bytes / t.linear_s * 1e-9, t.dnnl_s * 1e3,
+        t.bytes / t.dnnl_s * 1e-9);
   }
   return 0;
 }

@@ -46,28 +46,6 @@ inline __m512i Broadcast4(const uint8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// 0.5 x (1 + erf(x / sqrt 2)), erf by Abramowitz & Stegun 7.1.26 (absolute
-// error < 1.5e-7).
-__m512 Gelu(__m512 x) {
-  const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678f));
-  const __m512 az = _mm512_abs_ps(z);
-  const __m512 t = _mm512_div_ps(
-      _mm512_set1_ps(1.f), _mm512_fmadd_ps(az, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.f)));
-  __m512 poly = _mm512_set1_ps(1.061405429f);
-  poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(-1.453152027f));
-  poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(1.421413741f));
-  poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(-0.284496736f));
-  poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(0.254829592f));
-  poly = _mm512_mul_ps(poly, t);
-  const __m512 e = ExpNonPositive(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(az, az)));
-  __m512 erf_abs = _mm512_fnmadd_ps(poly, e, _mm512_set1_ps(1.f));
-  // erf is odd: the sign of z.
-  const __mmask16 negative = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ);
-  const __m512 erf = _mm512_mask_sub_ps(erf_abs, negative, _mm512_setzero_ps(), erf_abs);
-  return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x),
-                       _mm512_add_ps(_mm512_set1_ps(1.f), erf));
-}
-
 // The epilogue of 16 columns of row m (Int8Epilogue), from column col on,
 // `mask` the columns that exist.
 inline void EpilogueVector(__m512i acc, const Int8Epilogue& e, const Int8RowQuant& row, int64_t m,
@@ -80,7 +58,7 @@ inline void EpilogueVector(__m512i acc, const Int8Epilogue& e, const Int8RowQuan
                        _mm512_maskz_loadu_ps(mask, e.comp + col), v);
   if (e.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.bias + col));
   if (e.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.residual + m * n + col));
-  if (e.gelu) v = Gelu(v);
+  if (e.gelu) v = GeluErf(v);
   if (e.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
   _mm512_mask_storeu_ps(out + m * n + col, mask, v);
 }

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/bf16_convert.h"
 #include "kernels/cpu/dnnl_backend.h"
+#include "kernels/cpu/few_rows_gemm_avx512.h"
 #include "kernels/cpu/int8_avx512.h"
 #include "kernels/cpu/int8_gemm_avx512.h"
 #include "kernels/cpu_features.h"
@@ -272,6 +273,59 @@ void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const uint8_t* q,
   }
 }
 
+// Whether the few-row kernels can read w's packed weight: the CPU has their
+// instructions and oneDNN chose the layout they read (compared, not
+// assumed: another oneDNN may choose another); bf16 inputs come in pairs.
+bool FewRowsLayout(const CpuPackedWeight& w) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (!cpu.avx512f || w.type == DType::kInt8) return false;
+  const memory::dims dims = {w.in_features, w.out_features};
+  if (w.bf16_compute) {
+    return cpu.avx512bw && cpu.avx512_bf16 && w.in_features % 2 == 0 &&
+           w.weight_desc == memory::desc(dims, Dt::bf16, Tag::BA16a64b2a);
+  }
+  return w.weight_desc == memory::desc(dims, Dt::f32, Tag::BA16a64b);
+}
+
+// y = epilogue(x W^T + b) for rows <= kFewRowsMax on the few-row kernels:
+// the column groups split between the threads, each weight read once.
+void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float* x, int64_t rows,
+                   Epilogue epilogue, const float* residual, float* y) {
+  const int64_t n = w.out_features, k = w.in_features, groups = FewRowsGroups(n);
+  const FewRowsEpilogue e{w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr,
+                          epilogue == Epilogue::kResidual ? residual : nullptr,
+                          epilogue == Epilogue::kGelu, epilogue == Epilogue::kRelu};
+  // The rows copied FewRowsStride apart (few_rows_gemm_avx512.h), and
+  // rounded to bf16 for bf16 weights: as bf16 values for the bf16 kernel,
+  // as fp32 ones for the fp32 kernel where the CPU lacks AVX512-BF16.
+  const int64_t ldx = FewRowsStride(k, w.bf16_compute ? sizeof(uint16_t) : sizeof(float));
+  void* src = w.bf16_compute ? static_cast<void*>(Scratch<uint16_t>(rows * ldx))
+                             : static_cast<void*>(Scratch<float>(rows * ldx));
+  for (int64_t m = 0; m < rows; ++m) {
+    if (w.bf16_compute) {
+      ConvertFloatToBFloat16(x + m * k, static_cast<uint16_t*>(src) + m * ldx, k);
+    } else if (w.type == DType::kBFloat16) {
+      RoundToBFloat16(x + m * k, static_cast<float*>(src) + m * ldx, k);
+    } else {
+      std::memcpy(static_cast<float*>(src) + m * ldx, x + m * k, k * sizeof(float));
+    }
+  }
+  const void* packed = w.weight.get_data_handle();
+  const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t begin = groups * t / nt, end = groups * (t + 1) / nt;
+    if (w.bf16_compute) {
+      FewRowsGemmBf16(static_cast<const uint16_t*>(src), rows, ldx,
+                      static_cast<const uint16_t*>(packed), n, k, begin, end, e, y);
+    } else {
+      FewRowsGemmF32(static_cast<const float*>(src), rows, ldx, static_cast<const float*>(packed),
+                     n, k, begin, end, e, y);
+    }
+  }
+}
+
 void LinearInt8(const CpuContext& ctx, const CpuPackedWeight& w, const float* x, int64_t rows,
                 Epilogue epilogue, const float* residual, float* y) {
   const int64_t k = w.in_features, n = w.out_features, ldq = Int8VnniRowStride(k);
@@ -357,6 +411,7 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
               const_cast<float*>(weight));
   dnnl::reorder(user, w->weight).execute(be.stream, user, w->weight);
   be.stream.wait();
+  w->few_rows = FewRowsLayout(*w);
   return w;
 }
 
@@ -367,6 +422,10 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
   const int64_t k = w.in_features;
   if (w.int8_compute) {
     LinearInt8(ctx, w, x, rows, epilogue, residual, y);
+    return;
+  }
+  if (w.few_rows && rows <= kFewRowsMax) {
+    LinearFewRows(ctx, w, x, rows, epilogue, residual, y);
     return;
   }
   const void* src = x;
@@ -383,7 +442,7 @@ bool FeedForwardCpu(const CpuContext& ctx, const float* x, int64_t rows, const P
                     Epilogue activation, const PackedWeight& w_out, float* hidden, float* y) {
   CpuPackedWeight& in = static_cast<CpuPackedWeight&>(w_in.impl());
   CpuPackedWeight& out = static_cast<CpuPackedWeight&>(w_out.impl());
-  if (in.bf16_compute && out.bf16_compute) {
+  if (in.bf16_compute && out.bf16_compute && !(rows <= kFewRowsMax && in.few_rows)) {
     // ffn.in stores its output in bf16 (oneDNN rounds to nearest even, as
     // RoundInput would), which ffn.out reads as is: no fp32 copy of the
     // hidden activations is written, read back and converted. hidden, sized

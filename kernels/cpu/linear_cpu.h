@@ -1,5 +1,6 @@
 // The CPU implementation of kernels/linear.h (arguments already validated):
-// oneDNN, and the project's own int8 kernel on AVX512-VNNI.
+// oneDNN, the project's own int8 kernel on AVX512-VNNI, and its fp32 and
+// bf16 kernels for a few rows on AVX-512.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +43,12 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   };
   std::unique_ptr<int8_t[], FreeBytes> int8_weight;  // int8_compute: the kernel's layout
   dnnl::memory::desc weight_desc;  // the layout oneDNN chose; fixed for every row count
-  dnnl::memory weight;             // null handle when int8_compute
-  dnnl::memory bias;  // [1, out] fp32, null handle: no bias (int8_compute: added by the epilogue)
+  // Up to kFewRowsMax rows run on the project's few-row kernels, which read
+  // `weight` in oneDNN's layout (few_rows_gemm_avx512.h): set when the CPU
+  // has the instructions and oneDNN chose the layout they read.
+  bool few_rows = false;
+  dnnl::memory weight;  // null handle when int8_compute
+  dnnl::memory bias;    // [1, out] fp32, null handle: no bias (int8_compute: added by the epilogue)
   // One matmul per (rows, epilogue, bf16 output): oneDNN JITs per shape.
   // Rows are split into chunks from a small set of sizes (see linear_cpu.cc)
   // so the cache stays bounded whatever batch sizes arrive.
@@ -59,8 +64,9 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
                Epilogue epilogue, const float* residual, float* y);
 
 // kernels/linear.h's FeedForward when both weights run on bf16 GEMMs
-// (bf16_compute), fused (linear_cpu.cc); false, having done nothing, for any
-// other pair, which then runs as two LinearCpu calls.
+// (bf16_compute) and the rows are more than the few-row kernels take, fused
+// (linear_cpu.cc); false, having done nothing, otherwise: the pair then runs
+// as two LinearCpu calls.
 bool FeedForwardCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& w_in,
                     Epilogue activation, const PackedWeight& w_out, float* hidden, float* y);
 

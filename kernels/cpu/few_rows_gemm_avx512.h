@@ -1,0 +1,71 @@
+// The fp32 and bf16 Linear at a few rows (kernels/cpu/linear_cpu.cc), on
+// the weights oneDNN packed for its AVX-512 brgemm. At a few rows a GEMM
+// only streams its weights from memory; oneDNN's brgemm reads them there at
+// about half the machine's read bandwidth, these kernels at most of it
+// (docs/architecture.md, "Few rows").
+//
+// Weight layouts (oneDNN's, checked against the weight's memory descriptor
+// before these are used; FewRowsLayout in linear_cpu.cc):
+// - fp32, BA16a64b: output columns in groups of 64; a group holds, for each
+//   input i (k rounded up to 16: FewRowsF32Inputs), the 64 columns' weights,
+//   [k16][64] floats; groups follow each other.
+// - bf16, BA16a64b2a: the same with the inputs in pairs, [k32 / 2][64][2]
+//   bf16 values, k rounded up to 32 (FewRowsBf16Inputs).
+// The padding (columns past n, inputs past k) is zero.
+//
+// Call the fp32 kernel only when the CPU has AVX-512 F, the bf16 one when it
+// also has BW and BF16.
+#pragma once
+
+#include <cstdint>
+
+namespace encoderd::kernels {
+
+constexpr int64_t kFewRowsGroupColumns = 64;
+// The most rows the kernels take in one call: all of them in one tile of up
+// to 24 accumulators (12 rows by 32 columns).
+constexpr int64_t kFewRowsMax = 12;
+
+// Internal linkage: this header is also compiled with AVX-512 flags, and no
+// AVX-512 copy of a shared inline function may be chosen for generic code.
+namespace {
+
+inline int64_t FewRowsGroups(int64_t n) {
+  return (n + kFewRowsGroupColumns - 1) / kFewRowsGroupColumns;
+}
+inline int64_t FewRowsF32Inputs(int64_t k) { return (k + 15) / 16 * 16; }
+inline int64_t FewRowsBf16Inputs(int64_t k) { return (k + 31) / 32 * 32; }
+// A row stride for k inputs of `bytes` bytes: whole cache lines, and one
+// more line where that is a multiple of 4 KiB.
+inline int64_t FewRowsStride(int64_t k, int64_t bytes) {
+  const int64_t per_line = 64 / bytes, lines = (k + per_line - 1) / per_line;
+  return (lines % 64 == 0 ? lines + 1 : lines) * per_line;
+}
+
+}  // namespace
+
+// out[m, j] = act(sum + bias[j] + residual[m, j]) in fp32, in this order;
+// act GELU (erf form, within 1e-6 of it), max(x, 0) or none. bias and
+// residual may be null; residual and out are [rows, n] and may alias.
+struct FewRowsEpilogue {
+  const float* bias;
+  const float* residual;
+  bool gelu;
+  bool relu;
+};
+
+// out [rows, n] (rows <= kFewRowsMax) for the column groups
+// [group_begin, group_end): one thread's share of the Linear. x is `rows`
+// rows of k inputs, ldx elements apart: fp32, or bf16 (k even) for the bf16
+// kernel; `packed` the whole weight in the layout above. Each weight is
+// read from memory once. Rows a multiple of 4 KiB apart share L1 sets with
+// each other and with the weights streaming by: keep ldx off such
+// multiples (FewRowsStride).
+void FewRowsGemmF32(const float* x, int64_t rows, int64_t ldx, const float* packed, int64_t n,
+                    int64_t k, int64_t group_begin, int64_t group_end,
+                    const FewRowsEpilogue& epilogue, float* out);
+void FewRowsGemmBf16(const uint16_t* x, int64_t rows, int64_t ldx, const uint16_t* packed,
+                     int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                     const FewRowsEpilogue& epilogue, float* out);
+
+}  // namespace encoderd::kernels

@@ -1,0 +1,35 @@
+// Compiled with -mavx512f (kernels/CMakeLists.txt) and called only when the
+// CPU has it. Defines no inline function with external linkage, so no
+// AVX-512 copy of a shared function can be chosen for generic code.
+// GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
+// uninitialised (GCC bug 105593); the warning says nothing about this code.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "kernels/cpu/few_rows_gemm_avx512.h"
+#include "kernels/cpu/few_rows_tile_avx512.h"
+
+namespace encoderd::kernels {
+namespace {
+
+// One input a step: its fp32 value in every lane, one FMA per 16 columns.
+struct F32Step {
+  using In = float;
+  static constexpr int64_t kInputs = 1;
+  static __m512i Broadcast(const float* x) { return _mm512_castps_si512(_mm512_set1_ps(*x)); }
+  static void Accumulate(__m512& acc, __m512i x, __m512i w) {
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(w), acc);
+  }
+};
+
+}  // namespace
+
+void FewRowsGemmF32(const float* x, int64_t rows, int64_t ldx, const float* packed, int64_t n,
+                    int64_t k, int64_t group_begin, int64_t group_end,
+                    const FewRowsEpilogue& epilogue, float* out) {
+  FewRowsGemm<F32Step>(x, rows, ldx, packed, n, k, FewRowsF32Inputs(k), group_begin, group_end,
+                       epilogue, out);
+}
+
+}  // namespace encoderd::kernels

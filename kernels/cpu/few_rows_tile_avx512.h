@@ -1,0 +1,208 @@
+// The tile loop of the few-row kernels (few_rows_gemm_avx512.h), shared by
+// few_rows_gemm_f32_avx512.cc and few_rows_gemm_bf16_avx512.cc, each
+// compiled for its instructions. Everything here has internal linkage.
+//
+// Every row of the call is in one tile, so each weight is used for all rows
+// as it arrives from memory, and the prefetches ahead of it keep memory busy
+// for the whole of the computation: up to 6 rows by a group's 64 columns, or
+// 7 to 12 rows by half a group (32 columns), the two halves one after the
+// other. Up to 24 accumulators of 16 fp32 lanes, a step's weight vectors and
+// a row's broadcast input fill the 32 vector registers.
+//
+// A Step policy gives: In (the input element), kInputs (inputs per step),
+// Broadcast(const In*) (the step's inputs of a row in every lane) and
+// Accumulate(acc, broadcast, weights) (acc += the step's products of 16
+// columns).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/avx512_math.h"
+#include "kernels/cpu/few_rows_gemm_avx512.h"
+
+namespace encoderd::kernels {
+namespace {
+
+// One step is 64 columns' weights of kInputs inputs: 256 bytes.
+constexpr int64_t kFewRowsStepBytes = 256;
+// Weights are prefetched this far ahead of the step being read, into L2
+// (prefetcht1): a prefetch into L1 holds one of L1's few miss buffers until
+// its line arrives, which capped the stream at ~21 GB/s. 12 BERT-base
+// layers at 10 rows (kernels/bench/gemm_bench, 2-vCPU AMD EPYC):
+// prefetcht0 4 KiB ahead 16.1 ms fp32 / 8.1 ms bf16, prefetcht1 4 KiB
+// 15.3 / 7.0, 16 KiB 9.6-9.8 / 5.0-5.1, 32 KiB 10.6 / 5.2, 64 KiB
+// 10.0 / 5.3; an added prefetcht0 0.5-2 KiB ahead did not help.
+constexpr int64_t kFewRowsPrefetchBytes = 16384;
+
+// The columns of a 16-lane block that exist when `left` columns are left.
+inline __mmask16 FewRowsColumns(int64_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+// Row m's 16 columns from col on: the final sums, then the epilogue.
+inline void FewRowsEpilogueVector(__m512 v, const FewRowsEpilogue& e, int64_t m, int64_t n,
+                                  int64_t col, int64_t left, float* out) {
+  if (left <= 0) return;
+  const __mmask16 mask = FewRowsColumns(left);
+  if (e.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.bias + col));
+  if (e.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.residual + m * n + col));
+  if (e.gelu) v = GeluErf(v);
+  if (e.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+  _mm512_mask_storeu_ps(out + m * n + col, mask, v);
+}
+
+// Named variables, not an array: GCC 12 keeps an array of accumulators in
+// memory. Row r's accumulators are a<r>0 .. a<r>3, of which kVecs are used.
+#define ENCODERD_FEW_ROWS_ACCUMULATORS(r) \
+  [[maybe_unused]] __m512 a##r##0 = zero, a##r##1 = zero, a##r##2 = zero, a##r##3 = zero;
+#define ENCODERD_FEW_ROWS_STEP(r)                              \
+  if constexpr (kRows > r) {                                   \
+    const __m512i b = Step::Broadcast(xs + r * ldx);           \
+    Step::Accumulate(a##r##0, b, w0);                          \
+    if constexpr (kVecs > 1) Step::Accumulate(a##r##1, b, w1); \
+    if constexpr (kVecs > 2) Step::Accumulate(a##r##2, b, w2); \
+    if constexpr (kVecs > 3) Step::Accumulate(a##r##3, b, w3); \
+  }
+#define ENCODERD_FEW_ROWS_FINISH(r)                                                              \
+  if constexpr (kRows > r) {                                                                     \
+    FewRowsEpilogueVector(a##r##0, e, r, n, col0, cols, out);                                    \
+    if constexpr (kVecs > 1) FewRowsEpilogueVector(a##r##1, e, r, n, col0 + 16, cols - 16, out); \
+    if constexpr (kVecs > 2) FewRowsEpilogueVector(a##r##2, e, r, n, col0 + 32, cols - 32, out); \
+    if constexpr (kVecs > 3) FewRowsEpilogueVector(a##r##3, e, r, n, col0 + 48, cols - 48, out); \
+  }
+
+// Rows [0, kRows) of out over kVecs x 16 columns from col0 on (`cols` of
+// them exist, at most 16 * kVecs): the sums over `steps` steps of x (rows
+// ldx inputs apart) and of the weights at `weights` (one step every
+// kFewRowsStepBytes, the tile's columns at the start of each), then the
+// epilogue e.
+template <class Step, int kRows, int kVecs>
+void FewRowsTile(const typename Step::In* x, int64_t ldx, int64_t steps, const char* weights,
+                 const FewRowsEpilogue& e, int64_t n, int64_t col0, int64_t cols, float* out) {
+  static_assert(kRows * kVecs <= 24, "24 accumulators at most");
+  const __m512 zero = _mm512_setzero_ps();
+  ENCODERD_FEW_ROWS_ACCUMULATORS(0)
+  ENCODERD_FEW_ROWS_ACCUMULATORS(1)
+  ENCODERD_FEW_ROWS_ACCUMULATORS(2)
+  ENCODERD_FEW_ROWS_ACCUMULATORS(3)
+  ENCODERD_FEW_ROWS_ACCUMULATORS(4)
+  ENCODERD_FEW_ROWS_ACCUMULATORS(5)
+  ENCODERD_FEW_ROWS_ACCUMULATORS(6)
+  ENCODERD_FEW_ROWS_ACCUMULATORS(7)
+  ENCODERD_FEW_ROWS_ACCUMULATORS(8)
+  ENCODERD_FEW_ROWS_ACCUMULATORS(9)
+  ENCODERD_FEW_ROWS_ACCUMULATORS(10)
+  ENCODERD_FEW_ROWS_ACCUMULATORS(11)
+  for (int64_t s = 0; s < steps; ++s) {
+    const char* w = weights + s * kFewRowsStepBytes;
+    for (int line = 0; line < kVecs; ++line) {
+      // An address, not a pointer: past the last group it lies outside
+      // the weights, which a prefetch may (it never faults).
+      const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kFewRowsPrefetchBytes + 64 * line;
+      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
+    }
+    const __m512i w0 = _mm512_loadu_si512(w);
+    [[maybe_unused]] __m512i w1, w2, w3;
+    if constexpr (kVecs > 1) w1 = _mm512_loadu_si512(w + 64);
+    if constexpr (kVecs > 2) w2 = _mm512_loadu_si512(w + 128);
+    if constexpr (kVecs > 3) w3 = _mm512_loadu_si512(w + 192);
+    const typename Step::In* xs = x + s * Step::kInputs;
+    ENCODERD_FEW_ROWS_STEP(0)
+    ENCODERD_FEW_ROWS_STEP(1)
+    ENCODERD_FEW_ROWS_STEP(2)
+    ENCODERD_FEW_ROWS_STEP(3)
+    ENCODERD_FEW_ROWS_STEP(4)
+    ENCODERD_FEW_ROWS_STEP(5)
+    ENCODERD_FEW_ROWS_STEP(6)
+    ENCODERD_FEW_ROWS_STEP(7)
+    ENCODERD_FEW_ROWS_STEP(8)
+    ENCODERD_FEW_ROWS_STEP(9)
+    ENCODERD_FEW_ROWS_STEP(10)
+    ENCODERD_FEW_ROWS_STEP(11)
+  }
+  ENCODERD_FEW_ROWS_FINISH(0)
+  ENCODERD_FEW_ROWS_FINISH(1)
+  ENCODERD_FEW_ROWS_FINISH(2)
+  ENCODERD_FEW_ROWS_FINISH(3)
+  ENCODERD_FEW_ROWS_FINISH(4)
+  ENCODERD_FEW_ROWS_FINISH(5)
+  ENCODERD_FEW_ROWS_FINISH(6)
+  ENCODERD_FEW_ROWS_FINISH(7)
+  ENCODERD_FEW_ROWS_FINISH(8)
+  ENCODERD_FEW_ROWS_FINISH(9)
+  ENCODERD_FEW_ROWS_FINISH(10)
+  ENCODERD_FEW_ROWS_FINISH(11)
+}
+
+#undef ENCODERD_FEW_ROWS_ACCUMULATORS
+#undef ENCODERD_FEW_ROWS_STEP
+#undef ENCODERD_FEW_ROWS_FINISH
+
+// One group of columns from col0 on (`cols` exist) for all `rows` rows.
+template <class Step>
+void FewRowsGroup(int64_t rows, const typename Step::In* x, int64_t ldx, int64_t steps,
+                  const char* weights, const FewRowsEpilogue& e, int64_t n, int64_t col0,
+                  int64_t cols, float* out) {
+  // Up to 6 rows: the whole group at once.
+  switch (rows) {
+    case 1:
+      return FewRowsTile<Step, 1, 4>(x, ldx, steps, weights, e, n, col0, cols, out);
+    case 2:
+      return FewRowsTile<Step, 2, 4>(x, ldx, steps, weights, e, n, col0, cols, out);
+    case 3:
+      return FewRowsTile<Step, 3, 4>(x, ldx, steps, weights, e, n, col0, cols, out);
+    case 4:
+      return FewRowsTile<Step, 4, 4>(x, ldx, steps, weights, e, n, col0, cols, out);
+    case 5:
+      return FewRowsTile<Step, 5, 4>(x, ldx, steps, weights, e, n, col0, cols, out);
+    case 6:
+      return FewRowsTile<Step, 6, 4>(x, ldx, steps, weights, e, n, col0, cols, out);
+    default:
+      break;
+  }
+  // 7 to 12 rows: each half of the group, its 32 columns at 128 bytes into
+  // each step.
+  for (int64_t half = 0; half < 2 && 32 * half < cols; ++half) {
+    const char* w = weights + 128 * half;
+    const int64_t c0 = col0 + 32 * half, c = cols - 32 * half;
+    switch (rows) {
+      case 7:
+        FewRowsTile<Step, 7, 2>(x, ldx, steps, w, e, n, c0, c, out);
+        break;
+      case 8:
+        FewRowsTile<Step, 8, 2>(x, ldx, steps, w, e, n, c0, c, out);
+        break;
+      case 9:
+        FewRowsTile<Step, 9, 2>(x, ldx, steps, w, e, n, c0, c, out);
+        break;
+      case 10:
+        FewRowsTile<Step, 10, 2>(x, ldx, steps, w, e, n, c0, c, out);
+        break;
+      case 11:
+        FewRowsTile<Step, 11, 2>(x, ldx, steps, w, e, n, c0, c, out);
+        break;
+      default:
+        FewRowsTile<Step, 12, 2>(x, ldx, steps, w, e, n, c0, c, out);
+        break;
+    }
+  }
+}
+
+// The few-row GEMM (few_rows_gemm_avx512.h) over `steps` steps of the
+// inputs, `padded_steps` in each group of the packed weights.
+template <class Step>
+void FewRowsGemm(const typename Step::In* x, int64_t rows, int64_t ldx, const void* packed,
+                 int64_t n, int64_t steps, int64_t padded_steps, int64_t group_begin,
+                 int64_t group_end, const FewRowsEpilogue& e, float* out) {
+  for (int64_t g = group_begin; g < group_end; ++g) {
+    const char* weights = static_cast<const char*>(packed) + g * padded_steps * kFewRowsStepBytes;
+    const int64_t col0 = g * kFewRowsGroupColumns;
+    const int64_t cols = n - col0 < kFewRowsGroupColumns ? n - col0 : kFewRowsGroupColumns;
+    FewRowsGroup<Step>(rows, x, ldx, steps, weights, e, n, col0, cols, out);
+  }
+}
+
+}  // namespace
+}  // namespace encoderd::kernels
