@@ -14,7 +14,7 @@ namespace encoderd::kernels {
 namespace {
 
 // One input a step: its fp32 value in every lane, one FMA per 16 columns.
-struct F32Step {
+struct F32Step : FewRowsFloatEpilogue {
   using In = float;
   static constexpr int64_t kInputs = 1;
   static __m512i Broadcast(const float* x) { return _mm512_castps_si512(_mm512_set1_ps(*x)); }

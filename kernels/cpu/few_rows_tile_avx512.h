@@ -1,6 +1,7 @@
 // The tile loop of the few-row kernels (few_rows_gemm_avx512.h), shared by
-// few_rows_gemm_f32_avx512.cc and few_rows_gemm_bf16_avx512.cc, each
-// compiled for its instructions. Everything here has internal linkage.
+// few_rows_gemm_f32_avx512.cc, few_rows_gemm_bf16_avx512.cc and the int8
+// kernel's few-row path (int8_gemm_avx512.cc), each compiled for its
+// instructions. Everything here has internal linkage.
 //
 // Every row of the call is in one tile, so each weight is used for all rows
 // as it arrives from memory, and the prefetches ahead of it keep memory busy
@@ -10,9 +11,12 @@
 // a row's broadcast input fill the 32 vector registers.
 //
 // A Step policy gives: In (the input element), kInputs (inputs per step),
-// Broadcast(const In*) (the step's inputs of a row in every lane) and
+// Broadcast(const In*) (the step's inputs of a row in every lane),
 // Accumulate(acc, broadcast, weights) (acc += the step's products of 16
-// columns).
+// columns), Epilogue (what turns sums into outputs) and Finish(acc, e, m, n,
+// col, left, out) (row m's 16 columns from col on, `left` of which exist
+// if positive, through the epilogue into out). The accumulators are __m512
+// registers; a policy may hold int32 lanes in them (int8_gemm_avx512.cc).
 #pragma once
 
 #include <immintrin.h>
@@ -41,17 +45,20 @@ inline __mmask16 FewRowsColumns(int64_t left) {
   return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
 }
 
-// Row m's 16 columns from col on: the final sums, then the epilogue.
-inline void FewRowsEpilogueVector(__m512 v, const FewRowsEpilogue& e, int64_t m, int64_t n,
-                                  int64_t col, int64_t left, float* out) {
-  if (left <= 0) return;
-  const __mmask16 mask = FewRowsColumns(left);
-  if (e.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.bias + col));
-  if (e.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.residual + m * n + col));
-  if (e.gelu) v = GeluErf(v);
-  if (e.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
-  _mm512_mask_storeu_ps(out + m * n + col, mask, v);
-}
+// The fp32 and bf16 policies' epilogue (FewRowsEpilogue) on fp32 sums.
+struct FewRowsFloatEpilogue {
+  using Epilogue = FewRowsEpilogue;
+  static void Finish(__m512 v, const FewRowsEpilogue& e, int64_t m, int64_t n, int64_t col,
+                     int64_t left, float* out) {
+    if (left <= 0) return;
+    const __mmask16 mask = FewRowsColumns(left);
+    if (e.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.bias + col));
+    if (e.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.residual + m * n + col));
+    if (e.gelu) v = GeluErf(v);
+    if (e.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+    _mm512_mask_storeu_ps(out + m * n + col, mask, v);
+  }
+};
 
 // Named variables, not an array: GCC 12 keeps an array of accumulators in
 // memory. Row r's accumulators are a<r>0 .. a<r>3, of which kVecs are used.
@@ -65,12 +72,12 @@ inline void FewRowsEpilogueVector(__m512 v, const FewRowsEpilogue& e, int64_t m,
     if constexpr (kVecs > 2) Step::Accumulate(a##r##2, b, w2); \
     if constexpr (kVecs > 3) Step::Accumulate(a##r##3, b, w3); \
   }
-#define ENCODERD_FEW_ROWS_FINISH(r)                                                              \
-  if constexpr (kRows > r) {                                                                     \
-    FewRowsEpilogueVector(a##r##0, e, r, n, col0, cols, out);                                    \
-    if constexpr (kVecs > 1) FewRowsEpilogueVector(a##r##1, e, r, n, col0 + 16, cols - 16, out); \
-    if constexpr (kVecs > 2) FewRowsEpilogueVector(a##r##2, e, r, n, col0 + 32, cols - 32, out); \
-    if constexpr (kVecs > 3) FewRowsEpilogueVector(a##r##3, e, r, n, col0 + 48, cols - 48, out); \
+#define ENCODERD_FEW_ROWS_FINISH(r)                                                     \
+  if constexpr (kRows > r) {                                                            \
+    Step::Finish(a##r##0, e, r, n, col0, cols, out);                                    \
+    if constexpr (kVecs > 1) Step::Finish(a##r##1, e, r, n, col0 + 16, cols - 16, out); \
+    if constexpr (kVecs > 2) Step::Finish(a##r##2, e, r, n, col0 + 32, cols - 32, out); \
+    if constexpr (kVecs > 3) Step::Finish(a##r##3, e, r, n, col0 + 48, cols - 48, out); \
   }
 
 // Rows [0, kRows) of out over kVecs x 16 columns from col0 on (`cols` of
@@ -80,7 +87,8 @@ inline void FewRowsEpilogueVector(__m512 v, const FewRowsEpilogue& e, int64_t m,
 // epilogue e.
 template <class Step, int kRows, int kVecs>
 void FewRowsTile(const typename Step::In* x, int64_t ldx, int64_t steps, const char* weights,
-                 const FewRowsEpilogue& e, int64_t n, int64_t col0, int64_t cols, float* out) {
+                 const typename Step::Epilogue& e, int64_t n, int64_t col0, int64_t cols,
+                 float* out) {
   static_assert(kRows * kVecs <= 24, "24 accumulators at most");
   const __m512 zero = _mm512_setzero_ps();
   ENCODERD_FEW_ROWS_ACCUMULATORS(0)
@@ -143,7 +151,7 @@ void FewRowsTile(const typename Step::In* x, int64_t ldx, int64_t steps, const c
 // One group of columns from col0 on (`cols` exist) for all `rows` rows.
 template <class Step>
 void FewRowsGroup(int64_t rows, const typename Step::In* x, int64_t ldx, int64_t steps,
-                  const char* weights, const FewRowsEpilogue& e, int64_t n, int64_t col0,
+                  const char* weights, const typename Step::Epilogue& e, int64_t n, int64_t col0,
                   int64_t cols, float* out) {
   // Up to 6 rows: the whole group at once.
   switch (rows) {
@@ -195,7 +203,7 @@ void FewRowsGroup(int64_t rows, const typename Step::In* x, int64_t ldx, int64_t
 template <class Step>
 void FewRowsGemm(const typename Step::In* x, int64_t rows, int64_t ldx, const void* packed,
                  int64_t n, int64_t steps, int64_t padded_steps, int64_t group_begin,
-                 int64_t group_end, const FewRowsEpilogue& e, float* out) {
+                 int64_t group_end, const typename Step::Epilogue& e, float* out) {
   for (int64_t g = group_begin; g < group_end; ++g) {
     const char* weights = static_cast<const char*>(packed) + g * padded_steps * kFewRowsStepBytes;
     const int64_t col0 = g * kFewRowsGroupColumns;

@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "kernels/cpu/avx512_math.h"
+#include "kernels/cpu/few_rows_tile_avx512.h"
 
 namespace encoderd::kernels {
 namespace {
@@ -63,20 +64,15 @@ inline void EpilogueVector(__m512i acc, const Int8Epilogue& e, const Int8RowQuan
   _mm512_mask_storeu_ps(out + m * n + col, mask, v);
 }
 
-// The columns of a 16-lane block that exist when `left` columns are left.
-inline __mmask16 Columns(int64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
-}
-
 // The epilogue of row m's 64 columns from col0 on, `cols` (>= 1) of which
 // exist.
 inline void EpilogueRow(__m512i a0, __m512i a1, __m512i a2, __m512i a3, const Int8Epilogue& e,
                         int64_t m, int64_t n, int64_t col0, int64_t cols, float* out) {
   const Int8RowQuant row = e.rows[m];
-  EpilogueVector(a0, e, row, m, n, col0, Columns(cols), out);
-  if (cols > 16) EpilogueVector(a1, e, row, m, n, col0 + 16, Columns(cols - 16), out);
-  if (cols > 32) EpilogueVector(a2, e, row, m, n, col0 + 32, Columns(cols - 32), out);
-  if (cols > 48) EpilogueVector(a3, e, row, m, n, col0 + 48, Columns(cols - 48), out);
+  EpilogueVector(a0, e, row, m, n, col0, FewRowsColumns(cols), out);
+  if (cols > 16) EpilogueVector(a1, e, row, m, n, col0 + 16, FewRowsColumns(cols - 16), out);
+  if (cols > 32) EpilogueVector(a2, e, row, m, n, col0 + 32, FewRowsColumns(cols - 32), out);
+  if (cols > 48) EpilogueVector(a3, e, row, m, n, col0 + 48, FewRowsColumns(cols - 48), out);
 }
 
 // The accumulators are named variables, not an array: GCC 12 keeps an array
@@ -154,6 +150,23 @@ void Tile(const uint8_t* x, int64_t ldx, int64_t steps, const int8_t* weights,
 #undef ENCODERD_TILE_ROW
 #undef ENCODERD_TILE_EPILOGUE
 
+// The few-row tiles (few_rows_tile_avx512.h) on uint8 x int8: four inputs
+// a step, int32 sums held in the __m512 accumulators, the int8 epilogue.
+struct Int8Step {
+  using In = uint8_t;
+  using Epilogue = Int8Epilogue;
+  static constexpr int64_t kInputs = 4;
+  static __m512i Broadcast(const uint8_t* p) { return Broadcast4(p); }
+  static void Accumulate(__m512& acc, __m512i u8, __m512i s8) {
+    asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
+  }
+  static void Finish(__m512 acc, const Int8Epilogue& e, int64_t m, int64_t n, int64_t col,
+                     int64_t left, float* out) {
+    if (left <= 0) return;
+    EpilogueVector(_mm512_castps_si512(acc), e, e.rows[m], m, n, col, FewRowsColumns(left), out);
+  }
+};
+
 template <bool kPrefetch>
 void TileRows(int rows, const uint8_t* x, int64_t ldx, int64_t steps, const int8_t* weights,
               const Int8Epilogue& e, int64_t m0, int64_t n, int64_t col0, int64_t cols,
@@ -211,6 +224,13 @@ void Int8GemmVnni(const uint8_t* x, int64_t row_begin, int64_t row_end, const in
       }
     }
   }
+}
+
+void Int8GemmVnniFewRows(const uint8_t* x, int64_t rows, int64_t ldx, const int8_t* packed,
+                         int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                         const Int8Epilogue& epilogue, float* out) {
+  FewRowsGemm<Int8Step>(x, rows, ldx, packed, n, Int8VnniSteps(k), Int8VnniSteps(k), group_begin,
+                        group_end, epilogue, out);
 }
 
 }  // namespace encoderd::kernels

@@ -70,4 +70,14 @@ void Int8GemmVnni(const uint8_t* x, int64_t row_begin, int64_t row_end, const in
                   int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                   const Int8Epilogue& epilogue, float* out);
 
+// out [rows, n] for rows <= kFewRowsMax (few_rows_gemm_avx512.h) and the
+// column groups [group_begin, group_end), all rows in one tile as the
+// few-row fp32 and bf16 kernels take them, so that each weight is read from
+// memory once and memory stays busy throughout; x's rows are ldx bytes
+// apart (a multiple of 4, zero past k; FewRowsStride keeps them off
+// multiples of 4 KiB). The same results as Int8GemmVnni, bit for bit.
+void Int8GemmVnniFewRows(const uint8_t* x, int64_t rows, int64_t ldx, const int8_t* packed,
+                         int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                         const Int8Epilogue& epilogue, float* out);
+
 }  // namespace encoderd::kernels

@@ -35,7 +35,9 @@ using Dt = memory::data_type;
 // 2048, 240, 9 rows) instead of 10 (8 x 512, 240, 9). The int8 kernel on
 // VNNI takes 512 rows at a time (any count: it has no primitives), whose
 // uint8 inputs stay in cache while each group of weight columns goes over
-// them.
+// them. Up to kFewRowsMax rows, fp32, bf16 and int8 weights go to the
+// few-row kernels instead (few_rows_gemm_avx512.h), which read each weight
+// once with every row in one tile.
 constexpr int64_t kChunkRows = 512;
 constexpr int64_t kMaxChunkRows = 2048;
 constexpr int64_t kRowGranule = 16;
@@ -158,13 +160,13 @@ RowQuant QuantizeRow(const float* row, int64_t k, uint8_t* q) {
 }
 
 // Quantizes each row of x [rows, k]: into `q` (uint8, with AVX-512, the
-// int8 kernel's path; rows Int8VnniRowStride(k) bytes apart, zero past k)
-// when it is not null, else as the dequantized values (q - zero) * scale
-// into `dequantized` (the fallback's); the row parameters into `params`.
+// int8 kernel's path; rows ldq bytes apart, ldq >= Int8VnniRowStride(k),
+// zero past k) when it is not null, else as the dequantized values
+// (q - zero) * scale into `dequantized` (the fallback's); the row
+// parameters into `params`.
 void QuantizeRows(const CpuContext& ctx, const float* x, int64_t rows, int64_t k, uint8_t* q,
-                  float* dequantized, RowQuant* params) {
+                  int64_t ldq, float* dequantized, RowQuant* params) {
   const int threads = rows * k >= (1 << 16) ? ctx.num_threads() : 1;
-  const int64_t ldq = Int8VnniRowStride(k);
 #pragma omp parallel for num_threads(threads)
   for (int64_t m = 0; m < rows; ++m) {
     const float* row = x + m * k;
@@ -235,6 +237,18 @@ void GemmChunks(const CpuContext& ctx, CpuPackedWeight& w, const void* src, int6
   be.stream.wait();
 }
 
+// The int8 kernel's epilogue for w's Linear over rows with these parameters.
+Int8Epilogue MakeInt8Epilogue(const CpuPackedWeight& w, const RowQuant* params, Epilogue epilogue,
+                              const float* residual) {
+  return {w.weight_scale.data(),
+          w.weight_comp.data(),
+          w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr,
+          params,
+          epilogue == Epilogue::kResidual ? residual : nullptr,
+          epilogue == Epilogue::kGelu,
+          epilogue == Epilogue::kRelu};
+}
+
 // Parts into which the int8 kernel splits each column group's rows: enough
 // for the (group, part) items to divide evenly between `threads`
 // (lcm(groups, threads) / groups), but no part under 48 rows, since each
@@ -252,13 +266,7 @@ int64_t Int8RowParts(int64_t groups, int64_t threads, int64_t rows) {
 void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const uint8_t* q, int64_t rows,
               const RowQuant* params, Epilogue epilogue, const float* residual, float* y) {
   const int64_t n = w.out_features, k = w.in_features, groups = Int8VnniGroups(n);
-  const Int8Epilogue e{w.weight_scale.data(),
-                       w.weight_comp.data(),
-                       w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr,
-                       params,
-                       epilogue == Epilogue::kResidual ? residual : nullptr,
-                       epilogue == Epilogue::kGelu,
-                       epilogue == Epilogue::kRelu};
+  const Int8Epilogue e = MakeInt8Epilogue(w, params, epilogue, residual);
   const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
 #pragma omp parallel num_threads(threads)
   {
@@ -328,10 +336,25 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
 
 void LinearInt8(const CpuContext& ctx, const CpuPackedWeight& w, const float* x, int64_t rows,
                 Epilogue epilogue, const float* residual, float* y) {
-  const int64_t k = w.in_features, n = w.out_features, ldq = Int8VnniRowStride(k);
+  const int64_t k = w.in_features, n = w.out_features;
+  const bool few_rows = rows <= kFewRowsMax;
+  const int64_t ldq = few_rows ? FewRowsStride(Int8VnniRowStride(k), 1) : Int8VnniRowStride(k);
   uint8_t* q = Scratch<uint8_t>(rows * ldq);
   RowQuant* params = Scratch<RowQuant>(rows);
-  QuantizeRows(ctx, x, rows, k, q, nullptr, params);
+  QuantizeRows(ctx, x, rows, k, q, ldq, nullptr, params);
+  if (few_rows) {
+    // Every row in one tile, the column groups split between the threads.
+    const Int8Epilogue e = MakeInt8Epilogue(w, params, epilogue, residual);
+    const int64_t groups = Int8VnniGroups(n);
+    const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
+#pragma omp parallel num_threads(threads)
+    {
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      Int8GemmVnniFewRows(q, rows, ldq, w.int8_weight.get(), n, k, groups * t / nt,
+                          groups * (t + 1) / nt, e, y);
+    }
+    return;
+  }
   for (int64_t r0 = 0; r0 < rows; r0 += kChunkRows) {
     const int64_t chunk = std::min(kChunkRows, rows - r0);
     Int8Gemm(ctx, w, q + r0 * ldq, chunk, params + r0, epilogue,
@@ -432,7 +455,7 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
   if (w.type == DType::kBFloat16) src = RoundInput(ctx, w, x, rows * k);
   if (w.type == DType::kInt8) {  // int8 without VNNI: the quantized inputs as fp32
     float* dequantized = Scratch<float>(rows * k);
-    QuantizeRows(ctx, x, rows, k, nullptr, dequantized, Scratch<RowQuant>(rows));
+    QuantizeRows(ctx, x, rows, k, nullptr, 0, dequantized, Scratch<RowQuant>(rows));
     src = dequantized;
   }
   GemmChunks(ctx, w, src, rows, epilogue, residual, y, /*bf16_out=*/false);
