@@ -83,7 +83,9 @@ void Linear(const Context& ctx, DType dtype, const void* x, int64_t rows,
 // w_in.out_features] of `dtype`, scratch whose contents are unspecified
 // afterwards. Both weights are on ctx's device. Two Linear calls (x ->
 // hidden -> y), except on the CPU when both weights are bf16 on AVX512-BF16
-// (the first GEMM stores bf16, which the second reads): the hidden
+// and the rows are more than the few-row kernels take (kernels/cpu/
+// few_rows_gemm_avx512.h) or neither weight runs on them (the first GEMM
+// stores bf16, which the second reads): the hidden
 // activations are then not stored and read back in fp32, and the result is
 // the two calls' bit for bit. Throws as Linear does, and on an activation of
 // kResidual, weights whose shapes do not chain, hidden aliasing x or y, or

@@ -154,6 +154,7 @@ void FewRowsGroup(int64_t rows, const typename Step::In* x, int64_t ldx, int64_t
                   const char* weights, const typename Step::Epilogue& e, int64_t n, int64_t col0,
                   int64_t cols, float* out) {
   // Up to 6 rows: the whole group at once.
+  static_assert(kFewRowsMax == 12, "the cases below take 1 to 12 rows");
   switch (rows) {
     case 1:
       return FewRowsTile<Step, 1, 4>(x, ldx, steps, weights, e, n, col0, cols, out);
@@ -191,8 +192,10 @@ void FewRowsGroup(int64_t rows, const typename Step::In* x, int64_t ldx, int64_t
       case 11:
         FewRowsTile<Step, 11, 2>(x, ldx, steps, w, e, n, c0, c, out);
         break;
-      default:
+      case 12:
         FewRowsTile<Step, 12, 2>(x, ldx, steps, w, e, n, c0, c, out);
+        break;
+      default:  // more than kFewRowsMax: not a call these kernels take
         break;
     }
   }

@@ -4,7 +4,8 @@
 // the header's helpers and this file's are in unnamed namespaces), so no
 // AVX-512 copy of a shared function can be chosen for generic code.
 //
-// A tile is up to 6 rows by one group of 64 columns: 24 accumulators of 16
+// More than kFewRowsMax rows (Int8GemmVnni): a tile is up to 6 rows by one
+// group of 64 columns: 24 accumulators of 16
 // int32 lanes, the group's four weight vectors of a step and the row's
 // broadcast inputs fill the 32 vector registers. Each step of 4 inputs loads
 // the four weight vectors once and uses each for every row of the tile. The
@@ -30,8 +31,11 @@ constexpr int kTileRows = 6;
 constexpr int64_t kStepBytes = 4 * kInt8GroupColumns;
 // Weights are prefetched this far ahead of the step being read while a
 // group's first rows stream them from memory (16 steps; measured against 1,
-// 2 and 8 KiB on the BERT-base shapes at 10 rows).
+// 2 and 8 KiB on the BERT-base shapes at 10 rows, before 10 rows went to
+// the few-row tiles).
 constexpr int64_t kPrefetchBytes = 4096;
+// The few-row tiles read the same groups and steps.
+static_assert(kInt8GroupColumns == kFewRowsGroupColumns && kStepBytes == kFewRowsStepBytes);
 
 // acc += the four u8 x s8 products of each int32 lane (vpdpbusd). Written as
 // assembly: with the intrinsic, GCC 12 copies every accumulator through

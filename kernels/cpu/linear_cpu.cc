@@ -35,9 +35,10 @@ using Dt = memory::data_type;
 // 2048, 240, 9 rows) instead of 10 (8 x 512, 240, 9). The int8 kernel on
 // VNNI takes 512 rows at a time (any count: it has no primitives), whose
 // uint8 inputs stay in cache while each group of weight columns goes over
-// them. Up to kFewRowsMax rows, fp32, bf16 and int8 weights go to the
-// few-row kernels instead (few_rows_gemm_avx512.h), which read each weight
-// once with every row in one tile.
+// them. Up to kFewRowsMax rows, fp32 and bf16 weights on AVX-512 and int8
+// weights on VNNI go to the few-row kernels instead
+// (few_rows_gemm_avx512.h), which read each weight once with every row in
+// one tile; the int8 fallback stays on oneDNN.
 constexpr int64_t kChunkRows = 512;
 constexpr int64_t kMaxChunkRows = 2048;
 constexpr int64_t kRowGranule = 16;
@@ -465,7 +466,10 @@ bool FeedForwardCpu(const CpuContext& ctx, const float* x, int64_t rows, const P
                     Epilogue activation, const PackedWeight& w_out, float* hidden, float* y) {
   CpuPackedWeight& in = static_cast<CpuPackedWeight&>(w_in.impl());
   CpuPackedWeight& out = static_cast<CpuPackedWeight&>(w_out.impl());
-  if (in.bf16_compute && out.bf16_compute && !(rows <= kFewRowsMax && in.few_rows)) {
+  // At a few rows either weight may run on the few-row kernels, which the
+  // fused pair (oneDNN for both) would not match bit for bit.
+  const bool few_rows = rows <= kFewRowsMax && (in.few_rows || out.few_rows);
+  if (in.bf16_compute && out.bf16_compute && !few_rows) {
     // ffn.in stores its output in bf16 (oneDNN rounds to nearest even, as
     // RoundInput would), which ffn.out reads as is: no fp32 copy of the
     // hidden activations is written, read back and converted. hidden, sized
