@@ -1,8 +1,9 @@
 // The fp32 and bf16 Linear at a few rows (kernels/cpu/linear_cpu.cc), on
-// the weights oneDNN packed for its AVX-512 brgemm. At a few rows a GEMM
-// only streams its weights from memory; oneDNN's brgemm reads them there at
-// about half the machine's read bandwidth, these kernels at most of it
-// (docs/architecture.md, "Few rows").
+// the weights oneDNN packed for its AVX-512 brgemm (the int8 kernel runs the
+// same tiles, int8_gemm_avx512.h). At a few rows a GEMM streams its weights
+// from memory, and oneDNN's brgemm lets memory sit idle part of the time;
+// these kernels keep it busy (docs/architecture.md, "Few rows", has the
+// figures).
 //
 // Weight layouts (oneDNN's, checked against the weight's memory descriptor
 // before these are used; FewRowsLayout in linear_cpu.cc):

@@ -34,7 +34,8 @@ constexpr int64_t kFewRowsStepBytes = 256;
 // Weights are prefetched this far ahead of the step being read, into L2
 // (prefetcht1): a prefetch into L1 holds one of L1's few miss buffers until
 // its line arrives, which capped the stream at ~21 GB/s. 12 BERT-base
-// layers at 10 rows (kernels/bench/gemm_bench, 2-vCPU AMD EPYC):
+// layers at 10 rows (kernels/bench/gemm_bench, 2-vCPU AMD EPYC, builds with
+// the hint and the distance varied):
 // prefetcht0 4 KiB ahead 16.1 ms fp32 / 8.1 ms bf16, prefetcht1 4 KiB
 // 15.3 / 7.0, 16 KiB 9.6-9.8 / 5.0-5.1, 32 KiB 10.6 / 5.2, 64 KiB
 // 10.0 / 5.3; an added prefetcht0 0.5-2 KiB ahead did not help.
@@ -148,58 +149,18 @@ void FewRowsTile(const typename Step::In* x, int64_t ldx, int64_t steps, const c
 #undef ENCODERD_FEW_ROWS_STEP
 #undef ENCODERD_FEW_ROWS_FINISH
 
-// One group of columns from col0 on (`cols` exist) for all `rows` rows.
 template <class Step>
-void FewRowsGroup(int64_t rows, const typename Step::In* x, int64_t ldx, int64_t steps,
-                  const char* weights, const typename Step::Epilogue& e, int64_t n, int64_t col0,
-                  int64_t cols, float* out) {
-  // Up to 6 rows: the whole group at once.
-  static_assert(kFewRowsMax == 12, "the cases below take 1 to 12 rows");
-  switch (rows) {
-    case 1:
-      return FewRowsTile<Step, 1, 4>(x, ldx, steps, weights, e, n, col0, cols, out);
-    case 2:
-      return FewRowsTile<Step, 2, 4>(x, ldx, steps, weights, e, n, col0, cols, out);
-    case 3:
-      return FewRowsTile<Step, 3, 4>(x, ldx, steps, weights, e, n, col0, cols, out);
-    case 4:
-      return FewRowsTile<Step, 4, 4>(x, ldx, steps, weights, e, n, col0, cols, out);
-    case 5:
-      return FewRowsTile<Step, 5, 4>(x, ldx, steps, weights, e, n, col0, cols, out);
-    case 6:
-      return FewRowsTile<Step, 6, 4>(x, ldx, steps, weights, e, n, col0, cols, out);
-    default:
-      break;
-  }
-  // 7 to 12 rows: each half of the group, its 32 columns at 128 bytes into
-  // each step.
-  for (int64_t half = 0; half < 2 && 32 * half < cols; ++half) {
-    const char* w = weights + 128 * half;
-    const int64_t c0 = col0 + 32 * half, c = cols - 32 * half;
-    switch (rows) {
-      case 7:
-        FewRowsTile<Step, 7, 2>(x, ldx, steps, w, e, n, c0, c, out);
-        break;
-      case 8:
-        FewRowsTile<Step, 8, 2>(x, ldx, steps, w, e, n, c0, c, out);
-        break;
-      case 9:
-        FewRowsTile<Step, 9, 2>(x, ldx, steps, w, e, n, c0, c, out);
-        break;
-      case 10:
-        FewRowsTile<Step, 10, 2>(x, ldx, steps, w, e, n, c0, c, out);
-        break;
-      case 11:
-        FewRowsTile<Step, 11, 2>(x, ldx, steps, w, e, n, c0, c, out);
-        break;
-      case 12:
-        FewRowsTile<Step, 12, 2>(x, ldx, steps, w, e, n, c0, c, out);
-        break;
-      default:  // more than kFewRowsMax: not a call these kernels take
-        break;
-    }
-  }
-}
+using FewRowsTileFn = void (*)(const typename Step::In*, int64_t, int64_t, const char*,
+                               const typename Step::Epilogue&, int64_t, int64_t, int64_t, float*);
+
+// The tile for 1 to kFewRowsMax rows: up to 6 rows by a whole group (4
+// vectors), 7 to 12 by half of one (2).
+template <class Step>
+constexpr FewRowsTileFn<Step> kFewRowsTiles[] = {
+    FewRowsTile<Step, 1, 4>,  FewRowsTile<Step, 2, 4>,  FewRowsTile<Step, 3, 4>,
+    FewRowsTile<Step, 4, 4>,  FewRowsTile<Step, 5, 4>,  FewRowsTile<Step, 6, 4>,
+    FewRowsTile<Step, 7, 2>,  FewRowsTile<Step, 8, 2>,  FewRowsTile<Step, 9, 2>,
+    FewRowsTile<Step, 10, 2>, FewRowsTile<Step, 11, 2>, FewRowsTile<Step, 12, 2>};
 
 // The few-row GEMM (few_rows_gemm_avx512.h) over `steps` steps of the
 // inputs, `padded_steps` in each group of the packed weights.
@@ -207,11 +168,21 @@ template <class Step>
 void FewRowsGemm(const typename Step::In* x, int64_t rows, int64_t ldx, const void* packed,
                  int64_t n, int64_t steps, int64_t padded_steps, int64_t group_begin,
                  int64_t group_end, const typename Step::Epilogue& e, float* out) {
+  static_assert(sizeof(kFewRowsTiles<Step>) / sizeof(kFewRowsTiles<Step>[0]) == kFewRowsMax,
+                "a tile for every row count");
+  if (rows < 1 || rows > kFewRowsMax) return;  // not a call these kernels take
+  const FewRowsTileFn<Step> tile = kFewRowsTiles<Step>[rows - 1];
+  // A tile takes a whole group up to 6 rows, else each half of it in turn.
+  // Every layout holds 4 bytes a column in each step, so a tile's columns
+  // from c on start 4 * c bytes into the step.
+  const int64_t tile_cols = rows <= 6 ? kFewRowsGroupColumns : kFewRowsGroupColumns / 2;
   for (int64_t g = group_begin; g < group_end; ++g) {
     const char* weights = static_cast<const char*>(packed) + g * padded_steps * kFewRowsStepBytes;
     const int64_t col0 = g * kFewRowsGroupColumns;
     const int64_t cols = n - col0 < kFewRowsGroupColumns ? n - col0 : kFewRowsGroupColumns;
-    FewRowsGroup<Step>(rows, x, ldx, steps, weights, e, n, col0, cols, out);
+    for (int64_t c = 0; c < cols; c += tile_cols) {
+      tile(x, ldx, steps, weights + 4 * c, e, n, col0 + c, cols - c, out);
+    }
   }
 }
 

@@ -40,7 +40,9 @@ static_assert(kInt8GroupColumns == kFewRowsGroupColumns && kStepBytes == kFewRow
 // acc += the four u8 x s8 products of each int32 lane (vpdpbusd). Written as
 // assembly: with the intrinsic, GCC 12 copies every accumulator through
 // the stack at each step, which halves the kernel's speed.
-inline void DotAccumulate(__m512i& acc, __m512i u8, __m512i s8) {
+// Acc is __m512i, or __m512 holding int32 lanes (the few-row tiles').
+template <class Acc>
+inline void DotAccumulate(Acc& acc, __m512i u8, __m512i s8) {
   asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
 }
 
@@ -161,9 +163,7 @@ struct Int8Step {
   using Epilogue = Int8Epilogue;
   static constexpr int64_t kInputs = 4;
   static __m512i Broadcast(const uint8_t* p) { return Broadcast4(p); }
-  static void Accumulate(__m512& acc, __m512i u8, __m512i s8) {
-    asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
-  }
+  static void Accumulate(__m512& acc, __m512i u8, __m512i s8) { DotAccumulate(acc, u8, s8); }
   static void Finish(__m512 acc, const Int8Epilogue& e, int64_t m, int64_t n, int64_t col,
                      int64_t left, float* out) {
     if (left <= 0) return;
