@@ -9,7 +9,9 @@
 // memory instead, which the last lines time for each dtype
 // (docs/architecture.md, docs/int8.md).
 //
-//   ./build/kernels/gemm_bench [--threads N] [--seconds S]
+//   ./build/kernels/gemm_bench [--threads N] [--seconds S] [--stream-rows M]
+//
+// --stream-rows sets the rows of the streamed passes (default 10).
 //
 // Prints GFLOP/s (2*M*N*K per call, best of repeated timed runs).
 #include <cblas.h>
@@ -61,9 +63,15 @@ struct Shape {
 int main(int argc, char** argv) {
   int threads = omp_get_num_procs();
   double budget = 0.5;
+  int64_t stream_rows = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--seconds")) budget = std::atof(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--stream-rows")) stream_rows = std::atoll(argv[i + 1]);
+  }
+  if (stream_rows < 1) {
+    std::fprintf(stderr, "--stream-rows: at least 1\n");
+    return 2;
   }
   const std::vector<int64_t> rows = {10, 512, 4500};
   const std::vector<Shape> shapes = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
@@ -203,12 +211,15 @@ int main(int argc, char** argv) {
   }
   // Weights streamed from memory: one pass over the weights of 12 BERT-base
   // layers (340 MB in fp32, 170 in bf16, 85 in int8: far beyond the caches)
-  // at 10 rows, the GEMMs of one short sequence's forward. kernels::Linear
+  // at 10 rows (--stream-rows), the GEMMs of one short sequence's forward. kernels::Linear
   // (the few-row kernels in fp32 and bf16, the int8 kernel) against oneDNN's
   // matmul at exactly 10 rows on the same packed weights (int8: oneDNN's
   // uint8 x int8 matmul, weights in the layout it picks for 512 rows, as
-  // encoderd packed them when it used oneDNN for int8).
-  const int64_t stream_rows = 10, stream_layers = 12;
+  // encoderd packed them when it used oneDNN for int8). Without AVX512-BF16
+  // (or with ENCODERD_CPU_DISABLE=avx512_bf16) the bf16 line is "bf16 as
+  // fp32": kernels::Linear reads the bf16 copy of the weights, oneDNN the
+  // fp32 ones.
+  const int64_t stream_layers = 12;
   const auto stream_x = random(stream_rows * 3072);
   std::vector<uint16_t> stream_xb(stream_rows * 3072);
   encoderd::kernels::ConvertFloatToBFloat16(stream_x.data(), stream_xb.data(), stream_x.size());
@@ -216,7 +227,7 @@ int main(int argc, char** argv) {
   std::vector<float> stream_y(stream_rows * 3072);
   struct Streamed {
     const char* name;
-    double bytes, linear_s, dnnl_s;
+    double bytes, linear_s, dnnl_bytes, dnnl_s;
   };
   std::vector<Streamed> streamed;
   for (const DType type : {DType::kFloat32, DType::kBFloat16, DType::kInt8}) {
@@ -225,8 +236,9 @@ int main(int argc, char** argv) {
     std::vector<dnnl::matmul> dnnl_mm;
     std::vector<Shape> shape;
     const bool bf16 = type == DType::kBFloat16 && encoderd::kernels::GetCpuFeatures().avx512_bf16;
+    const bool bf16_as_fp32 = type == DType::kBFloat16 && !bf16;
     const Dt src_dt = type == DType::kInt8 ? Dt::u8 : bf16 ? Dt::bf16 : Dt::f32;
-    double bytes = 0;
+    double bytes = 0, dnnl_bytes = 0;
     for (int64_t l = 0; l < stream_layers; ++l) {
       for (const Shape& s : shapes) {
         const auto w = random(s.n * s.k);
@@ -254,7 +266,13 @@ int main(int argc, char** argv) {
                                {{stream_rows, s.n}, Dt::f32, Tag::ab}),
             attr, be.engine));
         shape.push_back(s);
-        bytes += static_cast<double>(s.n) * s.k * (type == DType::kInt8 ? 1 : bf16 ? 2 : 4);
+        const double size = type == DType::kInt8 ? 1 : bf16 ? 2 : 4;
+        const bool bf16_copy =
+            bf16_as_fp32 &&
+            static_cast<const encoderd::kernels::CpuPackedWeight&>(weights.back()->impl())
+                .few_rows_bf16;
+        bytes += static_cast<double>(s.n) * s.k * (bf16_copy ? 2 : size);
+        dnnl_bytes += static_cast<double>(s.n) * s.k * size;
       }
     }
     const void* src = type == DType::kInt8 ? static_cast<const void*>(stream_xq.data())
@@ -284,8 +302,9 @@ int main(int argc, char** argv) {
         budget);
     streamed.push_back({type == DType::kInt8 ? "int8"
                         : bf16               ? "bf16"
+                        : bf16_as_fp32       ? "bf16 as fp32"
                                              : "fp32",
-                        bytes, linear_s, dnnl_s});
+                        bytes, linear_s, dnnl_bytes, dnnl_s});
   }
 
   for (Result& r : results) {
@@ -312,10 +331,10 @@ int main(int argc, char** argv) {
       stream_layers, stream_rows);
   for (const Streamed& t : streamed) {
     std::printf(
-        "  %s (%.0f MB): kernels::Linear %.2f ms = %.1f GB/s; oneDNN matmul %.2f ms = %.1f "
-        "GB/s\n",
-        t.name, t.bytes * 1e-6, t.linear_s * 1e3, t.bytes / t.linear_s * 1e-9, t.dnnl_s * 1e3,
-        t.bytes / t.dnnl_s * 1e-9);
+        "  %s (%.0f MB): kernels::Linear %.2f ms = %.1f GB/s; oneDNN matmul (%.0f MB) %.2f ms = "
+        "%.1f GB/s\n",
+        t.name, t.bytes * 1e-6, t.linear_s * 1e3, t.bytes / t.linear_s * 1e-9, t.dnnl_bytes * 1e-6,
+        t.dnnl_s * 1e3, t.dnnl_bytes / t.dnnl_s * 1e-9);
   }
   return 0;
 }

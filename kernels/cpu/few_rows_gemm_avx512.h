@@ -12,10 +12,12 @@
 //   [k16][64] floats; groups follow each other.
 // - bf16, BA16a64b2a: the same with the inputs in pairs, [k32 / 2][64][2]
 //   bf16 values, k rounded up to 32 (FewRowsBf16Inputs).
-// The padding (columns past n, inputs past k) is zero.
+// The padding (columns past n, inputs past k) is zero. The bf16 weights of
+// a CPU without AVX512-BF16 are packed in the same bf16 layout by
+// PackFewRowsBf16 (linear_cpu.cc): oneDNN keeps fp32 ones for its GEMMs there.
 //
-// Call the fp32 kernel only when the CPU has AVX-512 F, the bf16 one when it
-// also has BW and BF16.
+// Call the fp32 kernels (FewRowsGemmF32, FewRowsGemmBf16AsF32) only when the
+// CPU has AVX-512 F, the bf16 one when it also has BW and BF16.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +67,14 @@ struct FewRowsEpilogue {
 void FewRowsGemmF32(const float* x, int64_t rows, int64_t ldx, const float* packed, int64_t n,
                     int64_t k, int64_t group_begin, int64_t group_end,
                     const FewRowsEpilogue& epilogue, float* out);
+// bf16 weights without bf16 instructions: each weight widened to fp32 in
+// registers, fp32 inputs (bf16-rounded by the caller; for an odd k the
+// input after the last one, x[m * ldx + k], must be 0), fp32 FMAs. Reads
+// half the bytes FewRowsGemmF32 reads on the same (bf16-rounded) weights
+// and gives its results bit for bit.
+void FewRowsGemmBf16AsF32(const float* x, int64_t rows, int64_t ldx, const uint16_t* packed,
+                          int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                          const FewRowsEpilogue& epilogue, float* out);
 void FewRowsGemmBf16(const uint16_t* x, int64_t rows, int64_t ldx, const uint16_t* packed,
                      int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                      const FewRowsEpilogue& epilogue, float* out);

@@ -18,7 +18,7 @@ namespace {
 
 // Two inputs a step: the pair of bf16 values in every 32-bit lane, one
 // vdpbf16ps (both products added to the fp32 lane) per 16 columns.
-struct Bf16Step : FewRowsFloatEpilogue {
+struct Bf16Step : FewRowsWholeStep, FewRowsFloatEpilogue {
   using In = uint16_t;
   static constexpr int64_t kInputs = 2;
   static __m512i Broadcast(const uint16_t* x) {

@@ -10,13 +10,16 @@
 // other. Up to 24 accumulators of 16 fp32 lanes, a step's weight vectors and
 // a row's broadcast input fill the 32 vector registers.
 //
-// A Step policy gives: In (the input element), kInputs (inputs per step),
-// Broadcast(const In*) (the step's inputs of a row in every lane),
-// Accumulate(acc, broadcast, weights) (acc += the step's products of 16
-// columns), Epilogue (what turns sums into outputs) and Finish(acc, e, m, n,
-// col, left, out) (row m's 16 columns from col on, `left` of which exist
-// if positive, through the epilogue into out). The accumulators are __m512
-// registers; a policy may hold int32 lanes in them (int8_gemm_avx512.cc).
+// A Step policy gives: In (the input element), kParts (the parts a step's
+// 256 bytes of weights are used in, one after the other) and Load(w, part)
+// (part `part` of the 16 columns' weights at w; FewRowsWholeStep: one part,
+// the bytes as they are), kInputs (inputs per part), Broadcast(const In*)
+// (a part's inputs of a row in every lane), Accumulate(acc, broadcast,
+// weights) (acc += the part's products of 16 columns), Epilogue (what turns
+// sums into outputs) and Finish(acc, e, m, n, col, left, out) (row m's 16
+// columns from col on, `left` of which exist if positive, through the
+// epilogue into out). The accumulators are __m512 registers; a policy may
+// hold int32 lanes in them (int8_gemm_avx512.cc).
 #pragma once
 
 #include <immintrin.h>
@@ -29,7 +32,7 @@
 namespace encoderd::kernels {
 namespace {
 
-// One step is 64 columns' weights of kInputs inputs: 256 bytes.
+// One step is 64 columns' weights of kParts x kInputs inputs: 256 bytes.
 constexpr int64_t kFewRowsStepBytes = 256;
 // Weights are prefetched this far ahead of the step being read, into L2
 // (prefetcht1): a prefetch into L1 holds one of L1's few miss buffers until
@@ -45,6 +48,12 @@ constexpr int64_t kFewRowsPrefetchBytes = 16384;
 inline __mmask16 FewRowsColumns(int64_t left) {
   return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
 }
+
+// A step used whole: its weights as they lie in memory.
+struct FewRowsWholeStep {
+  static constexpr int kParts = 1;
+  static __m512i Load(const char* w, int /*part*/) { return _mm512_loadu_si512(w); }
+};
 
 // The fp32 and bf16 policies' epilogue (FewRowsEpilogue) on fp32 sums.
 struct FewRowsFloatEpilogue {
@@ -112,24 +121,29 @@ void FewRowsTile(const typename Step::In* x, int64_t ldx, int64_t steps, const c
       const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kFewRowsPrefetchBytes + 64 * line;
       _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
     }
-    const __m512i w0 = _mm512_loadu_si512(w);
-    [[maybe_unused]] __m512i w1, w2, w3;
-    if constexpr (kVecs > 1) w1 = _mm512_loadu_si512(w + 64);
-    if constexpr (kVecs > 2) w2 = _mm512_loadu_si512(w + 128);
-    if constexpr (kVecs > 3) w3 = _mm512_loadu_si512(w + 192);
-    const typename Step::In* xs = x + s * Step::kInputs;
-    ENCODERD_FEW_ROWS_STEP(0)
-    ENCODERD_FEW_ROWS_STEP(1)
-    ENCODERD_FEW_ROWS_STEP(2)
-    ENCODERD_FEW_ROWS_STEP(3)
-    ENCODERD_FEW_ROWS_STEP(4)
-    ENCODERD_FEW_ROWS_STEP(5)
-    ENCODERD_FEW_ROWS_STEP(6)
-    ENCODERD_FEW_ROWS_STEP(7)
-    ENCODERD_FEW_ROWS_STEP(8)
-    ENCODERD_FEW_ROWS_STEP(9)
-    ENCODERD_FEW_ROWS_STEP(10)
-    ENCODERD_FEW_ROWS_STEP(11)
+#pragma GCC unroll 2
+    for (int part = 0; part < Step::kParts; ++part) {
+      // A later part loads its weights again (from L1): holding a step's
+      // loaded weights across parts would take registers the tile has not.
+      const __m512i w0 = Step::Load(w, part);
+      [[maybe_unused]] __m512i w1, w2, w3;
+      if constexpr (kVecs > 1) w1 = Step::Load(w + 64, part);
+      if constexpr (kVecs > 2) w2 = Step::Load(w + 128, part);
+      if constexpr (kVecs > 3) w3 = Step::Load(w + 192, part);
+      const typename Step::In* xs = x + (s * Step::kParts + part) * Step::kInputs;
+      ENCODERD_FEW_ROWS_STEP(0)
+      ENCODERD_FEW_ROWS_STEP(1)
+      ENCODERD_FEW_ROWS_STEP(2)
+      ENCODERD_FEW_ROWS_STEP(3)
+      ENCODERD_FEW_ROWS_STEP(4)
+      ENCODERD_FEW_ROWS_STEP(5)
+      ENCODERD_FEW_ROWS_STEP(6)
+      ENCODERD_FEW_ROWS_STEP(7)
+      ENCODERD_FEW_ROWS_STEP(8)
+      ENCODERD_FEW_ROWS_STEP(9)
+      ENCODERD_FEW_ROWS_STEP(10)
+      ENCODERD_FEW_ROWS_STEP(11)
+    }
   }
   ENCODERD_FEW_ROWS_FINISH(0)
   ENCODERD_FEW_ROWS_FINISH(1)

@@ -158,7 +158,7 @@ void Tile(const uint8_t* x, int64_t ldx, int64_t steps, const int8_t* weights,
 
 // The few-row tiles (few_rows_tile_avx512.h) on uint8 x int8: four inputs
 // a step, int32 sums held in the __m512 accumulators, the int8 epilogue.
-struct Int8Step {
+struct Int8Step : FewRowsWholeStep {
   using In = uint8_t;
   using Epilogue = Int8Epilogue;
   static constexpr int64_t kInputs = 4;

@@ -285,15 +285,40 @@ void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const uint8_t* q,
 // Whether the few-row kernels can read w's packed weight: the CPU has their
 // instructions and oneDNN chose the layout they read (compared, not
 // assumed: another oneDNN may choose another); bf16 inputs come in pairs.
+// bf16 weights without AVX512-BF16 have their own copy (few_rows_bf16).
 bool FewRowsLayout(const CpuPackedWeight& w) {
   const CpuFeatures& cpu = GetCpuFeatures();
   if (!cpu.avx512f || w.type == DType::kInt8) return false;
+  if (w.few_rows_bf16) return true;
   const memory::dims dims = {w.in_features, w.out_features};
   if (w.bf16_compute) {
     return cpu.avx512bw && cpu.avx512_bf16 && w.in_features % 2 == 0 &&
            w.weight_desc == memory::desc(dims, Dt::bf16, Tag::BA16a64b2a);
   }
   return w.weight_desc == memory::desc(dims, Dt::f32, Tag::BA16a64b);
+}
+
+// The bf16 copy of the weight w [n, k] (torch's layout, values already
+// bf16-rounded) in the few-row kernels' bf16 layout (few_rows_gemm_avx512.h:
+// groups of 64 columns, inputs in pairs, zero padding): 64-byte aligned.
+std::unique_ptr<uint16_t[], CpuPackedWeight::FreeBytes> PackFewRowsBf16(const float* w, int64_t n,
+                                                                        int64_t k) {
+  const int64_t groups = FewRowsGroups(n), pairs = FewRowsBf16Inputs(k) / 2;
+  const size_t elements = static_cast<size_t>(groups * pairs * kFewRowsGroupColumns * 2);
+  std::unique_ptr<uint16_t[], CpuPackedWeight::FreeBytes> packed(
+      static_cast<uint16_t*>(std::aligned_alloc(64, elements * sizeof(uint16_t))));
+  if (!packed) throw std::bad_alloc();
+  std::memset(packed.get(), 0, elements * sizeof(uint16_t));
+  for (int64_t col = 0; col < n; ++col) {
+    const int64_t g = col / kFewRowsGroupColumns, j = col % kFewRowsGroupColumns;
+    uint16_t* group = packed.get() + g * pairs * kFewRowsGroupColumns * 2;
+    for (int64_t i = 0; i < k; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, w + col * k + i, sizeof(bits));
+      group[((i / 2) * kFewRowsGroupColumns + j) * 2 + i % 2] = static_cast<uint16_t>(bits >> 16);
+    }
+  }
+  return packed;
 }
 
 // y = epilogue(x W^T + b) for rows <= kFewRowsMax on the few-row kernels:
@@ -314,7 +339,9 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
     if (w.bf16_compute) {
       ConvertFloatToBFloat16(x + m * k, static_cast<uint16_t*>(src) + m * ldx, k);
     } else if (w.type == DType::kBFloat16) {
-      RoundToBFloat16(x + m * k, static_cast<float*>(src) + m * ldx, k);
+      float* row = static_cast<float*>(src) + m * ldx;
+      RoundToBFloat16(x + m * k, row, k);
+      if (k % 2 == 1) row[k] = 0.f;  // the last pair's second input (ldx > k)
     } else {
       std::memcpy(static_cast<float*>(src) + m * ldx, x + m * k, k * sizeof(float));
     }
@@ -328,6 +355,9 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
     if (w.bf16_compute) {
       FewRowsGemmBf16(static_cast<const uint16_t*>(src), rows, ldx,
                       static_cast<const uint16_t*>(packed), n, k, begin, end, e, y);
+    } else if (w.few_rows_bf16) {
+      FewRowsGemmBf16AsF32(static_cast<const float*>(src), rows, ldx, w.few_rows_bf16.get(), n, k,
+                           begin, end, e, y);
     } else {
       FewRowsGemmF32(static_cast<const float*>(src), rows, ldx, static_cast<const float*>(packed),
                      n, k, begin, end, e, y);
@@ -369,6 +399,10 @@ size_t CpuPackedWeight::bytes() const {
   size_t n =
       int8_compute ? Int8VnniPackedBytes(out_features, in_features) : weight.get_desc().get_size();
   if (bias) n += bias.get_desc().get_size();
+  if (few_rows_bf16) {
+    n += FewRowsGroups(out_features) * FewRowsBf16Inputs(in_features) * kFewRowsGroupColumns *
+         sizeof(uint16_t);
+  }
   n += (weight_scale.size() + weight_comp.size()) * sizeof(float);
   return n;
 }
@@ -435,6 +469,9 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
               const_cast<float*>(weight));
   dnnl::reorder(user, w->weight).execute(be.stream, user, w->weight);
   be.stream.wait();
+  if (type == DType::kBFloat16 && !w->bf16_compute && cpu.avx512f) {
+    w->few_rows_bf16 = PackFewRowsBf16(weight, out_features, in_features);
+  }
   w->few_rows = FewRowsLayout(*w);
   return w;
 }

@@ -39,7 +39,7 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   std::vector<float> weight_scale;  // [out]; int8_compute: padded with 0 to whole column groups
   std::vector<float> weight_comp;   // [out]: weight_scale[n] * sum_k q[n, k]
   struct FreeBytes {
-    void operator()(int8_t* p) const { std::free(p); }
+    void operator()(void* p) const { std::free(p); }
   };
   std::unique_ptr<int8_t[], FreeBytes> int8_weight;  // int8_compute: the kernel's layout
   dnnl::memory::desc weight_desc;  // the layout oneDNN chose; fixed for every row count
@@ -47,6 +47,11 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   // `weight` in oneDNN's layout (few_rows_gemm_avx512.h): set when the CPU
   // has the instructions and oneDNN chose the layout they read.
   bool few_rows = false;
+  // bf16 weights where the CPU has AVX-512 but not AVX512-BF16: a bf16 copy
+  // of `weight` in the few-row layout (PackFewRowsBf16), so that a few rows
+  // read half the bytes of the fp32 weights oneDNN keeps for more rows;
+  // weights of this type take 1.5x the memory of bf16_compute's.
+  std::unique_ptr<uint16_t[], FreeBytes> few_rows_bf16;
   dnnl::memory weight;  // null handle when int8_compute
   dnnl::memory bias;    // [1, out] fp32, null handle: no bias (int8_compute: added by the epilogue)
   // One matmul per (rows, epilogue, bf16 output): oneDNN JITs per shape.

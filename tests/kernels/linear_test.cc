@@ -207,6 +207,53 @@ TEST(LinearTest, FewRowsMatchDoubleReference) {
   }
 }
 
+// bf16 weights on a CPU with AVX-512 but not AVX512-BF16 (here, or with
+// ENCODERD_CPU_DISABLE=avx512_bf16: ctest kernels_without_bf16_vnni): a few
+// rows read a bf16 copy of the weights, widened to fp32 in registers, and
+// give what the fp32 kernel gives on the same bf16-rounded weights and
+// inputs, bit for bit; the copy is counted in the weight's bytes.
+TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsAreTheFp32KernelOnRoundedValues) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (!cpu.avx512f || cpu.avx512_bf16) {
+    GTEST_SKIP() << "runs where the CPU has AVX-512 and no AVX512-BF16 (or it is disabled)";
+  }
+  for (const int threads : {1, 2}) {
+    CpuContext ctx(threads);
+    for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+             {64, 64}, {65, 67}, {130, 129}, {200, 768}, {24, 3072}}) {
+      const auto w = RandomVector(n * k, 51, -0.2f, 0.2f), b = RandomVector(n, 52);
+      const auto rounded_w = RoundedToBFloat16(w);
+      const auto bf16 = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kBFloat16);
+      const auto fp32 = PackedWeight::Pack(ctx, rounded_w.data(), b.data(), n, k, DType::kFloat32);
+      const auto& impl = static_cast<const CpuPackedWeight&>(bf16->impl());
+      ASSERT_TRUE(impl.few_rows_bf16 != nullptr) << "n " << n << " k " << k;
+      EXPECT_TRUE(impl.few_rows);
+      // oneDNN's fp32 weights plus the bf16 copy (k padded to 32, n to 64).
+      EXPECT_EQ(bf16->bytes(), fp32->bytes() + static_cast<size_t>(FewRowsGroups(n) * 64 *
+                                                                   FewRowsBf16Inputs(k) * 2))
+          << "n " << n << " k " << k;
+      for (int64_t m = 1; m <= kFewRowsMax; ++m) {
+        const auto x = RandomVector(m * k, 53 + m);
+        const auto rounded_x = RoundedToBFloat16(x);
+        const auto residual = RandomVector(m * n, 54, -2.f, 2.f);
+        for (const Epilogue ep :
+             {Epilogue::kNone, Epilogue::kGelu, Epilogue::kRelu, Epilogue::kResidual}) {
+          const bool res = ep == Epilogue::kResidual;
+          std::vector<float> got = res ? residual : std::vector<float>(m * n, NAN);
+          std::vector<float> want = got;
+          Linear(ctx, DType::kFloat32, x.data(), m, *bf16, ep, res ? got.data() : nullptr,
+                 got.data());
+          Linear(ctx, DType::kFloat32, rounded_x.data(), m, *fp32, ep, res ? want.data() : nullptr,
+                 want.data());
+          EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+              << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
+              << static_cast<int>(ep);
+        }
+      }
+    }
+  }
+}
+
 // The int8 Linear on VNNI, written out: integer sums of the quantized
 // operands, then the epilogue's fp32 operations in the kernel's order
 // (kernels/cpu/int8_gemm_avx512.h). Without GELU the kernel must give these
