@@ -31,6 +31,7 @@
 #include "kernels/bench/best_time.h"
 #include "kernels/cpu/bf16_convert.h"
 #include "kernels/cpu/dnnl_backend.h"
+#include "kernels/cpu/few_rows_gemm_avx512.h"
 #include "kernels/cpu/linear_cpu.h"
 #include "kernels/cpu_features.h"
 #include "kernels/linear.h"
@@ -213,12 +214,12 @@ int main(int argc, char** argv) {
   // layers (340 MB in fp32, 170 in bf16, 85 in int8: far beyond the caches)
   // at 10 rows (--stream-rows), the GEMMs of one short sequence's forward. kernels::Linear
   // (the few-row kernels in fp32 and bf16, the int8 kernel) against oneDNN's
-  // matmul at exactly 10 rows on the same packed weights (int8: oneDNN's
+  // matmul at exactly as many rows on the same packed weights (int8: oneDNN's
   // uint8 x int8 matmul, weights in the layout it picks for 512 rows, as
   // encoderd packed them when it used oneDNN for int8). Without AVX512-BF16
   // (or with ENCODERD_CPU_DISABLE=avx512_bf16) the bf16 line is "bf16 as
-  // fp32": kernels::Linear reads the bf16 copy of the weights, oneDNN the
-  // fp32 ones.
+  // fp32": kernels::Linear reads the bf16 copy of the weights (up to
+  // kFewRowsMax rows; the fp32 ones beyond), oneDNN the fp32 ones.
   const int64_t stream_layers = 12;
   const auto stream_x = random(stream_rows * 3072);
   std::vector<uint16_t> stream_xb(stream_rows * 3072);
@@ -268,7 +269,7 @@ int main(int argc, char** argv) {
         shape.push_back(s);
         const double size = type == DType::kInt8 ? 1 : bf16 ? 2 : 4;
         const bool bf16_copy =
-            bf16_as_fp32 &&
+            bf16_as_fp32 && stream_rows <= encoderd::kernels::kFewRowsMax &&
             static_cast<const encoderd::kernels::CpuPackedWeight&>(weights.back()->impl())
                 .few_rows_bf16;
         bytes += static_cast<double>(s.n) * s.k * (bf16_copy ? 2 : size);

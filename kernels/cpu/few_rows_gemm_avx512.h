@@ -38,6 +38,10 @@ inline int64_t FewRowsGroups(int64_t n) {
 }
 inline int64_t FewRowsF32Inputs(int64_t k) { return (k + 15) / 16 * 16; }
 inline int64_t FewRowsBf16Inputs(int64_t k) { return (k + 31) / 32 * 32; }
+// Bytes of an [n, k] weight in the bf16 layout (a multiple of 256).
+inline int64_t FewRowsBf16PackedBytes(int64_t n, int64_t k) {
+  return FewRowsGroups(n) * kFewRowsGroupColumns * FewRowsBf16Inputs(k) * 2;
+}
 // A row stride for k inputs of `bytes` bytes: whole cache lines, and one
 // more line where that is a multiple of 4 KiB.
 inline int64_t FewRowsStride(int64_t k, int64_t bytes) {
@@ -69,9 +73,10 @@ void FewRowsGemmF32(const float* x, int64_t rows, int64_t ldx, const float* pack
                     const FewRowsEpilogue& epilogue, float* out);
 // bf16 weights without bf16 instructions: each weight widened to fp32 in
 // registers, fp32 inputs (bf16-rounded by the caller; for an odd k the
-// input after the last one, x[m * ldx + k], must be 0), fp32 FMAs. Reads
-// half the bytes FewRowsGemmF32 reads on the same (bf16-rounded) weights
-// and gives its results bit for bit.
+// input after the last one, x[m * ldx + k], must be -0: its product with
+// the zero padding adds -0, which leaves every sum as it is, +0 included),
+// fp32 FMAs. Reads half the bytes FewRowsGemmF32 reads on the same
+// (bf16-rounded) weights and gives its results bit for bit.
 void FewRowsGemmBf16AsF32(const float* x, int64_t rows, int64_t ldx, const uint16_t* packed,
                           int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const FewRowsEpilogue& epilogue, float* out);

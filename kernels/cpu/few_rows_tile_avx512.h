@@ -121,6 +121,8 @@ void FewRowsTile(const typename Step::In* x, int64_t ldx, int64_t steps, const c
       const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kFewRowsPrefetchBytes + 64 * line;
       _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
     }
+    // Unrolled, so that each part's Load is its own instructions.
+    static_assert(Step::kParts == 1 || Step::kParts == 2, "one or two parts a step");
 #pragma GCC unroll 2
     for (int part = 0; part < Step::kParts; ++part) {
       // A later part loads its weights again (from L1): holding a step's

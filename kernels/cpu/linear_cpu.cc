@@ -303,12 +303,12 @@ bool FewRowsLayout(const CpuPackedWeight& w) {
 // groups of 64 columns, inputs in pairs, zero padding): 64-byte aligned.
 std::unique_ptr<uint16_t[], CpuPackedWeight::FreeBytes> PackFewRowsBf16(const float* w, int64_t n,
                                                                         int64_t k) {
-  const int64_t groups = FewRowsGroups(n), pairs = FewRowsBf16Inputs(k) / 2;
-  const size_t elements = static_cast<size_t>(groups * pairs * kFewRowsGroupColumns * 2);
+  const int64_t pairs = FewRowsBf16Inputs(k) / 2;
+  const size_t bytes = static_cast<size_t>(FewRowsBf16PackedBytes(n, k));
   std::unique_ptr<uint16_t[], CpuPackedWeight::FreeBytes> packed(
-      static_cast<uint16_t*>(std::aligned_alloc(64, elements * sizeof(uint16_t))));
+      static_cast<uint16_t*>(std::aligned_alloc(64, bytes)));
   if (!packed) throw std::bad_alloc();
-  std::memset(packed.get(), 0, elements * sizeof(uint16_t));
+  std::memset(packed.get(), 0, bytes);
   for (int64_t col = 0; col < n; ++col) {
     const int64_t g = col / kFewRowsGroupColumns, j = col % kFewRowsGroupColumns;
     uint16_t* group = packed.get() + g * pairs * kFewRowsGroupColumns * 2;
@@ -341,7 +341,9 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
     } else if (w.type == DType::kBFloat16) {
       float* row = static_cast<float*>(src) + m * ldx;
       RoundToBFloat16(x + m * k, row, k);
-      if (k % 2 == 1) row[k] = 0.f;  // the last pair's second input (ldx > k)
+      // The last pair's second input (ldx > k): -0, whose products leave
+      // the sums as the fp32 kernel makes them (few_rows_gemm_avx512.h).
+      if (k % 2 == 1) row[k] = -0.f;
     } else {
       std::memcpy(static_cast<float*>(src) + m * ldx, x + m * k, k * sizeof(float));
     }
@@ -399,10 +401,7 @@ size_t CpuPackedWeight::bytes() const {
   size_t n =
       int8_compute ? Int8VnniPackedBytes(out_features, in_features) : weight.get_desc().get_size();
   if (bias) n += bias.get_desc().get_size();
-  if (few_rows_bf16) {
-    n += FewRowsGroups(out_features) * FewRowsBf16Inputs(in_features) * kFewRowsGroupColumns *
-         sizeof(uint16_t);
-  }
+  if (few_rows_bf16) n += FewRowsBf16PackedBytes(out_features, in_features);
   n += (weight_scale.size() + weight_comp.size()) * sizeof(float);
   return n;
 }

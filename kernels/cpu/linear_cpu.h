@@ -43,14 +43,16 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   };
   std::unique_ptr<int8_t[], FreeBytes> int8_weight;  // int8_compute: the kernel's layout
   dnnl::memory::desc weight_desc;  // the layout oneDNN chose; fixed for every row count
-  // Up to kFewRowsMax rows run on the project's few-row kernels, which read
-  // `weight` in oneDNN's layout (few_rows_gemm_avx512.h): set when the CPU
-  // has the instructions and oneDNN chose the layout they read.
+  // Up to kFewRowsMax rows run on the project's few-row kernels
+  // (few_rows_gemm_avx512.h): set when the CPU has the instructions and
+  // they can read the weights, `weight` in the layout oneDNN chose or
+  // few_rows_bf16.
   bool few_rows = false;
   // bf16 weights where the CPU has AVX-512 but not AVX512-BF16: a bf16 copy
   // of `weight` in the few-row layout (PackFewRowsBf16), so that a few rows
   // read half the bytes of the fp32 weights oneDNN keeps for more rows;
-  // weights of this type take 1.5x the memory of bf16_compute's.
+  // such a weight takes 1.5x the memory of an fp32 one (3x a bf16_compute
+  // one).
   std::unique_ptr<uint16_t[], FreeBytes> few_rows_bf16;
   dnnl::memory weight;  // null handle when int8_compute
   dnnl::memory bias;    // [1, out] fp32, null handle: no bias (int8_compute: added by the epilogue)

@@ -211,7 +211,11 @@ TEST(LinearTest, FewRowsMatchDoubleReference) {
 // ENCODERD_CPU_DISABLE=avx512_bf16: ctest kernels_without_bf16_vnni): a few
 // rows read a bf16 copy of the weights, widened to fp32 in registers, and
 // give what the fp32 kernel gives on the same bf16-rounded weights and
-// inputs, bit for bit; the copy is counted in the weight's bytes.
+// inputs, bit for bit; the copy is counted in the weight's bytes. oneDNN's
+// fp32 copy is overwritten with NaN, so only the bf16 one can give these
+// results, and at an odd k the row scratch holds NaN just past the inputs
+// (left there by an fp32 Linear of k + 1 inputs), which the kernel must not
+// multiply.
 TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsAreTheFp32KernelOnRoundedValues) {
   const CpuFeatures& cpu = GetCpuFeatures();
   if (!cpu.avx512f || cpu.avx512_bf16) {
@@ -225,22 +229,35 @@ TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsAreTheFp32KernelOnRoundedValu
       const auto rounded_w = RoundedToBFloat16(w);
       const auto bf16 = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kBFloat16);
       const auto fp32 = PackedWeight::Pack(ctx, rounded_w.data(), b.data(), n, k, DType::kFloat32);
-      const auto& impl = static_cast<const CpuPackedWeight&>(bf16->impl());
+      auto& impl = static_cast<CpuPackedWeight&>(bf16->impl());
       ASSERT_TRUE(impl.few_rows_bf16 != nullptr) << "n " << n << " k " << k;
-      EXPECT_TRUE(impl.few_rows);
+      ASSERT_TRUE(impl.few_rows);
+      ASSERT_TRUE(static_cast<const CpuPackedWeight&>(fp32->impl()).few_rows)
+          << "oneDNN packed the fp32 weight in a layout the fp32 kernel does not read";
       // oneDNN's fp32 weights plus the bf16 copy (k padded to 32, n to 64).
       EXPECT_EQ(bf16->bytes(), fp32->bytes() + static_cast<size_t>(FewRowsGroups(n) * 64 *
                                                                    FewRowsBf16Inputs(k) * 2))
           << "n " << n << " k " << k;
+      std::fill_n(static_cast<float*>(impl.weight.get_data_handle()),
+                  impl.weight.get_desc().get_size() / sizeof(float), NAN);
+      const auto poison_w = RandomVector(64 * (k + 1), 55);
+      const auto poison =
+          PackedWeight::Pack(ctx, poison_w.data(), nullptr, 64, k + 1, DType::kFloat32);
       for (int64_t m = 1; m <= kFewRowsMax; ++m) {
         const auto x = RandomVector(m * k, 53 + m);
         const auto rounded_x = RoundedToBFloat16(x);
         const auto residual = RandomVector(m * n, 54, -2.f, 2.f);
+        std::vector<float> poison_x(m * (k + 1), 1.f), poison_y(m * 64);
+        for (int64_t i = 0; i < m; ++i) poison_x[i * (k + 1) + k] = NAN;
         for (const Epilogue ep :
              {Epilogue::kNone, Epilogue::kGelu, Epilogue::kRelu, Epilogue::kResidual}) {
           const bool res = ep == Epilogue::kResidual;
           std::vector<float> got = res ? residual : std::vector<float>(m * n, NAN);
           std::vector<float> want = got;
+          if (k % 2 == 1) {
+            Linear(ctx, DType::kFloat32, poison_x.data(), m, *poison, Epilogue::kNone, nullptr,
+                   poison_y.data());
+          }
           Linear(ctx, DType::kFloat32, x.data(), m, *bf16, ep, res ? got.data() : nullptr,
                  got.data());
           Linear(ctx, DType::kFloat32, rounded_x.data(), m, *fp32, ep, res ? want.data() : nullptr,
