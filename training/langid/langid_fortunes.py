@@ -17,9 +17,10 @@ gato?", that catalogs, man pages and game dialogue have little of.
 
 Debian 12 has no fortunes in fr, nl, uk, sv, tr, ja or ko (fortunes-zh is
 traditional-script classical poetry, so zh is left out too): this source
-adds text for eight of the 16 labels. It is a held-out set only: training
-on it would tie chatty text to half of the labels (the model is not trained
-on any of its splits).
+adds text for eight of the 16 labels. Stages 1-7 kept it for evaluation
+only (training on it might tie chatty text to those eight labels); stage 8
+trains on its training split, and its test split stays held out
+(models/langid/README.md has what that gained and cost).
 
 Each file is split into entries at lines holding only "%"; attribution
 lines ("-- Author", "— Author") and chat nicknames ("<nick> ") are dropped,
