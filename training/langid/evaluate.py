@@ -7,7 +7,7 @@ test.jsonl: gettext catalogs, prose_test.jsonl: man pages,
 dialogue_test.jsonl: Wesnoth story and dialogue, games_test.jsonl: three
 more games' dialogue, words_test.jsonl and words2_test.jsonl: texts of
 frequent words from npm, two versions, fortunes_test.jsonl: fortune
-cookies, eight languages, a source no model stage trains on);
+cookies, eight languages, whose test entries no stage trains on);
 with --recreate (or those that are missing) first re-creates them from the
 Debian packages (installing them with apt-get if needed; the word lists
 with npm) with the same filters and splits as extract_data.py, no retraining,

@@ -3,9 +3,9 @@
 extract_data.py (DATA/train.jsonl: catalogs, prose_train.jsonl: man pages,
 dialogue_train.jsonl: Wesnoth story and dialogue, games_train.jsonl: three
 more games' dialogue, words_train.jsonl and words2_train.jsonl: texts of
-frequent words, two versions) with the tokenizer in MODEL_DIR; --catalog-cap
-/ --prose-cap / --dialogue-cap / --games-cap / --words-cap / --words2-cap
-keep only the first N texts per language of each
+frequent words, two versions, fortunes_train.jsonl: fortune cookies) with
+the tokenizer in MODEL_DIR; --catalog-cap / --prose-cap / --dialogue-cap /
+--games-cap / --words-cap / --words2-cap / --fortunes-cap keep only the first N texts per language of each
 (the files are in sha1 order, so this is a deterministic subset). Texts equal
 to a smoke or everyday sentence (ignoring case, spaces and punctuation) are
 dropped. Prints validation accuracy per language for each source and the
