@@ -298,8 +298,8 @@ bool FewRowsLayout(const CpuPackedWeight& w) {
   return w.weight_desc == memory::desc(dims, Dt::f32, Tag::BA16a64b);
 }
 
-// The bf16 copy of the weight w [n, k] (torch's layout, values already
-// bf16-rounded) in the few-row kernels' bf16 layout (few_rows_gemm_avx512.h:
+// The weight w [n, k] (torch's layout) in bf16 (ConvertFloatToBFloat16's
+// rounding) in the few-row kernels' bf16 layout (few_rows_gemm_avx512.h:
 // groups of 64 columns, inputs in pairs, zero padding): 64-byte aligned.
 std::unique_ptr<uint16_t[], CpuPackedWeight::FreeBytes> PackFewRowsBf16(const float* w, int64_t n,
                                                                         int64_t k) {
@@ -309,14 +309,13 @@ std::unique_ptr<uint16_t[], CpuPackedWeight::FreeBytes> PackFewRowsBf16(const fl
       static_cast<uint16_t*>(std::aligned_alloc(64, bytes)));
   if (!packed) throw std::bad_alloc();
   std::memset(packed.get(), 0, bytes);
+  std::vector<uint16_t> row(k);
   for (int64_t col = 0; col < n; ++col) {
+    ConvertFloatToBFloat16(w + col * k, row.data(), k);
     const int64_t g = col / kFewRowsGroupColumns, j = col % kFewRowsGroupColumns;
     uint16_t* group = packed.get() + g * pairs * kFewRowsGroupColumns * 2;
-    for (int64_t i = 0; i < k; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, w + col * k + i, sizeof(bits));
-      group[((i / 2) * kFewRowsGroupColumns + j) * 2 + i % 2] = static_cast<uint16_t>(bits >> 16);
-    }
+    for (int64_t i = 0; i < k; ++i)
+      group[((i / 2) * kFewRowsGroupColumns + j) * 2 + i % 2] = row[i];
   }
   return packed;
 }
