@@ -2,7 +2,8 @@
 // matmul throughput per dtype (fp32, bf16, int8 u8*s8->s32) at large M on the
 // BERT-base layer shapes, weights in oneDNN's preferred layout, and memory
 // read bandwidth, all with the benchmark's thread count. Prints one JSON
-// object.
+// object; a dtype oneDNN has no matmul for on this CPU (bf16 and int8 on
+// some AVX2 CPUs) has "peak_gflops": null and the error.
 //
 //   ./build/kernels/machine_limits [--threads N] [--rows M] [--seconds S]
 #include <omp.h>
@@ -103,16 +104,29 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < std::size(kinds); ++i) {
     const Kind& kind = kinds[i];
     double peak = 0;
-    std::string per_shape;
+    std::string per_shape, error;
     for (const auto& shape : shapes) {
-      const double g = MatmulGflops(engine, stream, rows, shape[0], shape[1], kind.src, kind.wei,
-                                    kind.dst, budget);
+      double g = 0;
+      try {
+        g = MatmulGflops(engine, stream, rows, shape[0], shape[1], kind.src, kind.wei, kind.dst,
+                         budget);
+      } catch (const dnnl::error& e) {  // no implementation of this dtype on this CPU
+        error = e.what();
+        break;
+      }
       peak = std::max(peak, g);
       char item[96];
       std::snprintf(item, sizeof item, "%s{\"n\": %lld, \"k\": %lld, \"gflops\": %.1f}",
                     per_shape.empty() ? "" : ", ", static_cast<long long>(shape[0]),
                     static_cast<long long>(shape[1]), g);
       per_shape += item;
+    }
+    if (!error.empty()) {
+      std::printf(
+          "%s\n  \"%s\": {\"peak_gflops\": null, \"native_instructions\": %s, \"error\": "
+          "\"oneDNN: %s\"}",
+          i ? "," : "", kind.name, kind.native ? "true" : "false", error.c_str());
+      continue;
     }
     std::printf(
         "%s\n  \"%s\": {\"peak_gflops\": %.1f, \"native_instructions\": %s, \"shapes\": [%s]}",

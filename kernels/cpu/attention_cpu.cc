@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/attention_avx2.h"
 #include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu_features.h"
 
@@ -77,6 +78,7 @@ void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seq
                    [](const WorkItem& a, const WorkItem& b) { return a.len > b.len; });
   const CpuFeatures& cpu = GetCpuFeatures();
   const bool fast = head_dim % 16 == 0 && cpu.avx512f;
+  const bool avx2 = head_dim % 16 == 0 && cpu.avx2 && cpu.fma;
   const bool bf16 =
       bf16_matmuls && head_dim % 32 == 0 && cpu.avx512f && cpu.avx512bw && cpu.avx512_bf16;
   const int threads = work >= (1 << 18) ? ctx.num_threads() : 1;
@@ -90,6 +92,9 @@ void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seq
     } else if (fast) {
       AttentionRowsAvx512(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
                           it.row_end, kAttentionSubRows, out);
+    } else if (avx2) {
+      AttentionRowsAvx2(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
+                        it.row_end, kAttentionSubRows, out);
     } else {
       AttentionRowsGeneric(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
                            it.row_end, out);

@@ -8,7 +8,9 @@
 namespace encoderd::kernels {
 
 // bf16_matmuls: q k^T and p v with bf16 inputs where the CPU has
-// AVX512-BF16 and head_dim % 32 == 0 (attention_avx512.h), else in fp32.
+// AVX512-BF16 and head_dim % 32 == 0 (attention_avx512.h), else in fp32:
+// on AVX-512 (attention_avx512.h) or AVX2 + FMA (attention_avx2.h) where
+// head_dim % 16 == 0, else on the generic path below.
 void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seqlens, int64_t batch,
                   int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls, float* out);
 
@@ -17,7 +19,7 @@ void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seq
 float* AttentionScratch(int64_t floats);
 
 // Single-threaded reference-style path for any head_dim (also used where the
-// CPU lacks AVX-512 or head_dim % 16 != 0). Exposed for the benchmark/tests.
+// CPU lacks AVX2 + FMA or head_dim % 16 != 0). Exposed for the benchmark/tests.
 void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
                           int64_t heads, int64_t head_dim, float scale, int64_t row_begin,
                           int64_t row_end, float* out);

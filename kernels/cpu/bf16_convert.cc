@@ -68,11 +68,50 @@ __attribute__((target("avx512f,avx512bw"))) void RoundAvx512(const float* src, f
   }
 }
 
+// The same two on AVX2: rounded bits as RoundAvx512 makes them, NaN lanes
+// replaced by the quiet NaN.
+__attribute__((target("avx2"))) inline __m256i RoundedBitsAvx2(__m256 v) {
+  __m256i bits = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  bits = _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x7fc00000), nan);
+}
+
+__attribute__((target("avx2"))) void ConvertAvx2(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i lo = _mm256_srli_epi32(RoundedBitsAvx2(_mm256_loadu_ps(src + i)), 16);
+    const __m256i hi = _mm256_srli_epi32(RoundedBitsAvx2(_mm256_loadu_ps(src + i + 8)), 16);
+    // packus works within 128-bit lanes: lo[0..3] hi[0..3] lo[4..7] hi[4..7].
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), packed);
+  }
+  for (; i < n; ++i) dst[i] = ScalarToBFloat16(src[i]);
+}
+
+__attribute__((target("avx2"))) void RoundAvx2(const float* src, float* dst, int64_t n) {
+  const __m256i mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i bits = _mm256_and_si256(RoundedBitsAvx2(_mm256_loadu_ps(src + i)), mask);
+    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(bits));
+  }
+  for (; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(ScalarToBFloat16(LoadFloat(src + i))) << 16;
+    std::memcpy(dst + i, &bits, sizeof(bits));
+  }
+}
+
 }  // namespace
 
 void RoundToBFloat16(const float* src, float* dst, int64_t n) {
   if (GetCpuFeatures().avx512bw) {
     RoundAvx512(src, dst, n);
+    return;
+  }
+  if (GetCpuFeatures().avx2) {
+    RoundAvx2(src, dst, n);
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -84,6 +123,10 @@ void RoundToBFloat16(const float* src, float* dst, int64_t n) {
 void ConvertFloatToBFloat16(const float* src, uint16_t* dst, int64_t n) {
   if (GetCpuFeatures().avx512bw) {
     ConvertAvx512(src, dst, n);
+    return;
+  }
+  if (GetCpuFeatures().avx2) {
+    ConvertAvx2(src, dst, n);
     return;
   }
   for (int64_t i = 0; i < n; ++i) dst[i] = ScalarToBFloat16(src[i]);

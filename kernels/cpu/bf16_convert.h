@@ -6,7 +6,7 @@
 namespace encoderd::kernels {
 
 // dst[i] = bf16(src[i]) for i < n; NaN stays NaN. Vectorised with AVX-512
-// when the CPU has it. Single-threaded: callers split the work.
+// or AVX2 when the CPU has it. Single-threaded: callers split the work.
 void ConvertFloatToBFloat16(const float* src, uint16_t* dst, int64_t n);
 
 // dst[i] = float(bf16(src[i])): the same rounding, kept in fp32 storage (used
