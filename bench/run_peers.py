@@ -194,6 +194,21 @@ def machine_description(a, limits):
     }
 
 
+def gemm_peak(limits, dtype):
+    """The GEMM peak a dtype's % of peak is taken against: its own oneDNN
+    GEMM's, or where oneDNN has none for it on this CPU (bf16 on AVX2 CPUs,
+    where encoderd runs bf16 on fp32 GEMMs), the fp32 one."""
+    peak = limits["gemm"][dtype]["peak_gflops"]
+    return peak if peak is not None else limits["gemm"]["float32"]["peak_gflops"]
+
+
+def peak_text(limits, dtype):
+    g = limits["gemm"][dtype]
+    if g["peak_gflops"] is None:
+        return "none (no oneDNN GEMM for it on this CPU: % of the fp32 peak)"
+    return f"{g['peak_gflops']:.0f}{'' if g['native_instructions'] else ' (emulated)'}"
+
+
 def write_report(a, doc):
     m = doc["machine"]
     lim = doc["limits"]
@@ -204,9 +219,7 @@ def write_report(a, doc):
         f"Limits measured in the same run (`build/kernels/machine_limits --threads {m['threads']}`): "
         f"oneDNN GEMM at M = {lim['rows']} on the BERT layer shapes, best shape: "
         f"fp32 {lim['gemm']['float32']['peak_gflops']:.0f} GFLOP/s, "
-        f"bf16 {lim['gemm']['bfloat16']['peak_gflops']:.0f}"
-        f"{'' if lim['gemm']['bfloat16']['native_instructions'] else ' (emulated)'}, "
-        f"int8 {lim['gemm']['int8']['peak_gflops']:.0f}; "
+        f"bf16 {peak_text(lim, 'bfloat16')}, int8 {peak_text(lim, 'int8')}; "
         f"memory read {lim['read_bandwidth_gbs']:.1f} GB/s. "
         f"W2 floor = encoder-layer weight bytes / read bandwidth: "
         f"fp32 {doc['floor_ms']['float32']:.1f} ms, bf16 {doc['floor_ms']['bfloat16']:.1f} ms, "
@@ -358,7 +371,7 @@ def main():
             cell = {"tokens": tokens, "ms": med, "ms_min": min(ms), "ms_max": max(ms),
                     "ms_per_rep": ms, "tokens_per_s": tokens / med * 1e3,
                     "tps_min": tokens / max(ms) * 1e3, "tps_max": tokens / min(ms) * 1e3}
-            peak = limits["gemm"][dtype]["peak_gflops"]
+            peak = gemm_peak(limits, dtype)
             cell["gflops"] = useful_flops(config, workloads[w]) / med / 1e6
             cell["pct_peak"] = 100 * cell["gflops"] / peak
             cell["x_floor"] = med / floor_ms[dtype]
