@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
   std::printf(
       "columns: openblas = cblas_sgemm + bias pass; linear_f32 / linear_bf16 = kernels::Linear\n"
       "(oneDNN brgemm, %s bf16 instructions); exact = one oneDNN primitive of exactly M rows;\n"
-      "rt_M = one primitive with a runtime row count; dnnl_bf16 = oneDNN bf16 matmul;\n"
+      "rt_M = one primitive with a runtime row count; dnnl_bf16 = oneDNN bf16 matmul (0\n"
+      "where oneDNN has none on this CPU);\n"
       "linear_int8 = kernels::Linear with int8 weights (rows quantized, GEMM, epilogue);\n"
       "dnnl_u8s8 = oneDNN's uint8 x int8 matmul alone (GOP/s);\n"
       "jit_ms = time to create a new exact-size primitive\n",
@@ -175,14 +176,17 @@ int main(int argc, char** argv) {
       const double g_lbf16 = gflops([&] {
         Linear(ctx, DType::kFloat32, x.data(), m, *pbf16, Epilogue::kNone, nullptr, y.data());
       });
-      dnnl::matmul::primitive_desc bf_pd(
-          dnnl::matmul::desc({{m, s.k}, Dt::bf16, Tag::ab}, {{s.k, s.n}, Dt::bf16, Tag::any},
-                             bias_md, {{m, s.n}, Dt::f32, Tag::ab}),
-          be.engine);
-      dnnl::matmul bf_prim(bf_pd);
-      const memory bf_w = packed(bf_pd.weights_desc(), w, s);
-      const double g_bf16 =
-          gflops([&] { run(bf_prim, bf_w, bias_mem, xb.data(), Dt::bf16, m, s, y.data()); });
+      double g_bf16 = 0;  // stays 0 where oneDNN has no bf16 matmul (AVX2 CPUs)
+      try {
+        dnnl::matmul::primitive_desc bf_pd(
+            dnnl::matmul::desc({{m, s.k}, Dt::bf16, Tag::ab}, {{s.k, s.n}, Dt::bf16, Tag::any},
+                               bias_md, {{m, s.n}, Dt::f32, Tag::ab}),
+            be.engine);
+        dnnl::matmul bf_prim(bf_pd);
+        const memory bf_w = packed(bf_pd.weights_desc(), w, s);
+        g_bf16 = gflops([&] { run(bf_prim, bf_w, bias_mem, xb.data(), Dt::bf16, m, s, y.data()); });
+      } catch (const dnnl::error&) {
+      }
       const double g_lint8 = gflops([&] {
         Linear(ctx, DType::kFloat32, x.data(), m, *pint8, Epilogue::kNone, nullptr, y.data());
       });

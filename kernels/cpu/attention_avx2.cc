@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "kernels/cpu/attention_cpu.h"
+#include "kernels/cpu/avx2_math.h"
 
 namespace encoderd::kernels {
 namespace {
@@ -21,27 +22,6 @@ namespace {
 constexpr int kRows = 4;             // query rows per register tile
 constexpr int kCols = 2;             // 8-lane vectors per register tile row
 constexpr int64_t kValueBlock = 64;  // rows of V reused from L1 across a sub-block
-
-// exp(x) for x <= 0 as attention_avx512's ExpNonPositive computes it (range
-// reduction, degree-6 Taylor polynomial), with 2^n built in the exponent
-// bits: x is clamped at -87.3, so n >= -126 and 2^n is a normal float.
-inline __m256 ExpNonPositive(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723e-6f), r);
-  __m256 p = _mm256_set1_ps(1.f / 720);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  const __m256i two_n =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(two_n));
-}
 
 inline float ReduceMax(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

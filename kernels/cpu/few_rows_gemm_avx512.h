@@ -17,7 +17,8 @@
 // PackFewRowsBf16 (linear_cpu.cc): oneDNN keeps fp32 ones for its GEMMs there.
 //
 // Call the fp32 kernels (FewRowsGemmF32, FewRowsGemmBf16AsF32) only when the
-// CPU has AVX-512 F, the bf16 one when it also has BW and BF16.
+// CPU has AVX-512 F, the bf16 one when it also has BW and BF16, and
+// FewRowsGemmBf16AsF32Avx2 when it has AVX2 and FMA.
 #pragma once
 
 #include <cstdint>
@@ -80,6 +81,12 @@ void FewRowsGemmF32(const float* x, int64_t rows, int64_t ldx, const float* pack
 void FewRowsGemmBf16AsF32(const float* x, int64_t rows, int64_t ldx, const uint16_t* packed,
                           int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const FewRowsEpilogue& epilogue, float* out);
+// The same on a CPU with AVX2 and FMA (few_rows_gemm_avx2.cc): the same
+// layout, inputs and sums (each in the order of the inputs, one FMA at a
+// time), on 8-lane registers.
+void FewRowsGemmBf16AsF32Avx2(const float* x, int64_t rows, int64_t ldx, const uint16_t* packed,
+                              int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                              const FewRowsEpilogue& epilogue, float* out);
 void FewRowsGemmBf16(const uint16_t* x, int64_t rows, int64_t ldx, const uint16_t* packed,
                      int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                      const FewRowsEpilogue& epilogue, float* out);

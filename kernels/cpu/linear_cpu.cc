@@ -35,7 +35,7 @@ using Dt = memory::data_type;
 // 2048, 240, 9 rows) instead of 10 (8 x 512, 240, 9). The int8 kernel on
 // VNNI takes 512 rows at a time (any count: it has no primitives), whose
 // uint8 inputs stay in cache while each group of weight columns goes over
-// them. Up to kFewRowsMax rows, fp32 and bf16 weights on AVX-512 and int8
+// them. Up to kFewRowsMax rows, fp32 and bf16 weights on AVX-512 (bf16 also on AVX2) and int8
 // weights on VNNI go to the few-row kernels instead
 // (few_rows_gemm_avx512.h), which read each weight once with every row in
 // one tile; the int8 fallback stays on oneDNN.
@@ -286,10 +286,15 @@ void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const uint8_t* q,
 // instructions and oneDNN chose the layout they read (compared, not
 // assumed: another oneDNN may choose another); bf16 inputs come in pairs.
 // bf16 weights without AVX512-BF16 have their own copy (few_rows_bf16).
+
+// Whether bf16 weights without bf16 instructions get the few-row kernels'
+// bf16 copy: where a kernel widens it (AVX-512 F, or AVX2 and FMA).
+bool FewRowsBf16AsF32(const CpuFeatures& cpu) { return cpu.avx512f || (cpu.avx2 && cpu.fma); }
 bool FewRowsLayout(const CpuPackedWeight& w) {
   const CpuFeatures& cpu = GetCpuFeatures();
-  if (!cpu.avx512f || w.type == DType::kInt8) return false;
-  if (w.few_rows_bf16) return true;
+  if (w.type == DType::kInt8) return false;
+  if (w.few_rows_bf16) return true;  // packed only where a kernel reads it
+  if (!cpu.avx512f) return false;
   const memory::dims dims = {w.in_features, w.out_features};
   if (w.bf16_compute) {
     return cpu.avx512bw && cpu.avx512_bf16 && w.in_features % 2 == 0 &&
@@ -348,6 +353,7 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
     }
   }
   const void* packed = w.weight.get_data_handle();
+  const bool avx512 = GetCpuFeatures().avx512f;
   const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
 #pragma omp parallel num_threads(threads)
   {
@@ -356,9 +362,12 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
     if (w.bf16_compute) {
       FewRowsGemmBf16(static_cast<const uint16_t*>(src), rows, ldx,
                       static_cast<const uint16_t*>(packed), n, k, begin, end, e, y);
-    } else if (w.few_rows_bf16) {
+    } else if (w.few_rows_bf16 && avx512) {
       FewRowsGemmBf16AsF32(static_cast<const float*>(src), rows, ldx, w.few_rows_bf16.get(), n, k,
                            begin, end, e, y);
+    } else if (w.few_rows_bf16) {
+      FewRowsGemmBf16AsF32Avx2(static_cast<const float*>(src), rows, ldx, w.few_rows_bf16.get(), n,
+                               k, begin, end, e, y);
     } else {
       FewRowsGemmF32(static_cast<const float*>(src), rows, ldx, static_cast<const float*>(packed),
                      n, k, begin, end, e, y);
@@ -467,7 +476,7 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
               const_cast<float*>(weight));
   dnnl::reorder(user, w->weight).execute(be.stream, user, w->weight);
   be.stream.wait();
-  if (type == DType::kBFloat16 && !w->bf16_compute && cpu.avx512f) {
+  if (type == DType::kBFloat16 && !w->bf16_compute && FewRowsBf16AsF32(cpu)) {
     w->few_rows_bf16 = PackFewRowsBf16(weight, out_features, in_features);
   }
   w->few_rows = FewRowsLayout(*w);

@@ -127,6 +127,41 @@ TEST(AttentionTest, Bf16MatmulsRoundTheirInputsWhereTheCpuHasBf16) {
   CheckAttention({{9, 20}, 2, 48}, DType::kBFloat16, false);    // head_dim % 32 != 0: fp32
 }
 
+// A sequence's attention does not depend on what it is batched with, bit
+// for bit: int8 encoders quantize what follows per row, and a last-bit
+// difference there can move a whole quantization step
+// (EncoderParityTest.SequenceAloneEqualsSequenceInBatch).
+TEST(AttentionTest, SequenceAloneEqualsSequenceInBatchBitForBit) {
+  for (const int threads : {1, 2}) {
+    CpuContext ctx(threads);
+    const std::vector<int32_t> lengths = {7, 300, 1, 33, 130, 16};
+    for (const int64_t d : {16, 64}) {
+      const int64_t heads = 4, hidden = heads * d;
+      const auto cu = CuSeqlens(lengths);
+      const int64_t total = cu.back();
+      const auto qkv = RandomVector(total * 3 * hidden, 21, -2.f, 2.f);
+      for (const DType matmul : {DType::kFloat32, DType::kBFloat16}) {
+        std::vector<float> together(total * hidden);
+        Attention(ctx, DType::kFloat32, matmul, qkv.data(), cu.data(),
+                  static_cast<int64_t>(lengths.size()), total, 300, heads, d, 0.125f,
+                  together.data());
+        for (size_t i = 0; i < lengths.size(); ++i) {
+          const int32_t len = lengths[i];
+          const std::vector<int32_t> one = {0, len};
+          std::vector<float> alone(len * hidden);
+          Attention(ctx, DType::kFloat32, matmul, qkv.data() + cu[i] * 3 * hidden, one.data(), 1,
+                    len, len, heads, d, 0.125f, alone.data());
+          EXPECT_EQ(std::memcmp(alone.data(), together.data() + cu[i] * hidden,
+                                alone.size() * sizeof(float)),
+                    0)
+              << "threads " << threads << " head_dim " << d << " sequence " << i << " matmul dtype "
+              << static_cast<int>(matmul);
+        }
+      }
+    }
+  }
+}
+
 TEST(AttentionTest, EmptySequencesAndBadShapes) {
   CpuContext ctx;
   const auto cu = CuSeqlens({0, 3, 0});

@@ -6,9 +6,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "kernels/cpu/bf16_convert.h"
 #include "kernels/cpu/few_rows_gemm_avx512.h"
@@ -160,8 +163,10 @@ TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
 }
 
 // Up to kFewRowsMax rows run on the few-row kernels where the CPU has
-// AVX-512 (and, for bf16 weights, AVX512-BF16 and an even k): every row
-// count (tiles of 1-6 rows by 64 columns, 7-12 rows by each half of 32),
+// AVX-512 (and, for bf16 weights, AVX512-BF16 and an even k), and for bf16
+// weights on AVX2 + FMA (ctest kernels_avx2 on an AVX-512 CPU): every row
+// count (tiles of 1-6 rows by 64 columns, 7-12 rows by each half of 32; on
+// AVX2 1-2 rows by 32 columns, 3-6 by 16, 7-12 by 8),
 // widths around the 16-lane blocks and 64-column groups (a last group of 1,
 // 2, 8, 21, 24, 36 or 64 columns), odd and even inputs, 1 to 3 threads,
 // every epilogue, the residual in place. 13 rows go to oneDNN, for
@@ -180,7 +185,8 @@ TEST(LinearTest, FewRowsMatchDoubleReference) {
         // oneDNN 2.6 packs every shape here in the layouts the kernels
         // read; another oneDNN may pick others for tiny ones.
         const bool expect_kernel =
-            cpu.avx512f && (!bf16 || !(cpu.avx512_bf16 && cpu.avx512bw) || k % 2 == 0);
+            (cpu.avx512f && (!bf16 || !(cpu.avx512_bf16 && cpu.avx512bw) || k % 2 == 0)) ||
+            (bf16 && !cpu.avx512f && cpu.avx2 && cpu.fma);
         if (n * k >= 4096) {
           EXPECT_EQ(static_cast<const CpuPackedWeight&>(packed->impl()).few_rows, expect_kernel)
               << "n " << n << " k " << k << " bf16 " << bf16;
@@ -207,15 +213,52 @@ TEST(LinearTest, FewRowsMatchDoubleReference) {
   }
 }
 
+// A bf16 weight [n, k] whose few rows run on a kernel that widens its bf16
+// copy (the two tests below): the copy counted in its bytes, oneDNN's fp32
+// weights overwritten with NaN (so that only the copy can give finite
+// results), the same bf16-rounded values packed as fp32, and an fp32 weight
+// of k + 1 inputs whose Linear leaves NaN just past each row's k inputs in
+// the row scratch, which at an odd k the kernel must not multiply.
+struct WidenedBf16 {
+  std::vector<float> b, rounded_w;
+  std::unique_ptr<PackedWeight> bf16, fp32, poison;
+
+  // Leaves NaN past the inputs of m rows in the row scratch (at an odd k).
+  void PoisonScratch(const CpuContext& ctx, int64_t m, int64_t k) const {
+    if (k % 2 == 0) return;
+    std::vector<float> x(m * (k + 1), 1.f), y(m * 64);
+    for (int64_t i = 0; i < m; ++i) x[i * (k + 1) + k] = NAN;
+    Linear(ctx, DType::kFloat32, x.data(), m, *poison, Epilogue::kNone, nullptr, y.data());
+  }
+};
+
+void MakeWidenedBf16(const CpuContext& ctx, int64_t n, int64_t k, uint32_t seed, WidenedBf16* out) {
+  const auto w = RandomVector(n * k, seed, -0.2f, 0.2f);
+  out->b = RandomVector(n, seed + 1);
+  out->rounded_w = RoundedToBFloat16(w);
+  out->bf16 = PackedWeight::Pack(ctx, w.data(), out->b.data(), n, k, DType::kBFloat16);
+  out->fp32 = PackedWeight::Pack(ctx, out->rounded_w.data(), out->b.data(), n, k, DType::kFloat32);
+  auto& impl = static_cast<CpuPackedWeight&>(out->bf16->impl());
+  ASSERT_TRUE(impl.few_rows_bf16 != nullptr) << "n " << n << " k " << k;
+  ASSERT_TRUE(impl.few_rows);
+  // oneDNN's fp32 weights plus the bf16 copy (k padded to 32, n to 64).
+  EXPECT_EQ(out->bf16->bytes(), out->fp32->bytes() + static_cast<size_t>(FewRowsGroups(n) * 64 *
+                                                                         FewRowsBf16Inputs(k) * 2))
+      << "n " << n << " k " << k;
+  std::fill_n(static_cast<float*>(impl.weight.get_data_handle()),
+              impl.weight.get_desc().get_size() / sizeof(float), NAN);
+  const auto poison_w = RandomVector(64 * (k + 1), seed + 2);
+  out->poison = PackedWeight::Pack(ctx, poison_w.data(), nullptr, 64, k + 1, DType::kFloat32);
+}
+
+const std::vector<std::pair<int64_t, int64_t>> kWidenedShapes = {
+    {64, 64}, {65, 67}, {130, 129}, {200, 768}, {24, 3072}};
+
 // bf16 weights on a CPU with AVX-512 but not AVX512-BF16 (here, or with
 // ENCODERD_CPU_DISABLE=avx512_bf16: ctest kernels_without_bf16_vnni): a few
-// rows read a bf16 copy of the weights, widened to fp32 in registers, and
+// rows read the bf16 copy (WidenedBf16), widened to fp32 in registers, and
 // give what the fp32 kernel gives on the same bf16-rounded weights and
-// inputs, bit for bit; the copy is counted in the weight's bytes. oneDNN's
-// fp32 copy is overwritten with NaN, so only the bf16 one can give these
-// results, and at an odd k the row scratch holds NaN just past the inputs
-// (left there by an fp32 Linear of k + 1 inputs), which the kernel must not
-// multiply.
+// inputs, bit for bit.
 TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsAreTheFp32KernelOnRoundedValues) {
   const CpuFeatures& cpu = GetCpuFeatures();
   if (!cpu.avx512f || cpu.avx512_bf16) {
@@ -223,48 +266,85 @@ TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsAreTheFp32KernelOnRoundedValu
   }
   for (const int threads : {1, 2}) {
     CpuContext ctx(threads);
-    for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
-             {64, 64}, {65, 67}, {130, 129}, {200, 768}, {24, 3072}}) {
-      const auto w = RandomVector(n * k, 51, -0.2f, 0.2f), b = RandomVector(n, 52);
-      const auto rounded_w = RoundedToBFloat16(w);
-      const auto bf16 = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kBFloat16);
-      const auto fp32 = PackedWeight::Pack(ctx, rounded_w.data(), b.data(), n, k, DType::kFloat32);
-      auto& impl = static_cast<CpuPackedWeight&>(bf16->impl());
-      ASSERT_TRUE(impl.few_rows_bf16 != nullptr) << "n " << n << " k " << k;
-      ASSERT_TRUE(impl.few_rows);
-      ASSERT_TRUE(static_cast<const CpuPackedWeight&>(fp32->impl()).few_rows)
+    for (const auto& [n, k] : kWidenedShapes) {
+      WidenedBf16 wb;
+      MakeWidenedBf16(ctx, n, k, 51, &wb);
+      if (HasFatalFailure()) return;
+      ASSERT_TRUE(static_cast<const CpuPackedWeight&>(wb.fp32->impl()).few_rows)
           << "oneDNN packed the fp32 weight in a layout the fp32 kernel does not read";
-      // oneDNN's fp32 weights plus the bf16 copy (k padded to 32, n to 64).
-      EXPECT_EQ(bf16->bytes(), fp32->bytes() + static_cast<size_t>(FewRowsGroups(n) * 64 *
-                                                                   FewRowsBf16Inputs(k) * 2))
-          << "n " << n << " k " << k;
-      std::fill_n(static_cast<float*>(impl.weight.get_data_handle()),
-                  impl.weight.get_desc().get_size() / sizeof(float), NAN);
-      const auto poison_w = RandomVector(64 * (k + 1), 55);
-      const auto poison =
-          PackedWeight::Pack(ctx, poison_w.data(), nullptr, 64, k + 1, DType::kFloat32);
       for (int64_t m = 1; m <= kFewRowsMax; ++m) {
         const auto x = RandomVector(m * k, 53 + m);
         const auto rounded_x = RoundedToBFloat16(x);
         const auto residual = RandomVector(m * n, 54, -2.f, 2.f);
-        std::vector<float> poison_x(m * (k + 1), 1.f), poison_y(m * 64);
-        for (int64_t i = 0; i < m; ++i) poison_x[i * (k + 1) + k] = NAN;
         for (const Epilogue ep :
              {Epilogue::kNone, Epilogue::kGelu, Epilogue::kRelu, Epilogue::kResidual}) {
           const bool res = ep == Epilogue::kResidual;
           std::vector<float> got = res ? residual : std::vector<float>(m * n, NAN);
           std::vector<float> want = got;
-          if (k % 2 == 1) {
-            Linear(ctx, DType::kFloat32, poison_x.data(), m, *poison, Epilogue::kNone, nullptr,
-                   poison_y.data());
-          }
-          Linear(ctx, DType::kFloat32, x.data(), m, *bf16, ep, res ? got.data() : nullptr,
+          wb.PoisonScratch(ctx, m, k);
+          Linear(ctx, DType::kFloat32, x.data(), m, *wb.bf16, ep, res ? got.data() : nullptr,
                  got.data());
-          Linear(ctx, DType::kFloat32, rounded_x.data(), m, *fp32, ep, res ? want.data() : nullptr,
-                 want.data());
+          Linear(ctx, DType::kFloat32, rounded_x.data(), m, *wb.fp32, ep,
+                 res ? want.data() : nullptr, want.data());
           EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
               << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
               << static_cast<int>(ep);
+        }
+      }
+    }
+  }
+}
+
+// bf16 weights on a CPU with AVX2 and FMA but no AVX-512 (here, or with
+// ENCODERD_CPU_DISABLE=avx512f,...: ctest kernels_avx2): a few rows read
+// the bf16 copy (WidenedBf16), widened in registers, each sum one FMA at a
+// time in the order of the inputs. So the sums are these written-out FMA
+// chains over the bf16-rounded operands bit for bit, and so is the
+// epilogue, but for GELU (a polynomial erf: within 2e-6).
+TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (cpu.avx512f || !cpu.avx2 || !cpu.fma) {
+    GTEST_SKIP() << "runs where the CPU has AVX2 and FMA and no AVX-512 (or it is disabled)";
+  }
+  for (const int threads : {1, 2}) {
+    CpuContext ctx(threads);
+    for (const auto& [n, k] : kWidenedShapes) {
+      WidenedBf16 wb;
+      MakeWidenedBf16(ctx, n, k, 61, &wb);
+      if (HasFatalFailure()) return;
+      for (int64_t m = 1; m <= kFewRowsMax; ++m) {
+        const auto rounded_x = RoundedToBFloat16(RandomVector(m * k, 63 + m));
+        const auto residual = RandomVector(m * n, 64, -2.f, 2.f);
+        std::vector<float> sums(m * n);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            float acc = 0.f;
+            for (int64_t c = 0; c < k; ++c) {
+              acc = std::fma(rounded_x[i * k + c], wb.rounded_w[j * k + c], acc);
+            }
+            sums[i * n + j] = acc + wb.b[j];
+          }
+        }
+        for (const Epilogue ep :
+             {Epilogue::kNone, Epilogue::kGelu, Epilogue::kRelu, Epilogue::kResidual}) {
+          const bool res = ep == Epilogue::kResidual;
+          std::vector<float> got = res ? residual : std::vector<float>(m * n, NAN);
+          wb.PoisonScratch(ctx, m, k);
+          Linear(ctx, DType::kFloat32, rounded_x.data(), m, *wb.bf16, ep,
+                 res ? got.data() : nullptr, got.data());
+          for (int64_t i = 0; i < m * n; ++i) {
+            float want = sums[i];
+            if (res) want += residual[i];
+            if (ep == Epilogue::kRelu) want = want > 0.f ? want : 0.f;
+            if (ep == Epilogue::kGelu) {
+              const double gelu = 0.5 * want * (1 + std::erf(want / std::sqrt(2.0)));
+              ASSERT_NEAR(got[i], gelu, 2e-6 * std::max(1.0, std::fabs(gelu)))
+                  << "threads " << threads << " n " << n << " k " << k << " m " << m;
+              continue;
+            }
+            ASSERT_EQ(got[i], want) << "threads " << threads << " n " << n << " k " << k << " m "
+                                    << m << " epilogue " << static_cast<int>(ep) << " at " << i;
+          }
         }
       }
     }

@@ -12,6 +12,7 @@
 
 #include "engine/runtime/encoder.h"
 #include "engine/runtime/packed_batch.h"
+#include "kernels/cpu_features.h"
 #include "server/config/model_card_yaml.h"
 #include "tests/unit/model_fixtures.h"
 #if ENCODERD_WITH_CUDA
@@ -248,10 +249,16 @@ TEST_P(EncoderParityTest, RaggedBatchMatchesPyTorch) {
 // Also in int8: activations are quantized per row, so what a sequence gets
 // does not depend on what it is batched with. On a GPU the GEMM library may
 // pick another algorithm for another row count: equal up to 16-bit rounding.
+// So may oneDNN's fp32 GEMM on a CPU without AVX-512 (its AVX2 gemm differs
+// in the last bits between row counts), which int8 without VNNI runs on:
+// there the next layer's quantization can move a value by a whole step, and
+// int8 is compared as on a GPU.
 TEST_P(EncoderParityTest, SequenceAloneEqualsSequenceInBatch) {
   if (dtype_ == DType::kBFloat16 && device_ == Device::kCpu) {
     GTEST_SKIP() << "checked in fp32 and int8";
   }
+  const kernels::CpuFeatures& cpu = kernels::GetCpuFeatures();
+  const bool int8_exact = cpu.avx512f && cpu.avx512bw && cpu.avx512_vnni;
   const PackedBatch batch = Pack(config_, ref_, all_);
   auto together = encoder_->Forward(batch);
   ASSERT_TRUE(together.ok());
@@ -260,7 +267,7 @@ TEST_P(EncoderParityTest, SequenceAloneEqualsSequenceInBatch) {
     auto alone = encoder_->Forward(Pack(config_, ref_, {i}));
     ASSERT_TRUE(alone.ok());
     const float* in_batch = together->data<float>() + batch.cu_seqlens[i] * h;
-    if (device_ == Device::kCuda) {
+    if (device_ == Device::kCuda || (dtype_ == DType::kInt8 && !int8_exact)) {
       EXPECT_GE(Cosine(alone->data<float>(), in_batch, batch.length(i) * h), 0.9999)
           << "sequence " << i;
     } else {
