@@ -21,7 +21,6 @@
 #include <cstdlib>
 #include <future>
 #include <memory>
-#include <thread>
 
 #include "cli/flags.h"
 #include "cli/shutdown_signals.h"
@@ -296,29 +295,10 @@ int RunServeCommand(const std::vector<std::string>& args) {
   const auto start = std::chrono::steady_clock::now();
   // New connections are refused from here on.
   if (guard) guard->StopAccepting();
-  // Calls the guard let through may not have reached a handler yet (gRPC
-  // still reading or dispatching them), and Shutdown cancels those: wait,
-  // within the grace period, until gRPC has started answering every one.
-  // Their number only falls: a draining daemon's screen admits no call as
-  // work (its handlers refuse new calls).
-  const auto grace_end =
-      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(grace);
-  const int64_t forwarded = guard ? guard->forwarded_open() : 0;
-  while (guard && guard->forwarded_open() > 0 && std::chrono::steady_clock::now() < grace_end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  if (forwarded > 0) {
-    spdlog::info(
-        "{} admitted call(s) answered or started before gRPC shuts down ({} left) after {:.3f} s",
-        forwarded, guard->forwarded_open(),
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
   // Refuses new calls and waits for in-flight ones, cancelling what is left
   // at the deadline; the health port answers NOT_SERVING until the gRPC port
   // has drained.
-  ShutDown(servers, std::chrono::system_clock::now() +
-                        std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                            grace_end - std::chrono::steady_clock::now()));
+  ShutDown(servers, std::chrono::system_clock::now() + grace);
   for (const auto& model : registry.Loaded()) model->batcher().Stop();
   spdlog::info("stopped after {:.3f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

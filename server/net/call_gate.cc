@@ -171,7 +171,7 @@ void CallGate::OnClientHeader(const Http2Frame& f, std::string* to_server) {
     if (f.length == 0) OnClientPayload(nullptr, 0, to_server);
     return;
   }
-  if (f.type == kHttp2RstStream) CloseCall(f.stream);
+  if (f.type == kHttp2RstStream) forwarded_work_.erase(f.stream);
   if (f.stream != 0 && Dropped(f.stream)) {
     fate_ = Fate::kDrop;
     if (f.type == kHttp2Data) window_credit_ += f.length;
@@ -299,7 +299,7 @@ void CallGate::OnHeaderBlock(std::string* to_server) {
       if (!end_stream) Remember(stream);
       return;
     }
-    if (verdict.forwarded_work) OpenCall(stream);
+    if (verdict.forwarded_work) forwarded_work_.insert(stream);
   }
   if (is_new) last_forwarded_ = stream;
   if (!reencoding_) {
@@ -316,7 +316,7 @@ bool CallGate::GiveUp() {
   // for a new call the guard's accounting never saw; once a table change was
   // kept from it, raw blocks would decode wrongly. Then only closing is safe.
   // Either way the gate screens no more calls.
-  CloseAllCalls();
+  forwarded_work_.clear();
   if (reencoding_ || calls_answered_ > 0) {
     broken_ = true;
     return false;
@@ -346,7 +346,7 @@ void CallGate::FromServer(const uint8_t* data, size_t size, std::string* to_clie
         if (f.type == kHttp2GoAway) server_goaway_ = true;
         // gRPC answers (its HEADERS: the response's or trailers only; they
         // are not flow-controlled) or gives the call up.
-        if (f.type == kHttp2Headers || f.type == kHttp2RstStream) CloseCall(f.stream);
+        if (f.type == kHttp2Headers || f.type == kHttp2RstStream) forwarded_work_.erase(f.stream);
         if (f.type == kHttp2Headers) server_in_block_ = !(f.flags & kHttp2EndHeaders);
         if (f.type == kHttp2Continuation && (f.flags & kHttp2EndHeaders)) server_in_block_ = false;
         *to_client += Http2FrameHeaderBytes(f.type, f.flags, f.stream, f.length);

@@ -30,7 +30,6 @@
 // guard's rapid-reset accounting never saw).
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -88,14 +87,8 @@ std::string TrailersOnlyResponse(uint32_t stream, const Status& status, uint64_t
 
 class CallGate {
  public:
-  // `screen` outlives the gate, and so does `open_calls` when not null: the
-  // gate keeps its own calls counted in CallHead::forwarded_open added to it
-  // (the guard's total over its connections, ConnectionGuard::forwarded_open).
-  explicit CallGate(const CallScreen* screen, std::atomic<int64_t>* open_calls = nullptr)
-      : screen_(screen), open_calls_(open_calls) {}
-  ~CallGate() { Untrack(forwarded_work_.size()); }
-  CallGate(const CallGate&) = delete;
-  CallGate& operator=(const CallGate&) = delete;
+  // `screen` outlives the gate.
+  explicit CallGate(const CallScreen* screen) : screen_(screen) {}
 
   // The client's bytes after the 24-byte connection preface; what gRPC is to
   // get is appended to `to_server`.
@@ -131,18 +124,6 @@ class CallGate {
   // the client's.
   void Keep();
   void Remember(uint32_t stream);
-  // forwarded_work_ and open_calls_ together.
-  void OpenCall(uint32_t stream) {
-    if (forwarded_work_.insert(stream).second && open_calls_) open_calls_->fetch_add(1);
-  }
-  void CloseCall(uint32_t stream) { Untrack(forwarded_work_.erase(stream)); }
-  void CloseAllCalls() {
-    Untrack(forwarded_work_.size());
-    forwarded_work_.clear();
-  }
-  void Untrack(size_t calls) {
-    if (open_calls_ && calls > 0) open_calls_->fetch_sub(static_cast<int64_t>(calls));
-  }
   void Forget(uint32_t stream) { answered_streams_.erase(stream); }
   bool Dropped(uint32_t stream) const {
     return answered_streams_.count(stream) > 0 || ((stream & 1) && stream > last_forwarded_);
@@ -155,7 +136,6 @@ class CallGate {
   const CallScreen* const screen_;
   // Streams counted in CallHead::forwarded_open.
   std::unordered_set<uint32_t> forwarded_work_;
-  std::atomic<int64_t>* const open_calls_;
   std::string peer_;
   Http2FrameReader client_;
   Http2FrameReader server_;

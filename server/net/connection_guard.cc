@@ -108,7 +108,6 @@ class ConnectionGuard::Loop {
   }
 
   bool ok() const { return epoll_fd_ >= 0 && wake_fd_ >= 0; }
-  int64_t forwarded_open() const { return forwarded_open_.load(); }
 
   void Run();
   // From other threads.
@@ -220,9 +219,6 @@ class ConnectionGuard::Loop {
   int listen_fd_;
   std::function<void(int)> attach_;
   const ConnectionGuardOptions options_;
-  // Every gate's calls that gRPC has not started answering (before conns_:
-  // the gates take theirs off as they go).
-  std::atomic<int64_t> forwarded_open_{0};
   ServingMetrics* const metrics_;
   const int epoll_fd_;
   const int wake_fd_;
@@ -387,7 +383,7 @@ void ConnectionGuard::Loop::Accept() {
     std::shared_ptr<ResetBudget>& budget = reset_budgets_[peer.sin_addr.s_addr];
     if (!budget) budget = std::make_shared<ResetBudget>(options_.http2.premature_reset_rate);
     auto c = std::make_unique<Conn>(options_.http2, budget);
-    if (options_.screen) c->gate = std::make_unique<CallGate>(&options_.screen, &forwarded_open_);
+    if (options_.screen) c->gate = std::make_unique<CallGate>(&options_.screen);
     c->id = next_id_++;
     c->client = fd;
     c->ip = peer.sin_addr.s_addr;
@@ -699,8 +695,6 @@ ConnectionGuard::ConnectionGuard(int port, ConnectionGuardOptions options)
 void ConnectionGuard::StopAccepting() {
   if (loop_) loop_->StopAccepting();
 }
-
-int64_t ConnectionGuard::forwarded_open() const { return loop_ ? loop_->forwarded_open() : 0; }
 
 ConnectionGuard::~ConnectionGuard() {
   if (loop_) loop_->Stop();

@@ -18,7 +18,6 @@
 #pragma once
 
 #include <chrono>
-#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -68,10 +67,6 @@ class ConnectionGuard {
   // Closes the listening socket (new clients are refused by the kernel);
   // open connections go on until either side closes them.
   void StopAccepting();
-  // Calls the screen admitted as work that gRPC has not started answering,
-  // over every connection (CallHead::forwarded_open): some may not have
-  // reached a handler yet, and gRPC's Shutdown cancels those. Any thread.
-  int64_t forwarded_open() const;
 
  private:
   class Loop;

@@ -486,14 +486,14 @@ def check_graceful_shutdown(args, tmp):
         stub = pb_grpc.EncoderStub(channel)
         futures = [stub.Embed.future(pb.EmbedRequest(texts=[f"in flight {i}"]), timeout=30)
                    for i in range(100)]
-        # The signal goes as soon as the HTTP/2 guard has screened every call
-        # (each holds a slot), whether or not gRPC has handed it to a handler
-        # yet: gRPC cancels a call no handler has taken when Shutdown()
-        # begins, so the daemon waits for the guard's admitted calls to be
-        # answered before it calls Shutdown() (under AddressSanitizer 77 of
-        # 100 were cancelled, 45 ms after SERVING, before it did).
-        check(wait_until(lambda: idle_state(daemon)[3] == 100, 10, 0.002),
-              f"shutdown: 100 calls hold slots before the signal ({idle_state(daemon)})")
+        # The signal goes once every call is a live request in the daemon (its
+        # handler has submitted it), not merely screened: the HTTP/2 guard
+        # takes a call's slot before gRPC hands it to a handler, and gRPC
+        # cancels a call no handler has taken when Shutdown() begins (under
+        # AddressSanitizer 77 of 100 once were, 45 ms after SERVING).
+        check(wait_until(lambda: idle_state(daemon)[0] == 100 and idle_state(daemon)[3] == 100,
+                         10, 0.005),
+              f"shutdown: 100 live requests hold slots before the signal ({idle_state(daemon)})")
         check(not any(f.done() for f in futures), "shutdown: none finished before the signal")
         signalled = time.perf_counter()
         daemon.proc.send_signal(signal.SIGTERM)
