@@ -5,12 +5,13 @@
 // FewRowsGemmBf16AsF32Avx2 (few_rows_gemm_avx512.h): the bf16 weights of a
 // CPU without AVX-512, in the few-row kernels' bf16 layout, widened to fp32
 // in registers. 16 registers of 8 lanes hold fewer accumulators than
-// AVX-512's 32 of 16, so a group's 64 columns take several passes, each over
-// every step of the group: 1-2 rows by 32 columns, 3-6 by 16, 7-12 by 8.
-// A pass reads its 32 or 64 bytes of each step; the passes that read the
-// other half of a line find it in L2 (a group is k / 2 steps of 256 bytes:
-// 96 KiB for 768 inputs, 384 KiB for 3072), so each weight still comes
-// from memory once.
+// AVX-512's 32 of 16, so the rows go in blocks of up to kBlockRows (1-2
+// rows by 32 columns, 3-5 by 16) and a group's 64 columns take several
+// passes (kTiles). The passes go over kChunkSteps steps (8 KiB) of the
+// group at a time: the first block's first pass finds them in L2, where
+// every pass of the chunks before prefetched its share, and the other
+// passes and blocks read them from L1, so each weight comes from memory
+// once.
 #include <immintrin.h>
 
 #include "kernels/cpu/avx2_math.h"

@@ -282,14 +282,14 @@ void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const uint8_t* q,
   }
 }
 
+// Whether bf16 weights without bf16 instructions get the few-row kernels'
+// bf16 copy: where a kernel widens it (AVX-512 F, or AVX2 and FMA).
+bool FewRowsBf16AsF32(const CpuFeatures& cpu) { return cpu.avx512f || (cpu.avx2 && cpu.fma); }
+
 // Whether the few-row kernels can read w's packed weight: the CPU has their
 // instructions and oneDNN chose the layout they read (compared, not
 // assumed: another oneDNN may choose another); bf16 inputs come in pairs.
 // bf16 weights without AVX512-BF16 have their own copy (few_rows_bf16).
-
-// Whether bf16 weights without bf16 instructions get the few-row kernels'
-// bf16 copy: where a kernel widens it (AVX-512 F, or AVX2 and FMA).
-bool FewRowsBf16AsF32(const CpuFeatures& cpu) { return cpu.avx512f || (cpu.avx2 && cpu.fma); }
 bool FewRowsLayout(const CpuPackedWeight& w) {
   const CpuFeatures& cpu = GetCpuFeatures();
   if (w.type == DType::kInt8) return false;

@@ -48,11 +48,11 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   // they can read the weights, `weight` in the layout oneDNN chose or
   // few_rows_bf16.
   bool few_rows = false;
-  // bf16 weights where the CPU has AVX-512 but not AVX512-BF16: a bf16 copy
-  // of `weight` in the few-row layout (PackFewRowsBf16), so that a few rows
-  // read half the bytes of the fp32 weights oneDNN keeps for more rows;
-  // such a weight takes 1.5x the memory of an fp32 one (3x a bf16_compute
-  // one).
+  // bf16 weights where the CPU has AVX-512 or AVX2 + FMA but not
+  // AVX512-BF16: a bf16 copy of `weight` in the few-row layout
+  // (PackFewRowsBf16), so that a few rows read half the bytes of the fp32
+  // weights oneDNN keeps for more rows; such a weight takes 1.5x the memory
+  // of an fp32 one (3x a bf16_compute one).
   std::unique_ptr<uint16_t[], FreeBytes> few_rows_bf16;
   dnnl::memory weight;  // null handle when int8_compute
   dnnl::memory bias;    // [1, out] fp32, null handle: no bias (int8_compute: added by the epilogue)

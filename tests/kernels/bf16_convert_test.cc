@@ -60,7 +60,9 @@ std::vector<float> Values() {
                           std::numeric_limits<float>::quiet_NaN(),
                           -std::numeric_limits<float>::quiet_NaN(),
                           FromBits(0x7f800001u),   // signalling NaN
-                          FromBits(0xff80ffffu)};  // NaN that plain rounding would carry to -0
+                          FromBits(0xff80ffffu),   // negative NaN
+                          FromBits(0x7fffffffu),   // NaN that plain rounding would carry to -0
+                          FromBits(0xffffffffu)};  // and this one to +0
   std::mt19937 rng(5);
   std::uniform_int_distribution<uint32_t> bits;
   while (v.size() < 1000) {

@@ -166,7 +166,7 @@ TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
 // AVX-512 (and, for bf16 weights, AVX512-BF16 and an even k), and for bf16
 // weights on AVX2 + FMA (ctest kernels_avx2 on an AVX-512 CPU): every row
 // count (tiles of 1-6 rows by 64 columns, 7-12 rows by each half of 32; on
-// AVX2 1-2 rows by 32 columns, 3-6 by 16, 7-12 by 8),
+// AVX2 blocks of up to 5 rows, 1-2 rows by 32 columns, 3-5 by 16),
 // widths around the 16-lane blocks and 64-column groups (a last group of 1,
 // 2, 8, 21, 24, 36 or 64 columns), odd and even inputs, 1 to 3 threads,
 // every epilogue, the residual in place. 13 rows go to oneDNN, for
@@ -216,9 +216,10 @@ TEST(LinearTest, FewRowsMatchDoubleReference) {
 // A bf16 weight [n, k] whose few rows run on a kernel that widens its bf16
 // copy (the two tests below): the copy counted in its bytes, oneDNN's fp32
 // weights overwritten with NaN (so that only the copy can give finite
-// results), the same bf16-rounded values packed as fp32, and an fp32 weight
-// of k + 1 inputs whose Linear leaves NaN just past each row's k inputs in
-// the row scratch, which at an odd k the kernel must not multiply.
+// results), the same bf16-rounded values packed as fp32, and a bf16 weight
+// of k + 1 inputs, whose few-row Linear (the same path, the same row
+// stride for an odd k) leaves NaN just past each row's k inputs in the row
+// scratch, which at an odd k the kernel must not multiply.
 struct WidenedBf16 {
   std::vector<float> b, rounded_w;
   std::unique_ptr<PackedWeight> bf16, fp32, poison;
@@ -248,7 +249,8 @@ void MakeWidenedBf16(const CpuContext& ctx, int64_t n, int64_t k, uint32_t seed,
   std::fill_n(static_cast<float*>(impl.weight.get_data_handle()),
               impl.weight.get_desc().get_size() / sizeof(float), NAN);
   const auto poison_w = RandomVector(64 * (k + 1), seed + 2);
-  out->poison = PackedWeight::Pack(ctx, poison_w.data(), nullptr, 64, k + 1, DType::kFloat32);
+  out->poison = PackedWeight::Pack(ctx, poison_w.data(), nullptr, 64, k + 1, DType::kBFloat16);
+  ASSERT_TRUE(static_cast<const CpuPackedWeight&>(out->poison->impl()).few_rows);
 }
 
 const std::vector<std::pair<int64_t, int64_t>> kWidenedShapes = {
