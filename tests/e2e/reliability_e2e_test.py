@@ -195,8 +195,14 @@ def check_deadlines_and_cancellation(args, tmp):
                               f"({waited:.2f} s for the deadline)")
         check(code_of(big) == Code.OK and code_of(admitted) == Code.OK,
               "cancel: the freed slot admits a new call at the cap, and it is served")
-        batches = daemon.metric("encoderd_batch_size_sequences_count", {"model": MODEL}) - batches0
-        seqs = daemon.metric("encoderd_batch_size_sequences_sum", {"model": MODEL}) - batch_seqs0
+        # The batch metrics are observed after the batch's answers go out: the
+        # admitted call's batch may be counted a moment after its OK (seen under
+        # AddressSanitizer), so wait for the count to settle before comparing.
+        def batched():
+            return (daemon.metric("encoderd_batch_size_sequences_count", {"model": MODEL}) - batches0,
+                    daemon.metric("encoderd_batch_size_sequences_sum", {"model": MODEL}) - batch_seqs0)
+        wait_until(lambda: batched()[1] >= 256 + 1, 5)
+        batches, seqs = batched()
         check(seqs == 256 + 1, f"never computed: batches held the 256 + 1 admitted sequences only "
                                f"({batches} batches, {seqs} sequences)")
 
