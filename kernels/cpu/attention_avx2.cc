@@ -37,12 +37,6 @@ inline float ReduceAdd(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Lanes [0, n) set, for 0 <= n <= 8.
-inline __m256 FirstLanes(int64_t n) {
-  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), index));
-}
-
 // In-register transpose of an 8 x 8 tile: r[i][j] becomes r[j][i].
 inline void Transpose8(__m256 r[8]) {
   __m256 t[8], u[8];
@@ -80,7 +74,7 @@ void PackKeys(const float* k, int64_t ld, int64_t len, int64_t lp, int64_t d, fl
 // to the next multiple of 8 are overwritten too); returns 1 / sum(p).
 float SoftmaxRow(float* s, int64_t len) {
   const int64_t full = len / 8 * 8;
-  const __m256 tail = FirstLanes(len - full);
+  const __m256 tail = _mm256_castsi256_ps(FirstLanes(len - full));
   __m256 vmax = _mm256_set1_ps(-INFINITY);
   for (int64_t j = 0; j < full; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + j));
   if (full < len) {

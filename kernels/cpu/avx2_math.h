@@ -1,13 +1,21 @@
 // Vector math shared by the AVX2 + FMA kernels (attention_avx2.cc,
-// few_rows_gemm_avx2.cc): avx512_math.h's functions on 8-lane registers.
+// few_rows_gemm_avx2.cc): a lane mask, and avx512_math.h's functions on 8-lane registers.
 // Include only from files compiled with -mavx2 -mfma; the functions have
 // internal linkage, so no AVX2 copy can be chosen for generic code.
 #pragma once
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace encoderd::kernels {
 namespace {
+
+// Lanes [0, n) set, for n >= 0 (all of them from 8 on).
+inline __m256i FirstLanes(int64_t n) {
+  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n < 8 ? static_cast<int>(n) : 8), index);
+}
 
 // exp(x) for x <= 0 as avx512_math.h's ExpNonPositive computes it (range
 // reduction, degree-6 Taylor polynomial), with 2^n built in the exponent

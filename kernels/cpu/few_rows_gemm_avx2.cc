@@ -22,12 +22,6 @@ namespace {
 
 constexpr int64_t kStepBytes = 256;  // a pair of inputs of 64 columns, in bf16
 
-// Lanes [0, n) set, for n >= 0 (all of them from 8 on).
-inline __m256i FirstLanes(int64_t n) {
-  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n < 8 ? static_cast<int>(n) : 8), index);
-}
-
 // Row m's 8 columns from col on, `left` of which exist if positive, through
 // the epilogue (few_rows_gemm_avx512.h: bias, residual, then GELU or ReLU).
 inline void Finish(__m256 v, const FewRowsEpilogue& e, int64_t m, int64_t n, int64_t col,
