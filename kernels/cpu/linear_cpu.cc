@@ -179,8 +179,14 @@ void QuantizeRows(const CpuContext& ctx, const float* x, int64_t rows, int64_t k
     const RowQuant p = ChooseRowQuant(row, k, /*avx512=*/false);
     params[m] = p;
     const float inv = 1.f / p.scale;
+    // Rounded to the nearest integer, ties to even, as nearbyint rounds in
+    // the default mode, without a call per value: adding and taking back
+    // 1.5 * 2^23 does that to a float under 2^22 in magnitude (here at most
+    // 255, or NaN, which stays NaN), and the loop vectorizes.
+    constexpr float kRound = 12582912.f;
     for (int64_t i = 0; i < k; ++i) {
-      const float v = std::clamp(std::nearbyint(row[i] * inv) + p.zero, 0.f, 255.f);
+      const float rounded = (row[i] * inv + kRound) - kRound;
+      const float v = std::clamp(rounded + p.zero, 0.f, 255.f);
       dequantized[m * k + i] = (v - p.zero) * p.scale;
     }
   }
