@@ -181,8 +181,10 @@ void QuantizeRows(const CpuContext& ctx, const float* x, int64_t rows, int64_t k
     const float inv = 1.f / p.scale;
     // Rounded to the nearest integer, ties to even, as nearbyint rounds in
     // the default mode, without a call per value: adding and taking back
-    // 1.5 * 2^23 does that to a float under 2^22 in magnitude (here at most
-    // 255, or NaN, which stays NaN), and the loop vectorizes.
+    // 1.5 * 2^23 does that to a float under 2^22 in magnitude (here about
+    // 255 at most, or NaN, which stays NaN), and the loop vectorizes. The
+    // product must be rounded before the addition: this file is compiled
+    // with -ffp-contract=off (kernels/CMakeLists.txt).
     constexpr float kRound = 12582912.f;
     for (int64_t i = 0; i < k; ++i) {
       const float rounded = (row[i] * inv + kRound) - kRound;
