@@ -108,6 +108,7 @@ std::map<std::string, Setter> ModelFields(ModelConfig* m) {
           {"replicas", IntField(&m->replicas)},
           {"max_batch_tokens", IntField(&m->max_batch_tokens)},
           {"max_batch_sequences", IntField(&m->max_batch_sequences)},
+          {"max_batch_time_us", IntField(&m->max_batch_time_us)},
           {"max_queue_delay_us", IntField(&m->max_queue_delay_us)},
           {"max_queue_size", IntField(&m->max_queue_size)},
           {"predict_deadlines", BoolField(&m->predict_deadlines)},
@@ -255,6 +256,7 @@ Status ServerConfig::Validate() const {
     if (m.replicas < 1) return bad(p + "replicas", "must be >= 1");
     if (m.max_batch_tokens < 1) return bad(p + "max_batch_tokens", "must be >= 1");
     if (m.max_batch_sequences < 1) return bad(p + "max_batch_sequences", "must be >= 1");
+    if (m.max_batch_time_us < 0) return bad(p + "max_batch_time_us", "must be >= 0");
     if (m.max_queue_delay_us < 0) return bad(p + "max_queue_delay_us", "must be >= 0");
     if (m.max_queue_size < 1) return bad(p + "max_queue_size", "must be >= 1");
     if (m.max_queue_time_us < 0) return bad(p + "max_queue_time_us", "must be >= 0");
@@ -295,6 +297,7 @@ std::string ServerConfig::Summary() const {
       << (m.int8_fp32_linears.empty() ? "" : " int8_fp32_linears=" + m.int8_fp32_linears)
       << " replicas=" << m.replicas << " max_batch_tokens=" << m.max_batch_tokens
       << " max_batch_sequences=" << m.max_batch_sequences
+      << " max_batch_time_us=" << m.max_batch_time_us
       << " max_queue_delay_us=" << m.max_queue_delay_us << " max_queue_size=" << m.max_queue_size
       << " predict_deadlines=" << (m.predict_deadlines ? "true" : "false")
       << " max_queue_time_us=" << m.max_queue_time_us

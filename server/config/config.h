@@ -123,6 +123,10 @@ struct ModelConfig {
   int64_t max_batch_tokens = 8192;
   // Most sequences in one engine batch.
   int64_t max_batch_sequences = 256;
+  // Longest an engine batch is predicted to take (from the throughput learned
+  // on this machine): fewer than max_batch_tokens when those would take
+  // longer; 0: no limit.
+  int64_t max_batch_time_us = 100000;
   // Longest wait for more work before running a batch that is not full.
   int64_t max_queue_delay_us = 2000;
   // Most requests waiting in the queue; more are RESOURCE_EXHAUSTED.

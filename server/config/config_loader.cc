@@ -71,6 +71,8 @@ constexpr Option kOptions[] = {
     {"--max-batch-tokens", "ENCODERD_MAX_BATCH_TOKENS", "model.max_batch_tokens", "tokens"},
     {"--max-batch-sequences", "ENCODERD_MAX_BATCH_SEQUENCES", "model.max_batch_sequences",
      "sequences"},
+    {"--max-batch-time-us", "ENCODERD_MAX_BATCH_TIME_US", "model.max_batch_time_us",
+     "longest predicted batch (microseconds); 0: no limit"},
     {"--max-queue-delay-us", "ENCODERD_MAX_QUEUE_DELAY_US", "model.max_queue_delay_us",
      "microseconds"},
     {"--max-queue-size", "ENCODERD_MAX_QUEUE_SIZE", "model.max_queue_size", "requests"},

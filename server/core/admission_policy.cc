@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 
 namespace encoderd::server {
@@ -63,6 +64,28 @@ Clock::duration ThroughputEstimate::Predict(int64_t tokens) const {
   if (rate == nullptr || tokens <= 0) return Clock::duration::zero();
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
       std::min(static_cast<double>(tokens) * rate->seconds / rate->tokens, kLongestSeconds)));
+}
+
+int64_t ThroughputEstimate::TokensWithin(Clock::duration time) const {
+  // Each size class has one rate, so within a class the predicted time grows
+  // with the tokens; across classes it need not (a larger class may be
+  // faster per token). The answer is the largest size, over the classes,
+  // that its class's rate fits in `time`.
+  const double seconds = std::min(Seconds(time), kLongestSeconds);
+  int64_t most = 0;
+  int64_t lower = 1;
+  for (int c = 0; c < kSizeClasses; ++c) {
+    const int64_t upper = c + 1 < kSizeClasses ? int64_t{64} << (2 * c) : 0;  // 0: no bound
+    const Rate* rate = RateFor(lower);
+    if (rate == nullptr) return 0;
+    const double fits = std::floor(seconds * rate->tokens / rate->seconds);
+    if (fits >= static_cast<double>(lower)) {
+      const double bounded = upper > 0 ? std::min(fits, static_cast<double>(upper - 1)) : fits;
+      most = std::max(most, static_cast<int64_t>(std::min(bounded, 1e15)));
+    }
+    lower = upper;
+  }
+  return most;
 }
 
 void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration target,

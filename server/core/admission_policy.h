@@ -39,6 +39,9 @@ class ThroughputEstimate {
   // Predicted time for one executor to compute a batch of `tokens` (zero
   // while unknown).
   Clock::duration Predict(int64_t tokens) const;
+  // The most tokens a batch predicted to take at most `time` holds (0 when
+  // not even one token fits, or while unknown).
+  int64_t TokensWithin(Clock::duration time) const;
 
   // Size classes: batches of under 64, 256, 1,024, 4,096 tokens, and more.
   static constexpr int kSizeClasses = 5;
@@ -109,7 +112,8 @@ struct Backlog {
   int idle_executors = 0;
   // Whether the queue stands (StandingQueue).
   bool standing = false;
-  // Most tokens the batcher puts in one batch (BatchLimits::max_batch_tokens).
+  // Most tokens the batcher puts in one batch (BatchTokenCap: max_batch_tokens,
+  // or fewer under max_batch_time_us).
   int64_t max_batch_tokens = std::numeric_limits<int64_t>::max();
 };
 

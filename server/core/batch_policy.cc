@@ -106,12 +106,21 @@ DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now) {
   return dropped;
 }
 
+int64_t BatchTokenCap(const BatchLimits& limits, const ThroughputEstimate* estimate) {
+  if (limits.max_batch_time_us <= 0 || estimate == nullptr || !estimate->known())
+    return limits.max_batch_tokens;
+  const int64_t within =
+      estimate->TokensWithin(std::chrono::microseconds(limits.max_batch_time_us));
+  return std::max<int64_t>(std::min(limits.max_batch_tokens, within), 1);
+}
+
 namespace {
 
 // Plans the next batch without touching the queue: sequences from the head in
-// queue order until the next one would exceed a limit. `full`: a limit was
-// reached (the batch runs now).
-BatchPlan PlanBatch(const RequestQueue& queue, const BatchLimits& limits, bool* full) {
+// queue order until the next one would exceed a limit (`max_tokens` for the
+// tokens). `full`: a limit was reached (the batch runs now).
+BatchPlan PlanBatch(const RequestQueue& queue, const BatchLimits& limits, int64_t max_tokens,
+                    bool* full) {
   BatchPlan plan;
   *full = false;
   const auto& requests = queue.requests();
@@ -121,8 +130,7 @@ BatchPlan PlanBatch(const RequestQueue& queue, const BatchLimits& limits, bool* 
     for (; end < r->num_sequences(); ++end) {
       const int64_t len = static_cast<int64_t>(r->sequence(end).size());
       const bool seq_cap = plan.num_sequences >= limits.max_batch_sequences;
-      const bool token_cap =
-          plan.num_sequences > 0 && plan.num_tokens + len > limits.max_batch_tokens;
+      const bool token_cap = plan.num_sequences > 0 && plan.num_tokens + len > max_tokens;
       if (seq_cap || token_cap) {
         *full = true;
         break;
@@ -133,7 +141,7 @@ BatchPlan PlanBatch(const RequestQueue& queue, const BatchLimits& limits, bool* 
     if (end > r->next_sequence) plan.slices.push_back({r, r->next_sequence, end});
   }
   // A single sequence over the token budget runs alone.
-  if (plan.num_tokens >= limits.max_batch_tokens) *full = true;
+  if (plan.num_tokens >= max_tokens) *full = true;
   if (plan.num_sequences >= limits.max_batch_sequences) *full = true;
   return plan;
 }
@@ -144,8 +152,9 @@ BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::t
                         const ThroughputEstimate* estimate) {
   BatchDecision decision;
   decision.dropped = DropStale(queue, now);
+  const int64_t max_tokens = BatchTokenCap(limits, estimate);
   bool full = false;
-  BatchPlan plan = PlanBatch(*queue, limits, &full);
+  BatchPlan plan = PlanBatch(*queue, limits, max_tokens, &full);
   // Every queued request finishes with this batch or later: one whose deadline
   // passes before this batch would end cannot succeed. Dropping it frees room
   // in the batch, so plan again until nothing more is dropped.
@@ -154,7 +163,7 @@ BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::t
       const size_t before = decision.dropped.size();
       DropLate(queue, now + estimate->Predict(plan.num_tokens), &decision.dropped);
       if (decision.dropped.size() == before) break;
-      plan = PlanBatch(*queue, limits, &full);
+      plan = PlanBatch(*queue, limits, max_tokens, &full);
     }
   }
   const auto& requests = queue->requests();

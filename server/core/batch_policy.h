@@ -20,6 +20,12 @@ struct BatchLimits {
   int64_t max_batch_tokens = 8192;
   // Most sequences in one batch.
   int64_t max_batch_sequences = 256;
+  // Longest a batch is predicted to take (from the throughput learned on
+  // this machine): fewer tokens than max_batch_tokens when those would take
+  // longer; 0: no limit. A call waits for the running batch and then for its
+  // own, so this bounds the latency the batch size adds, whatever the
+  // machine's speed.
+  int64_t max_batch_time_us = 0;
   // Longest a batch that is not full waits for more work, from the enqueue
   // time of the oldest queued request.
   int64_t max_queue_delay_us = 2000;
@@ -31,6 +37,11 @@ struct BatchLimits {
   // Which calls the queue admits under overload.
   AdmissionLimits admission;
 };
+
+// The most tokens the next batch holds: max_batch_tokens, or fewer when
+// `estimate` predicts those to take longer than max_batch_time_us (at least
+// 1: a batch always holds one sequence).
+int64_t BatchTokenCap(const BatchLimits& limits, const ThroughputEstimate* estimate);
 
 // Sequences [begin, end) of one request.
 struct BatchSlice {
@@ -131,12 +142,12 @@ DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now);
 
 // Called when an executor is free. Drops cancelled, expired and already
 // finished requests (DropStale), and, when `estimate` knows the throughput,
-// those whose deadline passes before the next batch (as planned, within both
+// those whose deadline passes before the next batch (as planned, within its
 // limits) would finish: never computed, since they cannot succeed.
-// Then packs sequences from the head in queue order until
-// the next sequence would exceed a limit (the batch is full: it runs now) or
-// the queue is exhausted (it runs only once the oldest request has waited
-// max_queue_delay_us). Taken sequences leave the queue, and every request
+// Then packs sequences from the head in queue order until the next sequence
+// would exceed a limit (BatchTokenCap for the tokens; the batch is full: it
+// runs now) or the queue is exhausted (it runs only once the oldest request
+// has waited max_queue_delay_us). Taken sequences leave the queue, and every request
 // with a sequence in the batch is marked dispatched.
 BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::time_point now,
                         const ThroughputEstimate* estimate = nullptr);

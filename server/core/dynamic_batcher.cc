@@ -60,7 +60,7 @@ Status DynamicBatcher::AdmitLocked(int64_t tokens, Clock::time_point deadline, u
                         static_cast<int>(replicas_.size()),
                         idle_,
                         standing_.standing(),
-                        limits_.max_batch_tokens};
+                        BatchTokenCap(limits_, &estimate_)};
   Refusal refusal = Refusal::kNone;
   Status admitted = Admit(backlog, tokens, deadline, now, estimate_, limits_.admission, &refusal);
   if (!admitted.ok() && metrics_) {

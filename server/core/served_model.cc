@@ -72,6 +72,7 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   BatchLimits limits;
   limits.max_batch_tokens = config.max_batch_tokens;
   limits.max_batch_sequences = config.max_batch_sequences;
+  limits.max_batch_time_us = config.max_batch_time_us;
   limits.max_queue_delay_us = config.max_queue_delay_us;
   limits.max_queue_size = config.max_queue_size;
   limits.fair_queuing = fair_queuing;

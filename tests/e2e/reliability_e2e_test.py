@@ -150,10 +150,13 @@ def check_deadlines_and_cancellation(args, tmp):
     in the queue and a call cancelled in the queue are never computed; a call
     expired before queuing and a call cancelled while running are counted."""
     # Admission by predicted finish is off here: these calls must reach the
-    # queue (check_admission covers the refusals).
+    # queue (check_admission covers the refusals). Each request is one batch
+    # (max_batch_time_us off): the checks count batches and wait for a big
+    # request to leave the queue while it runs.
     daemon, channel, health = start(args, tmp, "deadline", [
         "--max-concurrent-requests", "2", "--num-threads", "1", "--max-queue-delay-us", "2000",
-        "--max-batch-tokens", "65536", "--predict-deadlines", "false", "--max-queue-time-us", "0"])
+        "--max-batch-tokens", "65536", "--max-batch-time-us", "0", "--predict-deadlines", "false",
+        "--max-queue-time-us", "0"])
     if not daemon:
         return
     try:
@@ -359,10 +362,11 @@ def check_admission(args, tmp):
     call whose deadline is shorter than the predicted wait and a call without
     a deadline (max_queue_time_us = 100 ms) are refused at once with
     RESOURCE_EXHAUSTED, each counted by its reason, by the HTTP/2 guard, before
-    the batch ends; a call with a long deadline is admitted and served."""
+    the batch ends; a call with a long deadline is admitted and served. The
+    256 texts run as one batch (max_batch_time_us off)."""
     daemon, channel, health = start(args, tmp, "admission", [
         "--num-threads", "1", "--max-queue-delay-us", "2000", "--max-batch-tokens", "65536",
-        "--max-queue-time-us", "100000"])
+        "--max-batch-time-us", "0", "--max-queue-time-us", "100000"])
     if not daemon:
         return
     try:
@@ -628,17 +632,18 @@ def check_waiting_is_free(args, tmp):
 
 def check_fairness(args, tmp):
     """Two clients, each on its own connection; one floods: 32 slow calls
-    (8 texts of 128 tokens, one batch each on one engine thread) queued at
-    once. The other client's call, sent once most of them are queued, goes
-    into the next batch (fair queuing): it is answered while at least half
-    of the flood still waits. With --fair-share=false (first come, first
-    served) it is answered after the whole flood. Order, not time."""
+    (8 texts of 128 tokens, one batch each on one engine thread, whatever its
+    time: max_batch_time_us off) queued at once. The other client's call,
+    sent once most of them are queued, goes into the next batch (fair
+    queuing): it is answered while at least half of the flood still waits.
+    With --fair-share=false (first come, first served) it is answered after
+    the whole flood. Order, not time."""
     flood = 32
     for fair in (True, False):
         name = f"fairness_{'on' if fair else 'off'}"
         daemon, channel, health = start(args, tmp, name, [
             "--num-threads", "1", "--fair-share", "true" if fair else "false",
-            "--max-batch-sequences", "8", "--max-queue-time-us", "0",
+            "--max-batch-sequences", "8", "--max-batch-time-us", "0", "--max-queue-time-us", "0",
             "--overload-queue-time-us", "0"])
         if not daemon:
             return

@@ -73,6 +73,62 @@ TEST(ThroughputEstimateTest, LearnsEachSizeOfBatchApart) {
   EXPECT_NEAR(static_cast<double>(e.batch_tokens()), 10 + 1990 * std::pow(0.9, 30), 1);
 }
 
+TEST(ThroughputEstimateTest, TokensWithinATimeAtEachSizesRate) {
+  EXPECT_EQ(ThroughputEstimate{}.TokensWithin(milliseconds(100)), 0);  // unknown
+  const ThroughputEstimate ten = TenThousandPerSecond();
+  EXPECT_EQ(ten.TokensWithin(milliseconds(50)), 500);
+  EXPECT_EQ(ten.TokensWithin(std::chrono::seconds(1)), 10000);
+  EXPECT_EQ(ten.TokensWithin(Clock::duration::zero()), 0);
+  // Held under a year's worth, like Predict: no overflow.
+  EXPECT_EQ(ten.TokensWithin(Clock::duration::max()), int64_t{365} * 24 * 3600 * 10000);
+  // Small batches at 1,000 tokens a second, large ones at 10,000: 20 ms
+  // holds 20 tokens at the small rate; 150 ms holds 150 at it, or 1,500 at
+  // the rate of batches of 1,024-4,095 tokens, which is the answer.
+  ThroughputEstimate e;
+  e.Observe(2000, milliseconds(200));
+  for (int i = 0; i < 30; ++i) e.Observe(10, milliseconds(10));
+  EXPECT_EQ(e.TokensWithin(milliseconds(20)), 20);
+  EXPECT_EQ(e.TokensWithin(milliseconds(150)), 1500);
+  EXPECT_EQ(e.Predict(1500), milliseconds(150));
+}
+
+TEST(AdmissionTest, FormBatchHoldsWhatItsPredictedTimeAllows) {
+  const ThroughputEstimate e = TenThousandPerSecond();
+  BatchLimits limits;
+  limits.max_batch_tokens = 8192;
+  limits.max_queue_delay_us = 0;
+  limits.max_batch_time_us = 50000;  // 500 tokens
+  EXPECT_EQ(BatchTokenCap(limits, &e), 500);
+  EXPECT_EQ(BatchTokenCap(limits, nullptr), 8192);  // nothing learned: the token limit
+  const ThroughputEstimate unknown;
+  EXPECT_EQ(BatchTokenCap(limits, &unknown), 8192);
+  limits.max_batch_tokens = 300;  // the smaller limit binds
+  EXPECT_EQ(BatchTokenCap(limits, &e), 300);
+  limits.max_batch_tokens = 8192;
+  limits.max_batch_time_us = 1;  // not one token fits: a batch still holds one sequence
+  EXPECT_EQ(BatchTokenCap(limits, &e), 1);
+  limits.max_batch_time_us = 50000;
+
+  RequestQueue q(10);
+  for (uint64_t id = 1; id <= 4; ++id) ASSERT_TRUE(q.Push(MakeRequest(id, 200, kNever)).ok());
+  BatchDecision d = FormBatch(&q, limits, kT0, &e);
+  ASSERT_EQ(d.batch.slices.size(), 2u);  // 400 tokens; a third would make 600
+  EXPECT_EQ(d.batch.num_tokens, 400);
+  EXPECT_EQ(q.QueuedTokens(), 400);
+  limits.max_batch_time_us = 0;  // no limit: the rest in one batch
+  ASSERT_TRUE(q.Push(MakeRequest(5, 200, kNever)).ok());
+  d = FormBatch(&q, limits, kT0, &e);
+  EXPECT_EQ(d.batch.num_tokens, 600);
+  // A sequence longer than the time allows runs alone.
+  limits.max_batch_time_us = 50000;
+  ASSERT_TRUE(q.Push(MakeRequest(6, 800, kNever)).ok());
+  ASSERT_TRUE(q.Push(MakeRequest(7, 100, kNever)).ok());
+  d = FormBatch(&q, limits, kT0, &e);
+  EXPECT_EQ(d.batch.num_tokens, 800);
+  d = FormBatch(&q, limits, kT0, &e);
+  EXPECT_EQ(d.batch.num_tokens, 100);
+}
+
 TEST(AdmissionTest, AdmitsEverythingWhileTheThroughputIsUnknown) {
   const Backlog huge{1 << 30, 1 << 30, 1};
   AdmissionLimits limits;

@@ -386,6 +386,7 @@ class GateEngine : public BatchEngine {
                                                 const std::vector<OutputSpec>&) override {
     std::unique_lock<std::mutex> lock(mu_);
     ++started_;
+    tokens_.push_back(batch.num_tokens());
     cv_.notify_all();
     cv_.wait(lock, [this] { return open_; });
     return std::vector<std::vector<float>>(batch.num_sequences(), std::vector<float>{1});
@@ -399,11 +400,17 @@ class GateEngine : public BatchEngine {
     open_ = true;
     cv_.notify_all();
   }
+  // The tokens of each batch begun, in order.
+  std::vector<int64_t> BatchTokens() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tokens_;
+  }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   int started_ = 0;
+  std::vector<int64_t> tokens_;
   bool open_ = false;
 };
 
@@ -425,13 +432,13 @@ class DropCounter : public ServingMetrics {
 };
 
 // A batcher of model "m" with one executor, which runs `*engine`.
-std::unique_ptr<DynamicBatcher> GatedBatcher(DropCounter* drops, GateEngine** engine) {
+std::unique_ptr<DynamicBatcher> GatedBatcher(DropCounter* drops, GateEngine** engine,
+                                             BatchLimits limits = Limits(1000, 100, 0)) {
   std::vector<std::unique_ptr<BatchEngine>> replicas;
   auto gate = std::make_unique<GateEngine>();
   *engine = gate.get();
   replicas.push_back(std::move(gate));
-  return std::make_unique<DynamicBatcher>(Limits(1000, 100, 0), PackingRule{}, std::move(replicas),
-                                          drops, "m");
+  return std::make_unique<DynamicBatcher>(limits, PackingRule{}, std::move(replicas), drops, "m");
 }
 
 bool QueueEmptiesWithin(const DynamicBatcher& batcher, std::chrono::milliseconds limit) {
@@ -525,6 +532,37 @@ TEST(DynamicBatcherTest, PrecheckCountsCallsNotInTheQueueYet) {
   EXPECT_EQ(batcher.Precheck(deadline, 0, 30000).code(), StatusCode::kResourceExhausted);
   batcher.Stop();
   EXPECT_EQ(drops.Counts(), (std::map<std::string, int>{{"m/refused_predicted_late", 2}}));
+}
+
+// max_batch_time_us bounds the batches the batcher forms by the throughput it
+// learned: a first batch of 100 tokens held for at least 20 ms (at most 5,000
+// tokens a second) makes the next batch at most 20 tokens (4 ms), though 50
+// are queued and max_batch_tokens is 1,000.
+TEST(DynamicBatcherTest, BatchesAreBoundedByTheirPredictedTime) {
+  DropCounter drops;
+  GateEngine* engine = nullptr;
+  BatchLimits limits = Limits(1000, 100, 0);
+  limits.max_batch_time_us = 4000;
+  std::unique_ptr<DynamicBatcher> owned = GatedBatcher(&drops, &engine, limits);
+  DynamicBatcher& batcher = *owned;
+  auto first = MakeRequest(1, {100}, Clock::now());
+  ASSERT_TRUE(batcher.Submit(first).ok());
+  ASSERT_TRUE(engine->Started(1));
+  std::vector<std::shared_ptr<InferenceRequest>> queued;
+  for (uint64_t id = 2; id <= 6; ++id) {
+    queued.push_back(MakeRequest(id, {10}, Clock::now()));
+    ASSERT_TRUE(batcher.Submit(queued.back()).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  engine->Release();
+  ASSERT_TRUE(first->done().get().ok());
+  for (const auto& r : queued) EXPECT_TRUE(r->done().get().ok());
+  const std::vector<int64_t> tokens = engine->BatchTokens();
+  ASSERT_GE(tokens.size(), 3u);  // 100, then at most 20 of the 50
+  EXPECT_EQ(tokens[0], 100);
+  EXPECT_GE(tokens[1], 10);
+  EXPECT_LE(tokens[1], 20);
+  batcher.Stop();
 }
 
 // The callback API answers a call from the request's on-finish callback:

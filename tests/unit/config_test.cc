@@ -99,6 +99,27 @@ TEST(ConfigTest, EnvironmentOverridesYamlAndFlagsOverrideEnvironment) {
   EXPECT_EQ(c->log.level, "debug");
 }
 
+TEST(ConfigTest, BatchTimeLimitFromYamlEnvironmentAndFlags) {
+  auto c = LoadServerConfig({}, FakeEnv({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models[0].max_batch_time_us, 100000);  // the default
+  const std::string path =
+      WriteTemp("batch_time.yaml", "models:\n  - name: a\n    max_batch_time_us: 0\n");
+  c = LoadServerConfig({"--config", path}, FakeEnv({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models[0].max_batch_time_us, 0);
+  c = LoadServerConfig({}, FakeEnv({{"ENCODERD_MAX_BATCH_TIME_US", "250000"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models[0].max_batch_time_us, 250000);
+  c = LoadServerConfig({"--max-batch-time-us", "50000"}, FakeEnv({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models[0].max_batch_time_us, 50000);
+  c = LoadServerConfig({"--max-batch-time-us", "-1"}, FakeEnv({}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("max_batch_time_us"), std::string::npos)
+      << c.status().ToString();
+}
+
 TEST(ConfigTest, UnknownKeyNamesTheKeyAndTheLine) {
   const std::string path = WriteTemp("unknown.yaml",
                                      "listen:\n"
