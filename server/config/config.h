@@ -125,8 +125,8 @@ struct ModelConfig {
   int64_t max_batch_sequences = 256;
   // Longest an engine batch is predicted to take (from the throughput learned
   // on this machine): fewer than max_batch_tokens when those would take
-  // longer; 0: no limit.
-  int64_t max_batch_time_us = 100000;
+  // longer; 0: no limit (the default, docs/reliability.md says why).
+  int64_t max_batch_time_us = 0;
   // Longest wait for more work before running a batch that is not full.
   int64_t max_queue_delay_us = 2000;
   // Most requests waiting in the queue; more are RESOURCE_EXHAUSTED.

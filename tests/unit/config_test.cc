@@ -102,12 +102,12 @@ TEST(ConfigTest, EnvironmentOverridesYamlAndFlagsOverrideEnvironment) {
 TEST(ConfigTest, BatchTimeLimitFromYamlEnvironmentAndFlags) {
   auto c = LoadServerConfig({}, FakeEnv({}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->models[0].max_batch_time_us, 100000);  // the default
+  EXPECT_EQ(c->models[0].max_batch_time_us, 0);  // the default: off
   const std::string path =
-      WriteTemp("batch_time.yaml", "models:\n  - name: a\n    max_batch_time_us: 0\n");
+      WriteTemp("batch_time.yaml", "models:\n  - name: a\n    max_batch_time_us: 100000\n");
   c = LoadServerConfig({"--config", path}, FakeEnv({}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->models[0].max_batch_time_us, 0);
+  EXPECT_EQ(c->models[0].max_batch_time_us, 100000);
   c = LoadServerConfig({}, FakeEnv({{"ENCODERD_MAX_BATCH_TIME_US", "250000"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->models[0].max_batch_time_us, 250000);
