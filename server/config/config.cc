@@ -256,7 +256,8 @@ Status ServerConfig::Validate() const {
     if (m.replicas < 1) return bad(p + "replicas", "must be >= 1");
     if (m.max_batch_tokens < 1) return bad(p + "max_batch_tokens", "must be >= 1");
     if (m.max_batch_sequences < 1) return bad(p + "max_batch_sequences", "must be >= 1");
-    if (m.max_batch_time_us < 0) return bad(p + "max_batch_time_us", "must be >= 0");
+    if (m.max_batch_time_us < 0 || m.max_batch_time_us > 3600000000)
+      return bad(p + "max_batch_time_us", "must be 0 (off) to 3600000000 (an hour)");
     if (m.max_queue_delay_us < 0) return bad(p + "max_queue_delay_us", "must be >= 0");
     if (m.max_queue_size < 1) return bad(p + "max_queue_size", "must be >= 1");
     if (m.max_queue_time_us < 0) return bad(p + "max_queue_time_us", "must be >= 0");

@@ -69,23 +69,22 @@ Clock::duration ThroughputEstimate::Predict(int64_t tokens) const {
 int64_t ThroughputEstimate::TokensWithin(Clock::duration time) const {
   // Each size class has one rate, so within a class the predicted time grows
   // with the tokens; across classes it need not (a larger class may be
-  // faster per token). The answer is the largest size, over the classes,
-  // that its class's rate fits in `time`.
+  // faster per token, or slower). The answer is the size before the first
+  // one predicted to take longer than `time`, so that every batch up to it
+  // is predicted within it.
   const double seconds = std::min(Seconds(time), kLongestSeconds);
-  int64_t most = 0;
   int64_t lower = 1;
   for (int c = 0; c < kSizeClasses; ++c) {
-    const int64_t upper = c + 1 < kSizeClasses ? int64_t{64} << (2 * c) : 0;  // 0: no bound
     const Rate* rate = RateFor(lower);
     if (rate == nullptr) return 0;
-    const double fits = std::floor(seconds * rate->tokens / rate->seconds);
-    if (fits >= static_cast<double>(lower)) {
-      const double bounded = upper > 0 ? std::min(fits, static_cast<double>(upper - 1)) : fits;
-      most = std::max(most, static_cast<int64_t>(std::min(bounded, 1e15)));
-    }
+    const double fits = std::min(std::floor(seconds * rate->tokens / rate->seconds), 1e15);
+    if (fits < static_cast<double>(lower)) return lower - 1;  // this class's first size is over
+    const int64_t upper = int64_t{64} << (2 * c);             // the next class's first size
+    if (c + 1 == kSizeClasses || fits < static_cast<double>(upper))
+      return static_cast<int64_t>(fits);
     lower = upper;
   }
-  return most;
+  return lower - 1;
 }
 
 void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration target,

@@ -23,8 +23,8 @@ struct BatchLimits {
   // Longest a batch is predicted to take (from the throughput learned on
   // this machine): fewer tokens than max_batch_tokens when those would take
   // longer; 0: no limit. A call waits for the running batch and then for its
-  // own, so this bounds the latency the batch size adds, whatever the
-  // machine's speed.
+  // own, so this bounds the latency the batch size adds (as predicted),
+  // whatever the machine's speed.
   int64_t max_batch_time_us = 0;
   // Longest a batch that is not full waits for more work, from the enqueue
   // time of the oldest queued request.

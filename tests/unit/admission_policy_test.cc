@@ -82,14 +82,26 @@ TEST(ThroughputEstimateTest, TokensWithinATimeAtEachSizesRate) {
   // Held under a year's worth, like Predict: no overflow.
   EXPECT_EQ(ten.TokensWithin(Clock::duration::max()), int64_t{365} * 24 * 3600 * 10000);
   // Small batches at 1,000 tokens a second, large ones at 10,000: 20 ms
-  // holds 20 tokens at the small rate; 150 ms holds 150 at it, or 1,500 at
-  // the rate of batches of 1,024-4,095 tokens, which is the answer.
+  // holds 20 tokens at the small rate. 150 ms holds 1,500 at the rate of
+  // batches of 1,024-4,095 tokens, but a batch of 151-1,023 tokens (at the
+  // small rate: 256-1,023 take it, having none of their own) would take
+  // longer: every batch up to the answer fits, so it is 150.
   ThroughputEstimate e;
   e.Observe(2000, milliseconds(200));
   for (int i = 0; i < 30; ++i) e.Observe(10, milliseconds(10));
   EXPECT_EQ(e.TokensWithin(milliseconds(20)), 20);
-  EXPECT_EQ(e.TokensWithin(milliseconds(150)), 1500);
-  EXPECT_EQ(e.Predict(1500), milliseconds(150));
+  EXPECT_EQ(e.TokensWithin(milliseconds(150)), 150);
+  EXPECT_GT(e.Predict(500), milliseconds(150));
+  // 2 s: the small sizes all fit (up to 1,023 at 1,000 a second), then
+  // 10,000 a second from 1,024 on: 20,000.
+  EXPECT_EQ(e.TokensWithin(milliseconds(2000)), 20000);
+  // A larger class slower per token: 10,000 a second under 64 tokens, 1,000
+  // for 64-255. 10 ms would hold 100 at the small rate, but 64 take 64 ms:
+  // the answer is the last small size, 63.
+  ThroughputEstimate slower;
+  slower.Observe(10, milliseconds(1));
+  slower.Observe(100, milliseconds(100));
+  EXPECT_EQ(slower.TokensWithin(milliseconds(10)), 63);
 }
 
 TEST(AdmissionTest, FormBatchHoldsWhatItsPredictedTimeAllows) {
