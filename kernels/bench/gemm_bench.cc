@@ -10,8 +10,10 @@
 // (docs/architecture.md, docs/int8.md).
 //
 //   ./build/kernels/gemm_bench [--threads N] [--seconds S] [--stream-rows M]
+//                              [--stream-only 1]
 //
-// --stream-rows sets the rows of the streamed passes (default 10).
+// --stream-rows sets the rows of the streamed passes (default 10);
+// --stream-only 1 times only them (no table).
 //
 // Prints GFLOP/s (2*M*N*K per call, best of repeated timed runs).
 #include <cblas.h>
@@ -65,7 +67,9 @@ int main(int argc, char** argv) {
   int threads = omp_get_num_procs();
   double budget = 0.5;
   int64_t stream_rows = 10;
+  bool stream_only = false;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--stream-only")) stream_only = std::atoi(argv[i + 1]) != 0;
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--seconds")) budget = std::atof(argv[i + 1]);
     if (!std::strcmp(argv[i], "--stream-rows")) stream_rows = std::atoll(argv[i + 1]);
@@ -127,7 +131,7 @@ int main(int argc, char** argv) {
     double g[9];
   };
   std::vector<Result> results;
-  for (const Shape& s : shapes) {
+  for (const Shape& s : stream_only ? std::vector<Shape>{} : shapes) {
     const auto w = random(s.n * s.k), b = random(s.n);
     const auto pf32 = PackedWeight::Pack(ctx, w.data(), b.data(), s.n, s.k, DType::kFloat32);
     const auto pbf16 = PackedWeight::Pack(ctx, w.data(), b.data(), s.n, s.k, DType::kBFloat16);

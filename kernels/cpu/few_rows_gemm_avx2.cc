@@ -2,17 +2,27 @@
 // the CPU has both. Defines no inline function with external linkage, so no
 // AVX2 copy of a shared function can be chosen for generic code.
 //
-// FewRowsGemmBf16AsF32Avx2 (few_rows_gemm_avx512.h): the bf16 weights of a
-// CPU without AVX-512, in the few-row kernels' bf16 layout, widened to fp32
-// in registers. 16 registers of 8 lanes hold fewer accumulators than
-// AVX-512's 32 of 16, so the rows go in blocks of up to kBlockRows (1-2
-// rows by 32 columns, 3-5 by 16) and a group's 64 columns take several
-// passes (kTiles). The passes go over kChunkSteps steps (8 KiB) of the
-// group at a time: the first block's first pass finds them in L2, where
-// every pass of the chunks before prefetched its share, and the other
-// passes and blocks read them from L1, so each weight comes from memory
-// once.
+// The few-row kernels of a CPU without AVX-512 (few_rows_gemm_avx512.h), on
+// two weight layouts:
+// - FewRowsGemmBf16AsF32Avx2: bf16 weights in the few-row kernels' bf16
+//   layout, widened to fp32 in registers;
+// - FewRowsGemmF32Avx2: fp32 weights where oneDNN keeps them on AVX2, plain
+//   [k][n] (a step is one input's n floats; no padding).
+// 16 registers of 8 lanes hold fewer accumulators than AVX-512's 32 of 16,
+// so the rows go in blocks of up to kBlockRows (1-2 rows by 32 columns, 3-5
+// by 16) and a group's 64 columns take several passes (kTiles). The passes
+// go over a chunk of a group's steps at a time: the first block's first
+// pass finds them in L2, prefetched there while earlier chunks ran, and the
+// other passes and blocks read them from L1, so each weight comes from
+// memory once. The order of the chunks follows the layout (each format's
+// kBands): the bf16 layout's groups are contiguous and go one after the
+// other; in the plain fp32 layout a group's step is 256 bytes of a row n
+// floats long, and a group at a time read memory at 13-15 GB/s where
+// bands of 16 rows across all of a thread's groups read it at 17.5 (this
+// machine's oneDNN: 14-15; `gemm_bench --stream-only 1`).
 #include <immintrin.h>
+
+#include <vector>
 
 #include "kernels/cpu/avx2_math.h"
 #include "kernels/cpu/few_rows_gemm_avx512.h"
@@ -20,7 +30,74 @@
 namespace encoderd::kernels {
 namespace {
 
-constexpr int64_t kStepBytes = 256;  // a pair of inputs of 64 columns, in bf16
+// A step's 64 columns take 256 bytes in either layout (a pair of bf16
+// inputs, or one fp32 input), 32 bytes a vector of 8 columns, so a column
+// is 4 bytes of its step.
+constexpr int64_t kGroupStepBytes = 256;
+
+// The weights' layout: group g's step s at packed + g * group_bytes +
+// s * step_bytes, `steps` steps a group.
+struct Layout {
+  const char* packed;
+  int64_t group_bytes;
+  int64_t step_bytes;
+  int64_t steps;
+  const char* At(int64_t g, int64_t s) const { return packed + g * group_bytes + s * step_bytes; }
+};
+
+// Where a pass prefetches: kVecs / 2 lines a step from `at`, the next
+// step's `stride` bytes on (0: none). An address: past the weights it lies
+// outside them, which a prefetch may, as it never faults.
+struct Ahead {
+  uintptr_t at;
+  int64_t stride;
+};
+
+// The few-row kernels' bf16 layout: groups of contiguous steps, one after
+// the other, in chunks of 8 KiB; each pass of a chunk prefetches its share
+// of the chunk kPrefetchChunks on (in the next group past the last).
+struct Bf16Pairs {
+  static constexpr int kInputs = 2;
+  static constexpr bool kBands = false;
+  static constexpr int64_t kChunkSteps = 32;
+  static constexpr int64_t kPrefetchChunks = 2;
+  // Part 0 is the even input's weights (shifted into the high half), part
+  // 1 the odd one's (the low half cleared), so that each sum takes its
+  // products in the order of the inputs, as the fp32 kernels' do. The
+  // layout's padding makes every vector of a group readable. (Both parts
+  // from one load left GCC a register short.)
+  static __m256 Load(const char* w, int part) {
+    if (part == 0) {
+      return _mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)), 16));
+    }
+    const __m256 high = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0xffff0000u)));
+    return _mm256_and_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(w)), high);
+  }
+  // The pass over columns [c, c + 8 * vecs) of group g's chunk from s0.
+  static Ahead Prefetch(const Layout& layout, int64_t g, int64_t s0, int64_t c, int vecs) {
+    const int64_t s = s0 + kPrefetchChunks * kChunkSteps;
+    const char* chunk = s < layout.steps ? layout.At(g, s) : layout.At(g + 1, s - layout.steps);
+    return {reinterpret_cast<uintptr_t>(chunk + kChunkSteps * 4 * c), 32 * vecs};
+  }
+};
+
+// oneDNN's plain fp32 layout on AVX2: a group's steps n floats apart, read
+// in bands of kChunkSteps rows; each pass prefetches its own columns of the
+// next band.
+struct F32Plain {
+  static constexpr int kInputs = 1;
+  static constexpr bool kBands = true;
+  static constexpr int64_t kChunkSteps = 16;
+  static __m256 Load(const char* w, int) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(w));
+  }
+  static Ahead Prefetch(const Layout& layout, int64_t g, int64_t s0, int64_t c, int) {
+    const int64_t s = s0 + kChunkSteps;
+    if (s >= layout.steps) return {0, 0};
+    return {reinterpret_cast<uintptr_t>(layout.At(g, s) + 4 * c), layout.step_bytes};
+  }
+};
 
 // Row m's 8 columns from col on, `left` of which exist if positive, through
 // the epilogue (few_rows_gemm_avx512.h: bias, residual, then GELU or ReLU).
@@ -35,62 +112,64 @@ inline void Finish(__m256 v, const FewRowsEpilogue& e, int64_t m, int64_t n, int
   _mm256_maskstore_ps(out + m * n + col, mask, v);
 }
 
-// Where a tile's sums stand between the chunks of a group's steps.
-struct Sums {
+// A tile's pass over a chunk of a group's steps.
+struct Pass {
+  // The tile's columns at the chunk's first step; the next step is
+  // step_bytes on.
+  const char* weights;
+  int64_t step_bytes;
   float* partial;  // kRows x kVecs x 8 floats: the sums so far, between chunks
   bool first;      // the group's first chunk: start from 0, not from partial
   bool last;       // its last: through the epilogue into out, not into partial
-  // This pass's share of the weights kPrefetchChunks chunks ahead, or 0
-  // for none (an address: past the last group it lies outside the weights,
-  // which a prefetch may, as it never faults): kVecs / 2 lines a step, so
-  // that the passes of a chunk spread its prefetches over its time.
-  uintptr_t ahead;
+  Ahead ahead;     // what it prefetches into L2 as it goes
 };
 
 // Rows [0, kRows) of out over kVecs x 8 columns from col0 on (`cols` of
-// them exist): the sums over steps [s0, s1) of the weights at `weights` (a
-// step every kStepBytes, the tile's columns at the start of each: 8
-// columns' pairs a vector) and of x (rows ldx apart, two inputs a step),
-// and after the group's last chunk the epilogue. Each step is used in two
-// parts, the even input's weights (shifted into the high half) and then the
-// odd one's (the low half cleared), so each sum takes its products in the
-// order of the inputs, as the fp32 few-row kernel's do.
-template <int kRows, int kVecs>
-void Tile(const float* x, int64_t ldx, int64_t s0, int64_t s1, const char* weights,
-          const Sums& sums, const FewRowsEpilogue& e, int64_t n, int64_t col0, int64_t cols,
-          float* out) {
+// them exist): the sums over steps [s0, s1) of the weights (Format) and of
+// x (rows ldx apart, Format::kInputs inputs a step), and after the group's
+// last chunk the epilogue. kMasked: the tile's last vectors lie past n in a
+// layout without padding, and are read through a mask.
+template <class Format, int kRows, int kVecs, bool kMasked>
+void Tile(const float* x, int64_t ldx, int64_t s0, int64_t s1, const Pass& pass,
+          const FewRowsEpilogue& e, int64_t n, int64_t col0, int64_t cols, float* out) {
   static_assert(kRows * kVecs <= 12, "12 accumulators, a part's weights and a broadcast");
-  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  static_assert(!kMasked || Format::kInputs == 1, "only fp32 lacks padding");
+  [[maybe_unused]] __m256i mask[kVecs];
+  if constexpr (kMasked) {
+    for (int v = 0; v < kVecs; ++v) mask[v] = FirstLanes(cols - 8 * v);
+  }
   __m256 acc[kRows][kVecs];
 #pragma GCC unroll 12
   for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 4
     for (int v = 0; v < kVecs; ++v) {
       acc[r][v] =
-          sums.first ? _mm256_setzero_ps() : _mm256_load_ps(sums.partial + (r * kVecs + v) * 8);
+          pass.first ? _mm256_setzero_ps() : _mm256_load_ps(pass.partial + (r * kVecs + v) * 8);
     }
   }
   for (int64_t s = s0; s < s1; ++s) {
-    const char* w = weights + s * kStepBytes;
-    if (sums.ahead) {
+    const char* w = pass.weights + (s - s0) * pass.step_bytes;
+    if (pass.ahead.at) {
 #pragma GCC unroll 2
       for (int line = 0; line < kVecs / 2; ++line) {
-        const uintptr_t at = sums.ahead + ((s - s0) * (kVecs / 2) + line) * 64;
+        const uintptr_t at = pass.ahead.at + (s - s0) * pass.ahead.stride + line * 64;
         _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T1);
       }
     }
 #pragma GCC unroll 2
-    for (int part = 0; part < 2; ++part) {
+    for (int part = 0; part < Format::kInputs; ++part) {
       __m256 wv[kVecs];
 #pragma GCC unroll 4
       for (int v = 0; v < kVecs; ++v) {
-        const __m256i pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32 * v));
-        wv[v] = _mm256_castsi256_ps(part == 0 ? _mm256_slli_epi32(pairs, 16)
-                                              : _mm256_and_si256(pairs, high));
+        if constexpr (kMasked) {
+          wv[v] = _mm256_maskload_ps(reinterpret_cast<const float*>(w + 32 * v), mask[v]);
+        } else {
+          wv[v] = Format::Load(w + 32 * v, part);
+        }
       }
 #pragma GCC unroll 12
       for (int r = 0; r < kRows; ++r) {
-        const __m256 b = _mm256_broadcast_ss(x + r * ldx + 2 * s + part);
+        const __m256 b = _mm256_broadcast_ss(x + r * ldx + Format::kInputs * s + part);
 #pragma GCC unroll 4
         for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm256_fmadd_ps(b, wv[v], acc[r][v]);
       }
@@ -100,16 +179,16 @@ void Tile(const float* x, int64_t ldx, int64_t s0, int64_t s1, const char* weigh
   for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 4
     for (int v = 0; v < kVecs; ++v) {
-      if (sums.last) {
+      if (pass.last) {
         Finish(acc[r][v], e, r, n, col0 + 8 * v, cols - 8 * v, out);
       } else {
-        _mm256_store_ps(sums.partial + (r * kVecs + v) * 8, acc[r][v]);
+        _mm256_store_ps(pass.partial + (r * kVecs + v) * 8, acc[r][v]);
       }
     }
   }
 }
 
-using TileFn = void (*)(const float*, int64_t, int64_t, int64_t, const char*, const Sums&,
+using TileFn = void (*)(const float*, int64_t, int64_t, int64_t, const Pass&,
                         const FewRowsEpilogue&, int64_t, int64_t, int64_t, float*);
 
 // The tile for a block of 1 to kBlockRows rows, and the vectors (8
@@ -118,55 +197,89 @@ using TileFn = void (*)(const float*, int64_t, int64_t, int64_t, const char*, co
 // L1. (6 rows by 16 columns, 12 accumulators, left too few registers: GCC
 // kept some of them in memory.)
 constexpr int64_t kBlockRows = 5;
-constexpr struct {
+struct BlockTile {
   TileFn fn;
+  TileFn masked;  // for the last columns of a layout without padding
   int vecs;
-} kTiles[] = {{Tile<1, 4>, 4}, {Tile<2, 4>, 4}, {Tile<3, 2>, 2}, {Tile<4, 2>, 2}, {Tile<5, 2>, 2}};
-static_assert(sizeof(kTiles) / sizeof(kTiles[0]) == kBlockRows, "a tile for every block");
+};
+template <class Format>
+constexpr BlockTile kTiles[] = {
+    {Tile<Format, 1, 4, false>, Tile<Format, 1, 4, Format::kInputs == 1>, 4},
+    {Tile<Format, 2, 4, false>, Tile<Format, 2, 4, Format::kInputs == 1>, 4},
+    {Tile<Format, 3, 2, false>, Tile<Format, 3, 2, Format::kInputs == 1>, 2},
+    {Tile<Format, 4, 2, false>, Tile<Format, 4, 2, Format::kInputs == 1>, 2},
+    {Tile<Format, 5, 2, false>, Tile<Format, 5, 2, Format::kInputs == 1>, 2}};
+static_assert(sizeof(kTiles<F32Plain>) / sizeof(kTiles<F32Plain>[0]) == kBlockRows,
+              "a tile for every block");
 
-// Steps of a group that every pass of its tiles goes over before the next
-// ones: 8 KiB of weights, from L2 (prefetched) into L1 by the first pass,
-// from L1 for the others.
-constexpr int64_t kChunkSteps = 32;
-constexpr int64_t kPrefetchChunks = 2;
+// The column groups [group_begin, group_end) of out (see FewRowsGemmF32):
+// chunk by chunk, every pass of every block of rows over it.
+template <class Format>
+void Gemm(const float* x, int64_t rows, int64_t ldx, const Layout& layout, int64_t n,
+          int64_t group_begin, int64_t group_end, const FewRowsEpilogue& epilogue, float* out) {
+  if (rows < 1 || rows > kFewRowsMax) return;  // not a call these kernels take
+  const int64_t steps = layout.steps;
+  // Blocks of `first` rows, the last one possibly smaller.
+  const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
+  const int64_t first = (rows + blocks - 1) / blocks;
+  // The sums between chunks: of one group at a time, or in bands of every
+  // group of the range.
+  struct alignas(32) Lanes {
+    float lane[8];
+  };
+  constexpr int64_t kGroupSums = kFewRowsMax * kFewRowsGroupColumns / 8;
+  thread_local std::vector<Lanes> sums;
+  sums.resize(static_cast<size_t>((Format::kBands ? group_end - group_begin : 1) * kGroupSums));
+  const auto chunk = [&](int64_t g, int64_t s0) {
+    float* partial = reinterpret_cast<float*>(
+        sums.data() + (Format::kBands ? (g - group_begin) * kGroupSums : 0));
+    const int64_t s1 = steps - s0 < Format::kChunkSteps ? steps : s0 + Format::kChunkSteps;
+    const int64_t col0 = g * kFewRowsGroupColumns;
+    const int64_t cols = n - col0 < kFewRowsGroupColumns ? n - col0 : kFewRowsGroupColumns;
+    for (int64_t r0 = 0; r0 < rows; r0 += first) {
+      const int64_t block = rows - r0 < first ? rows - r0 : first;
+      const BlockTile& tile = kTiles<Format>[block - 1];
+      FewRowsEpilogue e = epilogue;
+      if (e.residual) e.residual += r0 * n;
+      for (int64_t c = 0; c < cols; c += 8 * tile.vecs) {
+        // The first block's passes prefetch.
+        const Pass pass{layout.At(g, s0) + 4 * c,
+                        layout.step_bytes,
+                        partial + r0 * kFewRowsGroupColumns + c * block,
+                        s0 == 0,
+                        s1 == steps,
+                        r0 > 0 ? Ahead{0, 0} : Format::Prefetch(layout, g, s0, c, tile.vecs)};
+        const TileFn fn = c + 8 * tile.vecs > cols ? tile.masked : tile.fn;
+        fn(x + r0 * ldx, ldx, s0, s1, pass, e, n, col0 + c, cols - c, out + r0 * n);
+      }
+    }
+  };
+  if (Format::kBands) {
+    for (int64_t s0 = 0; s0 < steps; s0 += Format::kChunkSteps)
+      for (int64_t g = group_begin; g < group_end; ++g) chunk(g, s0);
+  } else {
+    for (int64_t g = group_begin; g < group_end; ++g)
+      for (int64_t s0 = 0; s0 < steps; s0 += Format::kChunkSteps) chunk(g, s0);
+  }
+}
 
 }  // namespace
 
 void FewRowsGemmBf16AsF32Avx2(const float* x, int64_t rows, int64_t ldx, const uint16_t* packed,
                               int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                               const FewRowsEpilogue& epilogue, float* out) {
-  if (rows < 1 || rows > kFewRowsMax) return;  // not a call these kernels take
-  const int64_t steps = (k + 1) / 2, padded_steps = FewRowsBf16Inputs(k) / 2;
-  // Blocks of `first` rows, the last one possibly smaller.
-  const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
-  const int64_t first = (rows + blocks - 1) / blocks;
-  alignas(32) float partial[kFewRowsMax * kFewRowsGroupColumns];
-  for (int64_t g = group_begin; g < group_end; ++g) {
-    const char* weights = reinterpret_cast<const char*>(packed) + g * padded_steps * kStepBytes;
-    const int64_t col0 = g * kFewRowsGroupColumns;
-    const int64_t cols = n - col0 < kFewRowsGroupColumns ? n - col0 : kFewRowsGroupColumns;
-    for (int64_t s0 = 0; s0 < steps; s0 += kChunkSteps) {
-      const int64_t s1 = steps - s0 < kChunkSteps ? steps : s0 + kChunkSteps;
-      for (int64_t r0 = 0; r0 < rows; r0 += first) {
-        const int64_t block = rows - r0 < first ? rows - r0 : first;
-        const auto tile = kTiles[block - 1];
-        FewRowsEpilogue e = epilogue;
-        if (e.residual) e.residual += r0 * n;
-        // A column's pair of bf16 values is 4 bytes of the step.
-        for (int64_t c = 0; c < cols; c += 8 * tile.vecs) {
-          // The first block's passes prefetch, each its share.
-          const uintptr_t ahead = r0 > 0 ? 0
-                                         : reinterpret_cast<uintptr_t>(weights) +
-                                               (s0 + kPrefetchChunks * kChunkSteps) * kStepBytes +
-                                               kChunkSteps * 4 * c;
-          const Sums sums{partial + r0 * kFewRowsGroupColumns + c * block, s0 == 0, s1 == steps,
-                          ahead};
-          tile.fn(x + r0 * ldx, ldx, s0, s1, weights + 4 * c, sums, e, n, col0 + c, cols - c,
-                  out + r0 * n);
-        }
-      }
-    }
-  }
+  const int64_t padded_steps = FewRowsBf16Inputs(k) / 2;
+  const Layout layout{reinterpret_cast<const char*>(packed), padded_steps * kGroupStepBytes,
+                      kGroupStepBytes, (k + 1) / 2};
+  Gemm<Bf16Pairs>(x, rows, ldx, layout, n, group_begin, group_end, epilogue, out);
+}
+
+void FewRowsGemmF32Avx2(const float* x, int64_t rows, int64_t ldx, const float* packed, int64_t n,
+                        int64_t k, int64_t group_begin, int64_t group_end,
+                        const FewRowsEpilogue& epilogue, float* out) {
+  const Layout layout{reinterpret_cast<const char*>(packed), kGroupStepBytes,
+                      n * static_cast<int64_t>(sizeof(float)), k};
+  Gemm<F32Plain>(x, rows, ldx, layout, n, group_begin, group_end, epilogue, out);
 }
 
 }  // namespace encoderd::kernels

@@ -15,10 +15,14 @@
 // The padding (columns past n, inputs past k) is zero. The bf16 weights of
 // a CPU without AVX512-BF16 are packed in the same bf16 layout by
 // PackFewRowsBf16 (linear_cpu.cc): oneDNN keeps fp32 ones for its GEMMs there.
+// - fp32 on AVX2 (oneDNN's GEMM there takes plain layouts), ab: [k][n]
+//   floats, no padding; FewRowsGemmF32Avx2 goes over the same groups of 64
+//   columns, a step of a group being 256 bytes of one input's row.
 //
 // Call the fp32 kernels (FewRowsGemmF32, FewRowsGemmBf16AsF32) only when the
 // CPU has AVX-512 F, the bf16 one when it also has BW and BF16, and
-// FewRowsGemmBf16AsF32Avx2 when it has AVX2 and FMA.
+// FewRowsGemmBf16AsF32Avx2 and FewRowsGemmF32Avx2 (whose fp32 weights are
+// in the plain layout above) when it has AVX2 and FMA.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +33,12 @@ constexpr int64_t kFewRowsGroupColumns = 64;
 // The most rows the kernels take in one call: all of them in one tile of up
 // to 24 accumulators (12 rows by 32 columns).
 constexpr int64_t kFewRowsMax = 12;
+// The smallest fp32 weight FewRowsGemmF32Avx2 takes. It reads memory
+// faster than oneDNN's AVX2 GEMM, but weights in cache slower (at 10-12
+// rows, 0.7-0.8x); a weight this large belongs to a model that does not
+// stay in cache (BERT-base's are 2.4-9.4 MB, 340 MB in all), and smaller
+// ones stay on oneDNN (the default model's are 0.25-1 MB, 9 MB in all).
+constexpr int64_t kFewRowsF32Avx2MinBytes = int64_t{2} << 20;
 
 // Internal linkage: this header is also compiled with AVX-512 flags, and no
 // AVX-512 copy of a shared inline function may be chosen for generic code.
@@ -87,6 +97,12 @@ void FewRowsGemmBf16AsF32(const float* x, int64_t rows, int64_t ldx, const uint1
 void FewRowsGemmBf16AsF32Avx2(const float* x, int64_t rows, int64_t ldx, const uint16_t* packed,
                               int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                               const FewRowsEpilogue& epilogue, float* out);
+// fp32 weights on a CPU with AVX2 and FMA (few_rows_gemm_avx2.cc), where
+// oneDNN keeps them plain, [k][n] floats (tag ab of its [k, n] weight; no
+// padding): each sum in the order of the inputs, one FMA at a time.
+void FewRowsGemmF32Avx2(const float* x, int64_t rows, int64_t ldx, const float* packed, int64_t n,
+                        int64_t k, int64_t group_begin, int64_t group_end,
+                        const FewRowsEpilogue& epilogue, float* out);
 void FewRowsGemmBf16(const uint16_t* x, int64_t rows, int64_t ldx, const uint16_t* packed,
                      int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                      const FewRowsEpilogue& epilogue, float* out);

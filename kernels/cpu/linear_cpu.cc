@@ -35,8 +35,8 @@ using Dt = memory::data_type;
 // 2048, 240, 9 rows) instead of 10 (8 x 512, 240, 9). The int8 kernel on
 // VNNI takes 512 rows at a time (any count: it has no primitives), whose
 // uint8 inputs stay in cache while each group of weight columns goes over
-// them. Up to kFewRowsMax rows, fp32 and bf16 weights on AVX-512 (bf16 also on AVX2) and int8
-// weights on VNNI go to the few-row kernels instead
+// them. Up to kFewRowsMax rows, fp32 and bf16 weights on AVX-512 or on AVX2 + FMA and
+// int8 weights on VNNI go to the few-row kernels instead
 // (few_rows_gemm_avx512.h), which read each weight once with every row in
 // one tile; the int8 fallback stays on oneDNN.
 constexpr int64_t kChunkRows = 512;
@@ -302,8 +302,12 @@ bool FewRowsLayout(const CpuPackedWeight& w) {
   const CpuFeatures& cpu = GetCpuFeatures();
   if (w.type == DType::kInt8) return false;
   if (w.few_rows_bf16) return true;  // packed only where a kernel reads it
-  if (!cpu.avx512f) return false;
   const memory::dims dims = {w.in_features, w.out_features};
+  if (!cpu.avx512f) {
+    return cpu.avx2 && cpu.fma && w.type == DType::kFloat32 &&
+           w.in_features * w.out_features * 4 >= kFewRowsF32Avx2MinBytes &&
+           w.weight_desc == memory::desc(dims, Dt::f32, Tag::ab);
+  }
   if (w.bf16_compute) {
     return cpu.avx512bw && cpu.avx512_bf16 && w.in_features % 2 == 0 &&
            w.weight_desc == memory::desc(dims, Dt::bf16, Tag::BA16a64b2a);
@@ -376,9 +380,12 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
     } else if (w.few_rows_bf16) {
       FewRowsGemmBf16AsF32Avx2(static_cast<const float*>(src), rows, ldx, w.few_rows_bf16.get(), n,
                                k, begin, end, e, y);
-    } else {
+    } else if (avx512) {
       FewRowsGemmF32(static_cast<const float*>(src), rows, ldx, static_cast<const float*>(packed),
                      n, k, begin, end, e, y);
+    } else {
+      FewRowsGemmF32Avx2(static_cast<const float*>(src), rows, ldx,
+                         static_cast<const float*>(packed), n, k, begin, end, e, y);
     }
   }
 }

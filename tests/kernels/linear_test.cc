@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -163,8 +164,9 @@ TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
 }
 
 // Up to kFewRowsMax rows run on the few-row kernels where the CPU has
-// AVX-512 (and, for bf16 weights, AVX512-BF16 and an even k), and for bf16
-// weights on AVX2 + FMA (ctest kernels_avx2 on an AVX-512 CPU): every row
+// AVX-512 (and, for bf16 weights, AVX512-BF16 and an even k), and on AVX2 +
+// FMA (ctest kernels_avx2 on an AVX-512 CPU, oneDNN held to AVX2; fp32
+// weights there from kFewRowsF32Avx2MinBytes on, none of these): every row
 // count (tiles of 1-6 rows by 64 columns, 7-12 rows by each half of 32; on
 // AVX2 blocks of up to 5 rows, 1-2 rows by 32 columns, 3-5 by 16),
 // widths around the 16-lane blocks and 64-column groups (a last group of 1,
@@ -186,7 +188,7 @@ TEST(LinearTest, FewRowsMatchDoubleReference) {
         // read; another oneDNN may pick others for tiny ones.
         const bool expect_kernel =
             (cpu.avx512f && (!bf16 || !(cpu.avx512_bf16 && cpu.avx512bw) || k % 2 == 0)) ||
-            (bf16 && !cpu.avx512f && cpu.avx2 && cpu.fma);
+            (!cpu.avx512f && cpu.avx2 && cpu.fma && (bf16 || n * k * 4 >= kFewRowsF32Avx2MinBytes));
         if (n * k >= 4096) {
           EXPECT_EQ(static_cast<const CpuPackedWeight&>(packed->impl()).few_rows, expect_kernel)
               << "n " << n << " k " << k << " bf16 " << bf16;
@@ -297,15 +299,62 @@ TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsAreTheFp32KernelOnRoundedValu
   }
 }
 
+// A few rows of the weights [n, k] on AVX2 + FMA: each sum one FMA at a
+// time in the order of the inputs, over the operands as the kernel takes
+// them (x and w), then the bias. So the results are these written-out FMA
+// chains bit for bit, and so is the epilogue, but for GELU (a polynomial
+// erf: within 2e-6). `before` runs before each call.
+void ExpectFmaChainsOnAvx2(const CpuContext& ctx, const PackedWeight& packed,
+                           const std::vector<float>& w, const std::vector<float>& b, int64_t n,
+                           int64_t k, uint32_t seed, bool round_x,
+                           const std::function<void(int64_t m)>& before) {
+  for (int64_t m = 1; m <= kFewRowsMax; ++m) {
+    auto x = RandomVector(m * k, seed + m);
+    if (round_x) x = RoundedToBFloat16(x);
+    const auto residual = RandomVector(m * n, seed + 100, -2.f, 2.f);
+    std::vector<float> sums(m * n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = 0.f;
+        for (int64_t c = 0; c < k; ++c) acc = std::fma(x[i * k + c], w[j * k + c], acc);
+        sums[i * n + j] = acc + b[j];
+      }
+    }
+    for (const Epilogue ep :
+         {Epilogue::kNone, Epilogue::kGelu, Epilogue::kRelu, Epilogue::kResidual}) {
+      const bool res = ep == Epilogue::kResidual;
+      std::vector<float> got = res ? residual : std::vector<float>(m * n, NAN);
+      before(m);
+      Linear(ctx, DType::kFloat32, x.data(), m, packed, ep, res ? got.data() : nullptr, got.data());
+      for (int64_t i = 0; i < m * n; ++i) {
+        float want = sums[i];
+        if (res) want += residual[i];
+        if (ep == Epilogue::kRelu) want = want > 0.f ? want : 0.f;
+        if (ep == Epilogue::kGelu) {
+          const double gelu = 0.5 * want * (1 + std::erf(want / std::sqrt(2.0)));
+          ASSERT_NEAR(got[i], gelu, 2e-6 * std::max(1.0, std::fabs(gelu)))
+              << "threads " << ctx.num_threads() << " n " << n << " k " << k << " m " << m;
+          continue;
+        }
+        ASSERT_EQ(got[i], want) << "threads " << ctx.num_threads() << " n " << n << " k " << k
+                                << " m " << m << " epilogue " << static_cast<int>(ep) << " at "
+                                << i;
+      }
+    }
+  }
+}
+
+bool Avx2WithoutAvx512() {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  return !cpu.avx512f && cpu.avx2 && cpu.fma;
+}
+
 // bf16 weights on a CPU with AVX2 and FMA but no AVX-512 (here, or with
 // ENCODERD_CPU_DISABLE=avx512f,...: ctest kernels_avx2): a few rows read
-// the bf16 copy (WidenedBf16), widened in registers, each sum one FMA at a
-// time in the order of the inputs. So the sums are these written-out FMA
-// chains over the bf16-rounded operands bit for bit, and so is the
-// epilogue, but for GELU (a polynomial erf: within 2e-6).
+// the bf16 copy (WidenedBf16), widened in registers: FMA chains over the
+// bf16-rounded operands.
 TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
-  const CpuFeatures& cpu = GetCpuFeatures();
-  if (cpu.avx512f || !cpu.avx2 || !cpu.fma) {
+  if (!Avx2WithoutAvx512()) {
     GTEST_SKIP() << "runs where the CPU has AVX2 and FMA and no AVX-512 (or it is disabled)";
   }
   for (const int threads : {1, 2}) {
@@ -314,41 +363,39 @@ TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
       WidenedBf16 wb;
       MakeWidenedBf16(ctx, n, k, 61, &wb);
       if (HasFatalFailure()) return;
-      for (int64_t m = 1; m <= kFewRowsMax; ++m) {
-        const auto rounded_x = RoundedToBFloat16(RandomVector(m * k, 63 + m));
-        const auto residual = RandomVector(m * n, 64, -2.f, 2.f);
-        std::vector<float> sums(m * n);
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t j = 0; j < n; ++j) {
-            float acc = 0.f;
-            for (int64_t c = 0; c < k; ++c) {
-              acc = std::fma(rounded_x[i * k + c], wb.rounded_w[j * k + c], acc);
-            }
-            sums[i * n + j] = acc + wb.b[j];
-          }
-        }
-        for (const Epilogue ep :
-             {Epilogue::kNone, Epilogue::kGelu, Epilogue::kRelu, Epilogue::kResidual}) {
-          const bool res = ep == Epilogue::kResidual;
-          std::vector<float> got = res ? residual : std::vector<float>(m * n, NAN);
-          wb.PoisonScratch(ctx, m, k);
-          Linear(ctx, DType::kFloat32, rounded_x.data(), m, *wb.bf16, ep,
-                 res ? got.data() : nullptr, got.data());
-          for (int64_t i = 0; i < m * n; ++i) {
-            float want = sums[i];
-            if (res) want += residual[i];
-            if (ep == Epilogue::kRelu) want = want > 0.f ? want : 0.f;
-            if (ep == Epilogue::kGelu) {
-              const double gelu = 0.5 * want * (1 + std::erf(want / std::sqrt(2.0)));
-              ASSERT_NEAR(got[i], gelu, 2e-6 * std::max(1.0, std::fabs(gelu)))
-                  << "threads " << threads << " n " << n << " k " << k << " m " << m;
-              continue;
-            }
-            ASSERT_EQ(got[i], want) << "threads " << threads << " n " << n << " k " << k << " m "
-                                    << m << " epilogue " << static_cast<int>(ep) << " at " << i;
-          }
-        }
-      }
+      ExpectFmaChainsOnAvx2(ctx, *wb.bf16, wb.rounded_w, wb.b, n, k, 63, /*round_x=*/true,
+                            [&](int64_t m) { wb.PoisonScratch(ctx, m, k); });
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// fp32 weights on the same CPUs, from kFewRowsF32Avx2MinBytes on: oneDNN
+// keeps them plain ([k][n] floats, no padding), which the few-row kernel
+// reads in place, in bands of rows across the column groups, the last
+// columns of a width not a multiple of 8 through masks (widths 40, 1 and
+// 24 past a group here), odd and even inputs: FMA chains over the
+// operands as they are. A weight just under the size stays on oneDNN.
+TEST(LinearTest, F32WeightsOnAvx2AreFmaChains) {
+  if (!Avx2WithoutAvx512()) {
+    GTEST_SKIP() << "runs where the CPU has AVX2 and FMA and no AVX-512 (or it is disabled)";
+  }
+  CpuContext small_ctx(1);
+  const auto small_w = RandomVector(512 * 1023, 70);
+  const auto small =
+      PackedWeight::Pack(small_ctx, small_w.data(), nullptr, 512, 1023, DType::kFloat32);
+  EXPECT_FALSE(static_cast<const CpuPackedWeight&>(small->impl()).few_rows);
+  for (const int threads : {1, 2}) {
+    CpuContext ctx(threads);
+    for (const auto& [n, k] :
+         std::vector<std::pair<int64_t, int64_t>>{{1000, 600}, {769, 769}, {24, 24000}}) {
+      const auto w = RandomVector(n * k, 71, -0.2f, 0.2f), b = RandomVector(n, 72);
+      const auto packed = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kFloat32);
+      ASSERT_TRUE(static_cast<const CpuPackedWeight&>(packed->impl()).few_rows)
+          << "n " << n << " k " << k << ": oneDNN packed the weight in a layout the kernel does "
+          << "not read";
+      ExpectFmaChainsOnAvx2(ctx, *packed, w, b, n, k, 73, /*round_x=*/false, [](int64_t) {});
+      if (HasFatalFailure()) return;
     }
   }
 }
