@@ -13,7 +13,7 @@
 //                              [--stream-only 1]
 //
 // --stream-rows sets the rows of the streamed passes (default 10);
-// --stream-only 1 times only them (no table).
+// --stream-only 1 times only them (the table's header, and no rows).
 //
 // Prints GFLOP/s (2*M*N*K per call, best of repeated timed runs).
 #include <cblas.h>

@@ -11,7 +11,7 @@
 namespace encoderd::kernels {
 namespace {
 
-// Lanes [0, n) set, for n >= 0 (all of them from 8 on).
+// Lanes [0, n) set (none for n <= 0, all of them from 8 on).
 inline __m256i FirstLanes(int64_t n) {
   const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n < 8 ? static_cast<int>(n) : 8), index);

@@ -2,29 +2,29 @@
 
 #include <omp.h>
 
+#include <cstdlib>
+
 #include "kernels/cpu/dnnl_backend.h"
 #include "kernels/cpu_features.h"
 
 namespace encoderd::kernels {
 namespace {
 
-// oneDNN held to the instructions ENCODERD_CPU_DISABLE leaves, so that with
-// AVX-512 turned off it packs weights and runs GEMMs as on a CPU without
-// it (the layouts the few-row kernels read are those of that CPU): once,
-// before oneDNN creates its first primitive. A oneDNN built without the cap
-// keeps its own choice.
+// Where ENCODERD_CPU_DISABLE leaves no AVX-512 (or no AVX2), oneDNN is held
+// to AVX2 (or SSE4.1) as well, so that it packs weights and runs GEMMs as on
+// a CPU without them (the layouts the few-row kernels read are those of
+// that CPU): once, before oneDNN creates its first primitive. Without the
+// variable oneDNN keeps its own choice (and ONEDNN_MAX_CPU_ISA). oneDNN
+// refuses the cap after its first primitive or when built without it; a
+// weight then keeps the layout oneDNN chose, which FewRowsLayout checks.
 void CapOneDnnIsa() {
-  static const bool capped = [] {
+  static const int once = [] {
     const CpuFeatures& cpu = GetCpuFeatures();
-    if (cpu.avx512f) return false;
-    try {
-      dnnl::set_max_cpu_isa(cpu.avx2 && cpu.fma ? dnnl::cpu_isa::avx2 : dnnl::cpu_isa::sse41);
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
+    if (std::getenv(kCpuDisableEnv) == nullptr || cpu.avx512f) return 0;
+    return static_cast<int>(
+        dnnl::set_max_cpu_isa(cpu.avx2 && cpu.fma ? dnnl::cpu_isa::avx2 : dnnl::cpu_isa::sse41));
   }();
-  (void)capped;
+  static_cast<void>(once);
 }
 
 }  // namespace

@@ -17,9 +17,10 @@
 // memory once. The order of the chunks follows the layout (each format's
 // kBands): the bf16 layout's groups are contiguous and go one after the
 // other; in the plain fp32 layout a group's step is 256 bytes of a row n
-// floats long, and a group at a time read memory at 13-15 GB/s where
-// bands of 16 rows across all of a thread's groups read it at 17.5 (this
-// machine's oneDNN: 14-15; `gemm_bench --stream-only 1`).
+// floats long, and a group at a time read memory at 12.8-12.9 GB/s where
+// bands of 16 rows across all of a thread's groups read it at 17.2-17.6
+// (oneDNN: 14-15; docs/architecture.md, "Few rows", has the machine and
+// the commands).
 #include <immintrin.h>
 
 #include <vector>
@@ -127,8 +128,9 @@ struct Pass {
 // Rows [0, kRows) of out over kVecs x 8 columns from col0 on (`cols` of
 // them exist): the sums over steps [s0, s1) of the weights (Format) and of
 // x (rows ldx apart, Format::kInputs inputs a step), and after the group's
-// last chunk the epilogue. kMasked: the tile's last vectors lie past n in a
-// layout without padding, and are read through a mask.
+// last chunk the epilogue. kMasked: the tile's last columns lie past n in a
+// layout without padding (n not a multiple of the tile's 16 or 32 columns),
+// and are read through masks (none past n).
 template <class Format, int kRows, int kVecs, bool kMasked>
 void Tile(const float* x, int64_t ldx, int64_t s0, int64_t s1, const Pass& pass,
           const FewRowsEpilogue& e, int64_t n, int64_t col0, int64_t cols, float* out) {
@@ -229,7 +231,9 @@ void Gemm(const float* x, int64_t rows, int64_t ldx, const Layout& layout, int64
   };
   constexpr int64_t kGroupSums = kFewRowsMax * kFewRowsGroupColumns / 8;
   thread_local std::vector<Lanes> sums;
-  sums.resize(static_cast<size_t>((Format::kBands ? group_end - group_begin : 1) * kGroupSums));
+  const size_t held =
+      static_cast<size_t>((Format::kBands ? group_end - group_begin : 1) * kGroupSums);
+  if (sums.size() < held) sums.resize(held);  // grows only: no zeroing on each call
   const auto chunk = [&](int64_t g, int64_t s0) {
     float* partial = reinterpret_cast<float*>(
         sums.data() + (Format::kBands ? (g - group_begin) * kGroupSums : 0));

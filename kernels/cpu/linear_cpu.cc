@@ -35,8 +35,9 @@ using Dt = memory::data_type;
 // 2048, 240, 9 rows) instead of 10 (8 x 512, 240, 9). The int8 kernel on
 // VNNI takes 512 rows at a time (any count: it has no primitives), whose
 // uint8 inputs stay in cache while each group of weight columns goes over
-// them. Up to kFewRowsMax rows, fp32 and bf16 weights on AVX-512 or on AVX2 + FMA and
-// int8 weights on VNNI go to the few-row kernels instead
+// them. Up to kFewRowsMax rows, fp32 and bf16 weights on AVX-512, bf16 weights and
+// fp32 ones of kFewRowsF32Avx2MinBytes or more on AVX2 + FMA, and int8
+// weights on VNNI go to the few-row kernels instead
 // (few_rows_gemm_avx512.h), which read each weight once with every row in
 // one tile; the int8 fallback stays on oneDNN.
 constexpr int64_t kChunkRows = 512;

@@ -373,9 +373,9 @@ TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
 // fp32 weights on the same CPUs, from kFewRowsF32Avx2MinBytes on: oneDNN
 // keeps them plain ([k][n] floats, no padding), which the few-row kernel
 // reads in place, in bands of rows across the column groups, the last
-// columns of a width not a multiple of 8 through masks (widths 40, 1 and
-// 24 past a group here), odd and even inputs: FMA chains over the
-// operands as they are. A weight just under the size stays on oneDNN.
+// columns of a width not a multiple of the tile's through masks (last
+// groups of 45, 1 and 24 columns here: partial vectors of 5 and 1 lanes), odd and even inputs: FMA
+// chains over the operands as they are. A weight just under the size stays on oneDNN.
 TEST(LinearTest, F32WeightsOnAvx2AreFmaChains) {
   if (!Avx2WithoutAvx512()) {
     GTEST_SKIP() << "runs where the CPU has AVX2 and FMA and no AVX-512 (or it is disabled)";
@@ -388,7 +388,7 @@ TEST(LinearTest, F32WeightsOnAvx2AreFmaChains) {
   for (const int threads : {1, 2}) {
     CpuContext ctx(threads);
     for (const auto& [n, k] :
-         std::vector<std::pair<int64_t, int64_t>>{{1000, 600}, {769, 769}, {24, 24000}}) {
+         std::vector<std::pair<int64_t, int64_t>>{{1005, 600}, {769, 769}, {24, 24000}}) {
       const auto w = RandomVector(n * k, 71, -0.2f, 0.2f), b = RandomVector(n, 72);
       const auto packed = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kFloat32);
       ASSERT_TRUE(static_cast<const CpuPackedWeight&>(packed->impl()).few_rows)
