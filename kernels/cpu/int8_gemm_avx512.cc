@@ -193,22 +193,6 @@ void TileRows(int rows, const uint8_t* x, int64_t ldx, int64_t steps, const int8
 
 }  // namespace
 
-void PackInt8Vnni(const int8_t* q, int64_t n, int64_t k, int8_t* packed) {
-  const int64_t steps = Int8VnniSteps(k);
-  for (int64_t g = 0; g < Int8VnniGroups(n); ++g) {
-    for (int64_t s = 0; s < steps; ++s) {
-      int8_t* out = packed + (g * steps + s) * kStepBytes;
-      for (int64_t c = 0; c < kInt8GroupColumns; ++c) {
-        const int64_t col = g * kInt8GroupColumns + c;
-        for (int64_t i = 0; i < 4; ++i) {
-          const int64_t in = 4 * s + i;
-          out[4 * c + i] = col < n && in < k ? q[col * k + in] : 0;
-        }
-      }
-    }
-  }
-}
-
 void Int8GemmVnni(const uint8_t* x, int64_t row_begin, int64_t row_end, const int8_t* packed,
                   int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                   const Int8Epilogue& epilogue, float* out) {

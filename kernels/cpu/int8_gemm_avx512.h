@@ -80,4 +80,16 @@ void Int8GemmVnniFewRows(const uint8_t* x, int64_t rows, int64_t ldx, const int8
                          int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                          const Int8Epilogue& epilogue, float* out);
 
+// The same Linear on a CPU with AVX2 and FMA but not AVX512-VNNI
+// (int8_gemm_avx2.cc), on the same packed weights: the same int32 sums,
+// exactly, and the same epilogue, so the same results bit for bit (GELU
+// within its polynomial's 1e-6). Its inputs are each row's uint8 values
+// widened to 16 bits in pairs for vpmaddwd: step s (inputs 4s..4s+3, x0..x3)
+// as two 32-bit words, x0 | x2 << 16 and x1 | x3 << 16, so a row is
+// 2 * Int8VnniSteps(k) words; rows ldx words apart. out [rows, n] for the
+// rows [row_begin, row_end) and the column groups [group_begin, group_end).
+void Int8GemmAvx2(const uint32_t* x, int64_t ldx, int64_t row_begin, int64_t row_end,
+                  const int8_t* packed, int64_t n, int64_t k, int64_t group_begin,
+                  int64_t group_end, const Int8Epilogue& epilogue, float* out);
+
 }  // namespace encoderd::kernels

@@ -25,21 +25,22 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using Dt = memory::data_type;
 
-// oneDNN GEMMs (fp32, bf16, int8 without VNNI) take rows in chunks: 2048,
-// 1024 or 512 rows while that many are left, then 16 * (r / 16) rows and
-// r % 16 rows of a remainder r < 512. A weight thus needs at most
-// 3 + 31 + 15 primitives per epilogue, whatever the batch sizes (a new
-// primitive costs 0.3-1.5 ms to create; kernels/bench/gemm_bench compares
-// chunked calls with one exact-size primitive). Each chunk streams the whole
-// weight once: `encoderd bench`'s W1 (4345 rows) reads it 4 times (2048,
-// 2048, 240, 9 rows) instead of 10 (8 x 512, 240, 9). The int8 kernel on
-// VNNI takes 512 rows at a time (any count: it has no primitives), whose
-// uint8 inputs stay in cache while each group of weight columns goes over
-// them. Up to kFewRowsMax rows, fp32 and bf16 weights on AVX-512, bf16 weights and
-// fp32 ones of kFewRowsF32Avx2MinBytes or more on AVX2 + FMA, and int8
-// weights on VNNI go to the few-row kernels instead
-// (few_rows_gemm_avx512.h), which read each weight once with every row in
-// one tile; the int8 fallback stays on oneDNN.
+// oneDNN GEMMs (fp32, bf16, and int8 on CPUs with neither VNNI nor AVX2 +
+// FMA) take rows in chunks: 2048, 1024 or 512 rows while that many are
+// left, then 16 * (r / 16) rows and r % 16 rows of a remainder r < 512. A
+// weight thus needs at most 3 + 31 + 15 primitives per epilogue, whatever
+// the batch sizes (a new primitive costs 0.3-1.5 ms to create;
+// kernels/bench/gemm_bench compares chunked calls with one exact-size
+// primitive). Each chunk streams the whole weight once: `encoderd bench`'s
+// W1 (4345 rows) reads it 4 times (2048, 2048, 240, 9 rows) instead of 10
+// (8 x 512, 240, 9). The int8 kernels (VNNI, or AVX2 without it) take 512
+// rows at a time (any count: they have no primitives), whose inputs stay in
+// cache while each group of weight columns goes over them. Up to
+// kFewRowsMax rows, fp32 and bf16 weights on AVX-512, bf16 weights and fp32
+// ones of kFewRowsF32Avx2MinBytes or more on AVX2 + FMA, and int8 weights on
+// VNNI go to the few-row kernels instead (few_rows_gemm_avx512.h), which
+// read each weight once with every row in one tile; the AVX2 int8 kernel
+// takes a few rows as any others, in blocks of up to 4.
 constexpr int64_t kChunkRows = 512;
 constexpr int64_t kMaxChunkRows = 2048;
 constexpr int64_t kRowGranule = 16;
@@ -154,42 +155,69 @@ RowQuant ChooseRowQuant(const float* row, int64_t k, bool avx512) {
   return {scale, std::clamp(std::nearbyint(-lo / scale), 0.f, 255.f)};
 }
 
-// Quantizes one row to uint8 into q (AVX-512) and returns its parameters.
-RowQuant QuantizeRow(const float* row, int64_t k, uint8_t* q) {
-  const RowQuant p = ChooseRowQuant(row, k, /*avx512=*/true);
-  QuantizeRowAvx512(row, k, 1.f / p.scale, p.zero, q);
+// Rounds row * inv to the nearest integer, ties to even, as nearbyint rounds
+// in the default mode, without a call per value: adding and taking back
+// 1.5 * 2^23 does that to a float under 2^22 in magnitude (here about 255 at
+// most, or NaN, which stays NaN), and the loops vectorize. The product must
+// be rounded before the addition: this file is compiled with
+// -ffp-contract=off (kernels/CMakeLists.txt).
+inline float RoundedProduct(float x, float inv) {
+  constexpr float kRound = 12582912.f;
+  return (x * inv + kRound) - kRound;
+}
+
+// Quantizes one row to uint8 into q and returns its parameters: with AVX-512
+// through int8_avx512.h, elsewhere in portable code, the same values (NaN
+// becomes 0 either way).
+RowQuant QuantizeRow(const float* row, int64_t k, bool avx512, uint8_t* q) {
+  const RowQuant p = ChooseRowQuant(row, k, avx512);
+  if (avx512) {
+    QuantizeRowAvx512(row, k, 1.f / p.scale, p.zero, q);
+    return p;
+  }
+  const float inv = 1.f / p.scale;
+  for (int64_t i = 0; i < k; ++i) {
+    const float v = RoundedProduct(row[i], inv) + p.zero;
+    q[i] = static_cast<uint8_t>(v > 0.f ? (v < 255.f ? v : 255.f) : 0.f);
+  }
   return p;
 }
 
-// Quantizes each row of x [rows, k]: into `q` (uint8, with AVX-512, the
-// int8 kernel's path; rows ldq bytes apart, ldq >= Int8VnniRowStride(k),
-// zero past k) when it is not null, else as the dequantized values
-// (q - zero) * scale into `dequantized` (the fallback's); the row
+// A quantized row's inputs as Int8GemmAvx2 takes them: each step's x0..x3
+// as the words x0 | x2 << 16 and x1 | x3 << 16 (steps * 4 bytes of q).
+void PairInputs(const uint8_t* q, int64_t steps, uint32_t* pairs) {
+  for (int64_t s = 0; s < steps; ++s) {
+    const uint8_t* x = q + 4 * s;
+    pairs[2 * s] = x[0] | static_cast<uint32_t>(x[2]) << 16;
+    pairs[2 * s + 1] = x[1] | static_cast<uint32_t>(x[3]) << 16;
+  }
+}
+
+// Quantizes each row of x [rows, k]: into `q` (uint8, the int8 kernels'
+// path; rows ldq bytes apart, ldq >= Int8VnniRowStride(k), zero past k)
+// when it is not null, and then, if `pairs` is not null, paired for the
+// AVX2 kernel (PairInputs, rows ldp words apart); else as the dequantized
+// values (q - zero) * scale into `dequantized` (the fallback's); the row
 // parameters into `params`.
 void QuantizeRows(const CpuContext& ctx, const float* x, int64_t rows, int64_t k, uint8_t* q,
-                  int64_t ldq, float* dequantized, RowQuant* params) {
+                  int64_t ldq, uint32_t* pairs, int64_t ldp, float* dequantized, RowQuant* params) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  const bool avx512 = cpu.avx512f && cpu.avx512bw;
   const int threads = rows * k >= (1 << 16) ? ctx.num_threads() : 1;
 #pragma omp parallel for num_threads(threads)
   for (int64_t m = 0; m < rows; ++m) {
     const float* row = x + m * k;
     if (q) {
-      params[m] = QuantizeRow(row, k, q + m * ldq);
+      params[m] = QuantizeRow(row, k, avx512, q + m * ldq);
       std::memset(q + m * ldq + k, 0, ldq - k);
+      if (pairs) PairInputs(q + m * ldq, Int8VnniSteps(k), pairs + m * ldp);
       continue;
     }
     const RowQuant p = ChooseRowQuant(row, k, /*avx512=*/false);
     params[m] = p;
     const float inv = 1.f / p.scale;
-    // Rounded to the nearest integer, ties to even, as nearbyint rounds in
-    // the default mode, without a call per value: adding and taking back
-    // 1.5 * 2^23 does that to a float under 2^22 in magnitude (here about
-    // 255 at most, or NaN, which stays NaN), and the loop vectorizes. The
-    // product must be rounded before the addition: this file is compiled
-    // with -ffp-contract=off (kernels/CMakeLists.txt).
-    constexpr float kRound = 12582912.f;
     for (int64_t i = 0; i < k; ++i) {
-      const float rounded = (row[i] * inv + kRound) - kRound;
-      const float v = std::clamp(rounded + p.zero, 0.f, 255.f);
+      const float v = std::clamp(RoundedProduct(row[i], inv) + p.zero, 0.f, 255.f);
       dequantized[m * k + i] = (v - p.zero) * p.scale;
     }
   }
@@ -270,10 +298,47 @@ int64_t Int8RowParts(int64_t groups, int64_t threads, int64_t rows) {
   return std::clamp<int64_t>(rows / kMinPartRows, 1, even);
 }
 
-// y [rows, n] = the int8 Linear of the uint8 rows q (QuantizeRows' layout)
-// with their parameters, through the VNNI kernel: items of one column group
-// and a part of the rows (Int8RowParts) split between the threads.
-void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const uint8_t* q, int64_t rows,
+}  // namespace
+
+// Plain code, for every CPU: the AVX2 kernel reads this layout too.
+void PackInt8Vnni(const int8_t* q, int64_t n, int64_t k, int8_t* packed) {
+  const int64_t steps = Int8VnniSteps(k);
+  for (int64_t g = 0; g < Int8VnniGroups(n); ++g) {
+    for (int64_t s = 0; s < steps; ++s) {
+      int8_t* out = packed + (g * steps + s) * 4 * kInt8GroupColumns;
+      for (int64_t c = 0; c < kInt8GroupColumns; ++c) {
+        const int64_t col = g * kInt8GroupColumns + c;
+        for (int64_t i = 0; i < 4; ++i) {
+          const int64_t in = 4 * s + i;
+          out[4 * c + i] = col < n && in < k ? q[col * k + in] : 0;
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+// Whether the int8 Linear runs on the VNNI kernel; otherwise, with int8
+// weights packed (int8_compute), on the AVX2 one.
+bool Int8Vnni(const CpuFeatures& cpu) { return cpu.avx512f && cpu.avx512bw && cpu.avx512_vnni; }
+
+// The int8 inputs of rows [0, rows): uint8 rows (QuantizeRows' layout) for
+// the VNNI kernel, or their pairs for the AVX2 one (pairs not null).
+struct Int8Inputs {
+  const uint8_t* q;
+  int64_t ldq;
+  const uint32_t* pairs;
+  int64_t ldp;
+  Int8Inputs From(int64_t r0) const {
+    return {q + r0 * ldq, ldq, pairs ? pairs + r0 * ldp : nullptr, ldp};
+  }
+};
+
+// y [rows, n] = the int8 Linear of the inputs' rows [0, rows) with their
+// parameters: items of one column group and a part of the rows
+// (Int8RowParts) split between the threads.
+void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const Int8Inputs& in, int64_t rows,
               const RowQuant* params, Epilogue epilogue, const float* residual, float* y) {
   const int64_t n = w.out_features, k = w.in_features, groups = Int8VnniGroups(n);
   const Int8Epilogue e = MakeInt8Epilogue(w, params, epilogue, residual);
@@ -285,8 +350,12 @@ void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const uint8_t* q,
     const int64_t items = groups * row_parts;
     for (int64_t i = items * t / nt; i < items * (t + 1) / nt; ++i) {
       const int64_t g = i / row_parts, part = i % row_parts;
-      Int8GemmVnni(q, rows * part / row_parts, rows * (part + 1) / row_parts, w.int8_weight.get(),
-                   n, k, g, g + 1, e, y);
+      const int64_t begin = rows * part / row_parts, end = rows * (part + 1) / row_parts;
+      if (in.pairs) {
+        Int8GemmAvx2(in.pairs, in.ldp, begin, end, w.int8_weight.get(), n, k, g, g + 1, e, y);
+      } else {
+        Int8GemmVnni(in.q, begin, end, w.int8_weight.get(), n, k, g, g + 1, e, y);
+      }
     }
   }
 }
@@ -394,11 +463,15 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
 void LinearInt8(const CpuContext& ctx, const CpuPackedWeight& w, const float* x, int64_t rows,
                 Epilogue epilogue, const float* residual, float* y) {
   const int64_t k = w.in_features, n = w.out_features;
-  const bool few_rows = rows <= kFewRowsMax;
+  const bool vnni = Int8Vnni(GetCpuFeatures());
+  const bool few_rows = vnni && rows <= kFewRowsMax;
   const int64_t ldq = few_rows ? FewRowsStride(Int8VnniRowStride(k), 1) : Int8VnniRowStride(k);
+  const int64_t ldp = 2 * Int8VnniSteps(k);
   uint8_t* q = Scratch<uint8_t>(rows * ldq);
+  uint32_t* pairs = vnni ? nullptr : Scratch<uint32_t>(rows * ldp);
   RowQuant* params = Scratch<RowQuant>(rows);
-  QuantizeRows(ctx, x, rows, k, q, ldq, nullptr, params);
+  QuantizeRows(ctx, x, rows, k, q, ldq, pairs, ldp, nullptr, params);
+  const Int8Inputs in{q, ldq, pairs, ldp};
   if (few_rows) {
     // Every row in one tile, the column groups split between the threads.
     const Int8Epilogue e = MakeInt8Epilogue(w, params, epilogue, residual);
@@ -414,7 +487,7 @@ void LinearInt8(const CpuContext& ctx, const CpuPackedWeight& w, const float* x,
   }
   for (int64_t r0 = 0; r0 < rows; r0 += kChunkRows) {
     const int64_t chunk = std::min(kChunkRows, rows - r0);
-    Int8Gemm(ctx, w, q + r0 * ldq, chunk, params + r0, epilogue,
+    Int8Gemm(ctx, w, in.From(r0), chunk, params + r0, epilogue,
              residual ? residual + r0 * n : nullptr, y + r0 * n);
   }
 }
@@ -456,7 +529,7 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
     std::vector<int8_t> q;
     QuantizeWeights(weight, out_features, in_features, &q, &w->weight_scale);
     // The kernel's int32 sums hold k products of up to 255 x 127.
-    w->int8_compute = cpu.avx512f && cpu.avx512bw && cpu.avx512_vnni &&
+    w->int8_compute = (Int8Vnni(cpu) || (cpu.avx2 && cpu.fma)) &&
                       in_features <= std::numeric_limits<int32_t>::max() / (255 * 127);
     if (w->int8_compute) {
       w->weight_comp.resize(out_features);
@@ -516,7 +589,7 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
   if (w.type == DType::kBFloat16) src = RoundInput(ctx, w, x, rows * k);
   if (w.type == DType::kInt8) {  // int8 without VNNI: the quantized inputs as fp32
     float* dequantized = Scratch<float>(rows * k);
-    QuantizeRows(ctx, x, rows, k, nullptr, 0, dequantized, Scratch<RowQuant>(rows));
+    QuantizeRows(ctx, x, rows, k, nullptr, 0, nullptr, 0, dequantized, Scratch<RowQuant>(rows));
     src = dequantized;
   }
   GemmChunks(ctx, w, src, rows, epilogue, residual, y, /*bf16_out=*/false);

@@ -29,12 +29,13 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   // int8 weights (DType::kInt8): quantized once per output channel,
   // symmetric, w[n, k] ~ weight_scale[n] * q[n, k] with q in [-127, 127].
   // Activations are quantized per row at run time (asymmetric uint8). With
-  // AVX512-VNNI the GEMM is uint8 x int8 -> int32 in the project's own
-  // kernel (int8_gemm_avx512.h), which applies the weight and row scales,
-  // zero-point compensation, bias and epilogue to each tile; elsewhere the
-  // same quantized values run as fp32 on oneDNN (weights dequantized, each
-  // input row quantized and dequantized), which gives the same products
-  // with fp32 accumulation.
+  // AVX512-VNNI, or else AVX2 + FMA, the GEMM is uint8 x int8 -> int32 in
+  // the project's own kernels (int8_gemm_avx512.h; the same int32 sums and
+  // results on either), which apply the weight and row scales, zero-point
+  // compensation, bias and epilogue to each tile; elsewhere the same
+  // quantized values run as fp32 on oneDNN (weights dequantized, each input
+  // row quantized and dequantized), which gives the same products with fp32
+  // accumulation.
   bool int8_compute = false;
   std::vector<float> weight_scale;  // [out]; int8_compute: padded with 0 to whole column groups
   std::vector<float> weight_comp;   // [out]: weight_scale[n] * sum_k q[n, k]
