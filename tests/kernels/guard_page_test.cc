@@ -1,0 +1,148 @@
+// The AVX2 GEMM kernels against memory that ends at an inaccessible page:
+// the plain fp32 layout has no padding, so the last columns of a width that
+// is not a multiple of the tile's are read (and written) through masks, and
+// a wrong mask or a vector read one step too far reads past the weights,
+// which here faults instead of reading a neighbour's bytes unnoticed. The
+// int8 kernel's weights are padded to whole groups, its inputs to whole
+// steps: it must not read past either.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/few_rows_gemm_avx512.h"
+#include "kernels/cpu/int8_gemm_avx512.h"
+#include "kernels/cpu_features.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace encoderd::kernels {
+namespace {
+
+using testing::RandomVector;
+
+// `count` values of T whose last one ends where a PROT_NONE page begins.
+template <typename T>
+class Guarded {
+ public:
+  explicit Guarded(const std::vector<T>& values) : count_(values.size()) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t bytes = count_ * sizeof(T);
+    const size_t pages = (bytes + page - 1) / page;
+    size_ = (pages + 1) * page;
+    void* base = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return;
+    base_ = static_cast<char*>(base);
+    if (mprotect(base_ + pages * page, page, PROT_NONE) != 0) return;
+    data_ = reinterpret_cast<T*>(base_ + pages * page - bytes);
+    if (count_ > 0) std::memcpy(data_, values.data(), bytes);
+  }
+  ~Guarded() {
+    if (base_) munmap(base_, size_);
+  }
+  Guarded(const Guarded&) = delete;
+  Guarded& operator=(const Guarded&) = delete;
+  T* data() const { return data_; }
+  std::vector<T> values() const { return std::vector<T>(data_, data_ + count_); }
+
+ private:
+  size_t count_;
+  size_t size_ = 0;
+  char* base_ = nullptr;
+  T* data_ = nullptr;
+};
+
+bool Avx2() {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  return cpu.avx2 && cpu.fma;
+}
+
+// fp32 weights in the plain layout ([k][n] floats, as oneDNN keeps them on
+// AVX2), bias, residual and output all end at a guard page; the results are
+// FMA chains in the order of the inputs (as LinearTest checks through
+// Linear), then the bias and the residual.
+TEST(GuardPageTest, F32PlainAvx2StaysInsideItsOperands) {
+  if (!Avx2()) GTEST_SKIP() << "no AVX2 + FMA";
+  for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {5, 3}, {45, 17}, {70, 2}, {127, 33}, {1005, 40}}) {
+    const auto w = RandomVector(k * n, 81);  // [k][n]
+    const auto b = RandomVector(n, 82);
+    const Guarded<float> weights(w), bias(b);
+    ASSERT_NE(weights.data(), nullptr);
+    ASSERT_NE(bias.data(), nullptr);
+    for (int64_t m = 1; m <= kFewRowsMax; ++m) {
+      const Guarded<float> x(RandomVector(m * k, 83 + m));
+      const auto res = RandomVector(m * n, 84);
+      const Guarded<float> residual(res);
+      const Guarded<float> out(std::vector<float>(m * n, NAN));
+      const FewRowsEpilogue e{bias.data(), residual.data(), false, false};
+      FewRowsGemmF32Avx2(x.data(), m, k, weights.data(), n, k, 0, FewRowsGroups(n), e, out.data());
+      const auto xs = x.values(), got = out.values();
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          float acc = 0.f;
+          for (int64_t c = 0; c < k; ++c) acc = std::fma(xs[i * k + c], w[c * n + j], acc);
+          wrong += got[i * n + j] != acc + b[j] + res[i * n + j];
+        }
+      }
+      EXPECT_EQ(wrong, 0) << "n " << n << " k " << k << " m " << m;
+    }
+  }
+}
+
+// int8 weights packed for the kernels (PackInt8Vnni) and the inputs paired
+// for the AVX2 kernel, each ending at a guard page, as do the epilogue's
+// arrays and the output. With unit scales and no zero point the outputs are
+// the integer sums themselves, exact in fp32 at these sizes.
+TEST(GuardPageTest, Int8Avx2StaysInsideItsOperands) {
+  if (!Avx2()) GTEST_SKIP() << "no AVX2 + FMA";
+  std::mt19937 rng(85);
+  std::uniform_int_distribution<int> weight(-127, 127), input(0, 255);
+  for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {5, 3}, {17, 6}, {64, 9}, {65, 4}, {200, 67}}) {
+    std::vector<int8_t> q(n * k);
+    for (auto& v : q) v = static_cast<int8_t>(weight(rng));
+    std::vector<int8_t> packed(Int8VnniPackedBytes(n, k));
+    PackInt8Vnni(q.data(), n, k, packed.data());
+    const int64_t columns = Int8VnniGroups(n) * kInt8GroupColumns;
+    const Guarded<int8_t> weights(packed);
+    const Guarded<float> scale(std::vector<float>(columns, 1.f)), comp(std::vector<float>(n, 0.f));
+    for (const int64_t m : {1, 3, 4, 5, 12, 13}) {
+      std::vector<uint8_t> x(m * k);
+      for (auto& v : x) v = static_cast<uint8_t>(input(rng));
+      const int64_t steps = Int8VnniSteps(k);
+      std::vector<uint32_t> pairs(m * 2 * steps, 0);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t c = 0; c < k; ++c) {
+          // Step c / 4's words: x0 | x2 << 16 and x1 | x3 << 16.
+          const int64_t word = 2 * (c / 4) + c % 2, shift = c % 4 >= 2 ? 16 : 0;
+          pairs[i * 2 * steps + word] |= static_cast<uint32_t>(x[i * k + c]) << shift;
+        }
+      }
+      const Guarded<uint32_t> inputs(pairs);
+      const Guarded<Int8RowQuant> rows(std::vector<Int8RowQuant>(m, Int8RowQuant{1.f, 0.f}));
+      const Guarded<float> out(std::vector<float>(m * n, NAN));
+      const Int8Epilogue e{scale.data(), comp.data(), nullptr, rows.data(), nullptr, false, false};
+      Int8GemmAvx2(inputs.data(), 2 * steps, 0, m, weights.data(), n, k, 0, Int8VnniGroups(n), e,
+                   out.data());
+      const auto got = out.values();
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t sum = 0;
+          for (int64_t c = 0; c < k; ++c) sum += int64_t{x[i * k + c]} * q[j * k + c];
+          wrong += got[i * n + j] != static_cast<float>(sum);
+        }
+      }
+      EXPECT_EQ(wrong, 0) << "n " << n << " k " << k << " m " << m;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace encoderd::kernels
