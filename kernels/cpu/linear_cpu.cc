@@ -587,7 +587,7 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
   }
   const void* src = x;
   if (w.type == DType::kBFloat16) src = RoundInput(ctx, w, x, rows * k);
-  if (w.type == DType::kInt8) {  // int8 without VNNI: the quantized inputs as fp32
+  if (w.type == DType::kInt8) {  // int8 without the int8 kernels: the quantized inputs as fp32
     float* dequantized = Scratch<float>(rows * k);
     QuantizeRows(ctx, x, rows, k, nullptr, 0, nullptr, 0, dequantized, Scratch<RowQuant>(rows));
     src = dequantized;
