@@ -5,25 +5,21 @@
 // The few-row kernels of a CPU without AVX-512 (few_rows_gemm_avx512.h), on
 // two weight layouts:
 // - FewRowsGemmBf16AsF32Avx2: bf16 weights in the few-row kernels' bf16
-//   layout, widened to fp32 in registers;
-// - FewRowsGemmF32Avx2: fp32 weights where oneDNN keeps them on AVX2, plain
-//   [k][n] (a step is one input's n floats; no padding).
-// 16 registers of 8 lanes hold fewer accumulators than AVX-512's 32 of 16,
-// so the rows go in blocks of up to kBlockRows (1-2 rows by 32 columns, 3-5
-// by 16) and a group's 64 columns take several passes (kTiles). The passes
-// go over a chunk of a group's steps at a time: the first block's first
-// pass finds them in L2, prefetched there while earlier chunks ran, and the
-// other passes and blocks read them from L1, so each weight comes from
-// memory once. The order of the chunks follows the layout (each format's
-// kBands): the bf16 layout's groups are contiguous and go one after the
-// other; in the plain fp32 layout a group's step is 256 bytes of a row n
-// floats long, and a group at a time read memory at 12.8-12.9 GB/s where
-// bands of 16 rows across all of a thread's groups read it at 17.2-17.6
-// (oneDNN: 14-15; docs/architecture.md, "Few rows", has the machine and
-// the commands).
+//   layout (groups of 64 columns, inputs in pairs), widened to fp32 in
+//   registers. 16 registers of 8 lanes hold fewer accumulators than
+//   AVX-512's 32 of 16, so the rows go in blocks of up to kBlockRows (1-2
+//   rows by 32 columns, 3-5 by 16) and a group's 64 columns take several
+//   passes (kTiles). The passes go over a chunk of a group's steps at a
+//   time: the first block's first pass finds them in L2, prefetched there
+//   while earlier chunks ran, and the other passes and blocks read them from
+//   L1, so each weight comes from memory once.
+// - FewRowsGemmF32Avx2: fp32 weights as torch keeps them, [n][k] (oneDNN's
+//   `ba`), a block of 4 columns at a time (ColumnTile). In oneDNN's own
+//   AVX2 layout, [k][n], a group's step is 256 bytes of a row n floats
+//   long, and the best order of reads found streamed at 17.2-17.6 GB/s; a
+//   thread's columns of [n][k] are one stretch of memory
+//   (docs/architecture.md, "Few rows", has the figures).
 #include <immintrin.h>
-
-#include <vector>
 
 #include "kernels/cpu/avx2_math.h"
 #include "kernels/cpu/few_rows_gemm_avx512.h"
@@ -31,9 +27,8 @@
 namespace encoderd::kernels {
 namespace {
 
-// A step's 64 columns take 256 bytes in either layout (a pair of bf16
-// inputs, or one fp32 input), 32 bytes a vector of 8 columns, so a column
-// is 4 bytes of its step.
+// A step's 64 columns take 256 bytes (a pair of bf16 inputs each), 32 bytes
+// a vector of 8 columns, so a column is 4 bytes of its step.
 constexpr int64_t kGroupStepBytes = 256;
 
 // The weights' layout: group g's step s at packed + g * group_bytes +
@@ -59,7 +54,6 @@ struct Ahead {
 // of the chunk kPrefetchChunks on (in the next group past the last).
 struct Bf16Pairs {
   static constexpr int kInputs = 2;
-  static constexpr bool kBands = false;
   static constexpr int64_t kChunkSteps = 32;
   static constexpr int64_t kPrefetchChunks = 2;
   // Part 0 is the even input's weights (shifted into the high half), part
@@ -80,23 +74,6 @@ struct Bf16Pairs {
     const int64_t s = s0 + kPrefetchChunks * kChunkSteps;
     const char* chunk = s < layout.steps ? layout.At(g, s) : layout.At(g + 1, s - layout.steps);
     return {reinterpret_cast<uintptr_t>(chunk + kChunkSteps * 4 * c), 32 * vecs};
-  }
-};
-
-// oneDNN's plain fp32 layout on AVX2: a group's steps n floats apart, read
-// in bands of kChunkSteps rows; each pass prefetches its own columns of the
-// next band.
-struct F32Plain {
-  static constexpr int kInputs = 1;
-  static constexpr bool kBands = true;
-  static constexpr int64_t kChunkSteps = 16;
-  static __m256 Load(const char* w, int) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(w));
-  }
-  static Ahead Prefetch(const Layout& layout, int64_t g, int64_t s0, int64_t c, int) {
-    const int64_t s = s0 + kChunkSteps;
-    if (s >= layout.steps) return {0, 0};
-    return {reinterpret_cast<uintptr_t>(layout.At(g, s) + 4 * c), layout.step_bytes};
   }
 };
 
@@ -126,20 +103,14 @@ struct Pass {
 };
 
 // Rows [0, kRows) of out over kVecs x 8 columns from col0 on (`cols` of
-// them exist): the sums over steps [s0, s1) of the weights (Format) and of
-// x (rows ldx apart, Format::kInputs inputs a step), and after the group's
-// last chunk the epilogue. kMasked: the tile's last columns lie past n in a
-// layout without padding (n not a multiple of the tile's 16 or 32 columns),
-// and are read through masks (none past n).
-template <class Format, int kRows, int kVecs, bool kMasked>
+// them exist; the layout's padding makes every vector of a group
+// readable): the sums over steps [s0, s1) of the weights (Format) and of x
+// (rows ldx apart, Format::kInputs inputs a step), and after the group's
+// last chunk the epilogue.
+template <class Format, int kRows, int kVecs>
 void Tile(const float* x, int64_t ldx, int64_t s0, int64_t s1, const Pass& pass,
           const FewRowsEpilogue& e, int64_t n, int64_t col0, int64_t cols, float* out) {
   static_assert(kRows * kVecs <= 12, "12 accumulators, a part's weights and a broadcast");
-  static_assert(!kMasked || Format::kInputs == 1, "only fp32 lacks padding");
-  [[maybe_unused]] __m256i mask[kVecs];
-  if constexpr (kMasked) {
-    for (int v = 0; v < kVecs; ++v) mask[v] = FirstLanes(cols - 8 * v);
-  }
   __m256 acc[kRows][kVecs];
 #pragma GCC unroll 12
   for (int r = 0; r < kRows; ++r) {
@@ -162,13 +133,7 @@ void Tile(const float* x, int64_t ldx, int64_t s0, int64_t s1, const Pass& pass,
     for (int part = 0; part < Format::kInputs; ++part) {
       __m256 wv[kVecs];
 #pragma GCC unroll 4
-      for (int v = 0; v < kVecs; ++v) {
-        if constexpr (kMasked) {
-          wv[v] = _mm256_maskload_ps(reinterpret_cast<const float*>(w + 32 * v), mask[v]);
-        } else {
-          wv[v] = Format::Load(w + 32 * v, part);
-        }
-      }
+      for (int v = 0; v < kVecs; ++v) wv[v] = Format::Load(w + 32 * v, part);
 #pragma GCC unroll 12
       for (int r = 0; r < kRows; ++r) {
         const __m256 b = _mm256_broadcast_ss(x + r * ldx + Format::kInputs * s + part);
@@ -201,21 +166,20 @@ using TileFn = void (*)(const float*, int64_t, int64_t, int64_t, const Pass&,
 constexpr int64_t kBlockRows = 5;
 struct BlockTile {
   TileFn fn;
-  TileFn masked;  // for the last columns of a layout without padding
   int vecs;
 };
 template <class Format>
-constexpr BlockTile kTiles[] = {
-    {Tile<Format, 1, 4, false>, Tile<Format, 1, 4, Format::kInputs == 1>, 4},
-    {Tile<Format, 2, 4, false>, Tile<Format, 2, 4, Format::kInputs == 1>, 4},
-    {Tile<Format, 3, 2, false>, Tile<Format, 3, 2, Format::kInputs == 1>, 2},
-    {Tile<Format, 4, 2, false>, Tile<Format, 4, 2, Format::kInputs == 1>, 2},
-    {Tile<Format, 5, 2, false>, Tile<Format, 5, 2, Format::kInputs == 1>, 2}};
-static_assert(sizeof(kTiles<F32Plain>) / sizeof(kTiles<F32Plain>[0]) == kBlockRows,
+constexpr BlockTile kTiles[] = {{Tile<Format, 1, 4>, 4},
+                                {Tile<Format, 2, 4>, 4},
+                                {Tile<Format, 3, 2>, 2},
+                                {Tile<Format, 4, 2>, 2},
+                                {Tile<Format, 5, 2>, 2}};
+static_assert(sizeof(kTiles<Bf16Pairs>) / sizeof(kTiles<Bf16Pairs>[0]) == kBlockRows,
               "a tile for every block");
 
 // The column groups [group_begin, group_end) of out (see FewRowsGemmF32):
-// chunk by chunk, every pass of every block of rows over it.
+// a group at a time, chunk by chunk, every pass of every block of rows over
+// each chunk.
 template <class Format>
 void Gemm(const float* x, int64_t rows, int64_t ldx, const Layout& layout, int64_t n,
           int64_t group_begin, int64_t group_end, const FewRowsEpilogue& epilogue, float* out) {
@@ -224,19 +188,9 @@ void Gemm(const float* x, int64_t rows, int64_t ldx, const Layout& layout, int64
   // Blocks of `first` rows, the last one possibly smaller.
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
   const int64_t first = (rows + blocks - 1) / blocks;
-  // The sums between chunks: of one group at a time, or in bands of every
-  // group of the range.
-  struct alignas(32) Lanes {
-    float lane[8];
-  };
-  constexpr int64_t kGroupSums = kFewRowsMax * kFewRowsGroupColumns / 8;
-  thread_local std::vector<Lanes> sums;
-  const size_t held =
-      static_cast<size_t>((Format::kBands ? group_end - group_begin : 1) * kGroupSums);
-  if (sums.size() < held) sums.resize(held);  // grows only: no zeroing on each call
+  // The group's sums between chunks.
+  alignas(32) float partial[kFewRowsMax * kFewRowsGroupColumns];
   const auto chunk = [&](int64_t g, int64_t s0) {
-    float* partial = reinterpret_cast<float*>(
-        sums.data() + (Format::kBands ? (g - group_begin) * kGroupSums : 0));
     const int64_t s1 = steps - s0 < Format::kChunkSteps ? steps : s0 + Format::kChunkSteps;
     const int64_t col0 = g * kFewRowsGroupColumns;
     const int64_t cols = n - col0 < kFewRowsGroupColumns ? n - col0 : kFewRowsGroupColumns;
@@ -253,19 +207,82 @@ void Gemm(const float* x, int64_t rows, int64_t ldx, const Layout& layout, int64
                         s0 == 0,
                         s1 == steps,
                         r0 > 0 ? Ahead{0, 0} : Format::Prefetch(layout, g, s0, c, tile.vecs)};
-        const TileFn fn = c + 8 * tile.vecs > cols ? tile.masked : tile.fn;
-        fn(x + r0 * ldx, ldx, s0, s1, pass, e, n, col0 + c, cols - c, out + r0 * n);
+        tile.fn(x + r0 * ldx, ldx, s0, s1, pass, e, n, col0 + c, cols - c, out + r0 * n);
       }
     }
   };
-  if (Format::kBands) {
-    for (int64_t s0 = 0; s0 < steps; s0 += Format::kChunkSteps)
-      for (int64_t g = group_begin; g < group_end; ++g) chunk(g, s0);
-  } else {
-    for (int64_t g = group_begin; g < group_end; ++g)
-      for (int64_t s0 = 0; s0 < steps; s0 += Format::kChunkSteps) chunk(g, s0);
+  for (int64_t g = group_begin; g < group_end; ++g)
+    for (int64_t s0 = 0; s0 < steps; s0 += Format::kChunkSteps) chunk(g, s0);
+}
+
+// fp32 weights [n][k] (torch's layout, oneDNN's `ba`): a column's weights
+// are contiguous, so a thread's columns are one stretch of memory. A tile
+// takes kColumns columns by up to kColumnRows rows (12 accumulators, the
+// rows' inputs and one weight vector of AVX2's 16 registers) over all of
+// k, 8 inputs a step; each accumulator lane sums the inputs of its lane in
+// their order (FMA chains), and then the lanes are added in one order:
+// ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)). Inputs past k (the
+// last step's, read through masks) count as 0 x 0.
+constexpr int kColumns = 4;
+constexpr int64_t kColumnRows = 3;
+
+// What a column tile prefetches into L2: one line `at` + 64 * s at its step
+// s, for its first `lines` steps.
+struct Lines {
+  const char* at;
+  int64_t lines;
+};
+
+// The sums of rows [0, kRows) of x (ldx floats apart) with kCols columns
+// from w on (k floats each), into sums[r * lds + c].
+template <int kRows, int kCols>
+void ColumnTile(const float* x, int64_t ldx, const float* w, int64_t k, Lines ahead, float* sums,
+                int64_t lds) {
+  __m256 acc[kRows][kColumns];
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kColumns; ++c) acc[r][c] = _mm256_setzero_ps();
+  const auto step = [&](int64_t i, const __m256i* mask) {
+    __m256 xv[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      xv[r] = mask ? _mm256_maskload_ps(x + r * ldx + i, *mask) : _mm256_loadu_ps(x + r * ldx + i);
+    }
+    for (int c = 0; c < kCols; ++c) {
+      const __m256 wv =
+          mask ? _mm256_maskload_ps(w + c * k + i, *mask) : _mm256_loadu_ps(w + c * k + i);
+      for (int r = 0; r < kRows; ++r) acc[r][c] = _mm256_fmadd_ps(xv[r], wv, acc[r][c]);
+    }
+  };
+  int64_t i = 0, s = 0;
+  for (; i + 8 <= k; i += 8, ++s) {
+    if (s < ahead.lines) _mm_prefetch(ahead.at + 64 * s, _MM_HINT_T1);
+    step(i, nullptr);
+  }
+  if (i < k) {
+    const __m256i mask = FirstLanes(k - i);
+    step(i, &mask);
+  }
+  for (int r = 0; r < kRows; ++r) {
+    // Lanes 0-3 of h: columns 0-3's (l0 + l1) + (l2 + l3); lanes 4-7: their
+    // (l4 + l5) + (l6 + l7).
+    const __m256 h =
+        _mm256_hadd_ps(_mm256_hadd_ps(acc[r][0], acc[r][1]), _mm256_hadd_ps(acc[r][2], acc[r][3]));
+    const __m128 total = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    if (kCols == kColumns) {
+      _mm_storeu_ps(sums + r * lds, total);
+    } else {
+      alignas(16) float lanes[4];
+      _mm_store_ps(lanes, total);
+      for (int c = 0; c < kCols; ++c) sums[r * lds + c] = lanes[c];
+    }
   }
 }
+
+using ColumnTileFn = void (*)(const float*, int64_t, const float*, int64_t, Lines, float*, int64_t);
+template <int kRows>
+constexpr ColumnTileFn kColumnTiles[kColumns] = {ColumnTile<kRows, 1>, ColumnTile<kRows, 2>,
+                                                 ColumnTile<kRows, 3>, ColumnTile<kRows, 4>};
+constexpr const ColumnTileFn* kColumnTilesByRows[kColumnRows] = {kColumnTiles<1>, kColumnTiles<2>,
+                                                                 kColumnTiles<3>};
 
 }  // namespace
 
@@ -281,9 +298,44 @@ void FewRowsGemmBf16AsF32Avx2(const float* x, int64_t rows, int64_t ldx, const u
 void FewRowsGemmF32Avx2(const float* x, int64_t rows, int64_t ldx, const float* packed, int64_t n,
                         int64_t k, int64_t group_begin, int64_t group_end,
                         const FewRowsEpilogue& epilogue, float* out) {
-  const Layout layout{reinterpret_cast<const char*>(packed), kGroupStepBytes,
-                      n * static_cast<int64_t>(sizeof(float)), k};
-  Gemm<F32Plain>(x, rows, ldx, layout, n, group_begin, group_end, epilogue, out);
+  if (rows < 1 || rows > kFewRowsF32Avx2MaxRows) return;  // not a call it takes
+  const int64_t c0 = group_begin * kFewRowsGroupColumns;
+  const int64_t c1 = group_end * kFewRowsGroupColumns < n ? group_end * kFewRowsGroupColumns : n;
+  const int64_t blocks = (rows + kColumnRows - 1) / kColumnRows;
+  const int64_t first = (rows + blocks - 1) / blocks;
+  // A block of columns (kColumns * k floats, contiguous) is read from memory
+  // by the first block of rows and from cache by the others; each block of
+  // rows prefetches its share of the next block of columns into L2, so
+  // memory streams throughout (past the last column, lines outside the
+  // weights: a prefetch never faults).
+  const int64_t next_lines = (kColumns * k * static_cast<int64_t>(sizeof(float)) + 63) / 64;
+  const int64_t share = (next_lines + blocks - 1) / blocks;
+  // The sums of a stretch of columns wait here for the epilogue, which may
+  // read the residual from out itself.
+  constexpr int64_t kStretch = 128;
+  alignas(32) float sums[kFewRowsF32Avx2MaxRows * kStretch];
+  for (int64_t s0 = c0; s0 < c1; s0 += kStretch) {
+    const int64_t cols = c1 - s0 < kStretch ? c1 - s0 : kStretch;
+    for (int64_t col = s0; col < s0 + cols; col += kColumns) {
+      const int64_t width = s0 + cols - col < kColumns ? s0 + cols - col : kColumns;
+      const float* w = packed + col * k;
+      const char* next = reinterpret_cast<const char*>(w + kColumns * k);
+      for (int64_t r0 = 0, b = 0; r0 < rows; r0 += first, ++b) {
+        const int64_t block = rows - r0 < first ? rows - r0 : first;
+        const int64_t from = b * share < next_lines ? b * share : next_lines;
+        const Lines ahead{next + 64 * from, next_lines - from < share ? next_lines - from : share};
+        kColumnTilesByRows[block - 1][width - 1](x + r0 * ldx, ldx, w, k, ahead,
+                                                 sums + r0 * kStretch + (col - s0), kStretch);
+      }
+    }
+    for (int64_t m = 0; m < rows; ++m) {
+      for (int64_t c = 0; c < cols; c += 8) {
+        const __m256i mask = FirstLanes(cols - c);
+        Finish(_mm256_maskload_ps(sums + m * kStretch + c, mask), epilogue, m, n, s0 + c, cols - c,
+               out);
+      }
+    }
+  }
 }
 
 }  // namespace encoderd::kernels

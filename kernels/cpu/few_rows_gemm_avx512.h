@@ -15,14 +15,14 @@
 // The padding (columns past n, inputs past k) is zero. The bf16 weights of
 // a CPU without AVX512-BF16 are packed in the same bf16 layout by
 // PackFewRowsBf16 (linear_cpu.cc): oneDNN keeps fp32 ones for its GEMMs there.
-// - fp32 on AVX2 (oneDNN's GEMM there takes plain layouts), ab: [k][n]
-//   floats, no padding; FewRowsGemmF32Avx2 goes over the same groups of 64
-//   columns, a step of a group being 256 bytes of one input's row.
+// - fp32 on AVX2 (oneDNN's GEMM there takes plain layouts): ba, [n][k]
+//   floats (torch's own layout), no padding, which linear_cpu.cc asks
+//   oneDNN for where FewRowsGemmF32Avx2 reads the weight.
 //
 // Call the fp32 kernels (FewRowsGemmF32, FewRowsGemmBf16AsF32) only when the
 // CPU has AVX-512 F, the bf16 one when it also has BW and BF16, and
 // FewRowsGemmBf16AsF32Avx2 and FewRowsGemmF32Avx2 (whose fp32 weights are
-// in the plain layout above) when it has AVX2 and FMA.
+// in the [n][k] layout above) when it has AVX2 and FMA.
 #pragma once
 
 #include <cstdint>
@@ -33,12 +33,16 @@ constexpr int64_t kFewRowsGroupColumns = 64;
 // The most rows the kernels take in one call: all of them in one tile of up
 // to 24 accumulators (12 rows by 32 columns).
 constexpr int64_t kFewRowsMax = 12;
-// The smallest fp32 weight FewRowsGemmF32Avx2 takes. It reads memory
-// faster than oneDNN's AVX2 GEMM, but weights in cache slower (at 10-12
-// rows, 0.7-0.8x); a weight this large belongs to a model that does not
-// stay in cache (BERT-base's are 2.4-9.4 MB, 340 MB in all), and smaller
-// ones stay on oneDNN (the default model's are 0.25-1 MB, 9 MB in all).
+// The smallest fp32 weight FewRowsGemmF32Avx2 takes: a weight this large
+// belongs to a model that does not stay in cache (BERT-base's are 2.4-9.4
+// MB, 340 MB in all), and smaller ones stay on oneDNN and its own layout
+// (the default model's are 0.25-1 MB, 9 MB in all). Set for the kernel's
+// first version, which was slower than oneDNN with the weights in cache
+// (docs/architecture.md, "Few rows").
 constexpr int64_t kFewRowsF32Avx2MinBytes = int64_t{2} << 20;
+// The most rows FewRowsGemmF32Avx2 takes: up to this many, oneDNN's AVX2
+// GEMM on the same weights is slower.
+constexpr int64_t kFewRowsF32Avx2MaxRows = 32;
 
 // Internal linkage: this header is also compiled with AVX-512 flags, and no
 // AVX-512 copy of a shared inline function may be chosen for generic code.
@@ -97,9 +101,11 @@ void FewRowsGemmBf16AsF32(const float* x, int64_t rows, int64_t ldx, const uint1
 void FewRowsGemmBf16AsF32Avx2(const float* x, int64_t rows, int64_t ldx, const uint16_t* packed,
                               int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                               const FewRowsEpilogue& epilogue, float* out);
-// fp32 weights on a CPU with AVX2 and FMA (few_rows_gemm_avx2.cc), where
-// oneDNN keeps them plain, [k][n] floats (tag ab of its [k, n] weight; no
-// padding): each sum in the order of the inputs, one FMA at a time.
+// fp32 weights [n][k] on a CPU with AVX2 and FMA (few_rows_gemm_avx2.cc),
+// up to kFewRowsF32Avx2MaxRows rows: each sum in 8 lanes, each lane's
+// inputs in their order one FMA at a time (inputs past k up to a multiple
+// of 8 as 0 x 0), then the lanes added as ((l0 + l1) + (l2 + l3)) +
+// ((l4 + l5) + (l6 + l7)).
 void FewRowsGemmF32Avx2(const float* x, int64_t rows, int64_t ldx, const float* packed, int64_t n,
                         int64_t k, int64_t group_begin, int64_t group_end,
                         const FewRowsEpilogue& epilogue, float* out);

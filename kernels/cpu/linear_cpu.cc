@@ -36,11 +36,12 @@ using Dt = memory::data_type;
 // (8 x 512, 240, 9). The int8 kernels (VNNI, or AVX2 without it) take 512
 // rows at a time (any count: they have no primitives), whose inputs stay in
 // cache while each group of weight columns goes over them. Up to
-// kFewRowsMax rows, fp32 and bf16 weights on AVX-512, bf16 weights and fp32
-// ones of kFewRowsF32Avx2MinBytes or more on AVX2 + FMA, and int8 weights on
-// VNNI go to the few-row kernels instead (few_rows_gemm_avx512.h), which
-// read each weight once with every row in one tile; the AVX2 int8 kernel
-// takes a few rows as any others, in blocks of up to 4.
+// kFewRowsMax rows, fp32 and bf16 weights on AVX-512, bf16 weights on AVX2 +
+// FMA, and int8 weights on VNNI go to the few-row kernels instead
+// (few_rows_gemm_avx512.h), which read each weight once with every row in
+// one tile; so do fp32 weights of kFewRowsF32Avx2MinBytes or more on AVX2 +
+// FMA up to kFewRowsF32Avx2MaxRows rows (FewRowsLimit). The AVX2 int8
+// kernel takes a few rows as any others, in blocks of up to 4.
 constexpr int64_t kChunkRows = 512;
 constexpr int64_t kMaxChunkRows = 2048;
 constexpr int64_t kRowGranule = 16;
@@ -364,6 +365,14 @@ void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const Int8Inputs&
 // bf16 copy: where a kernel widens it (AVX-512 F, or AVX2 and FMA).
 bool FewRowsBf16AsF32(const CpuFeatures& cpu) { return cpu.avx512f || (cpu.avx2 && cpu.fma); }
 
+// Whether fp32 weights [n, k] go to FewRowsGemmF32Avx2 at a few rows (and
+// are packed as it reads them): AVX2 + FMA without AVX-512, and at least
+// kFewRowsF32Avx2MinBytes.
+bool FewRowsF32Avx2(const CpuFeatures& cpu, DType type, int64_t n, int64_t k) {
+  return !cpu.avx512f && cpu.avx2 && cpu.fma && type == DType::kFloat32 &&
+         n * k * static_cast<int64_t>(sizeof(float)) >= kFewRowsF32Avx2MinBytes;
+}
+
 // Whether the few-row kernels can read w's packed weight: the CPU has their
 // instructions and oneDNN chose the layout they read (compared, not
 // assumed: another oneDNN may choose another); bf16 inputs come in pairs.
@@ -374,15 +383,20 @@ bool FewRowsLayout(const CpuPackedWeight& w) {
   if (w.few_rows_bf16) return true;  // packed only where a kernel reads it
   const memory::dims dims = {w.in_features, w.out_features};
   if (!cpu.avx512f) {
-    return cpu.avx2 && cpu.fma && w.type == DType::kFloat32 &&
-           w.in_features * w.out_features * 4 >= kFewRowsF32Avx2MinBytes &&
-           w.weight_desc == memory::desc(dims, Dt::f32, Tag::ab);
+    return FewRowsF32Avx2(cpu, w.type, w.out_features, w.in_features) &&
+           w.weight_desc == memory::desc(dims, Dt::f32, Tag::ba);
   }
   if (w.bf16_compute) {
     return cpu.avx512bw && cpu.avx512_bf16 && w.in_features % 2 == 0 &&
            w.weight_desc == memory::desc(dims, Dt::bf16, Tag::BA16a64b2a);
   }
   return w.weight_desc == memory::desc(dims, Dt::f32, Tag::BA16a64b);
+}
+
+// The most rows w's few-row kernel takes.
+int64_t FewRowsLimit(const CpuPackedWeight& w) {
+  const bool columns = !GetCpuFeatures().avx512f && w.type == DType::kFloat32;
+  return columns ? kFewRowsF32Avx2MaxRows : kFewRowsMax;
 }
 
 // The weight w [n, k] (torch's layout) in bf16 (ConvertFloatToBFloat16's
@@ -407,7 +421,7 @@ std::unique_ptr<uint16_t[], CpuPackedWeight::FreeBytes> PackFewRowsBf16(const fl
   return packed;
 }
 
-// y = epilogue(x W^T + b) for rows <= kFewRowsMax on the few-row kernels:
+// y = epilogue(x W^T + b) for rows <= FewRowsLimit(w) on the few-row kernels:
 // the column groups split between the threads, each weight read once.
 void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float* x, int64_t rows,
                    Epilogue epilogue, const float* residual, float* y) {
@@ -555,8 +569,13 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
     }
     weight = rounded.data();
   }
-  memory::desc any({in_features, out_features}, ComputeType(*w), Tag::any);
-  const auto pd = MakeMatmul(be.engine, *w, kChunkRows, any, Epilogue::kNone);
+  // oneDNN picks the layout, but for fp32 weights that the AVX2 few-row
+  // kernel reads: torch's own [n][k] (`ba` of the [k, n] weight), which
+  // oneDNN's AVX2 GEMM runs as fast as its choice (plain `ab`) at many rows
+  // and in which a thread's columns are one stretch of memory.
+  const bool columns = FewRowsF32Avx2(cpu, type, out_features, in_features);
+  memory::desc chosen({in_features, out_features}, ComputeType(*w), columns ? Tag::ba : Tag::any);
+  const auto pd = MakeMatmul(be.engine, *w, kChunkRows, chosen, Epilogue::kNone);
   w->weight_desc = pd.weights_desc();
   w->weight = memory(w->weight_desc, be.engine);
   // torch's [out, in] row-major is the matmul's [in, out] weight with tag ba;
@@ -581,7 +600,7 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
     LinearInt8(ctx, w, x, rows, epilogue, residual, y);
     return;
   }
-  if (w.few_rows && rows <= kFewRowsMax) {
+  if (w.few_rows && rows <= FewRowsLimit(w)) {
     LinearFewRows(ctx, w, x, rows, epilogue, residual, y);
     return;
   }

@@ -1,10 +1,11 @@
 // The AVX2 GEMM kernels against memory that ends at an inaccessible page:
-// the plain fp32 layout has no padding, so the last columns of a width that
-// is not a multiple of the tile's are read (and written) through masks, and
-// a wrong mask or a vector read one step too far reads past the weights,
-// which here faults instead of reading a neighbour's bytes unnoticed. The
-// int8 kernel's weights are padded to whole groups, its inputs to whole
-// steps: it must not read past either.
+// fp32 weights [n][k] have no padding, so the last inputs of a k that is
+// not a multiple of 8 are read through masks (and the last columns of the
+// output written through masks), and a wrong mask or a vector read one step
+// too far reads past the weights or the inputs, which here faults instead
+// of reading a neighbour's bytes unnoticed. The int8 kernel's weights are
+// padded to whole groups, its inputs to whole steps: it must not read past
+// either.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 namespace encoderd::kernels {
 namespace {
 
+using testing::EightLaneDot;
 using testing::RandomVector;
 
 // `count` values of T whose last one ends where a PROT_NONE page begins.
@@ -61,20 +63,21 @@ bool Avx2() {
   return cpu.avx2 && cpu.fma;
 }
 
-// fp32 weights in the plain layout ([k][n] floats, as oneDNN keeps them on
-// AVX2), bias, residual and output all end at a guard page; the results are
-// FMA chains in the order of the inputs (as LinearTest checks through
-// Linear), then the bias and the residual.
-TEST(GuardPageTest, F32PlainAvx2StaysInsideItsOperands) {
+// fp32 weights [n][k] (as packed for the kernel on AVX2), bias, residual and
+// output all end at a guard page, and so does each row of inputs (the last
+// step of a k not a multiple of 8 is read through masks); the results are
+// the kernel's 8-lane FMA sums (EightLaneDot), then the bias and the
+// residual.
+TEST(GuardPageTest, F32Avx2StaysInsideItsOperands) {
   if (!Avx2()) GTEST_SKIP() << "no AVX2 + FMA";
   for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 1}, {5, 3}, {45, 17}, {70, 2}, {127, 33}, {1005, 40}}) {
-    const auto w = RandomVector(k * n, 81);  // [k][n]
+    const auto w = RandomVector(n * k, 81);  // [n][k]
     const auto b = RandomVector(n, 82);
     const Guarded<float> weights(w), bias(b);
     ASSERT_NE(weights.data(), nullptr);
     ASSERT_NE(bias.data(), nullptr);
-    for (int64_t m = 1; m <= kFewRowsMax; ++m) {
+    for (int64_t m = 1; m <= kFewRowsF32Avx2MaxRows; ++m) {
       const Guarded<float> x(RandomVector(m * k, 83 + m));
       const auto res = RandomVector(m * n, 84);
       const Guarded<float> residual(res);
@@ -85,9 +88,8 @@ TEST(GuardPageTest, F32PlainAvx2StaysInsideItsOperands) {
       int64_t wrong = 0;
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n; ++j) {
-          float acc = 0.f;
-          for (int64_t c = 0; c < k; ++c) acc = std::fma(xs[i * k + c], w[c * n + j], acc);
-          wrong += got[i * n + j] != acc + b[j] + res[i * n + j];
+          const float sum = EightLaneDot(&xs[i * k], &w[j * k], k);
+          wrong += got[i * n + j] != sum + b[j] + res[i * n + j];
         }
       }
       EXPECT_EQ(wrong, 0) << "n " << n << " k " << k << " m " << m;

@@ -47,4 +47,16 @@ inline double Cosine(const std::vector<float>& a, const std::vector<double>& b) 
   return ab / std::sqrt(aa * bb);
 }
 
+// The dot product of x and w (k floats each) as the AVX2 fp32 few-row
+// kernel sums it (kernels/cpu/few_rows_gemm_avx2.cc): lane l of 8 takes
+// inputs l, l + 8, ... one FMA at a time (inputs past k, up to a multiple
+// of 8, as 0 x 0), then ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
+inline float EightLaneDot(const float* x, const float* w, int64_t k) {
+  float lane[8] = {};
+  for (int64_t i = 0; i < (k + 7) / 8 * 8; ++i) {
+    lane[i % 8] = std::fma(i < k ? x[i] : 0.f, i < k ? w[i] : 0.f, lane[i % 8]);
+  }
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 }  // namespace encoderd::kernels::testing

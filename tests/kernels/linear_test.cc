@@ -25,6 +25,7 @@ namespace encoderd::kernels {
 namespace {
 
 using testing::Cosine;
+using testing::EightLaneDot;
 using testing::RandomVector;
 using testing::ScaledMaxError;
 
@@ -308,16 +309,18 @@ TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsAreTheFp32KernelOnRoundedValu
   }
 }
 
-// A few rows of the weights [n, k] on AVX2 + FMA: each sum one FMA at a
-// time in the order of the inputs, over the operands as the kernel takes
-// them (x and w), then the bias. So the results are these written-out FMA
-// chains bit for bit, and so is the epilogue, but for GELU (a polynomial
-// erf: within 2e-6). `before` runs before each call.
+// A few rows of the weights [n, k] on AVX2 + FMA: each sum made as the
+// kernel makes it over the operands as it takes them (x and w): one FMA at
+// a time in the order of the inputs (bf16 weights), or in 8 lanes added in
+// one order (fp32 weights: EightLaneDot); then the bias. So the results are
+// these written-out sums bit for bit, and so is the epilogue, but for GELU
+// (a polynomial erf: within 2e-6). `before` runs before each call.
 void ExpectFmaChainsOnAvx2(const CpuContext& ctx, const PackedWeight& packed,
                            const std::vector<float>& w, const std::vector<float>& b, int64_t n,
-                           int64_t k, uint32_t seed, bool round_x,
+                           int64_t k, uint32_t seed, bool round_x, bool eight_lanes,
                            const std::function<void(int64_t m)>& before) {
-  for (int64_t m = 1; m <= kFewRowsMax; ++m) {
+  const int64_t max_rows = eight_lanes ? kFewRowsF32Avx2MaxRows : kFewRowsMax;
+  for (int64_t m = 1; m <= max_rows; ++m) {
     auto x = RandomVector(m * k, seed + m);
     if (round_x) x = RoundedToBFloat16(x);
     const auto residual = RandomVector(m * n, seed + 100, -2.f, 2.f);
@@ -325,7 +328,11 @@ void ExpectFmaChainsOnAvx2(const CpuContext& ctx, const PackedWeight& packed,
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         float acc = 0.f;
-        for (int64_t c = 0; c < k; ++c) acc = std::fma(x[i * k + c], w[j * k + c], acc);
+        if (eight_lanes) {
+          acc = EightLaneDot(&x[i * k], &w[j * k], k);
+        } else {
+          for (int64_t c = 0; c < k; ++c) acc = std::fma(x[i * k + c], w[j * k + c], acc);
+        }
         sums[i * n + j] = acc + b[j];
       }
     }
@@ -373,18 +380,19 @@ TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
       MakeWidenedBf16(ctx, n, k, 61, &wb);
       if (HasFatalFailure()) return;
       ExpectFmaChainsOnAvx2(ctx, *wb.bf16, wb.rounded_w, wb.b, n, k, 63, /*round_x=*/true,
-                            [&](int64_t m) { wb.PoisonScratch(ctx, m, k); });
+                            /*eight_lanes=*/false, [&](int64_t m) { wb.PoisonScratch(ctx, m, k); });
       if (HasFatalFailure()) return;
     }
   }
 }
 
-// fp32 weights on the same CPUs, from kFewRowsF32Avx2MinBytes on: oneDNN
-// keeps them plain ([k][n] floats, no padding), which the few-row kernel
-// reads in place, in bands of rows across the column groups, the last
-// columns of a width not a multiple of the tile's through masks (last
-// groups of 45, 1 and 24 columns here: partial vectors of 5 and 1 lanes), odd and even inputs: FMA
-// chains over the operands as they are. A weight just under the size stays on oneDNN.
+// fp32 weights on the same CPUs, from kFewRowsF32Avx2MinBytes on: packed
+// as torch's [n][k] (oneDNN's `ba`), which the few-row kernel reads a block
+// of 4 columns at a time, 8 inputs a step: FMA chains in 8 lanes added in
+// one order (EightLaneDot), up to kFewRowsF32Avx2MaxRows rows. Threads'
+// last blocks of 1-4 columns (widths 1005, 769, 1027, 24), inputs a
+// multiple of 8 or not (the last step through masks). A weight just under
+// the size stays on oneDNN.
 TEST(LinearTest, F32WeightsOnAvx2AreFmaChains) {
   if (!Avx2WithoutAvx512()) {
     GTEST_SKIP() << "runs where the CPU has AVX2 and FMA and no AVX-512 (or it is disabled)";
@@ -396,14 +404,15 @@ TEST(LinearTest, F32WeightsOnAvx2AreFmaChains) {
   EXPECT_FALSE(static_cast<const CpuPackedWeight&>(small->impl()).few_rows);
   for (const int threads : {1, 2}) {
     CpuContext ctx(threads);
-    for (const auto& [n, k] :
-         std::vector<std::pair<int64_t, int64_t>>{{1005, 600}, {769, 769}, {24, 24000}}) {
+    for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+             {1005, 600}, {769, 769}, {1027, 613}, {24, 24000}}) {
       const auto w = RandomVector(n * k, 71, -0.2f, 0.2f), b = RandomVector(n, 72);
       const auto packed = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kFloat32);
       ASSERT_TRUE(static_cast<const CpuPackedWeight&>(packed->impl()).few_rows)
           << "n " << n << " k " << k << ": oneDNN packed the weight in a layout the kernel does "
           << "not read";
-      ExpectFmaChainsOnAvx2(ctx, *packed, w, b, n, k, 73, /*round_x=*/false, [](int64_t) {});
+      ExpectFmaChainsOnAvx2(ctx, *packed, w, b, n, k, 73, /*round_x=*/false, /*eight_lanes=*/true,
+                            [](int64_t) {});
       if (HasFatalFailure()) return;
     }
   }
