@@ -226,10 +226,11 @@ void Gemm(const float* x, int64_t rows, int64_t ldx, const Layout& layout, int64
 constexpr int kColumns = 4;
 constexpr int64_t kColumnRows = 3;
 
-// What a column tile prefetches into L2: one line `at` + 64 * s at its step
-// s, for its first `lines` steps.
+// What a column tile prefetches into L2: one line at address `at` + 64 * s
+// at its step s, for its first `lines` steps (an address: past the last
+// column it lies outside the weights, which a prefetch may).
 struct Lines {
-  const char* at;
+  uintptr_t at;
   int64_t lines;
 };
 
@@ -254,7 +255,8 @@ void ColumnTile(const float* x, int64_t ldx, const float* w, int64_t k, Lines ah
   };
   int64_t i = 0, s = 0;
   for (; i + 8 <= k; i += 8, ++s) {
-    if (s < ahead.lines) _mm_prefetch(ahead.at + 64 * s, _MM_HINT_T1);
+    if (s < ahead.lines)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead.at + 64 * s), _MM_HINT_T1);
     step(i, nullptr);
   }
   if (i < k) {
@@ -319,7 +321,8 @@ void FewRowsGemmF32Avx2(const float* x, int64_t rows, int64_t ldx, const float* 
     for (int64_t col = s0; col < s0 + cols; col += kColumns) {
       const int64_t width = s0 + cols - col < kColumns ? s0 + cols - col : kColumns;
       const float* w = packed + col * k;
-      const char* next = reinterpret_cast<const char*>(w + kColumns * k);
+      const uintptr_t next =
+          reinterpret_cast<uintptr_t>(w) + kColumns * k * static_cast<int64_t>(sizeof(float));
       for (int64_t r0 = 0, b = 0; r0 < rows; r0 += first, ++b) {
         const int64_t block = rows - r0 < first ? rows - r0 : first;
         const int64_t from = b * share < next_lines ? b * share : next_lines;

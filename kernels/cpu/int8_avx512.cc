@@ -22,8 +22,11 @@ void RowRangeAvx512(const float* row, int64_t k, float* lo, float* hi) {
   for (int64_t i = 0; i < k; i += 16) {
     const __mmask16 m = k - i >= 16 ? static_cast<__mmask16>(0xffff) : Tail(k - i);
     const __m512 v = _mm512_maskz_loadu_ps(m, row + i);  // masked lanes are 0: in range
-    vlo = _mm512_min_ps(vlo, v);
-    vhi = _mm512_max_ps(vhi, v);
+    // A NaN is passed over (min/max return their second operand then), as
+    // std::min(lo, x) and std::max(hi, x) do in the portable path, so both
+    // paths quantize a row with a NaN the same way.
+    vlo = _mm512_min_ps(v, vlo);
+    vhi = _mm512_max_ps(v, vhi);
   }
   *lo = _mm512_reduce_min_ps(vlo);
   *hi = _mm512_reduce_max_ps(vhi);

@@ -53,10 +53,12 @@ inline __m256i BroadcastWord(const uint32_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// What a tile prefetches into L2 as it goes: the line at `at` + s *
-// kStepBytes at its step s, for its first `steps` steps.
+// What a tile prefetches into L2 as it goes: the line at address `at` + s *
+// kStepBytes at its step s, for its first `steps` steps. An address, not a
+// pointer: past the last group it lies outside the weights, which a
+// prefetch may, as it never faults.
 struct Ahead {
-  const int8_t* at;
+  uintptr_t at;
   int64_t steps;
 };
 
@@ -121,7 +123,7 @@ void Int8GemmAvx2(const uint32_t* x, int64_t ldx, int64_t row_begin, int64_t row
     // each block's passes prefetch their share of the next group's steps
     // (past the last group, lines outside the weights: a prefetch never
     // faults), so memory streams while the group is computed.
-    const int8_t* next = weights + steps * kStepBytes;
+    const uintptr_t next = reinterpret_cast<uintptr_t>(weights) + steps * kStepBytes;
     const int64_t share = (steps + blocks - 1) / blocks;
     for (int64_t r0 = row_begin, b = 0; r0 < row_end; r0 += first, ++b) {
       const int64_t block = row_end - r0 < first ? row_end - r0 : first;

@@ -1,7 +1,9 @@
-// The int8 Linear's GEMM on AVX512-VNNI (kernels/cpu/linear_cpu.cc): uint8
-// input rows times int8 weights, int32 accumulation (vpdpbusd), with the
-// int8 epilogue applied to each tile of results while it is in registers.
-// Call only when the CPU has AVX-512 F, BW and VNNI.
+// The int8 Linear's GEMM (kernels/cpu/linear_cpu.cc): uint8 input rows
+// times int8 weights, int32 accumulation, with the int8 epilogue applied to
+// each tile of results while it is in registers. Call Int8GemmVnni and
+// Int8GemmVnniFewRows only when the CPU has AVX-512 F, BW and VNNI
+// (vpdpbusd; int8_gemm_avx512.cc), Int8GemmAvx2 only when it has AVX2 and
+// FMA (int8_gemm_avx2.cc); PackInt8Vnni is portable.
 //
 // Weight layout: output columns in groups of 64; a group holds, for each
 // step of 4 inputs (Int8VnniSteps(k), k / 4 rounded up), the 4 weights of each of its 64 columns,
@@ -83,7 +85,7 @@ void Int8GemmVnniFewRows(const uint8_t* x, int64_t rows, int64_t ldx, const int8
 // The same Linear on a CPU with AVX2 and FMA but not AVX512-VNNI
 // (int8_gemm_avx2.cc), on the same packed weights: the same int32 sums,
 // exactly, and the same epilogue, so the same results bit for bit (GELU
-// within its polynomial's 1e-6). Its inputs are each row's uint8 values
+// the same polynomial, within 1e-6 of erf). Its inputs are each row's uint8 values
 // widened to 16 bits in pairs for vpmaddwd: step s (inputs 4s..4s+3, x0..x3)
 // as two 32-bit words, x0 | x2 << 16 and x1 | x3 << 16, so a row is
 // 2 * Int8VnniSteps(k) words; rows ldx words apart. out [rows, n] for the

@@ -82,6 +82,9 @@ TEST(GuardPageTest, F32Avx2StaysInsideItsOperands) {
       const auto res = RandomVector(m * n, 84);
       const Guarded<float> residual(res);
       const Guarded<float> out(std::vector<float>(m * n, NAN));
+      ASSERT_NE(x.data(), nullptr);
+      ASSERT_NE(residual.data(), nullptr);
+      ASSERT_NE(out.data(), nullptr);
       const FewRowsEpilogue e{bias.data(), residual.data(), false, false};
       FewRowsGemmF32Avx2(x.data(), m, k, weights.data(), n, k, 0, FewRowsGroups(n), e, out.data());
       const auto xs = x.values(), got = out.values();
@@ -99,8 +102,10 @@ TEST(GuardPageTest, F32Avx2StaysInsideItsOperands) {
 
 // int8 weights packed for the kernels (PackInt8Vnni) and the inputs paired
 // for the AVX2 kernel, each ending at a guard page, as do the epilogue's
-// arrays and the output. With unit scales and no zero point the outputs are
-// the integer sums themselves, exact in fp32 at these sizes.
+// arrays (bias and residual n floats long, read through masks) and the
+// output, which is also the residual (in place, as the encoder layers call
+// it). With unit scales and no zero point the outputs are the integer sums
+// plus the bias and the residual, small integers all: exact in fp32.
 TEST(GuardPageTest, Int8Avx2StaysInsideItsOperands) {
   if (!Avx2()) GTEST_SKIP() << "no AVX2 + FMA";
   std::mt19937 rng(85);
@@ -113,7 +118,14 @@ TEST(GuardPageTest, Int8Avx2StaysInsideItsOperands) {
     PackInt8Vnni(q.data(), n, k, packed.data());
     const int64_t columns = Int8VnniGroups(n) * kInt8GroupColumns;
     const Guarded<int8_t> weights(packed);
+    std::vector<float> b(n);
+    for (auto& v : b) v = static_cast<float>(weight(rng));
     const Guarded<float> scale(std::vector<float>(columns, 1.f)), comp(std::vector<float>(n, 0.f));
+    const Guarded<float> bias(b);
+    ASSERT_NE(weights.data(), nullptr);
+    ASSERT_NE(scale.data(), nullptr);
+    ASSERT_NE(comp.data(), nullptr);
+    ASSERT_NE(bias.data(), nullptr);
     for (const int64_t m : {1, 3, 4, 5, 12, 13}) {
       std::vector<uint8_t> x(m * k);
       for (auto& v : x) v = static_cast<uint8_t>(input(rng));
@@ -126,10 +138,16 @@ TEST(GuardPageTest, Int8Avx2StaysInsideItsOperands) {
           pairs[i * 2 * steps + word] |= static_cast<uint32_t>(x[i * k + c]) << shift;
         }
       }
+      std::vector<float> res(m * n);
+      for (auto& v : res) v = static_cast<float>(weight(rng));
       const Guarded<uint32_t> inputs(pairs);
       const Guarded<Int8RowQuant> rows(std::vector<Int8RowQuant>(m, Int8RowQuant{1.f, 0.f}));
-      const Guarded<float> out(std::vector<float>(m * n, NAN));
-      const Int8Epilogue e{scale.data(), comp.data(), nullptr, rows.data(), nullptr, false, false};
+      const Guarded<float> out(res);
+      ASSERT_NE(inputs.data(), nullptr);
+      ASSERT_NE(rows.data(), nullptr);
+      ASSERT_NE(out.data(), nullptr);
+      const Int8Epilogue e{scale.data(), comp.data(), bias.data(), rows.data(),
+                           out.data(),   false,       false};
       Int8GemmAvx2(inputs.data(), 2 * steps, 0, m, weights.data(), n, k, 0, Int8VnniGroups(n), e,
                    out.data());
       const auto got = out.values();
@@ -138,7 +156,7 @@ TEST(GuardPageTest, Int8Avx2StaysInsideItsOperands) {
         for (int64_t j = 0; j < n; ++j) {
           int64_t sum = 0;
           for (int64_t c = 0; c < k; ++c) sum += int64_t{x[i * k + c]} * q[j * k + c];
-          wrong += got[i * n + j] != static_cast<float>(sum);
+          wrong += got[i * n + j] != static_cast<float>(sum) + b[j] + res[i * n + j];
         }
       }
       EXPECT_EQ(wrong, 0) << "n " << n << " k " << k << " m " << m;

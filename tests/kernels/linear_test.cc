@@ -84,7 +84,7 @@ std::vector<float> RoundedToBFloat16(std::vector<float> v) {
 
 // rows 600 = one 512-row chunk + 80 (granule multiple) + 8 (tail); 21 = 16 + 5;
 // 3700 = 2048 + 1024 + 512 + 112 + 4 in fp32 and bf16, 7 x 512 + 116 in int8
-// on VNNI.
+// on the int8 kernels.
 class LinearTest
     : public ::testing::TestWithParam<std::tuple<int64_t, std::pair<int64_t, int64_t>, Epilogue>> {
 };
@@ -123,8 +123,9 @@ TEST_P(LinearTest, MatchesDoubleReference) {
   EXPECT_LT(ScaledMaxError(y16, want16), 1e-4);
 
   // int8 weights: close to the fp32 reference, and equal (up to fp32
-  // summation) to the reference over the quantized operands, on the VNNI
-  // path and on the fallback (ENCODERD_CPU_DISABLE=avx512_vnni) alike.
+  // summation) to the reference over the quantized operands, on the int8
+  // kernels (VNNI, AVX2) and on the fp32 GEMM (ENCODERD_CPU_DISABLE=avx2,
+  // fma,avx512...: ctest kernels_cpu_fallback) alike.
   const auto packed8 = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kInt8);
   EXPECT_EQ(packed8->type(), DType::kInt8);
   // The int8 kernels keep int8 weights, whose columns are padded to groups
@@ -418,7 +419,7 @@ TEST(LinearTest, F32WeightsOnAvx2AreFmaChains) {
   }
 }
 
-// The int8 Linear on VNNI, written out: integer sums of the quantized
+// The int8 Linear on its kernels (VNNI, AVX2), written out: integer sums of the quantized
 // operands, then the epilogue's fp32 operations in the kernel's order
 // (kernels/cpu/int8_gemm_avx512.h). Without GELU the kernel must give these
 // values exactly, whatever the shape, the threads and the split of rows and
@@ -483,8 +484,9 @@ Int8Reference Int8Written(const std::vector<float>& x, const std::vector<float>&
 TEST(LinearTest, Int8KernelsAreTheQuantizedSumsExactly) {
   if (!Int8Kernels()) GTEST_SKIP() << "no AVX512-VNNI or AVX2 + FMA: int8 runs on the fp32 GEMM";
   // Widths around the 16-lane blocks and 64-column groups, inputs around the
-  // steps of 4; rows around the 6-row tiles, and enough (100, 600) to split
-  // the rows of a group between threads.
+  // steps of 4; rows around the VNNI kernel's 6-row tiles and the AVX2
+  // one's blocks of 4, and enough (100, 600) to split the rows of a group
+  // between threads.
   for (const int threads : {1, 2, 3, 4}) {
     CpuContext ctx(threads);
     for (const int64_t n : {1, 15, 16, 17, 60, 63, 64, 65, 200}) {
@@ -526,7 +528,7 @@ TEST(LinearTest, Int8KernelsAreTheQuantizedSumsExactly) {
 // (the hidden rows stored in bf16) beyond the few-row kernels' rows, and
 // must still give the two calls' result bit for bit; rows 1100 (1024 + 64 + 12 in fp32 and bf16, 2
 // x 512
-// + 76 in int8 on VNNI) cross chunks, widths 40 and 100
+// + 76 in int8 on the int8 kernels) cross chunks, widths 40 and 100
 // end in partial 16-lane blocks, and y aliases x as in a post-norm layer.
 // ENCODERD_CPU_DISABLE=avx512_bf16,avx512_vnni runs the same over the
 // fallbacks.
