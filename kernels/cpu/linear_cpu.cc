@@ -395,8 +395,9 @@ bool FewRowsLayout(const CpuPackedWeight& w) {
 
 // The most rows w's few-row kernel takes.
 int64_t FewRowsLimit(const CpuPackedWeight& w) {
-  const bool columns = !GetCpuFeatures().avx512f && w.type == DType::kFloat32;
-  return columns ? kFewRowsF32Avx2MaxRows : kFewRowsMax;
+  return FewRowsF32Avx2(GetCpuFeatures(), w.type, w.out_features, w.in_features)
+             ? kFewRowsF32Avx2MaxRows
+             : kFewRowsMax;
 }
 
 // The weight w [n, k] (torch's layout) in bf16 (ConvertFloatToBFloat16's
