@@ -88,13 +88,20 @@ int64_t ThroughputEstimate::TokensWithin(Clock::duration time) const {
 }
 
 void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration target,
-                                 Clock::time_point now) {
+                                 Clock::time_point now, int64_t queued_tokens, int64_t growth) {
   if (newest_wait <= target) {
     above_since_ = Clock::time_point::max();
     return;
   }
-  if (above_since_ == Clock::time_point::max()) above_since_ = now;
-  if (now - above_since_ >= kInterval) standing_ = true;
+  if (above_since_ == Clock::time_point::max()) {
+    above_since_ = now;
+    queued_since_ = queued_tokens;
+  }
+  if (standing_ || now - above_since_ < kInterval) return;
+  const bool grew = queued_tokens - queued_since_ >= growth;
+  const bool overflowed =
+      overflow_at_ != Clock::time_point::min() && now - overflow_at_ <= kInterval;
+  if (grew || overflowed) standing_ = true;
 }
 
 void StandingQueue::ObserveIdle() {
@@ -225,6 +232,21 @@ Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
                              backlog_text() + "); retry later");
   }
   return Status::Ok();
+}
+
+bool RefusalShowsOverload(Refusal why, Clock::time_point deadline, Clock::time_point now,
+                          const AdmissionLimits& limits, const ThroughputEstimate& estimate) {
+  const Clock::duration longest = OverloadQueueTime(limits, estimate);
+  switch (why) {
+    case Refusal::kPredictedLate:
+      return deadline - now > longest;
+    case Refusal::kQueueTime:
+      return std::chrono::microseconds(limits.max_queue_time_us) > longest;
+    case Refusal::kNone:
+    case Refusal::kStandingQueue:
+      return false;
+  }
+  return false;
 }
 
 }  // namespace encoderd::server

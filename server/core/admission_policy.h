@@ -75,27 +75,47 @@ struct AdmissionLimits {
 // CoDel's test for overload (Nichols and Jacobson, "Controlling Queue
 // Delay"), on batches: the queue stands when, for a whole interval, every
 // batch was formed with requests that had all waited longer than a target
-// (a burst drains within the interval; overload does not). It stands until
-// an executor finds nothing to do. Not thread-safe: the batcher guards it
-// with its lock.
+// (a burst drains within the interval; overload does not), and the calls
+// have outgrown what the server or their callers accept: the queue grew by
+// half a batch or more over the interval, or within it the deadline rules
+// refused a call whose own deadline allowed more than the target
+// (RefusalShowsOverload), or the server refused a call for want of a slot
+// (max_concurrent_requests). It stands until an executor finds nothing to
+// do. Not thread-safe: the batcher guards it with its lock.
 //
 // Filling the queue up to each call's deadline keeps a sustained overload
 // at the deadline's edge: answers come just before the deadline, and any
 // batch slower than predicted makes calls miss it. A standing queue held
-// short keeps the executors busy with calls that have slack.
+// short keeps the executors busy with calls that have slack. A queue that
+// is long but neither grows nor turns calls away is not that: 64 clients
+// each waiting for its call of 16 texts keep four batches queued for ever,
+// and holding them to one batch (each refused client calls again at once)
+// took goodput from 819 texts/s to 304, with 8,000 refusals a second
+// (2-vCPU EPYC, docs/reliability.md). Nor is a burst at 70% load that
+// drains within the callers' 30 s deadlines.
 class StandingQueue {
  public:
   static constexpr Clock::duration kInterval = std::chrono::milliseconds(500);
 
-  // A batch was formed at `now`; its newest request had waited `newest_wait`.
-  void ObserveBatch(Clock::duration newest_wait, Clock::duration target, Clock::time_point now);
+  // A batch was formed at `now`; its newest request had waited
+  // `newest_wait`, and `queued_tokens` were left in the queue. The queue
+  // grows when that rises by `growth` tokens or more over the interval.
+  void ObserveBatch(Clock::duration newest_wait, Clock::duration target, Clock::time_point now,
+                    int64_t queued_tokens, int64_t growth);
+  // At `now` the deadline rules refused a call with more slack than the
+  // target (RefusalShowsOverload), or the server one for want of a slot.
+  void ObserveOverflow(Clock::time_point now) { overflow_at_ = now; }
   // An executor was free and the queue empty: the server caught up.
   void ObserveIdle();
   bool standing() const { return standing_; }
 
  private:
-  // Since when every batch's newest request waited longer than the target.
+  // Since when every batch's newest request waited longer than the target,
+  // and the tokens left queued then.
   Clock::time_point above_since_ = Clock::time_point::max();
+  int64_t queued_since_ = 0;
+  // The last refusal that showed the queue too long for its callers.
+  Clock::time_point overflow_at_ = Clock::time_point::min();
   bool standing_ = false;
 };
 
@@ -152,5 +172,12 @@ enum class Refusal { kNone, kPredictedLate, kQueueTime, kStandingQueue };
 Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
              Clock::time_point now, const ThroughputEstimate& estimate,
              const AdmissionLimits& limits, Refusal* refusal = nullptr);
+
+// Whether a refusal shows the queue longer than its callers accept: the
+// deadline rules refused a call whose deadline left it more than
+// OverloadQueueTime (or, without a deadline, max_queue_time_us is longer than
+// that). A call with a 1 ms deadline refused says nothing about the queue.
+bool RefusalShowsOverload(Refusal why, Clock::time_point deadline, Clock::time_point now,
+                          const AdmissionLimits& limits, const ThroughputEstimate& estimate);
 
 }  // namespace encoderd::server

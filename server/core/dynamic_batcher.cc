@@ -63,6 +63,8 @@ Status DynamicBatcher::AdmitLocked(int64_t tokens, Clock::time_point deadline, u
                         BatchTokenCap(limits_, &estimate_)};
   Refusal refusal = Refusal::kNone;
   Status admitted = Admit(backlog, tokens, deadline, now, estimate_, limits_.admission, &refusal);
+  if (RefusalShowsOverload(refusal, deadline, now, limits_.admission, estimate_))
+    standing_.ObserveOverflow(now);
   if (!admitted.ok() && metrics_) {
     metrics_->ObserveDrop(model_,
                           refusal == Refusal::kStandingQueue ? DropReason::kRefusedStandingQueue
@@ -106,6 +108,11 @@ void DynamicBatcher::CountDrop(const InferenceRequest& request, StatusCode code)
 size_t DynamicBatcher::queue_depth() const {
   std::lock_guard<std::mutex> lock(mu_);
   return queue_.size();
+}
+
+void DynamicBatcher::ObserveOverflow() {
+  std::lock_guard<std::mutex> lock(mu_);
+  standing_.ObserveOverflow(Clock::now());
 }
 
 void DynamicBatcher::Stop() {
@@ -167,7 +174,8 @@ void DynamicBatcher::ObserveQueue(const BatchPlan& batch, Clock::time_point now)
   Clock::duration newest_wait = Clock::duration::max();
   for (const BatchSlice& slice : batch.slices)
     newest_wait = std::min(newest_wait, now - slice.request->enqueued());
-  standing_.ObserveBatch(newest_wait, OverloadQueueTime(limits_.admission, estimate_), now);
+  standing_.ObserveBatch(newest_wait, OverloadQueueTime(limits_.admission, estimate_), now,
+                         queue_.QueuedTokens(), std::max<int64_t>(estimate_.batch_tokens() / 2, 1));
 }
 
 void DynamicBatcher::ExecutorLoop(BatchEngine* engine) {

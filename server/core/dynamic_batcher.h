@@ -62,6 +62,11 @@ class DynamicBatcher {
   // Any thread: requests waiting in the queue now.
   size_t queue_depth() const;
 
+  // Any thread: the server refused a call for want of a slot
+  // (max_concurrent_requests, or its connection's share of them): the calls
+  // outgrew what it accepts (StandingQueue::ObserveOverflow).
+  void ObserveOverflow();
+
  private:
   // DEADLINE_EXCEEDED for a passed deadline (counted), UNAVAILABLE once
   // stopping, then Admit against the current backlog and
@@ -94,7 +99,7 @@ class DynamicBatcher {
   ThroughputEstimate estimate_;          // guarded by mu_; updated by the executors
   int64_t running_tokens_ = 0;           // tokens of batches ready or running; guarded by mu_
   double request_tokens_ = 0;  // tokens per request admitted, a moving average; guarded by mu_
-  StandingQueue standing_;     // guarded by mu_; fed by BatcherLoop
+  StandingQueue standing_;     // guarded by mu_; fed by BatcherLoop and AdmitLocked
   std::vector<std::thread> threads_;
 };
 

@@ -460,6 +460,10 @@ Status EncoderService::Admit(grpc::ServerContextBase* context, uint64_t peer, bo
   bool over_share = false;
   slot->emplace(limiter_.TryAcquire(peer, &over_share));
   if ((*slot)->held()) return Status::Ok();
+  // No slot for the call: the calls outgrew what the server accepts (from
+  // this connection, or at all), which makes a queue that stands one of
+  // sustained overload.
+  for (const auto& model : registry_->Loaded()) model->batcher().ObserveOverflow();
   if (over_share)
     return ResourceExhausted("this connection holds its share of max_concurrent_requests (" +
                              std::to_string(limiter_.limit()) +
