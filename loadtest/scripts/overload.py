@@ -9,7 +9,10 @@ of the measured window), p50/p99 latency of OK calls from their intended send
 time, p99 time to a refusal, the codes, and the wasted sequences (computed by
 the engine for calls that did not get OK, from the daemon's metrics). Then a
 step test: 0.5x, 3x, 0.5x for --step-seconds each, with per-second goodput and
-p99 (CSV and a gnuplot PNG).
+p99 (CSV and a gnuplot PNG). Then a burst below capacity, as the soak sees
+one: 0.7x for 10 s, 3x for 2 s, 0.7x for --recovery-seconds, with 30 s
+deadlines, per second: OK and refused calls, and the daemon's standing-queue
+refusals; at 0.7x every call should be served once the burst has drained.
 
 Benchmark, not a test: the figures go in docs/reliability.md. The load
 generator shares the machine with the daemon (its CPU is in the JSON, with the
@@ -19,6 +22,7 @@ generator CPU 0), as a load generator on another machine would: then the
 figures are the daemon's alone.
 
     /usr/bin/python3 loadtest/scripts/overload.py [--out DIR] [--duration S] [--pin]
+        [--step-seconds 10] [--recovery-seconds 20]
         [--model-dir DIR] [--serve-arg=--predict-deadlines=false ...]
 """
 import argparse
@@ -49,6 +53,8 @@ def loadtest(args, port, tmp, name, extra):
 def counters(daemon):
     text = daemon.metrics_text()
     return {"computed": metric_value(text, "encoderd_batch_size_sequences_sum"),
+            "refused_standing": metric_value(text, "encoderd_requests_dropped_total",
+                                             {"reason": "refused_standing_queue"}),
             "ok": metric_value(text, "encoderd_requests_total", {"rpc": "Embed", "code": "OK"}),
             "in_flight": metric_value(text, "encoderd_in_flight_requests")}
 
@@ -103,6 +109,8 @@ def main():
     p.add_argument("--duration", type=float, default=8)
     p.add_argument("--warmup", type=float, default=2)
     p.add_argument("--step-seconds", type=int, default=10, help="0: no step test")
+    p.add_argument("--recovery-seconds", type=int, default=20,
+                   help="0.7x after the burst below capacity; 0: no burst test")
     p.add_argument("--multiples", default=",".join(str(m) for m in MULTIPLES))
     p.add_argument("--deadlines-ms", default=",".join(str(d) for d in DEADLINES_MS),
                    help="0: no deadline")
@@ -155,11 +163,31 @@ def main():
                     step.append({"t": phase * args.step_seconds + int(sec), "multiple": m,
                                  "goodput": int(ok), "errors": int(errors), "p50_ms": float(p50),
                                  "p99_ms": float(p99)})
+            recovery = []
+            settle(daemon)
+            phases = [(0.7, 10), (3, 2), (0.7, args.recovery_seconds)] if args.recovery_seconds > 0 else []
+            t0 = 0
+            for phase, (m, seconds) in enumerate(phases):
+                csv = tmp / f"recovery{phase}.csv"
+                before = counters(daemon)["refused_standing"]
+                loadtest(args, daemon.port, tmp, f"recovery{phase}",
+                         ["--mode", "open", "--rate", f"{m * capacity:.1f}",
+                          "--duration", str(seconds), "--warmup", "0", "--timeout-ms", "30000",
+                          "--per-second-csv", str(csv)])
+                for line in csv.read_text().splitlines()[1:seconds + 1]:
+                    sec, ok, errors, p50, p99 = line.split(",")
+                    recovery.append({"t": t0 + int(sec), "multiple": m, "ok": int(ok),
+                                     "errors": int(errors), "p99_ms": float(p99)})
+                # Counted when the phase's calls are done (the tool waits for them).
+                if recovery:
+                    recovery[-1]["refused_standing_in_phase"] = \
+                        counters(daemon)["refused_standing"] - before
+                t0 += seconds
         finally:
             daemon.stop()
     summary = {"model_dir": args.model_dir, "pin": args.pin, "capacity_per_s": capacity,
                "capacity_clock": capacity_clock,
-               "serve_args": serve_args, "runs": runs, "step": step}
+               "serve_args": serve_args, "runs": runs, "step": step, "recovery": recovery}
     (out / "overload.json").write_text(json.dumps(summary, indent=1) + "\n")
     lines = [f"{args.model_dir}: capacity {capacity:.0f} calls/s (closed loop, 64 clients); "
              f"serve args {serve_args or 'default'}"
@@ -181,6 +209,12 @@ def main():
     lines += ["", "Step test (1 s deadlines): second, load, goodput, p99 ms",
               "", "| t | load | goodput | p99 ms |", "|---:|---|---:|---:|"]
     lines += [f"| {s['t']} | {s['multiple']}x | {s['goodput']} | {s['p99_ms']:.1f} |" for s in step]
+    lines += ["", "Burst below capacity (30 s deadlines): second, load, OK, failed (by intended "
+              "send time), p99 ms of OK; standing-queue refusals in the phase (daemon)",
+              "", "| t | load | OK | failed | p99 ms | standing refusals in phase |",
+              "|---:|---|---:|---:|---:|---:|"]
+    lines += [f"| {s['t']} | {s['multiple']}x | {s['ok']} | {s['errors']} | {s['p99_ms']:.1f} | "
+              f"{s.get('refused_standing_in_phase', '')} |" for s in recovery]
     (out / "overload.md").write_text("\n".join(lines) + "\n")
     csv = out / "step.csv"
     csv.write_text("t,multiple,goodput,p99_ms\n" +
