@@ -99,9 +99,19 @@ void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration ta
   }
   if (standing_ || now - above_since_ < kInterval) return;
   const bool grew = queued_tokens - queued_since_ >= growth;
-  const bool overflowed =
-      overflow_at_ != Clock::time_point::min() && now - overflow_at_ <= kInterval;
-  if (grew || overflowed) standing_ = true;
+  // A refusal counts within this interval, which lasts until the first batch
+  // after kInterval (longer when batches are slow).
+  const bool overflowed = overflow_at_ != Clock::time_point::min() &&
+                          now - overflow_at_ <= std::max(kInterval, now - above_since_);
+  if (grew || overflowed) {
+    standing_ = true;
+    return;
+  }
+  // A long but steady queue: judge the next interval afresh, so that growth
+  // is counted over one interval and not from the start of a stretch that a
+  // closed loop never ends.
+  above_since_ = now;
+  queued_since_ = queued_tokens;
 }
 
 void StandingQueue::ObserveIdle() {

@@ -291,12 +291,26 @@ TEST(StandingQueueTest, ALongQueueThatNeitherGrowsNorTurnsCallsAwayDoesNotStand)
   EXPECT_FALSE(q.standing());
   // A refusal as late of a call with slack, longer ago than the interval,
   // says nothing about the queue now...
-  q.ObserveOverflow(kT0 + milliseconds(2000));
+  q.ObserveOverflow(kT0 + milliseconds(1400));
   q.ObserveBatch(milliseconds(800), target, kT0 + milliseconds(2501), 15000, 50);
   EXPECT_FALSE(q.standing());
   // ...one within it does.
   q.ObserveOverflow(kT0 + milliseconds(2600));
-  q.ObserveBatch(milliseconds(800), target, kT0 + milliseconds(2700), 15000, 50);
+  q.ObserveBatch(milliseconds(800), target, kT0 + milliseconds(3100), 15000, 50);
+  EXPECT_TRUE(q.standing());
+}
+
+TEST(StandingQueueTest, GrowthCountsOverOneIntervalNotAWholeStretch) {
+  // A closed loop keeps every batch above the target for hours; its queue
+  // drifts. Growth since the stretch began (here 100 tokens over 2 s, 25 in
+  // each interval; half a batch is 50) is not an overload.
+  StandingQueue q;
+  const auto target = milliseconds(100);
+  for (int ms = 0; ms <= 2000; ms += 100)
+    q.ObserveBatch(milliseconds(800), target, kT0 + milliseconds(ms), 15000 + ms / 20, 50);
+  EXPECT_FALSE(q.standing());
+  // Half a batch within one interval is.
+  q.ObserveBatch(milliseconds(800), target, kT0 + milliseconds(2500), 15150, 50);
   EXPECT_TRUE(q.standing());
 }
 
@@ -308,7 +322,7 @@ TEST(StandingQueueTest, AGrowingQueueStandsWithoutARefusal) {
   q.ObserveBatch(milliseconds(200), target, kT0, 2000, 500);
   q.ObserveBatch(milliseconds(200), target, kT0 + milliseconds(500), 2499, 500);
   EXPECT_FALSE(q.standing());
-  q.ObserveBatch(milliseconds(200), target, kT0 + milliseconds(600), 2500, 500);
+  q.ObserveBatch(milliseconds(200), target, kT0 + milliseconds(1000), 2999, 500);
   EXPECT_TRUE(q.standing());
 }
 
