@@ -89,6 +89,21 @@ int64_t ThroughputEstimate::TokensWithin(Clock::duration time) const {
 
 void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration target,
                                  Clock::time_point now, int64_t queued_tokens, int64_t growth) {
+  if (standing_ && now - standing_since_ >= stand_for_) {
+    standing_ = false;  // judged afresh from this batch on
+    above_since_ = Clock::time_point::max();
+    judged_afresh_at_ = now;
+    limit_ = std::min(limit_, target);
+  }
+  // Soon after it was judged afresh, a refusal since says the overload goes
+  // on, whatever the waits: the deadline rules hold a full queue under one
+  // batch (the calls are late once it holds their slack less a batch), so
+  // a batch takes all of it and its newest request has hardly waited.
+  if (!standing_ && judged_afresh_at_ != Clock::time_point::min() &&
+      now - judged_afresh_at_ <= kFirstStand && overflow_at_ > judged_afresh_at_) {
+    Stand(now);
+    return;
+  }
   if (newest_wait <= target) {
     above_since_ = Clock::time_point::max();
     return;
@@ -104,7 +119,7 @@ void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration ta
   const bool overflowed = overflow_at_ != Clock::time_point::min() &&
                           now - overflow_at_ <= std::max(kInterval, now - above_since_);
   if (grew || overflowed) {
-    standing_ = true;
+    Stand(now);
     return;
   }
   // A long but steady queue: judge the next interval afresh, so that growth
@@ -114,9 +129,20 @@ void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration ta
   queued_since_ = queued_tokens;
 }
 
+void StandingQueue::Stand(Clock::time_point now) {
+  const bool again =
+      judged_afresh_at_ != Clock::time_point::min() && now - judged_afresh_at_ <= kFirstStand;
+  stand_for_ = again ? std::min<Clock::duration>(2 * stand_for_, kLongestStand) : kFirstStand;
+  standing_ = true;
+  standing_since_ = now;
+}
+
 void StandingQueue::ObserveIdle() {
   above_since_ = Clock::time_point::max();
   standing_ = false;
+  stand_for_ = kFirstStand;
+  judged_afresh_at_ = Clock::time_point::min();
+  limit_ = Clock::duration::max();
 }
 
 Clock::duration OverloadQueueTime(const AdmissionLimits& limits,
@@ -197,10 +223,10 @@ Clock::time_point PredictedFinish(const Backlog& backlog, int64_t tokens, Clock:
 
 Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
              Clock::time_point now, const ThroughputEstimate& estimate,
-             const AdmissionLimits& limits, Refusal* refusal) {
-  Refusal ignored;
-  Refusal& why = refusal != nullptr ? *refusal : ignored;
-  why = Refusal::kNone;
+             const AdmissionLimits& limits, AdmitVerdict* verdict) {
+  AdmitVerdict ignored;
+  AdmitVerdict& v = verdict != nullptr ? *verdict : ignored;
+  v = AdmitVerdict{};
   if (!estimate.known()) return Status::Ok();
   // Planned once: this runs for every call, under the batcher's lock.
   const Prediction predicted = PredictCall(backlog, tokens, estimate);
@@ -213,10 +239,14 @@ Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
            std::to_string(static_cast<int64_t>(estimate.tokens_per_second(predicted.queue_batch))) +
            " tokens/s";
   };
+  // Predicted only where a rule needs it: most calls are admitted.
+  const auto overload_queue_time = [&] {
+    return std::min(OverloadQueueTime(limits, estimate), backlog.standing_limit);
+  };
   if (backlog.standing && limits.overload_queue_time_us > 0) {
-    const Clock::duration longest = OverloadQueueTime(limits, estimate);
+    const Clock::duration longest = overload_queue_time();
     if (wait > longest) {
-      why = Refusal::kStandingQueue;
+      v.refusal = Refusal::kStandingQueue;
       return ResourceExhausted(
           "overloaded: the call would wait " + std::to_string(Millis(wait)) +
           " ms in a queue that has stood for over " +
@@ -227,7 +257,11 @@ Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
   }
   if (deadline != Clock::time_point::max()) {
     if (limits.predict_deadlines && finish > deadline) {
-      why = Refusal::kPredictedLate;
+      v.refusal = Refusal::kPredictedLate;
+      // Late for the queue ahead, not for its own batch, and with more
+      // slack than a standing queue allows.
+      v.shows_overload =
+          now + predicted.own_batch <= deadline && deadline - now > overload_queue_time();
       return ResourceExhausted(
           "overloaded: the call would finish in " + std::to_string(Millis(finish - now)) +
           " ms, after its deadline in " + std::to_string(Millis(deadline - now)) + " ms (" +
@@ -236,27 +270,13 @@ Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
     return Status::Ok();
   }
   if (limits.max_queue_time_us > 0 && wait > std::chrono::microseconds(limits.max_queue_time_us)) {
-    why = Refusal::kQueueTime;
+    v.refusal = Refusal::kQueueTime;
+    v.shows_overload = std::chrono::microseconds(limits.max_queue_time_us) > overload_queue_time();
     return ResourceExhausted("overloaded: the call would wait " + std::to_string(Millis(wait)) +
                              " ms in the queue, more than max_queue_time_us allows (" +
                              backlog_text() + "); retry later");
   }
   return Status::Ok();
-}
-
-bool RefusalShowsOverload(Refusal why, Clock::time_point deadline, Clock::time_point now,
-                          const AdmissionLimits& limits, const ThroughputEstimate& estimate) {
-  const Clock::duration longest = OverloadQueueTime(limits, estimate);
-  switch (why) {
-    case Refusal::kPredictedLate:
-      return deadline - now > longest;
-    case Refusal::kQueueTime:
-      return std::chrono::microseconds(limits.max_queue_time_us) > longest;
-    case Refusal::kNone:
-    case Refusal::kStandingQueue:
-      return false;
-  }
-  return false;
 }
 
 }  // namespace encoderd::server

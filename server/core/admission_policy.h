@@ -6,6 +6,7 @@
 // holds only work that can still succeed and the excess is refused at once.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -79,9 +80,11 @@ struct AdmissionLimits {
 // have outgrown what the server or their callers accept: the queue grew by
 // half a batch or more over the interval, or within it the deadline rules
 // refused a call whose own deadline allowed more than the target
-// (RefusalShowsOverload), or the server refused a call for want of a slot
-// (max_concurrent_requests). It stands until an executor finds nothing to
-// do. Not thread-safe: the batcher guards it with its lock.
+// (AdmitVerdict::shows_overload), or the server refused a call for want of
+// a slot (max_concurrent_requests) or of room in the queue (max_queue_size).
+// It stands until an executor finds nothing to do, or for stand_for() at
+// most: then it is judged afresh, as on entry. Not thread-safe: the batcher
+// guards it with its lock.
 //
 // Filling the queue up to each call's deadline keeps a sustained overload
 // at the deadline's edge: answers come just before the deadline, and any
@@ -93,9 +96,31 @@ struct AdmissionLimits {
 // took goodput from 819 texts/s to 304, with 8,000 refusals a second
 // (2-vCPU EPYC, docs/reliability.md). Nor is a burst at 70% load that
 // drains within the callers' 30 s deadlines.
+//
+// Held short, a standing queue no longer shows whether the overload goes
+// on: the clients a closed loop refuses call again at once, as an open
+// loop's do not, and both are refused the same. So a queue that an
+// executor never idles is judged afresh after standing kFirstStand: 64
+// clients that kept calling after an overload ended are then served again
+// instead of being refused for as long as they call. A sustained overload
+// turns calls away again (within kFirstStand of the judgement that alone
+// makes it stand again: a queue the deadline rules keep full is shorter
+// than one batch, so its waits never read as standing) or grows again; but
+// meanwhile the queue filled towards its callers' deadlines, and answers
+// came at their edge until it drained. So a queue that stands again within
+// kFirstStand of being judged afresh stands twice as long the next time, up
+// to kLongestStand, like a backoff; an idle executor starts again from
+// kFirstStand. And the wait a standing queue admits, one recent batch or
+// more, is held to what it was when judged afresh (limit()): while the
+// queue filled, the batches grew to full ones, and a limit of one full
+// batch no longer held anything back (p99 of OK calls 800-870 ms at 3x
+// with 1 s deadlines, for as long as the overload went on, against 340-420
+// ms while it stood).
 class StandingQueue {
  public:
   static constexpr Clock::duration kInterval = std::chrono::milliseconds(500);
+  static constexpr Clock::duration kFirstStand = std::chrono::seconds(10);
+  static constexpr Clock::duration kLongestStand = std::chrono::seconds(60);
 
   // A batch was formed at `now`; its newest request had waited
   // `newest_wait`, and `queued_tokens` were left in the queue. The queue
@@ -103,13 +128,24 @@ class StandingQueue {
   void ObserveBatch(Clock::duration newest_wait, Clock::duration target, Clock::time_point now,
                     int64_t queued_tokens, int64_t growth);
   // At `now` the deadline rules refused a call with more slack than the
-  // target (RefusalShowsOverload), or the server one for want of a slot.
-  void ObserveOverflow(Clock::time_point now) { overflow_at_ = now; }
+  // target (AdmitVerdict::shows_overload), or the server one for want of a
+  // slot or of room in the queue.
+  void ObserveOverflow(Clock::time_point now) { overflow_at_ = std::max(overflow_at_, now); }
   // An executor was free and the queue empty: the server caught up.
   void ObserveIdle();
   bool standing() const { return standing_; }
+  // How long the queue stands (or will, once it does) before it is judged
+  // afresh.
+  Clock::duration stand_for() const { return stand_for_; }
+  // The most a standing queue admits since it was last judged afresh: the
+  // target then (max() until then, and again once an executor idles).
+  Clock::duration limit() const { return limit_; }
 
  private:
+  // Stands from `now`, for twice as long as the last time when it was
+  // judged afresh within kFirstStand.
+  void Stand(Clock::time_point now);
+
   // Since when every batch's newest request waited longer than the target,
   // and the tokens left queued then.
   Clock::time_point above_since_ = Clock::time_point::max();
@@ -117,6 +153,11 @@ class StandingQueue {
   // The last refusal that showed the queue too long for its callers.
   Clock::time_point overflow_at_ = Clock::time_point::min();
   bool standing_ = false;
+  Clock::time_point standing_since_;
+  Clock::duration stand_for_ = kFirstStand;
+  // When the queue was last judged afresh; min() since an executor idled.
+  Clock::time_point judged_afresh_at_ = Clock::time_point::min();
+  Clock::duration limit_ = Clock::duration::max();
 };
 
 // The work ahead of a new call.
@@ -135,6 +176,8 @@ struct Backlog {
   // Most tokens the batcher puts in one batch (BatchTokenCap: max_batch_tokens,
   // or fewer under max_batch_time_us).
   int64_t max_batch_tokens = std::numeric_limits<int64_t>::max();
+  // StandingQueue::limit(): OverloadQueueTime is held to it.
+  Clock::duration standing_limit = Clock::duration::max();
 };
 
 // The longest wait admitted while the queue stands: overload_queue_time_us,
@@ -162,22 +205,31 @@ Clock::duration PredictedWait(const Backlog& backlog, const ThroughputEstimate& 
 Clock::time_point PredictedFinish(const Backlog& backlog, int64_t tokens, Clock::time_point now,
                                   const ThroughputEstimate& estimate);
 
+// Which rule refused a call.
+enum class Refusal { kNone, kPredictedLate, kQueueTime, kStandingQueue };
+
+// What Admit decided, beyond its status.
+struct AdmitVerdict {
+  Refusal refusal = Refusal::kNone;
+  // The refusal shows the queue longer than its callers accept
+  // (StandingQueue::ObserveOverflow): the deadline rules refused a call
+  // whose deadline left it more than OverloadQueueTime, and time for its own
+  // batch, for the queue ahead of it (or, without a deadline,
+  // max_queue_time_us is longer than OverloadQueueTime). The queue ahead
+  // need not be longer than that: a full queue's calls are refused as late
+  // once it holds their slack less a batch, which with 1 s deadlines on a
+  // 2-vCPU VM is shorter than one batch. A call with a 1 ms deadline refused
+  // says nothing about the queue, nor does one whose own batch outlasts its
+  // deadline (a huge call into a short queue).
+  bool shows_overload = false;
+};
+
 // OK, or RESOURCE_EXHAUSTED saying why (predicted finish against the
 // deadline, predicted wait against OverloadQueueTime while the queue stands,
 // or, without a deadline, against max_queue_time_us). Admits everything
 // while the throughput is unknown.
-// Which rule refused a call.
-enum class Refusal { kNone, kPredictedLate, kQueueTime, kStandingQueue };
-
 Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
              Clock::time_point now, const ThroughputEstimate& estimate,
-             const AdmissionLimits& limits, Refusal* refusal = nullptr);
-
-// Whether a refusal shows the queue longer than its callers accept: the
-// deadline rules refused a call whose deadline left it more than
-// OverloadQueueTime (or, without a deadline, max_queue_time_us is longer than
-// that). A call with a 1 ms deadline refused says nothing about the queue.
-bool RefusalShowsOverload(Refusal why, Clock::time_point deadline, Clock::time_point now,
-                          const AdmissionLimits& limits, const ThroughputEstimate& estimate);
+             const AdmissionLimits& limits, AdmitVerdict* verdict = nullptr);
 
 }  // namespace encoderd::server

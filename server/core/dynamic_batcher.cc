@@ -29,7 +29,12 @@ Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t tokens = request->TokensFrom(0);
     RETURN_IF_ERROR(AdmitLocked(tokens, request->deadline(), request->peer));
-    RETURN_IF_ERROR(queue_.Push(std::move(request)));
+    if (Status pushed = queue_.Push(std::move(request)); !pushed.ok()) {
+      // max_queue_size: the calls outgrew what the server accepts.
+      standing_.ObserveOverflow(Clock::now());
+      if (metrics_) metrics_->ObserveDrop(model_, DropReason::kRefusedQueueFull);
+      return pushed;
+    }
     // About the last 20 requests count.
     request_tokens_ = request_tokens_ == 0 ? static_cast<double>(tokens)
                                            : request_tokens_ + 0.05 * (tokens - request_tokens_);
@@ -60,16 +65,16 @@ Status DynamicBatcher::AdmitLocked(int64_t tokens, Clock::time_point deadline, u
                         static_cast<int>(replicas_.size()),
                         idle_,
                         standing_.standing(),
-                        BatchTokenCap(limits_, &estimate_)};
-  Refusal refusal = Refusal::kNone;
-  Status admitted = Admit(backlog, tokens, deadline, now, estimate_, limits_.admission, &refusal);
-  if (RefusalShowsOverload(refusal, deadline, now, limits_.admission, estimate_))
-    standing_.ObserveOverflow(now);
+                        BatchTokenCap(limits_, &estimate_),
+                        standing_.limit()};
+  AdmitVerdict verdict;
+  Status admitted = Admit(backlog, tokens, deadline, now, estimate_, limits_.admission, &verdict);
+  if (verdict.shows_overload) standing_.ObserveOverflow(now);
   if (!admitted.ok() && metrics_) {
-    metrics_->ObserveDrop(model_,
-                          refusal == Refusal::kStandingQueue ? DropReason::kRefusedStandingQueue
-                          : refusal == Refusal::kQueueTime   ? DropReason::kRefusedQueueTime
-                                                             : DropReason::kRefusedPredictedLate);
+    const Refusal why = verdict.refusal;
+    metrics_->ObserveDrop(model_, why == Refusal::kStandingQueue ? DropReason::kRefusedStandingQueue
+                                  : why == Refusal::kQueueTime   ? DropReason::kRefusedQueueTime
+                                                               : DropReason::kRefusedPredictedLate);
   }
   return admitted;
 }
@@ -111,8 +116,9 @@ size_t DynamicBatcher::queue_depth() const {
 }
 
 void DynamicBatcher::ObserveOverflow() {
-  std::lock_guard<std::mutex> lock(mu_);
-  standing_.ObserveOverflow(Clock::now());
+  // Without mu_: under overload every call the slots refuse comes here, for
+  // every model.
+  slot_refused_at_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
 }
 
 void DynamicBatcher::Stop() {
@@ -171,11 +177,15 @@ void DynamicBatcher::BatcherLoop() {
 
 void DynamicBatcher::ObserveQueue(const BatchPlan& batch, Clock::time_point now) {
   if (batch.slices.empty() || limits_.admission.overload_queue_time_us <= 0) return;
+  const Clock::rep slot_refused_at = slot_refused_at_.load(std::memory_order_relaxed);
+  if (slot_refused_at != kNeverRefused)
+    standing_.ObserveOverflow(Clock::time_point(Clock::duration(slot_refused_at)));
   Clock::duration newest_wait = Clock::duration::max();
   for (const BatchSlice& slice : batch.slices)
     newest_wait = std::min(newest_wait, now - slice.request->enqueued());
-  standing_.ObserveBatch(newest_wait, OverloadQueueTime(limits_.admission, estimate_), now,
-                         queue_.QueuedTokens(), std::max<int64_t>(estimate_.batch_tokens() / 2, 1));
+  standing_.ObserveBatch(
+      newest_wait, std::min(OverloadQueueTime(limits_.admission, estimate_), standing_.limit()),
+      now, queue_.QueuedTokens(), std::max<int64_t>(estimate_.batch_tokens() / 2, 1));
 }
 
 void DynamicBatcher::ExecutorLoop(BatchEngine* engine) {

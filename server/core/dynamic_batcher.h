@@ -3,8 +3,10 @@
 // engine replica. Handlers Submit() requests and wait on request->done().
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,9 +64,10 @@ class DynamicBatcher {
   // Any thread: requests waiting in the queue now.
   size_t queue_depth() const;
 
-  // Any thread: the server refused a call for want of a slot
-  // (max_concurrent_requests, or its connection's share of them): the calls
-  // outgrew what it accepts (StandingQueue::ObserveOverflow).
+  // Any thread, without waiting for the batcher's lock: the server refused a
+  // call for want of a slot (max_concurrent_requests, or its connection's
+  // share of them): the calls outgrew what it accepts
+  // (StandingQueue::ObserveOverflow, at the next batch formed).
   void ObserveOverflow();
 
  private:
@@ -100,6 +103,10 @@ class DynamicBatcher {
   int64_t running_tokens_ = 0;           // tokens of batches ready or running; guarded by mu_
   double request_tokens_ = 0;  // tokens per request admitted, a moving average; guarded by mu_
   StandingQueue standing_;     // guarded by mu_; fed by BatcherLoop and AdmitLocked
+  // When ObserveOverflow last ran (Clock ticks since its epoch), read by
+  // ObserveQueue.
+  static constexpr Clock::rep kNeverRefused = std::numeric_limits<Clock::rep>::min();
+  std::atomic<Clock::rep> slot_refused_at_{kNeverRefused};
   std::vector<std::thread> threads_;
 };
 

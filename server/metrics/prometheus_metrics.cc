@@ -87,13 +87,15 @@ struct PrometheusMetrics::Families {
                       .Name("encoderd_in_flight_requests")
                       .Help("Requests submitted to the model's batcher and not yet answered.")
                       .Register(*r)),
-        dropped(BuildCounter()
-                    .Name("encoderd_requests_dropped_total")
-                    .Help("Requests the batcher dropped without delivering a result, by reason: "
-                          "deadline_before_queue, deadline_in_queue, deadline_while_running, "
-                          "cancelled_in_queue, cancelled_while_running, refused_predicted_late, "
-                          "refused_queue_time, refused_standing_queue (overload: refused at once).")
-                    .Register(*r)),
+        dropped(
+            BuildCounter()
+                .Name("encoderd_requests_dropped_total")
+                .Help("Requests the batcher dropped without delivering a result, by reason: "
+                      "deadline_before_queue, deadline_in_queue, deadline_while_running, "
+                      "cancelled_in_queue, cancelled_while_running, refused_predicted_late, "
+                      "refused_queue_time, refused_standing_queue, refused_queue_full (overload: "
+                      "refused at once).")
+                .Register(*r)),
         admitted(BuildCounter()
                      .Name("encoderd_requests_admitted_total")
                      .Help("Requests the model's batcher admitted into its queue.")

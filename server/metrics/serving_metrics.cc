@@ -9,10 +9,11 @@ const char* RpcName(Rpc rpc) {
 }
 
 const char* DropReasonName(DropReason reason) {
-  static const char* kNames[kNumDropReasons] = {
+  static const char* kNames[] = {
       "deadline_before_queue", "deadline_in_queue",       "deadline_while_running",
       "cancelled_in_queue",    "cancelled_while_running", "refused_predicted_late",
-      "refused_queue_time",    "refused_standing_queue"};
+      "refused_queue_time",    "refused_standing_queue",  "refused_queue_full"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumDropReasons);
   return kNames[static_cast<int>(reason)];
 }
 

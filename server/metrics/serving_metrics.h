@@ -31,8 +31,9 @@ enum class DropReason {
   kRefusedPredictedLate,   // refused at once: predicted to finish after its deadline
   kRefusedQueueTime,       // refused at once: no deadline, predicted to wait too long
   kRefusedStandingQueue,   // refused at once: sustained overload, predicted to wait too long
+  kRefusedQueueFull,       // refused at once: max_queue_size requests were queued
 };
-inline constexpr int kNumDropReasons = 8;
+inline constexpr int kNumDropReasons = 9;
 // "deadline_before_queue", "deadline_in_queue", ...
 const char* DropReasonName(DropReason reason);
 

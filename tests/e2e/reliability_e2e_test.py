@@ -680,6 +680,20 @@ def check_fairness(args, tmp):
             daemon.stop()
 
 
+def closed_loop_client(stub, i, running, record):
+    """Client i of a closed loop: its call of 16 texts (30 s deadline) again
+    as soon as the last is answered, while running(); record(code) after
+    each."""
+    texts = [f"{SENTENCE} {i} {j}" for j in range(16)]
+    while running():
+        try:
+            stub.Embed(pb.EmbedRequest(texts=texts), timeout=30)
+            code = Code.OK
+        except grpc.RpcError as e:
+            code = e.code()
+        record(code)
+
+
 def check_closed_loop(args, tmp):
     """A long queue is not an overload: 64 clients each calling again as soon
     as its call of 16 texts is answered (30 s deadlines) keep four batches of
@@ -697,18 +711,13 @@ def check_closed_loop(args, tmp):
         codes, lock = {}, threading.Lock()
         stop_at = time.monotonic() + 4
 
-        def client(i):
-            texts = [f"{SENTENCE} {i} {j}" for j in range(16)]
-            while time.monotonic() < stop_at:
-                try:
-                    stub.Embed(pb.EmbedRequest(texts=texts), timeout=30)
-                    code = Code.OK
-                except grpc.RpcError as e:
-                    code = e.code()
-                with lock:
-                    codes[code] = codes.get(code, 0) + 1
+        def record(code):
+            with lock:
+                codes[code] = codes.get(code, 0) + 1
 
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(64)]
+        threads = [threading.Thread(target=closed_loop_client,
+                                    args=(stub, i, lambda: time.monotonic() < stop_at, record))
+                   for i in range(64)]
         for t in threads:
             t.start()
         for t in threads:
@@ -718,6 +727,68 @@ def check_closed_loop(args, tmp):
         check(set(codes) == {Code.OK} and codes[Code.OK] >= 64,
               f"closed_loop: every call of 64 closed-loop clients served ({codes})")
         check(refused == 0, f"closed_loop: none refused as a standing queue ({refused:.0f})")
+    finally:
+        daemon.stop()
+
+
+def check_closed_loop_after_overload(args, tmp):
+    """A queue that stood through an overload is judged afresh after
+    StandingQueue::kFirstStand (10 s) even though the executor never idles:
+    64 closed-loop clients that go on calling after 64 more stopped are
+    served again, where they were refused for as long as they kept calling
+    (each refused client calls again at once, which held the queue to one
+    batch). The phases end on what the daemon did, not on a clock, so that
+    a slow build (ASan) runs them as a fast one does."""
+    daemon, channel, health = start(args, tmp, "after_overload",
+                                    ["--num-threads", "1", "--max-concurrent-requests", "96"])
+    if not daemon:
+        return
+    try:
+        stub = pb_grpc.EncoderStub(channel)
+        stub.Embed(pb.EmbedRequest(texts=[SENTENCE] * 256), timeout=60)
+        ended, lock = [], threading.Lock()
+        running = {"steady": True, "burst": True}
+        start_at = time.monotonic()
+
+        def record(code):
+            with lock:
+                ended.append((time.monotonic() - start_at, code))
+
+        # 128 clients for 96 slots: the calls outgrow what the server accepts
+        # and the queue, four batches and more, stands.
+        threads = [threading.Thread(
+            target=closed_loop_client,
+            args=(stub, i, (lambda kind: lambda: running[kind])("steady" if i < 64 else "burst"),
+                  record)) for i in range(128)]
+        for t in threads:
+            t.start()
+        stood = wait_until(lambda: drops(daemon, "refused_standing_queue") > 0, 60, step=0.1)
+        running["burst"] = False
+        overload_ended = time.monotonic() - start_at
+        for t in threads[64:]:
+            t.join()
+
+        def served_for_two_seconds():
+            now = time.monotonic() - start_at
+            with lock:
+                last = [code for at, code in ended if at >= now - 2]
+            return now - overload_ended >= 2 and last and set(last) == {Code.OK}
+
+        # The 64 go on until every call that ended in 2 s was served.
+        served = wait_until(served_for_two_seconds, 60, step=0.1)
+        served_after = time.monotonic() - start_at - overload_ended
+        running["steady"] = False
+        for t in threads[:64]:
+            t.join()
+        refused = sum(1 for at, code in ended
+                      if at >= overload_ended and code == Code.RESOURCE_EXHAUSTED)
+        print(f"after_overload: the overload ended {overload_ended:.1f} s in (the queue stood: "
+              f"{stood}); after it, {refused} calls refused, and "
+              + (f"every call was served from {served_after - 2:.1f} s on" if served
+                 else "calls were still refused a minute later"), flush=True)
+        check(stood, "after_overload: the queue stood during the overload")
+        check(served, "after_overload: within a minute of the overload, 2 s in which every call "
+                      f"that ended was served ({refused} refused after the overload)")
     finally:
         daemon.stop()
 
@@ -732,7 +803,8 @@ def serving_or_down(health):
 PARTS = {"cap": check_concurrency_cap, "deadline": check_deadlines_and_cancellation,
          "leaks": check_no_leaks, "shutdown": check_graceful_shutdown,
          "waiting": check_waiting_is_free, "admission": check_admission,
-         "fairness": check_fairness, "closed_loop": check_closed_loop}
+         "fairness": check_fairness, "closed_loop": check_closed_loop,
+         "after_overload": check_closed_loop_after_overload}
 
 
 def main():

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <vector>
 
 #include "server/core/batch_policy.h"
 
@@ -326,29 +327,186 @@ TEST(StandingQueueTest, AGrowingQueueStandsWithoutARefusal) {
   EXPECT_TRUE(q.standing());
 }
 
-TEST(AdmissionTest, OnlyRefusalsOfCallsWithSlackShowOverload) {
+TEST(StandingQueueTest, AQueueThatNeverIdlesIsJudgedAfreshAfterItsFirstStand) {
+  // An overload made the queue stand; 64 clients that call again as soon as
+  // they are answered (or refused) keep the executor busy after it ends.
+  // Held to one batch, they were refused for as long as they kept calling.
+  StandingQueue q;
+  const auto target = milliseconds(100);
+  q.ObserveBatch(milliseconds(200), target, kT0, 2000, 500);
+  q.ObserveBatch(milliseconds(200), target, kT0 + milliseconds(500), 2500, 500);
+  ASSERT_TRUE(q.standing());
+  const Clock::time_point stood = kT0 + milliseconds(500);
+  for (auto t = stood; t < stood + StandingQueue::kFirstStand; t += milliseconds(100)) {
+    q.ObserveBatch(milliseconds(10), target, t, 1000, 500);
+    EXPECT_TRUE(q.standing());
+  }
+  // Judged afresh: the closed loop's long queue neither grows nor turns
+  // calls away, so it no longer stands...
+  for (auto t = stood + StandingQueue::kFirstStand;
+       t <= stood + StandingQueue::kFirstStand + std::chrono::seconds(3); t += milliseconds(100)) {
+    q.ObserveBatch(milliseconds(800), target, t, 15000, 500);
+    EXPECT_FALSE(q.standing());
+  }
+  // ...while an overload that goes on grows it again and it stands again
+  // within an interval.
+  const Clock::time_point again = stood + StandingQueue::kFirstStand + std::chrono::seconds(4);
+  q.ObserveBatch(milliseconds(10), target, again, 1000, 500);
+  EXPECT_FALSE(q.standing());
+  q.ObserveBatch(milliseconds(200), target, again + milliseconds(100), 1000, 500);
+  q.ObserveBatch(milliseconds(200), target, again + milliseconds(600), 1500, 500);
+  EXPECT_TRUE(q.standing());
+}
+
+TEST(StandingQueueTest, JudgedAfreshAQueueTheDeadlinesKeepShortStandsAgainOnARefusal) {
+  // Judged afresh under a sustained overload of calls with 1 s deadlines,
+  // the queue fills until the deadline rules refuse calls: it then holds
+  // less than one batch, each batch takes all of it, and no batch's newest
+  // request waits long. A refusal alone makes it stand again. (On the waits,
+  // it never stood again: p99 of OK calls 800-870 ms for 75 s at 3x on a
+  // 2-vCPU VM, against 340-420 ms in the build that never judged afresh.)
+  StandingQueue q;
+  const auto target = milliseconds(100);
+  q.ObserveBatch(milliseconds(200), target, kT0, 2000, 500);
+  q.ObserveBatch(milliseconds(200), target, kT0 + milliseconds(500), 2500, 500);
+  ASSERT_TRUE(q.standing());
+  const Clock::time_point judged = kT0 + milliseconds(500) + StandingQueue::kFirstStand;
+  q.ObserveBatch(milliseconds(10), target, judged, 1000, 500);
+  ASSERT_FALSE(q.standing());
+  q.ObserveBatch(milliseconds(10), target, judged + milliseconds(100), 3000, 500);
+  EXPECT_FALSE(q.standing());
+  // A refusal before the judgement does not count; one after it does.
+  q.ObserveOverflow(judged - milliseconds(1));
+  q.ObserveBatch(milliseconds(10), target, judged + milliseconds(200), 3000, 500);
+  EXPECT_FALSE(q.standing());
+  q.ObserveOverflow(judged + milliseconds(250));
+  q.ObserveBatch(milliseconds(10), target, judged + milliseconds(300), 3000, 500);
+  EXPECT_TRUE(q.standing());
+  EXPECT_EQ(q.stand_for(), 2 * StandingQueue::kFirstStand);
+  // Once an executor idled, the waits decide again: a refusal into a queue
+  // whose batches hardly waited is not enough.
+  q.ObserveIdle();
+  q.ObserveOverflow(judged + milliseconds(400));
+  q.ObserveBatch(milliseconds(10), target, judged + milliseconds(500), 3000, 500);
+  EXPECT_FALSE(q.standing());
+}
+
+TEST(StandingQueueTest, AQueueJudgedAfreshKeepsTheLimitItHadThen) {
+  // While a queue judged afresh fills, its batches grow to full ones, and
+  // one recent batch (the target) with them: standing again under a limit
+  // of one full batch, it held nothing back.
+  StandingQueue q;
+  EXPECT_EQ(q.limit(), Clock::duration::max());
+  q.ObserveBatch(milliseconds(200), milliseconds(100), kT0, 2000, 500);
+  q.ObserveBatch(milliseconds(200), milliseconds(100), kT0 + milliseconds(500), 2500, 500);
+  ASSERT_TRUE(q.standing());
+  EXPECT_EQ(q.limit(), Clock::duration::max());
+  const Clock::time_point judged = kT0 + milliseconds(500) + StandingQueue::kFirstStand;
+  q.ObserveBatch(milliseconds(10), milliseconds(150), judged, 1000, 500);
+  ASSERT_FALSE(q.standing());
+  EXPECT_EQ(q.limit(), milliseconds(150));
+  q.ObserveOverflow(judged + milliseconds(10));
+  q.ObserveBatch(milliseconds(10), milliseconds(700), judged + milliseconds(700), 8000, 500);
+  ASSERT_TRUE(q.standing());
+  EXPECT_EQ(q.limit(), milliseconds(150));
+  q.ObserveIdle();
+  EXPECT_EQ(q.limit(), Clock::duration::max());
+}
+
+TEST(StandingQueueTest, AnOverloadThatGoesOnIsJudgedAfreshEverLessOften) {
+  // Each time the queue is judged afresh under a sustained overload, it
+  // fills towards its callers' deadlines until it stands again: so each
+  // stand that follows a judgement within kFirstStand lasts twice as long,
+  // up to kLongestStand. An idle executor starts again from kFirstStand.
+  StandingQueue q;
+  const auto target = milliseconds(100);
+  int64_t queued = 1000;
+  std::vector<int64_t> stood_ms;  // how long each stand lasted
+  Clock::time_point since;
+  bool was = false;
+  // 200 s of batches every 100 ms whose newest request waited 200 ms, the
+  // queue growing 100 tokens a batch (half a batch: 500).
+  for (auto t = kT0; t < kT0 + std::chrono::seconds(200); t += milliseconds(100)) {
+    q.ObserveBatch(milliseconds(200), target, t, queued += 100, 500);
+    if (q.standing() && !was) since = t;
+    if (!q.standing() && was)
+      stood_ms.push_back(std::chrono::duration_cast<milliseconds>(t - since).count());
+    was = q.standing();
+  }
+  EXPECT_EQ(stood_ms, (std::vector<int64_t>{10000, 20000, 40000, 60000, 60000}));
+  q.ObserveIdle();
+  EXPECT_FALSE(q.standing());
+  EXPECT_EQ(q.stand_for(), StandingQueue::kFirstStand);
+  const Clock::time_point later = kT0 + std::chrono::seconds(300);
+  q.ObserveBatch(milliseconds(200), target, later, 1000, 500);
+  q.ObserveBatch(milliseconds(200), target, later + milliseconds(500), 1500, 500);
+  EXPECT_TRUE(q.standing());
+  EXPECT_EQ(q.stand_for(), StandingQueue::kFirstStand);
+}
+
+TEST(StandingQueueTest, AnOverflowReportedLateDoesNotHideANewerOne) {
+  // The slots' refusals reach the queue at the next batch, with the time
+  // they happened: an older one must not replace a newer refusal as late.
+  StandingQueue q;
+  const auto target = milliseconds(100);
+  q.ObserveBatch(milliseconds(800), target, kT0, 15000, 500);
+  q.ObserveBatch(milliseconds(800), target, kT0 + milliseconds(600), 15000, 500);
+  ASSERT_FALSE(q.standing());  // a steady queue: the next interval is judged from 600 ms
+  q.ObserveOverflow(kT0 + milliseconds(1000));
+  q.ObserveOverflow(kT0 + milliseconds(10));
+  q.ObserveBatch(milliseconds(800), target, kT0 + milliseconds(1200), 15000, 500);
+  EXPECT_TRUE(q.standing());
+}
+
+TEST(AdmissionTest, OnlyRefusalsOfCallsWithSlackLateForTheQueueShowOverload) {
   const ThroughputEstimate e = TenThousandPerSecond();  // batches of 100 ms
   AdmissionLimits limits;
   limits.overload_queue_time_us = 150000;
-  // A call whose deadline left it 1 s was refused as late: the queue is
+  const Backlog queue{5000, 2000, 1};  // 600 ms of waiting, over the 150 ms limit
+  const auto verdict = [&](const Backlog& backlog, int64_t tokens, Clock::time_point deadline) {
+    AdmitVerdict v;
+    EXPECT_FALSE(Admit(backlog, tokens, deadline, kT0, e, limits, &v).ok());
+    return v;
+  };
+  // A call whose deadline left it 650 ms was refused as late: the queue is
   // longer than its callers accept.
-  EXPECT_TRUE(
-      RefusalShowsOverload(Refusal::kPredictedLate, kT0 + milliseconds(1000), kT0, limits, e));
+  AdmitVerdict v = verdict(queue, 100, kT0 + milliseconds(650));
+  EXPECT_EQ(v.refusal, Refusal::kPredictedLate);
+  EXPECT_TRUE(v.shows_overload);
   // A call with a 1 ms (or 150 ms) deadline cannot wait for any queue.
-  EXPECT_FALSE(
-      RefusalShowsOverload(Refusal::kPredictedLate, kT0 + milliseconds(1), kT0, limits, e));
-  EXPECT_FALSE(
-      RefusalShowsOverload(Refusal::kPredictedLate, kT0 + milliseconds(150), kT0, limits, e));
+  EXPECT_FALSE(verdict(queue, 100, kT0 + milliseconds(1)).shows_overload);
+  EXPECT_FALSE(verdict(queue, 100, kT0 + milliseconds(150)).shows_overload);
+  // A call of 20,000 tokens (2 s) with 1 s of slack into an empty queue is
+  // late for its own size, not for the queue.
+  v = verdict({0, 0, 1, 1}, 20000, kT0 + milliseconds(1000));
+  EXPECT_EQ(v.refusal, Refusal::kPredictedLate);
+  EXPECT_FALSE(v.shows_overload);
+  // The deadline rules hold a full queue below the standing limit (here a
+  // wait of 300 ms, 250 for the full batch ahead and 50 for the running
+  // one): a call with 350 ms, late for that queue and not for its own batch
+  // of 100 ms, shows it too long. (Counting only waits over the limit, a
+  // queue judged afresh under a sustained overload with 1 s deadlines never
+  // stood again: p99 of OK calls 800-870 ms for 75 s, against 340-420 ms.)
+  limits.overload_queue_time_us = 300000;
+  v = verdict({2500, 1000, 1}, 100, kT0 + milliseconds(350));
+  EXPECT_EQ(v.refusal, Refusal::kPredictedLate);
+  EXPECT_TRUE(v.shows_overload);
+  limits.overload_queue_time_us = 150000;
   // Without a deadline: when max_queue_time_us allows more than the standing
   // limit.
-  limits.max_queue_time_us = 2000000;
-  EXPECT_TRUE(RefusalShowsOverload(Refusal::kQueueTime, kNever, kT0, limits, e));
+  limits.max_queue_time_us = 500000;
+  v = verdict(queue, 100, kNever);
+  EXPECT_EQ(v.refusal, Refusal::kQueueTime);
+  EXPECT_TRUE(v.shows_overload);
   limits.max_queue_time_us = 100000;
-  EXPECT_FALSE(RefusalShowsOverload(Refusal::kQueueTime, kNever, kT0, limits, e));
-  // Admitted, or refused by the standing rule itself.
-  EXPECT_FALSE(RefusalShowsOverload(Refusal::kNone, kT0 + milliseconds(1000), kT0, limits, e));
-  EXPECT_FALSE(
-      RefusalShowsOverload(Refusal::kStandingQueue, kT0 + milliseconds(1000), kT0, limits, e));
+  EXPECT_FALSE(verdict(queue, 100, kNever).shows_overload);
+  // Refused by the standing rule itself, or admitted.
+  v = verdict({5000, 2000, 1, 0, /*standing=*/true}, 100, kT0 + milliseconds(650));
+  EXPECT_EQ(v.refusal, Refusal::kStandingQueue);
+  EXPECT_FALSE(v.shows_overload);
+  EXPECT_TRUE(Admit(queue, 100, kT0 + milliseconds(1000), kT0, e, limits, &v).ok());
+  EXPECT_EQ(v.refusal, Refusal::kNone);
+  EXPECT_FALSE(v.shows_overload);
 }
 
 TEST(AdmissionTest, AStandingQueueAdmitsOnlyShortWaitsWhateverTheDeadline) {
@@ -359,30 +517,38 @@ TEST(AdmissionTest, AStandingQueueAdmitsOnlyShortWaitsWhateverTheDeadline) {
   // 2,000 tokens queued + half of 1,000 running: 250 ms of waiting, well
   // within a 10 s deadline, but over 150 ms while the queue stands.
   const Backlog standing{2000, 1000, 1, 0, /*standing=*/true};
-  Refusal why = Refusal::kNone;
+  AdmitVerdict why;
   ExpectRefused(Admit(standing, 100, kT0 + std::chrono::seconds(10), kT0, e, limits, &why),
                 "would wait 250 ms in a queue that has stood for over 500 ms; under sustained "
                 "overload calls wait at most 150 ms");
-  EXPECT_EQ(why, Refusal::kStandingQueue);
+  EXPECT_EQ(why.refusal, Refusal::kStandingQueue);
   ExpectRefused(Admit(standing, 100, kNever, kT0, e, limits, &why), "would wait 250 ms");
-  EXPECT_EQ(why, Refusal::kStandingQueue);
+  EXPECT_EQ(why.refusal, Refusal::kStandingQueue);
   // 1,000 tokens queued: 150 ms, admitted.
   EXPECT_TRUE(Admit({1000, 1000, 1, 0, true}, 100, kNever, kT0, e, limits, &why).ok());
-  EXPECT_EQ(why, Refusal::kNone);
+  EXPECT_EQ(why.refusal, Refusal::kNone);
   // Not standing (a burst), or the rule off: the deadline decides.
   EXPECT_TRUE(Admit({2000, 1000, 1}, 100, kT0 + std::chrono::seconds(10), kT0, e, limits).ok());
   limits.overload_queue_time_us = 0;
   EXPECT_TRUE(Admit(standing, 100, kT0 + std::chrono::seconds(10), kT0, e, limits).ok());
+  // A queue judged afresh admits no more than it did then
+  // (StandingQueue::limit): 1,000 tokens queued, 150 ms.
+  limits.overload_queue_time_us = 150000;
+  Backlog held{1000, 1000, 1, 0, true};
+  EXPECT_TRUE(Admit(held, 100, kNever, kT0, e, limits).ok());
+  held.standing_limit = milliseconds(120);
+  ExpectRefused(Admit(held, 100, kNever, kT0, e, limits, &why), "calls wait at most 120 ms");
+  EXPECT_EQ(why.refusal, Refusal::kStandingQueue);
   // The wait admitted is never shorter than one recent batch.
   limits.overload_queue_time_us = 1000;
   EXPECT_EQ(OverloadQueueTime(limits, e), milliseconds(100));
   // The other refusals say which rule refused.
   ExpectRefused(Admit({5000, 2000, 1}, 100, kT0 + milliseconds(650), kT0, e, limits, &why),
                 "after its deadline");
-  EXPECT_EQ(why, Refusal::kPredictedLate);
+  EXPECT_EQ(why.refusal, Refusal::kPredictedLate);
   limits.max_queue_time_us = 500000;
   ExpectRefused(Admit({5000, 2000, 1}, 100, kNever, kT0, e, limits, &why), "max_queue_time_us");
-  EXPECT_EQ(why, Refusal::kQueueTime);
+  EXPECT_EQ(why.refusal, Refusal::kQueueTime);
 }
 
 TEST(AdmissionTest, RefusesACallWithoutDeadlinePredictedToWaitTooLong) {

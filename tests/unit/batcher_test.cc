@@ -493,6 +493,27 @@ TEST(DynamicBatcherTest, EachDropIsCountedOnceByWhereTheRequestWas) {
   EXPECT_EQ(InferenceRequest::Live(), live_before);
 }
 
+TEST(DynamicBatcherTest, AFullQueuesRefusalIsCountedByItsReason) {
+  DropCounter drops;
+  GateEngine* engine = nullptr;
+  std::unique_ptr<DynamicBatcher> owned =
+      GatedBatcher(&drops, &engine, Limits(1000, 100, 0, /*queue=*/1));
+  DynamicBatcher& batcher = *owned;
+  auto running = MakeRequest(1, {2}, Clock::now());
+  ASSERT_TRUE(batcher.Submit(running).ok());
+  ASSERT_TRUE(engine->Started(1));
+  auto queued = MakeRequest(2, {2}, Clock::now());
+  ASSERT_TRUE(batcher.Submit(queued).ok());
+  const Status refused = batcher.Submit(MakeRequest(3, {2}, Clock::now()));
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("the queue is full"), std::string::npos) << refused.message();
+  engine->Release();
+  EXPECT_TRUE(running->done().get().ok());
+  EXPECT_TRUE(queued->done().get().ok());
+  batcher.Stop();
+  EXPECT_EQ(drops.Counts(), (std::map<std::string, int>{{"m/refused_queue_full", 1}}));
+}
+
 // Calls admitted before they reach the queue (the guard's screen lets them
 // through to gRPC) count as queued ahead of a new one, at the tokens of a
 // recent request: while gRPC falls behind, the queue itself looks short.

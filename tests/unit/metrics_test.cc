@@ -236,7 +236,7 @@ TEST(MetricsTest, DropsCountByModelAndReasonFromZero) {
   for (const char* reason :
        {"deadline_before_queue", "deadline_in_queue", "deadline_while_running",
         "cancelled_in_queue", "cancelled_while_running", "refused_predicted_late",
-        "refused_queue_time", "refused_standing_queue"})
+        "refused_queue_time", "refused_standing_queue", "refused_queue_full"})
     EXPECT_EQ(Value(registry, name, {{"model", "m1"}, {"reason", reason}}), 0) << reason;
   EXPECT_EQ(Value(registry, "encoderd_requests_admitted_total", {{"model", "m1"}}), 0);
   metrics.ObserveAdmitted("m1");
