@@ -115,6 +115,11 @@ size_t DynamicBatcher::queue_depth() const {
   return queue_.size();
 }
 
+bool DynamicBatcher::standing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return standing_.standing();
+}
+
 void DynamicBatcher::ObserveOverflow() {
   // Without mu_: under overload every call the slots refuse comes here, for
   // every model.

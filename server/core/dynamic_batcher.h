@@ -63,6 +63,9 @@ class DynamicBatcher {
 
   // Any thread: requests waiting in the queue now.
   size_t queue_depth() const;
+  // Any thread: whether the queue stands now (StandingQueue: sustained
+  // overload, calls refused beyond a short wait).
+  bool standing() const;
 
   // Any thread, without waiting for the batcher's lock: the server refused a
   // call for want of a slot (max_concurrent_requests, or its connection's

@@ -56,6 +56,11 @@ std::vector<MetricFamily> ServerStateCollector::Collect() const {
   MetricFamily capacity =
       Family("encoderd_queue_capacity", "Most requests the model's queue holds (max_queue_size).",
              MetricType::Gauge);
+  MetricFamily standing = Family("encoderd_queue_standing",
+                                 "1 while the model's queue stands (sustained overload: calls "
+                                 "predicted to wait longer than overload_queue_time_us or one "
+                                 "batch are refused at once), else 0.",
+                                 MetricType::Gauge);
   const auto loaded = registry_->Loaded();
   const bool draining = registry_->draining();
   for (const ModelConfig& config : models_) {
@@ -66,6 +71,7 @@ std::vector<MetricFamily> ServerStateCollector::Collect() const {
     AddGauge(&capacity, {{"model", config.name}}, static_cast<double>(config.max_queue_size));
     if (!model) continue;
     AddGauge(&depth, {{"model", config.name}}, static_cast<double>(model->batcher().queue_depth()));
+    AddGauge(&standing, {{"model", config.name}}, model->batcher().standing() ? 1 : 0);
     AddGauge(&info,
              {{"model", config.name},
               {"family", ModelFamilyName(model->encoder_config().family)},
@@ -84,8 +90,8 @@ std::vector<MetricFamily> ServerStateCollector::Collect() const {
                               "slots.",
                               MetricType::Gauge);
   AddGauge(&slots, {}, static_cast<double>(ConcurrencyLimiter::HeldInProcess()));
-  std::vector<MetricFamily> families = {std::move(build), std::move(ready), std::move(info),
-                                        std::move(depth), std::move(capacity)};
+  std::vector<MetricFamily> families = {std::move(build), std::move(ready),    std::move(info),
+                                        std::move(depth), std::move(capacity), std::move(standing)};
   families.push_back(std::move(live));
   families.push_back(std::move(slots));
 

@@ -763,6 +763,7 @@ def check_closed_loop_after_overload(args, tmp):
         for t in threads:
             t.start()
         stood = wait_until(lambda: drops(daemon, "refused_standing_queue") > 0, 60, step=0.1)
+        standing_gauge = [daemon.metric("encoderd_queue_standing", {"model": MODEL})]
         running["burst"] = False
         overload_ended = time.monotonic() - start_at
         for t in threads[64:]:
@@ -777,6 +778,7 @@ def check_closed_loop_after_overload(args, tmp):
         # The 64 go on until every call that ended in 2 s was served.
         served = wait_until(served_for_two_seconds, 60, step=0.1)
         served_after = time.monotonic() - start_at - overload_ended
+        standing_gauge.append(daemon.metric("encoderd_queue_standing", {"model": MODEL}))
         running["steady"] = False
         for t in threads[:64]:
             t.join()
@@ -787,6 +789,8 @@ def check_closed_loop_after_overload(args, tmp):
               + (f"every call was served from {served_after - 2:.1f} s on" if served
                  else "calls were still refused a minute later"), flush=True)
         check(stood, "after_overload: the queue stood during the overload")
+        check(standing_gauge == [1, 0], "after_overload: encoderd_queue_standing 1 as the queue "
+                                        f"stood, 0 once every call was served ({standing_gauge})")
         check(served, "after_overload: within a minute of the overload, 2 s in which every call "
                       f"that ended was served ({refused} refused after the overload)")
     finally:
