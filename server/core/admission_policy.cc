@@ -99,8 +99,7 @@ void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration ta
   // on, whatever the waits: the deadline rules hold a full queue under one
   // batch (the calls are late once it holds their slack less a batch), so
   // a batch takes all of it and its newest request has hardly waited.
-  if (!standing_ && judged_afresh_at_ != Clock::time_point::min() &&
-      now - judged_afresh_at_ <= kFirstStand && overflow_at_ > judged_afresh_at_) {
+  if (!standing_ && SoonAfterJudgement(now) && overflow_at_ > judged_afresh_at_) {
     Stand(now);
     return;
   }
@@ -130,9 +129,8 @@ void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration ta
 }
 
 void StandingQueue::Stand(Clock::time_point now) {
-  const bool again =
-      judged_afresh_at_ != Clock::time_point::min() && now - judged_afresh_at_ <= kFirstStand;
-  stand_for_ = again ? std::min<Clock::duration>(2 * stand_for_, kLongestStand) : kFirstStand;
+  stand_for_ = SoonAfterJudgement(now) ? std::min<Clock::duration>(2 * stand_for_, kLongestStand)
+                                       : kFirstStand;
   standing_ = true;
   standing_since_ = now;
 }

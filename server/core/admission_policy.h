@@ -145,6 +145,10 @@ class StandingQueue {
   // Stands from `now`, for twice as long as the last time when it was
   // judged afresh within kFirstStand.
   void Stand(Clock::time_point now);
+  // Within kFirstStand of the last judgement afresh (none since an idle).
+  bool SoonAfterJudgement(Clock::time_point now) const {
+    return judged_afresh_at_ != Clock::time_point::min() && now - judged_afresh_at_ <= kFirstStand;
+  }
 
   // Since when every batch's newest request waited longer than the target,
   // and the tokens left queued then.
