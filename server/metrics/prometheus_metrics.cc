@@ -70,6 +70,11 @@ struct PrometheusMetrics::Families {
                               .Name("encoderd_batch_size_tokens")
                               .Help("Tokens per engine batch (packed, no padding).")
                               .Register(*r)),
+        batch_seconds(BuildCounter()
+                          .Name("encoderd_batch_seconds_total")
+                          .Help("Engine time of the batches run, failed ones too: the executors' "
+                                "busy seconds.")
+                          .Register(*r)),
         batch_tokens(BuildCounter()
                          .Name("encoderd_batch_tokens_total")
                          .Help("Tokens computed by engine batches (packed).")
@@ -133,6 +138,7 @@ struct PrometheusMetrics::Families {
   Family<Histogram>& input_length;
   Family<Histogram>& batch_sequences;
   Family<Histogram>& batch_tokens_hist;
+  Family<Counter>& batch_seconds;
   Family<Counter>& batch_tokens;
   Family<Counter>& batch_padded_tokens;
   Family<Counter>& batch_failures;
@@ -162,6 +168,7 @@ struct PrometheusMetrics::ModelSeries {
     input_length = &f.input_length.Add(labels, PowersOfTwo(4, 8192));
     batch_sequences = &f.batch_sequences.Add(labels, PowersOfTwo(1, 1024));
     batch_tokens_hist = &f.batch_tokens_hist.Add(labels, PowersOfTwo(16, 32768));
+    batch_seconds = &f.batch_seconds.Add(labels);
     batch_tokens = &f.batch_tokens.Add(labels);
     batch_padded_tokens = &f.batch_padded_tokens.Add(labels);
     batch_failures = &f.batch_failures.Add(labels);
@@ -216,6 +223,7 @@ struct PrometheusMetrics::ModelSeries {
   Histogram* input_length = nullptr;
   Histogram* batch_sequences = nullptr;
   Histogram* batch_tokens_hist = nullptr;
+  Counter* batch_seconds = nullptr;
   Counter* batch_tokens = nullptr;
   Counter* batch_padded_tokens = nullptr;
   Counter* batch_failures = nullptr;
@@ -277,6 +285,7 @@ void PrometheusMetrics::ObserveRequest(const std::string& model, const RequestSa
 void PrometheusMetrics::ObserveBatch(const std::string& model, const BatchSample& sample) {
   ModelSeries& s = Series(model);
   if (!s.batch_failures) return;  // kNoModelLabel
+  s.batch_seconds->Increment(Seconds(sample.inference_us));
   if (!sample.ok) {
     s.batch_failures->Increment();
     return;

@@ -225,6 +225,12 @@ def check_values(prom, sent, model):
                            ("encoderd_inference_duration_seconds_count", N_OK)):
         value = prom.scalar(f"{name}{{{sel}}}")
         check(value == expected, f"{name} = {value} (expected {expected})")
+    # Each OK call here ran in a batch of its own, so the executors' busy time
+    # is the sum of their engine times.
+    busy = prom.scalar(f"encoderd_batch_seconds_total{{{sel}}}")
+    engine = prom.scalar(f"encoderd_inference_duration_seconds_sum{{{sel}}}")
+    check(busy is not None and engine is not None and busy > 0 and abs(busy - engine) < 1e-6,
+          f"batch_seconds_total = {busy} (the batches' engine time: {engine})")
     count = prom.scalar(f'encoderd_request_duration_seconds_count{{{sel},rpc="Embed"}}')
     check(count == N_OK + N_BAD, f"request_duration count = {count} (every answered Embed)")
 

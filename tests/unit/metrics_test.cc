@@ -135,6 +135,8 @@ TEST(MetricsTest, BatchesCountPackedAndPaddedTokens) {
   EXPECT_EQ(Value(registry, "encoderd_batch_tokens_total", L{{"model", "m"}}), 38);
   EXPECT_EQ(Value(registry, "encoderd_batch_padded_tokens_total", L{{"model", "m"}}), 70);
   EXPECT_EQ(Value(registry, "encoderd_batch_failures_total", L{{"model", "m"}}), 1);
+  // Busy time counts the failed batch too: 1.5 + 2.5 + 0.01 ms.
+  EXPECT_NEAR(Value(registry, "encoderd_batch_seconds_total", L{{"model", "m"}}), 0.00401, 1e-12);
   EXPECT_EQ(Value(registry, "encoderd_batch_size_sequences", L{{"model", "m"}}), 2);
   EXPECT_EQ(Value(registry, "encoderd_batch_size_sequences", L{{"model", "m"}}, 2), 1);
   EXPECT_EQ(Value(registry, "encoderd_batch_size_tokens", L{{"model", "m"}}, 16), 1);
