@@ -327,16 +327,23 @@ TEST(StandingQueueTest, AGrowingQueueStandsWithoutARefusal) {
   EXPECT_TRUE(q.standing());
 }
 
+// Batches from `t0` whose newest request waited 200 ms (target 100 ms), the
+// queue growing by half a batch (500 tokens) over the interval: the queue
+// stands at the returned time, t0 + 500 ms.
+Clock::time_point StandOnGrowth(StandingQueue* q, Clock::time_point t0 = kT0) {
+  q->ObserveBatch(milliseconds(200), milliseconds(100), t0, 2000, 500);
+  q->ObserveBatch(milliseconds(200), milliseconds(100), t0 + milliseconds(500), 2500, 500);
+  return t0 + milliseconds(500);
+}
+
 TEST(StandingQueueTest, AQueueThatNeverIdlesIsJudgedAfreshAfterItsFirstStand) {
   // An overload made the queue stand; 64 clients that call again as soon as
   // they are answered (or refused) keep the executor busy after it ends.
   // Held to one batch, they were refused for as long as they kept calling.
   StandingQueue q;
   const auto target = milliseconds(100);
-  q.ObserveBatch(milliseconds(200), target, kT0, 2000, 500);
-  q.ObserveBatch(milliseconds(200), target, kT0 + milliseconds(500), 2500, 500);
+  const Clock::time_point stood = StandOnGrowth(&q);
   ASSERT_TRUE(q.standing());
-  const Clock::time_point stood = kT0 + milliseconds(500);
   for (auto t = stood; t < stood + StandingQueue::kFirstStand; t += milliseconds(100)) {
     q.ObserveBatch(milliseconds(10), target, t, 1000, 500);
     EXPECT_TRUE(q.standing());
@@ -367,10 +374,8 @@ TEST(StandingQueueTest, JudgedAfreshAQueueTheDeadlinesKeepShortStandsAgainOnARef
   // 2-vCPU VM, against 340-420 ms in the build that never judged afresh.)
   StandingQueue q;
   const auto target = milliseconds(100);
-  q.ObserveBatch(milliseconds(200), target, kT0, 2000, 500);
-  q.ObserveBatch(milliseconds(200), target, kT0 + milliseconds(500), 2500, 500);
+  const Clock::time_point judged = StandOnGrowth(&q) + StandingQueue::kFirstStand;
   ASSERT_TRUE(q.standing());
-  const Clock::time_point judged = kT0 + milliseconds(500) + StandingQueue::kFirstStand;
   q.ObserveBatch(milliseconds(10), target, judged, 1000, 500);
   ASSERT_FALSE(q.standing());
   q.ObserveBatch(milliseconds(10), target, judged + milliseconds(100), 3000, 500);
@@ -397,11 +402,9 @@ TEST(StandingQueueTest, AQueueJudgedAfreshKeepsTheLimitItHadThen) {
   // of one full batch, it held nothing back.
   StandingQueue q;
   EXPECT_EQ(q.limit(), Clock::duration::max());
-  q.ObserveBatch(milliseconds(200), milliseconds(100), kT0, 2000, 500);
-  q.ObserveBatch(milliseconds(200), milliseconds(100), kT0 + milliseconds(500), 2500, 500);
+  const Clock::time_point judged = StandOnGrowth(&q) + StandingQueue::kFirstStand;
   ASSERT_TRUE(q.standing());
   EXPECT_EQ(q.limit(), Clock::duration::max());
-  const Clock::time_point judged = kT0 + milliseconds(500) + StandingQueue::kFirstStand;
   q.ObserveBatch(milliseconds(10), milliseconds(150), judged, 1000, 500);
   ASSERT_FALSE(q.standing());
   EXPECT_EQ(q.limit(), milliseconds(150));
@@ -437,9 +440,7 @@ TEST(StandingQueueTest, AnOverloadThatGoesOnIsJudgedAfreshEverLessOften) {
   q.ObserveIdle();
   EXPECT_FALSE(q.standing());
   EXPECT_EQ(q.stand_for(), StandingQueue::kFirstStand);
-  const Clock::time_point later = kT0 + std::chrono::seconds(300);
-  q.ObserveBatch(milliseconds(200), target, later, 1000, 500);
-  q.ObserveBatch(milliseconds(200), target, later + milliseconds(500), 1500, 500);
+  StandOnGrowth(&q, kT0 + std::chrono::seconds(300));
   EXPECT_TRUE(q.standing());
   EXPECT_EQ(q.stand_for(), StandingQueue::kFirstStand);
 }
