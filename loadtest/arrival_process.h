@@ -4,6 +4,8 @@
 // alternative. The sequence depends only on (kind, rate, seed).
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <random>
 
@@ -32,5 +34,19 @@ class ArrivalProcess {
   std::exponential_distribution<double> exponential_;
   double elapsed_s_ = 0;
 };
+
+// The deadline of a call intended at `intended_ns` and sent at `sent_ns`
+// (steady clock, ns) when the wall clock read `sent_at`: `timeout_ms` from
+// the intended send, from which its latency is measured too. A call the
+// generator sent late has that much less of its budget left, as a caller's
+// would that waited; from the actual send, an OK call's latency could
+// exceed its deadline by the send lag.
+inline std::chrono::system_clock::time_point DeadlineFromIntended(
+    int64_t intended_ns, int64_t sent_ns, int64_t timeout_ms,
+    std::chrono::system_clock::time_point sent_at) {
+  const auto lag = std::chrono::nanoseconds(std::max<int64_t>(0, sent_ns - intended_ns));
+  return sent_at - std::chrono::duration_cast<std::chrono::system_clock::duration>(lag) +
+         std::chrono::milliseconds(timeout_ms);
+}
 
 }  // namespace encoderd::loadtest

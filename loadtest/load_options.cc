@@ -90,7 +90,8 @@ Drives `encoderd serve` over gRPC and reports throughput and latency.
   --duration S              measured seconds, 0: until --requests (default 10)
   --requests N              counted requests, 0: until --duration (default 0)
   --warmup S                seconds whose requests are not counted (default 2)
-  --timeout-ms MS           per-call deadline, 0: none (default 30000)
+  --timeout-ms MS           per-call deadline from the intended send time (unary
+                            calls), 0: none (default 30000)
   --texts N                 texts per request (default 1)
   --words N | A-B           words per generated text, fixed or uniform (default 16)
   --text-file FILE          sample texts from FILE (one per line) instead

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "loadtest/arrival_process.h"
 #include "loadtest/call_sink.h"
 #include "proto/encoderd.grpc.pb.h"
 
@@ -80,8 +81,9 @@ class UnarySink : public CallSink {
     call->request.set_truncate(options_.truncate);
     call->sent_ns = NowNanos();
     if (options_.timeout_ms > 0) {
-      call->context.set_deadline(std::chrono::system_clock::now() +
-                                 std::chrono::milliseconds(options_.timeout_ms));
+      call->context.set_deadline(DeadlineFromIntended(ticket.intended_ns, call->sent_ns,
+                                                      options_.timeout_ms,
+                                                      std::chrono::system_clock::now()));
     }
     invoke(&call->context, &call->request, &call->response,
            std::function<void(grpc::Status)>([this, call](grpc::Status status) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -67,6 +68,17 @@ TEST(LoadtestArrivalTest, SameSeedSameArrivals) {
     differs |= x != c.NextOffsetNanos();
   }
   EXPECT_TRUE(differs);
+}
+
+TEST(LoadtestArrivalTest, DeadlineRunsFromTheIntendedSendTime) {
+  using std::chrono::milliseconds;
+  const auto sent_at = std::chrono::system_clock::time_point() + std::chrono::hours(1);
+  // Sent on time: the whole timeout from the send.
+  EXPECT_EQ(DeadlineFromIntended(5'000'000, 5'000'000, 100, sent_at), sent_at + milliseconds(100));
+  // Sent 3 ms late: 97 ms left (it had 100 ms from the send).
+  EXPECT_EQ(DeadlineFromIntended(5'000'000, 8'000'000, 100, sent_at), sent_at + milliseconds(97));
+  // Sent early (a closed loop's next call, intended as it is sent): no credit.
+  EXPECT_EQ(DeadlineFromIntended(8'000'000, 5'000'000, 100, sent_at), sent_at + milliseconds(100));
 }
 
 }  // namespace
