@@ -17,6 +17,12 @@ constexpr double kLongestSeconds = 365.0 * 24 * 3600;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// `d` at a pace `factor` times slower, held under a year.
+Clock::duration AtPace(Clock::duration d, double factor) {
+  return std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(std::min(Seconds(d) * factor, kLongestSeconds)));
+}
+
 int64_t Millis(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
@@ -36,6 +42,9 @@ void ThroughputEstimate::Observe(int64_t tokens, Clock::duration duration) {
   batch_tokens_ = known() ? batch_tokens_ + kNewest * (static_cast<double>(tokens) - batch_tokens_)
                           : static_cast<double>(tokens);
   Rate& rate = rates_[SizeClass(tokens)];
+  // A batch predicted from another size's rate says nothing of the pace.
+  if (rate.known())
+    ObservePace(seconds / (static_cast<double>(tokens) * rate.seconds / rate.tokens));
   if (!rate.known()) {
     rate.tokens = static_cast<double>(tokens);
     rate.seconds = seconds;
@@ -43,6 +52,18 @@ void ThroughputEstimate::Observe(int64_t tokens, Clock::duration duration) {
   }
   rate.tokens += kNewest * (static_cast<double>(tokens) - rate.tokens);
   rate.seconds += kNewest * (seconds - rate.seconds);
+}
+
+void ThroughputEstimate::ObservePace(double pace) {
+  paces_[next_pace_] = pace;
+  next_pace_ = (next_pace_ + 1) % kPaceWindow;
+  paces_known_ = std::min(paces_known_ + 1, kPaceWindow);
+  const int n = paces_known_;
+  double sorted[kPaceWindow];
+  std::copy(paces_, paces_ + n, sorted);
+  const int at = std::min(n - 1, static_cast<int>(std::ceil(kSlowQuantile * n)) - 1);
+  std::nth_element(sorted, sorted + at, sorted + n);
+  slow_factor_ = std::max(1.0, sorted[at]);
 }
 
 const ThroughputEstimate::Rate* ThroughputEstimate::RateFor(int64_t tokens) const {
@@ -64,6 +85,10 @@ Clock::duration ThroughputEstimate::Predict(int64_t tokens) const {
   if (rate == nullptr || tokens <= 0) return Clock::duration::zero();
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
       std::min(static_cast<double>(tokens) * rate->seconds / rate->tokens, kLongestSeconds)));
+}
+
+Clock::duration ThroughputEstimate::PredictSlow(int64_t tokens) const {
+  return AtPace(Predict(tokens), slow_factor_);
 }
 
 int64_t ThroughputEstimate::TokensWithin(Clock::duration time) const {
@@ -177,10 +202,13 @@ OwnBatch PlanOwnBatch(const Backlog& backlog, int64_t tokens, const ThroughputEs
   return own;
 }
 
-// The wait before a call's own batch starts, and that batch's duration.
+// The wait before a call's own batch starts, and that batch's duration, at
+// the estimate's average pace; and when the call finishes at the pace of the
+// slower recent batches (slow_factor).
 struct Prediction {
   Clock::duration wait{};
   Clock::duration own_batch{};
+  Clock::duration slow_finish{};
   // The size of batch the refusal's rate is quoted for: of those ahead, or
   // its own when it starts at once.
   int64_t queue_batch = 1;
@@ -204,6 +232,7 @@ Prediction PredictCall(const Backlog& backlog, int64_t tokens, const ThroughputE
     p.wait = std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(std::min(ahead, kLongestSeconds)));
   }
+  p.slow_finish = AtPace(p.wait + p.own_batch, estimate.slow_factor());
   return p;
 }
 
@@ -215,8 +244,7 @@ Clock::duration PredictedWait(const Backlog& backlog, const ThroughputEstimate& 
 
 Clock::time_point PredictedFinish(const Backlog& backlog, int64_t tokens, Clock::time_point now,
                                   const ThroughputEstimate& estimate) {
-  const Prediction p = PredictCall(backlog, tokens, estimate);
-  return now + p.wait + p.own_batch;
+  return now + PredictCall(backlog, tokens, estimate).slow_finish;
 }
 
 Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
@@ -229,13 +257,19 @@ Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
   // Planned once: this runs for every call, under the batcher's lock.
   const Prediction predicted = PredictCall(backlog, tokens, estimate);
   const Clock::duration wait = predicted.wait;
-  const Clock::time_point finish = now + wait + predicted.own_batch;
+  const Clock::time_point finish = now + predicted.slow_finish;
   // Built only for a refusal: admitting costs no strings.
   const auto backlog_text = [&] {
     return std::to_string(backlog.queued_tokens) + " tokens queued ahead, " +
            std::to_string(backlog.running_tokens) + " running, at " +
            std::to_string(static_cast<int64_t>(estimate.tokens_per_second(predicted.queue_batch))) +
            " tokens/s";
+  };
+  const auto pace_text = [&] {
+    const int over = static_cast<int>(std::lround((estimate.slow_factor() - 1) * 100));
+    return over > 0 ? ", at the pace of the slowest tenth of recent batches, " +
+                          std::to_string(over) + "% over the average"
+                    : std::string();
   };
   // Predicted only where a rule needs it: most calls are admitted.
   const auto overload_queue_time = [&] {
@@ -258,12 +292,12 @@ Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
       v.refusal = Refusal::kPredictedLate;
       // Late for the queue ahead, not for its own batch, and with more
       // slack than a standing queue allows.
-      v.shows_overload =
-          now + predicted.own_batch <= deadline && deadline - now > overload_queue_time();
+      v.shows_overload = now + AtPace(predicted.own_batch, estimate.slow_factor()) <= deadline &&
+                         deadline - now > overload_queue_time();
       return ResourceExhausted(
           "overloaded: the call would finish in " + std::to_string(Millis(finish - now)) +
           " ms, after its deadline in " + std::to_string(Millis(deadline - now)) + " ms (" +
-          backlog_text() + "); retry later or with a longer deadline");
+          backlog_text() + pace_text() + "); retry later or with a longer deadline");
     }
     return Status::Ok();
   }

@@ -43,9 +43,23 @@ class ThroughputEstimate {
   // The most tokens a batch predicted to take at most `time` holds (0 when
   // not even one token fits, or while unknown).
   int64_t TokensWithin(Clock::duration time) const;
+  // How much slower than predicted recent batches ran: of the last
+  // kPaceWindow batches predicted at their own size's rate, the time each
+  // took over the time predicted for it, at the kSlowQuantile quantile; at
+  // least 1. Deadlines are judged at that pace: under overload the queue
+  // fills until the oldest call of each batch is due just as the batch is
+  // predicted to end, and a batch that ran a few percent slow made its
+  // oldest calls late after they were computed (1-6% of the sequences
+  // computed with 100 ms deadlines on a 2-vCPU VM, where one batch in ten
+  // ran 6% or more over its prediction; docs/reliability.md).
+  double slow_factor() const { return slow_factor_; }
+  // Predict(tokens) at slow_factor(): about one batch in ten takes longer.
+  Clock::duration PredictSlow(int64_t tokens) const;
 
   // Size classes: batches of under 64, 256, 1,024, 4,096 tokens, and more.
   static constexpr int kSizeClasses = 5;
+  static constexpr int kPaceWindow = 64;
+  static constexpr double kSlowQuantile = 0.9;
 
  private:
   struct Rate {
@@ -56,9 +70,16 @@ class ThroughputEstimate {
   static int SizeClass(int64_t tokens);
   // The rate a batch of `tokens` is predicted at; nullptr while unknown.
   const Rate* RateFor(int64_t tokens) const;
+  // A batch took `pace` times its prediction.
+  void ObservePace(double pace);
 
   Rate rates_[kSizeClasses];
   double batch_tokens_ = 0;
+  // The last kPaceWindow batches' time over their prediction (a ring).
+  double paces_[kPaceWindow] = {};
+  int paces_known_ = 0;
+  int next_pace_ = 0;
+  double slow_factor_ = 1;
 };
 
 struct AdmissionLimits {
@@ -202,7 +223,8 @@ Clock::duration OverloadQueueTime(const AdmissionLimits& limits,
 // queued, it waits for nothing.
 Clock::duration PredictedWait(const Backlog& backlog, const ThroughputEstimate& estimate);
 
-// When a call of `tokens` submitted at `now` is predicted to finish: after its
+// When a call of `tokens` submitted at `now` is predicted to finish, at the
+// pace of the slower recent batches (ThroughputEstimate::slow_factor): after its
 // wait, its own batch. That batch is what is queued beyond the full batches
 // plus the call, when an executor is free for it; otherwise calls arriving
 // meanwhile fill it up to at least the recent batch size.

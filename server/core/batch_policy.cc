@@ -70,18 +70,20 @@ int64_t RequestQueue::TokensAhead(uint64_t peer) const {
 
 namespace {
 
+// Removes a request that cannot finish before its deadline.
+RequestQueue::Requests::const_iterator DropLate(RequestQueue* queue,
+                                                RequestQueue::Requests::const_iterator at,
+                                                DroppedRequests* dropped) {
+  dropped->emplace_back(
+      *at, DeadlineExceeded("the deadline would pass before the request could be computed"));
+  return queue->Erase(at);
+}
+
 // Removes the requests whose deadline passes before `horizon`.
 void DropLate(RequestQueue* queue, Clock::time_point horizon, DroppedRequests* dropped) {
   const auto& requests = queue->requests();
-  for (auto it = requests.begin(); it != requests.end();) {
-    if ((*it)->deadline() < horizon) {
-      dropped->emplace_back(
-          *it, DeadlineExceeded("the deadline would pass before the request could be computed"));
-      it = queue->Erase(it);
-    } else {
-      ++it;
-    }
-  }
+  for (auto it = requests.begin(); it != requests.end();)
+    it = (*it)->deadline() < horizon ? DropLate(queue, it, dropped) : std::next(it);
 }
 
 }  // namespace
@@ -155,16 +157,28 @@ BatchDecision FormBatch(RequestQueue* queue, const BatchLimits& limits, Clock::t
   const int64_t max_tokens = BatchTokenCap(limits, estimate);
   bool full = false;
   BatchPlan plan = PlanBatch(*queue, limits, max_tokens, &full);
-  // Every queued request finishes with this batch or later: one whose deadline
-  // passes before this batch would end cannot succeed. Dropping it frees room
-  // in the batch, so plan again until nothing more is dropped.
+  // Every queued request finishes with this batch or later. While the batch
+  // would end after the deadline of the request in it due first (at the
+  // pace of the slower recent batches), that request cannot succeed: it is
+  // dropped, which frees room, and the batch is planned again. Dropping every
+  // request due before the first plan's end dropped some that the smaller
+  // batch would have served in time. Then the requests beyond the batch that
+  // are due before it ends are dropped too.
   if (estimate != nullptr && estimate->known() && limits.admission.predict_deadlines) {
+    Clock::time_point end = now;
     while (!plan.slices.empty()) {
-      const size_t before = decision.dropped.size();
-      DropLate(queue, now + estimate->Predict(plan.num_tokens), &decision.dropped);
-      if (decision.dropped.size() == before) break;
+      end = now + estimate->PredictSlow(plan.num_tokens);
+      const auto first = std::min_element(plan.slices.begin(), plan.slices.end(),
+                                          [](const BatchSlice& a, const BatchSlice& b) {
+                                            return a.request->deadline() < b.request->deadline();
+                                          });
+      if (first->request->deadline() >= end) break;
+      const auto& requests = queue->requests();
+      DropLate(queue, std::find(requests.begin(), requests.end(), first->request),
+               &decision.dropped);
       plan = PlanBatch(*queue, limits, max_tokens, &full);
     }
+    DropLate(queue, end, &decision.dropped);
   }
   const auto& requests = queue->requests();
   if (requests.empty()) return decision;

@@ -74,6 +74,42 @@ TEST(ThroughputEstimateTest, LearnsEachSizeOfBatchApart) {
   EXPECT_NEAR(static_cast<double>(e.batch_tokens()), 10 + 1990 * std::pow(0.9, 30), 1);
 }
 
+// 1,000 tokens in 100 ms, then in 200 ms: the average moves to 110 ms, and
+// the one batch paced (the second) ran twice its prediction.
+ThroughputEstimate OneBatchTwiceAsSlow() {
+  ThroughputEstimate e = TenThousandPerSecond();
+  e.Observe(1000, milliseconds(200));
+  return e;
+}
+
+TEST(ThroughputEstimateTest, LearnsHowMuchSlowerThanPredictedBatchesRun) {
+  ThroughputEstimate e = TenThousandPerSecond();
+  EXPECT_EQ(e.slow_factor(), 1);  // the first batch had no prediction
+  for (int i = 0; i < 9; ++i) e.Observe(1000, milliseconds(100));
+  EXPECT_DOUBLE_EQ(e.slow_factor(), 1);
+  EXPECT_EQ(e.PredictSlow(1000), milliseconds(100));
+  // Seven batches at 200 ms, each against the average it moved: 2.0, 1.82,
+  // 1.68, 1.57, 1.49, 1.42, 1.36 times their prediction. Of 16 paces, the
+  // 90th percentile is the second highest.
+  for (int i = 0; i < 7; ++i) e.Observe(1000, milliseconds(200));
+  EXPECT_NEAR(e.slow_factor(), 0.2 / 0.11, 1e-9);
+  EXPECT_NEAR(std::chrono::duration<double>(e.PredictSlow(1000)).count(),
+              std::chrono::duration<double>(e.Predict(1000)).count() * 0.2 / 0.11, 1e-9);
+  // A pace that holds is forgotten once kPaceWindow batches ran at it.
+  for (int i = 0; i < 200; ++i) e.Observe(1000, milliseconds(200));
+  EXPECT_LT(e.slow_factor(), 1.001);
+  // Batches faster than predicted (an average falling towards 50 ms) leave
+  // it at 1, never below.
+  for (int i = 0; i < 100; ++i) e.Observe(1000, milliseconds(50));
+  EXPECT_DOUBLE_EQ(e.slow_factor(), 1);
+  // A size predicted from another size's rate is not paced: 10 tokens
+  // predicted at 1,000 tokens' rate (about 0.5 ms) took 100 ms.
+  ThroughputEstimate sizes = TenThousandPerSecond();
+  sizes.Observe(10, milliseconds(100));
+  EXPECT_EQ(sizes.slow_factor(), 1);
+  EXPECT_EQ(OneBatchTwiceAsSlow().slow_factor(), 2);
+}
+
 TEST(ThroughputEstimateTest, TokensWithinATimeAtEachSizesRate) {
   EXPECT_EQ(ThroughputEstimate{}.TokensWithin(milliseconds(100)), 0);  // unknown
   const ThroughputEstimate ten = TenThousandPerSecond();
@@ -177,6 +213,23 @@ TEST(AdmissionTest, RefusesACallPredictedToFinishAfterItsDeadline) {
   AdmissionLimits off;
   off.predict_deadlines = false;
   EXPECT_TRUE(Admit(backlog, 100, kT0 + milliseconds(1), kT0, e, off).ok());
+}
+
+TEST(AdmissionTest, JudgesDeadlinesAtTheSlowerRecentPace) {
+  // Predicted at 110 ms on average, 220 ms at the pace of the slower batches.
+  const ThroughputEstimate e = OneBatchTwiceAsSlow();
+  const Backlog idle{0, 0, 1, 1};
+  EXPECT_EQ(PredictedFinish(idle, 1000, kT0, e), kT0 + milliseconds(220));
+  const AdmissionLimits limits;
+  ExpectRefused(Admit(idle, 1000, kT0 + milliseconds(200), kT0, e, limits),
+                "would finish in 220 ms, after its deadline in 200 ms (0 tokens queued ahead, 0 "
+                "running, at 9090 tokens/s, at the pace of the slowest tenth of recent batches, "
+                "100% over the average)");
+  EXPECT_TRUE(Admit(idle, 1000, kT0 + milliseconds(220), kT0, e, limits).ok());
+  // The wait too: 500 ms queued ahead at 110 ms a batch of 1,000 tokens.
+  const Backlog queued{5000, 0, 1};
+  EXPECT_EQ(PredictedWait(queued, e), milliseconds(550));
+  EXPECT_EQ(PredictedFinish(queued, 100, kT0, e), kT0 + milliseconds(1320));
 }
 
 TEST(AdmissionTest, CountsTheQueueInWholeBatches) {
@@ -611,6 +664,34 @@ TEST(AdmissionTest, FormBatchNeverComputesWhatWouldFinishLate) {
   ASSERT_EQ(d.batch.slices.size(), 2u);
   EXPECT_EQ(d.batch.slices[0].request->id(), 9u);
   EXPECT_EQ(d.batch.slices[1].request->id(), 10u);
+
+  // The batch's request due first goes, then the batch is planned again: of
+  // three requests of 500 tokens (150 ms), the one due in 140 ms is dropped,
+  // and the one due in 145 ms rides in the batch of 1,000 tokens (100 ms).
+  // (Every request due before the first plan's end was dropped, both.)
+  RequestQueue q6(10);
+  ASSERT_TRUE(q6.Push(MakeRequest(13, 500, kT0 + milliseconds(140))).ok());
+  ASSERT_TRUE(q6.Push(MakeRequest(14, 500, kT0 + milliseconds(145))).ok());
+  ASSERT_TRUE(q6.Push(MakeRequest(15, 500, kNever)).ok());
+  limits.max_batch_sequences = 256;
+  d = FormBatch(&q6, limits, kT0, &e);
+  ASSERT_EQ(d.dropped.size(), 1u);
+  EXPECT_EQ(d.dropped[0].first->id(), 13u);
+  ASSERT_EQ(d.batch.slices.size(), 2u);
+  EXPECT_EQ(d.batch.slices[0].request->id(), 14u);
+  EXPECT_EQ(d.batch.slices[1].request->id(), 15u);
+
+  // At the pace of the slower recent batches: 1,000 tokens take 220 ms
+  // there (110 on average), so a call due in 150 ms is not computed.
+  const ThroughputEstimate slow = OneBatchTwiceAsSlow();
+  RequestQueue q5(10);
+  ASSERT_TRUE(q5.Push(MakeRequest(11, 1000, kT0 + milliseconds(150))).ok());
+  ASSERT_TRUE(q5.Push(MakeRequest(12, 1000, kT0 + milliseconds(230))).ok());
+  d = FormBatch(&q5, limits, kT0, &slow);
+  ASSERT_EQ(d.dropped.size(), 1u);
+  EXPECT_EQ(d.dropped[0].first->id(), 11u);
+  ASSERT_EQ(d.batch.slices.size(), 1u);
+  EXPECT_EQ(d.batch.slices[0].request->id(), 12u);
 
   // Without an estimate (or with prediction off) nothing is dropped early.
   RequestQueue q2(10);
