@@ -62,6 +62,12 @@ std::string FormatReportText(const LoadOptions& o, double offered_rate, const Ru
                   static_cast<long long>(n));
     out += buf;
   }
+  if (s.sent_past_deadline > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "  %lld calls sent after their deadline: the load generator fell behind\n",
+                  static_cast<long long>(s.sent_past_deadline));
+    out += buf;
+  }
   out += "  milliseconds                 mean       p50       p90       p99     p99.9       max\n";
   out += HistRow("latency (from intended)", s.latency_us);
   out += HistRow("service (from send)", s.service_us);
@@ -87,6 +93,7 @@ nlohmann::json ReportJson(const LoadOptions& o, double offered_rate, const RunSt
           {"requests_ok", s.ok},
           {"requests_error", s.errors},
           {"errors_by_code", errors},
+          {"sent_past_deadline", s.sent_past_deadline},
           {"texts", s.texts},
           {"tokens", s.tokens},
           {"elapsed_s", s.ElapsedSeconds()},

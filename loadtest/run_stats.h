@@ -24,6 +24,9 @@ struct CallOutcome {
   int64_t sent_ns = 0;
   int64_t done_ns = 0;
   int64_t texts = 0;
+  // Sent when its deadline (from the intended send) had already passed: the
+  // load generator fell behind, and the client, not the server, failed it.
+  bool sent_past_deadline = false;
   // From the response (OK calls only).
   int64_t token_count = 0;
   int64_t tokenize_us = 0;
@@ -43,6 +46,7 @@ struct RunStats {
   int64_t ok = 0;
   int64_t errors = 0;
   std::map<int, int64_t> errors_by_code;  // grpc::StatusCode -> count
+  int64_t sent_past_deadline = 0;         // CallOutcome::sent_past_deadline
   int64_t texts = 0;                      // texts in OK calls
   int64_t tokens = 0;                     // sum of OK responses' token_count
   // Measured window: first counted intended send to last counted completion.

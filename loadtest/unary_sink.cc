@@ -93,6 +93,9 @@ class UnarySink : public CallSink {
              out.status_code = static_cast<int>(status.error_code());
              out.intended_ns = call->ticket.intended_ns;
              out.sent_ns = call->sent_ns;
+             out.sent_past_deadline =
+                 options_.timeout_ms > 0 &&
+                 call->sent_ns - call->ticket.intended_ns >= options_.timeout_ms * 1'000'000;
              out.texts = call->request.texts_size();
              const auto& r = call->response;
              out.token_count = r.token_count();

@@ -127,6 +127,8 @@ def open_run(args, daemon, tmp, name, rate, timeout_ms, duration, warmup, extra=
             "goodput_per_s": r["requests_ok"] / duration,
             "p50_ms": r["latency"]["p50_us"] / 1e3, "p99_ms": r["latency"]["p99_us"] / 1e3,
             "refusal_p99_ms": r["refusal"]["p99_us"] / 1e3, "codes": r["errors_by_code"],
+            # Failed by the client, sent after their deadline had passed.
+            "sent_past_deadline": r.get("sent_past_deadline", 0),
             "ok": r["requests_ok"], "computed_sequences": computed, "ok_sequences": ok,
             "wasted_sequences": computed - ok,
             "wasted_fraction": (computed - ok) / computed if computed else 0.0,

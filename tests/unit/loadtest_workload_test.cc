@@ -143,5 +143,21 @@ TEST(LoadtestWorkloadTest, RecorderCountsAndSaturation) {
   EXPECT_TRUE(IsSaturated(1.0, backlog.Snapshot()));  // 100 done over 1.5 s
 }
 
+TEST(LoadtestWorkloadTest, RecorderCountsCallsSentPastTheirDeadline) {
+  Recorder r;
+  CallOutcome on_time;
+  on_time.status_code = 4;  // DEADLINE_EXCEEDED: the server's
+  r.Record(on_time);
+  CallOutcome late = on_time;  // the client's: sent after the deadline
+  late.sent_past_deadline = true;
+  r.Record(late);
+  const RunStats s = r.Snapshot();
+  EXPECT_EQ(s.errors_by_code.at(4), 2);
+  EXPECT_EQ(s.sent_past_deadline, 1);
+  EXPECT_NE(FormatReportText(LoadOptions{}, 0, s).find("1 calls sent after their deadline"),
+            std::string::npos);
+  EXPECT_EQ(ReportJson(LoadOptions{}, 0, s)["sent_past_deadline"], 1);
+}
+
 }  // namespace
 }  // namespace encoderd::loadtest
