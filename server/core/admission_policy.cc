@@ -266,7 +266,7 @@ Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
            " tokens/s";
   };
   const auto pace_text = [&] {
-    const int over = static_cast<int>(std::lround((estimate.slow_factor() - 1) * 100));
+    const int64_t over = std::llround((estimate.slow_factor() - 1) * 100);
     return over > 0 ? ", at the pace of the slowest tenth of recent batches, " +
                           std::to_string(over) + "% over the average"
                     : std::string();

@@ -46,12 +46,12 @@ class ThroughputEstimate {
   // How much slower than predicted recent batches ran: of the last
   // kPaceWindow batches predicted at their own size's rate, the time each
   // took over the time predicted for it, at the kSlowQuantile quantile; at
-  // least 1. Deadlines are judged at that pace: under overload the queue
-  // fills until the oldest call of each batch is due just as the batch is
-  // predicted to end, and a batch that ran a few percent slow made its
-  // oldest calls late after they were computed (1-6% of the sequences
-  // computed with 100 ms deadlines on a 2-vCPU VM, where one batch in ten
-  // ran 6% or more over its prediction; docs/reliability.md).
+  // least 1 (with ten batches or fewer paced, the slowest of them).
+  // Deadlines are judged at that pace: under overload the queue fills until
+  // the oldest call of each batch is due just as the batch is predicted to
+  // end, and a batch that ran a few percent slow made its oldest calls late
+  // after they were computed (docs/reliability.md, "Deadlines at the slower
+  // pace").
   double slow_factor() const { return slow_factor_; }
   // Predict(tokens) at slow_factor(): about one batch in ten takes longer.
   Clock::duration PredictSlow(int64_t tokens) const;

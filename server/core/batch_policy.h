@@ -143,7 +143,11 @@ DroppedRequests DropStale(RequestQueue* queue, Clock::time_point now);
 // Called when an executor is free. Drops cancelled, expired and already
 // finished requests (DropStale), and, when `estimate` knows the throughput,
 // those whose deadline passes before the next batch (as planned, within its
-// limits) would finish: never computed, since they cannot succeed.
+// limits) would finish at the pace of the slower recent batches
+// (ThroughputEstimate::PredictSlow): never computed, since they cannot
+// succeed. The batch's request due first goes one at a time, the batch
+// planned again without it, until the batch ends before every deadline in
+// it; then the requests beyond it that are due before it ends.
 // Then packs sequences from the head in queue order until the next sequence
 // would exceed a limit (BatchTokenCap for the tokens; the batch is full: it
 // runs now) or the queue is exhausted (it runs only once the oldest request

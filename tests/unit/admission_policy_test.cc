@@ -226,7 +226,9 @@ TEST(AdmissionTest, JudgesDeadlinesAtTheSlowerRecentPace) {
                 "running, at 9090 tokens/s, at the pace of the slowest tenth of recent batches, "
                 "100% over the average)");
   EXPECT_TRUE(Admit(idle, 1000, kT0 + milliseconds(220), kT0, e, limits).ok());
-  // The wait too: 500 ms queued ahead at 110 ms a batch of 1,000 tokens.
+  // The wait too: 5,000 tokens queued ahead are one batch (550 ms at the
+  // average), then its own batch of the recent size (110 ms), all at twice
+  // that.
   const Backlog queued{5000, 0, 1};
   EXPECT_EQ(PredictedWait(queued, e), milliseconds(550));
   EXPECT_EQ(PredictedFinish(queued, 100, kT0, e), kT0 + milliseconds(1320));
@@ -682,16 +684,21 @@ TEST(AdmissionTest, FormBatchNeverComputesWhatWouldFinishLate) {
   EXPECT_EQ(d.batch.slices[1].request->id(), 15u);
 
   // At the pace of the slower recent batches: 1,000 tokens take 220 ms
-  // there (110 on average), so a call due in 150 ms is not computed.
+  // there (110 on average), so a call due in 150 ms is not computed, and
+  // one beyond the batch due before it ends (200 ms) goes too.
   const ThroughputEstimate slow = OneBatchTwiceAsSlow();
+  limits.max_batch_tokens = 1000;
   RequestQueue q5(10);
   ASSERT_TRUE(q5.Push(MakeRequest(11, 1000, kT0 + milliseconds(150))).ok());
-  ASSERT_TRUE(q5.Push(MakeRequest(12, 1000, kT0 + milliseconds(230))).ok());
+  ASSERT_TRUE(q5.Push(MakeRequest(12, 1000, kNever)).ok());
+  ASSERT_TRUE(q5.Push(MakeRequest(16, 1000, kT0 + milliseconds(200))).ok());
   d = FormBatch(&q5, limits, kT0, &slow);
-  ASSERT_EQ(d.dropped.size(), 1u);
+  ASSERT_EQ(d.dropped.size(), 2u);
   EXPECT_EQ(d.dropped[0].first->id(), 11u);
+  EXPECT_EQ(d.dropped[1].first->id(), 16u);
   ASSERT_EQ(d.batch.slices.size(), 1u);
   EXPECT_EQ(d.batch.slices[0].request->id(), 12u);
+  EXPECT_TRUE(q5.empty());
 
   // Without an estimate (or with prediction off) nothing is dropped early.
   RequestQueue q2(10);

@@ -77,7 +77,8 @@ TEST(LoadtestArrivalTest, DeadlineRunsFromTheIntendedSendTime) {
   EXPECT_EQ(DeadlineFromIntended(5'000'000, 5'000'000, 100, sent_at), sent_at + milliseconds(100));
   // Sent 3 ms late: 97 ms left (it had 100 ms from the send).
   EXPECT_EQ(DeadlineFromIntended(5'000'000, 8'000'000, 100, sent_at), sent_at + milliseconds(97));
-  // Sent early (a closed loop's next call, intended as it is sent): no credit.
+  // A send time before the intended one (not made by the runner, which
+  // claims a call before sending it) gives no credit.
   EXPECT_EQ(DeadlineFromIntended(8'000'000, 5'000'000, 100, sent_at), sent_at + milliseconds(100));
 }
 
