@@ -63,7 +63,7 @@ void ThroughputEstimate::ObservePace(double pace) {
   std::copy(paces_, paces_ + n, sorted);
   const int at = std::min(n - 1, static_cast<int>(std::ceil(kSlowQuantile * n)) - 1);
   std::nth_element(sorted, sorted + at, sorted + n);
-  slow_factor_ = std::max(1.0, sorted[at]);
+  slow_factor_ = std::clamp(sorted[at], 1.0, kSlowestPace);
 }
 
 const ThroughputEstimate::Rate* ThroughputEstimate::RateFor(int64_t tokens) const {

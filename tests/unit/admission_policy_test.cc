@@ -108,6 +108,10 @@ TEST(ThroughputEstimateTest, LearnsHowMuchSlowerThanPredictedBatchesRun) {
   sizes.Observe(10, milliseconds(100));
   EXPECT_EQ(sizes.slow_factor(), 1);
   EXPECT_EQ(OneBatchTwiceAsSlow().slow_factor(), 2);
+  // At most kSlowestPace: a batch three times as slow as predicted.
+  ThroughputEstimate slowest = TenThousandPerSecond();
+  slowest.Observe(1000, milliseconds(300));
+  EXPECT_EQ(slowest.slow_factor(), ThroughputEstimate::kSlowestPace);
 }
 
 TEST(ThroughputEstimateTest, TokensWithinATimeAtEachSizesRate) {
