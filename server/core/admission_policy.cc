@@ -203,8 +203,11 @@ OwnBatch PlanOwnBatch(const Backlog& backlog, int64_t tokens, const ThroughputEs
 }
 
 // The wait before a call's own batch starts, and that batch's duration, at
-// the estimate's average pace; and when the call finishes at the pace of the
-// slower recent batches (slow_factor).
+// the estimate's average pace; and when the call finishes with the running
+// work and its own batch at the pace of the slower recent batches
+// (slow_factor). The full batches queued ahead keep the average: several
+// rarely all run slow, and under ASan, a queue of about 15 s of such
+// batches taken at up to twice that had calls with 30 s deadlines refused.
 struct Prediction {
   Clock::duration wait{};
   Clock::duration own_batch{};
@@ -219,6 +222,7 @@ Prediction PredictCall(const Backlog& backlog, int64_t tokens, const ThroughputE
   Prediction p;
   p.queue_batch = own.starts_now ? own.tokens : own.queue_batch;
   p.own_batch = estimate.Predict(own.tokens);
+  double running = 0;  // seconds
   if (!own.starts_now) {
     // The executors share the running work and take the full batches ahead
     // a round at a time (one batch runs on one executor). In seconds, held
@@ -226,13 +230,17 @@ Prediction PredictCall(const Backlog& backlog, int64_t tokens, const ThroughputE
     // its own.
     const int64_t executors = std::max(backlog.executors, 1);
     const int64_t rounds = (own.full_batches_queued + executors - 1) / executors;
-    const double ahead =
-        static_cast<double>(rounds) * Seconds(estimate.Predict(own.queue_batch)) +
+    const double full_batches =
+        static_cast<double>(rounds) * Seconds(estimate.Predict(own.queue_batch));
+    running =
         Seconds(estimate.Predict(backlog.running_tokens)) / 2 / static_cast<double>(executors);
     p.wait = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(std::min(ahead, kLongestSeconds)));
+        std::chrono::duration<double>(std::min(full_batches + running, kLongestSeconds)));
   }
-  p.slow_finish = AtPace(p.wait + p.own_batch, estimate.slow_factor());
+  const Clock::duration running_part = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(std::min(running, kLongestSeconds)));
+  p.slow_finish =
+      p.wait - running_part + AtPace(running_part + p.own_batch, estimate.slow_factor());
   return p;
 }
 

@@ -62,9 +62,7 @@ class ThroughputEstimate {
   static constexpr int kPaceWindow = 64;
   static constexpr double kSlowQuantile = 0.9;
   // A margin for batches more than twice as slow as predicted is the rate's
-  // to learn, not the margin's: one such batch among the first few after a
-  // start (with 64 client threads on the daemon's 2 CPUs under ASan) had
-  // calls with 30 s deadlines refused behind a queue of a few seconds.
+  // to learn, not the margin's.
   static constexpr double kSlowestPace = 2;
 
  private:
@@ -229,9 +227,10 @@ Clock::duration OverloadQueueTime(const AdmissionLimits& limits,
 // queued, it waits for nothing.
 Clock::duration PredictedWait(const Backlog& backlog, const ThroughputEstimate& estimate);
 
-// When a call of `tokens` submitted at `now` is predicted to finish, at the
-// pace of the slower recent batches (ThroughputEstimate::slow_factor): after its
-// wait, its own batch. That batch is what is queued beyond the full batches
+// When a call of `tokens` submitted at `now` is predicted to finish: after its
+// wait, its own batch, the running work and its own batch at the pace of the
+// slower recent batches (ThroughputEstimate::slow_factor) and the full
+// batches queued ahead at the average. That batch is what is queued beyond the full batches
 // plus the call, when an executor is free for it; otherwise calls arriving
 // meanwhile fill it up to at least the recent batch size.
 Clock::time_point PredictedFinish(const Backlog& backlog, int64_t tokens, Clock::time_point now,

@@ -230,12 +230,13 @@ TEST(AdmissionTest, JudgesDeadlinesAtTheSlowerRecentPace) {
                 "running, at 9090 tokens/s, at the pace of the slowest tenth of recent batches, "
                 "100% over the average)");
   EXPECT_TRUE(Admit(idle, 1000, kT0 + milliseconds(220), kT0, e, limits).ok());
-  // The wait too: 5,000 tokens queued ahead are one batch (550 ms at the
-  // average), then its own batch of the recent size (110 ms), all at twice
+  // The running work too, but not the full batches queued ahead: 5,000
+  // tokens queued are one batch (550 ms, at the average), and half of 2,000
+  // running (110 ms) and its own batch of the recent size (110 ms) at twice
   // that.
-  const Backlog queued{5000, 0, 1};
-  EXPECT_EQ(PredictedWait(queued, e), milliseconds(550));
-  EXPECT_EQ(PredictedFinish(queued, 100, kT0, e), kT0 + milliseconds(1320));
+  const Backlog queued{5000, 2000, 1};
+  EXPECT_EQ(PredictedWait(queued, e), milliseconds(660));
+  EXPECT_EQ(PredictedFinish(queued, 100, kT0, e), kT0 + milliseconds(990));
 }
 
 TEST(AdmissionTest, CountsTheQueueInWholeBatches) {
