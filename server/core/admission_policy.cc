@@ -41,10 +41,12 @@ void ThroughputEstimate::Observe(int64_t tokens, Clock::duration duration) {
   if (tokens <= 0 || seconds <= 0) return;
   batch_tokens_ = known() ? batch_tokens_ + kNewest * (static_cast<double>(tokens) - batch_tokens_)
                           : static_cast<double>(tokens);
-  Rate& rate = rates_[SizeClass(tokens)];
+  const int size_class = SizeClass(tokens);
+  Rate& rate = rates_[size_class];
   // A batch predicted from another size's rate says nothing of the pace.
   if (rate.known())
-    ObservePace(seconds / (static_cast<double>(tokens) * rate.seconds / rate.tokens));
+    paces_[size_class].Observe(seconds /
+                               (static_cast<double>(tokens) * rate.seconds / rate.tokens));
   if (!rate.known()) {
     rate.tokens = static_cast<double>(tokens);
     rate.seconds = seconds;
@@ -54,16 +56,19 @@ void ThroughputEstimate::Observe(int64_t tokens, Clock::duration duration) {
   rate.seconds += kNewest * (seconds - rate.seconds);
 }
 
-void ThroughputEstimate::ObservePace(double pace) {
-  paces_[next_pace_] = pace;
-  next_pace_ = (next_pace_ + 1) % kPaceWindow;
-  paces_known_ = std::min(paces_known_ + 1, kPaceWindow);
-  const int n = paces_known_;
+void ThroughputEstimate::Paces::Observe(double pace) {
+  ring[next] = pace;
+  next = (next + 1) % kPaceWindow;
+  known = std::min(known + 1, kPaceWindow);
   double sorted[kPaceWindow];
-  std::copy(paces_, paces_ + n, sorted);
-  const int at = std::min(n - 1, static_cast<int>(std::ceil(kSlowQuantile * n)) - 1);
-  std::nth_element(sorted, sorted + at, sorted + n);
-  slow_factor_ = std::clamp(sorted[at], 1.0, kSlowestPace);
+  std::copy(ring, ring + known, sorted);
+  const int at = std::min(known - 1, static_cast<int>(std::ceil(kSlowQuantile * known)) - 1);
+  std::nth_element(sorted, sorted + at, sorted + known);
+  slow_factor = std::clamp(sorted[at], 1.0, kSlowestPace);
+}
+
+double ThroughputEstimate::slow_factor(int64_t batch_tokens) const {
+  return paces_[SizeClass(batch_tokens)].slow_factor;
 }
 
 const ThroughputEstimate::Rate* ThroughputEstimate::RateFor(int64_t tokens) const {
@@ -88,7 +93,7 @@ Clock::duration ThroughputEstimate::Predict(int64_t tokens) const {
 }
 
 Clock::duration ThroughputEstimate::PredictSlow(int64_t tokens) const {
-  return AtPace(Predict(tokens), slow_factor_);
+  return AtPace(Predict(tokens), slow_factor(tokens));
 }
 
 int64_t ThroughputEstimate::TokensWithin(Clock::duration time) const {
@@ -204,14 +209,17 @@ OwnBatch PlanOwnBatch(const Backlog& backlog, int64_t tokens, const ThroughputEs
 
 // The wait before a call's own batch starts, and that batch's duration, at
 // the estimate's average pace; and when the call finishes with the running
-// work and its own batch at the pace of the slower recent batches
-// (slow_factor). The full batches queued ahead keep the average: several
-// rarely all run slow, and under ASan, a queue of about 15 s of such
+// work and its own batch each at the pace of the slower recent batches of
+// its size (slow_factor). The full batches queued ahead keep the average:
+// several rarely all run slow, and under ASan, a queue of about 15 s of such
 // batches taken at up to twice that had calls with 30 s deadlines refused.
 struct Prediction {
   Clock::duration wait{};
   Clock::duration own_batch{};
+  Clock::duration own_batch_slow{};
   Clock::duration slow_finish{};
+  // The own batch's slow factor, for the refusal.
+  double own_slow_factor = 1;
   // The size of batch the refusal's rate is quoted for: of those ahead, or
   // its own when it starts at once.
   int64_t queue_batch = 1;
@@ -222,7 +230,10 @@ Prediction PredictCall(const Backlog& backlog, int64_t tokens, const ThroughputE
   Prediction p;
   p.queue_batch = own.starts_now ? own.tokens : own.queue_batch;
   p.own_batch = estimate.Predict(own.tokens);
-  double running = 0;  // seconds
+  p.own_slow_factor = estimate.slow_factor(own.tokens);
+  p.own_batch_slow = AtPace(p.own_batch, p.own_slow_factor);
+  double running = 0;       // seconds
+  double running_pace = 1;  // of an executor's batch of the running work
   if (!own.starts_now) {
     // The executors share the running work and take the full batches ahead
     // a round at a time (one batch runs on one executor). In seconds, held
@@ -234,13 +245,13 @@ Prediction PredictCall(const Backlog& backlog, int64_t tokens, const ThroughputE
         static_cast<double>(rounds) * Seconds(estimate.Predict(own.queue_batch));
     running =
         Seconds(estimate.Predict(backlog.running_tokens)) / 2 / static_cast<double>(executors);
+    running_pace = estimate.slow_factor(backlog.running_tokens / executors);
     p.wait = std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(std::min(full_batches + running, kLongestSeconds)));
   }
   const Clock::duration running_part = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(std::min(running, kLongestSeconds)));
-  p.slow_finish =
-      p.wait - running_part + AtPace(running_part + p.own_batch, estimate.slow_factor());
+  p.slow_finish = p.wait - running_part + AtPace(running_part, running_pace) + p.own_batch_slow;
   return p;
 }
 
@@ -274,8 +285,9 @@ Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
            " tokens/s";
   };
   const auto pace_text = [&] {
-    const int64_t over = std::llround((estimate.slow_factor() - 1) * 100);
-    return over > 0 ? ", at the pace of the slowest tenth of recent batches, " +
+    const int64_t over = std::llround((predicted.own_slow_factor - 1) * 100);
+    return over > 0 ? ", its batch at the pace of the slowest tenth of recent batches of its "
+                      "size, " +
                           std::to_string(over) + "% over the average"
                     : std::string();
   };
@@ -300,8 +312,8 @@ Status Admit(const Backlog& backlog, int64_t tokens, Clock::time_point deadline,
       v.refusal = Refusal::kPredictedLate;
       // Late for the queue ahead, not for its own batch, and with more
       // slack than a standing queue allows.
-      v.shows_overload = now + AtPace(predicted.own_batch, estimate.slow_factor()) <= deadline &&
-                         deadline - now > overload_queue_time();
+      v.shows_overload =
+          now + predicted.own_batch_slow <= deadline && deadline - now > overload_queue_time();
       return ResourceExhausted(
           "overloaded: the call would finish in " + std::to_string(Millis(finish - now)) +
           " ms, after its deadline in " + std::to_string(Millis(deadline - now)) + " ms (" +

@@ -43,22 +43,31 @@ class ThroughputEstimate {
   // The most tokens a batch predicted to take at most `time` holds (0 when
   // not even one token fits, or while unknown).
   int64_t TokensWithin(Clock::duration time) const;
-  // How much slower than predicted recent batches ran: of the last
-  // kPaceWindow batches predicted at their own size's rate, the time each
-  // took over the time predicted for it, at the kSlowQuantile quantile; at
-  // least 1 and at most kSlowestPace (with ten batches or fewer paced, the
-  // slowest of them).
+  // How much slower than predicted recent batches of the size of
+  // `batch_tokens` ran: of the last kPaceWindow batches of its size class
+  // predicted at that class's own rate, the time each took over the time
+  // predicted for it, at the kSlowQuantile quantile; at least 1 and at most
+  // kSlowestPace (with ten batches or fewer paced, the slowest of them), and
+  // 1 for a size class with no batch paced.
   // Deadlines are judged at that pace: under overload the queue fills until
   // the oldest call of each batch is due just as the batch is predicted to
   // end, and a batch that ran a few percent slow made its oldest calls late
   // after they were computed (docs/reliability.md, "Deadlines at the slower
-  // pace").
-  double slow_factor() const { return slow_factor_; }
-  // Predict(tokens) at slow_factor(): about one batch in ten takes longer.
+  // pace"). Each size is paced apart: a pause of a few milliseconds is
+  // several times a small batch's prediction and a few percent of a large
+  // one's.
+  double slow_factor(int64_t batch_tokens) const;
+  // Predict(tokens) at slow_factor(tokens): about one batch in ten of that
+  // size takes longer.
   Clock::duration PredictSlow(int64_t tokens) const;
 
   // Size classes: batches of under 64, 256, 1,024, 4,096 tokens, and more.
   static constexpr int kSizeClasses = 5;
+  // The fewest tokens of a batch of size class `size_class` (0 to
+  // kSizeClasses - 1): 1, 64, 256, 1,024, 4,096.
+  static int64_t SizeClassFirst(int size_class) {
+    return size_class == 0 ? 1 : int64_t{16} << (2 * size_class);
+  }
   static constexpr int kPaceWindow = 64;
   static constexpr double kSlowQuantile = 0.9;
   // A margin for batches more than twice as slow as predicted is the rate's
@@ -74,16 +83,20 @@ class ThroughputEstimate {
   static int SizeClass(int64_t tokens);
   // The rate a batch of `tokens` is predicted at; nullptr while unknown.
   const Rate* RateFor(int64_t tokens) const;
-  // A batch took `pace` times its prediction.
-  void ObservePace(double pace);
+  // The last kPaceWindow batches of a size class: their time over their
+  // prediction (a ring), and its slow factor.
+  struct Paces {
+    double ring[kPaceWindow] = {};
+    int known = 0;
+    int next = 0;
+    double slow_factor = 1;
+    // A batch took `pace` times its prediction.
+    void Observe(double pace);
+  };
 
   Rate rates_[kSizeClasses];
+  Paces paces_[kSizeClasses];
   double batch_tokens_ = 0;
-  // The last kPaceWindow batches' time over their prediction (a ring).
-  double paces_[kPaceWindow] = {};
-  int paces_known_ = 0;
-  int next_pace_ = 0;
-  double slow_factor_ = 1;
 };
 
 struct AdmissionLimits {
@@ -227,12 +240,13 @@ Clock::duration OverloadQueueTime(const AdmissionLimits& limits,
 // queued, it waits for nothing.
 Clock::duration PredictedWait(const Backlog& backlog, const ThroughputEstimate& estimate);
 
-// When a call of `tokens` submitted at `now` is predicted to finish: after its
-// wait, its own batch, the running work and its own batch at the pace of the
-// slower recent batches (ThroughputEstimate::slow_factor) and the full
-// batches queued ahead at the average. That batch is what is queued beyond the full batches
-// plus the call, when an executor is free for it; otherwise calls arriving
-// meanwhile fill it up to at least the recent batch size.
+// When a call of `tokens` submitted at `now` is predicted to finish: after
+// the full batches queued ahead at the average pace, then the running work
+// and its own batch, each at the pace of the slower recent batches of its
+// size (ThroughputEstimate::slow_factor). Its own batch is what is queued
+// beyond the full batches plus the call, when an executor is free for it;
+// otherwise calls arriving meanwhile fill it up to at least the recent batch
+// size.
 Clock::time_point PredictedFinish(const Backlog& backlog, int64_t tokens, Clock::time_point now,
                                   const ThroughputEstimate& estimate);
 

@@ -120,6 +120,14 @@ bool DynamicBatcher::standing() const {
   return standing_.standing();
 }
 
+std::array<double, ThroughputEstimate::kSizeClasses> DynamicBatcher::slow_paces() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::array<double, ThroughputEstimate::kSizeClasses> paces;
+  for (int c = 0; c < ThroughputEstimate::kSizeClasses; ++c)
+    paces[c] = estimate_.slow_factor(ThroughputEstimate::SizeClassFirst(c));
+  return paces;
+}
+
 void DynamicBatcher::ObserveOverflow() {
   // Without mu_: under overload every call the slots refuse comes here, for
   // every model.

@@ -3,6 +3,7 @@
 // engine replica. Handlers Submit() requests and wait on request->done().
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -66,6 +67,9 @@ class DynamicBatcher {
   // Any thread: whether the queue stands now (StandingQueue: sustained
   // overload, calls refused beyond a short wait).
   bool standing() const;
+  // Any thread: the pace deadlines are judged at for each size class of
+  // batch (ThroughputEstimate::slow_factor, SizeClassFirst).
+  std::array<double, ThroughputEstimate::kSizeClasses> slow_paces() const;
 
   // Any thread, without waiting for the batcher's lock: the server refused a
   // call for want of a slot (max_concurrent_requests, or its connection's

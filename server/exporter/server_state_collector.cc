@@ -3,8 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <memory>
+#include <string>
 
 #include "engine/model/model_spec.h"
+#include "server/core/admission_policy.h"
 #include "server/core/concurrency_limiter.h"
 #include "server/core/inference_request.h"
 #include "server/metrics/process_stats.h"
@@ -61,6 +63,11 @@ std::vector<MetricFamily> ServerStateCollector::Collect() const {
                                  "predicted to wait longer than overload_queue_time_us or one "
                                  "batch are refused at once), else 0.",
                                  MetricType::Gauge);
+  MetricFamily pace = Family("encoderd_batch_slow_pace",
+                             "The pace deadlines are judged at: of the model's last 64 batches of "
+                             "this many tokens, the 90th percentile of each one's time over its "
+                             "prediction; 1 until such a batch ran, at most 2.",
+                             MetricType::Gauge);
   const auto loaded = registry_->Loaded();
   const bool draining = registry_->draining();
   for (const ModelConfig& config : models_) {
@@ -72,6 +79,15 @@ std::vector<MetricFamily> ServerStateCollector::Collect() const {
     if (!model) continue;
     AddGauge(&depth, {{"model", config.name}}, static_cast<double>(model->batcher().queue_depth()));
     AddGauge(&standing, {{"model", config.name}}, model->batcher().standing() ? 1 : 0);
+    const auto paces = model->batcher().slow_paces();
+    for (int c = 0; c < ThroughputEstimate::kSizeClasses; ++c) {
+      const std::string first = std::to_string(ThroughputEstimate::SizeClassFirst(c));
+      const std::string tokens =
+          c + 1 < ThroughputEstimate::kSizeClasses
+              ? first + "-" + std::to_string(ThroughputEstimate::SizeClassFirst(c + 1) - 1)
+              : first + "+";
+      AddGauge(&pace, {{"model", config.name}, {"tokens", tokens}}, paces[c]);
+    }
     AddGauge(&info,
              {{"model", config.name},
               {"family", ModelFamilyName(model->encoder_config().family)},
@@ -92,6 +108,7 @@ std::vector<MetricFamily> ServerStateCollector::Collect() const {
   AddGauge(&slots, {}, static_cast<double>(ConcurrencyLimiter::HeldInProcess()));
   std::vector<MetricFamily> families = {std::move(build), std::move(ready),    std::move(info),
                                         std::move(depth), std::move(capacity), std::move(standing)};
+  families.push_back(std::move(pace));
   families.push_back(std::move(live));
   families.push_back(std::move(slots));
 

@@ -472,6 +472,13 @@ def check_no_leaks(args, tmp):
         check(refused <= dropped["refused_predicted_late"] <= tiny,
               f"leaks: RESOURCE_EXHAUSTED answers ({refused}) <= predicted-late refusals "
               f"({dropped['refused_predicted_late']:.0f}) <= tiny-deadline calls ({tiny})")
+        # The pace the deadline rules judge each size of batch at: a series
+        # for every size, between the average (1) and twice it.
+        paces = {t: daemon.metric("encoderd_batch_slow_pace", {"model": MODEL, "tokens": t})
+                 for t in ("1-63", "64-255", "256-1023", "1024-4095", "4096+")}
+        print(f"leaks: the slower pace by batch tokens {paces}", flush=True)
+        check(all(1 <= p <= 2 for p in paces.values()),
+              f"leaks: encoderd_batch_slow_pace in [1, 2] for every size ({paces})")
         check(serving(health), "leaks: still SERVING")
     finally:
         daemon.stop()

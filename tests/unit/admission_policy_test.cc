@@ -84,34 +84,63 @@ ThroughputEstimate OneBatchTwiceAsSlow() {
 
 TEST(ThroughputEstimateTest, LearnsHowMuchSlowerThanPredictedBatchesRun) {
   ThroughputEstimate e = TenThousandPerSecond();
-  EXPECT_EQ(e.slow_factor(), 1);  // the first batch had no prediction
+  EXPECT_EQ(e.slow_factor(1000), 1);  // the first batch had no prediction
   for (int i = 0; i < 9; ++i) e.Observe(1000, milliseconds(100));
-  EXPECT_DOUBLE_EQ(e.slow_factor(), 1);
+  EXPECT_DOUBLE_EQ(e.slow_factor(1000), 1);
   EXPECT_EQ(e.PredictSlow(1000), milliseconds(100));
   // Seven batches at 200 ms, each against the average it moved: 2.0, 1.82,
   // 1.68, 1.57, 1.49, 1.42, 1.36 times their prediction. Of 16 paces, the
   // 90th percentile is the second highest.
   for (int i = 0; i < 7; ++i) e.Observe(1000, milliseconds(200));
-  EXPECT_NEAR(e.slow_factor(), 0.2 / 0.11, 1e-9);
+  EXPECT_NEAR(e.slow_factor(1000), 0.2 / 0.11, 1e-9);
   EXPECT_NEAR(std::chrono::duration<double>(e.PredictSlow(1000)).count(),
               std::chrono::duration<double>(e.Predict(1000)).count() * 0.2 / 0.11, 1e-9);
   // A pace that holds is forgotten once kPaceWindow batches ran at it.
   for (int i = 0; i < 200; ++i) e.Observe(1000, milliseconds(200));
-  EXPECT_LT(e.slow_factor(), 1.001);
+  EXPECT_LT(e.slow_factor(1000), 1.001);
   // Batches faster than predicted (an average falling towards 50 ms) leave
   // it at 1, never below.
   for (int i = 0; i < 100; ++i) e.Observe(1000, milliseconds(50));
-  EXPECT_DOUBLE_EQ(e.slow_factor(), 1);
+  EXPECT_DOUBLE_EQ(e.slow_factor(1000), 1);
   // A size predicted from another size's rate is not paced: 10 tokens
   // predicted at 1,000 tokens' rate (about 0.5 ms) took 100 ms.
   ThroughputEstimate sizes = TenThousandPerSecond();
   sizes.Observe(10, milliseconds(100));
-  EXPECT_EQ(sizes.slow_factor(), 1);
-  EXPECT_EQ(OneBatchTwiceAsSlow().slow_factor(), 2);
+  EXPECT_EQ(sizes.slow_factor(10), 1);
+  EXPECT_EQ(sizes.slow_factor(1000), 1);
+  EXPECT_EQ(OneBatchTwiceAsSlow().slow_factor(1000), 2);
   // At most kSlowestPace: a batch three times as slow as predicted.
   ThroughputEstimate slowest = TenThousandPerSecond();
   slowest.Observe(1000, milliseconds(300));
-  EXPECT_EQ(slowest.slow_factor(), ThroughputEstimate::kSlowestPace);
+  EXPECT_EQ(slowest.slow_factor(1000), ThroughputEstimate::kSlowestPace);
+}
+
+TEST(ThroughputEstimateTest, PacesEachSizeOfBatchApart) {
+  // Batches of 1,000 tokens run as predicted, batches of 10 one in four
+  // three times as slow (a pause of 2 ms): only the small ones are
+  // predicted slower. With one pace for every size, a batch of 6,500
+  // tokens was taken at twice its 9 s under ASan, and calls with 30 s
+  // deadlines were refused.
+  ThroughputEstimate e = TenThousandPerSecond();
+  for (int i = 0; i < 20; ++i) {
+    e.Observe(1000, milliseconds(100));
+    e.Observe(10, milliseconds(i % 4 == 0 ? 3 : 1));
+  }
+  EXPECT_DOUBLE_EQ(e.slow_factor(1000), 1);
+  EXPECT_EQ(e.PredictSlow(1000), e.Predict(1000));
+  EXPECT_GT(e.slow_factor(10), 1.5);  // 1.6: each slow batch against its moved average
+  EXPECT_GT(e.PredictSlow(10), e.Predict(10));
+  // The classes' bounds: 63 tokens is the smallest class, 64 the next.
+  EXPECT_EQ(e.slow_factor(ThroughputEstimate::SizeClassFirst(1) - 1), e.slow_factor(10));
+  EXPECT_EQ(e.slow_factor(ThroughputEstimate::SizeClassFirst(1)), 1);
+  EXPECT_EQ(ThroughputEstimate::SizeClassFirst(0), 1);
+  EXPECT_EQ(ThroughputEstimate::SizeClassFirst(4), 4096);
+  // A size class never paced is taken at the average: 5,000 tokens.
+  EXPECT_EQ(e.slow_factor(5000), 1);
+  EXPECT_EQ(e.PredictSlow(5000), e.Predict(5000));
+  const Backlog idle{0, 0, 1, 1};
+  EXPECT_EQ(PredictedFinish(idle, 1000, kT0, e), kT0 + milliseconds(100));
+  EXPECT_TRUE(Admit(idle, 1000, kT0 + milliseconds(100), kT0, e, AdmissionLimits{}).ok());
 }
 
 TEST(ThroughputEstimateTest, TokensWithinATimeAtEachSizesRate) {
@@ -227,16 +256,21 @@ TEST(AdmissionTest, JudgesDeadlinesAtTheSlowerRecentPace) {
   const AdmissionLimits limits;
   ExpectRefused(Admit(idle, 1000, kT0 + milliseconds(200), kT0, e, limits),
                 "would finish in 220 ms, after its deadline in 200 ms (0 tokens queued ahead, 0 "
-                "running, at 9090 tokens/s, at the pace of the slowest tenth of recent batches, "
-                "100% over the average)");
+                "running, at 9090 tokens/s, its batch at the pace of the slowest tenth of recent "
+                "batches of its size, 100% over the average)");
   EXPECT_TRUE(Admit(idle, 1000, kT0 + milliseconds(220), kT0, e, limits).ok());
   // The running work too, but not the full batches queued ahead: 5,000
-  // tokens queued are one batch (550 ms, at the average), and half of 2,000
-  // running (110 ms) and its own batch of the recent size (110 ms) at twice
+  // tokens queued are one batch (550 ms, at the average), and half of 1,000
+  // running (55 ms) and its own batch of the recent size (110 ms) at twice
   // that.
-  const Backlog queued{5000, 2000, 1};
-  EXPECT_EQ(PredictedWait(queued, e), milliseconds(660));
-  EXPECT_EQ(PredictedFinish(queued, 100, kT0, e), kT0 + milliseconds(990));
+  const Backlog queued{5000, 1000, 1};
+  EXPECT_EQ(PredictedWait(queued, e), milliseconds(605));
+  EXPECT_EQ(PredictedFinish(queued, 100, kT0, e), kT0 + milliseconds(880));
+  // Running work of a size never paced (2,000 tokens) is taken at the
+  // average: 550 + 110 + 2 * 110 ms.
+  const Backlog large_running{5000, 2000, 1};
+  EXPECT_EQ(PredictedWait(large_running, e), milliseconds(660));
+  EXPECT_EQ(PredictedFinish(large_running, 100, kT0, e), kT0 + milliseconds(880));
 }
 
 TEST(AdmissionTest, CountsTheQueueInWholeBatches) {
