@@ -17,10 +17,15 @@ constexpr double kLongestSeconds = 365.0 * 24 * 3600;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// `seconds`, held under a year.
+Clock::duration FromSeconds(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(std::min(seconds, kLongestSeconds)));
+}
+
 // `d` at a pace `factor` times slower, held under a year.
 Clock::duration AtPace(Clock::duration d, double factor) {
-  return std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(std::min(Seconds(d) * factor, kLongestSeconds)));
+  return FromSeconds(Seconds(d) * factor);
 }
 
 int64_t Millis(Clock::duration d) {
@@ -31,8 +36,7 @@ int64_t Millis(Clock::duration d) {
 
 int ThroughputEstimate::SizeClass(int64_t tokens) {
   int size_class = 0;
-  for (int64_t bound = 64; size_class + 1 < kSizeClasses && tokens >= bound; bound *= 4)
-    ++size_class;
+  while (size_class + 1 < kSizeClasses && tokens >= SizeClassFirst(size_class + 1)) ++size_class;
   return size_class;
 }
 
@@ -88,8 +92,7 @@ double ThroughputEstimate::tokens_per_second(int64_t batch_tokens) const {
 Clock::duration ThroughputEstimate::Predict(int64_t tokens) const {
   const Rate* rate = RateFor(tokens);
   if (rate == nullptr || tokens <= 0) return Clock::duration::zero();
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-      std::min(static_cast<double>(tokens) * rate->seconds / rate->tokens, kLongestSeconds)));
+  return FromSeconds(static_cast<double>(tokens) * rate->seconds / rate->tokens);
 }
 
 Clock::duration ThroughputEstimate::PredictSlow(int64_t tokens) const {
@@ -109,7 +112,7 @@ int64_t ThroughputEstimate::TokensWithin(Clock::duration time) const {
     if (rate == nullptr) return 0;
     const double fits = std::min(std::floor(seconds * rate->tokens / rate->seconds), 1e15);
     if (fits < static_cast<double>(lower)) return lower - 1;  // this class's first size is over
-    const int64_t upper = int64_t{64} << (2 * c);             // the next class's first size
+    const int64_t upper = SizeClassFirst(c + 1);
     if (c + 1 == kSizeClasses || fits < static_cast<double>(upper))
       return static_cast<int64_t>(fits);
     lower = upper;
@@ -232,26 +235,23 @@ Prediction PredictCall(const Backlog& backlog, int64_t tokens, const ThroughputE
   p.own_batch = estimate.Predict(own.tokens);
   p.own_slow_factor = estimate.slow_factor(own.tokens);
   p.own_batch_slow = AtPace(p.own_batch, p.own_slow_factor);
-  double running = 0;       // seconds
+  // In seconds: a queue counted from calls still in gRPC has no bound of
+  // its own, and FromSeconds holds it under a year.
+  double full_batches = 0;
+  double running = 0;
   double running_pace = 1;  // of an executor's batch of the running work
   if (!own.starts_now) {
     // The executors share the running work and take the full batches ahead
-    // a round at a time (one batch runs on one executor). In seconds, held
-    // under a year: a queue counted from calls still in gRPC has no bound of
-    // its own.
+    // a round at a time (one batch runs on one executor).
     const int64_t executors = std::max(backlog.executors, 1);
     const int64_t rounds = (own.full_batches_queued + executors - 1) / executors;
-    const double full_batches =
-        static_cast<double>(rounds) * Seconds(estimate.Predict(own.queue_batch));
+    full_batches = static_cast<double>(rounds) * Seconds(estimate.Predict(own.queue_batch));
     running =
         Seconds(estimate.Predict(backlog.running_tokens)) / 2 / static_cast<double>(executors);
     running_pace = estimate.slow_factor(backlog.running_tokens / executors);
-    p.wait = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(std::min(full_batches + running, kLongestSeconds)));
   }
-  const Clock::duration running_part = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(std::min(running, kLongestSeconds)));
-  p.slow_finish = p.wait - running_part + AtPace(running_part, running_pace) + p.own_batch_slow;
+  p.wait = FromSeconds(full_batches + running);
+  p.slow_finish = FromSeconds(full_batches + running * running_pace) + p.own_batch_slow;
   return p;
 }
 
