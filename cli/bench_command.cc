@@ -34,7 +34,7 @@ constexpr char kUsage[] =
     "         [--model DIR] [--inputs WORKLOADS_JSON] [--outputs DIR]\n"
     "         [--int8-fp32-linears LIST]\n"
     "         [--layers N] [--hidden H] [--heads A] [--ffn F] [--skip-slow]\n"
-    "         [--all-bf16-paths] [--pooled MODE] [--json]\n"
+    "         [--all-bf16-paths] [--pooled MODE] [--op-profile] [--json]\n"
     "Runs every workload with encoderd and (engine pytorch, LibTorch in this process)\n"
     "PyTorch's slow path, fastpath and nested fastpath in fp32 and its nested fastpath in\n"
     "bf16 (all three with --all-bf16-paths), on the same weights and token ids: seeded\n"
@@ -48,7 +48,9 @@ constexpr char kUsage[] =
     "host memory as float32, on every device. --pooled MODE (cls, mean, max,\n"
     "mean_sqrt_len, weighted_mean, last_token) also times encoderd's forward that ends\n"
     "with only each sequence's pooled row in host memory (engine \"encoderd pooled MODE\";\n"
-    "what an Embed call reads: a GPU pools where the hidden states are).\n";
+    "what an Embed call reads: a GPU pools where the hidden states are).\n"
+    "--op-profile (CPU) times encoderd's forwards once more with each op's wall time\n"
+    "recorded, and adds a table of ms per forward, share and GFLOP/s per op.\n";
 
 struct BenchArgs {
   std::vector<std::string> workloads = {"W1", "W2", "W3", "W4"};
@@ -64,6 +66,7 @@ struct BenchArgs {
   bool skip_slow = false;
   bool all_bf16_paths = false;
   bool json = false;
+  bool op_profile = false;  // --op-profile
   // Also time encoderd's forward that returns only each sequence's row of
   // this pooling (what Embed calls read), as engine "encoderd pooled <mode>".
   std::optional<Pooling> pooled;
@@ -168,6 +171,58 @@ void Time(const std::function<void()>& fn, double min_seconds, Measurement* m) {
   std::vector<double> sorted = m->runs_ms;
   std::sort(sorted.begin(), sorted.end());
   m->ms = sorted[sorted.size() / 2];
+}
+
+// One op's share of encoderd's forwards (--op-profile).
+struct OpRow {
+  std::string workload, dtype, op;
+  double ms = 0;      // per forward
+  double share = 0;   // of the ops' total
+  double gflops = 0;  // NAN for ops without matmuls
+};
+
+// Useful FLOPs (multiply-adds x 2, no padding) of `op` in one forward over
+// `sequences`: the Linear layers' and attention's two matmuls; 0 for the
+// others (and for embeddings without a projection).
+double OpFlops(EncoderOp op, const EncoderConfig& c, const Sequences& sequences) {
+  double tokens = 0, squares = 0;
+  for (const auto& s : sequences) {
+    tokens += static_cast<double>(s.size());
+    squares += static_cast<double>(s.size()) * static_cast<double>(s.size());
+  }
+  const double h = static_cast<double>(c.hidden_size), layers = static_cast<double>(c.num_layers);
+  switch (op) {
+    case EncoderOp::kEmbed:
+      return c.projects_embeddings() ? 2 * tokens * h * static_cast<double>(c.embedding_size) : 0;
+    case EncoderOp::kQkv:
+      return layers * 2 * tokens * h * 3 * h;
+    case EncoderOp::kAttention:
+      return layers * 4 * squares * h;
+    case EncoderOp::kOut:
+      return layers * 2 * tokens * h * h;
+    case EncoderOp::kNorm:
+      return 0;
+    case EncoderOp::kFeedForward:
+      break;
+  }
+  return layers * 4 * tokens * h * static_cast<double>(c.intermediate_size);
+}
+
+std::vector<OpRow> OpRows(const OpProfile& profile, const EncoderConfig& c,
+                          const Sequences& sequences, const std::string& workload,
+                          const std::string& dtype) {
+  double total = 0;
+  for (double s : profile.seconds) total += s;
+  std::vector<OpRow> rows;
+  for (int i = 0; i < kNumEncoderOps; ++i) {
+    if (profile.calls[i] == 0) continue;
+    const auto op = static_cast<EncoderOp>(i);
+    const double seconds = profile.seconds[i] / static_cast<double>(profile.forwards);
+    const double flops = OpFlops(op, c, sequences);
+    rows.push_back({workload, dtype, EncoderOpName(op), seconds * 1e3, profile.seconds[i] / total,
+                    flops > 0 ? flops / seconds / 1e9 : NAN});
+  }
+  return rows;
 }
 
 // Writes the rows of `t` (float32) to `path`.
@@ -289,6 +344,7 @@ std::string Parse(const std::vector<std::string>& args, BenchArgs* a) {
   flags.Switch("--skip-slow", &a->skip_slow);
   flags.Switch("--all-bf16-paths", &a->all_bf16_paths);
   flags.Switch("--json", &a->json);
+  flags.Switch("--op-profile", &a->op_profile);
   flags.Value("--pooled",
               "a pooling mode (cls, mean, max, mean_sqrt_len, weighted_mean, last_token)",
               [a](const std::string& v) {
@@ -359,6 +415,7 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
 #endif
   const auto& cpu = kernels::GetCpuFeatures();
   std::vector<Measurement> results;
+  std::vector<OpRow> op_rows;
   std::map<std::string, std::unique_ptr<Encoder>> encoders;
   for (DType dtype : a.dtypes) {
     const std::string name(DTypeName(dtype));
@@ -441,6 +498,18 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
         if (!written.ok()) return fail(written);
       }
       results.push_back(m);
+      if (a.op_profile) {
+        OpProfile profile;
+        if (!encoders[name]->ProfileOps(&profile)) {
+          return fail(InvalidArgument(std::string("--op-profile: the ") + DeviceName(a.device) +
+                                      " encoder's ops cannot be timed apart"));
+        }
+        Measurement again{workload, "encoderd", name, batch.num_tokens()};
+        Time([&] { output = *encoders[name]->Forward(batch); }, a.min_seconds, &again);
+        encoders[name]->ProfileOps(nullptr);
+        for (OpRow& row : OpRows(profile, config, sequences, workload, name))
+          op_rows.push_back(std::move(row));
+      }
       if (!a.pooled) continue;
       Encoder::Outputs outputs;
       outputs.poolings = {*a.pooled};
@@ -485,6 +554,15 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
                                {"max_abs_diff_vs_fp32_nested", m.max_abs_diff},
                                {"min_cosine_vs_fp32_nested", m.min_cosine}});
   }
+  if (a.op_profile) json["op_profile"] = nlohmann::json::array();
+  for (const auto& r : op_rows) {
+    json["op_profile"].push_back({{"workload", r.workload},
+                                  {"dtype", r.dtype},
+                                  {"op", r.op},
+                                  {"ms_per_forward", r.ms},
+                                  {"share", r.share},
+                                  {"gflops", r.gflops}});
+  }
   if (a.json) {
     out << json.dump(2) << "\n";
     return 0;
@@ -516,6 +594,15 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
         << " | " << cell(nested_ms(m) / m.ms, std::ios::fixed, 2, "x") << " | "
         << cell(m.max_abs_diff, std::ios::scientific, 1) << " | "
         << cell(m.min_cosine, std::ios::fixed, 5) << " |\n";
+  }
+  if (op_rows.empty()) return 0;
+  out << "\nencoderd's ops (--op-profile; GFLOP/s of their matmuls, no padding):\n\n"
+      << "| workload | dtype | op | ms per forward | share | GFLOP/s |\n"
+      << "|---|---|---|---:|---:|---:|\n";
+  for (const auto& r : op_rows) {
+    out << "| " << r.workload << " | " << r.dtype << " | " << r.op << " | " << std::setprecision(2)
+        << r.ms << " | " << std::setprecision(1) << 100 * r.share << "% | "
+        << cell(r.gflops, std::ios::fixed, 0) << " |\n";
   }
   return 0;
 }

@@ -31,6 +31,12 @@ class CpuEncoder final : public BackendEncoder {
 
   using BackendEncoder::Forward;
   StatusOr<Tensor> Forward(const PackedBatch& batch) override;
+  // The CPU's ops return when they are done.
+  bool ProfileOps(OpProfile* profile) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    profile_ = profile;
+    return true;
+  }
 
  private:
   kernels::Context context() override { return ctx_; }
@@ -42,9 +48,10 @@ class CpuEncoder final : public BackendEncoder {
   const float* Keep(const Tensor& t, bool any_alignment);
 
   k::CpuContext ctx_;
-  std::mutex mutex_;          // serialises use of ctx_, the scratch buffers and run_
+  std::mutex mutex_;          // serialises use of ctx_, the scratch buffers, run_ and profile_
   std::vector<Tensor> kept_;  // tables and norms
   std::vector<float> scratch_[kNumBuffers];
+  OpProfile* profile_ = nullptr;  // ProfileOps'
 };
 
 const float* CpuEncoder::Keep(const Tensor& source, bool any_alignment) {
@@ -91,7 +98,7 @@ StatusOr<Tensor> CpuEncoder::Forward(const PackedBatch& batch) {
     run_.tokens = tokens;
     run_.sequences = batch.num_sequences();
     run_.max_seqlen = batch.max_seqlen;
-    RunEncoder(c, *this);
+    RunEncoder(c, *this, profile_);
   } catch (const std::exception& e) {
     run_ = Run{};
     return Internal(std::string("encoder forward failed: ") + e.what());

@@ -42,6 +42,21 @@ struct EncoderOptions {
 // INVALID_ARGUMENT naming an entry that names no Linear layer.
 StatusOr<std::vector<std::string>> ParseFp32Linears(const std::string& list);
 
+// The ops of an encoder forward, as a profile counts them: kEmbed includes
+// the embeddings' projection, kNorm every LayerNorm but the embeddings', and
+// kFeedForward both of its Linear layers.
+enum class EncoderOp { kEmbed, kQkv, kAttention, kOut, kNorm, kFeedForward };
+constexpr int kNumEncoderOps = 6;
+const char* EncoderOpName(EncoderOp op);
+
+// Wall time and calls of each op, summed over the forwards that ran while
+// the profile was set (Encoder::ProfileOps).
+struct OpProfile {
+  double seconds[kNumEncoderOps] = {};
+  int64_t calls[kNumEncoderOps] = {};
+  int64_t forwards = 0;
+};
+
 class Encoder {
  public:
   // Checks that the model can run on options.device / options.dtype (the
@@ -97,6 +112,16 @@ class Encoder {
   const EncoderOptions& options() const { return options_; }
   // Bytes of packed weights held by the encoder.
   virtual size_t weight_bytes() const = 0;
+
+  // Adds each op's wall time to `profile` in the forwards that follow, until
+  // called with null (`encoderd bench --op-profile`). false where an op's
+  // return does not mean it ran (the CUDA encoder queues its ops on a
+  // stream), so a host clock cannot time them apart. Not for concurrent
+  // forwards.
+  virtual bool ProfileOps(OpProfile* profile) {
+    (void)profile;
+    return false;
+  }
 
  protected:
   Encoder(EncoderConfig config, EncoderOptions options)

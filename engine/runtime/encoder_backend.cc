@@ -1,6 +1,7 @@
 #include "engine/runtime/encoder_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -90,7 +91,87 @@ void RunLayer(const EncoderConfig& c, int64_t l, EncoderBackend& ops) {
   if (!c.norm_first) ops.Norm(l, NormSlot::kNorm2, Buffer::kHidden, Buffer::kHidden);
 }
 
+// A backend's ops, each timed into a profile.
+class TimedOps final : public EncoderBackend {
+ public:
+  TimedOps(EncoderBackend& ops, OpProfile& profile) : ops_(ops), profile_(profile) {}
+
+  Status LoadTable(EmbeddingTable table, const Tensor& t) override {
+    return ops_.LoadTable(table, t);
+  }
+  Status LoadLinear(int64_t layer, LinearSlot slot, const Tensor& weight,
+                    const Tensor& bias) override {
+    return ops_.LoadLinear(layer, slot, weight, bias);
+  }
+  Status LoadNorm(int64_t layer, NormSlot slot, const Tensor& gamma, const Tensor& beta) override {
+    return ops_.LoadNorm(layer, slot, gamma, beta);
+  }
+  void Embed(Buffer out) override {
+    Timed(EncoderOp::kEmbed, [&] { ops_.Embed(out); });
+  }
+  void Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue, Buffer out) override {
+    Timed(OpOf(slot), [&] { ops_.Linear(layer, slot, in, epilogue, out); });
+  }
+  void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden,
+                   Buffer out) override {
+    Timed(EncoderOp::kFeedForward, [&] { ops_.FeedForward(layer, in, activation, hidden, out); });
+  }
+  void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) override {
+    Timed(EncoderOp::kNorm, [&] { ops_.Norm(layer, slot, in, out); });
+  }
+  void Attention(Buffer qkv, Buffer out) override {
+    Timed(EncoderOp::kAttention, [&] { ops_.Attention(qkv, out); });
+  }
+
+ private:
+  static EncoderOp OpOf(LinearSlot slot) {
+    switch (slot) {
+      case LinearSlot::kQkv:
+        return EncoderOp::kQkv;
+      case LinearSlot::kOut:
+        return EncoderOp::kOut;
+      case LinearSlot::kEmbeddingProject:
+        return EncoderOp::kEmbed;
+      case LinearSlot::kFfnIn:
+      case LinearSlot::kFfnOut:
+        break;
+    }
+    return EncoderOp::kFeedForward;
+  }
+
+  template <typename Fn>
+  void Timed(EncoderOp op, Fn&& fn) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    const int i = static_cast<int>(op);
+    profile_.seconds[i] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++profile_.calls[i];
+  }
+
+  EncoderBackend& ops_;
+  OpProfile& profile_;
+};
+
 }  // namespace
+
+const char* EncoderOpName(EncoderOp op) {
+  switch (op) {
+    case EncoderOp::kEmbed:
+      return "embeddings";
+    case EncoderOp::kQkv:
+      return "attention.qkv";
+    case EncoderOp::kAttention:
+      return "attention";
+    case EncoderOp::kOut:
+      return "attention.out";
+    case EncoderOp::kNorm:
+      return "layer norms";
+    case EncoderOp::kFeedForward:
+      break;
+  }
+  return "ffn";
+}
 
 Status CheckDeviceDType(Device device, DType dtype) {
   const bool cpu = device == Device::kCpu;
@@ -228,7 +309,13 @@ Status LoadEncoderWeights(const EncoderConfig& c, TensorMap& weights, EncoderBac
   return Status::Ok();
 }
 
-void RunEncoder(const EncoderConfig& c, EncoderBackend& backend) {
+void RunEncoder(const EncoderConfig& c, EncoderBackend& backend, OpProfile* profile) {
+  if (profile != nullptr) {
+    TimedOps timed(backend, *profile);
+    RunEncoder(c, timed);
+    ++profile->forwards;
+    return;
+  }
   if (c.projects_embeddings()) {
     backend.Embed(Buffer::kEmbedded);
     backend.Linear(-1, LinearSlot::kEmbeddingProject, Buffer::kEmbedded, Epilogue::kNone,

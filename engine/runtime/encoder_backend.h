@@ -127,8 +127,9 @@ Status LoadEncoderWeights(const EncoderConfig& config, TensorMap& weights, Encod
 
 // The forward: Embed, every layer (pre- or post-norm as config.norm_first),
 // the final norm; the result is in Buffer::kHidden. What an op throws
-// propagates.
-void RunEncoder(const EncoderConfig& config, EncoderBackend& backend);
+// propagates. With a profile, each op's wall time from call to return is
+// added to it (meaningful where an op's return means it ran).
+void RunEncoder(const EncoderConfig& config, EncoderBackend& backend, OpProfile* profile = nullptr);
 
 // An Encoder made of a backend, with the ops of RunEncoder written once for
 // every device over kernels/' device-neutral ops. Load walks the weights into

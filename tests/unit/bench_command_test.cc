@@ -59,6 +59,37 @@ TEST(BenchCommandTest, RunsTheGivenTokenIdsAndWritesEveryValidRow) {
   EXPECT_FALSE(fs::exists(dir / "out" / "float32" / "W1.f32"));  // not asked for
 }
 
+TEST(BenchCommandTest, OpProfileGivesEachOpOfEachDtype) {
+  std::ostringstream out, err;
+  ASSERT_EQ(RunBenchCommand(
+                Tiny({"--workloads", "W2", "--dtypes", "float32,int8", "--op-profile", "--json"}),
+                out, err),
+            0)
+      << err.str();
+  const auto json = nlohmann::json::parse(out.str());
+  ASSERT_EQ(json["op_profile"].size(), 2u * 6);  // six ops a dtype
+  double share = 0;
+  for (const auto& r : json["op_profile"]) {
+    EXPECT_EQ(r["workload"], "W2");
+    share += r["share"].get<double>();
+    const std::string op = r["op"];
+    // GFLOP/s only where the op multiplies matrices (NaN is written as null).
+    EXPECT_EQ(r["gflops"].is_null(), op == "embeddings" || op == "layer norms") << op;
+    if (!r["gflops"].is_null()) {
+      EXPECT_GT(r["gflops"].get<double>(), 0.0) << op;
+    }
+  }
+  EXPECT_NEAR(share, 2.0, 1e-9);  // each dtype's shares add up to 1
+
+  std::ostringstream table, err2;
+  ASSERT_EQ(RunBenchCommand(Tiny({"--workloads", "W2", "--dtypes", "bfloat16", "--op-profile"}),
+                            table, err2),
+            0)
+      << err2.str();
+  EXPECT_NE(table.str().find("| W2 | bfloat16 | attention.qkv | "), std::string::npos)
+      << table.str();
+}
+
 TEST(BenchCommandTest, TableMarksWhatWasNotMeasuredWithADash) {
   // Without PyTorch there is no nested-fastpath time or output to compare
   // with: those cells read "-", not "nan"/"nanx".

@@ -193,6 +193,32 @@ TEST(EncoderBackendTest, PreNormLayerSequenceEndsWithTheFinalNorm) {
   EXPECT_EQ(backend.calls, want);
 }
 
+// A profile times each op apart without changing the sequence the backend
+// sees, and counts the calls and forwards.
+TEST(EncoderBackendTest, AProfileCountsEachOpAndLeavesTheSequence) {
+  EncoderConfig c = Tiny(/*norm_first=*/false);
+  c.embedding_size = 8;  // the projection counts as embeddings
+  RecordingBackend plain, profiled;
+  RunEncoder(c, plain);
+  OpProfile profile;
+  RunEncoder(c, profiled, &profile);
+  RunEncoder(c, profiled, &profile);
+  const std::vector<std::string> once(profiled.calls.begin(),
+                                      profiled.calls.begin() + plain.calls.size());
+  EXPECT_EQ(once, plain.calls);
+  EXPECT_EQ(profiled.calls.size(), 2 * plain.calls.size());
+  EXPECT_EQ(profile.forwards, 2);
+  const auto calls = [&](EncoderOp op) { return profile.calls[static_cast<int>(op)]; };
+  EXPECT_EQ(calls(EncoderOp::kEmbed), 2 * 2);  // Embed and the projection
+  EXPECT_EQ(calls(EncoderOp::kQkv), 2 * c.num_layers);
+  EXPECT_EQ(calls(EncoderOp::kAttention), 2 * c.num_layers);
+  EXPECT_EQ(calls(EncoderOp::kOut), 2 * c.num_layers);
+  EXPECT_EQ(calls(EncoderOp::kNorm), 2 * 2 * c.num_layers);  // post-norm: no final norm
+  EXPECT_EQ(calls(EncoderOp::kFeedForward), 2 * c.num_layers);
+  for (int i = 0; i < kNumEncoderOps; ++i) EXPECT_GE(profile.seconds[i], 0.0);
+  EXPECT_STREQ(EncoderOpName(EncoderOp::kFeedForward), "ffn");
+}
+
 // The CPU encoder did not check Linear shapes against the config (only the
 // CUDA one did); both now refuse a mismatch at load, naming the weight.
 TEST(EncoderBackendTest, CpuEncoderRefusesAWeightOfTheWrongShape) {
