@@ -162,6 +162,27 @@ TEST(AttentionTest, SequenceAloneEqualsSequenceInBatchBitForBit) {
   }
 }
 
+// With more threads, a long sequence's query rows are split into blocks
+// (kernels/cpu/attention_cpu.cc: a 512-token sequence of 2 heads on 8
+// threads into blocks of 64 rows), each packing the head's K and V again;
+// the bits are those of the whole sequence on one thread.
+TEST(AttentionTest, SplittingASequenceBetweenThreadsChangesNoBit) {
+  const std::vector<int32_t> lengths = {512, 3};
+  const int64_t heads = 2, d = 64, hidden = heads * d;
+  const auto cu = CuSeqlens(lengths);
+  const int64_t total = cu.back();
+  const auto qkv = RandomVector(total * 3 * hidden, 31, -2.f, 2.f);
+  for (const DType matmul : {DType::kFloat32, DType::kBFloat16}) {
+    std::vector<float> whole(total * hidden), split(total * hidden);
+    Attention(CpuContext(1), DType::kFloat32, matmul, qkv.data(), cu.data(), 2, total, 512, heads,
+              d, 0.125f, whole.data());
+    Attention(CpuContext(8), DType::kFloat32, matmul, qkv.data(), cu.data(), 2, total, 512, heads,
+              d, 0.125f, split.data());
+    EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)), 0)
+        << "matmul dtype " << static_cast<int>(matmul);
+  }
+}
+
 TEST(AttentionTest, EmptySequencesAndBadShapes) {
   CpuContext ctx;
   const auto cu = CuSeqlens({0, 3, 0});
