@@ -26,11 +26,13 @@ namespace {
 // first in the low half.
 __m512 PackPairs(__m512 lo16, __m512 hi16) { return (__m512)_mm512_cvtne2ps_pbh(hi16, lo16); }
 
-// Word i = (a[i], b[i]): two rows of 16 interleaved by lane.
+// Word i = (a[i], b[i]): two rows of 16 rounded together (a's in lanes
+// 0-15, b's in 16-31) and interleaved by one permutation of 16-bit lanes.
 __m512 InterleaveRows(__m512 a, __m512 b) {
-  const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(a));
-  const __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(b));
-  return _mm512_castsi512_ps(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
+                                         8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_castsi512_ps(_mm512_permutexvar_epi16(order, both));
 }
 
 // Operands as bf16 pairs in 32-bit words (stored and loaded as floats: bit
