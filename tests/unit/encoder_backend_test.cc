@@ -215,7 +215,6 @@ TEST(EncoderBackendTest, AProfileCountsEachOpAndLeavesTheSequence) {
   EXPECT_EQ(calls(EncoderOp::kOut), 2 * c.num_layers);
   EXPECT_EQ(calls(EncoderOp::kNorm), 2 * 2 * c.num_layers);  // post-norm: no final norm
   EXPECT_EQ(calls(EncoderOp::kFeedForward), 2 * c.num_layers);
-  for (int i = 0; i < kNumEncoderOps; ++i) EXPECT_GE(profile.seconds[i], 0.0);
   EXPECT_STREQ(EncoderOpName(EncoderOp::kFeedForward), "ffn");
 }
 
