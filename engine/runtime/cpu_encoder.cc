@@ -6,6 +6,7 @@
 #include <cmath>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,28 @@ namespace encoderd {
 namespace {
 
 namespace k = kernels;
+
+// Allocates whole cache lines: each activation buffer starts on a line, and
+// so does each of its rows whose bytes are a multiple of 64 (the attention
+// kernels stream such rows out past the caches).
+template <typename T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlignment{64};
+  CacheLineAllocator() = default;
+  template <typename U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlignment)); }
+  void deallocate(T* p, size_t) { ::operator delete(p, kAlignment); }
+  template <typename U>
+  bool operator==(const CacheLineAllocator<U>&) const {
+    return true;
+  }
+  template <typename U>
+  bool operator!=(const CacheLineAllocator<U>&) const {
+    return false;
+  }
+};
 
 class CpuEncoder final : public BackendEncoder {
  public:
@@ -50,7 +73,7 @@ class CpuEncoder final : public BackendEncoder {
   k::CpuContext ctx_;
   std::mutex mutex_;          // serialises use of ctx_, the scratch buffers, run_ and profile_
   std::vector<Tensor> kept_;  // tables and norms
-  std::vector<float> scratch_[kNumBuffers];
+  std::vector<float, CacheLineAllocator<float>> scratch_[kNumBuffers];
   OpProfile* profile_ = nullptr;  // ProfileOps'
 };
 

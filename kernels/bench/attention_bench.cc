@@ -68,7 +68,13 @@ int main(int argc, char** argv) {
       flop += 4.0 * len * len * d * heads;
     }
     const int64_t total = cu.back(), batch = static_cast<int64_t>(b.lengths.size());
-    std::vector<float> qkv(total * 3 * hidden), out(total * hidden);
+    std::vector<float> qkv(total * 3 * hidden);
+    // The output starts on a cache line, as the engine's activation buffers
+    // do (the AVX-512 kernels stream out the rows that start one).
+    const int64_t outputs = total * hidden;
+    std::vector<float> out_storage(outputs + 16);
+    float* out = out_storage.data() +
+                 (64 - reinterpret_cast<uintptr_t>(out_storage.data()) % 64) % 64 / sizeof(float);
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     for (float& x : qkv) x = dist(rng);
     const float scale = 1.f / std::sqrt(static_cast<float>(d));
@@ -76,42 +82,41 @@ int main(int argc, char** argv) {
         [&] {
           encoderd::kernels::Attention(ctx, encoderd::DType::kFloat32, encoderd::DType::kFloat32,
                                        qkv.data(), cu.data(), batch, total, /*max_seqlen=*/0, heads,
-                                       d, scale, out.data());
+                                       d, scale, out);
         },
         budget);
-    const std::vector<float> fp32_out = out;
+    const std::vector<float> fp32_out(out, out + outputs);
     const double bf16 = BestSeconds(
         [&] {
           encoderd::kernels::Attention(ctx, encoderd::DType::kFloat32, encoderd::DType::kBFloat16,
                                        qkv.data(), cu.data(), batch, total, /*max_seqlen=*/0, heads,
-                                       d, scale, out.data());
+                                       d, scale, out);
         },
         budget);
     double err = 0, amax = 0;
-    for (size_t i = 0; i < out.size(); ++i) {
+    for (int64_t i = 0; i < outputs; ++i) {
       err = std::max(err, static_cast<double>(std::fabs(out[i] - fp32_out[i])));
       amax = std::max(amax, static_cast<double>(std::fabs(fp32_out[i])));
     }
-    const double full =
-        !avx512 ? 0
-                : BestSeconds(
-                      [&] {
+    const double full = !avx512
+                            ? 0
+                            : BestSeconds(
+                                  [&] {
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) collapse(2)
-                        for (int64_t s = 0; s < batch; ++s)
-                          for (int64_t h = 0; h < heads; ++h)
-                            encoderd::kernels::AttentionRowsAvx512(
-                                qkv.data(), cu[s], cu[s + 1] - cu[s], h, heads, d, scale, 0,
-                                cu[s + 1] - cu[s], cu[s + 1] - cu[s], out.data());
-                      },
-                      budget);
+                                    for (int64_t s = 0; s < batch; ++s)
+                                      for (int64_t h = 0; h < heads; ++h)
+                                        encoderd::kernels::AttentionRowsAvx512(
+                                            qkv.data(), cu[s], cu[s + 1] - cu[s], h, heads, d,
+                                            scale, 0, cu[s + 1] - cu[s], cu[s + 1] - cu[s], out);
+                                  },
+                                  budget);
     const double generic = BestSeconds(
         [&] {
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) collapse(2)
           for (int64_t s = 0; s < batch; ++s)
             for (int64_t h = 0; h < heads; ++h)
               encoderd::kernels::AttentionRowsGeneric(qkv.data(), cu[s], cu[s + 1] - cu[s], h,
-                                                      heads, d, scale, 0, cu[s + 1] - cu[s],
-                                                      out.data());
+                                                      heads, d, scale, 0, cu[s + 1] - cu[s], out);
         },
         budget);
     std::printf("%-16s %7ld | %10.3f %8.1f | %8.3f %8.1f %8.1e | %11.3f %8.1f | %10.3f %8.1f\n",

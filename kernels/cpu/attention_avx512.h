@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/attention_cpu.h"
+
 namespace encoderd::kernels {
 
 // Computes query rows [row_begin, row_end) of one (sequence, head): K is
@@ -10,16 +12,20 @@ namespace encoderd::kernels {
 // sub-block of sub_rows query rows, the sub_rows x L scores (register-blocked
 // 4 x 64, each K^T block reused from L1 by the whole sub-block), an exact
 // softmax, and P V (each 64-row block of V reused by the whole sub-block).
+// Meanwhile the rows of `next` (the item the thread takes next, if any) are
+// asked for, so that they are in cache when it starts.
 void AttentionRowsAvx512(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
                          int64_t heads, int64_t head_dim, float scale, int64_t row_begin,
-                         int64_t row_end, int64_t sub_rows, float* out);
+                         int64_t row_end, int64_t sub_rows, float* out,
+                         const AttentionItem* next = nullptr);
 
 // The same with q, k, v and the probabilities rounded to bf16 and both
 // matmuls on AVX512-BF16 (fp32 accumulation, fp32 softmax), for head_dim %
 // 32 == 0 on a CPU with AVX512-F, -BW and -BF16.
 void AttentionRowsAvx512Bf16(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
                              int64_t heads, int64_t head_dim, float scale, int64_t row_begin,
-                             int64_t row_end, int64_t sub_rows, float* out);
+                             int64_t row_end, int64_t sub_rows, float* out,
+                             const AttentionItem* next = nullptr);
 
 // Query rows per sub-block; measured against holding every row's scores
 // (sub_rows = L, the full L x L matrix) in kernels/bench/attention_bench.

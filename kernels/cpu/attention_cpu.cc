@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -24,10 +25,6 @@ namespace {
 // every thread.
 constexpr int64_t kItemsPerThread = 2;
 constexpr int64_t kMinRowsPerItem = 32;
-
-struct WorkItem {
-  int64_t seq_begin, len, head, row_begin, row_end;
-};
 
 }  // namespace
 
@@ -78,7 +75,7 @@ void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seq
   const int threads = work >= (1 << 18) ? ctx.num_threads() : 1;
   // The most rows x keys an item may hold (when threads > 1).
   const double item_cap = work / static_cast<double>(head_dim * kItemsPerThread * threads);
-  std::vector<WorkItem> items;
+  std::vector<AttentionItem> items;
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t begin = cu_seqlens[b], len = cu_seqlens[b + 1] - begin;
     // One thread takes whole sequences (nothing to balance).
@@ -90,24 +87,21 @@ void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seq
         items.push_back({begin, len, h, r, std::min(len, r + rows)});
     }
   }
-  // Longest sequences first so the dynamic schedule ends balanced.
+  // Longest sequences first so that the threads end together.
   std::stable_sort(items.begin(), items.end(),
-                   [](const WorkItem& a, const WorkItem& b) { return a.len > b.len; });
+                   [](const AttentionItem& a, const AttentionItem& b) { return a.len > b.len; });
   const CpuFeatures& cpu = GetCpuFeatures();
   const bool fast = head_dim % 16 == 0 && cpu.avx512f;
   const bool avx2 = head_dim % 16 == 0 && cpu.avx2 && cpu.fma;
   const bool bf16 =
       bf16_matmuls && head_dim % 32 == 0 && cpu.avx512f && cpu.avx512bw && cpu.avx512_bf16;
-  const int64_t n = static_cast<int64_t>(items.size());
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t i = 0; i < n; ++i) {
-    const WorkItem& it = items[i];
+  const auto RunItem = [&](const AttentionItem& it, const AttentionItem* next) {
     if (bf16) {
       AttentionRowsAvx512Bf16(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale,
-                              it.row_begin, it.row_end, kAttentionSubRows, out);
+                              it.row_begin, it.row_end, kAttentionSubRows, out, next);
     } else if (fast) {
       AttentionRowsAvx512(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
-                          it.row_end, kAttentionSubRows, out);
+                          it.row_end, kAttentionSubRows, out, next);
     } else if (avx2) {
       AttentionRowsAvx2(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
                         it.row_end, kAttentionSubRows, out);
@@ -115,6 +109,23 @@ void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seq
       AttentionRowsGeneric(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
                            it.row_end, out);
     }
+  };
+  const int64_t n = static_cast<int64_t>(items.size());
+  // Each thread claims its next item before it starts the current one (the
+  // items in order, whichever thread is free), so that the AVX-512 kernels
+  // can fetch the next one's rows meanwhile.
+  std::atomic<int64_t> claimed{0};
+#pragma omp parallel num_threads(threads)
+  {
+    for (int64_t i = claimed.fetch_add(1); i < n;) {
+      const int64_t following = claimed.fetch_add(1);
+      const AttentionItem* next = following < n ? &items[following] : nullptr;
+      RunItem(items[i], next);
+      i = following;
+    }
+    // The AVX-512 kernels stream their outputs past the caches: those stores
+    // are complete before the threads leave.
+    _mm_sfence();
   }
 }
 

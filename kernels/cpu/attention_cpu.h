@@ -7,6 +7,12 @@
 
 namespace encoderd::kernels {
 
+// A work item: the query rows [row_begin, row_end) of one head of the
+// sequence of `len` tokens from token seq_begin on.
+struct AttentionItem {
+  int64_t seq_begin, len, head, row_begin, row_end;
+};
+
 // bf16_matmuls: q k^T and p v with bf16 inputs where the CPU has
 // AVX512-BF16 and head_dim % 32 == 0 (attention_avx512.h), else in fp32:
 // on AVX-512 (attention_avx512.h) or AVX2 + FMA (attention_avx2.h) where

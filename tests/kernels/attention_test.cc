@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 #include "kernels/cpu_context.h"
@@ -180,6 +182,35 @@ TEST(AttentionTest, SplittingASequenceBetweenThreadsChangesNoBit) {
               d, 0.125f, split.data());
     EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)), 0)
         << "matmul dtype " << static_cast<int>(matmul);
+  }
+}
+
+// The AVX-512 kernels stream an output row past the caches when it starts
+// a cache line, and store it plainly otherwise: both give the same bits,
+// with several items per thread (each fetching the next one's rows).
+TEST(AttentionTest, OutputsOnCacheLinesAndOffThemHoldTheSameBits) {
+  const std::vector<int32_t> lengths = {40, 1, 130, 17, 64, 9};
+  const int64_t heads = 3, d = 64, hidden = heads * d;
+  const auto cu = CuSeqlens(lengths);
+  const int64_t total = cu.back(), floats = total * hidden;
+  const auto qkv = RandomVector(total * 3 * hidden, 41, -2.f, 2.f);
+  // 64-byte aligned; the second copy starts one float later.
+  std::unique_ptr<float[], decltype(&std::free)> lines(
+      static_cast<float*>(std::aligned_alloc(64, (floats + 16) * sizeof(float))), &std::free);
+  std::vector<float> off_lines(floats + 1);
+  for (const int threads : {1, 2}) {
+    for (const DType matmul : {DType::kFloat32, DType::kBFloat16}) {
+      std::fill(lines.get(), lines.get() + floats, NAN);
+      std::fill(off_lines.begin(), off_lines.end(), NAN);
+      Attention(CpuContext(threads), DType::kFloat32, matmul, qkv.data(), cu.data(),
+                static_cast<int64_t>(lengths.size()), total, 130, heads, d, 0.125f, lines.get());
+      Attention(CpuContext(threads), DType::kFloat32, matmul, qkv.data(), cu.data(),
+                static_cast<int64_t>(lengths.size()), total, 130, heads, d, 0.125f,
+                off_lines.data() + 1);
+      EXPECT_EQ(std::memcmp(lines.get(), off_lines.data() + 1, floats * sizeof(float)), 0)
+          << "threads " << threads << " matmul dtype " << static_cast<int>(matmul);
+      EXPECT_FALSE(std::isnan(lines[floats - 1]));
+    }
   }
 }
 
