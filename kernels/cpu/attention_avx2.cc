@@ -12,8 +12,10 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cpu/attention_cpu.h"
+#include "kernels/cpu/attention_prefetch.h"
 #include "kernels/cpu/avx2_math.h"
 
 namespace encoderd::kernels {
@@ -199,7 +201,7 @@ struct ValueColumns {
 
 void AttentionRowsAvx2(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
                        int64_t heads, int64_t d, float scale, int64_t row_begin, int64_t row_end,
-                       int64_t sub_rows, float* out) {
+                       int64_t sub_rows, float* out, const AttentionItem* next) {
   const int64_t hidden = heads * d, ld = 3 * hidden;
   const int64_t lp = (len + 15) / 16 * 16;
   // Scratch: K^T [d, lp], V [len, d], scores [sub_rows, lp], Q [sub_rows,
@@ -211,6 +213,11 @@ void AttentionRowsAvx2(const float* qkv, int64_t seq_begin, int64_t len, int64_t
   float* os = qs + sub_rows * d;
   float* inv = os + sub_rows * d;
   const float* q = qkv + seq_begin * ld + head * d;
+  // Step is called once per column block of the scores and block of V.
+  const int64_t sub_blocks = (row_end - row_begin + sub_rows - 1) / sub_rows;
+  NextItemPrefetch prefetch(
+      qkv, heads, d, seq_begin, head, next,
+      sub_blocks * ((lp + 8 * kCols - 1) / (8 * kCols) + (len + kValueBlock - 1) / kValueBlock));
   PackKeys(q + hidden, ld, len, lp, d, kt);
   for (int64_t j = 0; j < len; ++j) {
     for (int64_t c = 0; c < d; c += 8) {
@@ -231,17 +238,27 @@ void AttentionRowsAvx2(const float* qkv, int64_t seq_begin, int64_t len, int64_t
     // reused from L1 by every row of the sub-block.
     for (int64_t j = 0; j < lp; j += 8 * kCols) {
       ForRowBlocks<ScoreColumns>(rows, qs, kt, d, lp, j, s);
+      prefetch.Step();
     }
     for (int64_t r = 0; r < rows; ++r) inv[r] = SoftmaxRow(s + r * lp, len);
     for (int64_t j0 = 0; j0 < len; j0 += kValueBlock) {
       const int64_t j1 = j0 + kValueBlock < len ? j0 + kValueBlock : len;
       ForRowBlocks<ValueColumns>(rows, s, lp, vs, d, j0, j1, os);
+      prefetch.Step();
     }
     for (int64_t r = 0; r < rows; ++r) {
       float* o = out + (seq_begin + i0 + r) * hidden + head * d;
       const __m256 f = _mm256_set1_ps(inv[r]);
+      // Streamed past the caches where the row starts a cache line (as the
+      // AVX-512 kernels do: d % 16 == 0, so the row is whole lines).
+      const bool whole_lines = reinterpret_cast<uintptr_t>(o) % 64 == 0;
       for (int64_t c = 0; c < d; c += 8) {
-        _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_loadu_ps(os + r * d + c), f));
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(os + r * d + c), f);
+        if (whole_lines) {
+          _mm256_stream_ps(o + c, v);
+        } else {
+          _mm256_storeu_ps(o + c, v);
+        }
       }
     }
   }

@@ -104,7 +104,7 @@ void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seq
                           it.row_end, kAttentionSubRows, out, next);
     } else if (avx2) {
       AttentionRowsAvx2(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
-                        it.row_end, kAttentionSubRows, out);
+                        it.row_end, kAttentionSubRows, out, next);
     } else {
       AttentionRowsGeneric(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
                            it.row_end, out);
@@ -112,8 +112,8 @@ void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seq
   };
   const int64_t n = static_cast<int64_t>(items.size());
   // Each thread claims its next item before it starts the current one (the
-  // items in order, whichever thread is free), so that the AVX-512 kernels
-  // can fetch the next one's rows meanwhile.
+  // items in order, whichever thread is free), so that the AVX-512 and AVX2
+  // kernels can fetch the next one's rows meanwhile.
   std::atomic<int64_t> claimed{0};
 #pragma omp parallel num_threads(threads)
   {
@@ -123,8 +123,8 @@ void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seq
       RunItem(items[i], next);
       i = following;
     }
-    // The AVX-512 kernels stream their outputs past the caches: those stores
-    // are complete before the threads leave.
+    // The AVX-512 and AVX2 kernels stream their outputs past the caches:
+    // those stores are complete before the threads leave.
     _mm_sfence();
   }
 }
