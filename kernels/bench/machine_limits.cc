@@ -3,7 +3,10 @@
 // BERT-base layer shapes, weights in oneDNN's preferred layout, and memory
 // read bandwidth, all with the benchmark's thread count. Prints one JSON
 // object; a dtype oneDNN has no matmul for on this CPU (bf16 and int8 on
-// some AVX2 CPUs) has "peak_gflops": null and the error.
+// some AVX2 CPUs) has "peak_gflops": null and the error. Each shape's
+// "gflops" is its best call (the peak is the best shape's), "median_gflops"
+// its median call: on a shared host the two differ by a few percent, and a
+// forward's GEMMs run at about the median.
 //
 //   ./build/kernels/machine_limits [--threads N] [--rows M] [--seconds S]
 #include <omp.h>
@@ -29,9 +32,16 @@ using Dt = memory::data_type;
 using Tag = memory::format_tag;
 
 using encoderd::kernels::bench::BestSeconds;
+using encoderd::kernels::bench::CallSeconds;
+using encoderd::kernels::bench::TimeCalls;
 
-// GFLOP/s of an M x K by K x N matmul with source/weights of `src`/`wei`.
-double MatmulGflops(dnnl::engine& engine, dnnl::stream& stream, int64_t m, int64_t n, int64_t k,
+struct Gflops {
+  double best, median;
+};
+
+// GFLOP/s of an M x K by K x N matmul with source/weights of `src`/`wei`:
+// its best call and its median one.
+Gflops MatmulGflops(dnnl::engine& engine, dnnl::stream& stream, int64_t m, int64_t n, int64_t k,
                     Dt src, Dt wei, Dt dst, double budget) {
   dnnl::matmul::primitive_desc pd(
       dnnl::matmul::desc({{m, k}, src, Tag::ab}, {{k, n}, wei, Tag::any}, {{m, n}, dst, Tag::ab}),
@@ -44,13 +54,14 @@ double MatmulGflops(dnnl::engine& engine, dnnl::stream& stream, int64_t m, int64
   dnnl::reorder(w_plain, w).execute(stream, w_plain, w);
   stream.wait();
   dnnl::matmul prim(pd);
-  const double s = BestSeconds(
+  const CallSeconds s = TimeCalls(
       [&] {
         prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, c}});
         stream.wait();
       },
       budget);
-  return 2.0 * m * n * k / s / 1e9;
+  const double gflop = 2.0 * m * n * k / 1e9;
+  return {gflop / s.best, gflop / s.median};
 }
 
 // GB/s of reading `bytes` once with every thread (best of repeated passes).
@@ -106,7 +117,7 @@ int main(int argc, char** argv) {
     double peak = 0;
     std::string per_shape, error;
     for (const auto& shape : shapes) {
-      double g = 0;
+      Gflops g{};
       try {
         g = MatmulGflops(engine, stream, rows, shape[0], shape[1], kind.src, kind.wei, kind.dst,
                          budget);
@@ -114,11 +125,12 @@ int main(int argc, char** argv) {
         error = e.what();
         break;
       }
-      peak = std::max(peak, g);
-      char item[96];
-      std::snprintf(item, sizeof item, "%s{\"n\": %lld, \"k\": %lld, \"gflops\": %.1f}",
+      peak = std::max(peak, g.best);
+      char item[128];
+      std::snprintf(item, sizeof item,
+                    "%s{\"n\": %lld, \"k\": %lld, \"gflops\": %.1f, \"median_gflops\": %.1f}",
                     per_shape.empty() ? "" : ", ", static_cast<long long>(shape[0]),
-                    static_cast<long long>(shape[1]), g);
+                    static_cast<long long>(shape[1]), g.best, g.median);
       per_shape += item;
     }
     if (!error.empty()) {
