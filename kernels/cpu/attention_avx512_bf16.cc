@@ -84,19 +84,9 @@ struct Bf16Format {
     }
   }
 
-  // pp[w] = (p[2w], p[2w + 1]) over the row's first len entries, 0 beyond,
-  // for w < lp / 2 (lp a multiple of 16).
-  static void PackProbabilities(const float* p, int64_t len, int64_t lp, float* pp) {
-    for (int64_t j = 0; j < lp; j += 32) {
-      const __mmask16 lo = j >= len ? 0 : len - j >= 16 ? 0xffff : (1u << (len - j)) - 1;
-      const __mmask16 hi = j + 16 >= len        ? 0
-                           : len - j - 16 >= 16 ? 0xffff
-                                                : (1u << (len - j - 16)) - 1;
-      const __m512 words =
-          PackPairs(_mm512_maskz_loadu_ps(lo, p + j), _mm512_maskz_loadu_ps(hi, p + j + 16));
-      _mm512_mask_storeu_ps(pp + j / 2, lp - j >= 32 ? 0xffff : 0x00ff, words);
-    }
-  }
+  // The 32 values of lo then hi rounded to bf16, as pairs of consecutive
+  // values (the probabilities, SoftmaxRowPacked).
+  static __m512 Words(__m512 lo, __m512 hi) { return PackPairs(lo, hi); }
 };
 
 }  // namespace

@@ -46,16 +46,28 @@ inline void Transpose16(__m512 r[16]) {
   }
 }
 
-// p = exp(s - max(s)) over the first len entries, in place; returns 1 / sum(p).
-inline float SoftmaxRow(float* s, int64_t len) {
+// max(s) over the first len entries, in every lane.
+inline __m512 RowMax(const float* s, int64_t len) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   int64_t j = 0;
   for (; j + 16 <= len; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(s + j));
   const __mmask16 tail = static_cast<__mmask16>((1u << (len - j)) - 1);
   vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, s + j));
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  return _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+}
+
+// The lanes of the 16 entries from j on that are below len.
+inline __mmask16 LanesBelow(int64_t len, int64_t j) {
+  return j >= len ? 0 : len - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (len - j)) - 1);
+}
+
+// p = exp(s - max(s)) over the first len entries, in place; returns 1 / sum(p).
+inline float SoftmaxRow(float* s, int64_t len) {
+  const __m512 m = RowMax(s, len);
   __m512 vsum = _mm512_setzero_ps();
-  for (j = 0; j + 16 <= len; j += 16) {
+  int64_t j = 0;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (len % 16)) - 1);
+  for (; j + 16 <= len; j += 16) {
     const __m512 p = ExpNonPositive(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
     _mm512_storeu_ps(s + j, p);
     vsum = _mm512_add_ps(vsum, p);
@@ -64,6 +76,28 @@ inline float SoftmaxRow(float* s, int64_t len) {
     const __m512 p = ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + j), m));
     _mm512_mask_storeu_ps(s + j, tail, p);
     vsum = _mm512_mask_add_ps(vsum, tail, vsum, p);
+  }
+  return 1.f / _mm512_reduce_add_ps(vsum);
+}
+
+// SoftmaxRow's p stored by Format as its words of value pairs (pp, lp /
+// kPack words: pairs of consecutive entries, 0 from len on, lp a multiple
+// of 16) instead of in place; returns SoftmaxRow's 1 / sum(p), the same
+// bits (the same sums in the same order, the lanes from len on adding 0).
+template <class Format>
+inline float SoftmaxRowPacked(const float* s, int64_t len, int64_t lp, float* pp) {
+  static_assert(Format::kPack == 2);
+  const __m512 m = RowMax(s, len);
+  __m512 vsum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < lp; j += 32) {
+    const __mmask16 lo = LanesBelow(len, j), hi = LanesBelow(len, j + 16);
+    const __m512 p_lo =
+        _mm512_maskz_mov_ps(lo, ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(lo, s + j), m)));
+    const __m512 p_hi = _mm512_maskz_mov_ps(
+        hi, ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(hi, s + j + 16), m)));
+    vsum = _mm512_add_ps(vsum, p_lo);
+    vsum = _mm512_add_ps(vsum, p_hi);
+    _mm512_mask_storeu_ps(pp + j / 2, lp - j >= 32 ? 0xffff : 0x00ff, Format::Words(p_lo, p_hi));
   }
   return 1.f / _mm512_reduce_add_ps(vsum);
 }
@@ -99,8 +133,9 @@ inline void ForRowBlocks(int64_t rows, Fn&& fn) {
 //   PackValues(v, ld, len, d, vp): vp [ceil(len / kPack), d], the words of
 //     kPack consecutive rows (a missing last row 0),
 //   PackQuery(q, d, scale, qs): q * scale as d / kPack words,
-//   PackProbabilities(p, len, lp, pp), only when kPack > 1: p's first len
-//     entries (0 beyond) as lp / kPack words (kPack == 1 uses the scores).
+//   Words(lo, hi), only when kPack > 1: 32 values (lo's 16, then hi's) as
+//     16 words of consecutive pairs (SoftmaxRowPacked; kPack == 1 uses the
+//     scores as they are).
 
 // s[r][j0 .. j0 + 16 * NJ) = q[r] . k[j] for r < R; q rows of `words` words,
 // contiguous; kt [words, lp]; s rows at stride lp.
@@ -221,8 +256,11 @@ void AttentionRowsBlocked(const float* qkv, int64_t seq_begin, int64_t len, int6
     }
     const int64_t p_stride = pack == 1 ? lp : pw;
     for (int64_t r = 0; r < rows; ++r) {
-      inv[r] = SoftmaxRow(s + r * lp, len);
-      if constexpr (pack > 1) Format::PackProbabilities(s + r * lp, len, lp, pp + r * pw);
+      if constexpr (pack > 1) {
+        inv[r] = SoftmaxRowPacked<Format>(s + r * lp, len, lp, pp + r * pw);
+      } else {
+        inv[r] = SoftmaxRow(s + r * lp, len);
+      }
     }
     const int64_t len_words = (len + pack - 1) / pack, block = kValueBlock / pack;
     for (int64_t w0 = 0; w0 < len_words; w0 += block) {
