@@ -46,19 +46,19 @@ inline void Transpose16(__m512 r[16]) {
   }
 }
 
+// The lanes of the 16 entries from j on that are below len.
+inline __mmask16 LanesBelow(int64_t len, int64_t j) {
+  return j >= len ? 0 : len - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (len - j)) - 1);
+}
+
 // max(s) over the first len entries, in every lane.
 inline __m512 RowMax(const float* s, int64_t len) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   int64_t j = 0;
   for (; j + 16 <= len; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(s + j));
-  const __mmask16 tail = static_cast<__mmask16>((1u << (len - j)) - 1);
+  const __mmask16 tail = LanesBelow(len, j);
   vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, s + j));
   return _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
-}
-
-// The lanes of the 16 entries from j on that are below len.
-inline __mmask16 LanesBelow(int64_t len, int64_t j) {
-  return j >= len ? 0 : len - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (len - j)) - 1);
 }
 
 // p = exp(s - max(s)) over the first len entries, in place; returns 1 / sum(p).
@@ -66,12 +66,12 @@ inline float SoftmaxRow(float* s, int64_t len) {
   const __m512 m = RowMax(s, len);
   __m512 vsum = _mm512_setzero_ps();
   int64_t j = 0;
-  const __mmask16 tail = static_cast<__mmask16>((1u << (len % 16)) - 1);
   for (; j + 16 <= len; j += 16) {
     const __m512 p = ExpNonPositive(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
     _mm512_storeu_ps(s + j, p);
     vsum = _mm512_add_ps(vsum, p);
   }
+  const __mmask16 tail = LanesBelow(len, j);
   if (tail) {
     const __m512 p = ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + j), m));
     _mm512_mask_storeu_ps(s + j, tail, p);
@@ -229,8 +229,9 @@ void AttentionRowsBlocked(const float* qkv, int64_t seq_begin, int64_t len, int6
   const float* q = qkv + seq_begin * ld + head * d;
   // Step is called once per register block of rows, in the scores and in P V.
   const int64_t row_blocks = (row_end - row_begin + kRows - 1) / kRows;
-  NextItemPrefetch prefetch(qkv, heads, d, seq_begin, head, next,
-                            row_blocks * (lp / 64 + lp % 64 / 16 + (len + 63) / 64));
+  NextItemPrefetch prefetch(
+      qkv, heads, d, seq_begin, head, next,
+      row_blocks * (lp / 64 + lp % 64 / 16 + (len + kValueBlock - 1) / kValueBlock));
   Format::PackKeys(q + hidden, ld, len, lp, d, kt);
   Format::PackValues(q + 2 * hidden, ld, len, d, vp);
   for (int64_t i0 = row_begin; i0 < row_end; i0 += sub_rows) {
