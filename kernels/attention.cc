@@ -12,8 +12,10 @@ namespace encoderd::kernels {
 void Attention(const Context& ctx, DType dtype, DType matmul_dtype, const void* qkv,
                const int32_t* cu_seqlens, int64_t batch, int64_t total_tokens, int32_t max_seqlen,
                int64_t heads, int64_t head_dim, float scale, void* out) {
-  ctx.CheckActivations("Attention", dtype);
   const bool cpu = ctx.device() == Device::kCpu;
+  // The CPU also takes bf16 values, with bf16 matmuls.
+  const bool cpu_bf16 = cpu && dtype == DType::kBFloat16 && matmul_dtype == DType::kBFloat16;
+  if (!cpu_bf16) ctx.CheckActivations("Attention", dtype);
   if (matmul_dtype != dtype && !(cpu && matmul_dtype == DType::kBFloat16)) {
     throw std::invalid_argument("Attention: " + std::string(DTypeName(matmul_dtype)) +
                                 " matmuls over " + std::string(DTypeName(dtype)) +
@@ -27,9 +29,8 @@ void Attention(const Context& ctx, DType dtype, DType matmul_dtype, const void* 
     throw std::invalid_argument("Attention: null tensor");
   }
   if (cpu) {
-    return AttentionCpu(ctx.cpu(), static_cast<const float*>(qkv), cu_seqlens, batch, heads,
-                        head_dim, scale, matmul_dtype == DType::kBFloat16,
-                        static_cast<float*>(out));
+    return AttentionCpu(ctx.cpu(), dtype, qkv, cu_seqlens, batch, heads, head_dim, scale,
+                        matmul_dtype == DType::kBFloat16, out);
   }
   ENCODERD_ON_CUDA("Attention", CudaAttention(ctx.cuda(), dtype, qkv, cu_seqlens, batch, max_seqlen,
                                               heads, head_dim, scale, out));

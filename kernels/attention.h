@@ -25,7 +25,12 @@ namespace encoderd::kernels {
 // dtype. On the CPU it is float32, or bfloat16 (bfloat16 and int8 models):
 // q, k, v and the probabilities are rounded to bf16 and multiplied with
 // AVX512-BF16 where the CPU has it and head_dim % 32 == 0, else the matmuls
-// run in fp32 (ENCODERD_CPU_DISABLE=avx512_bf16 forces that).
+// run in fp32 (ENCODERD_CPU_DISABLE=avx512_bf16 forces that). The CPU also
+// takes dtype bfloat16 with bfloat16 matmuls: qkv and out hold bf16 values,
+// which the bf16 kernel reads and writes as they are (the bits of the
+// float32 call on the fp32 values they round, when scale is a power of two;
+// otherwise q is rounded once more after the scaling), so that no pass
+// converts them between a bf16 model's Linear layers and attention.
 // Throws std::invalid_argument on non-positive heads / head_dim, malformed
 // cu_seqlens (checked on the CPU, where they live on the host), a dtype the
 // device's activations are not or a matmul_dtype the device cannot pair with

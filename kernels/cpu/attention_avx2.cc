@@ -216,7 +216,7 @@ void AttentionRowsAvx2(const float* qkv, int64_t seq_begin, int64_t len, int64_t
   // Step is called once per column block of the scores and block of V.
   const int64_t sub_blocks = (row_end - row_begin + sub_rows - 1) / sub_rows;
   NextItemPrefetch prefetch(
-      qkv, heads, d, seq_begin, head, next,
+      qkv, sizeof(float), heads, d, seq_begin, head, next,
       sub_blocks * ((lp + 8 * kCols - 1) / (8 * kCols) + (len + kValueBlock - 1) / kValueBlock));
   PackKeys(q + hidden, ld, len, lp, d, kt);
   for (int64_t j = 0; j < len; ++j) {

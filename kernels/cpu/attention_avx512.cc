@@ -16,22 +16,15 @@ namespace {
 
 // Operands as fp32 values, multiplied with FMA (see attention_avx512_blocks.h).
 struct Fp32Format {
+  using Value = float;
   static constexpr int64_t kPack = 1;
 
   static __m512 Madd(__m512 acc, __m512 a, __m512 b) { return _mm512_fmadd_ps(a, b, acc); }
 
   // kt[c][j] = k[j][c] for j < len, 0 for len <= j < lp; k rows at stride ld.
   static void PackKeys(const float* k, int64_t ld, int64_t len, int64_t lp, int64_t d, float* kt) {
-    for (int64_t j0 = 0; j0 < lp; j0 += 16) {
-      for (int64_t c0 = 0; c0 < d; c0 += 16) {
-        __m512 r[16];
-        _Pragma("GCC unroll 16") for (int i = 0; i < 16; ++i) r[i] =
-            j0 + i < len ? _mm512_loadu_ps(k + (j0 + i) * ld + c0) : _mm512_setzero_ps();
-        Transpose16(r);
-        _Pragma("GCC unroll 16") for (int i = 0; i < 16; ++i)
-            _mm512_storeu_ps(kt + (c0 + i) * lp + j0, r[i]);
-      }
-    }
+    PackKeyWords<kPack>(len, lp, d, kt,
+                        [&](int64_t j, int64_t c) { return _mm512_loadu_ps(k + j * ld + c); });
   }
 
   static void PackValues(const float* v, int64_t ld, int64_t len, int64_t d, float* vs) {
@@ -47,6 +40,10 @@ struct Fp32Format {
     for (int64_t c = 0; c < d; c += 16) {
       _mm512_storeu_ps(qs + c, _mm512_mul_ps(_mm512_loadu_ps(q + c), vscale));
     }
+  }
+
+  static void StoreRow(const float* os, float inv, int64_t d, float* o) {
+    StoreRowF32(os, inv, d, o);
   }
 };
 

@@ -27,6 +27,13 @@ void AttentionRowsAvx512Bf16(const float* qkv, int64_t seq_begin, int64_t len, i
                              int64_t row_end, int64_t sub_rows, float* out,
                              const AttentionItem* next = nullptr);
 
+// AttentionRowsAvx512Bf16 over bf16 q, k, v and output (kernels/attention.h's
+// bfloat16 activations), for the same head_dim and CPU.
+void AttentionRowsAvx512Bf16Values(const uint16_t* qkv, int64_t seq_begin, int64_t len,
+                                   int64_t head, int64_t heads, int64_t head_dim, float scale,
+                                   int64_t row_begin, int64_t row_end, int64_t sub_rows,
+                                   uint16_t* out, const AttentionItem* next = nullptr);
+
 // Query rows per sub-block; measured against holding every row's scores
 // (sub_rows = L, the full L x L matrix) in kernels/bench/attention_bench.
 constexpr int64_t kAttentionSubRows = 32;

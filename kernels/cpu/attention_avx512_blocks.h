@@ -46,6 +46,23 @@ inline void Transpose16(__m512 r[16]) {
   }
 }
 
+// kt[w][j] = word w of key j for j < len, 0 for len <= j < lp, over the
+// d / kPack words of each key, a 16 x 16 tile at a time (a Format's
+// PackKeys): load(j, c) gives key j's 16 words from head-dim column c on.
+template <int64_t kPack, typename Load>
+inline void PackKeyWords(int64_t len, int64_t lp, int64_t d, float* kt, Load load) {
+  for (int64_t j0 = 0; j0 < lp; j0 += 16) {
+    for (int64_t c0 = 0; c0 < d; c0 += 16 * kPack) {
+      __m512 r[16];
+      _Pragma("GCC unroll 16") for (int i = 0; i < 16; ++i) r[i] =
+          j0 + i < len ? load(j0 + i, c0) : _mm512_setzero_ps();
+      Transpose16(r);
+      _Pragma("GCC unroll 16") for (int i = 0; i < 16; ++i)
+          _mm512_storeu_ps(kt + (c0 / kPack + i) * lp + j0, r[i]);
+    }
+  }
+}
+
 // The lanes of the 16 entries from j on that are below len.
 inline __mmask16 LanesBelow(int64_t len, int64_t j) {
   return j >= len ? 0 : len - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (len - j)) - 1);
@@ -126,6 +143,7 @@ inline void ForRowBlocks(int64_t rows, Fn&& fn) {
 // How a kernel stores its matmul operands, and multiplies them. The scratch
 // holds 32-bit words, loaded as floats: an fp32 value, or (bf16) a pair of
 // values along the summed index. A Format has
+//   Value: the type of qkv's and out's values (float, or uint16_t for bf16),
 //   kPack: values per word (1 or 2; head_dim % (16 * kPack) == 0),
 //   Madd(acc, a, b): acc + a * b over each lane's word pair (a, b floats),
 //   PackKeys(k, ld, len, lp, d, kt): kt [d / kPack, lp], key j's words at
@@ -136,6 +154,24 @@ inline void ForRowBlocks(int64_t rows, Fn&& fn) {
 //   Words(lo, hi), only when kPack > 1: 32 values (lo's 16, then hi's) as
 //     16 words of consecutive pairs (SoftmaxRowPacked; kPack == 1 uses the
 //     scores as they are).
+//   StoreRow(os, inv, d, o): o[c] = os[c] * inv for c < d, as Values (an
+//     output row; StoreRowF32 for fp32 ones).
+
+// o[c] = os[c] * inv for c < d, fp32. Whole lines of the output, which an
+// item alone writes, are streamed past the caches where the row starts a
+// line, so that lines only overwritten are not read first.
+inline void StoreRowF32(const float* os, float inv, int64_t d, float* o) {
+  const __m512 f = _mm512_set1_ps(inv);
+  const bool whole_lines = reinterpret_cast<uintptr_t>(o) % 64 == 0;
+  for (int64_t c = 0; c < d; c += 16) {
+    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(os + c), f);
+    if (whole_lines) {
+      _mm512_stream_ps(o + c, v);
+    } else {
+      _mm512_storeu_ps(o + c, v);
+    }
+  }
+}
 
 // s[r][j0 .. j0 + 16 * NJ) = q[r] . k[j] for r < R; q rows of `words` words,
 // contiguous; kt [words, lp]; s rows at stride lp.
@@ -208,10 +244,10 @@ void ValueRows(const float* p, int64_t pw, const float* vp, int64_t d, int64_t w
 // rows, the sub_rows x L scores (register-blocked 4 x 64, each K block reused
 // from L1 by the whole sub-block), an exact fp32 softmax, and P V (each
 // 64-row block of V reused by the whole sub-block). See attention_avx512.h.
-template <class Format>
-void AttentionRowsBlocked(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
+template <class Format, typename Value = typename Format::Value>
+void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int64_t head,
                           int64_t heads, int64_t d, float scale, int64_t row_begin, int64_t row_end,
-                          int64_t sub_rows, float* out, const AttentionItem* next) {
+                          int64_t sub_rows, Value* out, const AttentionItem* next) {
   constexpr int64_t pack = Format::kPack;
   const int64_t hidden = heads * d, ld = 3 * hidden;
   const int64_t lp = (len + 15) / 16 * 16;      // a multiple of 16 (and of pack)
@@ -226,11 +262,11 @@ void AttentionRowsBlocked(const float* qkv, int64_t seq_begin, int64_t len, int6
   float* qs = s + sub_rows * (lp + pp_words);
   float* os = qs + sub_rows * qw;
   float* inv = os + sub_rows * d;
-  const float* q = qkv + seq_begin * ld + head * d;
+  const Value* q = qkv + seq_begin * ld + head * d;
   // Step is called once per register block of rows, in the scores and in P V.
   const int64_t row_blocks = (row_end - row_begin + kRows - 1) / kRows;
   NextItemPrefetch prefetch(
-      qkv, heads, d, seq_begin, head, next,
+      qkv, sizeof(Value), heads, d, seq_begin, head, next,
       row_blocks * (lp / 64 + lp % 64 / 16 + (len + kValueBlock - 1) / kValueBlock));
   Format::PackKeys(q + hidden, ld, len, lp, d, kt);
   Format::PackValues(q + 2 * hidden, ld, len, d, vp);
@@ -272,22 +308,8 @@ void AttentionRowsBlocked(const float* qkv, int64_t seq_begin, int64_t len, int6
         prefetch.Step();
       });
     }
-    for (int64_t r = 0; r < rows; ++r) {
-      float* o = out + (seq_begin + i0 + r) * hidden + head * d;
-      const __m512 f = _mm512_set1_ps(inv[r]);
-      // Whole lines of the output, which this item alone writes: streamed
-      // past the caches where the row starts a line, so that lines only
-      // overwritten are not read first.
-      const bool whole_lines = reinterpret_cast<uintptr_t>(o) % 64 == 0;
-      for (int64_t c = 0; c < d; c += 16) {
-        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(os + r * d + c), f);
-        if (whole_lines) {
-          _mm512_stream_ps(o + c, v);
-        } else {
-          _mm512_storeu_ps(o + c, v);
-        }
-      }
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      Format::StoreRow(os + r * d, inv[r], d, out + (seq_begin + i0 + r) * hidden + head * d);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/attention_avx2.h"
 #include "kernels/cpu/attention_avx512.h"
+#include "kernels/cpu/bf16_convert.h"
 #include "kernels/cpu_features.h"
 
 namespace encoderd::kernels {
@@ -65,8 +66,25 @@ void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int6
   }
 }
 
-void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seqlens, int64_t batch,
-                  int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls, float* out) {
+void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const int32_t* cu_seqlens,
+                  int64_t batch, int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls,
+                  void* out) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  const bool fast = head_dim % 16 == 0 && cpu.avx512f;
+  const bool avx2 = head_dim % 16 == 0 && cpu.avx2 && cpu.fma;
+  const bool bf16 =
+      bf16_matmuls && head_dim % 32 == 0 && cpu.avx512f && cpu.avx512bw && cpu.avx512_bf16;
+  const bool bf16_values = values == DType::kBFloat16;
+  if (bf16_values && !bf16) {
+    // No kernel reads bf16 values here: the fp32 path over them, widened.
+    const int64_t tokens = cu_seqlens[batch], hidden = heads * head_dim;
+    std::vector<float> wide(tokens * 3 * hidden), result(tokens * hidden);
+    ConvertBFloat16ToFloat(static_cast<const uint16_t*>(qkv), wide.data(), tokens * 3 * hidden);
+    AttentionCpu(ctx, DType::kFloat32, wide.data(), cu_seqlens, batch, heads, head_dim, scale,
+                 bf16_matmuls, result.data());
+    ConvertFloatToBFloat16(result.data(), static_cast<uint16_t*>(out), tokens * hidden);
+    return;
+  }
   double work = 0;
   for (int64_t b = 0; b < batch; ++b) {
     const double len = cu_seqlens[b + 1] - cu_seqlens[b];
@@ -90,24 +108,25 @@ void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seq
   // Longest sequences first so that the threads end together.
   std::stable_sort(items.begin(), items.end(),
                    [](const AttentionItem& a, const AttentionItem& b) { return a.len > b.len; });
-  const CpuFeatures& cpu = GetCpuFeatures();
-  const bool fast = head_dim % 16 == 0 && cpu.avx512f;
-  const bool avx2 = head_dim % 16 == 0 && cpu.avx2 && cpu.fma;
-  const bool bf16 =
-      bf16_matmuls && head_dim % 32 == 0 && cpu.avx512f && cpu.avx512bw && cpu.avx512_bf16;
+  const float* qkv32 = static_cast<const float*>(qkv);
+  float* out32 = static_cast<float*>(out);
   const auto RunItem = [&](const AttentionItem& it, const AttentionItem* next) {
-    if (bf16) {
-      AttentionRowsAvx512Bf16(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale,
-                              it.row_begin, it.row_end, kAttentionSubRows, out, next);
+    if (bf16_values) {
+      AttentionRowsAvx512Bf16Values(static_cast<const uint16_t*>(qkv), it.seq_begin, it.len,
+                                    it.head, heads, head_dim, scale, it.row_begin, it.row_end,
+                                    kAttentionSubRows, static_cast<uint16_t*>(out), next);
+    } else if (bf16) {
+      AttentionRowsAvx512Bf16(qkv32, it.seq_begin, it.len, it.head, heads, head_dim, scale,
+                              it.row_begin, it.row_end, kAttentionSubRows, out32, next);
     } else if (fast) {
-      AttentionRowsAvx512(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
-                          it.row_end, kAttentionSubRows, out, next);
+      AttentionRowsAvx512(qkv32, it.seq_begin, it.len, it.head, heads, head_dim, scale,
+                          it.row_begin, it.row_end, kAttentionSubRows, out32, next);
     } else if (avx2) {
-      AttentionRowsAvx2(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
-                        it.row_end, kAttentionSubRows, out, next);
+      AttentionRowsAvx2(qkv32, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
+                        it.row_end, kAttentionSubRows, out32, next);
     } else {
-      AttentionRowsGeneric(qkv, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
-                           it.row_end, out);
+      AttentionRowsGeneric(qkv32, it.seq_begin, it.len, it.head, heads, head_dim, scale,
+                           it.row_begin, it.row_end, out32);
     }
   };
   const int64_t n = static_cast<int64_t>(items.size());

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "kernels/cpu_context.h"
 
 namespace encoderd::kernels {
@@ -16,9 +17,13 @@ struct AttentionItem {
 // bf16_matmuls: q k^T and p v with bf16 inputs where the CPU has
 // AVX512-BF16 and head_dim % 32 == 0 (attention_avx512.h), else in fp32:
 // on AVX-512 (attention_avx512.h) or AVX2 + FMA (attention_avx2.h) where
-// head_dim % 16 == 0, else on the generic path below.
-void AttentionCpu(const CpuContext& ctx, const float* qkv, const int32_t* cu_seqlens, int64_t batch,
-                  int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls, float* out);
+// head_dim % 16 == 0, else on the generic path below. values: qkv's and
+// out's type, float32, or bfloat16 with bf16_matmuls (read and written as
+// they are by the bf16 kernel; elsewhere widened to fp32 first, and the
+// output rounded).
+void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const int32_t* cu_seqlens,
+                  int64_t batch, int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls,
+                  void* out);
 
 // Per-thread scratch of at least `floats` floats, valid until the calling
 // thread's next call.

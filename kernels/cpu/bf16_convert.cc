@@ -132,4 +132,12 @@ void ConvertFloatToBFloat16(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = ScalarToBFloat16(src[i]);
 }
 
+void ConvertBFloat16ToFloat(const uint16_t* src, float* dst, int64_t n) {
+  // A bf16 is the high half of the fp32 it stands for; the loop vectorizes.
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+    std::memcpy(dst + i, &bits, sizeof(bits));
+  }
+}
+
 }  // namespace encoderd::kernels

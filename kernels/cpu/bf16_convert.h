@@ -14,4 +14,7 @@ void ConvertFloatToBFloat16(const float* src, uint16_t* dst, int64_t n);
 // dst may equal src.
 void RoundToBFloat16(const float* src, float* dst, int64_t n);  // src may be unaligned
 
+// dst[i] = float(src[i]) for i < n, exactly. Single-threaded.
+void ConvertBFloat16ToFloat(const uint16_t* src, float* dst, int64_t n);
+
 }  // namespace encoderd::kernels

@@ -214,6 +214,70 @@ TEST(AttentionTest, OutputsOnCacheLinesAndOffThemHoldTheSameBits) {
   }
 }
 
+// bf16 x as the kernels round it (nearest even), as its bits.
+uint16_t Bf16Bits(float x) {
+  const float r = RoundToBf16(x);
+  uint32_t bits;
+  std::memcpy(&bits, &r, sizeof(bits));
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float Bf16Value(uint16_t b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float x;
+  std::memcpy(&x, &bits, sizeof(x));
+  return x;
+}
+
+// bfloat16 values (a bf16 model's qkv and context on the CPU): where the
+// bf16 kernel runs, the float32 call's output rounded to bf16, bit for bit
+// (a power-of-two scale), whether the output rows start cache lines or
+// not; elsewhere (no AVX512-BF16, or head_dim % 32 != 0) the float32 path
+// over the widened values, within bf16's rounding of the reference.
+TEST(AttentionTest, Bf16ValuesHoldTheFloat32CallsBitsRounded) {
+  const std::vector<int32_t> lengths = {40, 1, 130, 17, 300, 64, 9};
+  const auto cu = CuSeqlens(lengths);
+  const int64_t total = cu.back();
+  for (const int64_t d : {32, 64, 96, 48}) {
+    const int64_t heads = 3, hidden = heads * d, values = total * hidden;
+    const auto qkv = RandomVector(total * 3 * hidden, 51, -2.f, 2.f);
+    std::vector<uint16_t> qkv16(qkv.size());
+    std::vector<float> rounded(qkv.size());
+    for (size_t i = 0; i < qkv.size(); ++i) {
+      qkv16[i] = Bf16Bits(qkv[i]);
+      rounded[i] = Bf16Value(qkv16[i]);
+    }
+    const bool kernel = HasBf16Attention() && d % 32 == 0;
+    for (const int threads : {1, 2}) {
+      CpuContext ctx(threads);
+      std::vector<float> out32(values);
+      Attention(ctx, DType::kFloat32, DType::kBFloat16, qkv.data(), cu.data(),
+                static_cast<int64_t>(lengths.size()), total, 300, heads, d, 0.125f, out32.data());
+      // 64-byte aligned, and one value off.
+      std::unique_ptr<uint16_t[], decltype(&std::free)> lines(
+          static_cast<uint16_t*>(std::aligned_alloc(64, (values * 2 + 63) / 64 * 64)), &std::free);
+      std::vector<uint16_t> off_lines(values + 1);
+      Attention(ctx, DType::kBFloat16, DType::kBFloat16, qkv16.data(), cu.data(),
+                static_cast<int64_t>(lengths.size()), total, 300, heads, d, 0.125f, lines.get());
+      Attention(ctx, DType::kBFloat16, DType::kBFloat16, qkv16.data(), cu.data(),
+                static_cast<int64_t>(lengths.size()), total, 300, heads, d, 0.125f,
+                off_lines.data() + 1);
+      EXPECT_EQ(std::memcmp(lines.get(), off_lines.data() + 1, values * 2), 0)
+          << "head_dim " << d << " threads " << threads;
+      std::vector<float> got(values);
+      for (int64_t i = 0; i < values; ++i) got[i] = Bf16Value(lines[i]);
+      if (kernel) {
+        int64_t differ = 0;
+        for (int64_t i = 0; i < values; ++i) differ += lines[i] != Bf16Bits(out32[i]);
+        EXPECT_EQ(differ, 0) << "head_dim " << d << " threads " << threads;
+      } else {
+        const auto want = Reference(rounded, cu, heads, d, 0.125);
+        EXPECT_LT(ScaledMaxError(got, want), 5e-3) << "head_dim " << d;
+      }
+    }
+  }
+}
+
 TEST(AttentionTest, EmptySequencesAndBadShapes) {
   CpuContext ctx;
   const auto cu = CuSeqlens({0, 3, 0});
@@ -244,6 +308,12 @@ TEST(AttentionTest, EmptySequencesAndBadShapes) {
   EXPECT_THROW(Attention(ctx, DType::kFloat32, DType::kFloat16, qkv.data(), cu.data(), 3, 3, 3, 2,
                          16, 0.25f, out.data()),
                std::invalid_argument);  // fp16 matmuls: CUDA only
+  EXPECT_THROW(Attention(ctx, DType::kBFloat16, DType::kFloat32, qkv.data(), cu.data(), 3, 3, 3, 2,
+                         16, 0.25f, out.data()),
+               std::invalid_argument);  // bf16 values take bf16 matmuls
+  EXPECT_THROW(Attention(ctx, DType::kFloat16, DType::kFloat16, qkv.data(), cu.data(), 3, 3, 3, 2,
+                         16, 0.25f, out.data()),
+               std::invalid_argument);  // fp16 values: CUDA only
 }
 
 }  // namespace
