@@ -48,6 +48,7 @@ int64_t PackedWeight::out_features() const { return impl_->out_features; }
 int64_t PackedWeight::in_features() const { return impl_->in_features; }
 DType PackedWeight::type() const { return impl_->type; }
 size_t PackedWeight::bytes() const { return impl_->bytes(); }
+bool PackedWeight::bf16_values() const { return impl_->bf16_values; }
 
 namespace {
 
@@ -64,12 +65,37 @@ void CheckWeight(const char* op, const Context& ctx, DType dtype, const PackedWe
   }
 }
 
+// Whether (x_dtype, y_dtype) is a pairing Linear takes besides one
+// activation dtype for both: bf16 on the CPU with a bf16 weight (y not
+// with a residual).
+bool CpuBf16Pairing(const Context& ctx, DType x_dtype, DType y_dtype, const PackedWeight& weight,
+                    Epilogue epilogue) {
+  const auto ok = [](DType t) { return t == DType::kFloat32 || t == DType::kBFloat16; };
+  return ctx.device() == Device::kCpu && weight.type() == DType::kBFloat16 && ok(x_dtype) &&
+         ok(y_dtype) && !(y_dtype == DType::kBFloat16 && epilogue == Epilogue::kResidual);
+}
+
 }  // namespace
 
 void Linear(const Context& ctx, DType dtype, const void* x, int64_t rows,
             const PackedWeight& weight, Epilogue epilogue, const void* residual, void* y) {
-  ctx.CheckActivations("Linear", dtype);
-  CheckWeight("Linear", ctx, dtype, weight);
+  Linear(ctx, dtype, x, rows, weight, epilogue, residual, dtype, y);
+}
+
+void Linear(const Context& ctx, DType x_dtype, const void* x, int64_t rows,
+            const PackedWeight& weight, Epilogue epilogue, const void* residual, DType y_dtype,
+            void* y) {
+  const bool cpu = ctx.device() == Device::kCpu;
+  if (x_dtype == y_dtype && (x_dtype != DType::kBFloat16 || !cpu)) {
+    ctx.CheckActivations("Linear", x_dtype);
+  } else if (!CpuBf16Pairing(ctx, x_dtype, y_dtype, weight, epilogue)) {
+    throw std::invalid_argument("Linear: " + std::string(DTypeName(x_dtype)) + " input, " +
+                                std::string(DTypeName(y_dtype)) + " output and " +
+                                std::string(DTypeName(weight.type())) + " weights do not run on " +
+                                DeviceName(ctx.device()) +
+                                (epilogue == Epilogue::kResidual ? " with a residual" : ""));
+  }
+  CheckWeight("Linear", ctx, x_dtype, weight);
   if (rows < 0) throw std::invalid_argument("Linear: negative row count");
   if (rows == 0) return;
   if (x == nullptr || y == nullptr) throw std::invalid_argument("Linear: null input or output");
@@ -77,17 +103,29 @@ void Linear(const Context& ctx, DType dtype, const void* x, int64_t rows,
     throw std::invalid_argument("Linear: residual epilogue without a residual tensor");
   }
   if (x == y) throw std::invalid_argument("Linear: input aliases output");
-  if (ctx.device() == Device::kCpu) {
-    return LinearCpu(ctx.cpu(), static_cast<const float*>(x), rows, weight, epilogue,
-                     static_cast<const float*>(residual), static_cast<float*>(y));
+  if (cpu) {
+    return LinearCpu(ctx.cpu(), x_dtype, x, rows, weight, epilogue,
+                     static_cast<const float*>(residual), y_dtype, y);
   }
-  ENCODERD_ON_CUDA("Linear", LinearCuda(ctx.cuda(), dtype, x, rows, weight, epilogue, residual, y));
+  ENCODERD_ON_CUDA("Linear",
+                   LinearCuda(ctx.cuda(), x_dtype, x, rows, weight, epilogue, residual, y));
 }
 
 void FeedForward(const Context& ctx, DType dtype, const void* x, int64_t rows,
                  const PackedWeight& w_in, Epilogue activation, const PackedWeight& w_out,
                  void* hidden, void* y) {
+  FeedForward(ctx, dtype, x, rows, w_in, activation, w_out, dtype, hidden, y);
+}
+
+void FeedForward(const Context& ctx, DType x_dtype, const void* x, int64_t rows,
+                 const PackedWeight& w_in, Epilogue activation, const PackedWeight& w_out,
+                 DType dtype, void* hidden, void* y) {
   ctx.CheckActivations("FeedForward", dtype);
+  if (x_dtype != dtype && !CpuBf16Pairing(ctx, x_dtype, dtype, w_in, activation)) {
+    throw std::invalid_argument("FeedForward: " + std::string(DTypeName(x_dtype)) + " input with " +
+                                std::string(DTypeName(w_in.type())) + " weights does not run on " +
+                                DeviceName(ctx.device()));
+  }
   CheckWeight("FeedForward", ctx, dtype, w_in);
   CheckWeight("FeedForward", ctx, dtype, w_out);
   if (activation == Epilogue::kResidual) {
@@ -105,15 +143,15 @@ void FeedForward(const Context& ctx, DType dtype, const void* x, int64_t rows,
   }
   if (hidden == x || hidden == y) throw std::invalid_argument("FeedForward: scratch aliases");
   // In place, a chunk's output rows would overwrite input rows still unread.
-  if (x == y && w_in.in_features() != w_out.out_features()) {
-    throw std::invalid_argument("FeedForward: output aliases an input of another width");
+  if (x == y && (w_in.in_features() != w_out.out_features() || x_dtype != dtype)) {
+    throw std::invalid_argument("FeedForward: output aliases an input of another width or dtype");
   }
   if (ctx.device() == Device::kCpu &&
-      FeedForwardCpu(ctx.cpu(), static_cast<const float*>(x), rows, w_in, activation, w_out,
+      FeedForwardCpu(ctx.cpu(), x_dtype, x, rows, w_in, activation, w_out,
                      static_cast<float*>(hidden), static_cast<float*>(y))) {
     return;
   }
-  Linear(ctx, dtype, x, rows, w_in, activation, nullptr, hidden);
+  Linear(ctx, x_dtype, x, rows, w_in, activation, nullptr, dtype, hidden);
   Linear(ctx, dtype, hidden, rows, w_out, Epilogue::kResidual, y, y);
 }
 

@@ -41,6 +41,10 @@ class PackedWeight {
   DType type() const;
   // Bytes held by the packed weight and bias.
   size_t bytes() const;
+  // Whether Linear reads and writes bfloat16 values with this weight
+  // without a conversion pass of its own (the second Linear above): a
+  // bfloat16 weight on a CPU with AVX512-BF16, whose GEMMs take bf16.
+  bool bf16_values() const;
 
   // The device's packed form (kernels/cpu/linear_cpu.h, kernels/cuda/).
   struct Impl;
@@ -58,6 +62,7 @@ struct PackedWeight::Impl {
   int64_t out_features = 0;
   int64_t in_features = 0;
   DType type = DType::kFloat32;
+  bool bf16_values = false;  // set by the device's Pack
 };
 
 // y[m, :] = epilogue(x[m, :] W^T + b) for m < rows, on ctx's device, which
@@ -74,6 +79,17 @@ struct PackedWeight::Impl {
 // device's activations are not.
 void Linear(const Context& ctx, DType dtype, const void* x, int64_t rows,
             const PackedWeight& weight, Epilogue epilogue, const void* residual, void* y);
+
+// Linear with an input and an output of their own dtypes. On the CPU, x and
+// y may also be bfloat16 (bf16 values, as uint16) for a bfloat16 weight, y
+// not with kResidual (whose residual and y are float32): x is then used as
+// it is, not rounded by a pass of its own, and y holds the float32 call's
+// output rounded to bf16 (nearest even), so that a bf16 model's activations
+// between its Linear layers and attention need no conversion passes. The
+// same checks as above, and std::invalid_argument on another pairing.
+void Linear(const Context& ctx, DType x_dtype, const void* x, int64_t rows,
+            const PackedWeight& weight, Epilogue epilogue, const void* residual, DType y_dtype,
+            void* y);
 
 // The feed-forward block of an encoder layer with its residual:
 // y[m, :] += act(x[m, :] W_in^T + b_in) W_out^T + b_out for m < rows, act
@@ -93,5 +109,11 @@ void Linear(const Context& ctx, DType dtype, const void* x, int64_t rows,
 void FeedForward(const Context& ctx, DType dtype, const void* x, int64_t rows,
                  const PackedWeight& w_in, Epilogue activation, const PackedWeight& w_out,
                  void* hidden, void* y);
+
+// FeedForward over x of x_dtype: `dtype`, or on the CPU bfloat16 for
+// bfloat16 weights (as Linear's x above); hidden and y are of `dtype`.
+void FeedForward(const Context& ctx, DType x_dtype, const void* x, int64_t rows,
+                 const PackedWeight& w_in, Epilogue activation, const PackedWeight& w_out,
+                 DType dtype, void* hidden, void* y);
 
 }  // namespace encoderd::kernels

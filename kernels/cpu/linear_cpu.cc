@@ -8,6 +8,7 @@
 #include <limits>
 #include <numeric>
 #include <stdexcept>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -528,6 +529,7 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
   w->type = type;
   const CpuFeatures& cpu = GetCpuFeatures();
   w->bf16_compute = type == DType::kBFloat16 && cpu.avx512_bf16 && cpu.avx512bw;
+  w->bf16_values = w->bf16_compute;
   auto& be = ctx.backend();
   if (bias != nullptr) {
     w->bias = memory({{1, out_features}, Dt::f32, Tag::ab}, be.engine);
@@ -592,10 +594,28 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
   return w;
 }
 
-void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& weight,
-               Epilogue epilogue, const float* residual, float* y) {
-  ApplyThreadBudget(ctx);
-  CpuPackedWeight& w = static_cast<CpuPackedWeight&>(weight.impl());
+namespace {
+
+// dst = float(src) (widen) or bf16(src) (narrow) over n values, split
+// between ctx's threads when there are many.
+template <typename From, typename To>
+void ConvertValues(const CpuContext& ctx, const From* src, int64_t n, To* dst) {
+  const int threads = n >= (1 << 16) ? ctx.num_threads() : 1;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t begin = n * t / nt, end = n * (t + 1) / nt;
+    if constexpr (std::is_same_v<From, uint16_t>) {
+      ConvertBFloat16ToFloat(src + begin, dst + begin, end - begin);
+    } else {
+      ConvertFloatToBFloat16(src + begin, dst + begin, end - begin);
+    }
+  }
+}
+
+// LinearCpu over fp32 x and y.
+void LinearFloat(const CpuContext& ctx, const float* x, int64_t rows, CpuPackedWeight& w,
+                 Epilogue epilogue, const float* residual, float* y) {
   const int64_t k = w.in_features;
   if (w.int8_compute) {
     LinearInt8(ctx, w, x, rows, epilogue, residual, y);
@@ -615,8 +635,47 @@ void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const Packed
   GemmChunks(ctx, w, src, rows, epilogue, residual, y, /*bf16_out=*/false);
 }
 
-bool FeedForwardCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& w_in,
-                    Epilogue activation, const PackedWeight& w_out, float* hidden, float* y) {
+}  // namespace
+
+void LinearCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t rows,
+               const PackedWeight& weight, Epilogue epilogue, const float* residual, DType y_dtype,
+               void* y) {
+  ApplyThreadBudget(ctx);
+  CpuPackedWeight& w = static_cast<CpuPackedWeight&>(weight.impl());
+  const int64_t k = w.in_features, n = w.out_features;
+  const bool x16 = x_dtype == DType::kBFloat16, y16 = y_dtype == DType::kBFloat16;
+  const bool few_rows = w.few_rows && rows <= FewRowsLimit(w);
+  if ((x16 || y16) && (few_rows || !w.bf16_compute)) {
+    // Only oneDNN's bf16 GEMMs read and write bf16: elsewhere the fp32
+    // call, on x widened (which its rounding to bf16 leaves as it is) and
+    // into an fp32 y then rounded.
+    const float* xf = static_cast<const float*>(x);
+    if (x16) {
+      float* wide = Scratch<float, 1>(rows * k);
+      ConvertValues(ctx, static_cast<const uint16_t*>(x), rows * k, wide);
+      xf = wide;
+    }
+    float* yf = y16 ? Scratch<float, 2>(rows * n) : static_cast<float*>(y);
+    LinearFloat(ctx, xf, rows, w, epilogue, residual, yf);
+    if (y16) ConvertValues(ctx, yf, rows * n, static_cast<uint16_t*>(y));
+    return;
+  }
+  if (x16) {  // and so bf16_compute, on oneDNN
+    GemmChunks(ctx, w, x, rows, epilogue, residual, y, y16);
+    return;
+  }
+  if (y16) {
+    GemmChunks(ctx, w, RoundInput(ctx, w, static_cast<const float*>(x), rows * k), rows, epilogue,
+               residual, y, true);
+    return;
+  }
+  LinearFloat(ctx, static_cast<const float*>(x), rows, w, epilogue, residual,
+              static_cast<float*>(y));
+}
+
+bool FeedForwardCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t rows,
+                    const PackedWeight& w_in, Epilogue activation, const PackedWeight& w_out,
+                    float* hidden, float* y) {
   CpuPackedWeight& in = static_cast<CpuPackedWeight&>(w_in.impl());
   CpuPackedWeight& out = static_cast<CpuPackedWeight&>(w_out.impl());
   // At a few rows either weight may run on the few-row kernels, which the
@@ -628,7 +687,10 @@ bool FeedForwardCpu(const CpuContext& ctx, const float* x, int64_t rows, const P
     // hidden activations is written, read back and converted. hidden, sized
     // for fp32, holds the bf16 rows. All of x is read before y is written.
     ApplyThreadBudget(ctx);
-    const void* x16 = RoundInput(ctx, in, x, rows * in.in_features);
+    const void* x16 =
+        x_dtype == DType::kBFloat16
+            ? x
+            : RoundInput(ctx, in, static_cast<const float*>(x), rows * in.in_features);
     GemmChunks(ctx, in, x16, rows, activation, nullptr, hidden, /*bf16_out=*/true);
     GemmChunks(ctx, out, hidden, rows, Epilogue::kResidual, y, y, /*bf16_out=*/false);
     return true;

@@ -68,14 +68,18 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
                                                   const float* bias, int64_t out_features,
                                                   int64_t in_features, DType type);
 
-void LinearCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& weight,
-               Epilogue epilogue, const float* residual, float* y);
+// x and y: float32, or bfloat16 (uint16) with a bf16 weight, y not with
+// kResidual (kernels/linear.h).
+void LinearCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t rows,
+               const PackedWeight& weight, Epilogue epilogue, const float* residual, DType y_dtype,
+               void* y);
 
 // kernels/linear.h's FeedForward when both weights run on bf16 GEMMs
 // (bf16_compute) and the rows are more than the few-row kernels take, fused
 // (linear_cpu.cc); false, having done nothing, otherwise: the pair then runs
-// as two LinearCpu calls.
-bool FeedForwardCpu(const CpuContext& ctx, const float* x, int64_t rows, const PackedWeight& w_in,
-                    Epilogue activation, const PackedWeight& w_out, float* hidden, float* y);
+// as two LinearCpu calls. x: float32, or bfloat16 (uint16).
+bool FeedForwardCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t rows,
+                    const PackedWeight& w_in, Epilogue activation, const PackedWeight& w_out,
+                    float* hidden, float* y);
 
 }  // namespace encoderd::kernels

@@ -586,6 +586,91 @@ TEST(LinearTest, FeedForwardIsTwoLinearsBitForBit) {
   }
 }
 
+std::vector<uint16_t> Bf16Bits(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  ConvertFloatToBFloat16(v.data(), out.data(), static_cast<int64_t>(v.size()));
+  return out;
+}
+
+// bf16 weights take a bf16 x as the float32 call takes the fp32 values it
+// rounds (which it rounds to bf16 itself), and a bf16 y holds the float32
+// call's output rounded, bit for bit: on oneDNN's bf16 GEMMs, the few-row
+// kernels (m = 3), and without AVX512-BF16 (ctest runs this binary with
+// ENCODERD_CPU_DISABLE too). FeedForward takes a bf16 x the same way.
+TEST(LinearTest, Bf16InputsAndOutputsHoldTheFloat32CallsBits) {
+  CpuContext ctx;
+  const int64_t k = 64, n = 96, f = 128;
+  const auto w = RandomVector(n * k, 61, -0.2f, 0.2f), b = RandomVector(n, 62);
+  const auto w_in = RandomVector(f * k, 63, -0.2f, 0.2f), b_in = RandomVector(f, 64);
+  const auto w_out = RandomVector(k * f, 65, -0.1f, 0.1f), b_out = RandomVector(k, 66);
+  const auto weight = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kBFloat16);
+  const auto in = PackedWeight::Pack(ctx, w_in.data(), b_in.data(), f, k, DType::kBFloat16);
+  const auto out = PackedWeight::Pack(ctx, w_out.data(), b_out.data(), k, f, DType::kBFloat16);
+  for (const int64_t m : {3, 40, 700}) {
+    const auto x = RandomVector(m * k, 67, -2.f, 2.f);
+    const auto x16 = Bf16Bits(x);
+    const std::string what = "m=" + std::to_string(m);
+    for (const Epilogue ep : {Epilogue::kNone, Epilogue::kGelu}) {
+      std::vector<float> want(m * n);
+      Linear(ctx, DType::kFloat32, x.data(), m, *weight, ep, nullptr, want.data());
+      const auto want16 = Bf16Bits(want);
+      std::vector<float> y(m * n, NAN);
+      Linear(ctx, DType::kBFloat16, x16.data(), m, *weight, ep, nullptr, DType::kFloat32, y.data());
+      EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0) << what;
+      for (const bool x_bf16 : {false, true}) {
+        std::vector<uint16_t> y16(m * n, 0xffff);
+        Linear(ctx, x_bf16 ? DType::kBFloat16 : DType::kFloat32,
+               x_bf16 ? static_cast<const void*>(x16.data()) : x.data(), m, *weight, ep, nullptr,
+               DType::kBFloat16, y16.data());
+        EXPECT_EQ(y16, want16) << what << " x bf16 " << x_bf16;
+      }
+    }
+    // The residual epilogue into fp32.
+    const auto residual = RandomVector(m * n, 68);
+    std::vector<float> want = residual, y = residual;
+    Linear(ctx, DType::kFloat32, x.data(), m, *weight, Epilogue::kResidual, want.data(),
+           want.data());
+    Linear(ctx, DType::kBFloat16, x16.data(), m, *weight, Epilogue::kResidual, y.data(),
+           DType::kFloat32, y.data());
+    EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0) << what;
+    // FeedForward: fused on AVX512-BF16 beyond the few rows, else two Linears.
+    const auto start = RandomVector(m * k, 69);
+    std::vector<float> ffn_want = start, ffn = start, hidden(m * f);
+    FeedForward(ctx, DType::kFloat32, x.data(), m, *in, Epilogue::kGelu, *out, hidden.data(),
+                ffn_want.data());
+    FeedForward(ctx, DType::kBFloat16, x16.data(), m, *in, Epilogue::kGelu, *out, DType::kFloat32,
+                hidden.data(), ffn.data());
+    EXPECT_EQ(std::memcmp(ffn.data(), ffn_want.data(), ffn.size() * sizeof(float)), 0) << what;
+  }
+}
+
+TEST(LinearTest, Bf16ValuesOnlyWithBf16Weights) {
+  CpuContext ctx;
+  const auto w = RandomVector(8 * 4, 8);
+  const auto f32 = PackedWeight::Pack(ctx, w.data(), nullptr, 8, 4, DType::kFloat32);
+  const auto i8 = PackedWeight::Pack(ctx, w.data(), nullptr, 8, 4, DType::kInt8);
+  const auto bf16 = PackedWeight::Pack(ctx, w.data(), nullptr, 8, 4, DType::kBFloat16);
+  std::vector<uint16_t> x(4), y16(8);
+  std::vector<float> y(8);
+  for (const PackedWeight* weight : {f32.get(), i8.get()}) {
+    EXPECT_THROW(Linear(ctx, DType::kBFloat16, x.data(), 1, *weight, Epilogue::kNone, nullptr,
+                        DType::kFloat32, y.data()),
+                 std::invalid_argument);
+    EXPECT_THROW(Linear(ctx, DType::kFloat32, y.data(), 1, *weight, Epilogue::kNone, nullptr,
+                        DType::kBFloat16, y16.data()),
+                 std::invalid_argument);
+  }
+  // A bf16 output takes no fp32 residual.
+  EXPECT_THROW(Linear(ctx, DType::kBFloat16, x.data(), 1, *bf16, Epilogue::kResidual, y.data(),
+                      DType::kBFloat16, y16.data()),
+               std::invalid_argument);
+  EXPECT_THROW(Linear(ctx, DType::kFloat16, x.data(), 1, *bf16, Epilogue::kNone, nullptr,
+                      DType::kFloat32, y.data()),
+               std::invalid_argument);
+  Linear(ctx, DType::kBFloat16, x.data(), 1, *bf16, Epilogue::kNone, nullptr, DType::kBFloat16,
+         y16.data());
+}
+
 TEST(LinearTest, FeedForwardRejectsBadArguments) {
   CpuContext ctx;
   const auto w = RandomVector(8 * 4, 8);
