@@ -22,6 +22,17 @@ void AddLayerNorm(const Context& ctx, DType dtype, const void* x, const void* re
                   const float* gamma, const float* beta, int64_t rows, int64_t hidden, float eps,
                   void* out);
 
+// AddLayerNorm that also writes its output rounded to bf16 (nearest even)
+// into out_bf16 [rows, hidden] (bf16 values as uint16, not aliasing the
+// others), in the same pass: on the CPU, for the bf16 Linear layers that
+// read it next (kernels/linear.h), so that no pass of their own converts
+// the float32 output, which the residual still needs. out_bf16 null: as
+// above. Throws std::invalid_argument on a non-null out_bf16 on CUDA, whose
+// activations are 16-bit already.
+void AddLayerNorm(const Context& ctx, DType dtype, const void* x, const void* residual,
+                  const float* gamma, const float* beta, int64_t rows, int64_t hidden, float eps,
+                  void* out, void* out_bf16);
+
 // AddLayerNorm without a residual (pre-norm layers, final norms).
 inline void LayerNorm(const Context& ctx, DType dtype, const void* x, const float* gamma,
                       const float* beta, int64_t rows, int64_t hidden, float eps, void* out) {

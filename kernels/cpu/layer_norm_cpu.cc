@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu/bf16_convert.h"
+
 namespace encoderd::kernels {
 
 // Three passes over a row that stays in L1: sum, centred sum of squares
@@ -46,12 +48,14 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void AddLayerNormRo
 
 void AddLayerNormCpu(const CpuContext& ctx, const float* x, const float* residual,
                      const float* gamma, const float* beta, int64_t rows, int64_t hidden, float eps,
-                     float* out) {
+                     float* out, uint16_t* out_bf16) {
   const int threads = rows * hidden >= 2 * kMinParallelElements ? ctx.num_threads() : 1;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     AddLayerNormRow(x + r * hidden, residual ? residual + r * hidden : nullptr, gamma, beta, hidden,
                     eps, out + r * hidden);
+    if (out_bf16 != nullptr)
+      ConvertFloatToBFloat16(out + r * hidden, out_bf16 + r * hidden, hidden);
   }
 }
 

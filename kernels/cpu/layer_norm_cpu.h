@@ -8,9 +8,10 @@
 
 namespace encoderd::kernels {
 
+// out_bf16: null, or a bf16 copy of out, each row rounded while in L1.
 void AddLayerNormCpu(const CpuContext& ctx, const float* x, const float* residual,
                      const float* gamma, const float* beta, int64_t rows, int64_t hidden, float eps,
-                     float* out);
+                     float* out, uint16_t* out_bf16);
 
 // out = LN(x + residual) * gamma + beta for one row of n values (see
 // kernels/layer_norm.h for null pointers and aliasing).

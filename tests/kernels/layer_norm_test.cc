@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 
+#include "kernels/cpu/bf16_convert.h"
 #include "kernels/cpu_context.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -63,6 +65,31 @@ TEST(LayerNormTest, InPlaceAndNoAffine) {
   AddLayerNorm(ctx, DType::kFloat32, x.data(), res.data(), nullptr, nullptr, rows, n, 1e-5f,
                res.data());
   EXPECT_LT(ScaledMaxError(res, want), 1e-4);
+}
+
+// The bf16 copy is the fp32 output rounded (kernels/cpu/bf16_convert.h's
+// rounding), bit for bit, and the fp32 output is the same as without it,
+// in place too (the post-norm layers' case).
+TEST(LayerNormTest, Bf16CopyIsTheOutputRounded) {
+  for (const int threads : {1, 2}) {
+    CpuContext ctx(threads);
+    for (int64_t rows : {1, 300}) {
+      const int64_t n = 768;
+      const auto x = RandomVector(rows * n, 7, -3.f, 3.f), res = RandomVector(rows * n, 8);
+      const auto gamma = RandomVector(n, 9), beta = RandomVector(n, 10);
+      std::vector<float> want(rows * n);
+      AddLayerNorm(ctx, DType::kFloat32, x.data(), res.data(), gamma.data(), beta.data(), rows, n,
+                   1e-5f, want.data());
+      std::vector<uint16_t> want16(rows * n);
+      ConvertFloatToBFloat16(want.data(), want16.data(), rows * n);
+      std::vector<float> out = x;
+      std::vector<uint16_t> out16(rows * n, 0xffff);
+      AddLayerNorm(ctx, DType::kFloat32, out.data(), res.data(), gamma.data(), beta.data(), rows, n,
+                   1e-5f, out.data(), out16.data());
+      EXPECT_EQ(out, want) << rows;
+      EXPECT_EQ(out16, want16) << rows;
+    }
+  }
 }
 
 TEST(LayerNormTest, RejectsBadShapes) {
