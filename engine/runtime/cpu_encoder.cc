@@ -1,7 +1,7 @@
 // The CPU backend of the encoder (encoder_backend.h): fp32 tables and norms
 // in host memory (a table stays where the checkpoint maps it), fp32
-// activations in scratch buffers; the Linear layers are packed for oneDNN by
-// BackendEncoder.
+// activations in scratch buffers (some bf16, BackendEncoder::BufferType);
+// the Linear layers are packed for oneDNN by BackendEncoder.
 #include <algorithm>
 #include <cmath>
 #include <exception>
@@ -110,7 +110,8 @@ StatusOr<Tensor> CpuEncoder::Forward(const PackedBatch& batch) {
     run_ = Run{};
     for (int b = 0; b < kNumBuffers; ++b) {  // kHidden is the output itself
       if (b == static_cast<int>(Buffer::kHidden)) continue;
-      scratch_[b].resize(static_cast<size_t>(tokens * BufferWidth(c, static_cast<Buffer>(b))));
+      const int64_t bytes = tokens * BufferRowBytes(static_cast<Buffer>(b));
+      scratch_[b].resize(static_cast<size_t>((bytes + sizeof(float) - 1) / sizeof(float)));
       run_.buffers[b] = scratch_[b].data();
     }
     run_.buffers[static_cast<int>(Buffer::kHidden)] = out.mutable_data<float>();

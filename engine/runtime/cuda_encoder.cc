@@ -290,7 +290,6 @@ StatusOr<Encoder::Result> CudaEncoder::Forward(const PackedBatch& batch, const O
   const int64_t tokens = batch.num_tokens();
   const int64_t sequences = batch.num_sequences();
   const int64_t hidden = c.hidden_size;
-  const size_t act = static_cast<size_t>(tokens) * 2;  // bytes per feature column
   const size_t out_bytes = static_cast<size_t>(tokens * hidden) * sizeof(float);
   const size_t pooled_bytes =
       static_cast<size_t>(sequences * hidden) * sizeof(float) * outputs.poolings.size();
@@ -311,8 +310,8 @@ StatusOr<Encoder::Result> CudaEncoder::Forward(const PackedBatch& batch, const O
     ids_.Reserve(ctx, ints * sizeof(int32_t));
     ctx->CopyToDevice(ids_.get(), in, ints * sizeof(int32_t));
     for (int b = 0; b < kNumBuffers; ++b) {
-      const int64_t width = BufferWidth(c, static_cast<Buffer>(b));
-      if (width > 0) buffers_[b].Reserve(ctx, act * width);
+      const int64_t bytes = BufferRowBytes(static_cast<Buffer>(b));
+      if (bytes > 0) buffers_[b].Reserve(ctx, static_cast<size_t>(tokens * bytes));
     }
     if (outputs.hidden_states) out_f32_.Reserve(ctx, out_bytes);
     if (pooled_bytes > 0) pooled_f32_.Reserve(ctx, pooled_bytes);

@@ -188,6 +188,7 @@ int64_t BufferWidth(const EncoderConfig& c, Buffer buffer) {
   switch (buffer) {
     case Buffer::kHidden:
     case Buffer::kContext:
+    case Buffer::kNormedBf16:
       return c.hidden_size;
     case Buffer::kQkv:
       return 3 * c.hidden_size;
@@ -359,8 +360,20 @@ BackendEncoder::BackendEncoder(const EncoderConfig& config, const EncoderOptions
 
 Status BackendEncoder::Load(TensorMap& weights, DType head_dtype, int head_threads) {
   RETURN_IF_ERROR(LoadEncoderWeights(config(), weights, *this));
+  bf16_values_ = config().num_layers > 0 && weights_.linear(0, LinearSlot::kQkv)->bf16_values();
   ASSIGN_OR_RETURN(head_, HostHead::Create(config(), weights, head_dtype, head_threads));
   return Status::Ok();
+}
+
+DType BackendEncoder::BufferType(Buffer buffer) const {
+  const bool bf16 =
+      buffer == Buffer::kQkv || buffer == Buffer::kContext || buffer == Buffer::kNormedBf16;
+  return bf16_values_ && bf16 ? DType::kBFloat16 : activations_;
+}
+
+int64_t BackendEncoder::BufferRowBytes(Buffer buffer) const {
+  if (buffer == Buffer::kNormedBf16 && !bf16_values_) return 0;
+  return BufferWidth(config(), buffer) * static_cast<int64_t>(DTypeSize(BufferType(buffer)));
 }
 
 void BackendEncoder::SetTable(EmbeddingTable table, const void* data, int64_t rows) {
@@ -395,6 +408,7 @@ Status BackendEncoder::LoadLinear(int64_t layer, LinearSlot slot, const Tensor& 
 }
 
 void BackendEncoder::Embed(Buffer out) {
+  Wrote(out);
   const EncoderConfig& c = config();
   const Table& word = tables_[static_cast<int>(EmbeddingTable::kWord)];
   const Table& position = tables_[static_cast<int>(EmbeddingTable::kPosition)];
@@ -417,22 +431,31 @@ void BackendEncoder::Embed(Buffer out) {
 
 void BackendEncoder::Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue,
                             Buffer out) {
+  const Buffer x = LinearInput(in);
+  Wrote(out);
   void* y = Data(out);
-  kernels::Linear(context(), activations_, Data(in), run_.tokens, *weights_.linear(layer, slot),
-                  epilogue, epilogue == Epilogue::kResidual ? y : nullptr, y);
+  kernels::Linear(context(), BufferType(x), Data(x), run_.tokens, *weights_.linear(layer, slot),
+                  epilogue, epilogue == Epilogue::kResidual ? y : nullptr, BufferType(out), y);
 }
 
 void BackendEncoder::FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden,
                                  Buffer out) {
-  kernels::FeedForward(context(), activations_, Data(in), run_.tokens,
+  const Buffer x = LinearInput(in);
+  Wrote(out);
+  kernels::FeedForward(context(), BufferType(x), Data(x), run_.tokens,
                        *weights_.linear(layer, LinearSlot::kFfnIn), activation,
-                       *weights_.linear(layer, LinearSlot::kFfnOut), Data(hidden), Data(out));
+                       *weights_.linear(layer, LinearSlot::kFfnOut), activations_, Data(hidden),
+                       Data(out));
 }
 
 void BackendEncoder::Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) {
   const NormRef& norm = weights_.norm(layer, slot);
-  kernels::LayerNorm(context(), activations_, Data(in), norm.gamma, norm.beta, run_.tokens,
-                     config().hidden_size, config().layer_norm_eps, Data(out));
+  // The final norm's output goes to the head, not to a Linear layer.
+  const bool copy = bf16_values_ && slot != NormSlot::kFinal;
+  kernels::AddLayerNorm(context(), activations_, Data(in), nullptr, norm.gamma, norm.beta,
+                        run_.tokens, config().hidden_size, config().layer_norm_eps, Data(out),
+                        copy ? Data(Buffer::kNormedBf16) : nullptr);
+  run_.normed_bf16_of = copy ? out : Buffer::kNormedBf16;
 }
 
 void BackendEncoder::Attention(Buffer qkv, Buffer out) {
@@ -443,8 +466,10 @@ void BackendEncoder::Attention(Buffer qkv, Buffer out) {
   const DType matmuls = options().dtype == DType::kBFloat16 || options().dtype == DType::kInt8
                             ? DType::kBFloat16
                             : activations_;
-  kernels::Attention(context(), activations_, matmuls, Data(qkv), run_.cu_seqlens, run_.sequences,
-                     run_.tokens, run_.max_seqlen, c.num_heads, c.head_dim(), scale, Data(out));
+  Wrote(out);
+  kernels::Attention(context(), BufferType(qkv), matmuls, Data(qkv), run_.cu_seqlens,
+                     run_.sequences, run_.tokens, run_.max_seqlen, c.num_heads, c.head_dim(), scale,
+                     Data(out));
 }
 
 }  // namespace encoderd

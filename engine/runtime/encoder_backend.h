@@ -34,11 +34,13 @@ std::string LinearWeightPrefix(int64_t layer, LinearSlot slot);
 Status CheckFp32Linears(const EncoderConfig& c, const std::vector<std::string>& names);
 // Whether options.fp32_linears names this layer's slot.
 bool KeepsFp32(const EncoderOptions& options, int64_t layer, LinearSlot slot);
-// The activation buffers of a forward, each [tokens, width] in the backend's
-// element type: kHidden holds the running hidden states, kEmbedded the
-// embeddings before their projection (only when the model projects them).
-enum class Buffer { kHidden, kQkv, kContext, kFfn, kNormed, kEmbedded };
-constexpr int kNumBuffers = 6;
+// The activation buffers of a forward, each [tokens, width] of values of
+// BackendEncoder::BufferType: kHidden holds the running hidden states,
+// kEmbedded the embeddings before their projection (only when the model
+// projects them), kNormedBf16 a bf16 copy of a LayerNorm's output (only
+// for bf16 values, BackendEncoder::bf16_values).
+enum class Buffer { kHidden, kQkv, kContext, kFfn, kNormed, kEmbedded, kNormedBf16 };
+constexpr int kNumBuffers = 7;
 // Columns of `buffer` per token for a model of `config` (0: unused, e.g.
 // kNormed in a post-norm model).
 int64_t BufferWidth(const EncoderConfig& config, Buffer buffer);
@@ -174,6 +176,16 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   // they may free through its context, which dies before this base.
   void ReleaseWeights();
   DType activations() const { return activations_; }
+  // The type of `buffer`'s values: activations(), except with bf16_values
+  // (a bf16 model whose Linear layers read and write bf16 values,
+  // kernels::PackedWeight::bf16_values): kQkv, kContext and kNormedBf16
+  // are then bfloat16, so that no pass converts the values between the
+  // Linear layers, attention and LayerNorm; the LayerNorms also write their
+  // output's bf16 copy into kNormedBf16, which the next Linear layer reads
+  // while the output is unchanged. Known once the weights are loaded.
+  DType BufferType(Buffer buffer) const;
+  // Bytes of `buffer` per token (0: unused in this model).
+  int64_t BufferRowBytes(Buffer buffer) const;
 
   // Called by the device's LoadTable / LoadNorm: `data` [rows, embedding
   // width] of activations(), gamma and beta fp32 [hidden], all on the device
@@ -192,7 +204,10 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
     int64_t tokens = 0;
     int64_t sequences = 0;
     int32_t max_seqlen = 0;
-    void* buffers[kNumBuffers] = {};  // [tokens, BufferWidth(...)] of activations()
+    void* buffers[kNumBuffers] = {};  // [tokens, BufferWidth(...)] of BufferType(...)
+    // The buffer whose bf16 copy kNormedBf16 holds (kNormedBf16: none); kept
+    // by the ops.
+    Buffer normed_bf16_of = Buffer::kNormedBf16;
   };
   Run run_;
   void* Data(Buffer buffer) const { return run_.buffers[static_cast<int>(buffer)]; }
@@ -217,8 +232,18 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) final;
   void Attention(Buffer qkv, Buffer out) final;
 
+  // Linear's input: `in`, or its bf16 copy while kNormedBf16 holds one.
+  Buffer LinearInput(Buffer in) const {
+    return in == run_.normed_bf16_of ? Buffer::kNormedBf16 : in;
+  }
+  // An op wrote `out`: a bf16 copy of its former contents is gone.
+  void Wrote(Buffer out) {
+    if (out == run_.normed_bf16_of) run_.normed_bf16_of = Buffer::kNormedBf16;
+  }
+
   DType activations_;
-  Table tables_[3];  // by EmbeddingTable
+  bool bf16_values_ = false;  // see BufferType
+  Table tables_[3];           // by EmbeddingTable
   SlotWeights<std::unique_ptr<kernels::PackedWeight>, NormRef> weights_;
   std::unique_ptr<HostHead> head_;
 };

@@ -42,6 +42,8 @@ const char* Name(Buffer b) {
       return "ffn";
     case Buffer::kEmbedded:
       return "embedded";
+    case Buffer::kNormedBf16:
+      return "normed bf16";
     case Buffer::kNormed:
       break;
   }
