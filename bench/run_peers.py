@@ -16,9 +16,12 @@ encoderd` on the model directory), PyTorch 1.13 in Python (slow path,
 fastpath, nested fastpath in fp32, nested fastpath in bf16; bench/peer_pytorch.py),
 ONNX Runtime from npm (padded batch and one sequence at a time;
 bench/peer_ort.mjs), and with --with-inprocess the LibTorch path inside
-`encoderd bench`, to compare with the Python process.
+`encoderd bench`, to compare with the Python process. The machine's limits
+(build/kernels/machine_limits) are measured before and after them, and the
+figures taken against the mean of the two readings.
 """
 import argparse
+import copy
 import datetime
 import json
 import os
@@ -144,6 +147,22 @@ def machine_limits(a):
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
+def combined_limits(readings):
+    """The limits the figures are taken against: each GEMM peak and the read
+    bandwidth the mean of its readings (machine_limits before and after the
+    systems: on a shared host they move by several percent within a run),
+    the readings kept beside it."""
+    out = copy.deepcopy(readings[0])
+    for dtype, g in out["gemm"].items():
+        peaks = [r["gemm"][dtype]["peak_gflops"] for r in readings]
+        g["peak_gflops"] = None if None in peaks else statistics.mean(peaks)
+        g["peak_readings"] = peaks
+    bandwidths = [r["read_bandwidth_gbs"] for r in readings]
+    out["read_bandwidth_gbs"] = statistics.mean(bandwidths)
+    out["read_bandwidth_readings"] = bandwidths
+    return out
+
+
 def layer_params(config):
     h, f = config["hidden_size"], config["intermediate_size"]
     return config["num_hidden_layers"] * (h * 3 * h + 3 * h + h * h + h + 2 * h * f + f + h + 4 * h)
@@ -202,11 +221,19 @@ def gemm_peak(limits, dtype):
     return peak if peak is not None else limits["gemm"]["float32"]["peak_gflops"]
 
 
-def peak_text(limits, dtype):
+def readings_text(values, fmt):
+    """' (a before the systems, b after)' for two readings, else ''."""
+    if len(values) != 2:
+        return ""
+    return f" ({values[0]:{fmt}} before the systems, {values[1]:{fmt}} after)"
+
+
+def peak_text(limits, dtype, unit=""):
     g = limits["gemm"][dtype]
     if g["peak_gflops"] is None:
         return "none (no oneDNN GEMM for it on this CPU: % of the fp32 peak)"
-    return f"{g['peak_gflops']:.0f}{'' if g['native_instructions'] else ' (emulated)'}"
+    return (f"{g['peak_gflops']:.0f}{unit}{'' if g['native_instructions'] else ' (emulated)'}"
+            + readings_text(g.get("peak_readings", []), ".0f"))
 
 
 def write_report(a, doc):
@@ -216,11 +243,13 @@ def write_report(a, doc):
         f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs; {m['features']}; "
         f"{m['threads']} threads per system, pinned with `{m['pinned']}`; {m['date']}.",
         "",
-        f"Limits measured in the same run (`build/kernels/machine_limits --threads {m['threads']}`): "
+        f"Limits measured in the same run (`build/kernels/machine_limits --threads {m['threads']}` "
+        f"before and after the systems, the mean of the two readings): "
         f"oneDNN GEMM at M = {lim['rows']} on the BERT layer shapes, best shape: "
-        f"fp32 {lim['gemm']['float32']['peak_gflops']:.0f} GFLOP/s, "
+        f"fp32 {peak_text(lim, 'float32', ' GFLOP/s')}, "
         f"bf16 {peak_text(lim, 'bfloat16')}, int8 {peak_text(lim, 'int8')}; "
-        f"memory read {lim['read_bandwidth_gbs']:.1f} GB/s. "
+        f"memory read {lim['read_bandwidth_gbs']:.1f} GB/s"
+        f"{readings_text(lim.get('read_bandwidth_readings', []), '.1f')}. "
         f"W2 floor = encoder-layer weight bytes / read bandwidth: "
         f"fp32 {doc['floor_ms']['float32']:.1f} ms, bf16 {doc['floor_ms']['bfloat16']:.1f} ms, "
         f"int8 {doc['floor_ms']['int8']:.1f} ms.",
@@ -348,10 +377,7 @@ def main():
     all_workloads = json.loads((a.inputs / "workloads.json").read_text())
     workloads = {w: all_workloads[w] for w in a.workloads.split(",")}
 
-    limits = machine_limits(a)
-    params = layer_params(config)
-    floor_ms = {dtype: params * size / (limits["read_bandwidth_gbs"] * 1e9) * 1e3
-                for dtype, size in (("float32", 4), ("bfloat16", 2), ("int8", 1))}
+    before = machine_limits(a)
     chosen = systems(a)
     timings = {s[0]: {} for s in chosen}  # key -> workload -> [(tokens, ms) per rep]
     with (a.out / "runs.log").open("w") as log:
@@ -359,6 +385,10 @@ def main():
             for system in chosen:
                 for w, value in run_system(a, system, rep, log).items():
                     timings[system[0]].setdefault(w, []).append(value)
+    limits = combined_limits([before, machine_limits(a)])
+    params = layer_params(config)
+    floor_ms = {dtype: params * size / (limits["read_bandwidth_gbs"] * 1e9) * 1e3
+                for dtype, size in (("float32", 4), ("bfloat16", 2), ("int8", 1))}
 
     reference = "pytorch-slow" if "pytorch-slow" in timings else None
     rows = []
