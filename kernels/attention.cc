@@ -9,6 +9,10 @@
 
 namespace encoderd::kernels {
 
+bool AttentionTakesBf16Values(const Context& ctx, int64_t head_dim) {
+  return ctx.device() == Device::kCpu && AttentionCpuTakesBf16Values(head_dim);
+}
+
 void Attention(const Context& ctx, DType dtype, DType matmul_dtype, const void* qkv,
                const int32_t* cu_seqlens, int64_t batch, int64_t total_tokens, int32_t max_seqlen,
                int64_t heads, int64_t head_dim, float scale, void* out) {

@@ -27,14 +27,22 @@ namespace encoderd::kernels {
 // AVX512-BF16 where the CPU has it and head_dim % 32 == 0, else the matmuls
 // run in fp32 (ENCODERD_CPU_DISABLE=avx512_bf16 forces that). The CPU also
 // takes dtype bfloat16 with bfloat16 matmuls: qkv and out hold bf16 values,
-// which the bf16 kernel reads and writes as they are (the bits of the
-// float32 call on the fp32 values they round, when scale is a power of two;
-// otherwise q is rounded once more after the scaling), so that no pass
-// converts them between a bf16 model's Linear layers and attention.
+// which the bf16 kernel reads and writes as they are: the bits of the
+// float32 call on the values widened, rounded to bf16 (q * scale is rounded
+// again, as that call rounds it; the same bits as the float32 call on the
+// fp32 values these bf16 ones round when scale is a power of two), except
+// that a subnormal output becomes 0 (the bf16 instructions' conversion). So
+// no pass converts them between a bf16 model's Linear layers and attention.
 // Throws std::invalid_argument on non-positive heads / head_dim, malformed
 // cu_seqlens (checked on the CPU, where they live on the host), a dtype the
 // device's activations are not or a matmul_dtype the device cannot pair with
 // it.
+// Whether Attention on ctx's device reads and writes bfloat16 values as they
+// are (above), rather than widening them to the float32 path: the CPU's bf16
+// kernel, where the CPU has AVX512-BF16 and head_dim % 32 == 0. False on
+// CUDA, whose activations are 16-bit anyway.
+bool AttentionTakesBf16Values(const Context& ctx, int64_t head_dim);
+
 void Attention(const Context& ctx, DType dtype, DType matmul_dtype, const void* qkv,
                const int32_t* cu_seqlens, int64_t batch, int64_t total_tokens, int32_t max_seqlen,
                int64_t heads, int64_t head_dim, float scale, void* out);

@@ -41,9 +41,10 @@ class PackedWeight {
   DType type() const;
   // Bytes held by the packed weight and bias.
   size_t bytes() const;
-  // Whether Linear reads and writes bfloat16 values with this weight
-  // without a conversion pass of its own (the second Linear above): a
-  // bfloat16 weight on a CPU with AVX512-BF16, whose GEMMs take bf16.
+  // Whether Linear (the overload with two dtypes, below) reads and writes
+  // bfloat16 values with this weight on bf16 GEMMs, without a conversion
+  // pass of its own beyond the few rows the few-row kernels take: a bfloat16
+  // weight on a CPU with AVX512-BF16.
   bool bf16_values() const;
 
   // The device's packed form (kernels/cpu/linear_cpu.h, kernels/cuda/).

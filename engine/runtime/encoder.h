@@ -36,6 +36,13 @@ struct EncoderOptions {
   // "attention.out", "ffn.in", "embeddings.project") or one layer's
   // ("layers.11.ffn.out"). ParseFp32Linears checks them.
   std::vector<std::string> fp32_linears;
+  // cpu bfloat16: keep in bf16 the activations that only bf16 matmuls read,
+  // where the kernels take them (BackendEncoder::BufferType); false keeps
+  // every activation buffer fp32, each op converting its inputs, as before.
+  // The same outputs either way, bit for bit, where the attention scale
+  // 1 / sqrt(head_dim) is a power of two (head_dim 64 or 256); else q is
+  // rounded once more. For tests and benchmarks.
+  bool bf16_activations = true;
 };
 
 // The comma-separated names of EncoderOptions::fp32_linears ("" is none);

@@ -360,19 +360,22 @@ BackendEncoder::BackendEncoder(const EncoderConfig& config, const EncoderOptions
 
 Status BackendEncoder::Load(TensorMap& weights, DType head_dtype, int head_threads) {
   RETURN_IF_ERROR(LoadEncoderWeights(config(), weights, *this));
-  bf16_values_ = config().num_layers > 0 && weights_.linear(0, LinearSlot::kQkv)->bf16_values();
+  bf16_normed_ = options().bf16_activations && config().num_layers > 0 &&
+                 weights_.linear(0, LinearSlot::kQkv)->bf16_values();
+  bf16_attention_ =
+      bf16_normed_ && kernels::AttentionTakesBf16Values(context(), config().head_dim());
   ASSIGN_OR_RETURN(head_, HostHead::Create(config(), weights, head_dtype, head_threads));
   return Status::Ok();
 }
 
 DType BackendEncoder::BufferType(Buffer buffer) const {
-  const bool bf16 =
-      buffer == Buffer::kQkv || buffer == Buffer::kContext || buffer == Buffer::kNormedBf16;
-  return bf16_values_ && bf16 ? DType::kBFloat16 : activations_;
+  const bool attention = buffer == Buffer::kQkv || buffer == Buffer::kContext;
+  return buffer == Buffer::kNormedBf16 || (bf16_attention_ && attention) ? DType::kBFloat16
+                                                                         : activations_;
 }
 
 int64_t BackendEncoder::BufferRowBytes(Buffer buffer) const {
-  if (buffer == Buffer::kNormedBf16 && !bf16_values_) return 0;
+  if (buffer == Buffer::kNormedBf16 && !bf16_normed_) return 0;
   return BufferWidth(config(), buffer) * static_cast<int64_t>(DTypeSize(BufferType(buffer)));
 }
 
@@ -441,6 +444,7 @@ void BackendEncoder::Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue 
 void BackendEncoder::FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden,
                                  Buffer out) {
   const Buffer x = LinearInput(in);
+  Wrote(hidden);
   Wrote(out);
   kernels::FeedForward(context(), BufferType(x), Data(x), run_.tokens,
                        *weights_.linear(layer, LinearSlot::kFfnIn), activation,
@@ -451,7 +455,7 @@ void BackendEncoder::FeedForward(int64_t layer, Buffer in, Epilogue activation, 
 void BackendEncoder::Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) {
   const NormRef& norm = weights_.norm(layer, slot);
   // The final norm's output goes to the head, not to a Linear layer.
-  const bool copy = bf16_values_ && slot != NormSlot::kFinal;
+  const bool copy = bf16_normed_ && slot != NormSlot::kFinal;
   kernels::AddLayerNorm(context(), activations_, Data(in), nullptr, norm.gamma, norm.beta,
                         run_.tokens, config().hidden_size, config().layer_norm_eps, Data(out),
                         copy ? Data(Buffer::kNormedBf16) : nullptr);

@@ -37,8 +37,8 @@ bool KeepsFp32(const EncoderOptions& options, int64_t layer, LinearSlot slot);
 // The activation buffers of a forward, each [tokens, width] of values of
 // BackendEncoder::BufferType: kHidden holds the running hidden states,
 // kEmbedded the embeddings before their projection (only when the model
-// projects them), kNormedBf16 a bf16 copy of a LayerNorm's output (only
-// for bf16 values, BackendEncoder::bf16_values).
+// projects them), kNormedBf16 a bf16 copy of a LayerNorm's output (only in
+// bf16 models on CPUs with bf16 GEMMs, BackendEncoder::BufferType).
 enum class Buffer { kHidden, kQkv, kContext, kFfn, kNormed, kEmbedded, kNormedBf16 };
 constexpr int kNumBuffers = 7;
 // Columns of `buffer` per token for a model of `config` (0: unused, e.g.
@@ -176,13 +176,15 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   // they may free through its context, which dies before this base.
   void ReleaseWeights();
   DType activations() const { return activations_; }
-  // The type of `buffer`'s values: activations(), except with bf16_values
-  // (a bf16 model whose Linear layers read and write bf16 values,
-  // kernels::PackedWeight::bf16_values): kQkv, kContext and kNormedBf16
-  // are then bfloat16, so that no pass converts the values between the
-  // Linear layers, attention and LayerNorm; the LayerNorms also write their
-  // output's bf16 copy into kNormedBf16, which the next Linear layer reads
-  // while the output is unchanged. Known once the weights are loaded.
+  // The type of `buffer`'s values: activations(), except in a bf16 model
+  // whose Linear layers read and write bf16 values
+  // (kernels::PackedWeight::bf16_values; EncoderOptions::bf16_activations):
+  // its LayerNorms then also write their output's bf16 copy into
+  // kNormedBf16 (bfloat16), which the next Linear layer reads while the
+  // output is unchanged, and where attention takes bf16 values as well
+  // (kernels::AttentionTakesBf16Values), kQkv and kContext are bfloat16. So
+  // no pass converts the values between the Linear layers, attention and
+  // LayerNorm. Known once the weights are loaded.
   DType BufferType(Buffer buffer) const;
   // Bytes of `buffer` per token (0: unused in this model).
   int64_t BufferRowBytes(Buffer buffer) const;
@@ -242,8 +244,9 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   }
 
   DType activations_;
-  bool bf16_values_ = false;  // see BufferType
-  Table tables_[3];           // by EmbeddingTable
+  bool bf16_normed_ = false;     // LayerNorms write kNormedBf16 (BufferType)
+  bool bf16_attention_ = false;  // kQkv and kContext are bf16 (BufferType)
+  Table tables_[3];              // by EmbeddingTable
   SlotWeights<std::unique_ptr<kernels::PackedWeight>, NormRef> weights_;
   std::unique_ptr<HostHead> head_;
 };

@@ -66,14 +66,18 @@ void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int6
   }
 }
 
+bool AttentionCpuTakesBf16Values(int64_t head_dim) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  return head_dim % 32 == 0 && cpu.avx512f && cpu.avx512bw && cpu.avx512_bf16;
+}
+
 void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const int32_t* cu_seqlens,
                   int64_t batch, int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls,
                   void* out) {
   const CpuFeatures& cpu = GetCpuFeatures();
   const bool fast = head_dim % 16 == 0 && cpu.avx512f;
   const bool avx2 = head_dim % 16 == 0 && cpu.avx2 && cpu.fma;
-  const bool bf16 =
-      bf16_matmuls && head_dim % 32 == 0 && cpu.avx512f && cpu.avx512bw && cpu.avx512_bf16;
+  const bool bf16 = bf16_matmuls && AttentionCpuTakesBf16Values(head_dim);
   const bool bf16_values = values == DType::kBFloat16;
   if (bf16_values && !bf16) {
     // No kernel reads bf16 values here: the fp32 path over them, widened.

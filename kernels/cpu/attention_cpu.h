@@ -25,6 +25,11 @@ void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const in
                   int64_t batch, int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls,
                   void* out);
 
+// Whether the bf16 kernel runs for this head_dim on this CPU (AVX512-F,
+// -BW and -BF16, head_dim % 32 == 0): bf16 matmuls, and bf16 values read
+// and written as they are.
+bool AttentionCpuTakesBf16Values(int64_t head_dim);
+
 // Per-thread scratch of at least `floats` floats, valid until the calling
 // thread's next call.
 float* AttentionScratch(int64_t floats);

@@ -117,22 +117,30 @@ T* Scratch(size_t n) {
   return buffer.data();
 }
 
+// fn(begin, end) over [0, n) in one range per thread of ctx's, or in one
+// call when n is under 2^16.
+template <typename Fn>
+void SplitBetweenThreads(const CpuContext& ctx, int64_t n, Fn&& fn) {
+  const int threads = n >= (1 << 16) ? ctx.num_threads() : 1;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    fn(n * t / nt, n * (t + 1) / nt);
+  }
+}
+
 // Rounds x to bf16 into scratch (as uint16 for bf16 GEMMs, as fp32 values
 // otherwise) and returns the scratch.
 void* RoundInput(const CpuContext& ctx, const CpuPackedWeight& w, const float* x, int64_t total) {
   void* out = w.bf16_compute ? static_cast<void*>(Scratch<uint16_t>(total))
                              : static_cast<void*>(Scratch<float>(total));
-  const int threads = total >= (1 << 16) ? ctx.num_threads() : 1;
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t begin = total * t / nt, end = total * (t + 1) / nt;
+  SplitBetweenThreads(ctx, total, [&](int64_t begin, int64_t end) {
     if (w.bf16_compute) {
       ConvertFloatToBFloat16(x + begin, static_cast<uint16_t*>(out) + begin, end - begin);
     } else {
       RoundToBFloat16(x + begin, static_cast<float*>(out) + begin, end - begin);
     }
-  }
+  });
   return out;
 }
 
@@ -596,21 +604,16 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
 
 namespace {
 
-// dst = float(src) (widen) or bf16(src) (narrow) over n values, split
-// between ctx's threads when there are many.
+// dst = float(src) (widen) or bf16(src) (narrow) over n values.
 template <typename From, typename To>
 void ConvertValues(const CpuContext& ctx, const From* src, int64_t n, To* dst) {
-  const int threads = n >= (1 << 16) ? ctx.num_threads() : 1;
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t begin = n * t / nt, end = n * (t + 1) / nt;
+  SplitBetweenThreads(ctx, n, [&](int64_t begin, int64_t end) {
     if constexpr (std::is_same_v<From, uint16_t>) {
       ConvertBFloat16ToFloat(src + begin, dst + begin, end - begin);
     } else {
       ConvertFloatToBFloat16(src + begin, dst + begin, end - begin);
     }
-  }
+  });
 }
 
 // LinearCpu over fp32 x and y.

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/cpu_context.h"
 #include "kernels/cpu_features.h"
@@ -230,14 +231,16 @@ float Bf16Value(uint16_t b) {
 }
 
 // bfloat16 values (a bf16 model's qkv and context on the CPU): where the
-// bf16 kernel runs, the float32 call's output rounded to bf16, bit for bit
-// (a power-of-two scale), whether the output rows start cache lines or
-// not; elsewhere (no AVX512-BF16, or head_dim % 32 != 0) the float32 path
-// over the widened values, within bf16's rounding of the reference.
+// bf16 kernel runs (AttentionTakesBf16Values), the bits of the float32 call
+// on the values widened, rounded to bf16, for any scale, and of the
+// float32 call on the fp32 values they round when the scale is a power of
+// two; with output rows on cache lines and off them. Elsewhere (no
+// AVX512-BF16, or head_dim % 32 != 0) the float32 path over the widened
+// values, within bf16's rounding of the reference.
 TEST(AttentionTest, Bf16ValuesHoldTheFloat32CallsBitsRounded) {
   const std::vector<int32_t> lengths = {40, 1, 130, 17, 300, 64, 9};
   const auto cu = CuSeqlens(lengths);
-  const int64_t total = cu.back();
+  const int64_t total = cu.back(), batch = static_cast<int64_t>(lengths.size());
   for (const int64_t d : {32, 64, 96, 48}) {
     const int64_t heads = 3, hidden = heads * d, values = total * hidden;
     const auto qkv = RandomVector(total * 3 * hidden, 51, -2.f, 2.f);
@@ -248,31 +251,40 @@ TEST(AttentionTest, Bf16ValuesHoldTheFloat32CallsBitsRounded) {
       rounded[i] = Bf16Value(qkv16[i]);
     }
     const bool kernel = HasBf16Attention() && d % 32 == 0;
-    for (const int threads : {1, 2}) {
-      CpuContext ctx(threads);
-      std::vector<float> out32(values);
-      Attention(ctx, DType::kFloat32, DType::kBFloat16, qkv.data(), cu.data(),
-                static_cast<int64_t>(lengths.size()), total, 300, heads, d, 0.125f, out32.data());
-      // 64-byte aligned, and one value off.
-      std::unique_ptr<uint16_t[], decltype(&std::free)> lines(
-          static_cast<uint16_t*>(std::aligned_alloc(64, (values * 2 + 63) / 64 * 64)), &std::free);
-      std::vector<uint16_t> off_lines(values + 1);
-      Attention(ctx, DType::kBFloat16, DType::kBFloat16, qkv16.data(), cu.data(),
-                static_cast<int64_t>(lengths.size()), total, 300, heads, d, 0.125f, lines.get());
-      Attention(ctx, DType::kBFloat16, DType::kBFloat16, qkv16.data(), cu.data(),
-                static_cast<int64_t>(lengths.size()), total, 300, heads, d, 0.125f,
-                off_lines.data() + 1);
-      EXPECT_EQ(std::memcmp(lines.get(), off_lines.data() + 1, values * 2), 0)
-          << "head_dim " << d << " threads " << threads;
-      std::vector<float> got(values);
-      for (int64_t i = 0; i < values; ++i) got[i] = Bf16Value(lines[i]);
-      if (kernel) {
-        int64_t differ = 0;
-        for (int64_t i = 0; i < values; ++i) differ += lines[i] != Bf16Bits(out32[i]);
-        EXPECT_EQ(differ, 0) << "head_dim " << d << " threads " << threads;
-      } else {
-        const auto want = Reference(rounded, cu, heads, d, 0.125);
-        EXPECT_LT(ScaledMaxError(got, want), 5e-3) << "head_dim " << d;
+    EXPECT_EQ(AttentionTakesBf16Values(CpuContext(1), d), kernel);
+    for (const float scale : {0.125f, 1.f / std::sqrt(static_cast<float>(d))}) {
+      const bool power_of_two = scale == 0.125f;
+      for (const int threads : {1, 2}) {
+        CpuContext ctx(threads);
+        const std::string what = "head_dim " + std::to_string(d) + " scale " +
+                                 std::to_string(scale) + " threads " + std::to_string(threads);
+        // 64-byte aligned, and one value off.
+        std::unique_ptr<uint16_t[], decltype(&std::free)> lines(
+            static_cast<uint16_t*>(std::aligned_alloc(64, (values * 2 + 63) / 64 * 64)),
+            &std::free);
+        std::vector<uint16_t> off_lines(values + 1);
+        Attention(ctx, DType::kBFloat16, DType::kBFloat16, qkv16.data(), cu.data(), batch, total,
+                  300, heads, d, scale, lines.get());
+        Attention(ctx, DType::kBFloat16, DType::kBFloat16, qkv16.data(), cu.data(), batch, total,
+                  300, heads, d, scale, off_lines.data() + 1);
+        EXPECT_EQ(std::memcmp(lines.get(), off_lines.data() + 1, values * 2), 0) << what;
+        if (!kernel) {
+          std::vector<float> got(values);
+          for (int64_t i = 0; i < values; ++i) got[i] = Bf16Value(lines[i]);
+          const auto want = Reference(rounded, cu, heads, d, scale);
+          EXPECT_LT(ScaledMaxError(got, want), 5e-3) << what;
+          continue;
+        }
+        for (const bool from_rounded : {true, false}) {
+          if (!from_rounded && !power_of_two) continue;
+          std::vector<float> out32(values);
+          Attention(ctx, DType::kFloat32, DType::kBFloat16,
+                    from_rounded ? rounded.data() : qkv.data(), cu.data(), batch, total, 300, heads,
+                    d, scale, out32.data());
+          int64_t differ = 0;
+          for (int64_t i = 0; i < values; ++i) differ += lines[i] != Bf16Bits(out32[i]);
+          EXPECT_EQ(differ, 0) << what << (from_rounded ? " (rounded values)" : " (fp32 values)");
+        }
       }
     }
   }
