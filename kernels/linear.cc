@@ -48,7 +48,7 @@ int64_t PackedWeight::out_features() const { return impl_->out_features; }
 int64_t PackedWeight::in_features() const { return impl_->in_features; }
 DType PackedWeight::type() const { return impl_->type; }
 size_t PackedWeight::bytes() const { return impl_->bytes(); }
-bool PackedWeight::bf16_values() const { return impl_->bf16_values; }
+bool PackedWeight::bf16_values() const { return impl_->bf16_values(); }
 
 namespace {
 

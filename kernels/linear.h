@@ -59,11 +59,11 @@ class PackedWeight {
 struct PackedWeight::Impl {
   virtual ~Impl() = default;
   virtual size_t bytes() const = 0;
+  virtual bool bf16_values() const { return false; }  // PackedWeight::bf16_values
   Device device = Device::kCpu;
   int64_t out_features = 0;
   int64_t in_features = 0;
   DType type = DType::kFloat32;
-  bool bf16_values = false;  // set by the device's Pack
 };
 
 // y[m, :] = epilogue(x[m, :] W^T + b) for m < rows, on ctx's device, which

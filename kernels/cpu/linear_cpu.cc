@@ -537,7 +537,6 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
   w->type = type;
   const CpuFeatures& cpu = GetCpuFeatures();
   w->bf16_compute = type == DType::kBFloat16 && cpu.avx512_bf16 && cpu.avx512bw;
-  w->bf16_values = w->bf16_compute;
   auto& be = ctx.backend();
   if (bias != nullptr) {
     w->bias = memory({{1, out_features}, Dt::f32, Tag::ab}, be.engine);
@@ -663,13 +662,9 @@ void LinearCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t rows
     if (y16) ConvertValues(ctx, yf, rows * n, static_cast<uint16_t*>(y));
     return;
   }
-  if (x16) {  // and so bf16_compute, on oneDNN
-    GemmChunks(ctx, w, x, rows, epilogue, residual, y, y16);
-    return;
-  }
-  if (y16) {
-    GemmChunks(ctx, w, RoundInput(ctx, w, static_cast<const float*>(x), rows * k), rows, epilogue,
-               residual, y, true);
+  if (x16 || y16) {  // and so bf16_compute, on oneDNN's bf16 GEMMs
+    const void* src = x16 ? x : RoundInput(ctx, w, static_cast<const float*>(x), rows * k);
+    GemmChunks(ctx, w, src, rows, epilogue, residual, y, y16);
     return;
   }
   LinearFloat(ctx, static_cast<const float*>(x), rows, w, epilogue, residual,

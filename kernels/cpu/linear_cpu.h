@@ -21,6 +21,7 @@ namespace encoderd::kernels {
 // weight).
 struct CpuPackedWeight final : PackedWeight::Impl {
   size_t bytes() const override;
+  bool bf16_values() const override { return bf16_compute; }
   // bf16 weights run on bf16 GEMMs only where the CPU has AVX512-BF16;
   // elsewhere they are kept as bf16-rounded fp32 values and the input is
   // rounded the same way, which gives bf16 products with fp32 accumulation
