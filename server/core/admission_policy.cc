@@ -122,6 +122,10 @@ int64_t ThroughputEstimate::TokensWithin(Clock::duration time) const {
 
 void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration target,
                                  Clock::time_point now, int64_t queued_tokens, int64_t growth) {
+  if (queued_tokens >= queued_peak_ || now - peak_at_ > kInterval) {
+    queued_peak_ = queued_tokens;
+    peak_at_ = now;
+  }
   if (standing_ && now - standing_since_ >= stand_for_) {
     standing_ = false;  // judged afresh from this batch on
     above_since_ = Clock::time_point::max();
@@ -142,7 +146,7 @@ void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration ta
   }
   if (above_since_ == Clock::time_point::max()) {
     above_since_ = now;
-    queued_since_ = queued_tokens;
+    queued_since_ = queued_peak_;
   }
   if (standing_ || now - above_since_ < kInterval) return;
   const bool grew = queued_tokens - queued_since_ >= growth;
@@ -158,7 +162,7 @@ void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration ta
   // is counted over one interval and not from the start of a stretch that a
   // closed loop never ends.
   above_since_ = now;
-  queued_since_ = queued_tokens;
+  queued_since_ = queued_peak_;
 }
 
 void StandingQueue::Stand(Clock::time_point now) {
@@ -170,6 +174,7 @@ void StandingQueue::Stand(Clock::time_point now) {
 
 void StandingQueue::ObserveIdle() {
   above_since_ = Clock::time_point::max();
+  queued_peak_ = 0;
   standing_ = false;
   stand_for_ = kFirstStand;
   judged_afresh_at_ = Clock::time_point::min();

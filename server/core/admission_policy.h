@@ -189,9 +189,16 @@ class StandingQueue {
   }
 
   // Since when every batch's newest request waited longer than the target,
-  // and the tokens left queued then.
+  // and the tokens left queued then: the most left by a recent batch
+  // (queued_peak_), so that a closed loop whose callers were slow to call
+  // again, refilling the queue to where it was, does not read as growth.
   Clock::time_point above_since_ = Clock::time_point::max();
   int64_t queued_since_ = 0;
+  // The most tokens a batch left queued, by the batch at peak_at_: a later
+  // batch that leaves as many replaces it, and so does any batch once it is
+  // older than kInterval.
+  int64_t queued_peak_ = 0;
+  Clock::time_point peak_at_{};
   // The last refusal that showed the queue too long for its callers.
   Clock::time_point overflow_at_ = Clock::time_point::min();
   bool standing_ = false;

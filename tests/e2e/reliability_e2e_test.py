@@ -714,7 +714,11 @@ def check_closed_loop(args, tmp):
         stub = pb_grpc.EncoderStub(channel)
         # A full batch first: its rate is learned before the queue is predicted.
         stub.Embed(pb.EmbedRequest(texts=[SENTENCE] * 256), timeout=60)
-        refused0 = drops(daemon, "refused_standing_queue")
+        # Every refusal rule, so that a failure names the one that refused.
+        reasons = ("refused_standing_queue", "refused_predicted_late", "refused_queue_time",
+                   "refused_queue_full")
+        before = {r: drops(daemon, r) for r in reasons}
+        overloaded0 = daemon.metric("encoderd_request_failures_total", {"reason": "overloaded"})
         codes, lock = {}, threading.Lock()
         stop_at = time.monotonic() + 4
 
@@ -729,8 +733,12 @@ def check_closed_loop(args, tmp):
             t.start()
         for t in threads:
             t.join()
-        refused = drops(daemon, "refused_standing_queue") - refused0
-        print(f"closed_loop: {codes}; refused as a standing queue: {refused:.0f}", flush=True)
+        refusals = {r: drops(daemon, r) - before[r] for r in reasons}
+        refusals["overloaded (all, slots included)"] = daemon.metric(
+            "encoderd_request_failures_total", {"reason": "overloaded"}) - overloaded0
+        refused = refusals["refused_standing_queue"]
+        print(f"closed_loop: {codes}; refused as a standing queue: {refused:.0f}; refusals "
+              f"{ {r: int(n) for r, n in refusals.items()} }", flush=True)
         check(set(codes) == {Code.OK} and codes[Code.OK] >= 64,
               f"closed_loop: every call of 64 closed-loop clients served ({codes})")
         check(refused == 0, f"closed_loop: none refused as a standing queue ({refused:.0f})")
