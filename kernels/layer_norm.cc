@@ -23,7 +23,9 @@ void AddLayerNorm(const Context& ctx, DType dtype, const void* x, const void* re
   if (rows < 0 || hidden <= 0) throw std::invalid_argument("AddLayerNorm: bad shape");
   if (!(eps >= 0.f)) throw std::invalid_argument("AddLayerNorm: eps must be >= 0");
   if (rows == 0) return;
-  if (x == nullptr || out == nullptr) throw std::invalid_argument("AddLayerNorm: null tensor");
+  if (x == nullptr || (out == nullptr && out_bf16 == nullptr)) {
+    throw std::invalid_argument("AddLayerNorm: null tensor");
+  }
   if (ctx.device() == Device::kCpu) {
     return AddLayerNormCpu(ctx.cpu(), static_cast<const float*>(x),
                            static_cast<const float*>(residual), gamma, beta, rows, hidden, eps,

@@ -27,7 +27,9 @@ void AddLayerNorm(const Context& ctx, DType dtype, const void* x, const void* re
 // others), in the same pass: on the CPU, for the bf16 Linear layers that
 // read it next (kernels/linear.h), so that no pass of their own converts
 // the float32 output, which the residual still needs. out_bf16 null: as
-// above. Throws std::invalid_argument on a non-null out_bf16 on CUDA, whose
+// above. out null (with out_bf16): only the bf16 copy is written, for an
+// output that nothing reads in float32 (pre-norm layers' normed input).
+// Throws std::invalid_argument on a non-null out_bf16 on CUDA, whose
 // activations are 16-bit already.
 void AddLayerNorm(const Context& ctx, DType dtype, const void* x, const void* residual,
                   const float* gamma, const float* beta, int64_t rows, int64_t hidden, float eps,

@@ -376,6 +376,7 @@ DType BackendEncoder::BufferType(Buffer buffer) const {
 
 int64_t BackendEncoder::BufferRowBytes(Buffer buffer) const {
   if (buffer == Buffer::kNormedBf16 && !bf16_normed_) return 0;
+  if (buffer == Buffer::kNormed && bf16_normed_) return 0;  // only its copy is written (Norm)
   return BufferWidth(config(), buffer) * static_cast<int64_t>(DTypeSize(BufferType(buffer)));
 }
 
@@ -456,8 +457,12 @@ void BackendEncoder::Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) {
   const NormRef& norm = weights_.norm(layer, slot);
   // The final norm's output goes to the head, not to a Linear layer.
   const bool copy = bf16_normed_ && slot != NormSlot::kFinal;
+  // Pre-norm layers' normed input is read only by Linear layers, from the
+  // copy (LinearInput): kNormed then has no float32 rows (BufferRowBytes).
+  const bool copy_only = copy && out == Buffer::kNormed;
   kernels::AddLayerNorm(context(), activations_, Data(in), nullptr, norm.gamma, norm.beta,
-                        run_.tokens, config().hidden_size, config().layer_norm_eps, Data(out),
+                        run_.tokens, config().hidden_size, config().layer_norm_eps,
+                        copy_only ? nullptr : Data(out),
                         copy ? Data(Buffer::kNormedBf16) : nullptr);
   run_.normed_bf16_of = copy ? out : Buffer::kNormedBf16;
 }

@@ -181,7 +181,8 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   // (kernels::PackedWeight::bf16_values; EncoderOptions::bf16_activations):
   // its LayerNorms then also write their output's bf16 copy into
   // kNormedBf16 (bfloat16), which the next Linear layer reads while the
-  // output is unchanged, and where attention takes bf16 values as well
+  // output is unchanged (so pre-norm layers' kNormed, read by nothing else,
+  // is not written at all: it has no rows), and where attention takes bf16 values as well
   // (kernels::AttentionTakesBf16Values), kQkv and kContext are bfloat16. So
   // no pass converts the values between the Linear layers, attention and
   // LayerNorm. Known once the weights are loaded.

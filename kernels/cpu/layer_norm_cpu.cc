@@ -1,6 +1,7 @@
 #include "kernels/cpu/layer_norm_cpu.h"
 
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/bf16_convert.h"
 
@@ -50,12 +51,17 @@ void AddLayerNormCpu(const CpuContext& ctx, const float* x, const float* residua
                      const float* gamma, const float* beta, int64_t rows, int64_t hidden, float eps,
                      float* out, uint16_t* out_bf16) {
   const int threads = rows * hidden >= 2 * kMinParallelElements ? ctx.num_threads() : 1;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    AddLayerNormRow(x + r * hidden, residual ? residual + r * hidden : nullptr, gamma, beta, hidden,
-                    eps, out + r * hidden);
-    if (out_bf16 != nullptr)
-      ConvertFloatToBFloat16(out + r * hidden, out_bf16 + r * hidden, hidden);
+#pragma omp parallel num_threads(threads)
+  {
+    // Without out, each row is normalised into a row of this thread's own.
+    std::vector<float> row(out == nullptr ? hidden : 0);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* y = out != nullptr ? out + r * hidden : row.data();
+      AddLayerNormRow(x + r * hidden, residual ? residual + r * hidden : nullptr, gamma, beta,
+                      hidden, eps, y);
+      if (out_bf16 != nullptr) ConvertFloatToBFloat16(y, out_bf16 + r * hidden, hidden);
+    }
   }
 }
 

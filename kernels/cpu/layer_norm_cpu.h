@@ -8,7 +8,8 @@
 
 namespace encoderd::kernels {
 
-// out_bf16: null, or a bf16 copy of out, each row rounded while in L1.
+// out_bf16: null, or a bf16 copy of out, each row rounded while in L1; out
+// may then be null (only the copy is written).
 void AddLayerNormCpu(const CpuContext& ctx, const float* x, const float* residual,
                      const float* gamma, const float* beta, int64_t rows, int64_t hidden, float eps,
                      float* out, uint16_t* out_bf16);

@@ -88,6 +88,11 @@ TEST(LayerNormTest, Bf16CopyIsTheOutputRounded) {
                    1e-5f, out.data(), out16.data());
       EXPECT_EQ(out, want) << rows;
       EXPECT_EQ(out16, want16) << rows;
+      // The copy alone (no float32 output): the same bits.
+      std::vector<uint16_t> only16(rows * n, 0xffff);
+      AddLayerNorm(ctx, DType::kFloat32, x.data(), res.data(), gamma.data(), beta.data(), rows, n,
+                   1e-5f, nullptr, only16.data());
+      EXPECT_EQ(only16, want16) << rows;
     }
   }
 }
@@ -102,6 +107,9 @@ TEST(LayerNormTest, RejectsBadShapes) {
   EXPECT_THROW(LayerNorm(ctx, DType::kFloat32, x.data(), nullptr, nullptr, 1, 8, -1.f, x.data()),
                std::invalid_argument);
   EXPECT_THROW(LayerNorm(ctx, DType::kFloat32, nullptr, nullptr, nullptr, 1, 8, 1e-5f, x.data()),
+               std::invalid_argument);
+  // No output at all.
+  EXPECT_THROW(LayerNorm(ctx, DType::kFloat32, x.data(), nullptr, nullptr, 1, 8, 1e-5f, nullptr),
                std::invalid_argument);
 }
 
