@@ -1,49 +1,40 @@
 #!/bin/bash
 # On the GPU machine, from the repository root with .gpu/bundle.tar.xz
 # (bench/gpu/bundle.sh): the CUDA tests, encoderd against PyTorch on the GPU
-# (W1, W2, W5; fp32 nested fastpath as the reference), serving over loopback,
+# (W1, W2, W5; fp32 nested fastpath as the reference), CUDA graphs, serving over loopback,
 # per-kernel times. Logs and JSON go to $OUT (default ./gpu-out).
 #
 #   bash bench/gpu/run.sh
 set -u
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; export OUT
-T0=$(date +%s)
-stamp() { echo "=== $1 ($(( $(date +%s) - T0 )) s)"; }
-mkdir -p /tmp/g && tar -xJf .gpu/bundle.tar.xz -C /tmp/g
-LT=$(find / -xdev -name 'libcublasLt.so.13' 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=/tmp/g/lib:$(dirname "$LT")
-export ENCODERD_SENTENCEPIECE_LIB=/tmp/g/lib/libencoderd_sentencepiece.so
-# The tests look for their fixtures where the build put them.
-FIXTURES=$(cat /tmp/g/fixtures_dir)
-mkdir -p "$(dirname "$FIXTURES")" && ln -sfn /tmp/g/fixtures "$FIXTURES"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+source bench/gpu/env.sh
 stamp tests
-/tmp/g/bin/encoderd_tests --gtest_filter='*Cuda*:*cuda*' > $OUT/tests.log 2>&1; echo "tests rc=$?"
+timeout 180 /tmp/g/bin/encoderd_tests --gtest_filter='*Cuda*:*cuda*' > $OUT/tests.log 2>&1; echo "tests rc=$?"
 grep -E "^\[  PASSED|^\[  FAILED|^\[  SKIPPED" $OUT/tests.log | head -20
 grep "^\[ parity" $OUT/tests.log > $OUT/parity.txt; wc -l < $OUT/parity.txt
 grep -A8 "Failure" $OUT/tests.log | head -30
 stamp limits
 python3 bench/gpu_limits.py > $OUT/limits.json 2>&1; cat $OUT/limits.json
 stamp model
-mkdir -p /tmp/bi && python3 tests/fixtures/make_bert_base.py /tmp/bi/model > /dev/null && cp /tmp/g/inputs/workloads.json /tmp/bi/
+make_model
 # The serving mix offline: 50 sequences of 136..512 tokens (mean 324, as served below).
 mkdir -p /tmp/bm && ln -sfn /tmp/bi/model /tmp/bm/model && python3 -c "
 import json, random; r = random.Random(7)
 json.dump({'W3': [[r.randrange(5, 30522) for _ in range(r.randint(136, 512))] for _ in range(50)]}, open('/tmp/bm/workloads.json', 'w'))"
 stamp encoderd-bench
-# Reps 1 and 3: the attention kernel as shipped (two m-tiles per warp for
-# head size 64); rep 2 with one (ENCODERD_CUDA_ATTENTION_MTILES=1). Each also
-# times the forward that brings back only mean-pooled rows (--pooled mean).
-for rep in 1 2 3; do
-mt=2; [ $rep = 2 ] && mt=1
-ENCODERD_CUDA_ATTENTION_MTILES=$mt /tmp/g/bin/encoderd bench --device cuda --engines encoderd \
+# Rep 1 as shipped; rep 2 replays batches from CUDA graphs (ENCODERD_CUDA_GRAPHS=1,
+# batches of at most 4,096 tokens). Each also times the forward that brings
+# back only mean-pooled rows (--pooled mean).
+for rep in 1 2; do
+g=0; [ $rep = 2 ] && g=1
+ENCODERD_CUDA_GRAPHS=$g timeout 120 /tmp/g/bin/encoderd bench --device cuda --engines encoderd \
   --workloads W1,W2,W5 --model /tmp/bi/model --pooled mean \
-  --inputs /tmp/bi/workloads.json --outputs /tmp/bo --min-seconds 1.5 --json > $OUT/encoderd_bench$rep.json 2> $OUT/encoderd_bench.err
+  --inputs /tmp/bi/workloads.json --outputs /tmp/bo$rep --min-seconds 1.5 --json > $OUT/encoderd_bench$rep.json 2>> $OUT/encoderd_bench.err
 python3 -c "
 import json; d=json.load(open('$OUT/encoderd_bench$rep.json'))
-for r in d['results']: print('rep $rep m-tiles $mt', r['workload'], r['dtype'], r['engine'], round(r['ms'],3), 'ms', round(r['tokens_per_s']), 'tok/s', 'min', round(min(r['runs_ms']),3))"
+for r in d['results']: print('rep $rep graphs $g', r['workload'], r['dtype'], r['engine'], round(r['ms'],3), 'ms', round(r['tokens_per_s']), 'tok/s', 'min', round(min(r['runs_ms']),3))"
 done
-/tmp/g/bin/encoderd bench --device cuda --engines encoderd --workloads W3 --dtypes float16 --model /tmp/bm/model \
+ln -sfn /tmp/bo1 /tmp/bo
+timeout 60 /tmp/g/bin/encoderd bench --device cuda --engines encoderd --workloads W3 --dtypes float16 --model /tmp/bm/model \
   --inputs /tmp/bm/workloads.json --min-seconds 2 --pooled mean | tail -2
 stamp peers
 for spec in nested:float32 nested:float16 nested:bfloat16 hf-sdpa:float16 hf-sdpa:bfloat16; do
@@ -84,7 +75,7 @@ grep -E "^encoderd_batch_size_tokens_(sum|count)|^encoderd_batch_size_sequences_
 kill -INT $SP; sleep 2
 stamp ncu
 # Both forwards of W5 fp16 (hidden states, then mean-pooled rows), 4 each.
-timeout 120 ncu --cache-control none --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+timeout 90 ncu --cache-control none --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
   /tmp/g/bin/encoderd bench --device cuda --engines encoderd --workloads W5 --dtypes float16 --model /tmp/bi/model \
   --inputs /tmp/bi/workloads.json --min-seconds 0 --pooled mean > $OUT/ncu.csv 2> $OUT/ncu.err; echo "ncu rc=$?"
 python3 - <<'PY'
