@@ -162,10 +162,20 @@ def check_deadlines_and_cancellation(args, tmp):
         return
     try:
         stub = pb_grpc.EncoderStub(channel)
+
+        def batch_count():
+            return daemon.metric("encoderd_batch_size_sequences_count", {"model": MODEL})
+
+        warm_up_batches0 = batch_count()
         stub.Embed(pb.EmbedRequest(texts=["warm up"]), timeout=30)
+        # A batch's metrics are observed after its answers go out: on a busy
+        # machine the warm-up's batch was once counted after the baselines
+        # below were read (258 sequences for 257). Wait for it first.
+        check(wait_until(lambda: batch_count() == warm_up_batches0 + 1, 10),
+              "deadline: the warm-up's batch is counted")
         before = {r: drops(daemon, r) for r in ("deadline_before_queue", "deadline_in_queue",
                                                 "cancelled_in_queue", "cancelled_while_running")}
-        batches0 = daemon.metric("encoderd_batch_size_sequences_count", {"model": MODEL})
+        batches0 = batch_count()
         batch_seqs0 = daemon.metric("encoderd_batch_size_sequences_sum", {"model": MODEL})
 
         def running():
@@ -203,7 +213,7 @@ def check_deadlines_and_cancellation(args, tmp):
         # admitted call's batch may be counted a moment after its OK (seen under
         # AddressSanitizer), so wait for the count to settle before comparing.
         def batched():
-            return (daemon.metric("encoderd_batch_size_sequences_count", {"model": MODEL}) - batches0,
+            return (batch_count() - batches0,
                     daemon.metric("encoderd_batch_size_sequences_sum", {"model": MODEL}) - batch_seqs0)
         wait_until(lambda: batched()[1] >= 256 + 1, 5)
         batches, seqs = batched()
@@ -225,7 +235,7 @@ def check_deadlines_and_cancellation(args, tmp):
 
         # (d) cancelled while running: the result is discarded, not delivered.
         seqs_ok0 = daemon.metric("encoderd_sequences_total", {"model": MODEL})
-        batches0 = daemon.metric("encoderd_batch_size_sequences_count", {"model": MODEL})
+        batches0 = batch_count()
         victim = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * 64, truncate=True), timeout=60)
         check(wait_until(running, 10), "cancel running: the batch is running")
         victim_started = time.perf_counter()
@@ -234,8 +244,7 @@ def check_deadlines_and_cancellation(args, tmp):
         check(wait_until(lambda: drops(daemon, "cancelled_while_running") ==
                          before["cancelled_while_running"] + 1, 2),
               "cancel running: counted as cancelled_while_running")
-        check(wait_until(lambda: daemon.metric("encoderd_batch_size_sequences_count",
-                                               {"model": MODEL}) == batches0 + 1, 10),
+        check(wait_until(lambda: batch_count() == batches0 + 1, 10),
               "cancel running: its batch ran to the end")
         # A 64-text batch's time: a quarter of the 256-text batch below.
         batch64_s = time.perf_counter() - victim_started
