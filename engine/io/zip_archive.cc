@@ -94,7 +94,8 @@ StatusOr<ZipArchive> ZipArchive::Open(std::shared_ptr<const Storage> bytes) {
       return Corrupt("zip64 locator missing");
     }
     const uint64_t z64 = Load(data + end - kZip64LocatorSize + 8, 8);
-    if (z64 > size - kZip64EndSize || Load(data + z64, 4) != kZip64EndSig) {
+    // (A file shorter than the record itself has no room for it.)
+    if (size < kZip64EndSize || z64 > size - kZip64EndSize || Load(data + z64, 4) != kZip64EndSig) {
       return Corrupt("zip64 end of central directory out of range");
     }
     count = Load(data + z64 + 32, 8);

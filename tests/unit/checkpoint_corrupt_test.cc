@@ -108,6 +108,20 @@ TEST(CheckpointCorruptZipTest, OffsetsAndCountsPastTheEnd) {
   ExpectNamedError(r, "zip-deflate");
 }
 
+// A zip64 end record's offset was checked against size - 56 without checking
+// that the file holds 56 bytes: in a shorter file that difference wrapped
+// around and the record was read far past the end (found by checkpoint_fuzz;
+// a heap-buffer-overflow under ASan).
+TEST(CheckpointCorruptZipTest, Zip64LocatorInAFileShorterThanItsEndRecord) {
+  std::vector<std::byte> bytes(4 + 20 + 22, std::byte{0});
+  Store32(&bytes, 0, 0x04034b50);  // a local header's signature
+  Store32(&bytes, 4, 0x07064b50);  // the zip64 locator, pointing at offset 1000
+  Store32(&bytes, 4 + 8, 1000);
+  Store32(&bytes, 24, 0x06054b50);  // the end record: a zip64 entry count
+  bytes[24 + 10] = bytes[24 + 11] = std::byte{0xff};
+  ExpectNamedError(ReadBytes(bytes, "zip64-short"), "zip64-short");
+}
+
 // One flipped bit inside a tensor's bytes leaves every structure intact; only
 // the entry's CRC-32 tells (the zip formats; legacy and safetensors files
 // carry no checksum).
