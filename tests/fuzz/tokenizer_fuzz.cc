@@ -9,6 +9,7 @@
 
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
+#include "tests/fuzz/encoding_invariants.h"
 #include "tests/unit/tokenizer_tiny_models.h"
 
 namespace {
@@ -50,33 +51,15 @@ Tokenizers* Build() {
   return t;
 }
 
-void Check(const Tokenizer& tokenizer, std::string_view text, int64_t max_tokens) {
-  for (const bool truncate : {true, false}) {
-    auto enc = tokenizer.Encode(text, max_tokens, truncate);
-    if (!enc.ok()) continue;
-    const auto n = static_cast<int64_t>(enc->ids.size());
-    if (n > max_tokens || enc->ids.size() != enc->pieces.size() || n < 2 ||
-        enc->ids.front() != tokenizer.special_tokens().bos ||
-        enc->ids.back() != tokenizer.special_tokens().eos || enc->untruncated_length < n ||
-        (!truncate && enc->truncated())) {
-      std::fprintf(stderr, "tokenizer_fuzz: broken encoding from %s\n",
-                   tokenizer.Describe().c_str());
-      std::abort();
-    }
-    for (int32_t id : enc->ids) {
-      if (id < 0 || id >= tokenizer.vocab_size()) std::abort();
-    }
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Tokenizers* const tokenizers = Build();
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   const int64_t max_tokens = 2 + (size > 0 ? data[0] % 16 : 0);
-  Check(*tokenizers->uncased, text, max_tokens);
-  Check(*tokenizers->cased, text, max_tokens);
-  if (tokenizers->spm) Check(*tokenizers->spm, text, max_tokens);
+  using encoderd::fuzz::CheckEncoding;
+  CheckEncoding(*tokenizers->uncased, text, max_tokens);
+  CheckEncoding(*tokenizers->cased, text, max_tokens);
+  if (tokenizers->spm) CheckEncoding(*tokenizers->spm, text, max_tokens);
   return 0;
 }
