@@ -17,8 +17,8 @@ fastpath, nested fastpath in fp32, nested fastpath in bf16; bench/peer_pytorch.p
 ONNX Runtime from npm (padded batch and one sequence at a time;
 bench/peer_ort.mjs), and with --with-inprocess the LibTorch path inside
 `encoderd bench`, to compare with the Python process. The machine's limits
-(build/kernels/machine_limits) are measured before and after them, and the
-figures taken against the mean of the two readings.
+(build/kernels/machine_limits) are measured before the systems and after
+each round of them, and the figures taken against the mean of the readings.
 """
 import argparse
 import copy
@@ -149,9 +149,9 @@ def machine_limits(a):
 
 def combined_limits(readings):
     """The limits the figures are taken against: each GEMM peak and the read
-    bandwidth the mean of its readings (machine_limits before and after the
-    systems: on a shared host they move by several percent within a run),
-    the readings kept beside it."""
+    bandwidth the mean of its readings (machine_limits before the systems and
+    after each round of them: on a shared host they move by several percent
+    within a run), the readings kept beside it."""
     out = copy.deepcopy(readings[0])
     for dtype, g in out["gemm"].items():
         peaks = [r["gemm"][dtype]["peak_gflops"] for r in readings]
@@ -222,10 +222,12 @@ def gemm_peak(limits, dtype):
 
 
 def readings_text(values, fmt):
-    """' (a before the systems, b after)' for two readings, else ''."""
-    if len(values) != 2:
+    """' (a before the systems, then b, c after each round)', or '' for one
+    reading."""
+    if len(values) < 2:
         return ""
-    return f" ({values[0]:{fmt}} before the systems, {values[1]:{fmt}} after)"
+    after = ", ".join(f"{v:{fmt}}" for v in values[1:])
+    return f" ({values[0]:{fmt}} before the systems, then {after} after each round)"
 
 
 def peak_text(limits, dtype, unit=""):
@@ -244,7 +246,7 @@ def write_report(a, doc):
         f"{m['threads']} threads per system, pinned with `{m['pinned']}`; {m['date']}.",
         "",
         f"Limits measured in the same run (`build/kernels/machine_limits --threads {m['threads']}` "
-        f"before and after the systems, the mean of the two readings): "
+        f"before the systems and after each round of them, the mean of the readings): "
         f"oneDNN GEMM at M = {lim['rows']} on the BERT layer shapes, best shape: "
         f"fp32 {peak_text(lim, 'float32', ' GFLOP/s')}, "
         f"bf16 {peak_text(lim, 'bfloat16')}, int8 {peak_text(lim, 'int8')}; "
@@ -377,7 +379,7 @@ def main():
     all_workloads = json.loads((a.inputs / "workloads.json").read_text())
     workloads = {w: all_workloads[w] for w in a.workloads.split(",")}
 
-    before = machine_limits(a)
+    readings = [machine_limits(a)]
     chosen = systems(a)
     timings = {s[0]: {} for s in chosen}  # key -> workload -> [(tokens, ms) per rep]
     with (a.out / "runs.log").open("w") as log:
@@ -385,7 +387,9 @@ def main():
             for system in chosen:
                 for w, value in run_system(a, system, rep, log).items():
                     timings[system[0]].setdefault(w, []).append(value)
-    limits = combined_limits([before, machine_limits(a)])
+            # The limits drift as the systems do: read them between rounds too.
+            readings.append(machine_limits(a))
+    limits = combined_limits(readings)
     params = layer_params(config)
     floor_ms = {dtype: params * size / (limits["read_bandwidth_gbs"] * 1e9) * 1e3
                 for dtype, size in (("float32", 4), ("bfloat16", 2), ("int8", 1))}
