@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -15,7 +16,11 @@
 #include "tests/fuzz/encoding_invariants.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/wordpiece_vocab_fuzz." + std::to_string(getpid()) + ".txt";
+  // One file per process (never destroyed), removed when libFuzzer exits.
+  static const std::string& path =
+      *new std::string("/tmp/wordpiece_vocab_fuzz." + std::to_string(getpid()) + ".txt");
+  static const int removed_at_exit = std::atexit([] { std::remove(path.c_str()); });
+  (void)removed_at_exit;
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   for (const bool lower_case : {true, false}) {
