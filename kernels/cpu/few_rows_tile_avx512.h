@@ -3,12 +3,14 @@
 // kernel's few-row path (int8_gemm_avx512.cc), each compiled for its
 // instructions. Everything here has internal linkage.
 //
-// Every row of the call is in one tile, so each weight is used for all rows
-// as it arrives from memory, and the prefetches ahead of it keep memory busy
-// for the whole of the computation: up to 6 rows by a group's 64 columns, or
-// 7 to 12 rows by half a group (32 columns), the two halves one after the
-// other. Up to 24 accumulators of 16 fp32 lanes, a step's weight vectors and
-// a row's broadcast input fill the 32 vector registers.
+// Each weight is used for every row of the call while it is in L1, and the
+// prefetches ahead of it keep memory busy for the whole of the computation:
+// up to 6 rows are one tile by a group's 64 columns; 7 to 12 rows are two
+// tiles of up to 6 rows, which take each chunk of kFewRowsChunkSteps steps
+// in turn, the first reading it from memory and the second from L1, each
+// prefetching half of every step ahead. Up to 24 accumulators of 16 fp32
+// lanes, a step's 4 weight vectors and a row's broadcast input fill the 32
+// vector registers; a tile's sums are carried across chunks in memory.
 //
 // A Step policy gives: In (the input element), kParts (the parts a step's
 // 256 bytes of weights are used in, one after the other) and Load(w, part)
@@ -43,6 +45,18 @@ constexpr int64_t kFewRowsStepBytes = 256;
 // 15.3 / 7.0, 16 KiB 9.6-9.8 / 5.0-5.1, 32 KiB 10.6 / 5.2, 64 KiB
 // 10.0 / 5.3; an added prefetcht0 0.5-2 KiB ahead did not help.
 constexpr int64_t kFewRowsPrefetchBytes = 16384;
+// 7 to 12 rows take each chunk of this many steps (16 KiB of weights) in two
+// tiles, the second reading it from L1 (FewRowsGemm). Before, they were one
+// tile of every row by each half of a group (32 columns) in turn, each half
+// a pass over the group's steps prefetching its own half of every step.
+// 12 BERT-base layers streamed (gemm_bench --stream-rows 7, 8, 10, 12; the
+// builds alternated 6 times, medians of the paired ratios; 2-vCPU AMD EPYC,
+// 2026-11-30) took 16-22% less time in fp32, 9-16% in bf16 and 3-9% in int8
+// this way; 4 rows, one tile either way, within 3%. Of the variants tried
+// (chunks of 32 or 128 steps, 32 KiB ahead, the first tile prefetching
+// whole steps and the second none), each was slower than this in every
+// dtype, the last up to 27% slower than the halves (int8, 12 rows).
+constexpr int64_t kFewRowsChunkSteps = 64;
 
 // The columns of a 16-lane block that exist when `left` columns are left.
 inline __mmask16 FewRowsColumns(int64_t left) {
@@ -71,55 +85,50 @@ struct FewRowsFloatEpilogue {
 };
 
 // Named variables, not an array: GCC 12 keeps an array of accumulators in
-// memory. Row r's accumulators are a<r>0 .. a<r>3, of which kVecs are used.
-#define ENCODERD_FEW_ROWS_ACCUMULATORS(r) \
-  [[maybe_unused]] __m512 a##r##0 = zero, a##r##1 = zero, a##r##2 = zero, a##r##3 = zero;
-#define ENCODERD_FEW_ROWS_STEP(r)                              \
-  if constexpr (kRows > r) {                                   \
-    const __m512i b = Step::Broadcast(xs + r * ldx);           \
-    Step::Accumulate(a##r##0, b, w0);                          \
-    if constexpr (kVecs > 1) Step::Accumulate(a##r##1, b, w1); \
-    if constexpr (kVecs > 2) Step::Accumulate(a##r##2, b, w2); \
-    if constexpr (kVecs > 3) Step::Accumulate(a##r##3, b, w3); \
+// memory. Row r's accumulators a<r>0 .. a<r>3 start from the tile's carried
+// sums (row by row, 4 vectors a row) and go back there at the end.
+#define ENCODERD_FEW_ROWS_ACCUMULATORS(r)                                   \
+  [[maybe_unused]] __m512 a##r##0 = sums[4 * r], a##r##1 = sums[4 * r + 1], \
+                          a##r##2 = sums[4 * r + 2], a##r##3 = sums[4 * r + 3];
+#define ENCODERD_FEW_ROWS_STEP(r)                    \
+  if constexpr (kRows > r) {                         \
+    const __m512i b = Step::Broadcast(xs + r * ldx); \
+    Step::Accumulate(a##r##0, b, w0);                \
+    Step::Accumulate(a##r##1, b, w1);                \
+    Step::Accumulate(a##r##2, b, w2);                \
+    Step::Accumulate(a##r##3, b, w3);                \
   }
-#define ENCODERD_FEW_ROWS_FINISH(r)                                                     \
-  if constexpr (kRows > r) {                                                            \
-    Step::Finish(a##r##0, e, r, n, col0, cols, out);                                    \
-    if constexpr (kVecs > 1) Step::Finish(a##r##1, e, r, n, col0 + 16, cols - 16, out); \
-    if constexpr (kVecs > 2) Step::Finish(a##r##2, e, r, n, col0 + 32, cols - 32, out); \
-    if constexpr (kVecs > 3) Step::Finish(a##r##3, e, r, n, col0 + 48, cols - 48, out); \
+#define ENCODERD_FEW_ROWS_CARRY(r)                                               \
+  if constexpr (kRows > r) {                                                     \
+    sums[4 * r] = a##r##0, sums[4 * r + 1] = a##r##1, sums[4 * r + 2] = a##r##2, \
+             sums[4 * r + 3] = a##r##3;                                          \
   }
 
-// Rows [0, kRows) of out over kVecs x 16 columns from col0 on (`cols` of
-// them exist, at most 16 * kVecs): the sums over `steps` steps of x (rows
-// ldx inputs apart) and of the weights at `weights` (one step every
-// kFewRowsStepBytes, the tile's columns at the start of each), then the
-// epilogue e.
-template <class Step, int kRows, int kVecs>
-void FewRowsTile(const typename Step::In* x, int64_t ldx, int64_t steps, const char* weights,
-                 const typename Step::Epilogue& e, int64_t n, int64_t col0, int64_t cols,
-                 float* out) {
-  static_assert(kRows * kVecs <= 24, "24 accumulators at most");
-  const __m512 zero = _mm512_setzero_ps();
+// Steps [s0, s1) of one tile: rows [0, kRows) of x (rows ldx inputs apart)
+// by a group's 64 columns of the weights at `weights` (one step every
+// kFewRowsStepBytes), added to `sums` (kRows x 4 vectors, row by row), which
+// carry them from one call to the next (24 vectors, whatever kRows). Each
+// step prefetches its lines [kPrefetchFrom, kPrefetchTo) (of 4)
+// kFewRowsPrefetchBytes ahead.
+template <class Step, int kRows, int kPrefetchFrom, int kPrefetchTo>
+void FewRowsTileSteps(const typename Step::In* x, int64_t ldx, int64_t s0, int64_t s1,
+                      const char* weights, __m512* sums) {
+  static_assert(kRows >= 1 && kRows <= 6, "24 accumulators at most");
   ENCODERD_FEW_ROWS_ACCUMULATORS(0)
   ENCODERD_FEW_ROWS_ACCUMULATORS(1)
   ENCODERD_FEW_ROWS_ACCUMULATORS(2)
   ENCODERD_FEW_ROWS_ACCUMULATORS(3)
   ENCODERD_FEW_ROWS_ACCUMULATORS(4)
   ENCODERD_FEW_ROWS_ACCUMULATORS(5)
-  ENCODERD_FEW_ROWS_ACCUMULATORS(6)
-  ENCODERD_FEW_ROWS_ACCUMULATORS(7)
-  ENCODERD_FEW_ROWS_ACCUMULATORS(8)
-  ENCODERD_FEW_ROWS_ACCUMULATORS(9)
-  ENCODERD_FEW_ROWS_ACCUMULATORS(10)
-  ENCODERD_FEW_ROWS_ACCUMULATORS(11)
-  for (int64_t s = 0; s < steps; ++s) {
+  for (int64_t s = s0; s < s1; ++s) {
     const char* w = weights + s * kFewRowsStepBytes;
-    for (int line = 0; line < kVecs; ++line) {
-      // An address, not a pointer: past the last group it lies outside
-      // the weights, which a prefetch may (it never faults).
-      const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kFewRowsPrefetchBytes + 64 * line;
-      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
+    {
+      for (int line = kPrefetchFrom; line < kPrefetchTo; ++line) {
+        // An address, not a pointer: past the last group it lies outside
+        // the weights, which a prefetch may (it never faults).
+        const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kFewRowsPrefetchBytes + 64 * line;
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
+      }
     }
     // Unrolled, so that each part's Load is its own instructions.
     static_assert(Step::kParts == 1 || Step::kParts == 2, "one or two parts a step");
@@ -127,11 +136,8 @@ void FewRowsTile(const typename Step::In* x, int64_t ldx, int64_t steps, const c
     for (int part = 0; part < Step::kParts; ++part) {
       // A later part loads its weights again (from L1): holding a step's
       // loaded weights across parts would take registers the tile has not.
-      const __m512i w0 = Step::Load(w, part);
-      [[maybe_unused]] __m512i w1, w2, w3;
-      if constexpr (kVecs > 1) w1 = Step::Load(w + 64, part);
-      if constexpr (kVecs > 2) w2 = Step::Load(w + 128, part);
-      if constexpr (kVecs > 3) w3 = Step::Load(w + 192, part);
+      const __m512i w0 = Step::Load(w, part), w1 = Step::Load(w + 64, part),
+                    w2 = Step::Load(w + 128, part), w3 = Step::Load(w + 192, part);
       const typename Step::In* xs = x + (s * Step::kParts + part) * Step::kInputs;
       ENCODERD_FEW_ROWS_STEP(0)
       ENCODERD_FEW_ROWS_STEP(1)
@@ -139,44 +145,48 @@ void FewRowsTile(const typename Step::In* x, int64_t ldx, int64_t steps, const c
       ENCODERD_FEW_ROWS_STEP(3)
       ENCODERD_FEW_ROWS_STEP(4)
       ENCODERD_FEW_ROWS_STEP(5)
-      ENCODERD_FEW_ROWS_STEP(6)
-      ENCODERD_FEW_ROWS_STEP(7)
-      ENCODERD_FEW_ROWS_STEP(8)
-      ENCODERD_FEW_ROWS_STEP(9)
-      ENCODERD_FEW_ROWS_STEP(10)
-      ENCODERD_FEW_ROWS_STEP(11)
     }
   }
-  ENCODERD_FEW_ROWS_FINISH(0)
-  ENCODERD_FEW_ROWS_FINISH(1)
-  ENCODERD_FEW_ROWS_FINISH(2)
-  ENCODERD_FEW_ROWS_FINISH(3)
-  ENCODERD_FEW_ROWS_FINISH(4)
-  ENCODERD_FEW_ROWS_FINISH(5)
-  ENCODERD_FEW_ROWS_FINISH(6)
-  ENCODERD_FEW_ROWS_FINISH(7)
-  ENCODERD_FEW_ROWS_FINISH(8)
-  ENCODERD_FEW_ROWS_FINISH(9)
-  ENCODERD_FEW_ROWS_FINISH(10)
-  ENCODERD_FEW_ROWS_FINISH(11)
+  ENCODERD_FEW_ROWS_CARRY(0)
+  ENCODERD_FEW_ROWS_CARRY(1)
+  ENCODERD_FEW_ROWS_CARRY(2)
+  ENCODERD_FEW_ROWS_CARRY(3)
+  ENCODERD_FEW_ROWS_CARRY(4)
+  ENCODERD_FEW_ROWS_CARRY(5)
 }
 
 #undef ENCODERD_FEW_ROWS_ACCUMULATORS
 #undef ENCODERD_FEW_ROWS_STEP
-#undef ENCODERD_FEW_ROWS_FINISH
+#undef ENCODERD_FEW_ROWS_CARRY
 
 template <class Step>
-using FewRowsTileFn = void (*)(const typename Step::In*, int64_t, int64_t, const char*,
-                               const typename Step::Epilogue&, int64_t, int64_t, int64_t, float*);
+using FewRowsTileStepsFn = void (*)(const typename Step::In*, int64_t, int64_t, int64_t,
+                                    const char*, __m512*);
 
-// The tile for 1 to kFewRowsMax rows: up to 6 rows by a whole group (4
-// vectors), 7 to 12 by half of one (2).
+// The tiles of 1 to 6 rows, prefetching every line ([0]), lines 0-1 ([1]) or 2-3 ([2]).
 template <class Step>
-constexpr FewRowsTileFn<Step> kFewRowsTiles[] = {
-    FewRowsTile<Step, 1, 4>,  FewRowsTile<Step, 2, 4>,  FewRowsTile<Step, 3, 4>,
-    FewRowsTile<Step, 4, 4>,  FewRowsTile<Step, 5, 4>,  FewRowsTile<Step, 6, 4>,
-    FewRowsTile<Step, 7, 2>,  FewRowsTile<Step, 8, 2>,  FewRowsTile<Step, 9, 2>,
-    FewRowsTile<Step, 10, 2>, FewRowsTile<Step, 11, 2>, FewRowsTile<Step, 12, 2>};
+constexpr FewRowsTileStepsFn<Step> kFewRowsTiles[3][6] = {
+    {FewRowsTileSteps<Step, 1, 0, 4>, FewRowsTileSteps<Step, 2, 0, 4>,
+     FewRowsTileSteps<Step, 3, 0, 4>, FewRowsTileSteps<Step, 4, 0, 4>,
+     FewRowsTileSteps<Step, 5, 0, 4>, FewRowsTileSteps<Step, 6, 0, 4>},
+    {FewRowsTileSteps<Step, 1, 0, 2>, FewRowsTileSteps<Step, 2, 0, 2>,
+     FewRowsTileSteps<Step, 3, 0, 2>, FewRowsTileSteps<Step, 4, 0, 2>,
+     FewRowsTileSteps<Step, 5, 0, 2>, FewRowsTileSteps<Step, 6, 0, 2>},
+    {FewRowsTileSteps<Step, 1, 2, 4>, FewRowsTileSteps<Step, 2, 2, 4>,
+     FewRowsTileSteps<Step, 3, 2, 4>, FewRowsTileSteps<Step, 4, 2, 4>,
+     FewRowsTileSteps<Step, 5, 2, 4>, FewRowsTileSteps<Step, 6, 2, 4>}};
+
+// Rows m0 .. m0 + rows of out over the 64 columns from col0 on (`cols` of
+// them exist): a tile's sums through the epilogue e.
+template <class Step>
+void FewRowsFinish(const __m512* sums, int64_t rows, int64_t m0, const typename Step::Epilogue& e,
+                   int64_t n, int64_t col0, int64_t cols, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int c = 0; c < 4; ++c) {
+      Step::Finish(sums[4 * r + c], e, m0 + r, n, col0 + 16 * c, cols - 16 * c, out);
+    }
+  }
+}
 
 // The few-row GEMM (few_rows_gemm_avx512.h) over `steps` steps of the
 // inputs, `padded_steps` in each group of the packed weights.
@@ -184,21 +194,28 @@ template <class Step>
 void FewRowsGemm(const typename Step::In* x, int64_t rows, int64_t ldx, const void* packed,
                  int64_t n, int64_t steps, int64_t padded_steps, int64_t group_begin,
                  int64_t group_end, const typename Step::Epilogue& e, float* out) {
-  static_assert(sizeof(kFewRowsTiles<Step>) / sizeof(kFewRowsTiles<Step>[0]) == kFewRowsMax,
-                "a tile for every row count");
   if (rows < 1 || rows > kFewRowsMax) return;  // not a call these kernels take
-  const FewRowsTileFn<Step> tile = kFewRowsTiles<Step>[rows - 1];
-  // A tile takes a whole group up to 6 rows, else each half of it in turn.
-  // Every layout holds 4 bytes a column in each step, so a tile's columns
-  // from c on start 4 * c bytes into the step.
-  const int64_t tile_cols = rows <= 6 ? kFewRowsGroupColumns : kFewRowsGroupColumns / 2;
+  // Up to 6 rows are one tile over all of a group's steps. 7 to 12 are two
+  // tiles over each chunk of kFewRowsChunkSteps steps in turn: the first
+  // reads the chunk from memory, prefetching ahead, the second from L1.
+  const int64_t rows_a = rows <= 6 ? rows : (rows + 1) / 2, rows_b = rows - rows_a;
+  const FewRowsTileStepsFn<Step> tile_a = kFewRowsTiles<Step>[rows_b > 0 ? 1 : 0][rows_a - 1];
+  const FewRowsTileStepsFn<Step> tile_b = rows_b > 0 ? kFewRowsTiles<Step>[2][rows_b - 1] : nullptr;
+  const int64_t chunk = rows_b > 0 ? kFewRowsChunkSteps : steps;
   for (int64_t g = group_begin; g < group_end; ++g) {
     const char* weights = static_cast<const char*>(packed) + g * padded_steps * kFewRowsStepBytes;
     const int64_t col0 = g * kFewRowsGroupColumns;
     const int64_t cols = n - col0 < kFewRowsGroupColumns ? n - col0 : kFewRowsGroupColumns;
-    for (int64_t c = 0; c < cols; c += tile_cols) {
-      tile(x, ldx, steps, weights + 4 * c, e, n, col0 + c, cols - c, out);
+    __m512 sums[2][24];
+    for (__m512& v : sums[0]) v = _mm512_setzero_ps();
+    for (__m512& v : sums[1]) v = _mm512_setzero_ps();
+    for (int64_t s0 = 0; s0 < steps; s0 += chunk) {
+      const int64_t s1 = steps - s0 < chunk ? steps : s0 + chunk;
+      tile_a(x, ldx, s0, s1, weights, sums[0]);
+      if (tile_b) tile_b(x + rows_a * ldx, ldx, s0, s1, weights, sums[1]);
     }
+    FewRowsFinish<Step>(sums[0], rows_a, 0, e, n, col0, cols, out);
+    FewRowsFinish<Step>(sums[1], rows_b, rows_a, e, n, col0, cols, out);
   }
 }
 

@@ -178,7 +178,7 @@ TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
 // AVX-512 (and, for bf16 weights, AVX512-BF16 and an even k), and on AVX2 +
 // FMA (ctest kernels_avx2 on an AVX-512 CPU, oneDNN held to AVX2; fp32
 // weights there from kFewRowsF32Avx2MinBytes on, none of these): every row
-// count (tiles of 1-6 rows by 64 columns, 7-12 rows by each half of 32; on
+// count (one tile of 1-6 rows by 64 columns, or two over chunks of steps; on
 // AVX2 blocks of up to 5 rows, 1-2 rows by 32 columns, 3-5 by 16),
 // widths around the 16-lane blocks and 64-column groups (a last group of 1,
 // 2, 8, 21, 24, 36 or 64 columns), odd and even inputs, 1 to 3 threads,
