@@ -18,7 +18,9 @@ ONNX Runtime from npm (padded batch and one sequence at a time;
 bench/peer_ort.mjs), and with --with-inprocess the LibTorch path inside
 `encoderd bench`, to compare with the Python process. The machine's limits
 (build/kernels/machine_limits) are measured before the systems and after
-each round of them, and the figures taken against the mean of the readings.
+each round of them, and the figures taken against the mean of the readings;
+the read bandwidth of a reading is the best of its readers (a plain loop,
+and vector loads with and without software prefetch).
 """
 import argparse
 import copy
@@ -160,6 +162,10 @@ def combined_limits(readings):
     bandwidths = [r["read_bandwidth_gbs"] for r in readings]
     out["read_bandwidth_gbs"] = statistics.mean(bandwidths)
     out["read_bandwidth_readings"] = bandwidths
+    readers = readings[0].get("read_bandwidth_readers_gbs", {})
+    out["read_bandwidth_readers_gbs"] = {
+        name: statistics.mean(r["read_bandwidth_readers_gbs"][name] for r in readings)
+        for name in readers}
     return out
 
 
@@ -251,7 +257,11 @@ def write_report(a, doc):
         f"fp32 {peak_text(lim, 'float32', ' GFLOP/s')}, "
         f"bf16 {peak_text(lim, 'bfloat16')}, int8 {peak_text(lim, 'int8')}; "
         f"memory read {lim['read_bandwidth_gbs']:.1f} GB/s"
-        f"{readings_text(lim.get('read_bandwidth_readings', []), '.1f')}. "
+        f"{readings_text(lim.get('read_bandwidth_readings', []), '.1f')}, "
+        f"each reading the best of its readers (their means: "
+        + ", ".join(f"{name} {gbs:.1f}"
+                    for name, gbs in lim.get("read_bandwidth_readers_gbs", {}).items())
+        + "). "
         f"W2 floor = encoder-layer weight bytes / read bandwidth: "
         f"fp32 {doc['floor_ms']['float32']:.1f} ms, bf16 {doc['floor_ms']['bfloat16']:.1f} ms, "
         f"int8 {doc['floor_ms']['int8']:.1f} ms.",
