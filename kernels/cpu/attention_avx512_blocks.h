@@ -267,7 +267,7 @@ void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int6
   const int64_t row_blocks = (row_end - row_begin + kRows - 1) / kRows;
   NextItemPrefetch prefetch(
       qkv, sizeof(Value), heads, d, seq_begin, head, next,
-      row_blocks * (lp / 64 + lp % 64 / 16 + (len + kValueBlock - 1) / kValueBlock));
+      row_blocks * (lp / 64 + (lp % 64 != 0) + (len + kValueBlock - 1) / kValueBlock));
   Format::PackKeys(q + hidden, ld, len, lp, d, kt);
   Format::PackValues(q + 2 * hidden, ld, len, d, vp);
   for (int64_t i0 = row_begin; i0 < row_end; i0 += sub_rows) {
@@ -285,11 +285,29 @@ void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int6
         prefetch.Step();
       });
     }
-    for (; j < lp; j += 16) {
-      ForRowBlocks(rows, [&](auto rb, int64_t r) {
-        ScoresTile<Format, decltype(rb)::value, 1>(qs + r * qw, kt, qw, lp, j, s + r * lp);
-        prefetch.Step();
-      });
+    // The last 16-48 keys in tiles of as many vectors: 16 keys at a time,
+    // 4 rows gave 4 chains of dependent multiply-adds.
+    switch ((lp - j) / 16) {
+      case 3:
+        ForRowBlocks(rows, [&](auto rb, int64_t r) {
+          ScoresTile<Format, decltype(rb)::value, 3>(qs + r * qw, kt, qw, lp, j, s + r * lp);
+          prefetch.Step();
+        });
+        break;
+      case 2:
+        ForRowBlocks(rows, [&](auto rb, int64_t r) {
+          ScoresTile<Format, decltype(rb)::value, 2>(qs + r * qw, kt, qw, lp, j, s + r * lp);
+          prefetch.Step();
+        });
+        break;
+      case 1:
+        ForRowBlocks(rows, [&](auto rb, int64_t r) {
+          ScoresTile<Format, decltype(rb)::value, 1>(qs + r * qw, kt, qw, lp, j, s + r * lp);
+          prefetch.Step();
+        });
+        break;
+      default:
+        break;
     }
     const int64_t p_stride = pack == 1 ? lp : pw;
     for (int64_t r = 0; r < rows; ++r) {
