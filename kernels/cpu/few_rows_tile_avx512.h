@@ -5,10 +5,10 @@
 //
 // Each weight is used for every row of the call while it is in L1, and the
 // prefetches ahead of it keep memory busy for the whole of the computation:
-// up to 6 rows are one tile by a group's 64 columns; 7 to 12 rows are two
+// up to 6 rows are one tile by a group's 64 columns; 7 to 24 rows are 2-4
 // tiles of up to 6 rows, which take each chunk of kFewRowsChunkSteps steps
-// in turn, the first reading it from memory and the second from L1, each
-// prefetching half of every step ahead. Up to 24 accumulators of 16 fp32
+// in turn, the first reading it from memory and the others from L1, each
+// prefetching its share of every step ahead. Up to 24 accumulators of 16 fp32
 // lanes, a step's 4 weight vectors and a row's broadcast input fill the 32
 // vector registers; a tile's sums are carried across chunks in memory.
 //
@@ -45,8 +45,8 @@ constexpr int64_t kFewRowsStepBytes = 256;
 // 15.3 / 7.0, 16 KiB 9.6-9.8 / 5.0-5.1, 32 KiB 10.6 / 5.2, 64 KiB
 // 10.0 / 5.3; an added prefetcht0 0.5-2 KiB ahead did not help.
 constexpr int64_t kFewRowsPrefetchBytes = 16384;
-// 7 to 12 rows take each chunk of this many steps (16 KiB of weights) in two
-// tiles, the second reading it from L1 (FewRowsGemm). Before, they were one
+// 7 to 24 rows take each chunk of this many steps (16 KiB of weights) in 2-4
+// tiles, all but the first reading it from L1 (FewRowsGemm). Before, they were one
 // tile of every row by each half of a group (32 columns) in turn, each half
 // a pass over the group's steps prefetching its own half of every step.
 // 12 BERT-base layers streamed (gemm_bench --stream-rows 7, 8, 10, 12; the
