@@ -45,10 +45,11 @@ constexpr int64_t kFewRowsStepBytes = 256;
 // 15.3 / 7.0, 16 KiB 9.6-9.8 / 5.0-5.1, 32 KiB 10.6 / 5.2, 64 KiB
 // 10.0 / 5.3; an added prefetcht0 0.5-2 KiB ahead did not help.
 constexpr int64_t kFewRowsPrefetchBytes = 16384;
-// 7 to 24 rows take each chunk of this many steps (16 KiB of weights) in 2-4
-// tiles, all but the first reading it from L1 (FewRowsGemm). Before, they were one
-// tile of every row by each half of a group (32 columns) in turn, each half
-// a pass over the group's steps prefetching its own half of every step.
+// 7 to 24 rows take each chunk of this many steps (16 KiB of weights) in
+// 2-4 tiles, all but the first reading it from L1 (FewRowsGemm). Before,
+// 7-12 rows were one tile of every row by each half of a group (32 columns)
+// in turn, each half a pass over the group's steps prefetching its own half
+// of every step.
 // 12 BERT-base layers streamed (gemm_bench --stream-rows 7, 8, 10, 12; the
 // builds alternated 6 times, medians of the paired ratios; 2-vCPU AMD EPYC,
 // 2026-11-30) took 16-22% less time in fp32, 9-16% in bf16 and 3-9% in int8
@@ -122,13 +123,11 @@ void FewRowsTileSteps(const typename Step::In* x, int64_t ldx, int64_t s0, int64
   ENCODERD_FEW_ROWS_ACCUMULATORS(5)
   for (int64_t s = s0; s < s1; ++s) {
     const char* w = weights + s * kFewRowsStepBytes;
-    {
-      for (int line = kLineBegin; line < kLineEnd; ++line) {
-        // An address, not a pointer: past the last group it lies outside
-        // the weights, which a prefetch may (it never faults).
-        const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kFewRowsPrefetchBytes + 64 * line;
-        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
-      }
+    for (int line = kLineBegin; line < kLineEnd; ++line) {
+      // An address, not a pointer: past the last group it lies outside the
+      // weights, which a prefetch may (it never faults).
+      const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kFewRowsPrefetchBytes + 64 * line;
+      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
     }
     // Unrolled, so that each part's Load is its own instructions.
     static_assert(Step::kParts == 1 || Step::kParts == 2, "one or two parts a step");
@@ -174,9 +173,9 @@ constexpr FewRowsTileStepsFn<Step> kFewRowsTilesOf[6] = {
     FewRowsTileSteps<Step, 6, kLineBegin, kLineEnd>};
 
 // The tile of `rows` rows that is tile t of `tiles` (1 to 4) over a chunk:
-// it prefetches lines [4t / tiles, 4(t + 1) / tiles) of every step. (A
-// prefetch range known at compile time: as loop bounds, W2's 7-12 rows
-// took 3-5% longer.)
+// it prefetches lines [4t / tiles, 4(t + 1) / tiles) of every step. (The
+// range is fixed at compile time: as loop bounds, 12 BERT-base layers
+// streamed at 7 and 10 rows took 3-5% longer.)
 template <class Step>
 FewRowsTileStepsFn<Step> FewRowsTileFor(int64_t rows, int64_t t, int64_t tiles) {
   switch (4 * t / tiles * 4 + 4 * (t + 1) / tiles) {
