@@ -71,12 +71,12 @@ Gflops MatmulGflops(dnnl::engine& engine, dnnl::stream& stream, int64_t m, int64
 }
 
 // Readers of one thread's share of the buffer: the sum of its words, read
-// each once, in order. A plain loop leaves the reading to the hardware
-// prefetchers, which on the 2-vCPU AMD EPYC of the README read about 25%
-// less than vector loads do (66 against 84 GB/s in the same minute), and
-// less than the few-row kernels stream weights at one row
-// (kernels/bench/gemm_bench --stream-rows 1): so the bandwidth is the best
-// of the readers below that the CPU has. `words` is a multiple of 32.
+// each once, in order. The plain loop read 13-21% less than the best of the
+// others on the 2-vCPU AMD EPYC of the README (2026-11-30: 64.0 against
+// 77.2 GB/s, 65.7 against 78.5, 42.4 against 48.9), and less than the
+// few-row kernels stream weights at one row (kernels/bench/gemm_bench
+// --stream-rows 1): so the bandwidth is the best of the readers below that
+// the CPU has. `words` is a multiple of 32.
 uint64_t ReadScalar(const uint64_t* p, size_t words) {
   uint64_t total = 0;
   for (size_t i = 0; i < words; i += 8) {
