@@ -30,10 +30,10 @@
 namespace encoderd::kernels {
 
 constexpr int64_t kFewRowsGroupColumns = 64;
-// The most rows the kernels take in one call: up to 4 tiles of up to 6 rows
+// The most rows the kernels take in one call: up to 6 tiles of up to 6 rows
 // by 64 columns (24 accumulators each) over each chunk of a group's steps
 // (few_rows_tile_avx512.h).
-constexpr int64_t kFewRowsMax = 24;
+constexpr int64_t kFewRowsMax = 36;
 // The smallest fp32 weight FewRowsGemmF32Avx2 takes: a weight this large
 // belongs to a model that does not stay in cache (BERT-base's are 2.4-9.4
 // MB, 340 MB in all), and smaller ones stay on oneDNN and its own layout

@@ -5,7 +5,7 @@
 //
 // Each weight is used for every row of the call while it is in L1, and the
 // prefetches ahead of it keep memory busy for the whole of the computation:
-// up to 6 rows are one tile by a group's 64 columns; 7 to 24 rows are 2-4
+// up to 6 rows are one tile by a group's 64 columns; 7 to 36 rows are 2-6
 // tiles of up to 6 rows, which take each chunk of kFewRowsChunkSteps steps
 // in turn, the first reading it from memory and the others from L1, each
 // prefetching its share of every step ahead. Up to 24 accumulators of 16 fp32
@@ -45,8 +45,8 @@ constexpr int64_t kFewRowsStepBytes = 256;
 // 15.3 / 7.0, 16 KiB 9.6-9.8 / 5.0-5.1, 32 KiB 10.6 / 5.2, 64 KiB
 // 10.0 / 5.3; an added prefetcht0 0.5-2 KiB ahead did not help.
 constexpr int64_t kFewRowsPrefetchBytes = 16384;
-// 7 to 24 rows take each chunk of this many steps (16 KiB of weights) in
-// 2-4 tiles, all but the first reading it from L1 (FewRowsGemm). Before,
+// 7 to 36 rows take each chunk of this many steps (16 KiB of weights) in
+// 2-6 tiles, all but the first reading it from L1 (FewRowsGemm). Before,
 // 7-12 rows were one tile of every row by each half of a group (32 columns)
 // in turn, each half a pass over the group's steps prefetching its own half
 // of every step.
@@ -172,8 +172,9 @@ constexpr FewRowsTileStepsFn<Step> kFewRowsTilesOf[6] = {
     FewRowsTileSteps<Step, 5, kLineBegin, kLineEnd>,
     FewRowsTileSteps<Step, 6, kLineBegin, kLineEnd>};
 
-// The tile of `rows` rows that is tile t of `tiles` (1 to 4) over a chunk:
-// it prefetches lines [4t / tiles, 4(t + 1) / tiles) of every step. (The
+// The tile of `rows` rows that is tile t of `tiles` (1 to 6) over a chunk:
+// it prefetches lines [4t / tiles, 4(t + 1) / tiles) of every step (none
+// for some of 5 or 6 tiles). (The
 // range is fixed at compile time: as loop bounds, 12 BERT-base layers
 // streamed at 7 and 10 rows took 3-5% longer.)
 template <class Step>
@@ -191,8 +192,10 @@ FewRowsTileStepsFn<Step> FewRowsTileFor(int64_t rows, int64_t t, int64_t tiles) 
       return kFewRowsTilesOf<Step, 1, 2>[rows - 1];
     case 2 * 4 + 3:
       return kFewRowsTilesOf<Step, 2, 3>[rows - 1];
-    default:  // 3 * 4 + 4
+    case 3 * 4 + 4:
       return kFewRowsTilesOf<Step, 3, 4>[rows - 1];
+    default:  // an empty range (5 or 6 tiles): no prefetches
+      return kFewRowsTilesOf<Step, 0, 0>[rows - 1];
   }
 }
 
@@ -221,7 +224,7 @@ void FewRowsGemm(const typename Step::In* x, int64_t rows, int64_t ldx, const vo
   // the others from L1, and each prefetches its share of every step's 4
   // lines ahead.
   constexpr int64_t kMaxTiles = kFewRowsMax / 6;
-  static_assert(kMaxTiles * 6 == kFewRowsMax && kMaxTiles <= 4, "tiles of 6 rows, a line each");
+  static_assert(kMaxTiles * 6 == kFewRowsMax && kMaxTiles <= 6, "tiles of 6 rows");
   const int64_t tiles = (rows + 5) / 6;
   const int64_t chunk = tiles > 1 ? kFewRowsChunkSteps : steps;
   FewRowsTileStepsFn<Step> tile[kMaxTiles];

@@ -178,7 +178,7 @@ TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
 // AVX-512 (and, for bf16 weights, AVX512-BF16 and an even k), and on AVX2 +
 // FMA (ctest kernels_avx2 on an AVX-512 CPU, oneDNN held to AVX2; fp32
 // weights there from kFewRowsF32Avx2MinBytes on, none of these): every row
-// count (one tile of 1-6 rows by 64 columns, or 2-4 over chunks of steps; on
+// count (one tile of 1-6 rows by 64 columns, or 2-6 over chunks of steps; on
 // AVX2 blocks of up to 5 rows, 1-2 rows by 32 columns, 3-5 by 16),
 // widths around the 16-lane blocks and 64-column groups (a last group of 1,
 // 2, 8, 21, 24, 36 or 64 columns), odd and even inputs, 1 to 3 threads,
@@ -485,7 +485,7 @@ TEST(LinearTest, Int8KernelsAreTheQuantizedSumsExactly) {
   if (!Int8Kernels()) GTEST_SKIP() << "no AVX512-VNNI or AVX2 + FMA: int8 runs on the fp32 GEMM";
   // Widths around the 16-lane blocks and 64-column groups, inputs around the
   // steps of 4; rows around the VNNI kernel's 6-row tiles, the few-row
-  // kernel's 1 to 4 tiles (up to kFewRowsMax rows) and the AVX2 one's
+  // kernel's 1 to 6 tiles (up to kFewRowsMax rows) and the AVX2 one's
   // blocks of 4, and enough (100, 600) to split the rows of a group between
   // threads.
   for (const int threads : {1, 2, 3, 4}) {
@@ -495,7 +495,8 @@ TEST(LinearTest, Int8KernelsAreTheQuantizedSumsExactly) {
         if (k == 768 && n != 200) continue;
         const auto w = RandomVector(n * k, 31, -0.3f, 0.3f), b = RandomVector(n, 32);
         const auto packed = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kInt8);
-        for (const int64_t m : {0, 1, 2, 5, 6, 7, 8, 12, 13, 18, 19, 24, 25, 100, 600}) {
+        for (const int64_t m :
+             {0, 1, 2, 5, 6, 7, 8, 12, 13, 18, 19, 24, 25, 30, 31, 36, 37, 100, 600}) {
           const auto x = RandomVector(m * k, 33, -2.f, 3.f);
           const auto residual = RandomVector(m * n, 34);
           for (const Epilogue ep :
