@@ -277,34 +277,28 @@ void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int6
       for (int64_t c = 0; c < d; c += 16) _mm512_storeu_ps(os + r * d + c, _mm512_setzero_ps());
     }
     // Column blocks outside, row blocks inside: each K block (qw x 64) is
-    // reused from L1 by every row of the sub-block.
-    int64_t j = 0;
-    for (; j + 64 <= lp; j += 64) {
+    // reused from L1 by every row of the sub-block. Keys [j, j + 16 * nj)
+    // for every row:
+    const auto scores = [&](int64_t j, auto nj) {
       ForRowBlocks(rows, [&](auto rb, int64_t r) {
-        ScoresTile<Format, decltype(rb)::value, 4>(qs + r * qw, kt, qw, lp, j, s + r * lp);
+        ScoresTile<Format, decltype(rb)::value, decltype(nj)::value>(qs + r * qw, kt, qw, lp, j,
+                                                                     s + r * lp);
         prefetch.Step();
       });
-    }
-    // The last 16-48 keys in tiles of as many vectors: 16 keys at a time,
+    };
+    int64_t j = 0;
+    for (; j + 64 <= lp; j += 64) scores(j, std::integral_constant<int, 4>());
+    // The last 16-48 keys in one tile of as many vectors: 16 keys at a time,
     // 4 rows gave 4 chains of dependent multiply-adds.
     switch ((lp - j) / 16) {
       case 3:
-        ForRowBlocks(rows, [&](auto rb, int64_t r) {
-          ScoresTile<Format, decltype(rb)::value, 3>(qs + r * qw, kt, qw, lp, j, s + r * lp);
-          prefetch.Step();
-        });
+        scores(j, std::integral_constant<int, 3>());
         break;
       case 2:
-        ForRowBlocks(rows, [&](auto rb, int64_t r) {
-          ScoresTile<Format, decltype(rb)::value, 2>(qs + r * qw, kt, qw, lp, j, s + r * lp);
-          prefetch.Step();
-        });
+        scores(j, std::integral_constant<int, 2>());
         break;
       case 1:
-        ForRowBlocks(rows, [&](auto rb, int64_t r) {
-          ScoresTile<Format, decltype(rb)::value, 1>(qs + r * qw, kt, qw, lp, j, s + r * lp);
-          prefetch.Step();
-        });
+        scores(j, std::integral_constant<int, 1>());
         break;
       default:
         break;
