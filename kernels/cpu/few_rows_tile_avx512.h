@@ -36,11 +36,13 @@ namespace {
 
 // One step is 64 columns' weights of kParts x kInputs inputs: 256 bytes.
 constexpr int64_t kFewRowsStepBytes = 256;
-// Weights are prefetched this far ahead of the step being read, into L2
-// (prefetcht1): a prefetch into L1 holds one of L1's few miss buffers until
-// its line arrives, which capped the stream at ~21 GB/s. 12 BERT-base
-// layers at 10 rows (kernels/bench/gemm_bench, 2-vCPU AMD EPYC, builds with
-// the hint and the distance varied):
+// Weights are prefetched this far ahead of the step being read
+// (prefetcht1; prefetcht2 and prefetchnta ran the same, so on that CPU each
+// hint likely fills L1, where this distance and a tile's 16 KiB chunk fit:
+// 32 KiB ahead for the tiles after the first ran 7-21% slower at 8-18
+// rows, 2026-11-30). 12 BERT-base layers at 10 rows
+// (kernels/bench/gemm_bench, 2-vCPU AMD EPYC, builds with the hint and the
+// distance varied, with the half-group passes of before):
 // prefetcht0 4 KiB ahead 16.1 ms fp32 / 8.1 ms bf16, prefetcht1 4 KiB
 // 15.3 / 7.0, 16 KiB 9.6-9.8 / 5.0-5.1, 32 KiB 10.6 / 5.2, 64 KiB
 // 10.0 / 5.3; an added prefetcht0 0.5-2 KiB ahead did not help.
