@@ -20,7 +20,9 @@ bench/peer_ort.mjs), and with --with-inprocess the LibTorch path inside
 (build/kernels/machine_limits) are measured before the systems and after
 each round of them, and the figures taken against the mean of the readings;
 the read bandwidth of a reading is the best of its readers (a plain loop,
-and vector loads with and without software prefetch).
+and vector loads with and without software prefetch). The read bandwidth is
+also measured alone right after each process, and W2's multiple of its floor
+taken against that reading as well (the "paired" column).
 """
 import argparse
 import copy
@@ -142,9 +144,9 @@ def run_system(a, system, rep, log):
     return parse_lines(key, done.stdout)
 
 
-def machine_limits(a):
+def machine_limits(a, read_only=False):
     cmd = ["taskset", "-c", f"0-{a.threads - 1}", str(REPO / a.machine_limits),
-           "--threads", str(a.threads)]
+           "--threads", str(a.threads)] + (["--read-only", "1"] if read_only else [])
     print(f"[machine limits] {' '.join(cmd)}", file=sys.stderr, flush=True)
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
@@ -272,8 +274,8 @@ def write_report(a, doc):
     rule = "|---|---|"
     for w in workloads:
         if w == "W2":
-            header += " W2 ms (spread) | W2 × floor |"
-            rule += "---:|---:|"
+            header += " W2 ms (spread) | W2 × floor | W2 × floor, paired |"
+            rule += "---:|---:|---:|"
         else:
             header += f" {w} tokens/s (spread) | {w} % of GEMM peak |"
             rule += "---:|---:|"
@@ -285,10 +287,12 @@ def write_report(a, doc):
         for w in workloads:
             c = r["workloads"].get(w)
             if c is None:
-                line += " | |"
+                line += " | | |" if w == "W2" else " | |"
             elif w == "W2":
+                paired = c.get("x_floor_paired")
                 line += (f" {c['ms']:.1f} ({c['ms_min']:.1f}-{c['ms_max']:.1f}) |"
-                         f" {c['x_floor']:.2f}× |")
+                         f" {c['x_floor']:.2f}× |"
+                         + (f" {paired:.2f}× |" if paired is not None else " |"))
             else:
                 line += (f" {c['tokens_per_s']:,.0f} ({c['tps_min']:,.0f}-{c['tps_max']:,.0f}) |"
                          f" {c['pct_peak']:.0f}% |")
@@ -301,9 +305,18 @@ def write_report(a, doc):
         f"Medians of {a.reps} processes per system (spread: their lowest and highest median); "
         f"each process times at least 3 forwards and {a.min_seconds} s after a warm-up. "
         "% of GEMM peak: the encoder layers' useful FLOPs (no padding) per second over the "
-        "peak of the system's dtype. Accuracy: last hidden states of every token of every "
+        "peak of the system's dtype. W2 × floor: the median W2 time over the floor at the "
+        "mean read bandwidth above; paired: the median over the processes of each one's W2 "
+        "time over the floor at the read bandwidth measured right after it "
+        "(`machine_limits --read-only 1`; W2 is each process's last workload). "
+        "Accuracy: last hidden states of every token of every "
         f"workload against the {doc['reference_label']}.",
     ]
+    beside = sorted(g for r in doc["rows"] for g in r["workloads"].get("W2", {}).get(
+        "read_gbs_beside", []))
+    if beside:
+        lines += ["", f"Read bandwidth right after each process: {beside[0]:.1f} to "
+                      f"{beside[-1]:.1f} GB/s (median {statistics.median(beside):.1f})."]
     (a.out / "results.md").write_text("\n".join(lines) + "\n")
 
 
@@ -392,11 +405,15 @@ def main():
     readings = [machine_limits(a)]
     chosen = systems(a)
     timings = {s[0]: {} for s in chosen}  # key -> workload -> [(tokens, ms) per rep]
+    # The read bandwidth right after each process (its last workload ran
+    # just before): key -> [GB/s per rep], for W2's multiple of its floor.
+    beside = {s[0]: [] for s in chosen}
     with (a.out / "runs.log").open("w") as log:
         for rep in range(1, a.reps + 1):  # round-robin: drift hits every system alike
             for system in chosen:
                 for w, value in run_system(a, system, rep, log).items():
                     timings[system[0]].setdefault(w, []).append(value)
+                beside[system[0]].append(machine_limits(a, read_only=True)["read_bandwidth_gbs"])
             # The limits drift as the systems do: read them between rounds too.
             readings.append(machine_limits(a))
     limits = combined_limits(readings)
@@ -419,6 +436,13 @@ def main():
             cell["gflops"] = useful_flops(config, workloads[w]) / med / 1e6
             cell["pct_peak"] = 100 * cell["gflops"] / peak
             cell["x_floor"] = med / floor_ms[dtype]
+            # Each process against the floor at the bandwidth read right
+            # after it: the host's memory moves by tens of percent within a
+            # run, and a process's time with it.
+            size = {"float32": 4, "bfloat16": 2, "int8": 1}[dtype]
+            cell["read_gbs_beside"] = beside[key]
+            cell["x_floor_paired"] = statistics.median(
+                v / (params * size / (gbs * 1e9) * 1e3) for v, gbs in zip(ms, beside[key]))
             row["workloads"][w] = cell
         if reference and key != reference and not key.startswith("inprocess"):
             row["accuracy"] = accuracy(a, key, reference, workloads)

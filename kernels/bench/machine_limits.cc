@@ -9,6 +9,9 @@
 // forward's GEMMs run at about the median.
 //
 //   ./build/kernels/machine_limits [--threads N] [--rows M] [--seconds S]
+//                                  [--read-only 1]
+// --read-only 1 measures the read bandwidth alone ("gemm" is empty): a
+// reading taken beside each benchmark process (bench/run_peers.py).
 // GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
 // uninitialised (GCC bug 105593); the warning says nothing about this code.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -185,7 +188,9 @@ int main(int argc, char** argv) {
   int threads = omp_get_num_procs();
   int64_t rows = 4096;
   double budget = 1.0;
+  bool read_only = false;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--read-only")) read_only = std::atoi(argv[i + 1]) != 0;
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--rows")) rows = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--seconds")) budget = std::atof(argv[i + 1]);
@@ -205,7 +210,7 @@ int main(int argc, char** argv) {
   const int64_t shapes[][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};  // N, K
   std::printf("{\"threads\": %d, \"rows\": %lld, \"cpu_features\": \"%s\",\n \"gemm\": {", threads,
               static_cast<long long>(rows), encoderd::kernels::DescribeCpuFeatures().c_str());
-  for (size_t i = 0; i < std::size(kinds); ++i) {
+  for (size_t i = 0; i < (read_only ? 0 : std::size(kinds)); ++i) {
     const Kind& kind = kinds[i];
     double peak = 0;
     std::string per_shape, error;
