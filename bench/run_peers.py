@@ -151,6 +151,15 @@ def machine_limits(a, read_only=False):
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
+VALUE_BYTES = {"float32": 4, "bfloat16": 2, "int8": 1}  # bytes per weight, by dtype
+
+
+def floor_ms(params, dtype, read_gbs):
+    """W2's floor: the encoder layers' weight bytes in `dtype` read at
+    read_gbs."""
+    return params * VALUE_BYTES[dtype] / (read_gbs * 1e9) * 1e3
+
+
 def combined_limits(readings):
     """The limits the figures are taken against: each GEMM peak and the read
     bandwidth the mean of its readings (machine_limits before the systems and
@@ -308,7 +317,8 @@ def write_report(a, doc):
         "peak of the system's dtype. W2 × floor: the median W2 time over the floor at the "
         "mean read bandwidth above; paired: the median over the processes of each one's W2 "
         "time over the floor at the read bandwidth measured right after it "
-        "(`machine_limits --read-only 1`; W2 is each process's last workload). "
+        "(`machine_limits --read-only 1`; with --workloads W1,W2, W2 is each process's last "
+        "workload). "
         "Accuracy: last hidden states of every token of every "
         f"workload against the {doc['reference_label']}.",
     ]
@@ -418,8 +428,8 @@ def main():
             readings.append(machine_limits(a))
     limits = combined_limits(readings)
     params = layer_params(config)
-    floor_ms = {dtype: params * size / (limits["read_bandwidth_gbs"] * 1e9) * 1e3
-                for dtype, size in (("float32", 4), ("bfloat16", 2), ("int8", 1))}
+    floors = {dtype: floor_ms(params, dtype, limits["read_bandwidth_gbs"])
+              for dtype in VALUE_BYTES}
 
     reference = "pytorch-slow" if "pytorch-slow" in timings else None
     rows = []
@@ -435,19 +445,18 @@ def main():
             peak = gemm_peak(limits, dtype)
             cell["gflops"] = useful_flops(config, workloads[w]) / med / 1e6
             cell["pct_peak"] = 100 * cell["gflops"] / peak
-            cell["x_floor"] = med / floor_ms[dtype]
+            cell["x_floor"] = med / floors[dtype]
             # Each process against the floor at the bandwidth read right
             # after it: the host's memory moves by tens of percent within a
             # run, and a process's time with it.
-            size = {"float32": 4, "bfloat16": 2, "int8": 1}[dtype]
             cell["read_gbs_beside"] = beside[key]
             cell["x_floor_paired"] = statistics.median(
-                v / (params * size / (gbs * 1e9) * 1e3) for v, gbs in zip(ms, beside[key]))
+                v / floor_ms(params, dtype, gbs) for v, gbs in zip(ms, beside[key]))
             row["workloads"][w] = cell
         if reference and key != reference and not key.startswith("inprocess"):
             row["accuracy"] = accuracy(a, key, reference, workloads)
         rows.append(row)
-    doc = {"machine": machine_description(a, limits), "limits": limits, "floor_ms": floor_ms,
+    doc = {"machine": machine_description(a, limits), "limits": limits, "floor_ms": floors,
            "workloads": list(workloads), "reps": a.reps, "min_seconds": a.min_seconds, "reference": reference,
            "reference_label": "PyTorch fp32 slow path", "pytorch_env": PYTORCH_ENV, "rows": rows}
     (a.out / "results.json").write_text(json.dumps(doc, indent=1))

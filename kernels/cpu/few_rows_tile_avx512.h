@@ -176,9 +176,8 @@ constexpr FewRowsTileStepsFn<Step> kFewRowsTilesOf[6] = {
 
 // The tile of `rows` rows that is tile t of `tiles` (1 to 6) over a chunk:
 // it prefetches lines [4t / tiles, 4(t + 1) / tiles) of every step (none
-// for some of 5 or 6 tiles). (The
-// range is fixed at compile time: as loop bounds, 12 BERT-base layers
-// streamed at 7 and 10 rows took 3-5% longer.)
+// for some of 5 or 6 tiles). The range is fixed at compile time: as loop
+// bounds, 12 BERT-base layers streamed at 7 and 10 rows took 3-5% longer.
 template <class Step>
 FewRowsTileStepsFn<Step> FewRowsTileFor(int64_t rows, int64_t t, int64_t tiles) {
   switch (4 * t / tiles * 4 + 4 * (t + 1) / tiles) {
