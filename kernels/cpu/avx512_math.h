@@ -27,6 +27,17 @@ inline __m512 ExpNonPositive(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// x rounded to bf16 (to nearest, ties to even) and widened back to fp32;
+// NaN stays NaN. Integer arithmetic: AVX-512 F alone.
+inline __m512 RoundedToBf16(__m512 x) {
+  const __m512i bits = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i up = _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+  const __m512 rounded =
+      _mm512_castsi512_ps(_mm512_and_si512(up, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  return _mm512_mask_mov_ps(rounded, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
 // GeluErf's 0.5 erf(a / sqrt 2) for a = |x| in [0, 5.5): 16 intervals of
 // 5.5 / 16, on each a degree-5 polynomial in u = a / (5.5 / 16) - i - 0.5,
 // u in [-0.5, 0.5]; coefficient d of interval i is

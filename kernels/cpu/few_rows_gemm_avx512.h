@@ -68,13 +68,16 @@ inline int64_t FewRowsStride(int64_t k, int64_t bytes) {
 }  // namespace
 
 // out[m, j] = act(sum + bias[j] + residual[m, j]) in fp32, in this order;
-// act GELU (erf form, within 1e-6 of it), max(x, 0) or none. bias and
-// residual may be null; residual and out are [rows, n] and may alias.
+// act GELU (erf form, within 1e-6 of it), max(x, 0) or none; with
+// gelu_of_bf16, GELU of its input rounded to bf16 (nearest even), as bf16
+// GEMMs apply it (linear_cpu.cc, GemmChunks). bias and residual may be
+// null; residual and out are [rows, n] and may alias.
 struct FewRowsEpilogue {
   const float* bias;
   const float* residual;
   bool gelu;
   bool relu;
+  bool gelu_of_bf16 = false;
 };
 
 // out [rows, n] (rows <= kFewRowsMax) for the column groups

@@ -81,7 +81,7 @@ struct FewRowsFloatEpilogue {
     const __mmask16 mask = FewRowsColumns(left);
     if (e.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.bias + col));
     if (e.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.residual + m * n + col));
-    if (e.gelu) v = GeluErf(v);
+    if (e.gelu) v = GeluErf(e.gelu_of_bf16 ? RoundedToBf16(v) : v);
     if (e.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
     _mm512_mask_storeu_ps(out + m * n + col, mask, v);
   }
