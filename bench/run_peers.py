@@ -20,9 +20,10 @@ bench/peer_ort.mjs), and with --with-inprocess the LibTorch path inside
 (build/kernels/machine_limits) are measured before the systems and after
 each round of them, and the figures taken against the mean of the readings;
 the read bandwidth of a reading is the best of its readers (a plain loop,
-and vector loads with and without software prefetch). The read bandwidth is
-also measured alone right after each process, and W2's multiple of its floor
-taken against that reading as well (the "paired" column).
+and vector loads with and without software prefetch). Right after each
+process the GEMM peak of its dtype and the read bandwidth are measured once
+more, and W1's % of peak and W2's multiple of its floor taken against that
+reading as well (the "paired" columns).
 """
 import argparse
 import copy
@@ -144,9 +145,11 @@ def run_system(a, system, rep, log):
     return parse_lines(key, done.stdout)
 
 
-def machine_limits(a, read_only=False):
+def machine_limits(a, dtype=None):
+    """The machine's limits: every dtype's GEMM peak and the read bandwidth,
+    or with `dtype` that dtype's peak alone and the bandwidth (~6 s)."""
     cmd = ["taskset", "-c", f"0-{a.threads - 1}", str(REPO / a.machine_limits),
-           "--threads", str(a.threads)] + (["--read-only", "1"] if read_only else [])
+           "--threads", str(a.threads)] + (["--dtypes", dtype] if dtype else [])
     print(f"[machine limits] {' '.join(cmd)}", file=sys.stderr, flush=True)
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
@@ -286,8 +289,8 @@ def write_report(a, doc):
             header += " W2 ms (spread) | W2 × floor | W2 × floor, paired |"
             rule += "---:|---:|---:|"
         else:
-            header += f" {w} tokens/s (spread) | {w} % of GEMM peak |"
-            rule += "---:|---:|"
+            header += f" {w} tokens/s (spread) | {w} % of GEMM peak | {w} % of peak, paired |"
+            rule += "---:|---:|---:|"
     header += " max abs error vs PyTorch fp32 | min cosine |"
     rule += "---:|---:|"
     lines += [header, rule]
@@ -296,15 +299,17 @@ def write_report(a, doc):
         for w in workloads:
             c = r["workloads"].get(w)
             if c is None:
-                line += " | | |" if w == "W2" else " | |"
+                line += " | | |"
             elif w == "W2":
                 paired = c.get("x_floor_paired")
                 line += (f" {c['ms']:.1f} ({c['ms_min']:.1f}-{c['ms_max']:.1f}) |"
                          f" {c['x_floor']:.2f}× |"
                          + (f" {paired:.2f}× |" if paired is not None else " |"))
             else:
+                paired = c.get("pct_peak_paired")
                 line += (f" {c['tokens_per_s']:,.0f} ({c['tps_min']:,.0f}-{c['tps_max']:,.0f}) |"
-                         f" {c['pct_peak']:.0f}% |")
+                         f" {c['pct_peak']:.0f}% |"
+                         + (f" {paired:.0f}% |" if paired is not None else " |"))
         acc = r.get("accuracy")
         line += (f" {acc[0]:.1e} | {acc[1]:.5f} |" if acc else " (reference) | |"
                  if r["key"] == doc["reference"] else " | |")
@@ -314,11 +319,13 @@ def write_report(a, doc):
         f"Medians of {a.reps} processes per system (spread: their lowest and highest median); "
         f"each process times at least 3 forwards and {a.min_seconds} s after a warm-up. "
         "% of GEMM peak: the encoder layers' useful FLOPs (no padding) per second over the "
-        "peak of the system's dtype. W2 × floor: the median W2 time over the floor at the "
+        "peak of the system's dtype (the mean of its readings above); paired: the median "
+        "over the processes of each one's rate over the peak of its dtype measured right "
+        "after it (`machine_limits --dtypes DTYPE`, which reads the bandwidth too). "
+        "W2 × floor: the median W2 time over the floor at the "
         "mean read bandwidth above; paired: the median over the processes of each one's W2 "
         "time over the floor at the read bandwidth measured right after it "
-        "(`machine_limits --read-only 1`; with --workloads W1,W2, W2 is each process's last "
-        "workload). "
+        "(with --workloads W1,W2, W2 is each process's last workload). "
         "Accuracy: last hidden states of every token of every "
         f"workload against the {doc['reference_label']}.",
     ]
@@ -327,6 +334,13 @@ def write_report(a, doc):
     if beside:
         lines += ["", f"Read bandwidth right after each process: {beside[0]:.1f} to "
                       f"{beside[-1]:.1f} GB/s (median {statistics.median(beside):.1f})."]
+    for dtype in VALUE_BYTES:
+        peaks = sorted(p for r in doc["rows"] if r["dtype"] == dtype
+                       for w in r["workloads"].values() for p in w.get("peak_beside", []) or []
+                       if p is not None)
+        if peaks:
+            lines += ["", f"{dtype} GEMM peak right after each {dtype} process: {peaks[0]:.0f} "
+                          f"to {peaks[-1]:.0f} GFLOP/s (median {statistics.median(peaks):.0f})."]
     (a.out / "results.md").write_text("\n".join(lines) + "\n")
 
 
@@ -415,15 +429,19 @@ def main():
     readings = [machine_limits(a)]
     chosen = systems(a)
     timings = {s[0]: {} for s in chosen}  # key -> workload -> [(tokens, ms) per rep]
-    # The read bandwidth right after each process (its last workload ran
-    # just before): key -> [GB/s per rep], for W2's multiple of its floor.
+    # The read bandwidth and the GEMM peak of the system's dtype right after
+    # each process (its last workload ran just before): key -> [GB/s per
+    # rep] and [GFLOP/s per rep] (None: no oneDNN GEMM of that dtype here).
     beside = {s[0]: [] for s in chosen}
+    peak_beside = {s[0]: [] for s in chosen}
     with (a.out / "runs.log").open("w") as log:
         for rep in range(1, a.reps + 1):  # round-robin: drift hits every system alike
             for system in chosen:
                 for w, value in run_system(a, system, rep, log).items():
                     timings[system[0]].setdefault(w, []).append(value)
-                beside[system[0]].append(machine_limits(a, read_only=True)["read_bandwidth_gbs"])
+                after = machine_limits(a, dtype=system[2])
+                beside[system[0]].append(after["read_bandwidth_gbs"])
+                peak_beside[system[0]].append(after["gemm"][system[2]]["peak_gflops"])
             # The limits drift as the systems do: read them between rounds too.
             readings.append(machine_limits(a))
     limits = combined_limits(readings)
@@ -445,6 +463,11 @@ def main():
             peak = gemm_peak(limits, dtype)
             cell["gflops"] = useful_flops(config, workloads[w]) / med / 1e6
             cell["pct_peak"] = 100 * cell["gflops"] / peak
+            # Each process against the peak measured right after it.
+            cell["peak_beside"] = peak_beside[key]
+            flops = useful_flops(config, workloads[w])
+            cell["pct_peak_paired"] = None if None in peak_beside[key] else statistics.median(
+                100 * flops / v / 1e6 / p for v, p in zip(ms, peak_beside[key]))
             cell["x_floor"] = med / floors[dtype]
             # Each process against the floor at the bandwidth read right
             # after it: the host's memory moves by tens of percent within a

@@ -9,9 +9,10 @@
 // forward's GEMMs run at about the median.
 //
 //   ./build/kernels/machine_limits [--threads N] [--rows M] [--seconds S]
-//                                  [--read-only 1]
-// --read-only 1 measures the read bandwidth alone ("gemm" is empty): a
-// reading taken beside each benchmark process (bench/run_peers.py).
+//                                  [--read-only 1] [--dtypes D[,D...]]
+// --read-only 1 measures the read bandwidth alone ("gemm" is empty), and
+// --dtypes only the GEMMs of those dtypes (float32, bfloat16, int8): the
+// readings taken beside each benchmark process (bench/run_peers.py).
 // GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
 // uninitialised (GCC bug 105593); the warning says nothing about this code.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -189,8 +190,10 @@ int main(int argc, char** argv) {
   int64_t rows = 4096;
   double budget = 1.0;
   bool read_only = false;
+  std::string dtypes = "float32,bfloat16,int8";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--read-only")) read_only = std::atoi(argv[i + 1]) != 0;
+    if (!std::strcmp(argv[i], "--dtypes")) dtypes = argv[i + 1];
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--rows")) rows = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--seconds")) budget = std::atof(argv[i + 1]);
@@ -210,8 +213,11 @@ int main(int argc, char** argv) {
   const int64_t shapes[][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};  // N, K
   std::printf("{\"threads\": %d, \"rows\": %lld, \"cpu_features\": \"%s\",\n \"gemm\": {", threads,
               static_cast<long long>(rows), encoderd::kernels::DescribeCpuFeatures().c_str());
+  const char* separator = "";
   for (size_t i = 0; i < (read_only ? 0 : std::size(kinds)); ++i) {
     const Kind& kind = kinds[i];
+    if (("," + dtypes + ",").find(std::string(",") + kind.name + ",") == std::string::npos)
+      continue;
     double peak = 0;
     std::string per_shape, error;
     for (const auto& shape : shapes) {
@@ -235,12 +241,14 @@ int main(int argc, char** argv) {
       std::printf(
           "%s\n  \"%s\": {\"peak_gflops\": null, \"native_instructions\": %s, \"error\": "
           "\"oneDNN: %s\"}",
-          i ? "," : "", kind.name, kind.native ? "true" : "false", error.c_str());
+          separator, kind.name, kind.native ? "true" : "false", error.c_str());
+      separator = ",";
       continue;
     }
     std::printf(
         "%s\n  \"%s\": {\"peak_gflops\": %.1f, \"native_instructions\": %s, \"shapes\": [%s]}",
-        i ? "," : "", kind.name, peak, kind.native ? "true" : "false", per_shape.c_str());
+        separator, kind.name, peak, kind.native ? "true" : "false", per_shape.c_str());
+    separator = ",";
   }
   const auto readers = ReadBandwidth(size_t{1} << 30, budget);
   double gbs = 0;
