@@ -293,8 +293,12 @@ int RunServeCommand(const std::vector<std::string>& args) {
   registry.StartDraining();
   SetHealth(servers, config, false);
   const auto start = std::chrono::steady_clock::now();
-  // New connections are refused from here on.
-  if (guard) guard->StopAccepting();
+  // New connections are refused from here on, and idle ones closed once
+  // gRPC's GOAWAY has reached them (ConnectionGuard::Drain).
+  if (guard) {
+    guard->StopAccepting();
+    guard->Drain();
+  }
   // Refuses new calls and waits for in-flight ones, cancelling what is left
   // at the deadline; the health port answers NOT_SERVING until the gRPC port
   // has drained.

@@ -46,6 +46,11 @@ constexpr auto kAbuserMemory = std::chrono::seconds(10);
 constexpr int kNewPerAddressPerSecond = 200;
 // Accepting pauses this long after running out of fds or memory.
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+// Draining, a connection without open streams is closed this long after
+// gRPC's GOAWAY: streams its client sent before the GOAWAY reached it have
+// arrived by then (gRPC clients retry those the GOAWAY left unprocessed
+// anyway).
+constexpr auto kDrainLinger = std::chrono::seconds(1);
 
 std::string PeerAddress(const sockaddr_in& a) {
   char ip[INET_ADDRSTRLEN] = "?";
@@ -115,6 +120,10 @@ class ConnectionGuard::Loop {
     stop_.store(true);
     Wake();
   }
+  void Drain() {
+    draining_.store(true);
+    Wake();
+  }
   void StopAccepting() {
     std::future<void> closed;
     {
@@ -155,6 +164,8 @@ class ConnectionGuard::Loop {
     bool abusive = false;
     bool finished = false;  // in done_
     Clock::time_point close_by;
+    // When gRPC's first GOAWAY came through; epoch: none yet.
+    Clock::time_point goaway_at;
     uint32_t client_events = 0;
     uint32_t server_events = 0;
     Conn(const Http2GuardOptions& o, std::shared_ptr<ResetBudget> budget)
@@ -192,6 +203,14 @@ class ConnectionGuard::Loop {
     done_.push_back(c->id);
   }
   void Sweep(Clock::time_point now);
+  // Draining: gRPC's GOAWAY went out kDrainLinger ago, no stream is open,
+  // and nothing is left to pass on either way (Drain()).
+  bool Drained(const Conn& c, Clock::time_point now) const {
+    return draining_.load() && !c.abusive && c.server >= 0 && c.goaway_at != Clock::time_point() &&
+           now - c.goaway_at >= kDrainLinger && c.guard.open_streams() == 0 &&
+           c.guard.server_at_frame_boundary() && c.to_server.empty() && c.to_client.empty() &&
+           (!c.gate || c.gate->pending_bytes() == 0);
+  }
   // Room for what the client's next bytes become: gRPC's buffer, and the
   // guard's answers to the client (a client that does not read them stops
   // being read).
@@ -223,6 +242,7 @@ class ConnectionGuard::Loop {
   const int epoll_fd_;
   const int wake_fd_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> draining_{false};
   std::mutex mu_;
   bool stop_accepting_requested_ = false;
   bool accepting_ = true;  // the loop thread's view: no Attach once false
@@ -513,6 +533,8 @@ void ConnectionGuard::Loop::OnServer(Conn* c, uint32_t events) {
       if (n < 0) break;
       const uint8_t* bytes = reinterpret_cast<const uint8_t*>(scratch_.data());
       c->guard.FromServer(bytes, static_cast<size_t>(n));
+      if (c->goaway_at == Clock::time_point() && c->guard.server_goaway())
+        c->goaway_at = Clock::now();
       if (!c->gate) {
         c->to_client.Append(scratch_.data(), static_cast<size_t>(n));
       } else {
@@ -630,6 +652,9 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
     }
     if ((c->abusive || c->server_eof) && now >= c->close_by) {
       Finish(c);
+    } else if (Drained(*c, now)) {
+      spdlog::debug("closing the connection from {}: drained", c->peer);
+      Finish(c);
     } else if (!c->abusive && !c->guard.preface_received() &&
                now - c->accepted >= options_.preface_timeout) {
       spdlog::debug("closing the connection from {}: no HTTP/2 preface within {} ms", c->peer,
@@ -691,6 +716,10 @@ StatusOr<std::unique_ptr<ConnectionGuard>> ConnectionGuard::Start(
 
 ConnectionGuard::ConnectionGuard(int port, ConnectionGuardOptions options)
     : port_(port), options_(options) {}
+
+void ConnectionGuard::Drain() {
+  if (loop_) loop_->Drain();
+}
 
 void ConnectionGuard::StopAccepting() {
   if (loop_) loop_->StopAccepting();

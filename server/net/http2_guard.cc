@@ -123,6 +123,7 @@ void Http2Guard::OnClientFrame(const Http2Frame& f, Clock::time_point now) {
 
 void Http2Guard::OnServerFrame(const Http2Frame& f) {
   ++server_frames_;
+  if (f.type == kHttp2GoAway) server_goaway_ = true;
   const bool ends =
       ((f.type == kData || f.type == kHeaders) && (f.flags & kEndStream)) || f.type == kRstStream;
   if (ends && f.stream != 0) open_.erase(f.stream);

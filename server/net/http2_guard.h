@@ -175,6 +175,9 @@ class Http2Guard {
   int64_t streams() const { return streams_; }
   int64_t premature_resets() const { return premature_resets_; }
   size_t open_streams() const { return open_.size(); }
+  // The server has sent a GOAWAY: it takes no new stream on this
+  // connection.
+  bool server_goaway() const { return server_goaway_; }
 
  private:
   void OnClientFrame(const Http2Frame& frame, Clock::time_point now);
@@ -193,6 +196,7 @@ class Http2Guard {
   int64_t answered_ = 0;  // streams Ended() by the connection guard
   const std::shared_ptr<ResetBudget> budget_;
   int64_t server_frames_ = 0;
+  bool server_goaway_ = false;
   // Bytes of the client's header block in progress; -1: none.
   int64_t header_block_ = -1;
   Http2Verdict verdict_ = Http2Verdict::kOk;

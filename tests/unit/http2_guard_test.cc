@@ -537,6 +537,63 @@ TEST(ConnectionGuardTest, ABurstAtTheCapNeverOpensMoreThanTheCap) {
 namespace encoderd::server {
 namespace {
 
+// Draining (the daemon's shutdown), a connection is closed once the server
+// has sent its GOAWAY and no stream of the client is open, so that an idle
+// client cannot hold gRPC's Shutdown, which waits for every connection to
+// close. A stream still open keeps it; when the server ends that stream,
+// the client gets everything the server sent, then the close, and so does
+// the server's end. (Before Drain, the guard waited for the client.)
+TEST(ConnectionGuardTest, DrainingClosesAConnectionOnceItsStreamsAreDone) {
+  std::vector<int> grpc_ends;
+  std::mutex ends_mu;
+  std::condition_variable attached;
+  auto guard = ConnectionGuard::Start(
+      "127.0.0.1", 0,
+      [&](int fd) {
+        std::lock_guard<std::mutex> lock(ends_mu);
+        grpc_ends.push_back(fd);
+        attached.notify_all();
+      },
+      ConnectionGuardOptions(), nullptr);
+  ASSERT_TRUE(guard.ok()) << guard.status().ToString();
+  const int client = Connect((*guard)->port());
+  const std::string hello = std::string(kPreface) + Frame(0x4, 0, 0) + Headers(1);
+  ASSERT_EQ(send(client, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+  int server_end = -1;
+  {
+    std::unique_lock<std::mutex> lock(ends_mu);
+    ASSERT_TRUE(
+        attached.wait_for(lock, std::chrono::seconds(10), [&] { return !grpc_ends.empty(); }));
+    server_end = grpc_ends[0];
+  }
+  ASSERT_EQ(ReadExactly(server_end, hello.size()), hello);
+  (*guard)->Drain();
+  // The server's SETTINGS, a GOAWAY naming stream 1, as gRPC's Shutdown
+  // sends it; stream 1 stays open.
+  const std::string goaway = Frame(0x4, 0, 0) + GoAwayFrame(1, 0);
+  ASSERT_EQ(send(server_end, goaway.data(), goaway.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(goaway.size()));
+  char buf[64];
+  ASSERT_EQ(recv(client, buf, goaway.size(), MSG_WAITALL), static_cast<ssize_t>(goaway.size()));
+  // Past the guard's linger (a second), still open: the stream holds it.
+  pollfd p{client, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 1500), 0) << "closed with a stream open";
+  // The server ends stream 1 (trailers): the connection then closes.
+  const std::string trailers = Headers(1, 0x5);
+  ASSERT_EQ(send(server_end, trailers.data(), trailers.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(trailers.size()));
+  EXPECT_EQ(ReadAll(client), trailers);  // then end of stream (SO_RCVTIMEO: 5 s)
+  p = {client, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 10000), 1);
+  EXPECT_EQ(recv(client, buf, sizeof(buf), 0), 0) << "the client was not closed";
+  p = {server_end, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 10000), 1);
+  EXPECT_EQ(recv(server_end, buf, sizeof(buf), 0), 0) << "gRPC's end was not closed";
+  close(client);
+  guard->reset();
+  close(server_end);
+}
+
 // With a screen, a call it refuses is answered by the guard: the client gets
 // the answer after the server's SETTINGS and its DATA back as window, gRPC
 // gets the preface and SETTINGS only, and the screen sees the connection as
