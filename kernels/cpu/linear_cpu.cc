@@ -459,9 +459,11 @@ std::unique_ptr<uint16_t[], CpuPackedWeight::FreeBytes> PackFewRowsBf16(const fl
 }
 
 // y = epilogue(x W^T + b) for rows <= FewRowsLimit(w) on the few-row kernels:
-// the column groups split between the threads, each weight read once.
+// the column groups split between the threads, each weight read once. x16:
+// for a bf16_compute weight, bf16 rows in place of x, copied as they are.
 void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float* x, int64_t rows,
-                   Epilogue epilogue, const float* residual, float* y) {
+                   Epilogue epilogue, const float* residual, float* y,
+                   const uint16_t* x16 = nullptr) {
   const int64_t n = w.out_features, k = w.in_features, groups = FewRowsGroups(n);
   const FewRowsEpilogue e{w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr,
                           epilogue == Epilogue::kResidual ? residual : nullptr,
@@ -474,7 +476,9 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
   void* src = w.bf16_compute ? static_cast<void*>(Scratch<uint16_t>(rows * ldx))
                              : static_cast<void*>(Scratch<float>(rows * ldx));
   for (int64_t m = 0; m < rows; ++m) {
-    if (w.bf16_compute) {
+    if (w.bf16_compute && x16) {
+      std::memcpy(static_cast<uint16_t*>(src) + m * ldx, x16 + m * k, k * sizeof(uint16_t));
+    } else if (w.bf16_compute) {
       ConvertFloatToBFloat16(x + m * k, static_cast<uint16_t*>(src) + m * ldx, k);
     } else if (w.type == DType::kBFloat16) {
       float* row = static_cast<float*>(src) + m * ldx;
@@ -678,15 +682,20 @@ void LinearCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t rows
   if ((x16 || y16) && (few_rows || !w.bf16_compute)) {
     // Only oneDNN's bf16 GEMMs read and write bf16: elsewhere the fp32
     // call, on x widened (which its rounding to bf16 leaves as it is) and
-    // into an fp32 y then rounded.
-    const float* xf = static_cast<const float*>(x);
-    if (x16) {
-      float* wide = Scratch<float, 1>(rows * k);
-      ConvertValues(ctx, static_cast<const uint16_t*>(x), rows * k, wide);
-      xf = wide;
-    }
+    // into an fp32 y then rounded; the few-row bf16 kernel copies bf16 rows
+    // as they are (the same bits as widened and rounded back).
     float* yf = y16 ? Scratch<float, 2>(rows * n) : static_cast<float*>(y);
-    LinearFloat(ctx, xf, rows, w, epilogue, residual, yf);
+    if (x16 && few_rows && w.bf16_compute) {
+      LinearFewRows(ctx, w, nullptr, rows, epilogue, residual, yf, static_cast<const uint16_t*>(x));
+    } else {
+      const float* xf = static_cast<const float*>(x);
+      if (x16) {
+        float* wide = Scratch<float, 1>(rows * k);
+        ConvertValues(ctx, static_cast<const uint16_t*>(x), rows * k, wide);
+        xf = wide;
+      }
+      LinearFloat(ctx, xf, rows, w, epilogue, residual, yf);
+    }
     if (y16) ConvertValues(ctx, yf, rows * n, static_cast<uint16_t*>(y));
     return;
   }
