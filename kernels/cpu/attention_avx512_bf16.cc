@@ -39,11 +39,9 @@ __m512 InterleaveRows(__m512 a, __m512 b) {
   return InterleaveHalves((__m512i)_mm512_cvtne2ps_pbh(b, a));
 }
 
-// 16 bf16 values widened to fp32 (exactly: a bf16 is the high half of an
-// fp32).
-__m512 Widen(const uint16_t* x) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+// 16 bf16 values from x.
+__m256i Load16(const uint16_t* x) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
 }
 
 // Operands as bf16 pairs in 32-bit words (stored and loaded as floats: bit
@@ -127,8 +125,8 @@ struct Bf16ValuesFormat : Bf16Format {
   static void PackQuery(const uint16_t* q, int64_t d, float scale, float* qs) {
     const __m512 vscale = _mm512_set1_ps(scale);
     for (int64_t c = 0; c < d; c += 32) {
-      _mm512_storeu_ps(qs + c / 2, PackPairs(_mm512_mul_ps(Widen(q + c), vscale),
-                                             _mm512_mul_ps(Widen(q + c + 16), vscale)));
+      _mm512_storeu_ps(qs + c / 2, PackPairs(_mm512_mul_ps(WidenBf16(Load16(q + c)), vscale),
+                                             _mm512_mul_ps(WidenBf16(Load16(q + c + 16)), vscale)));
     }
   }
 

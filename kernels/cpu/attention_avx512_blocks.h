@@ -64,9 +64,7 @@ inline void PackKeyWords(int64_t len, int64_t lp, int64_t d, float* kt, Load loa
 }
 
 // The lanes of the 16 entries from j on that are below len.
-inline __mmask16 LanesBelow(int64_t len, int64_t j) {
-  return j >= len ? 0 : len - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (len - j)) - 1);
-}
+inline __mmask16 LanesBelow(int64_t len, int64_t j) { return j >= len ? 0 : FirstLanes(len - j); }
 
 // max(s) over the first len entries, in every lane.
 inline __m512 RowMax(const float* s, int64_t len) {

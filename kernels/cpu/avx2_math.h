@@ -40,8 +40,8 @@ inline __m256 ExpNonPositive(__m256 x) {
 
 // 0.5 x (1 + erf(x / sqrt 2)), erf by Abramowitz & Stegun 7.1.26 (absolute
 // error < 1.5e-7). avx512_math.h's GeluErf evaluates piecewise polynomials
-// instead (AVX2 has no 16-entry permute): at most 2.6e-7 and 1.4e-7 x
-// max(1, |GELU(x)|) from the exact GELU over every float in [-12, 12].
+// instead (AVX2 has no 16-entry permute), so the two differ in the last
+// bits.
 inline __m256 GeluErf(__m256 x) {
   const __m256 sign = _mm256_set1_ps(-0.f);
   const __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678f));

@@ -6,8 +6,21 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace encoderd::kernels {
 namespace {
+
+// Lanes [0, n) of a 16-lane block, 0 <= n <= 16.
+inline __mmask16 FirstLanes(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+}
+
+// 16 bf16 values widened to fp32 (exactly: a bf16 is the high half of an
+// fp32).
+inline __m512 WidenBf16(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 
 // exp(x) for x <= 0: range reduction to r in [-ln2/2, ln2/2], degree-6
 // Taylor polynomial (relative error < 2e-7), 2^n by scalef.
@@ -71,10 +84,9 @@ alignas(64) constexpr float kGeluErfCoefficients[6][16] = {
 // 0.5 x (1 + erf(x / sqrt 2)): 0.5 erf(|x| / sqrt 2) from
 // kGeluErfCoefficients, exactly 0.5 from |x| > 5.499 on (erf is 1 to fp32
 // there), its sign that of x. Within 1.5e-7 x max(1, |GELU(x)|) of the
-// exact GELU: 1.42e-7 at most over every float in [-12, 12] against double
-// erf, where the Abramowitz & Stegun 7.1.26 form this replaced (a division
-// and an exp) was within 2.6e-7. 1.6x its speed: 2.2 against 3.5 ns per 16
-// values on one thread of the 2-vCPU AMD EPYC (a scratch loop, 2026-11-30).
+// exact GELU (LinearTest.GeluErfOnAvx512IsWithinItsBound checks floats
+// across [-12, 12] against double erf). No division and no exp, which the
+// Abramowitz & Stegun 7.1.26 form it replaced needed.
 inline __m512 GeluErf(__m512 x) {
   const __m512 ax = _mm512_abs_ps(x);
   const __m512 a = _mm512_min_ps(ax, _mm512_set1_ps(5.499f));

@@ -61,11 +61,6 @@ constexpr int64_t kFewRowsPrefetchBytes = 16384;
 // dtype, the last up to 27% slower than the halves (int8, 12 rows).
 constexpr int64_t kFewRowsChunkSteps = 64;
 
-// The columns of a 16-lane block that exist when `left` columns are left.
-inline __mmask16 FewRowsColumns(int64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
-}
-
 // A step used whole: its weights as they lie in memory.
 struct FewRowsWholeStep {
   static constexpr int kParts = 1;
@@ -78,7 +73,7 @@ struct FewRowsFloatEpilogue {
   static void Finish(__m512 v, const FewRowsEpilogue& e, int64_t m, int64_t n, int64_t col,
                      int64_t left, float* out) {
     if (left <= 0) return;
-    const __mmask16 mask = FewRowsColumns(left);
+    const __mmask16 mask = FirstLanes(left);
     if (e.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.bias + col));
     if (e.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, e.residual + m * n + col));
     if (e.gelu) v = GeluErf(e.gelu_of_bf16 ? RoundedToBf16(v) : v);

@@ -9,18 +9,14 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "kernels/cpu/avx512_math.h"
+
 namespace encoderd::kernels {
-namespace {
-
-// Lanes [0, n) of a 16-lane block, n <= 16.
-__mmask16 Tail(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
-
-}  // namespace
 
 void RowRangeAvx512(const float* row, int64_t k, float* lo, float* hi) {
   __m512 vlo = _mm512_setzero_ps(), vhi = _mm512_setzero_ps();
   for (int64_t i = 0; i < k; i += 16) {
-    const __mmask16 m = k - i >= 16 ? static_cast<__mmask16>(0xffff) : Tail(k - i);
+    const __mmask16 m = FirstLanes(k - i);
     const __m512 v = _mm512_maskz_loadu_ps(m, row + i);  // masked lanes are 0: in range
     // A NaN is passed over (min/max return their second operand then), as
     // std::min(lo, x) and std::max(hi, x) do in the portable path, so both
@@ -36,7 +32,7 @@ void QuantizeRowAvx512(const float* row, int64_t k, float inv_scale, float zero,
   const __m512 inv = _mm512_set1_ps(inv_scale), z = _mm512_set1_ps(zero);
   const __m512 top = _mm512_set1_ps(255.f), bottom = _mm512_setzero_ps();
   for (int64_t i = 0; i < k; i += 16) {
-    const __mmask16 m = k - i >= 16 ? static_cast<__mmask16>(0xffff) : Tail(k - i);
+    const __mmask16 m = FirstLanes(k - i);
     // Rounded before the zero point is added, as the scalar path does.
     __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + i), inv);
     v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);

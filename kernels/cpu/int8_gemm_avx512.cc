@@ -75,10 +75,10 @@ inline void EpilogueVector(__m512i acc, const Int8Epilogue& e, const Int8RowQuan
 inline void EpilogueRow(__m512i a0, __m512i a1, __m512i a2, __m512i a3, const Int8Epilogue& e,
                         int64_t m, int64_t n, int64_t col0, int64_t cols, float* out) {
   const Int8RowQuant row = e.rows[m];
-  EpilogueVector(a0, e, row, m, n, col0, FewRowsColumns(cols), out);
-  if (cols > 16) EpilogueVector(a1, e, row, m, n, col0 + 16, FewRowsColumns(cols - 16), out);
-  if (cols > 32) EpilogueVector(a2, e, row, m, n, col0 + 32, FewRowsColumns(cols - 32), out);
-  if (cols > 48) EpilogueVector(a3, e, row, m, n, col0 + 48, FewRowsColumns(cols - 48), out);
+  EpilogueVector(a0, e, row, m, n, col0, FirstLanes(cols), out);
+  if (cols > 16) EpilogueVector(a1, e, row, m, n, col0 + 16, FirstLanes(cols - 16), out);
+  if (cols > 32) EpilogueVector(a2, e, row, m, n, col0 + 32, FirstLanes(cols - 32), out);
+  if (cols > 48) EpilogueVector(a3, e, row, m, n, col0 + 48, FirstLanes(cols - 48), out);
 }
 
 // The accumulators are named variables, not an array: GCC 12 keeps an array
@@ -167,7 +167,7 @@ struct Int8Step : FewRowsWholeStep {
   static void Finish(__m512 acc, const Int8Epilogue& e, int64_t m, int64_t n, int64_t col,
                      int64_t left, float* out) {
     if (left <= 0) return;
-    EpilogueVector(_mm512_castps_si512(acc), e, e.rows[m], m, n, col, FewRowsColumns(left), out);
+    EpilogueVector(_mm512_castps_si512(acc), e, e.rows[m], m, n, col, FirstLanes(left), out);
   }
 };
 

@@ -265,7 +265,7 @@ void GeluOfBf16(const CpuContext& ctx, void* y, int64_t count, bool bf16_out) {
     if (bf16_out) {
       GeluBf16Avx512(static_cast<uint16_t*>(y) + begin, end - begin);
     } else {
-      GeluOfBf16Avx512(static_cast<float*>(y) + begin, end - begin);
+      GeluF32Avx512(static_cast<float*>(y) + begin, end - begin, /*round_to_bf16=*/true);
     }
   });
 }
@@ -277,10 +277,9 @@ void GeluOfBf16(const CpuContext& ctx, void* y, int64_t count, bool bf16_out) {
 // bf16 GEMMs (bf16_compute) take GELU as PyTorch's bf16 modules do: on
 // their output rounded to bf16 (GELU(bf16(x W^T + b)), in fp32 or rounded
 // once more for a bf16 y), in a pass over each chunk right after its GEMM
-// (gelu_bf16_avx512.h) instead of oneDNN's GELU post-op. The post-op cost a
-// BERT-base ffn.in GEMM of 2048 rows 0.7-1.0 ms (10.8-11.0 ms against
-// 10.0-10.1 without it), the pass 0.4-0.5 ms
-// (the two alternated 3 times, 2026-11-30).
+// (gelu_bf16_avx512.h) instead of oneDNN's GELU post-op, which made W1's
+// bf16 forward 0.8-1.8% slower (`encoderd bench --workloads W1 --dtypes
+// bfloat16`, the two builds alternated 4 and 6 times, 2026-11-30).
 void GemmChunks(const CpuContext& ctx, CpuPackedWeight& w, const void* src, int64_t rows,
                 Epilogue epilogue, const float* residual, void* y, bool bf16_out) {
   auto& be = ctx.backend();

@@ -72,7 +72,9 @@ class ConnectionGuard {
   // open, and everything either side sent has been passed on. gRPC's
   // Shutdown waits until every connection is closed, and clients do not
   // close an idle one on a GOAWAY: a client holding one open but idle held
-  // the drain (4.6 s with a grpcio channel, or up to shutdown.grace_s).
+  // the drain (4.1 s with one idle grpcio channel, measured with
+  // loadtest/scripts/drain_time.py; a client that never closes, up to
+  // shutdown.grace_s).
   void Drain();
 
  private:

@@ -17,6 +17,7 @@
 
 #include "kernels/cpu/bf16_convert.h"
 #include "kernels/cpu/few_rows_gemm_avx512.h"
+#include "kernels/cpu/gelu_bf16_avx512.h"
 #include "kernels/cpu/linear_cpu.h"
 #include "kernels/cpu_context.h"
 #include "kernels/cpu_features.h"
@@ -109,6 +110,58 @@ double ScaledMaxErrorOfGeluOfBf16(const std::vector<float>& got, const std::vect
                    std::min(std::abs(got[i] - gelu(toward_zero)), std::abs(got[i] - gelu(away))));
   }
   return err / scale;
+}
+
+// The AVX-512 GeluErf (avx512_math.h: piecewise polynomials) against double
+// erf: within 1.5e-7 x max(1, |GELU|) on every 257th float of [-12, 12] and
+// on every bf16 value there (what the GELU over bf16 GEMMs' outputs sees);
+// exactly 0 or x far out, NaN as NaN. Rounding to bf16 first is GELU of the
+// rounded values, bit for bit. Odd counts take the masked tail.
+TEST(LinearTest, GeluErfOnAvx512IsWithinItsBound) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (!(cpu.avx512f && cpu.avx512bw && cpu.avx512_bf16)) {
+    GTEST_SKIP() << "runs where the CPU has AVX-512 and AVX512-BF16";
+  }
+  std::vector<float> x;
+  const auto add = [&x](uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    x.push_back(f);
+  };
+  const uint32_t twelve = 0x41400000u;  // 12.f
+  for (const uint32_t sign : {0u, 0x80000000u}) {
+    for (uint32_t b = 0; b <= twelve; b += 257) add(sign | b);
+    for (uint32_t b = 0; b <= twelve; b += 0x10000u) add(sign | b);
+  }
+  std::vector<float> y = x;
+  GeluF32Avx512(y.data(), static_cast<int64_t>(y.size()), /*round_to_bf16=*/false);
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i], want = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    worst = std::max(worst, std::abs(y[i] - want) / std::max(1.0, std::abs(want)));
+  }
+  EXPECT_LT(worst, 1.5e-7);
+  std::vector<float> far = {100.f, -100.f, 1e30f, -1e30f, INFINITY, NAN, 0.f};
+  GeluF32Avx512(far.data(), static_cast<int64_t>(far.size()), false);
+  EXPECT_EQ(far[0], 100.f);
+  EXPECT_EQ(far[1], 0.f);
+  EXPECT_EQ(far[2], 1e30f);
+  EXPECT_EQ(far[3], 0.f);
+  EXPECT_EQ(far[4], INFINITY);
+  EXPECT_TRUE(std::isnan(far[5]));
+  EXPECT_EQ(far[6], 0.f);
+  // GELU of the bf16-rounded values, in fp32 and in bf16.
+  const auto some = RandomVector(1001, 71, -6.f, 6.f);
+  std::vector<float> of_rounded = some, rounded = RoundedToBFloat16(some);
+  GeluF32Avx512(of_rounded.data(), 1001, /*round_to_bf16=*/true);
+  GeluF32Avx512(rounded.data(), 1001, false);
+  EXPECT_EQ(std::memcmp(of_rounded.data(), rounded.data(), rounded.size() * sizeof(float)), 0);
+  std::vector<uint16_t> bits16(1001);
+  ConvertFloatToBFloat16(some.data(), bits16.data(), 1001);
+  GeluBf16Avx512(bits16.data(), 1001);
+  std::vector<uint16_t> want16(1001);
+  ConvertFloatToBFloat16(rounded.data(), want16.data(), 1001);
+  EXPECT_EQ(bits16, want16);
 }
 
 // rows 600 = one 512-row chunk + 80 (granule multiple) + 8 (tail); 21 = 16 + 5;
