@@ -147,22 +147,28 @@ void StandingQueue::ObserveBatch(Clock::duration newest_wait, Clock::duration ta
   if (above_since_ == Clock::time_point::max()) {
     above_since_ = now;
     queued_since_ = queued_peak_;
+    stretch_peak_ = queued_peak_;
+    grew_before_ = false;
   }
+  stretch_peak_ = std::max(stretch_peak_, queued_tokens);
   if (standing_ || now - above_since_ < kInterval) return;
   const bool grew = queued_tokens - queued_since_ >= growth;
   // A refusal counts within this interval, which lasts until the first batch
   // after kInterval (longer when batches are slow).
   const bool overflowed = overflow_at_ != Clock::time_point::min() &&
                           now - overflow_at_ <= std::max(kInterval, now - above_since_);
-  if (grew || overflowed) {
+  if (overflowed || (grew && grew_before_)) {
     Stand(now);
     return;
   }
-  // A long but steady queue: judge the next interval afresh, so that growth
-  // is counted over one interval and not from the start of a stretch that a
-  // closed loop never ends.
+  // Not yet an overload: judge the next interval afresh, so that growth is
+  // counted over one interval and not from the start of a stretch that a
+  // closed loop never ends, and from the most the queue held in the stretch:
+  // a queue that grows as an overload's does holds the most at its latest
+  // batch, while a closed loop's refills only return it to where it was.
   above_since_ = now;
-  queued_since_ = queued_peak_;
+  queued_since_ = stretch_peak_;
+  grew_before_ = grew;
 }
 
 void StandingQueue::Stand(Clock::time_point now) {

@@ -115,8 +115,11 @@ struct AdmissionLimits {
 // Delay"), on batches: the queue stands when, for a whole interval, every
 // batch was formed with requests that had all waited longer than a target
 // (a burst drains within the interval; overload does not), and the calls
-// have outgrown what the server or their callers accept: the queue grew by
-// half a batch or more over the interval, or within it the deadline rules
+// have outgrown what the server or their callers accept: the queue grew
+// past the most it held in that stretch by half a batch or more in each of
+// the last two intervals (a closed loop's queue, bounded by its callers,
+// can pass its highest once, as they start or as the ones that lagged call
+// again, but cannot keep on growing), or within it the deadline rules
 // refused a call whose own deadline allowed more than the target
 // (AdmitVerdict::shows_overload), or the server refused a call for want of
 // a slot (max_concurrent_requests) or of room in the queue (max_queue_size).
@@ -189,11 +192,16 @@ class StandingQueue {
   }
 
   // Since when every batch's newest request waited longer than the target,
-  // and the tokens left queued then: the most left by a recent batch
-  // (queued_peak_), so that a closed loop whose callers were slow to call
-  // again, refilling the queue to where it was, does not read as growth.
+  // and the tokens an interval's growth counts from: at the stretch's start
+  // the most left by a recent batch (queued_peak_), then the most left by
+  // any batch of the stretch (stretch_peak_), so that a closed loop whose
+  // callers were slow to call again, refilling the queue to where it was,
+  // does not read as growth, however long the callers lag.
   Clock::time_point above_since_ = Clock::time_point::max();
   int64_t queued_since_ = 0;
+  int64_t stretch_peak_ = 0;
+  // The interval before the one being judged, in the same stretch, grew.
+  bool grew_before_ = false;
   // The most tokens a batch left queued, by the batch at peak_at_: a later
   // batch that leaves as many replaces it, and so does any batch once it is
   // older than kInterval.
