@@ -4,16 +4,21 @@ idle connections (not part of ctest): starts the daemon on its embedded
 default config (the bundled model) with --shutdown-grace-s, opens
 --channels grpcio channels that each make one Health.Check call and then sit
 idle (or closes them first with --close-first), sends SIGTERM and prints the
-seconds until the process exited, --rounds times.
+seconds until the process exited, --rounds times. With --tls the gRPC port
+serves TLS (a self-signed certificate made with the `openssl` CLI), which
+gRPC owns rather than the connection guard; with --no-guard it is plaintext
+without the guard (--http2-guard false).
 
 usage: loadtest/scripts/drain_time.py [--binary build/cli/encoderd]
-       [--channels 1] [--rounds 2] [--grace 10] [--close-first]
+       [--channels 1] [--rounds 2] [--grace 10] [--close-first] [--tls | --no-guard]
 Use /usr/bin/python3 (Debian's python3-grpcio).
 """
 import argparse
+import pathlib
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 import grpc
@@ -27,12 +32,29 @@ def free_port():
         return s.getsockname()[1]
 
 
-def one_round(a):
+def self_signed(d):
+    """server.pem and server.key for localhost in directory d."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                    "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", "server.key", "-out", "server.pem"],
+                   cwd=d, check=True, capture_output=True)
+    return d / "server.pem", d / "server.key"
+
+
+def one_round(a, certs):
     port = free_port()
+    extra = ["--http2-guard", "false"] if a.no_guard else []
+    if certs:
+        extra = ["--tls-cert-file", str(certs[0]), "--tls-key-file", str(certs[1])]
     proc = subprocess.Popen([a.binary, "serve", "--port", str(port), "--shutdown-grace-s",
-                             str(a.grace)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             str(a.grace), *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        channels = [grpc.insecure_channel(f"127.0.0.1:{port}") for _ in range(a.channels)]
+        target = f"127.0.0.1:{port}"
+        credentials = certs and grpc.ssl_channel_credentials(certs[0].read_bytes())
+        channels = [grpc.secure_channel(target, credentials) if certs else
+                    grpc.insecure_channel(target) for _ in range(a.channels)]
         for c in channels:
             # An empty request asks for the server's status; SERVING is b"\x08\x01".
             deadline = time.monotonic() + 60
@@ -62,12 +84,18 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--grace", type=float, default=10)
     p.add_argument("--close-first", action="store_true")
+    port = p.add_mutually_exclusive_group()
+    port.add_argument("--tls", action="store_true")
+    port.add_argument("--no-guard", action="store_true")
     a = p.parse_args()
-    for r in range(a.rounds):
-        rc, seconds = one_round(a)
-        state = "closed" if a.close_first else "idle"
-        print(f"round {r + 1}: exit {rc} {seconds:.2f} s after SIGTERM with {a.channels} "
-              f"{state} channel(s) (grace {a.grace:g} s)", flush=True)
+    with tempfile.TemporaryDirectory() as d:
+        certs = self_signed(pathlib.Path(d)) if a.tls else None
+        for r in range(a.rounds):
+            rc, seconds = one_round(a, certs)
+            state = "closed" if a.close_first else "idle"
+            how = "TLS" if a.tls else "no guard" if a.no_guard else "guarded"
+            print(f"round {r + 1}: exit {rc} {seconds:.2f} s after SIGTERM with {a.channels} "
+                  f"{state} channel(s) ({how}, grace {a.grace:g} s)", flush=True)
 
 
 if __name__ == "__main__":
