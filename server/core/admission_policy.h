@@ -115,14 +115,16 @@ struct AdmissionLimits {
 // Delay"), on batches: the queue stands when, for a whole interval, every
 // batch was formed with requests that had all waited longer than a target
 // (a burst drains within the interval; overload does not), and the calls
-// have outgrown what the server or their callers accept: the queue grew
-// past the most it held in that stretch by half a batch or more in each of
-// the last two intervals (a closed loop's queue, bounded by its callers,
-// can pass its highest once, as they start or as the ones that lagged call
-// again, but cannot keep on growing), or within it the deadline rules
-// refused a call whose own deadline allowed more than the target
-// (AdmitVerdict::shows_overload), or the server refused a call for want of
-// a slot (max_concurrent_requests) or of room in the queue (max_queue_size).
+// have outgrown what the server or their callers accept: in each of the
+// last two intervals the queue grew by half a batch or more past the most
+// it held before the interval (in the stretch's first interval, the most a
+// batch left within the interval before it; a closed loop's queue, bounded
+// by its callers, can pass its highest once, as they start or as the ones
+// that lagged call again, but cannot keep on growing), or within it the
+// deadline rules refused a call whose own deadline allowed more than the
+// target (AdmitVerdict::shows_overload), or the server refused a call for
+// want of a slot (max_concurrent_requests) or of room in the queue
+// (max_queue_size).
 // It stands until an executor finds nothing to do, or for stand_for() at
 // most: then it is judged afresh, as on entry. Not thread-safe: the batcher
 // guards it with its lock.
@@ -164,8 +166,9 @@ class StandingQueue {
   static constexpr Clock::duration kLongestStand = std::chrono::seconds(60);
 
   // A batch was formed at `now`; its newest request had waited
-  // `newest_wait`, and `queued_tokens` were left in the queue. The queue
-  // grows when that rises by `growth` tokens or more over the interval.
+  // `newest_wait`, and `queued_tokens` were left in the queue. An interval
+  // grew when that rose by `growth` tokens or more past the most held
+  // before it; two in a row that grew make the queue stand.
   void ObserveBatch(Clock::duration newest_wait, Clock::duration target, Clock::time_point now,
                     int64_t queued_tokens, int64_t growth);
   // At `now` the deadline rules refused a call with more slack than the

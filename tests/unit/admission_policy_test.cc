@@ -498,23 +498,30 @@ TEST(StandingQueueTest, AClosedLoopPassingItsHighestOnceDoesNotStand) {
   // Each passed the most the queue had held by more than half a batch, but
   // only once: the callers' calls bound a closed loop's queue. Judged on one
   // interval's growth, each stood (the part failed in 8 of 30 runs).
-  const auto target = milliseconds(230);
-  const int64_t growth = 3000;  // half a batch
   {
-    Batches batch(target, growth);
+    Batches batch(milliseconds(230), /*growth: half a batch*/ 3000);
     EXPECT_FALSE(batch(0, 14, 8137));
     EXPECT_FALSE(batch(338, 338, 13856));
     EXPECT_FALSE(batch(565, 552, 13696));
     EXPECT_FALSE(batch(851, 826, 20528));  // the ramp's interval
-    for (int ms = 1100; ms <= 4000; ms += 250)
-      EXPECT_FALSE(batch(ms, 800, ms % 500 == 0 ? 20400 : 14000));
+    // Then the closed loop's swings, below where the ramp took it.
+    for (int ms = 1100, i = 0; ms <= 4000; ms += 250, ++i)
+      EXPECT_FALSE(batch(ms, 800, i % 2 == 0 ? 20400 : 14000));
   }
   {
-    Batches batch(target, growth);
-    EXPECT_FALSE(batch(0, 262, 14243));
-    for (int ms = 264; ms <= 2353; ms += 232) EXPECT_FALSE(batch(ms, 700, 13700));
-    EXPECT_FALSE(batch(2579, 681, 20173));  // the lagging callers, together
-    for (int ms = 2800; ms <= 4000; ms += 230) EXPECT_FALSE(batch(ms, 700, 13700));
+    // The trace from its first batch whose newest request waited long.
+    Batches batch(milliseconds(220), /*growth: half a batch*/ 3094);
+    EXPECT_FALSE(batch(0, 28, 10312));
+    EXPECT_FALSE(batch(260, 262, 14243));
+    EXPECT_FALSE(batch(524, 496, 13696));
+    EXPECT_FALSE(batch(840, 789, 13632));
+    EXPECT_FALSE(batch(1091, 824, 13760));
+    EXPECT_FALSE(batch(1319, 786, 13824));
+    EXPECT_FALSE(batch(1551, 705, 13696));
+    EXPECT_FALSE(batch(1780, 681, 13632));
+    EXPECT_FALSE(batch(2013, 689, 13760));
+    EXPECT_FALSE(batch(2238, 681, 20173));  // the lagging callers, together
+    for (int ms = 2470; ms <= 4000; ms += 230) EXPECT_FALSE(batch(ms, 700, 13700));
   }
 }
 
