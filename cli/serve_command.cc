@@ -1,6 +1,5 @@
 #include "cli/serve_command.h"
 
-#include <grpc/grpc.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/generic/async_generic_service.h>
@@ -18,13 +17,10 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "cli/flags.h"
 #include "cli/shutdown_signals.h"
@@ -143,60 +139,9 @@ void SetHealth(const std::vector<grpc::Server*>& servers, const ServerConfig& co
   for (const ModelConfig& m : config.models) SetServing(servers, m.name, serving);
 }
 
-// How long after a server's GOAWAY went out its connections may be closed,
-// as the connection guard closes idle ones (ConnectionGuard::Drain).
-constexpr std::chrono::seconds kCloseIdleAfter{1};
-
-// Shuts the servers down one after the other by `deadline`: each refuses new
-// calls (GOAWAY) and waits for the calls in flight, cancelling what is left
-// at the deadline. gRPC's Shutdown also waits for every connection to
-// close: it closes one itself once the client has answered the PING that
-// follows its GOAWAY and has no call open, but a client that answers late
-// or not at all held the exit (an idle grpcio channel 4.1 s; a client that
-// answers nothing 20 s, or the grace if shorter). The connection guard
-// closes idle connections on the plaintext port (ConnectionGuard::Drain); a
-// TLS port, or one without the guard, is gRPC's. So once a server's GOAWAY
-// went out kCloseIdleAfter ago and no encoderd call is in flight, its
-// connections are closed (grpc_server_cancel_all_calls, which cancels the
-// calls left: health Watch streams, and a call that came after the GOAWAY,
-// if any). `/usr/bin/python3 loadtest/scripts/drain_time.py --tls` (or
-// --no-guard), one idle grpcio channel: exit 4.13 s after SIGTERM before,
-// 1.22 s now (docs/reliability.md).
-void ShutDown(const std::vector<grpc::Server*>& servers, const EncoderService& service,
+void ShutDown(const std::vector<grpc::Server*>& servers,
               std::chrono::system_clock::time_point deadline) {
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t current = 0;  // the server shutting down; servers.size() once all are done
-  std::chrono::steady_clock::time_point goaway = std::chrono::steady_clock::now();
-  std::thread closer([&] {
-    std::unique_lock<std::mutex> lock(mu);
-    size_t closed = servers.size();  // the server whose connections were closed
-    while (current < servers.size()) {
-      cv.wait_for(lock, std::chrono::milliseconds(50));
-      if (current < servers.size() && closed != current &&
-          std::chrono::steady_clock::now() - goaway >= kCloseIdleAfter &&
-          service.in_flight() == 0) {
-        grpc_server_cancel_all_calls(servers[current]->c_server());
-        closed = current;
-        spdlog::info("{}: no call in flight {} s after the GOAWAY; closing its connections",
-                     current == 0 ? "gRPC port" : "health port", kCloseIdleAfter.count());
-      }
-    }
-  });
-  for (size_t i = 0; i < servers.size(); ++i) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      current = i;
-      goaway = std::chrono::steady_clock::now();
-    }
-    servers[i]->Shutdown(deadline);
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    current = servers.size();
-  }
-  cv.notify_one();
-  closer.join();
+  for (grpc::Server* server : servers) server->Shutdown(deadline);
 }
 
 }  // namespace
@@ -331,7 +276,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
     auto model = ServedModel::Load(m, sink, config.listen.fair_share);
     if (!model.ok()) {
       spdlog::error("{}", model.status().ToString());
-      for (grpc::Server* s : servers) s->Shutdown(std::chrono::system_clock::now());
+      ShutDown(servers, std::chrono::system_clock::now());
       for (const auto& loaded : registry.Loaded()) loaded->batcher().Stop();
       return 1;
     }
@@ -357,7 +302,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   // Refuses new calls and waits for in-flight ones, cancelling what is left
   // at the deadline; the health port answers NOT_SERVING until the gRPC port
   // has drained.
-  ShutDown(servers, service, std::chrono::system_clock::now() + grace);
+  ShutDown(servers, std::chrono::system_clock::now() + grace);
   for (const auto& model : registry.Loaded()) model->batcher().Stop();
   spdlog::info("stopped after {:.3f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
