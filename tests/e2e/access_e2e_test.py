@@ -11,9 +11,11 @@ usage: access_e2e_test.py --binary build/cli/encoderd --source-dir REPO
        [--model-dir DIR]   (default: REPO/models/langid)
 Exits 0 when every check passed; prints each failed check.
 """
+import contextlib
 import pathlib
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -60,9 +62,9 @@ def make_certificates(d):
     return {p.name: p.read_bytes() for p in d.iterdir()}
 
 
-# Channels the test opened; closed before each daemon is stopped (with TLS the
-# server's drain waits for clients to close their connections, up to the grace
-# period; on the plaintext port the connection guard closes idle ones).
+# Channels the test opened; closed before each daemon is stopped, as clients
+# that leave do (an idle one is closed by the drain a second after the
+# GOAWAY: check_drain_closes_idle_tls_connections).
 CHANNELS = []
 
 
@@ -202,6 +204,153 @@ def check_health_port_drains(mods, daemon, secure, plain_health):
         check(False, f"the open stream finishes during the drain ({e.code()})")
 
 
+def h2_frame(kind, flags, stream, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def http2_over_tls(port, ca_pem):
+    """A TLS connection to `port` that has sent the HTTP/2 preface and its
+    settings and acknowledged the server's."""
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    context.set_alpn_protocols(["h2"])
+    conn = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
+                               server_hostname="localhost")
+    conn.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(0x4, 0, 0))
+    conn.recv(65536)
+    conn.sendall(h2_frame(0x4, 0x1, 0))  # SETTINGS ACK
+    return conn
+
+
+def closed_by_server(conn, timeout):
+    """Whether the server closes `conn` within `timeout` s; what it sends
+    meanwhile (its GOAWAY, and the PING that comes with it) is read and left
+    unanswered, as a client that stopped (a stuck process, or a host gone
+    without a FIN) leaves it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        conn.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            if not conn.recv(65536):
+                return True
+        except socket.timeout:
+            return False
+        except OSError:
+            return True
+    return False
+
+
+def first_frame_on_stream(conn, stream, timeout):
+    """The type of the first frame other than WINDOW_UPDATE the server sends
+    on `stream` within `timeout` s (its PINGs answered meanwhile, as a live
+    client does), or None if the connection closes or nothing comes."""
+    deadline, pending = time.monotonic() + timeout, b""
+    while time.monotonic() < deadline:
+        conn.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            data = conn.recv(65536)
+        except (socket.timeout, OSError):
+            return None
+        if not data:
+            return None
+        pending += data
+        while len(pending) >= 9 and len(pending) >= 9 + int.from_bytes(pending[:3], "big"):
+            length, kind, flags = int.from_bytes(pending[:3], "big"), pending[3], pending[4]
+            if int.from_bytes(pending[5:9], "big") & 0x7FFFFFFF == stream and kind != 0x8:
+                return kind
+            if kind == 0x6 and not flags & 0x1:  # PING: the same 8 bytes back, ACK set
+                try:
+                    conn.sendall(h2_frame(0x6, 0x1, 0, pending[9:9 + length]))
+                except OSError:
+                    return None
+            pending = pending[9 + length:]
+    return None
+
+
+def literal_header(name, value):
+    """HPACK: a literal header field without indexing, a new name, no Huffman."""
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+@contextlib.contextmanager
+def draining_tls_daemon(args, mods, certs, tmp, name):
+    """A TLS daemon (60 s grace), once SERVING, with the test's channels
+    closed and one raw HTTP/2 connection to it: (daemon, conn), conn None if
+    it never served. The daemon is killed on the way out if still running."""
+    health_pb2, health_pb2_grpc = mods[2], mods[3]
+    daemon = start(args, tmp / f"{name}.log",
+        ["--tls-cert-file", str(tmp / "certs" / "server.pem"), "--tls-key-file", str(tmp / "certs" / "server.key"),
+         "--metrics", "false", "--shutdown-grace-s", "60"])
+    try:
+        if not check(common.wait_serving(health_pb2, health_pb2_grpc.HealthStub(
+                tls_channel(daemon.port, certs)), [""]), f"{name}: TLS server SERVING"):
+            yield daemon, None
+            return
+        while CHANNELS:
+            CHANNELS.pop().close()
+        conn = http2_over_tls(daemon.port, certs["ca.pem"])
+        try:
+            yield daemon, conn
+        finally:
+            conn.close()
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.proc.kill()
+
+
+def wait_exit(daemon, what):
+    try:
+        rc = daemon.proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        rc = "still running 30 s after SIGTERM"
+    check(rc == 0, f"{what}: exits 0 ({rc})")
+
+
+def check_drain_closes_idle_tls_connections(args, mods, certs, tmp):
+    """On SIGTERM, a TLS port's connections are closed once its GOAWAY went
+    out a second ago and no stream is open on any connection (channelz),
+    instead of waiting for the clients: one that answers nothing held the
+    exit 20 s (gRPC's wait for the answer to its GOAWAY's PING), or the grace
+    period if shorter. A call whose request is still arriving keeps the
+    connection open: it is answered (UNAVAILABLE, as every call that reaches
+    the service during the drain) before the connection closes."""
+    pb = mods[0]
+    with draining_tls_daemon(args, mods, certs, tmp, "tls_drain") as (daemon, conn):
+        if conn is None:
+            return
+        daemon.proc.send_signal(signal.SIGTERM)
+        check(closed_by_server(conn, 10),
+              "tls_drain: a connection whose client answers nothing is closed within 10 s "
+              "(gRPC alone waits 20 s for the answer to its GOAWAY's PING)")
+        wait_exit(daemon, "tls_drain")
+        log = pathlib.Path(tmp / "tls_drain.log").read_text()
+        check("gRPC port: no stream open 1 s after the GOAWAY; closing its connections" in log,
+              "tls_drain: the drain closed it (log)")
+
+    with draining_tls_daemon(args, mods, certs, tmp, "tls_drain_upload") as (daemon, conn):
+        if conn is None:
+            return
+        # An Embed call's headers, its request to follow: a stream open on the
+        # connection, which reaches the service only once the request is in.
+        headers = b"".join(literal_header(n, v) for n, v in (
+            (b":method", b"POST"), (b":scheme", b"https"), (b":path", b"/encoderd.v1.Encoder/Embed"),
+            (b":authority", b"localhost"), (b"content-type", b"application/grpc"),
+            (b"te", b"trailers")))
+        conn.sendall(h2_frame(0x1, 0x4, 1, headers))  # HEADERS, END_HEADERS
+        time.sleep(0.5)
+        daemon.proc.send_signal(signal.SIGTERM)
+        time.sleep(2.5)  # past the drain's second
+        request = pb.EmbedRequest(texts=["still arriving"]).SerializeToString()
+        message = b"\x00" + len(request).to_bytes(4, "big") + request
+        try:
+            conn.sendall(h2_frame(0x0, 0x1, 1, message))  # DATA, END_STREAM
+        except OSError:
+            pass
+        kind = first_frame_on_stream(conn, 1, 20)
+        check(kind == 0x1, "tls_drain_upload: a call whose request was still arriving is answered "
+                           f"before its connection closes (first frame on its stream: {kind})")
+        wait_exit(daemon, "tls_drain_upload")
+
+
 def check_mutual_tls(args, mods, certs, tmp):
     pb, pb_grpc, health_pb2, health_pb2_grpc = mods
     daemon = start(args, tmp / "mtls.log",
@@ -312,6 +461,7 @@ def main():
 
     check_startup_errors(args, tmp)
     check_tls_and_health_port(args, mods, certs, tmp)
+    check_drain_closes_idle_tls_connections(args, mods, certs, tmp)
     check_mutual_tls(args, mods, certs, tmp)
     check_bearer(args, mods, tmp)
     print(f"access e2e: {time.time() - started:.1f} s, {len(common.FAILURES)} failure(s)", flush=True)
