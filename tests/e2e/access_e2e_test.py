@@ -311,8 +311,9 @@ def check_drain_closes_idle_tls_connections(args, mods, certs, tmp):
     instead of waiting for the clients: one that answers nothing held the
     exit 20 s (gRPC's wait for the answer to its GOAWAY's PING), or the grace
     period if shorter. A call whose request is still arriving keeps the
-    connection open: it is answered (UNAVAILABLE, as every call that reaches
-    the service during the drain) before the connection closes."""
+    connection open: it is answered before the connection closes (with an
+    error status from gRPC, as a call whose request arrives after the
+    shutdown began is)."""
     pb = mods[0]
     with draining_tls_daemon(args, mods, certs, tmp, "tls_drain") as (daemon, conn):
         if conn is None:
