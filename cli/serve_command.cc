@@ -218,7 +218,7 @@ constexpr std::chrono::seconds kCloseIdleAfter{1};
 // one idle grpcio channel: exit 4.13 s after SIGTERM before, 1.22-1.27 s now
 // (docs/reliability.md).
 void ShutDown(const std::vector<grpc::Server*>& servers, const std::vector<bool>& close_idle,
-              std::chrono::system_clock::time_point deadline) {
+              const EncoderService& service, std::chrono::system_clock::time_point deadline) {
   std::mutex mu;
   std::condition_variable cv;
   size_t current = 0;  // the server shutting down; servers.size() once all are done
@@ -238,7 +238,9 @@ void ShutDown(const std::vector<grpc::Server*>& servers, const std::vector<bool>
         quiet = 0;
         continue;
       }
-      quiet = OpenStreams(servers.size()) == 0 ? quiet + 1 : 0;
+      // A call holding a slot is a stream open: the channelz walk, which
+      // renders every connection's JSON, waits until none does.
+      quiet = service.in_flight() == 0 && OpenStreams(servers.size()) == 0 ? quiet + 1 : 0;
       if (quiet >= 2) {
         grpc_server_cancel_all_calls(servers[current]->c_server());
         closed = current;
@@ -426,7 +428,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   // and a port gRPC listens on do not.
   std::vector<bool> close_idle(servers.size(), true);
   close_idle[0] = !guard;
-  ShutDown(servers, close_idle, std::chrono::system_clock::now() + grace);
+  ShutDown(servers, close_idle, service, std::chrono::system_clock::now() + grace);
   for (const auto& model : registry.Loaded()) model->batcher().Stop();
   spdlog::info("stopped after {:.3f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
