@@ -337,22 +337,25 @@ TEST(AdmissionTest, AnIdleServerAdmitsShortDeadlinesAfterLargeBatches) {
   EXPECT_EQ(PredictedFinish({0, 0, 1, 1}, 100, kT0, e), kT0 + milliseconds(10));
 }
 
-// One queue's batches, each given as its time (ms after kT0), how long its
-// newest request had waited (ms) and the tokens it left queued; a call
-// says whether the queue stands after that batch.
-class Batches {
- public:
-  Batches(Clock::duration target, int64_t growth) : target_(target), growth_(growth) {}
-  bool operator()(int ms, int64_t waited_ms, int64_t queued) {
-    q_.ObserveBatch(milliseconds(waited_ms), target_, kT0 + milliseconds(ms), queued, growth_);
-    return q_.standing();
-  }
-
- private:
-  StandingQueue q_;
-  Clock::duration target_;
-  int64_t growth_;
+// A batch of a replayed trace: its time (ms after kT0), how long its newest
+// request had waited (ms) and the tokens it left queued.
+struct TracedBatch {
+  int ms;
+  int64_t waited_ms;
+  int64_t queued;
 };
+
+// The index of the first of `batches` after which a new queue stands (with
+// this target and growth); -1 if it never does.
+int FirstStanding(Clock::duration target, int64_t growth, const std::vector<TracedBatch>& batches) {
+  StandingQueue q;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const TracedBatch& b = batches[i];
+    q.ObserveBatch(milliseconds(b.waited_ms), target, kT0 + milliseconds(b.ms), b.queued, growth);
+    if (q.standing()) return static_cast<int>(i);
+  }
+  return -1;
+}
 
 TEST(StandingQueueTest, ABurstIsNotAStandingQueue) {
   StandingQueue q;
@@ -443,23 +446,26 @@ TEST(StandingQueueTest, AClosedLoopRefillingItsQueueIsNotGrowth) {
   // closed loop was refused 4,700-23,000 times in 4 s (the e2e test's
   // closed_loop with one of two cores busy, 3 runs of 4). The baseline is
   // the most the queue held within the interval before.
-  Batches batch(milliseconds(300), /*growth: half a batch*/ 3000);
-  EXPECT_FALSE(batch(0, 900, 20000));
-  EXPECT_FALSE(batch(250, 900, 14000));
-  EXPECT_FALSE(batch(500, 900, 14000));  // an interval judged: it starts afresh here
-  EXPECT_FALSE(batch(750, 900, 20000));
-  EXPECT_FALSE(batch(1000, 900, 20000));
-  // The callers lagged so long that the queue nearly emptied...
-  EXPECT_FALSE(batch(1250, 50, 2000));
-  // ...and filled again to where it was.
-  EXPECT_FALSE(batch(1400, 900, 14000));
-  EXPECT_FALSE(batch(1900, 900, 20000));
-  // Past where it was by half a batch within each of two intervals in a
-  // row, it grows.
-  EXPECT_FALSE(batch(2150, 900, 20000));
-  EXPECT_FALSE(batch(2400, 900, 23000));
-  EXPECT_FALSE(batch(2650, 900, 23000));
-  EXPECT_TRUE(batch(2900, 900, 26000));
+  EXPECT_EQ(
+      FirstStanding(
+          milliseconds(300), /*growth: half a batch*/ 3000,
+          {
+              {0, 900, 20000},
+              {250, 900, 14000},
+              {500, 900, 14000},  // an interval judged: it starts afresh here
+              {750, 900, 20000},
+              {1000, 900, 20000},
+              {1250, 50, 2000},    // the callers lagged so long that the queue nearly emptied...
+              {1400, 900, 14000},  // ...and filled again to where it was
+              {1900, 900, 20000},
+              // Past where it was by half a batch within each of two
+              // intervals in a row, it grows.
+              {2150, 900, 20000},
+              {2400, 900, 23000},
+              {2650, 900, 23000},
+              {2900, 900, 26000},
+          }),
+      11);
 }
 
 TEST(StandingQueueTest, AClosedLoopWhoseCallersLagLongerThanAnIntervalIsNotGrowth) {
@@ -471,22 +477,25 @@ TEST(StandingQueueTest, AClosedLoopWhoseCallersLagLongerThanAnIntervalIsNotGrowt
   // and 11,513 calls refused in 4 s (3 failed runs of 14; the batches below
   // are one of them, from a debug trace). Counted from the most held in the
   // stretch, it is the closed loop's own level.
-  Batches batch(milliseconds(320), /*growth: half a batch*/ 3121);
-  EXPECT_FALSE(batch(0, 310, 20189));
-  EXPECT_FALSE(batch(241, 516, 14969));
-  EXPECT_FALSE(batch(514, 780, 13600));
-  EXPECT_FALSE(batch(763, 762, 15500));
-  EXPECT_FALSE(batch(999, 754, 13856));
-  EXPECT_FALSE(batch(1218, 696, 13680));
-  EXPECT_FALSE(batch(1531, 762, 19674));
-  EXPECT_FALSE(batch(1789, 786, 12922));
-  // Past the most it held by half a batch within each of two intervals in a
-  // row, it grows.
-  EXPECT_FALSE(batch(2100, 800, 21000));
-  EXPECT_FALSE(batch(2350, 800, 22000));
-  EXPECT_FALSE(batch(2650, 800, 24200));
-  EXPECT_FALSE(batch(2900, 800, 25000));
-  EXPECT_TRUE(batch(3150, 800, 27400));
+  EXPECT_EQ(FirstStanding(milliseconds(320), /*growth: half a batch*/ 3121,
+                          {
+                              {0, 310, 20189},
+                              {241, 516, 14969},
+                              {514, 780, 13600},
+                              {763, 762, 15500},
+                              {999, 754, 13856},
+                              {1218, 696, 13680},
+                              {1531, 762, 19674},
+                              {1789, 786, 12922},
+                              // Past the most it held by half a batch within each of two
+                              // intervals in a row, it grows.
+                              {2100, 800, 21000},
+                              {2350, 800, 22000},
+                              {2650, 800, 24200},
+                              {2900, 800, 25000},
+                              {3150, 800, 27400},
+                          }),
+            12);
 }
 
 TEST(StandingQueueTest, AClosedLoopPassingItsHighestOnceDoesNotStand) {
@@ -498,31 +507,20 @@ TEST(StandingQueueTest, AClosedLoopPassingItsHighestOnceDoesNotStand) {
   // Each passed the most the queue had held by more than half a batch, but
   // only once: the callers' calls bound a closed loop's queue. Judged on one
   // interval's growth, each stood (the part failed in 8 of 30 runs).
-  {
-    Batches batch(milliseconds(230), /*growth: half a batch*/ 3000);
-    EXPECT_FALSE(batch(0, 14, 8137));
-    EXPECT_FALSE(batch(338, 338, 13856));
-    EXPECT_FALSE(batch(565, 552, 13696));
-    EXPECT_FALSE(batch(851, 826, 20528));  // the ramp's interval
-    // Then the closed loop's swings, below where the ramp took it.
-    for (int ms = 1100, i = 0; ms <= 4000; ms += 250, ++i)
-      EXPECT_FALSE(batch(ms, 800, i % 2 == 0 ? 20400 : 14000));
-  }
-  {
-    // The trace from its first batch whose newest request waited long.
-    Batches batch(milliseconds(220), /*growth: half a batch*/ 3094);
-    EXPECT_FALSE(batch(0, 28, 10312));
-    EXPECT_FALSE(batch(260, 262, 14243));
-    EXPECT_FALSE(batch(524, 496, 13696));
-    EXPECT_FALSE(batch(840, 789, 13632));
-    EXPECT_FALSE(batch(1091, 824, 13760));
-    EXPECT_FALSE(batch(1319, 786, 13824));
-    EXPECT_FALSE(batch(1551, 705, 13696));
-    EXPECT_FALSE(batch(1780, 681, 13632));
-    EXPECT_FALSE(batch(2013, 689, 13760));
-    EXPECT_FALSE(batch(2238, 681, 20173));  // the lagging callers, together
-    for (int ms = 2470; ms <= 4000; ms += 230) EXPECT_FALSE(batch(ms, 700, 13700));
-  }
+  // The ramp, then the closed loop's swings below where the ramp took it.
+  std::vector<TracedBatch> ramp = {
+      {0, 14, 8137}, {338, 338, 13856}, {565, 552, 13696}, {851, 826, 20528}};
+  for (int ms = 1100, i = 0; ms <= 4000; ms += 250, ++i)
+    ramp.push_back({ms, 800, i % 2 == 0 ? 20400 : 14000});
+  EXPECT_EQ(FirstStanding(milliseconds(230), /*growth: half a batch*/ 3000, ramp), -1);
+  // The catching up, from the trace's first batch whose newest request
+  // waited long; the lagging callers call again together at 2,238 ms.
+  std::vector<TracedBatch> catching_up = {
+      {0, 28, 10312},     {260, 262, 14243},  {524, 496, 13696},  {840, 789, 13632},
+      {1091, 824, 13760}, {1319, 786, 13824}, {1551, 705, 13696}, {1780, 681, 13632},
+      {2013, 689, 13760}, {2238, 681, 20173}};
+  for (int ms = 2470; ms <= 4000; ms += 230) catching_up.push_back({ms, 700, 13700});
+  EXPECT_EQ(FirstStanding(milliseconds(220), /*growth: half a batch*/ 3094, catching_up), -1);
 }
 
 TEST(StandingQueueTest, AGrowingQueueStandsWithoutARefusal) {
