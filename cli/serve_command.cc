@@ -6,7 +6,6 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
@@ -38,6 +37,7 @@
 #include "server/exporter/metrics_endpoint.h"
 #include "server/grpc/bearer_auth.h"
 #include "server/grpc/encoder_service.h"
+#include "server/grpc/health_service.h"
 #include "server/metrics/json_log_format.h"
 #include "server/net/connection_guard.h"
 
@@ -45,7 +45,7 @@ namespace encoderd::server {
 namespace {
 
 // Synchronous server threads beyond max_concurrent_requests (the quota below):
-// pollers, health checks and reflection.
+// pollers and reflection.
 constexpr int kSpareServerThreads = 32;
 // SETTINGS_MAX_CONCURRENT_STREAMS the server advertises.
 constexpr int kMaxConcurrentStreams = 1000;
@@ -111,18 +111,14 @@ void SetConnectionLifetime(const ListenConfig& listen, grpc::ServerBuilder* buil
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(listen.keepalive_timeout_s));
 }
 
-// A plaintext server on listen.health_port serving gRPC's default health
-// service and nothing else: no reflection, and `unimplemented` (which must
-// outlive the server) answers every other method UNIMPLEMENTED. Null when it
-// cannot listen.
-std::unique_ptr<grpc::Server> StartHealthServer(const ListenConfig& listen,
-                                                grpc::CallbackGenericService* unimplemented,
+// A plaintext server on listen.health_port serving `health` (which must
+// outlive the server) and nothing else: no reflection; gRPC answers every
+// other method UNIMPLEMENTED. Null when it cannot listen.
+std::unique_ptr<grpc::Server> StartHealthServer(const ListenConfig& listen, HealthService* health,
                                                 int* port) {
   grpc::ServerBuilder builder;
   builder.SetOption(std::make_unique<WithoutReflection>());
-  // The server needs one registered service to start; the default health
-  // service is added only while it starts.
-  builder.RegisterCallbackGenericService(unimplemented);
+  builder.RegisterService(health);
   builder.AddListeningPort(listen.address + ":" + std::to_string(listen.health_port),
                            grpc::InsecureServerCredentials(), port);
   builder.SetMaxReceiveMessageSize(64 * 1024);
@@ -131,19 +127,17 @@ std::unique_ptr<grpc::Server> StartHealthServer(const ListenConfig& listen,
   return server;
 }
 
-// Sets `service` ("" for the whole server) to `serving` on every server; the
-// health port mirrors the gRPC port this way.
-void SetServing(const std::vector<grpc::Server*>& servers, const std::string& service,
+// Sets `service` ("" for the whole server) to `serving` on every server's
+// health service; the health port mirrors the gRPC port this way.
+void SetServing(const std::vector<HealthService*>& health, const std::string& service,
                 bool serving) {
-  for (grpc::Server* server : servers) {
-    if (auto* health = server->GetHealthCheckService()) health->SetServingStatus(service, serving);
-  }
+  for (HealthService* h : health) h->SetServingStatus(service, serving);
 }
 
-void SetHealth(const std::vector<grpc::Server*>& servers, const ServerConfig& config,
+void SetHealth(const std::vector<HealthService*>& health, const ServerConfig& config,
                bool serving) {
-  SetServing(servers, "", serving);
-  for (const ModelConfig& m : config.models) SetServing(servers, m.name, serving);
+  SetServing(health, "", serving);
+  for (const ModelConfig& m : config.models) SetServing(health, m.name, serving);
 }
 
 // The streams open on the connections of every gRPC server in the process:
@@ -217,8 +211,17 @@ constexpr std::chrono::seconds kCloseIdleAfter{1};
 // `/usr/bin/python3 loadtest/scripts/drain_time.py --tls` (or --no-guard),
 // one idle grpcio channel: exit 4.13 s after SIGTERM before, 1.22-1.27 s now
 // (docs/reliability.md).
-void ShutDown(const std::vector<grpc::Server*>& servers, const std::vector<bool>& close_idle,
-              const EncoderService& service, std::chrono::system_clock::time_point deadline) {
+//
+// Each server's health Watch streams are ended (HealthService::EndWatches)
+// once its GOAWAY went out, within 100 ms: before it, a client with
+// client-side health checking would open another Watch at once. The health
+// port's Watches stay open (NOT_SERVING) while the gRPC port drains, so
+// they are left out of the count then (they are the only long streams the
+// health port serves; read after channelz, so that a Watch ending in
+// between is counted open, not left out twice).
+void ShutDown(const std::vector<grpc::Server*>& servers, const std::vector<HealthService*>& health,
+              const std::vector<bool>& close_idle, const EncoderService& service,
+              std::chrono::system_clock::time_point deadline) {
   std::mutex mu;
   std::condition_variable cv;
   size_t current = 0;  // the server shutting down; servers.size() once all are done
@@ -226,6 +229,7 @@ void ShutDown(const std::vector<grpc::Server*>& servers, const std::vector<bool>
   std::thread closer([&] {
     std::unique_lock<std::mutex> lock(mu);
     size_t closed = servers.size();  // the server whose connections were closed
+    size_t ended = servers.size();   // the server whose Watch streams were ended
     // Readings of no open stream in a row: channelz reads a connection's
     // counters one after the other, so a stream that starts and ends
     // between two of its reads could hide one still open; two readings,
@@ -233,6 +237,10 @@ void ShutDown(const std::vector<grpc::Server*>& servers, const std::vector<bool>
     int quiet = 0;
     while (current < servers.size()) {
       cv.wait_for(lock, std::chrono::milliseconds(100));
+      if (current < servers.size() && ended != current) {
+        health[current]->EndWatches();
+        ended = current;
+      }
       if (current >= servers.size() || closed == current || !close_idle[current] ||
           std::chrono::steady_clock::now() - goaway < kCloseIdleAfter) {
         quiet = 0;
@@ -240,7 +248,10 @@ void ShutDown(const std::vector<grpc::Server*>& servers, const std::vector<bool>
       }
       // A call holding a slot is a stream open: the channelz walk, which
       // renders every connection's JSON, waits until none does.
-      quiet = service.in_flight() == 0 && OpenStreams(servers.size()) == 0 ? quiet + 1 : 0;
+      int64_t open = service.in_flight() == 0 ? OpenStreams(servers.size()) : -1;
+      for (size_t i = current + 1; i < servers.size() && open > 0; ++i)
+        open -= health[i]->open_watches();
+      quiet = open == 0 ? quiet + 1 : 0;
       if (quiet >= 2) {
         grpc_server_cancel_all_calls(servers[current]->c_server());
         closed = current;
@@ -311,7 +322,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
                          config.log.access_log_sample, BearerAuth(secrets->bearer_token),
                          config.listen.fair_share);
 
-  grpc::EnableDefaultHealthCheckService(true);
+  // Declared before the servers, which must be gone before it is.
+  HealthService health;
+  HealthService health_port_health;
+  // NOT_SERVING from the start, until the models are loaded.
+  SetHealth({&health, &health_port_health}, config, false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   if (!config.listen.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
@@ -322,17 +337,17 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (!guarded)
     builder.AddListeningPort(address, MainPortCredentials(config.listen.tls, *secrets), &port);
   builder.RegisterService(&service);
+  builder.RegisterService(&health);
   builder.SetMaxReceiveMessageSize(config.listen.max_receive_message_bytes);
   SetConnectionLifetime(config.listen, &builder);
   // Streams a client may open at once on one connection (gRPC 1.51 sets no
   // limit); more wait in the client. The HTTP/2 guard closes a connection
   // that goes past twice this.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams);
-  // Every encoderd.v1 RPC runs on the callback API and holds no thread; the
-  // synchronous services left (health checking with its Watch streams,
-  // reflection) hold one of the synchronous server's threads per call. The
-  // quota is a backstop that keeps a flood of those from growing the thread
-  // count without bound.
+  // Every encoderd.v1 and grpc.health.v1 RPC runs on the callback API and
+  // holds no thread; reflection, the synchronous service left, holds one of
+  // the synchronous server's threads per call. The quota is a backstop that
+  // keeps a flood of those from growing the thread count without bound.
   grpc::ResourceQuota quota("encoderd");
   quota.SetMaxThreads(config.listen.max_concurrent_requests + kSpareServerThreads);
   builder.SetResourceQuota(quota);
@@ -372,11 +387,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
     return 1;
   }
   std::vector<grpc::Server*> servers = {server.get()};
-  grpc::CallbackGenericService health_unimplemented;
+  std::vector<HealthService*> health_services = {&health};
   std::unique_ptr<grpc::Server> health_server;
   if (config.listen.health_port != 0) {
     int health_port = 0;
-    health_server = StartHealthServer(config.listen, &health_unimplemented, &health_port);
+    health_server = StartHealthServer(config.listen, &health_port_health, &health_port);
     if (!health_server) {
       spdlog::error("cannot listen on {}:{} (listen.health_port)", config.listen.address,
                     config.listen.health_port);
@@ -384,10 +399,10 @@ int RunServeCommand(const std::vector<std::string>& args) {
       return 1;
     }
     servers.push_back(health_server.get());
+    health_services.push_back(&health_port_health);
     spdlog::info("health (plaintext, grpc.health.v1.Health only) on {}:{}", config.listen.address,
                  health_port);
   }
-  SetHealth(servers, config, false);
   std::string how;
   if (!secrets->tls_cert_pem.empty()) how = " (TLS)";
   if (guard)
@@ -403,9 +418,9 @@ int RunServeCommand(const std::vector<std::string>& args) {
       return 1;
     }
     registry.Add(std::shared_ptr<ServedModel>(std::move(model).value()));
-    SetServing(servers, m.name, true);
+    SetServing(health_services, m.name, true);
   }
-  SetServing(servers, "", true);
+  SetServing(health_services, "", true);
   spdlog::info("serving {} model(s)", config.models.size());
 
   const int signal_number = WaitForShutdownSignal();
@@ -413,7 +428,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
       std::chrono::duration<double>(config.shutdown.grace_s));
   spdlog::info("signal {}: draining (grace {} s)", signal_number, config.shutdown.grace_s);
   registry.StartDraining();
-  SetHealth(servers, config, false);
+  SetHealth(health_services, config, false);
   const auto start = std::chrono::steady_clock::now();
   // New connections are refused from here on, and idle ones closed once
   // gRPC's GOAWAY has reached them (ConnectionGuard::Drain).
@@ -428,8 +443,12 @@ int RunServeCommand(const std::vector<std::string>& args) {
   // and a port gRPC listens on do not.
   std::vector<bool> close_idle(servers.size(), true);
   close_idle[0] = !guard;
-  ShutDown(servers, close_idle, service, std::chrono::system_clock::now() + grace);
+  ShutDown(servers, health_services, close_idle, service, std::chrono::system_clock::now() + grace);
   for (const auto& model : registry.Loaded()) model->batcher().Stop();
+  int ended_watches = 0;
+  for (HealthService* h : health_services) ended_watches += h->ended_watches();
+  if (ended_watches > 0)
+    spdlog::info("health: {} Watch stream(s) ended by the drain", ended_watches);
   spdlog::info("stopped after {:.3f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return 0;

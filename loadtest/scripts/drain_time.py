@@ -7,10 +7,15 @@ idle (or closes them first with --close-first), sends SIGTERM and prints the
 seconds until the process exited, --rounds times. With --tls the gRPC port
 serves TLS (a self-signed certificate made with the `openssl` CLI), which
 gRPC owns rather than the connection guard; with --no-guard it is plaintext
-without the guard (--http2-guard false).
+without the guard (--http2-guard false). With --watch each channel also
+holds a grpc.health.v1 Watch stream open (a raw call, read by a thread);
+with --health-checking each channel is made with client-side health
+checking (a service config with healthCheckConfig), so grpcio itself
+watches the server's health.
 
 usage: loadtest/scripts/drain_time.py [--binary build/cli/encoderd]
        [--channels 1] [--rounds 2] [--grace 10] [--close-first] [--tls | --no-guard]
+       [--watch] [--health-checking]
 Use /usr/bin/python3 (Debian's python3-grpcio).
 """
 import argparse
@@ -19,11 +24,15 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import grpc
 
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+HEALTH_WATCH = "/grpc.health.v1.Health/Watch"
+HEALTH_CHECKING = ('{"loadBalancingConfig": [{"round_robin": {}}], '
+                   '"healthCheckConfig": {"serviceName": ""}}')
 
 
 def free_port():
@@ -42,6 +51,15 @@ def self_signed(d):
     return d / "server.pem", d / "server.key"
 
 
+def read_to_end(stream):
+    """Reads a response stream until the server ends it."""
+    try:
+        for _ in stream:
+            pass
+    except grpc.RpcError:
+        pass
+
+
 def one_round(a, certs):
     port = free_port()
     extra = ["--http2-guard", "false"] if a.no_guard else []
@@ -53,8 +71,9 @@ def one_round(a, certs):
     try:
         target = f"127.0.0.1:{port}"
         credentials = certs and grpc.ssl_channel_credentials(certs[0].read_bytes())
-        channels = [grpc.secure_channel(target, credentials) if certs else
-                    grpc.insecure_channel(target) for _ in range(a.channels)]
+        options = [("grpc.service_config", HEALTH_CHECKING)] if a.health_checking else []
+        channels = [grpc.secure_channel(target, credentials, options) if certs else
+                    grpc.insecure_channel(target, options) for _ in range(a.channels)]
         for c in channels:
             # An empty request asks for the server's status; SERVING is b"\x08\x01".
             deadline = time.monotonic() + 60
@@ -62,6 +81,11 @@ def one_round(a, certs):
                 if time.monotonic() > deadline:
                     raise SystemExit("the daemon did not become SERVING within 60 s")
                 time.sleep(0.2)
+        if a.watch:
+            for c in channels:
+                watch = c.unary_stream(HEALTH_WATCH)(b"")
+                next(watch)  # the first status
+                threading.Thread(target=read_to_end, args=(watch,), daemon=True).start()
         if a.close_first:
             for c in channels:
                 c.close()
@@ -87,6 +111,8 @@ def main():
     port = p.add_mutually_exclusive_group()
     port.add_argument("--tls", action="store_true")
     port.add_argument("--no-guard", action="store_true")
+    p.add_argument("--watch", action="store_true")
+    p.add_argument("--health-checking", action="store_true")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
         certs = self_signed(pathlib.Path(d)) if a.tls else None
@@ -94,6 +120,8 @@ def main():
             rc, seconds = one_round(a, certs)
             state = "closed" if a.close_first else "idle"
             how = "TLS" if a.tls else "no guard" if a.no_guard else "guarded"
+            how += ", a Watch each" if a.watch else ""
+            how += ", client-side health checking" if a.health_checking else ""
             print(f"round {r + 1}: exit {rc} {seconds:.2f} s after SIGTERM with {a.channels} "
                   f"{state} channel(s) ({how}, grace {a.grace:g} s)", flush=True)
 

@@ -13,6 +13,7 @@ Exits 0 when every check passed; prints each failed check.
 """
 import contextlib
 import pathlib
+import re
 import signal
 import socket
 import ssl
@@ -352,6 +353,90 @@ def check_drain_closes_idle_tls_connections(args, mods, certs, tmp):
         wait_exit(daemon, "tls_drain_upload")
 
 
+def check_drain_ends_health_watches(args, mods, tmp):
+    """On SIGTERM, every grpc.health.v1 Watch stream, on the gRPC port and on
+    the health port, is sent NOT_SERVING and, once its port's GOAWAY went
+    out, ended with UNAVAILABLE, so that the exit does not wait for them: gRPC's default health service
+    never ended one, and each held the exit until the grace (here 60 s), a
+    grpcio channel with client-side health checking (healthCheckConfig) 4.1 s.
+    A Watch of a service the server does not know is sent SERVICE_UNKNOWN.
+    The health-checking channel's own Watch is cancelled by grpcio when the
+    GOAWAY reaches it."""
+    import json
+    health_pb2, health_pb2_grpc = mods[2], mods[3]
+    status = health_pb2.HealthCheckResponse
+    health_port = free_port()
+    daemon = start(args, tmp / "watch_drain.log",
+                   ["--health-port", str(health_port), "--metrics", "false", "--shutdown-grace-s", "60"])
+    try:
+        main_channel = open_channel(f"127.0.0.1:{daemon.port}")
+        health_channel = open_channel(f"127.0.0.1:{health_port}")
+        if not check(all(common.wait_serving(health_pb2, health_pb2_grpc.HealthStub(c), [""])
+                         for c in (main_channel, health_channel)), "watch_drain: SERVING on both ports"):
+            return
+        watched = [(main_channel, "", "gRPC port"), (main_channel, MODEL, "gRPC port"),
+                   (health_channel, "", "health port"), (health_channel, "no-such-model", "health port")]
+        seen = [[] for _ in watched]
+        first = [threading.Event() for _ in watched]
+
+        def follow(i):
+            channel, service, _ = watched[i]
+            call = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=service))
+            try:
+                for message in call:
+                    seen[i].append(message.status)
+                    first[i].set()
+            except grpc.RpcError as e:
+                seen[i].append((e.code(), e.details()))
+            first[i].set()
+
+        threads = [threading.Thread(target=follow, args=(i,), daemon=True) for i in range(len(watched))]
+        for t in threads:
+            t.start()
+        for i, (_, service, port) in enumerate(watched):
+            first[i].wait(10)
+            want = status.SERVICE_UNKNOWN if service == "no-such-model" else status.SERVING
+            check(seen[i][:1] == [want], f"watch_drain: Watch('{service}') on the {port} first sends "
+                                         f"{status.ServingStatus.Name(want)} ({seen[i]})")
+        # A client with client-side health checking: its channel watches "".
+        config = json.dumps({"loadBalancingConfig": [{"round_robin": {}}],
+                             "healthCheckConfig": {"serviceName": ""}})
+        checked = grpc.insecure_channel(f"127.0.0.1:{daemon.port}",
+                                        options=[("grpc.service_config", config)])
+        CHANNELS.append(checked)
+        pb, pb_grpc = mods[0], mods[1]
+        check(classify_code(pb, pb_grpc, checked)[0] == grpc.StatusCode.OK,
+              "watch_drain: a channel with client-side health checking is answered")
+        signalled = time.monotonic()
+        daemon.proc.send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(max(0.0, signalled + 10 - time.monotonic()))
+        for i, (_, service, port) in enumerate(watched):
+            want = ([status.SERVICE_UNKNOWN] if service == "no-such-model"
+                    else [status.SERVING, status.NOT_SERVING])
+            check(seen[i] == want + [(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")],
+                  f"watch_drain: Watch('{service}') on the {port} is sent NOT_SERVING, then ended by "
+                  f"the server (UNAVAILABLE) within 10 s ({seen[i]})")
+        try:
+            rc = daemon.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            rc = "still running 30 s after SIGTERM"
+        took = time.monotonic() - signalled
+        check(rc == 0 and took < 10, f"watch_drain: exits 0 within 10 s of SIGTERM with a 60 s grace "
+                                     f"(rc {rc}, {took:.1f} s)")
+        # The four raw Watches (the health-checking channel cancels its own
+        # when the GOAWAY reaches it).
+        log = pathlib.Path(tmp / "watch_drain.log").read_text()
+        ended = re.search(r"health: (\d+) Watch stream\(s\) ended by the drain", log)
+        check(ended and int(ended.group(1)) >= 4,
+              f"watch_drain: the log counts the Watches the drain ended ({ended and ended.group(0)})")
+    finally:
+        while CHANNELS:
+            CHANNELS.pop().close()
+        if daemon.proc.poll() is None:
+            daemon.proc.kill()
+
+
 def check_mutual_tls(args, mods, certs, tmp):
     pb, pb_grpc, health_pb2, health_pb2_grpc = mods
     daemon = start(args, tmp / "mtls.log",
@@ -463,6 +548,7 @@ def main():
     check_startup_errors(args, tmp)
     check_tls_and_health_port(args, mods, certs, tmp)
     check_drain_closes_idle_tls_connections(args, mods, certs, tmp)
+    check_drain_ends_health_watches(args, mods, tmp)
     check_mutual_tls(args, mods, certs, tmp)
     check_bearer(args, mods, tmp)
     print(f"access e2e: {time.time() - started:.1f} s, {len(common.FAILURES)} failure(s)", flush=True)

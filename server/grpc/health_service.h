@@ -1,0 +1,64 @@
+// grpc.health.v1.Health (Check and Watch) on gRPC's callback API over raw
+// bytes, in place of gRPC's default health service, which never ends a Watch
+// stream: during a drain an open Watch held its connection, and the exit,
+// until the grace ran out, and a grpcio channel with client-side health
+// checking (`healthCheckConfig`) 4.1 s, where an idle connection is closed
+// 1.2 s after SIGTERM (`loadtest/scripts/drain_time.py --watch` and
+// `--health-checking`, docs/reliability.md). This one ends them once the
+// drain has sent them NOT_SERVING (EndWatches).
+#pragma once
+
+#include <grpcpp/impl/service_type.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/server_callback.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+namespace encoderd::server {
+
+class HealthService final : public grpc::Service {
+ public:
+  // The wire values of grpc.health.v1.HealthCheckResponse.ServingStatus.
+  enum ServingStatus : int { kServing = 1, kNotServing = 2, kServiceUnknown = 3 };
+
+  // Registers Check and Watch. Knows no service name until
+  // SetServingStatus names it. Must outlive the server it is registered
+  // with.
+  HealthService();
+
+  // Sets `service` ("" for the whole server) and sends the new status to
+  // every Watch of it whose last status differs. Any thread.
+  void SetServingStatus(const std::string& service, bool serving);
+
+  // Ends every Watch stream, once the statuses it was sent are written,
+  // with UNAVAILABLE ("the server is shutting down"); a Watch that starts
+  // after this gets its service's status and is ended the same way. Check
+  // answers as before. Any thread; for the drain.
+  void EndWatches();
+
+  // The Watch streams not done yet (a stream finished a moment ago may
+  // still count).
+  int open_watches() const;
+  // The Watch streams EndWatches has finished so far.
+  int ended_watches() const { return ended_.load(); }
+
+ private:
+  class Watch;
+
+  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request, grpc::ByteBuffer* response);
+  // The status of `service` (kServiceUnknown if never set). Holds mu_.
+  ServingStatus StatusLocked(const std::string& service) const;
+
+  mutable std::mutex mu_;
+  std::map<std::string, bool> serving_;
+  std::set<Watch*> watches_;
+  bool ending_ = false;
+  std::atomic<int> ended_{0};
+};
+
+}  // namespace encoderd::server
