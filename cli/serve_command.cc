@@ -322,9 +322,12 @@ int RunServeCommand(const std::vector<std::string>& args) {
                          config.log.access_log_sample, BearerAuth(secrets->bearer_token),
                          config.listen.fair_share);
 
-  // Declared before the servers, which must be gone before it is.
-  HealthService health;
-  HealthService health_port_health;
+  // Declared before the servers, which must be gone before it is. Health
+  // Watch streams: two per connection the gRPC port's guard allows (a
+  // client-side health checker opens one per connection and service name).
+  const int64_t max_watches = int64_t{2} * config.listen.max_connections;
+  HealthService health(max_watches);
+  HealthService health_port_health(max_watches);
   // NOT_SERVING from the start, until the models are loaded.
   SetHealth({&health, &health_port_health}, config, false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

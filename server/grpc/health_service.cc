@@ -6,6 +6,7 @@
 #include <grpcpp/support/slice.h>
 
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace encoderd::server {
@@ -128,7 +129,8 @@ class HealthService::Watch final : public grpc::ServerWriteReactor<grpc::ByteBuf
   grpc::ByteBuffer response_;
 };
 
-HealthService::HealthService() {
+HealthService::HealthService(int64_t max_watches)
+    : max_watches_(static_cast<size_t>(max_watches > 0 ? max_watches : 0)) {
   AddMethod(new grpc::internal::RpcServiceMethod("/grpc.health.v1.Health/Check",
                                                  grpc::internal::RpcMethod::NORMAL_RPC, nullptr));
   MarkMethodRawCallback(
@@ -148,6 +150,13 @@ HealthService::HealthService() {
                  return watch;
                }
                std::lock_guard<std::mutex> lock(mu_);
+               if (watches_.size() >= max_watches_) {
+                 watch->Refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                            "too many health Watch streams open (" +
+                                                std::to_string(max_watches_) +
+                                                "); Check answers without a stream"));
+                 return watch;
+               }
                watches_.insert(watch);
                watch->Send(StatusLocked(*name));
                if (ending_) watch->End();

@@ -13,6 +13,7 @@
 #include <grpcpp/support/server_callback.h>
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
@@ -26,9 +27,11 @@ class HealthService final : public grpc::Service {
   enum ServingStatus : int { kServing = 1, kNotServing = 2, kServiceUnknown = 3 };
 
   // Registers Check and Watch. Knows no service name until
-  // SetServingStatus names it. Must outlive the server it is registered
-  // with.
-  HealthService();
+  // SetServingStatus names it. At most `max_watches` Watch streams are open
+  // at once (each holds about 17 KB of the server's memory; more are
+  // refused with RESOURCE_EXHAUSTED). Must outlive the server it is
+  // registered with.
+  explicit HealthService(int64_t max_watches);
 
   // Sets `service` ("" for the whole server) and sends the new status to
   // every Watch of it whose last status differs. Any thread.
@@ -54,6 +57,7 @@ class HealthService final : public grpc::Service {
   // The status of `service` (kServiceUnknown if never set). Holds mu_.
   ServingStatus StatusLocked(const std::string& service) const;
 
+  const size_t max_watches_;
   mutable std::mutex mu_;
   std::map<std::string, bool> serving_;
   std::set<Watch*> watches_;

@@ -437,6 +437,53 @@ def check_drain_ends_health_watches(args, mods, tmp):
             daemon.proc.kill()
 
 
+def check_health_watch_cap(args, mods, tmp):
+    """At most twice listen.max_connections health Watch streams are open at
+    once (each holds about 17 KB of the daemon's memory): with
+    --max-connections 2, four Watches are served, a fifth is refused with
+    RESOURCE_EXHAUSTED, and once one ends another is served; Check still
+    answers."""
+    health_pb2, health_pb2_grpc = mods[2], mods[3]
+    daemon = start(args, tmp / "watch_cap.log", ["--max-connections", "2", "--metrics", "false"])
+    try:
+        channel = open_channel(f"127.0.0.1:{daemon.port}")
+        stub = health_pb2_grpc.HealthStub(channel)
+        if not check(common.wait_serving(health_pb2, stub, [""]), "watch_cap: SERVING"):
+            return
+        request = health_pb2.HealthCheckRequest(service="")
+        watches = [stub.Watch(request) for _ in range(4)]
+        firsts = [next(w).status for w in watches]
+        check(firsts == [health_pb2.HealthCheckResponse.SERVING] * 4,
+              f"watch_cap: four Watches served ({firsts})")
+        fifth = stub.Watch(request)
+        try:
+            next(fifth)
+            check(False, "watch_cap: a fifth Watch is refused")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "too many health Watch" in e.details(),
+                  f"watch_cap: a fifth Watch is refused with RESOURCE_EXHAUSTED ({e.code()} {e.details()})")
+        check(health_status(health_pb2, health_pb2_grpc, channel) == health_pb2.HealthCheckResponse.SERVING,
+              "watch_cap: Check answers at the cap")
+        watches[0].cancel()
+        deadline = time.monotonic() + 10
+        while True:  # the server learns of the cancellation a moment later
+            again = stub.Watch(request)
+            try:
+                status = next(again).status
+                break
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or time.monotonic() > deadline:
+                    status = e.code()
+                    break
+                time.sleep(0.1)
+        check(status == health_pb2.HealthCheckResponse.SERVING,
+              f"watch_cap: once a Watch ends another is served ({status})")
+        for w in watches[1:] + [again]:
+            w.cancel()
+    finally:
+        stop(daemon, "watch_cap")
+
+
 def check_mutual_tls(args, mods, certs, tmp):
     pb, pb_grpc, health_pb2, health_pb2_grpc = mods
     daemon = start(args, tmp / "mtls.log",
@@ -549,6 +596,7 @@ def main():
     check_tls_and_health_port(args, mods, certs, tmp)
     check_drain_closes_idle_tls_connections(args, mods, certs, tmp)
     check_drain_ends_health_watches(args, mods, tmp)
+    check_health_watch_cap(args, mods, tmp)
     check_mutual_tls(args, mods, certs, tmp)
     check_bearer(args, mods, tmp)
     print(f"access e2e: {time.time() - started:.1f} s, {len(common.FAILURES)} failure(s)", flush=True)

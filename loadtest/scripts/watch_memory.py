@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""What open grpc.health.v1 Watch streams cost `encoderd serve` (not part of
+ctest): starts the daemon on its embedded default config (the bundled
+model), opens --watches Watch streams over as few grpcio channels as the
+server's 1,000 streams a connection allow (900 a channel), waits for each
+one's first status, and prints the daemon's resident memory before and
+after, per Watch, and how many Watches the daemon refused (at most twice
+listen.max_connections are open at once; --max-connections sets it).
+
+usage: loadtest/scripts/watch_memory.py [--binary build/cli/encoderd]
+       [--watches 1800] [--max-connections N]
+Use /usr/bin/python3 (Debian's python3-grpcio).
+"""
+import argparse
+import signal
+import socket
+import subprocess
+import time
+
+import grpc
+
+PER_CHANNEL = 900
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise SystemExit("no VmRSS for the daemon")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--binary", default="build/cli/encoderd")
+    p.add_argument("--watches", type=int, default=1800)
+    p.add_argument("--max-connections", type=int)
+    a = p.parse_args()
+    port = free_port()
+    extra = ["--max-connections", str(a.max_connections)] if a.max_connections else []
+    proc = subprocess.Popen([a.binary, "serve", "--port", str(port), *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        target = f"127.0.0.1:{port}"
+        channels = [grpc.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)])
+                    for _ in range((a.watches + PER_CHANNEL - 1) // PER_CHANNEL)]
+        # An empty request asks for the server's status; SERVING is b"\x08\x01".
+        deadline = time.monotonic() + 60
+        for c in channels:
+            while c.unary_unary("/grpc.health.v1.Health/Check")(
+                    b"", timeout=10, wait_for_ready=True) != b"\x08\x01":
+                if time.monotonic() > deadline:
+                    raise SystemExit("the daemon did not become SERVING within 60 s")
+                time.sleep(0.2)
+        time.sleep(1)
+        before = rss_kib(proc.pid)
+        calls = [channels[i // PER_CHANNEL].unary_stream("/grpc.health.v1.Health/Watch")(b"")
+                 for i in range(a.watches)]
+        refused = 0
+        for call in calls:
+            try:
+                next(call)
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise
+                refused += 1
+        time.sleep(1)
+        after = rss_kib(proc.pid)
+        opened = a.watches - refused
+        per = (after - before) * 1024 / opened if opened else 0
+        print(f"{opened} Watch streams open, {refused} refused: RSS {before} -> {after} KiB, "
+              f"{per:.0f} bytes per open Watch", flush=True)
+        for c in channels:
+            c.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+if __name__ == "__main__":
+    main()
