@@ -49,6 +49,9 @@ namespace {
 constexpr int kSpareServerThreads = 32;
 // SETTINGS_MAX_CONCURRENT_STREAMS the server advertises.
 constexpr int kMaxConcurrentStreams = 1000;
+// Health Watch streams one client connection may hold open at once
+// (HealthService).
+constexpr int kWatchesPerConnection = 4;
 
 void SetUpLogging(const LogConfig& log) {
   auto logger = spdlog::stderr_logger_mt("encoderd");
@@ -323,11 +326,12 @@ int RunServeCommand(const std::vector<std::string>& args) {
                          config.listen.fair_share);
 
   // Declared before the servers, which must be gone before it is. Health
-  // Watch streams: two per connection the gRPC port's guard allows (a
-  // client-side health checker opens one per connection and service name).
-  const int64_t max_watches = int64_t{2} * config.listen.max_connections;
-  HealthService health(max_watches);
-  HealthService health_port_health(max_watches);
+  // Watch streams: a client-side health checker opens one per connection
+  // and service name it watches; kWatchesPerConnection on each, for as
+  // many connections as the gRPC port's guard allows.
+  const int64_t max_watches = int64_t{kWatchesPerConnection} * config.listen.max_connections;
+  HealthService health(max_watches, kWatchesPerConnection);
+  HealthService health_port_health(max_watches, kWatchesPerConnection);
   // NOT_SERVING from the start, until the models are loaded.
   SetHealth({&health, &health_port_health}, config, false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

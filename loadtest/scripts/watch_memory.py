@@ -4,11 +4,13 @@ ctest): starts the daemon on its embedded default config (the bundled
 model), opens --watches Watch streams over as few grpcio channels as the
 server's 1,000 streams a connection allow (900 a channel), waits for each
 one's first status, and prints the daemon's resident memory before and
-after, per Watch, and how many Watches the daemon refused (at most twice
-listen.max_connections are open at once; --max-connections sets it).
+after, per Watch, and how many Watches the daemon refused (at most 4 are
+open at once on one connection, 4 x listen.max_connections in all;
+--max-connections sets it). --per-channel 4 opens 4 Watches a channel,
+each channel its own connection, so that only the total bounds them.
 
 usage: loadtest/scripts/watch_memory.py [--binary build/cli/encoderd]
-       [--watches 1800] [--max-connections N]
+       [--watches 1800] [--max-connections N] [--per-channel 900]
 Use /usr/bin/python3 (Debian's python3-grpcio).
 """
 import argparse
@@ -19,7 +21,6 @@ import time
 
 import grpc
 
-PER_CHANNEL = 900
 
 
 def free_port():
@@ -41,6 +42,7 @@ def main():
     p.add_argument("--binary", default="build/cli/encoderd")
     p.add_argument("--watches", type=int, default=1800)
     p.add_argument("--max-connections", type=int)
+    p.add_argument("--per-channel", type=int, default=900)
     a = p.parse_args()
     port = free_port()
     extra = ["--max-connections", str(a.max_connections)] if a.max_connections else []
@@ -49,7 +51,7 @@ def main():
     try:
         target = f"127.0.0.1:{port}"
         channels = [grpc.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)])
-                    for _ in range((a.watches + PER_CHANNEL - 1) // PER_CHANNEL)]
+                    for _ in range((a.watches + a.per_channel - 1) // a.per_channel)]
         # An empty request asks for the server's status; SERVING is b"\x08\x01".
         deadline = time.monotonic() + 60
         for c in channels:
@@ -60,7 +62,7 @@ def main():
                 time.sleep(0.2)
         time.sleep(1)
         before = rss_kib(proc.pid)
-        calls = [channels[i // PER_CHANNEL].unary_stream("/grpc.health.v1.Health/Watch")(b"")
+        calls = [channels[i // a.per_channel].unary_stream("/grpc.health.v1.Health/Watch")(b"")
                  for i in range(a.watches)]
         refused = 0
         for call in calls:

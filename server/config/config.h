@@ -75,8 +75,8 @@ struct ListenConfig {
   // 1 s of opening them while its address resets more than this many such
   // streams a second (all its connections together).
   double http2_max_reset_rate = 2000;
-  // Also bounds the health Watch streams open at once, on each port: twice
-  // this (server/grpc/health_service.h).
+  // Also bounds the health Watch streams open at once on each port: 4 times
+  // this, and 4 a connection (server/grpc/health_service.h).
   int max_connections = 4096;
   // The guard answers the calls the server would refuse at once (overload:
   // predicted late, standing queue) itself, before gRPC parses them, so a

@@ -4,7 +4,9 @@
 #include <grpcpp/impl/codegen/server_callback_handlers.h>
 #include <grpcpp/impl/rpc_service_method.h>
 #include <grpcpp/support/slice.h>
+#include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <utility>
@@ -51,9 +53,11 @@ grpc::ByteBuffer Response(HealthService::ServingStatus status) {
 // the Watch's.
 class HealthService::Watch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  Watch(HealthService* service, std::string name) : service_(service), name_(std::move(name)) {}
+  Watch(HealthService* service, std::string name, std::string peer)
+      : service_(service), name_(std::move(name)), peer_(std::move(peer)) {}
 
   const std::string& name() const { return name_; }
+  const std::string& peer() const { return peer_; }
 
   void Send(ServingStatus status) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -91,7 +95,11 @@ class HealthService::Watch final : public grpc::ServerWriteReactor<grpc::ByteBuf
   void OnDone() override {
     {
       std::lock_guard<std::mutex> lock(service_->mu_);
-      service_->watches_.erase(this);
+      if (service_->watches_.erase(this) > 0) {
+        auto it = service_->watches_of_peer_.find(peer_);
+        if (it != service_->watches_of_peer_.end() && --it->second == 0)
+          service_->watches_of_peer_.erase(it);
+      }
     }
     delete this;
   }
@@ -120,6 +128,7 @@ class HealthService::Watch final : public grpc::ServerWriteReactor<grpc::ByteBuf
 
   HealthService* const service_;
   const std::string name_;
+  const std::string peer_;
   std::mutex mu_;
   int wanted_ = 0;
   int written_ = 0;  // none yet
@@ -129,8 +138,9 @@ class HealthService::Watch final : public grpc::ServerWriteReactor<grpc::ByteBuf
   grpc::ByteBuffer response_;
 };
 
-HealthService::HealthService(int64_t max_watches)
-    : max_watches_(static_cast<size_t>(max_watches > 0 ? max_watches : 0)) {
+HealthService::HealthService(int64_t max_watches, int max_watches_per_connection)
+    : max_watches_(static_cast<size_t>(max_watches > 0 ? max_watches : 0)),
+      max_watches_per_connection_(max_watches_per_connection > 0 ? max_watches_per_connection : 0) {
   AddMethod(new grpc::internal::RpcServiceMethod("/grpc.health.v1.Health/Check",
                                                  grpc::internal::RpcMethod::NORMAL_RPC, nullptr));
   MarkMethodRawCallback(
@@ -141,27 +151,51 @@ HealthService::HealthService(int64_t max_watches)
       "/grpc.health.v1.Health/Watch", grpc::internal::RpcMethod::SERVER_STREAMING, nullptr));
   MarkMethodRawCallback(
       1, new grpc::internal::CallbackServerStreamingHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
-             [this](grpc::CallbackServerContext*, const grpc::ByteBuffer* request) {
-               std::optional<std::string> name = ServiceName(*request);
-               auto* watch = new Watch(this, name.value_or(""));
-               if (!name) {
-                 watch->Refuse(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                            "not a grpc.health.v1.HealthCheckRequest"));
-                 return watch;
-               }
-               std::lock_guard<std::mutex> lock(mu_);
-               if (watches_.size() >= max_watches_) {
-                 watch->Refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                            "too many health Watch streams open (" +
-                                                std::to_string(max_watches_) +
-                                                "); Check answers without a stream"));
-                 return watch;
-               }
-               watches_.insert(watch);
-               watch->Send(StatusLocked(*name));
-               if (ending_) watch->End();
-               return watch;
+             [this](grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+               return StartWatch(context, request);
              }));
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* HealthService::StartWatch(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  std::optional<std::string> name = ServiceName(*request);
+  auto* watch = new Watch(this, name.value_or(""), context->peer());
+  if (!name) {
+    watch->Refuse(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               "not a grpc.health.v1.HealthCheckRequest"));
+    return watch;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  int& of_peer = watches_of_peer_[watch->peer()];
+  // While the drain ends them, a Watch is answered and ended at once: the
+  // limits do not apply.
+  const bool per_connection = of_peer >= max_watches_per_connection_;
+  if (!ending_ && (per_connection || watches_.size() >= max_watches_)) {
+    if (of_peer == 0) watches_of_peer_.erase(watch->peer());
+    ++refused_;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_refusal_log_ >= std::chrono::seconds(10)) {
+      last_refusal_log_ = now;
+      spdlog::warn("health: refused a Watch stream from {} ({}; {} refused so far)", watch->peer(),
+                   per_connection
+                       ? std::to_string(max_watches_per_connection_) + " open on its connection"
+                       : std::to_string(max_watches_) + " open in all",
+                   refused_);
+    }
+    watch->Refuse(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        per_connection
+            ? "too many health Watch streams open on this connection (" +
+                  std::to_string(max_watches_per_connection_) + "); Check answers without a stream"
+            : "too many health Watch streams open (" + std::to_string(max_watches_) +
+                  "); Check answers without a stream"));
+    return watch;
+  }
+  ++of_peer;
+  watches_.insert(watch);
+  watch->Send(StatusLocked(*name));
+  if (ending_) watch->End();
+  return watch;
 }
 
 grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* context,

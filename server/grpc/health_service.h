@@ -13,6 +13,7 @@
 #include <grpcpp/support/server_callback.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -27,11 +28,13 @@ class HealthService final : public grpc::Service {
   enum ServingStatus : int { kServing = 1, kNotServing = 2, kServiceUnknown = 3 };
 
   // Registers Check and Watch. Knows no service name until
-  // SetServingStatus names it. At most `max_watches` Watch streams are open
-  // at once (each holds about 17 KB of the server's memory; more are
-  // refused with RESOURCE_EXHAUSTED). Must outlive the server it is
-  // registered with.
-  explicit HealthService(int64_t max_watches);
+  // SetServingStatus names it. At most `max_watches_per_connection` Watch
+  // streams are open at once on one client connection (gRPC's peer), and
+  // `max_watches` in all: each holds about 16 KB of the server's memory.
+  // More are refused with RESOURCE_EXHAUSTED (logged at most every 10 s);
+  // the limit per connection keeps one client from taking the others'
+  // share. Must outlive the server it is registered with.
+  HealthService(int64_t max_watches, int max_watches_per_connection);
 
   // Sets `service` ("" for the whole server) and sends the new status to
   // every Watch of it whose last status differs. Any thread.
@@ -54,13 +57,19 @@ class HealthService final : public grpc::Service {
 
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request, grpc::ByteBuffer* response);
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* StartWatch(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request);
   // The status of `service` (kServiceUnknown if never set). Holds mu_.
   ServingStatus StatusLocked(const std::string& service) const;
 
   const size_t max_watches_;
+  const int max_watches_per_connection_;
   mutable std::mutex mu_;
   std::map<std::string, bool> serving_;
   std::set<Watch*> watches_;
+  std::map<std::string, int> watches_of_peer_;  // the open ones, by connection
+  int64_t refused_ = 0;
+  std::chrono::steady_clock::time_point last_refusal_log_{};
   bool ending_ = false;
   std::atomic<int> ended_{0};
 };

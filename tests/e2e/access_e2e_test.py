@@ -438,48 +438,75 @@ def check_drain_ends_health_watches(args, mods, tmp):
 
 
 def check_health_watch_cap(args, mods, tmp):
-    """At most twice listen.max_connections health Watch streams are open at
-    once (each holds about 17 KB of the daemon's memory): with
-    --max-connections 2, four Watches are served, a fifth is refused with
-    RESOURCE_EXHAUSTED, and once one ends another is served; Check still
-    answers."""
+    """Health Watch streams (each holds about 16 KB of the daemon's memory)
+    are bounded: four open at once on one client connection, and four times
+    listen.max_connections in all on each port. A client over its share is
+    refused with RESOURCE_EXHAUSTED while other connections are still
+    served, a Watch is served again once one of its connection's ends, and
+    Check answers throughout. With --max-connections 2 the health port
+    (gRPC's own, no connection cap) takes 8: two connections of four, then
+    a third connection's first Watch is refused."""
     health_pb2, health_pb2_grpc = mods[2], mods[3]
-    daemon = start(args, tmp / "watch_cap.log", ["--max-connections", "2", "--metrics", "false"])
-    try:
-        channel = open_channel(f"127.0.0.1:{daemon.port}")
-        stub = health_pb2_grpc.HealthStub(channel)
-        if not check(common.wait_serving(health_pb2, stub, [""]), "watch_cap: SERVING"):
-            return
-        request = health_pb2.HealthCheckRequest(service="")
-        watches = [stub.Watch(request) for _ in range(4)]
-        firsts = [next(w).status for w in watches]
-        check(firsts == [health_pb2.HealthCheckResponse.SERVING] * 4,
-              f"watch_cap: four Watches served ({firsts})")
-        fifth = stub.Watch(request)
+    health_port = free_port()
+    daemon = start(args, tmp / "watch_cap.log", ["--max-connections", "2", "--metrics", "false",
+                                                 "--health-port", str(health_port)])
+    request = health_pb2.HealthCheckRequest(service="")
+    serving = health_pb2.HealthCheckResponse.SERVING
+
+    def connection(port):
+        # Each channel its own connection (grpcio shares them by default).
+        c = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)])
+        CHANNELS.append(c)
+        return health_pb2_grpc.HealthStub(c)
+
+    def first(stub):
+        """The first status of a new Watch, or the code that refused it."""
+        call = stub.Watch(request)
         try:
-            next(fifth)
-            check(False, "watch_cap: a fifth Watch is refused")
+            return call, next(call).status
         except grpc.RpcError as e:
-            check(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "too many health Watch" in e.details(),
-                  f"watch_cap: a fifth Watch is refused with RESOURCE_EXHAUSTED ({e.code()} {e.details()})")
-        check(health_status(health_pb2, health_pb2_grpc, channel) == health_pb2.HealthCheckResponse.SERVING,
-              "watch_cap: Check answers at the cap")
-        watches[0].cancel()
+            return call, (e.code(), e.details())
+
+    try:
+        a, b = connection(daemon.port), connection(daemon.port)
+        if not check(common.wait_serving(health_pb2, a, [""]) and common.wait_serving(health_pb2, b, [""]),
+                     "watch_cap: SERVING"):
+            return
+        opened = [first(a) for _ in range(4)]
+        check([s for _, s in opened] == [serving] * 4, f"watch_cap: four Watches on a connection served "
+                                                        f"({[s for _, s in opened]})")
+        _, fifth = first(a)
+        check(isinstance(fifth, tuple) and fifth[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
+              and "on this connection" in fifth[1],
+              f"watch_cap: a fifth on that connection is refused with RESOURCE_EXHAUSTED ({fifth})")
+        others = [first(b) for _ in range(4)]
+        check([s for _, s in others] == [serving] * 4,
+              f"watch_cap: another connection is still served ({[s for _, s in others]})")
+        check(a.Check(request, timeout=10).status == serving, "watch_cap: Check answers at the cap")
+        opened[0][0].cancel()
         deadline = time.monotonic() + 10
         while True:  # the server learns of the cancellation a moment later
-            again = stub.Watch(request)
-            try:
-                status = next(again).status
+            again, status = first(a)
+            if status == serving or time.monotonic() > deadline:
                 break
-            except grpc.RpcError as e:
-                if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or time.monotonic() > deadline:
-                    status = e.code()
-                    break
-                time.sleep(0.1)
-        check(status == health_pb2.HealthCheckResponse.SERVING,
-              f"watch_cap: once a Watch ends another is served ({status})")
-        for w in watches[1:] + [again]:
-            w.cancel()
+            time.sleep(0.1)
+        check(status == serving, f"watch_cap: once a Watch ends another is served ({status})")
+        # The health port: at most 4 x 2 in all.
+        h = [connection(health_port) for _ in range(3)]
+        if not check(all(common.wait_serving(health_pb2, stub, [""]) for stub in h),
+                     "watch_cap: the health port SERVING"):
+            return
+        on_health = [first(h[i // 4]) for i in range(8)]
+        check([s for _, s in on_health] == [serving] * 8,
+              f"watch_cap: the health port serves 8 on two connections ({[s for _, s in on_health]})")
+        _, ninth = first(h[2])
+        check(isinstance(ninth, tuple) and ninth[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
+              and "open (8)" in ninth[1],
+              f"watch_cap: a ninth, on a third connection, is refused ({ninth})")
+        log = pathlib.Path(tmp / "watch_cap.log").read_text()
+        check("health: refused a Watch stream" in log, "watch_cap: the refusal is logged")
+        for call, _ in opened[1:] + others + on_health + [(again, None)]:
+            call.cancel()
     finally:
         stop(daemon, "watch_cap")
 

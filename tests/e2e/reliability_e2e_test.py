@@ -554,7 +554,10 @@ def check_graceful_shutdown(args, tmp):
         exited = time.perf_counter() - signalled
         print(f"shutdown: {ok}/100 in-flight calls OK; late calls {late_same} / new channel {late_new.name}; "
               f"exit {rc} after {exited:.2f} s (grace {grace} s)", flush=True)
-        check(ok == 100, f"shutdown: all 100 in-flight calls completed OK ({ok})")
+        outcomes = {}
+        for c in codes:
+            outcomes[c.name] = outcomes.get(c.name, 0) + 1
+        check(ok == 100, f"shutdown: all 100 in-flight calls completed OK ({outcomes})")
         # Past grace_s the daemon cancels what is left: 100 OK and exit 0 mean
         # it drained.
         check(rc == 0, f"shutdown: exit 0 ({rc}, after {exited:.2f} s)")
