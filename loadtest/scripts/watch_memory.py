@@ -14,19 +14,17 @@ usage: loadtest/scripts/watch_memory.py [--binary build/cli/encoderd]
 Use /usr/bin/python3 (Debian's python3-grpcio).
 """
 import argparse
-import signal
-import socket
-import subprocess
+import pathlib
+import sys
+import tempfile
 import time
 
 import grpc
 
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+from e2e_common import start_daemon  # noqa: E402
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_kib(pid):
@@ -39,17 +37,17 @@ def rss_kib(pid):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--binary", default="build/cli/encoderd")
+    p.add_argument("--binary", default=str(REPO / "build" / "cli" / "encoderd"))
     p.add_argument("--watches", type=int, default=1800)
     p.add_argument("--max-connections", type=int)
     p.add_argument("--per-channel", type=int, default=900)
     a = p.parse_args()
-    port = free_port()
     extra = ["--max-connections", str(a.max_connections)] if a.max_connections else []
-    proc = subprocess.Popen([a.binary, "serve", "--port", str(port), *extra],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = pathlib.Path(tempfile.mkdtemp(prefix="encoderd_watch_memory_")) / "serve.log"
+    daemon = start_daemon(a.binary, extra, log)
+    proc = daemon.proc
     try:
-        target = f"127.0.0.1:{port}"
+        target = f"127.0.0.1:{daemon.port}"
         channels = [grpc.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)])
                     for _ in range((a.watches + a.per_channel - 1) // a.per_channel)]
         # An empty request asks for the server's status; SERVING is b"\x08\x01".
@@ -81,11 +79,7 @@ def main():
         for c in channels:
             c.close()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        daemon.stop()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ usage: access_e2e_test.py --binary build/cli/encoderd --source-dir REPO
 Exits 0 when every check passed; prints each failed check.
 """
 import contextlib
+import json
 import pathlib
 import re
 import signal
@@ -69,8 +70,11 @@ def make_certificates(d):
 CHANNELS = []
 
 
-def open_channel(target, creds=None):
-    c = grpc.secure_channel(target, creds) if creds else grpc.insecure_channel(target)
+def open_channel(target, creds=None, own_connection=False):
+    """A channel the test closes at the end; own_connection: not shared with
+    the process's other channels to the same target (grpcio shares them)."""
+    options = [("grpc.use_local_subchannel_pool", 1)] if own_connection else []
+    c = grpc.secure_channel(target, creds, options) if creds else grpc.insecure_channel(target, options)
     CHANNELS.append(c)
     return c
 
@@ -361,8 +365,9 @@ def check_drain_ends_health_watches(args, mods, tmp):
     grpcio channel with client-side health checking (healthCheckConfig) 4.1 s.
     A Watch of a service the server does not know is sent SERVICE_UNKNOWN.
     The health-checking channel's own Watch is cancelled by grpcio when the
-    GOAWAY reaches it."""
-    import json
+    GOAWAY reaches it. Asserted by what ends the streams (the drain's status
+    and message, and its log line), not by how soon: a Watch that only the
+    grace's end cancelled would carry gRPC's status instead."""
     health_pb2, health_pb2_grpc = mods[2], mods[3]
     status = health_pb2.HealthCheckResponse
     health_port = free_port()
@@ -409,21 +414,19 @@ def check_drain_ends_health_watches(args, mods, tmp):
               "watch_drain: a channel with client-side health checking is answered")
         signalled = time.monotonic()
         daemon.proc.send_signal(signal.SIGTERM)
-        for t in threads:
-            t.join(max(0.0, signalled + 10 - time.monotonic()))
+        for t in threads:  # at most until shortly before the grace ends
+            t.join(max(0.0, signalled + 50 - time.monotonic()))
         for i, (_, service, port) in enumerate(watched):
             want = ([status.SERVICE_UNKNOWN] if service == "no-such-model"
                     else [status.SERVING, status.NOT_SERVING])
             check(seen[i] == want + [(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")],
                   f"watch_drain: Watch('{service}') on the {port} is sent NOT_SERVING, then ended by "
-                  f"the server (UNAVAILABLE) within 10 s ({seen[i]})")
+                  f"the drain (UNAVAILABLE, its message) ({seen[i]})")
         try:
-            rc = daemon.proc.wait(timeout=30)
+            rc = daemon.proc.wait(timeout=90)
         except subprocess.TimeoutExpired:
-            rc = "still running 30 s after SIGTERM"
-        took = time.monotonic() - signalled
-        check(rc == 0 and took < 10, f"watch_drain: exits 0 within 10 s of SIGTERM with a 60 s grace "
-                                     f"(rc {rc}, {took:.1f} s)")
+            rc = "still running 90 s after SIGTERM"
+        check(rc == 0, f"watch_drain: SIGTERM exits 0 ({rc})")
         # The four raw Watches (the health-checking channel cancels its own
         # when the GOAWAY reaches it).
         log = pathlib.Path(tmp / "watch_drain.log").read_text()
@@ -454,10 +457,7 @@ def check_health_watch_cap(args, mods, tmp):
     serving = health_pb2.HealthCheckResponse.SERVING
 
     def connection(port):
-        # Each channel its own connection (grpcio shares them by default).
-        c = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)])
-        CHANNELS.append(c)
-        return health_pb2_grpc.HealthStub(c)
+        return health_pb2_grpc.HealthStub(open_channel(f"127.0.0.1:{port}", own_connection=True))
 
     def first(stub):
         """The first status of a new Watch, or the code that refused it."""
