@@ -324,9 +324,11 @@ def check_drain_closes_idle_tls_connections(args, mods, certs, tmp):
         if conn is None:
             return
         daemon.proc.send_signal(signal.SIGTERM)
-        check(closed_by_server(conn, 10),
-              "tls_drain: a connection whose client answers nothing is closed within 10 s "
-              "(gRPC alone waits 20 s for the answer to its GOAWAY's PING)")
+        # What closes it is the drain (its log line below), not gRPC's own
+        # 20 s wait for the answer to its GOAWAY's PING; the wait here only
+        # stays under the 60 s grace.
+        check(closed_by_server(conn, 50),
+              "tls_drain: a connection whose client answers nothing is closed before the grace ends")
         wait_exit(daemon, "tls_drain")
         log = pathlib.Path(tmp / "tls_drain.log").read_text()
         check("gRPC port: no stream open 1 s after the GOAWAY; closing its connections" in log,
