@@ -366,6 +366,9 @@ int RunServeCommand(const std::vector<std::string>& args) {
     ConnectionGuardOptions options;
     options.max_connections = config.listen.max_connections;
     options.http2.premature_reset_rate = config.listen.http2_max_reset_rate;
+    // An EmbedStream holds a concurrency slot from its start, which bounds
+    // the open ones (call_gate.h).
+    options.incomplete_requests.uncounted_paths = {"/encoderd.v1.Encoder/EmbedStream"};
     if (config.listen.refuse_in_guard)
       options.screen = [&service](const CallHead& call) {
         CallVerdict verdict;

@@ -114,7 +114,10 @@ struct PrometheusMetrics::Families {
                                      "open, each with a stream), evicted_idle (had opened no "
                                      "stream when a new connection needed its place), "
                                      "bad_preface (not HTTP/2), bad_headers (header blocks "
-                                     "the guard answering calls could no longer follow).")
+                                     "the guard answering calls could no longer follow), "
+                                     "incomplete_requests (too many calls whose requests had "
+                                     "not fully arrived, where the guard could not refuse "
+                                     "new ones).")
                                .Register(*r)),
         answered_by_guard(BuildCounter()
                               .Name("encoderd_guard_answered_calls_total")
@@ -122,6 +125,13 @@ struct PrometheusMetrics::Families {
                                     "parsed them (refused at once by the overload control, "
                                     "listen.refuse_in_guard); also in encoderd_requests_total.")
                               .Register(*r)),
+        refused_incomplete(BuildCounter()
+                               .Name("encoderd_guard_refused_incomplete_total")
+                               .Help("New calls the gRPC port's guard refused "
+                                     "(RESOURCE_EXHAUSTED) because their connection, or all "
+                                     "connections, held too many calls whose requests had not "
+                                     "fully arrived; not in encoderd_requests_total.")
+                               .Register(*r)),
         connections_open(BuildGauge()
                              .Name("encoderd_open_connections")
                              .Help("Client connections open on the gRPC port (with the guard).")
@@ -147,6 +157,7 @@ struct PrometheusMetrics::Families {
   Family<Counter>& admitted;
   Family<Counter>& connections_closed;
   Family<Counter>& answered_by_guard;
+  Family<Counter>& refused_incomplete;
   Family<Gauge>& connections_open;
 };
 
@@ -251,6 +262,7 @@ PrometheusMetrics::PrometheusMetrics(prometheus::Registry* registry,
   }
   connections_open_ = &families_->connections_open.Add({});
   answered_by_guard_ = &families_->answered_by_guard.Add({});
+  refused_incomplete_ = &families_->refused_incomplete.Add({});
   for (const std::string& m : models)
     models_[m] = std::make_unique<ModelSeries>(*families_, m, true);
   no_model_ = std::make_unique<ModelSeries>(*families_, kNoModelLabel, false);
@@ -311,6 +323,7 @@ void PrometheusMetrics::ObserveConnectionClosed(ConnectionClose reason) {
 }
 
 void PrometheusMetrics::ObserveAnsweredByGuard() { answered_by_guard_->Increment(); }
+void PrometheusMetrics::ObserveRefusedIncomplete() { refused_incomplete_->Increment(); }
 
 void PrometheusMetrics::SetOpenConnections(int64_t open) {
   connections_open_->Set(static_cast<double>(open));

@@ -38,6 +38,7 @@ class PrometheusMetrics final : public ServingMetrics {
   void ObserveAdmitted(const std::string& model) override;
   void ObserveConnectionClosed(ConnectionClose reason) override;
   void ObserveAnsweredByGuard() override;
+  void ObserveRefusedIncomplete() override;
   void SetOpenConnections(int64_t open) override;
 
   // Bucket bounds, exposed for tests and the docs.
@@ -54,6 +55,7 @@ class PrometheusMetrics final : public ServingMetrics {
   std::unique_ptr<ModelSeries> no_model_;
   std::array<prometheus::Counter*, kNumConnectionCloses> connections_closed_{};
   prometheus::Counter* answered_by_guard_ = nullptr;
+  prometheus::Counter* refused_incomplete_ = nullptr;
   prometheus::Gauge* connections_open_ = nullptr;
 };
 

@@ -47,10 +47,14 @@ enum class ConnectionClose {
   kBadPreface,        // sent something other than the HTTP/2 preface
   kOversizedHeaders,  // a header block over 64 KiB (HEADERS + CONTINUATION)
   kBadHeaders,        // header blocks the guard answering calls could no longer follow
+  // more calls whose requests had not fully arrived than allowed, with the
+  // guard unable to refuse new ones (http2_guard.h)
+  kIncompleteRequests,
 };
-inline constexpr int kNumConnectionCloses = 8;
+inline constexpr int kNumConnectionCloses = 9;
 // "rapid_reset", "too_many_streams", "preface_timeout", "connection_cap",
-// "evicted_idle", "bad_preface", "oversized_headers", "bad_headers".
+// "evicted_idle", "bad_preface", "oversized_headers", "bad_headers",
+// "incomplete_requests".
 const char* ConnectionCloseName(ConnectionClose reason);
 
 struct RequestSample {
@@ -98,6 +102,9 @@ class ServingMetrics {
   virtual void ObserveConnectionClosed(ConnectionClose /*reason*/) {}
   // The guard answered a call itself (server/net/call_gate.h).
   virtual void ObserveAnsweredByGuard() {}
+  // The guard refused a new call: its connection, or all of them, held too
+  // many calls whose requests had not fully arrived (call_gate.h).
+  virtual void ObserveRefusedIncomplete() {}
   virtual void SetOpenConnections(int64_t /*open*/) {}
 };
 

@@ -171,7 +171,10 @@ void CallGate::OnClientHeader(const Http2Frame& f, std::string* to_server) {
     if (f.length == 0) OnClientPayload(nullptr, 0, to_server);
     return;
   }
-  if (f.type == kHttp2RstStream) forwarded_work_.erase(f.stream);
+  if (f.type == kHttp2RstStream) {
+    forwarded_work_.erase(f.stream);
+    EndIncomplete(f.stream);
+  }
   if (f.stream != 0 && Dropped(f.stream)) {
     fate_ = Fate::kDrop;
     if (f.type == kHttp2Data) window_credit_ += f.length;
@@ -181,6 +184,7 @@ void CallGate::OnClientHeader(const Http2Frame& f, std::string* to_server) {
   }
   fate_ = Fate::kPass;
   to_server->append(header);
+  if (f.type == kHttp2Data && (f.flags & kHttp2EndStream)) EndIncomplete(f.stream);
   if (f.type == kHttp2Settings && !(f.flags & 0x1) && f.stream == 0) {  // not an ACK
     settings_.clear();
     if (f.length == 0) OnClientSettings();
@@ -277,7 +281,9 @@ void CallGate::OnHeaderBlock(std::string* to_server) {
     Keep();
     return;
   }
-  if (is_new && screen_ && *screen_ && !server_goaway_) {
+  // A new call whose request is still to come, and that counts as such.
+  bool counted = false;
+  if (is_new && !server_goaway_) {
     CallHead head;
     head.peer = peer_;
     head.forwarded_open = static_cast<int64_t>(forwarded_work_.size());
@@ -290,10 +296,18 @@ void CallGate::OnHeaderBlock(std::string* to_server) {
         head.timeout = ParseGrpcTimeout(f.value);
       }
     }
-    const CallVerdict verdict = (*screen_)(head);
+    counted = !end_stream && Counted(head.path);
+    CallVerdict verdict;
+    if (counted) verdict.status = IncompleteRefusal();
+    const bool for_limits = !verdict.status.ok();
+    if (!for_limits && screen_ && *screen_) verdict = (*screen_)(head);
     if (!verdict.status.ok()) {
       pending_ += TrailersOnlyResponse(stream, verdict.status, verdict.request_id);
       ++calls_answered_;
+      if (for_limits) {
+        ++refused_incomplete_;
+        ++incomplete_->refused;
+      }
       answered_.push_back(stream);
       Keep();
       if (!end_stream) Remember(stream);
@@ -301,7 +315,12 @@ void CallGate::OnHeaderBlock(std::string* to_server) {
     }
     if (verdict.forwarded_work) forwarded_work_.insert(stream);
   }
-  if (is_new) last_forwarded_ = stream;
+  if (is_new) {
+    last_forwarded_ = stream;
+    if (counted && incomplete_streams_.insert(stream).second) ++incomplete_->open;
+  } else if (end_stream) {
+    EndIncomplete(stream);  // the client's trailers end its side
+  }
   if (!reencoding_) {
     to_server->append(block_frames_);
     return;
@@ -311,12 +330,35 @@ void CallGate::OnHeaderBlock(std::string* to_server) {
   AppendHeaderFrames(stream, end_stream ? kHttp2EndStream : 0, block, to_server);
 }
 
+bool CallGate::Counted(std::string_view path) const {
+  if (!incomplete_) return false;
+  const std::vector<std::string>& uncounted = incomplete_->limits.uncounted_paths;
+  return std::find(uncounted.begin(), uncounted.end(), path) == uncounted.end();
+}
+
+Status CallGate::IncompleteRefusal() const {
+  if (!incomplete_) return Status::Ok();
+  const IncompleteRequestLimits& limits = incomplete_->limits;
+  const int64_t mine = incomplete_requests();
+  if (mine >= limits.per_connection)
+    return ResourceExhausted("this connection holds " + std::to_string(mine) +
+                             " calls whose requests have not fully arrived (at most " +
+                             std::to_string(limits.per_connection) +
+                             " at once); retry once some have");
+  if (incomplete_->open >= limits.total && mine >= limits.fair_share)
+    return ResourceExhausted("the server holds " + std::to_string(incomplete_->open) +
+                             " calls whose requests have not fully arrived, " +
+                             std::to_string(mine) + " of them on this connection; retry later");
+  return Status::Ok();
+}
+
 bool CallGate::GiveUp() {
   // Once a stream was answered, gRPC could take a later HEADERS on its id
   // for a new call the guard's accounting never saw; once a table change was
   // kept from it, raw blocks would decode wrongly. Then only closing is safe.
   // Either way the gate screens no more calls.
   forwarded_work_.clear();
+  ForgetIncomplete();
   if (reencoding_ || calls_answered_ > 0) {
     broken_ = true;
     return false;
@@ -347,6 +389,10 @@ void CallGate::FromServer(const uint8_t* data, size_t size, std::string* to_clie
         // gRPC answers (its HEADERS: the response's or trailers only; they
         // are not flow-controlled) or gives the call up.
         if (f.type == kHttp2Headers || f.type == kHttp2RstStream) forwarded_work_.erase(f.stream);
+        // gRPC ended the stream (its trailers, or a reset): done with it.
+        if (((f.type == kHttp2Headers || f.type == kHttp2Data) && (f.flags & kHttp2EndStream)) ||
+            f.type == kHttp2RstStream)
+          EndIncomplete(f.stream);
         if (f.type == kHttp2Headers) server_in_block_ = !(f.flags & kHttp2EndHeaders);
         if (f.type == kHttp2Continuation && (f.flags & kHttp2EndHeaders)) server_in_block_ = false;
         *to_client += Http2FrameHeaderBytes(f.type, f.flags, f.stream, f.length);

@@ -28,6 +28,21 @@
 // frame of a stream above the last one gRPC saw that does not open a new
 // stream, is dropped (gRPC would take a HEADERS there for a new call that the
 // guard's rapid-reset accounting never saw).
+//
+// The gate also bounds the calls whose request has not fully arrived: streams
+// passed to gRPC whose client has not ended its side (an EmbedStream's until
+// the client ends it). gRPC holds ~12 KB for each from its HEADERS on, and
+// nothing else bounds them but connections x streams (4,096 x 1,000 at the
+// defaults: ~50 GB). A new call (one whose HEADERS do not end its request) is
+// answered RESOURCE_EXHAUSTED while its connection holds `per_connection`
+// such calls, or while all the guard's connections together hold `total` and
+// its own holds `fair_share` or more (so that a few connections holding the
+// total lock out no other client). A client's unary call normally ends its
+// request in the same packet as its HEADERS and never counts for long. Calls
+// of `uncounted_paths` are not counted: their handler starts at HEADERS and
+// holds a concurrency slot, which bounds them (EmbedStream). Nor are calls
+// opened after gRPC's GOAWAY (gRPC ignores them, or the drain ends them),
+// which the gate never answers.
 #pragma once
 
 #include <chrono>
@@ -76,6 +91,20 @@ struct CallVerdict {
 // must not block.
 using CallScreen = std::function<CallVerdict(const CallHead&)>;
 
+struct IncompleteRequestLimits {
+  int64_t per_connection = 256;
+  int64_t total = 16384;  // ~200 MB of gRPC's memory
+  int64_t fair_share = 4;
+  std::vector<std::string> uncounted_paths;
+};
+
+// Shared by the gates of one guard (all on its thread).
+struct IncompleteRequests {
+  IncompleteRequestLimits limits;
+  int64_t open = 0;     // calls whose request has not fully arrived, in all
+  int64_t refused = 0;  // calls answered for the limits, ever
+};
+
 // The grpc-timeout header's value ("1*8DIGIT unit", gRPC's PROTOCOL-HTTP2.md),
 // saturated at nanoseconds::max() (gRPC reads an overflowing one as no
 // deadline); none when malformed.
@@ -87,8 +116,13 @@ std::string TrailersOnlyResponse(uint32_t stream, const Status& status, uint64_t
 
 class CallGate {
  public:
-  // `screen` outlives the gate.
-  explicit CallGate(const CallScreen* screen) : screen_(screen) {}
+  // `screen` and `incomplete` outlive the gate; either may be null (no
+  // screen; no bound on calls whose request has not fully arrived).
+  explicit CallGate(const CallScreen* screen, IncompleteRequests* incomplete = nullptr)
+      : screen_(screen), incomplete_(incomplete) {}
+  ~CallGate() { ForgetIncomplete(); }
+  CallGate(const CallGate&) = delete;
+  CallGate& operator=(const CallGate&) = delete;
 
   // The client's bytes after the 24-byte connection preface; what gRPC is to
   // get is appended to `to_server`.
@@ -105,6 +139,15 @@ class CallGate {
   // as never opened).
   std::vector<uint32_t> TakeAnswered() { return std::move(answered_); }
   int64_t calls_answered() const { return calls_answered_; }
+  // Of those, answered for the bounds on incomplete requests (the rest the
+  // screen refused).
+  int64_t calls_refused_incomplete() const { return refused_incomplete_; }
+  // This connection's calls passed to gRPC whose request has not fully
+  // arrived.
+  int64_t incomplete_requests() const { return static_cast<int64_t>(incomplete_streams_.size()); }
+  // gRPC's end of the connection is gone (and with it every call): nothing
+  // of it counts any more.
+  void ServerGone() { ForgetIncomplete(); }
   // The connection's name in gRPC, passed to the screen.
   void set_peer(std::string peer) { peer_ = std::move(peer); }
   bool off() const { return off_; }
@@ -129,11 +172,27 @@ class CallGate {
     return answered_streams_.count(stream) > 0 || ((stream & 1) && stream > last_forwarded_);
   }
   void OnClientSettings();
+  // Whether a new call to `path` whose request is still to come counts.
+  bool Counted(std::string_view path) const;
+  // Why such a call is refused (OK: it is not).
+  Status IncompleteRefusal() const;
+  // The client ended its side of `stream`, or either side ended the stream.
+  void EndIncomplete(uint32_t stream) {
+    if (incomplete_streams_.erase(stream) > 0 && incomplete_) --incomplete_->open;
+  }
+  void ForgetIncomplete() {
+    if (incomplete_) incomplete_->open -= static_cast<int64_t>(incomplete_streams_.size());
+    incomplete_streams_.clear();
+  }
   // The gate cannot follow the connection: off (true: the caller passes on
   // what it held) while nothing was kept from gRPC, else broken.
   bool GiveUp();
 
   const CallScreen* const screen_;
+  IncompleteRequests* const incomplete_;
+  // Streams passed to gRPC whose client has not ended its side.
+  std::unordered_set<uint32_t> incomplete_streams_;
+  int64_t refused_incomplete_ = 0;
   // Streams counted in CallHead::forwarded_open.
   std::unordered_set<uint32_t> forwarded_work_;
   std::string peer_;

@@ -103,7 +103,8 @@ class ConnectionGuard::Loop {
         options_(options),
         metrics_(metrics),
         epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
-        wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+        wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+        incomplete_{options.incomplete_requests} {}
 
   ~Loop() {
     for (auto& [id, c] : conns_) CloseBoth(c.get());
@@ -154,8 +155,13 @@ class ConnectionGuard::Loop {
     Buffer to_server;
     Buffer to_client;
     Http2Guard guard;
-    // Answers the calls the screen refuses (null without a screen).
+    // Answers the calls the screen refuses, and those past the bounds on
+    // incomplete requests.
     std::unique_ptr<CallGate> gate;
+    int64_t refused_incomplete = 0;  // the gate's count, as last read
+    // With the gate off, the guard's count of the connection's incomplete
+    // requests, as added to the total (incomplete_.open).
+    int64_t off_counted = 0;
     bool client_eof = false;
     bool server_eof = false;
     bool server_shut = false;  // our write side to gRPC shut after the client's end
@@ -197,26 +203,38 @@ class ConnectionGuard::Loop {
   // however often it is called).
   void Finish(Conn* c) {
     CloseBoth(c);
+    ServerGone(c);
     idle_.erase(c->id);
     if (c->finished) return;
     c->finished = true;
     done_.push_back(c->id);
   }
   void Sweep(Clock::time_point now);
+  // gRPC's end of the connection is closed: none of its calls counts as
+  // incomplete any more.
+  void ServerGone(Conn* c) {
+    c->gate->ServerGone();
+    incomplete_.open -= c->off_counted;
+    c->off_counted = 0;
+  }
+  // With the gate off, the guard's own count of the connection's incomplete
+  // requests stands in the total; false when that closed the connection: over
+  // max_incomplete_requests, or over the total while holding its fair share.
+  bool CountWhileOff(Conn* c);
   // Draining: gRPC's GOAWAY went out kDrainLinger ago, no stream is open,
   // and nothing is left to pass on either way (Drain()).
   bool Drained(const Conn& c, Clock::time_point now) const {
     return draining_.load() && !c.abusive && c.server >= 0 && c.goaway_at != Clock::time_point() &&
            now - c.goaway_at >= kDrainLinger && c.guard.open_streams() == 0 &&
            c.guard.server_at_frame_boundary() && c.to_server.empty() && c.to_client.empty() &&
-           (!c.gate || c.gate->pending_bytes() == 0);
+           c.gate->pending_bytes() == 0;
   }
   // Room for what the client's next bytes become: gRPC's buffer, and the
   // guard's answers to the client (a client that does not read them stops
   // being read).
   bool ClientReadable(const Conn& c) const {
     return c.to_server.size() < options_.buffer_bytes &&
-           (!c.gate || c.to_client.size() + c.gate->pending_bytes() < options_.buffer_bytes);
+           c.to_client.size() + c.gate->pending_bytes() < options_.buffer_bytes;
   }
   void SetInterest(int fd, uint64_t key, uint32_t want, uint32_t* have) {
     if (fd < 0 || want == *have) return;
@@ -248,6 +266,12 @@ class ConnectionGuard::Loop {
   bool accepting_ = true;  // the loop thread's view: no Attach once false
   bool exited_ = false;
   std::promise<void> listen_closed_;
+  // Calls whose request has not fully arrived, every gate's (declared
+  // before conns_: the gates give theirs back as they go); and the refusals
+  // logged so far, and when.
+  IncompleteRequests incomplete_;
+  int64_t incomplete_refusals_logged_ = 0;
+  Clock::time_point incomplete_logged_;
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
   std::vector<uint64_t> done_;
   // Connections that have not opened a stream, oldest (lowest id) first.
@@ -403,7 +427,7 @@ void ConnectionGuard::Loop::Accept() {
     std::shared_ptr<ResetBudget>& budget = reset_budgets_[peer.sin_addr.s_addr];
     if (!budget) budget = std::make_shared<ResetBudget>(options_.http2.premature_reset_rate);
     auto c = std::make_unique<Conn>(options_.http2, budget);
-    if (options_.screen) c->gate = std::make_unique<CallGate>(&options_.screen);
+    c->gate = std::make_unique<CallGate>(&options_.screen, &incomplete_);
     c->id = next_id_++;
     c->client = fd;
     c->ip = peer.sin_addr.s_addr;
@@ -446,7 +470,7 @@ bool ConnectionGuard::Loop::Attach(Conn* c) {
     return false;  // Finish closes pair[0]
   }
   // gRPC names the connection after its fd (the peer string the screen gets).
-  if (c->gate) c->gate->set_peer("fd:" + std::to_string(pair[1]));
+  c->gate->set_peer("fd:" + std::to_string(pair[1]));
   // gRPC's end stays non-blocking: its event engine expects that.
   attach_(pair[1]);
   return true;
@@ -485,26 +509,27 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
       // gRPC sees a connection only once its client sent the preface.
       if (c->server < 0 && c->guard.preface_received() && (!accepting_ || !Attach(c)))
         return Finish(c);
-      if (!c->gate) {
-        c->to_server.Append(scratch_.data(), static_cast<size_t>(n));
-      } else {
-        relay_.assign(scratch_.data(), preface);
-        c->gate->FromClient(bytes + preface, static_cast<size_t>(n) - preface, &relay_);
-        c->to_server.Append(relay_.data(), relay_.size());
-        for (uint32_t stream : c->gate->TakeAnswered()) {
-          c->guard.Ended(stream);
-          if (metrics_) metrics_->ObserveAnsweredByGuard();
-        }
-        relay_.clear();
-        c->gate->Flush(&relay_);
-        c->to_client.Append(relay_.data(), relay_.size());
-        if (c->gate->broken()) {
-          spdlog::debug(
-              "closing the connection from {}: its header blocks can no longer be followed",
-              c->peer);
-          Closed(ConnectionClose::kBadHeaders);
-          return Finish(c);
-        }
+      relay_.assign(scratch_.data(), preface);
+      c->gate->FromClient(bytes + preface, static_cast<size_t>(n) - preface, &relay_);
+      c->to_server.Append(relay_.data(), relay_.size());
+      const std::vector<uint32_t> answered = c->gate->TakeAnswered();
+      for (uint32_t stream : answered) c->guard.Ended(stream);
+      const int64_t refused = c->gate->calls_refused_incomplete() - c->refused_incomplete;
+      c->refused_incomplete += refused;
+      if (metrics_) {
+        for (size_t i = static_cast<size_t>(refused); i < answered.size(); ++i)
+          metrics_->ObserveAnsweredByGuard();
+        for (int64_t i = 0; i < refused; ++i) metrics_->ObserveRefusedIncomplete();
+      }
+      relay_.clear();
+      c->gate->Flush(&relay_);
+      c->to_client.Append(relay_.data(), relay_.size());
+      if (!CountWhileOff(c)) return;
+      if (c->gate->broken()) {
+        spdlog::debug("closing the connection from {}: its header blocks can no longer be followed",
+                      c->peer);
+        Closed(ConnectionClose::kBadHeaders);
+        return Finish(c);
       }
       if (c->guard.streams() > 0) idle_.erase(c->id);
     }
@@ -535,14 +560,11 @@ void ConnectionGuard::Loop::OnServer(Conn* c, uint32_t events) {
       c->guard.FromServer(bytes, static_cast<size_t>(n));
       if (c->goaway_at == Clock::time_point() && c->guard.server_goaway())
         c->goaway_at = Clock::now();
-      if (!c->gate) {
-        c->to_client.Append(scratch_.data(), static_cast<size_t>(n));
-      } else {
-        relay_.clear();
-        c->gate->FromServer(bytes, static_cast<size_t>(n), &relay_);
-        c->to_client.Append(relay_.data(), relay_.size());
-      }
+      relay_.clear();
+      c->gate->FromServer(bytes, static_cast<size_t>(n), &relay_);
+      c->to_client.Append(relay_.data(), relay_.size());
     }
+    if (!CountWhileOff(c)) return;
   }
   if (events & EPOLLOUT || !c->to_server.empty()) {
     if (!c->to_server.WriteTo(c->server)) {
@@ -565,6 +587,7 @@ void ConnectionGuard::Loop::Update(Conn* c) {
       epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->server, nullptr);
       close(c->server);
       c->server = -1;
+      ServerGone(c);
       c->close_by = Clock::now() + kFlushAfterClose;
     }
     SetInterest(c->client, Key(c->id, false), EPOLLOUT, &c->client_events);
@@ -595,13 +618,14 @@ void ConnectionGuard::Loop::Update(Conn* c) {
 void ConnectionGuard::Loop::Abuse(Conn* c, Http2Verdict verdict) {
   spdlog::warn(
       "closing the connection from {}: {} ({} streams opened, {} reset within {} ms of opening, "
-      "faster than {}/s; {} open)",
+      "faster than {}/s; {} open, {} of them with their requests incomplete)",
       c->peer, Http2VerdictName(verdict), c->guard.streams(), c->guard.premature_resets(),
       options_.http2.premature_reset_lifetime.count(), options_.http2.premature_reset_rate,
-      c->guard.open_streams());
-  Closed(verdict == Http2Verdict::kRapidReset       ? ConnectionClose::kRapidReset
-         : verdict == Http2Verdict::kTooManyStreams ? ConnectionClose::kTooManyStreams
-                                                    : ConnectionClose::kOversizedHeaders);
+      c->guard.open_streams(), c->guard.incomplete_requests());
+  Closed(verdict == Http2Verdict::kRapidReset           ? ConnectionClose::kRapidReset
+         : verdict == Http2Verdict::kTooManyStreams     ? ConnectionClose::kTooManyStreams
+         : verdict == Http2Verdict::kIncompleteRequests ? ConnectionClose::kIncompleteRequests
+                                                        : ConnectionClose::kOversizedHeaders);
   abusers_[c->ip] = Clock::now();
   // gRPC sees its end close and cancels every call of the connection.
   if (c->server >= 0) {
@@ -609,6 +633,7 @@ void ConnectionGuard::Loop::Abuse(Conn* c, Http2Verdict verdict) {
     close(c->server);
     c->server = -1;
   }
+  ServerGone(c);
   c->abusive = true;
   c->close_by = Clock::now() + kFlushAfterAbuse;
   c->to_server = Buffer{};
@@ -622,6 +647,20 @@ void ConnectionGuard::Loop::Abuse(Conn* c, Http2Verdict verdict) {
   Update(c);
 }
 
+bool ConnectionGuard::Loop::CountWhileOff(Conn* c) {
+  if (!c->gate->off() || c->abusive || c->server < 0) return true;
+  const int64_t held = c->guard.incomplete_requests();
+  incomplete_.open += held - c->off_counted;
+  c->off_counted = held;
+  const IncompleteRequestLimits& limits = incomplete_.limits;
+  if (c->guard.too_many_incomplete_requests() ||
+      (incomplete_.open > limits.total && held >= limits.fair_share)) {
+    Abuse(c, Http2Verdict::kIncompleteRequests);
+    return false;
+  }
+  return true;
+}
+
 void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
   if (accept_paused_until_ != Clock::time_point() && now >= accept_paused_until_ &&
       listen_fd_ >= 0) {
@@ -630,6 +669,18 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
     ev.events = EPOLLIN;
     ev.data.u64 = kListen;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  }
+  if (incomplete_.refused > incomplete_refusals_logged_ &&
+      now - incomplete_logged_ >= std::chrono::seconds(10)) {
+    const IncompleteRequestLimits& limits = incomplete_.limits;
+    spdlog::warn(
+        "refused {} new call(s) since the last such line: their connection held {} calls whose "
+        "requests had not fully arrived, or all connections {} and it {} or more ({} such calls "
+        "held now)",
+        incomplete_.refused - incomplete_refusals_logged_, limits.per_connection, limits.total,
+        limits.fair_share, incomplete_.open);
+    incomplete_refusals_logged_ = incomplete_.refused;
+    incomplete_logged_ = now;
   }
   for (auto it = abusers_.begin(); it != abusers_.end();)
     it = now - it->second >= kAbuserMemory ? abusers_.erase(it) : std::next(it);

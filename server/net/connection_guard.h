@@ -9,7 +9,8 @@
 // raises the fd limit to what the cap needs, and closes a connection that
 // has not sent the HTTP/2 preface within `preface_timeout`. With a screen,
 // it answers the calls the server would refuse at once itself (CallGate),
-// so that refusing costs no call through gRPC.
+// so that refusing costs no call through gRPC; and it refuses new calls
+// while too many calls' requests have not fully arrived (CallGate again).
 //
 // One thread runs an epoll loop over every connection; each direction has a
 // bounded buffer, and a full buffer stops reading its source (the peer's TCP
@@ -44,6 +45,9 @@ struct ConnectionGuardOptions {
   // Asked about every new call before gRPC sees it; a call it refuses is
   // answered by the guard (call_gate.h). Empty: every call goes to gRPC.
   CallScreen screen;
+  // Calls whose request has not fully arrived, per connection and in all:
+  // new ones past these are answered by the guard (call_gate.h).
+  IncompleteRequestLimits incomplete_requests;
 };
 
 class ConnectionGuard {

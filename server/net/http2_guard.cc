@@ -33,6 +33,8 @@ const char* Http2VerdictName(Http2Verdict verdict) {
       return "too_many_streams";
     case Http2Verdict::kOversizedHeaders:
       return "oversized_headers";
+    case Http2Verdict::kIncompleteRequests:
+      return "incomplete_requests";
   }
   return "";
 }
@@ -94,16 +96,24 @@ void Http2Guard::OnClientFrame(const Http2Frame& f, Clock::time_point now) {
     // trailers; even ids are the server's, which gRPC refuses).
     last_client_stream_ = f.stream;
     ++streams_;
-    open_.emplace(f.stream, now);
+    const bool ended = f.flags & kEndStream;
+    open_.emplace(f.stream, OpenStream{now, ended});
+    if (!ended) ++incomplete_;
     if (static_cast<int64_t>(open_.size()) > options_.max_open_streams &&
         verdict_ == Http2Verdict::kOk) {
       verdict_ = Http2Verdict::kTooManyStreams;
     }
+  } else if ((f.type == kData || f.type == kHeaders) && (f.flags & kEndStream)) {
+    auto it = open_.find(f.stream);
+    if (it != open_.end() && !it->second.client_ended) {
+      it->second.client_ended = true;
+      --incomplete_;
+    }
   } else if (f.type == kRstStream) {
     auto it = open_.find(f.stream);
     if (it == open_.end()) return;
-    const bool premature = now - it->second < options_.premature_reset_lifetime;
-    open_.erase(it);
+    const bool premature = now - it->second.opened < options_.premature_reset_lifetime;
+    Close(f.stream);
     if (!premature) return;
     ++premature_resets_;
     const bool too_fast = !budget_->Take(now);
@@ -126,7 +136,15 @@ void Http2Guard::OnServerFrame(const Http2Frame& f) {
   if (f.type == kHttp2GoAway) server_goaway_ = true;
   const bool ends =
       ((f.type == kData || f.type == kHeaders) && (f.flags & kEndStream)) || f.type == kRstStream;
-  if (ends && f.stream != 0) open_.erase(f.stream);
+  if (ends && f.stream != 0) Close(f.stream);
+}
+
+bool Http2Guard::Close(uint32_t stream) {
+  auto it = open_.find(stream);
+  if (it == open_.end()) return false;
+  if (!it->second.client_ended) --incomplete_;
+  open_.erase(it);
+  return true;
 }
 
 }  // namespace encoderd::server

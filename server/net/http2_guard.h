@@ -19,7 +19,14 @@
 // call gate counts the calls it let through for that reason). A client that
 // keeps more than `max_open_streams` streams open at once is abusive too (the
 // server advertises a lower limit in its SETTINGS), and so is one whose
-// header block outgrows `max_header_block_bytes`.
+// header block outgrows `max_header_block_bytes`. The guard also counts the
+// open streams whose request the client has not finished (its side of the
+// stream still open): gRPC holds ~12 KB for each. The call gate refuses new
+// calls past a lower bound (call_gate.h); where the gate is off, the
+// connection guard closes a connection with more than
+// `max_incomplete_requests` (kIncompleteRequests: FromClient never returns
+// it, since a read's later streams are counted before the gate answers its
+// earlier ones).
 #pragma once
 
 #include <algorithm>
@@ -44,11 +51,20 @@ struct Http2GuardOptions {
   // gRPC 1.51 spends unbounded memory and CPU on endless blocks
   // (CVE-2023-33953; CONTINUATION floods).
   int64_t max_header_block_bytes = 64 * 1024;
+  // Twice the call gate's per-connection limit (IncompleteRequestLimits).
+  int64_t max_incomplete_requests = 512;
 };
 
-enum class Http2Verdict { kOk, kRapidReset, kTooManyStreams, kOversizedHeaders };
+enum class Http2Verdict {
+  kOk,
+  kRapidReset,
+  kTooManyStreams,
+  kOversizedHeaders,
+  kIncompleteRequests
+};
 
-// "rapid_reset", "too_many_streams", "oversized_headers" ("" for kOk).
+// "rapid_reset", "too_many_streams", "oversized_headers",
+// "incomplete_requests" ("" for kOk).
 const char* Http2VerdictName(Http2Verdict verdict);
 
 // HTTP/2 error code ENHANCE_YOUR_CALM (RFC 9113, 7).
@@ -167,7 +183,7 @@ class Http2Guard {
   // saw it; in the rapid-reset ratio it counts at most as much as the
   // streams that reached gRPC (FromClient).
   void Ended(uint32_t stream) {
-    if (open_.erase(stream) > 0) ++answered_;
+    if (Close(stream)) ++answered_;
   }
   // Frames the server sent (its first is its SETTINGS, the server preface).
   int64_t server_frames() const { return server_frames_; }
@@ -175,6 +191,12 @@ class Http2Guard {
   int64_t streams() const { return streams_; }
   int64_t premature_resets() const { return premature_resets_; }
   size_t open_streams() const { return open_.size(); }
+  // Open streams whose client has not ended its side (its request still
+  // arriving, or a client stream).
+  int64_t incomplete_requests() const { return incomplete_; }
+  bool too_many_incomplete_requests() const {
+    return incomplete_ > options_.max_incomplete_requests;
+  }
   // The server has sent a GOAWAY: it takes no new stream on this
   // connection.
   bool server_goaway() const { return server_goaway_; }
@@ -182,14 +204,23 @@ class Http2Guard {
  private:
   void OnClientFrame(const Http2Frame& frame, Clock::time_point now);
   void OnServerFrame(const Http2Frame& frame);
+  // Forgets an open stream; false when it was not open.
+  bool Close(uint32_t stream);
+
+  struct OpenStream {
+    Clock::time_point opened;
+    bool client_ended = false;  // the client's END_STREAM came
+  };
 
   const Http2GuardOptions options_;
   size_t preface_left_ = 24;  // bytes of the client preface still to come
   Http2FrameReader client_;
   Http2FrameReader server_;
   bool not_http2_ = false;
-  // Streams the client opened that neither side has ended: when opened.
-  std::unordered_map<uint32_t, Clock::time_point> open_;
+  // Streams the client opened that neither side has ended (an end of the
+  // server's ends it: gRPC is done with it).
+  std::unordered_map<uint32_t, OpenStream> open_;
+  int64_t incomplete_ = 0;  // those without the client's END_STREAM
   uint32_t last_client_stream_ = 0;
   int64_t streams_ = 0;
   int64_t premature_resets_ = 0;

@@ -300,3 +300,89 @@ def raw_grpc_call(port, path, body, extra_headers=(), timeout=30):
             buf += data
     finally:
         sock.close()
+
+
+class RawHttp2Client:
+    """One HTTP/2 connection written frame by frame (python3-hyperframe and
+    hpack), for what a gRPC library will not do: open calls and leave their
+    requests unfinished. It answers the server's SETTINGS and PINGs and
+    records the grpc-status and grpc-message of every stream it hears of."""
+
+    def __init__(self, port, settings=None):
+        import socket
+        import hpack
+        import hyperframe.frame as hf
+        self.hf = hf
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.encoder, self.decoder = hpack.Encoder(), hpack.Decoder()
+        self.statuses, self.buf, self.goaway, self.closed = {}, b"", None, False
+        self.headers = [(":method", "POST"), (":scheme", "http"),
+                        (":path", "/encoderd.v1.Encoder/Embed"), (":authority", f"127.0.0.1:{port}"),
+                        ("content-type", "application/grpc"), ("te", "trailers")]
+        self.sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" +
+                          hf.SettingsFrame(0, settings=settings or {}).serialize())
+
+    def open(self, streams, method="Embed"):
+        """HEADERS (no END_STREAM) for each stream id, in one write."""
+        headers = [(k, f"/encoderd.v1.Encoder/{method}" if k == ":path" else v)
+                   for k, v in self.headers]
+        self.sock.sendall(b"".join(
+            self.hf.HeadersFrame(s, data=self.encoder.encode(headers),
+                                 flags=["END_HEADERS"]).serialize() for s in streams))
+
+    def finish(self, stream, text):
+        """The stream's request: one EmbedRequest, ending the client's side."""
+        raw = text.encode()
+        message = b"\x0a" + bytes([len(raw)]) + raw
+        body = b"\x00" + len(message).to_bytes(4, "big") + message
+        self.sock.sendall(self.hf.DataFrame(stream, data=body, flags=["END_STREAM"]).serialize())
+
+    def wait(self, predicate, timeout=30):
+        """Reads frames until predicate(statuses) holds; False on timeout or
+        once the server closed the connection (then `closed`)."""
+        deadline = time.time() + timeout
+        while not predicate(self.statuses):
+            if time.time() > deadline:
+                return False
+            self.sock.settimeout(max(0.01, deadline - time.time()))
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                data = b""
+            if not self.take(data):
+                return False
+        return True
+
+    def take(self, data):
+        """Reads the frames in `data` (the next bytes received; b"": the
+        server closed the connection). Returns False once closed."""
+        if not data:
+            self.closed = True
+            return False
+        self.buf += data
+        while len(self.buf) >= 9:
+            frame, length = self.hf.Frame.parse_frame_header(memoryview(self.buf[:9]))
+            if len(self.buf) < 9 + length:
+                break
+            frame.parse_body(memoryview(self.buf[9:9 + length]))
+            self.buf = self.buf[9 + length:]
+            if isinstance(frame, self.hf.HeadersFrame):
+                fields = {(k.decode() if isinstance(k, bytes) else k):
+                          (v.decode() if isinstance(v, bytes) else v)
+                          for k, v in self.decoder.decode(frame.data)}
+                if "grpc-status" in fields:
+                    self.statuses[frame.stream_id] = (int(fields["grpc-status"]),
+                                                      fields.get("grpc-message", ""))
+            elif isinstance(frame, self.hf.SettingsFrame) and "ACK" not in frame.flags:
+                self.sock.sendall(self.hf.SettingsFrame(0, flags=["ACK"]).serialize())
+            elif isinstance(frame, self.hf.GoAwayFrame):
+                self.goaway = frame.error_code
+            elif isinstance(frame, self.hf.PingFrame) and "ACK" not in frame.flags:
+                self.sock.sendall(self.hf.PingFrame(0, flags=["ACK"],
+                                                    opaque_data=frame.opaque_data).serialize())
+        return True
+
+    def close(self):
+        self.sock.close()

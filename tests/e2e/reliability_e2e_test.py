@@ -2,8 +2,8 @@
 """End-to-end reliability test of `encoderd serve` (models/langid): overload,
 deadlines, cancellation, no leaked request state after 10,000 mixed calls,
 graceful shutdown under load, the cost of waiting calls, fairness between
-two clients when one floods, and a closed loop of large calls served without
-refusals. Each part starts
+two clients when one floods, a closed loop of large calls served without
+refusals, and the bound on calls whose requests never finish. Each part starts
 its own daemon on free loopback ports and reads the daemon's /metrics and
 /proc/<pid>.
 
@@ -23,9 +23,9 @@ import time
 import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from e2e_common import (FAILURES, check, generate_stubs, proc_cpu_seconds, proc_fds,  # noqa: E402
-                        proc_rss_bytes, proc_threads, raw_grpc_call, start_daemon,
-                        wait_serving)
+from e2e_common import (FAILURES, RawHttp2Client, check, generate_stubs,  # noqa: E402
+                        proc_cpu_seconds, proc_fds, proc_rss_bytes, proc_threads, raw_grpc_call,
+                        start_daemon, wait_serving)
 
 MODEL = "langid"
 SENTENCE = "the quick brown fox jumps over the lazy dog and keeps running far away "
@@ -824,6 +824,93 @@ def check_closed_loop_after_overload(args, tmp):
         daemon.stop()
 
 
+def check_incomplete_requests(args, tmp):
+    """A client that opens calls and never finishes their requests (HEADERS
+    without END_STREAM; gRPC holds ~12 KB for each): past 256 on one
+    connection the guard answers new ones RESOURCE_EXHAUSTED itself, counted
+    in encoderd_guard_refused_incomplete_total and logged; a held call whose
+    request then arrives is answered, which makes room for one new call;
+    other clients are served meanwhile. EmbedStreams do not count; a
+    client that turns the guard's call gate off is closed past 512."""
+    # Without the overload screen in the guard: it counts the held calls as
+    # queued ahead, and on a slow build (ASan) would refuse calls for that.
+    daemon, channel, health = start(args, tmp, "incomplete", ["--refuse-in-guard=false"])
+    if not daemon:
+        return
+    client = None
+    try:
+        stub = pb_grpc.EncoderStub(channel)
+        client = RawHttp2Client(daemon.port)
+        held = [1 + 2 * i for i in range(300)]
+        client.open(held)
+        refused = held[256:]
+        got_all = client.wait(lambda st: all(s in st for s in refused))
+        codes = {s: client.statuses[s][0] for s in client.statuses}
+        check(got_all and sorted(client.statuses) == refused,
+              f"incomplete: exactly the 44 calls past 256 answered at once "
+              f"(answered {len(client.statuses)}, first {min(client.statuses, default=None)})")
+        check(all(c == Code.RESOURCE_EXHAUSTED.value[0] for c in codes.values()),
+              f"incomplete: refused RESOURCE_EXHAUSTED ({sorted(set(codes.values()))})")
+        message = client.statuses.get(refused[0], (None, ""))[1]
+        check("256 calls whose requests have not fully arrived" in message,
+              f"incomplete: the refusal says why ({message!r})")
+        check(len(stub.Embed(pb.EmbedRequest(texts=["another client"]), timeout=30).embeddings) == 1,
+              "incomplete: another connection is served meanwhile")
+        # A held call's request arrives: answered; that makes room for one.
+        client.finish(held[0], "the first held call")
+        check(client.wait(lambda st: held[0] in st) and client.statuses[held[0]][0] == 0,
+              f"incomplete: a held call answered once its request arrives "
+              f"({client.statuses.get(held[0])})")
+        # Room for exactly one: 701 is held, 703 refused.
+        client.open([701, 703])
+        check(client.wait(lambda st: 703 in st) and 701 not in client.statuses and
+              client.statuses[703][0] == Code.RESOURCE_EXHAUSTED.value[0],
+              f"incomplete: room for one new call once one is answered (701: "
+              f"{client.statuses.get(701)}, 703: {client.statuses.get(703)})")
+        refusals = daemon.metric("encoderd_guard_refused_incomplete_total")
+        check(refusals == len(refused) + 1,
+              f"incomplete: encoderd_guard_refused_incomplete_total {len(refused) + 1} ({refusals})")
+        check(daemon.metric("encoderd_guard_answered_calls_total") == 0,
+              "incomplete: not counted as the overload control's refusals")
+        check(wait_until(lambda: "calls whose requests had not fully arrived" in
+                         (tmp / "incomplete.log").read_text(), 5),
+              "incomplete: the refusals are logged")
+        # EmbedStreams are not counted (each holds a concurrency slot from
+        # its start, which bounds them): 300 on one connection are all held,
+        # and a call beside them is served.
+        client.close()
+        client = RawHttp2Client(daemon.port)
+        client.open([1 + 2 * i for i in range(300)], method="EmbedStream")
+        client.open([601])
+        client.finish(601, "beside the streams")
+        check(client.wait(lambda st: 601 in st) and client.statuses[601][0] == 0 and
+              len(client.statuses) == 1,
+              f"incomplete: 300 EmbedStreams held, none refused, and a call beside them served "
+              f"({len(client.statuses)} answered, call {client.statuses.get(601)})")
+        check(wait_until(lambda: idle_state(daemon)[3] == 300, 10),
+              f"incomplete: the 300 EmbedStreams hold slots ({idle_state(daemon)[3]})")
+        client.close()
+        client = None
+        # A client whose SETTINGS turn the guard's call gate off (a header
+        # table size its answers cannot follow) is not refused call by call:
+        # past 512 such calls its connection is closed (ENHANCE_YOUR_CALM).
+        # Last: its address is then tarpitted for 10 s.
+        bypass = RawHttp2Client(daemon.port, settings={0x1: 0})
+        bypass.open([1 + 2 * i for i in range(600)])
+        bypass.wait(lambda st: False, timeout=10)
+        bypass.close()
+        check(bypass.closed and bypass.goaway == 0xb,
+              f"incomplete: a connection with 600 past the call gate closed with ENHANCE_YOUR_CALM "
+              f"(closed {bypass.closed}, GOAWAY {bypass.goaway})")
+        check(daemon.metric("encoderd_connections_closed_total",
+                            {"reason": "incomplete_requests"}) == 1,
+              "incomplete: counted in encoderd_connections_closed_total{reason=incomplete_requests}")
+    finally:
+        if client:
+            client.close()
+        daemon.stop()
+
+
 def serving_or_down(health):
     try:
         return serving(health)
@@ -835,7 +922,8 @@ PARTS = {"cap": check_concurrency_cap, "deadline": check_deadlines_and_cancellat
          "leaks": check_no_leaks, "shutdown": check_graceful_shutdown,
          "waiting": check_waiting_is_free, "admission": check_admission,
          "fairness": check_fairness, "closed_loop": check_closed_loop,
-         "after_overload": check_closed_loop_after_overload}
+         "after_overload": check_closed_loop_after_overload,
+         "incomplete": check_incomplete_requests}
 
 
 def main():

@@ -13,11 +13,15 @@
 // to exactly the fields the client's block holds (decoded from the client's
 // bytes independently), i.e. gRPC's table is never out of step. Always: the
 // screen is told a count of forwarded work (CallHead::forwarded_open) between
-// 0 and the calls it admitted.
+// 0 and the calls it admitted; the calls whose requests have not fully
+// arrived stay within the gate's bound (2 here, so that it refuses some),
+// the shared count is the gate's own, and the gate gives it all back when
+// it goes.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -129,7 +133,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     return verdict;
   };
-  sv::CallGate gate(&screen);
+  sv::IncompleteRequests incomplete;
+  incomplete.limits = {/*per_connection=*/2, /*total=*/100, /*fair_share=*/1,
+                       /*uncounted_paths=*/{}};
+  auto gate_owner = std::make_unique<sv::CallGate>(&screen, &incomplete);
+  sv::CallGate& gate = *gate_owner;
   std::string to_server, to_client;
   const std::string settings = sv::Http2FrameHeaderBytes(sv::kHttp2Settings, 0, 0, 0);
   const std::string grpc_frame = sv::Http2FrameHeaderBytes(sv::kHttp2Data, 0, 1, 3) + "abc";
@@ -139,14 +147,33 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     std::min(chunk, client.size() - at), &to_server);
     for (uint32_t s : gate.TakeAnswered()) answered.insert(s);
     // gRPC's SETTINGS after the first chunk, then now and then a frame of
-    // its own, delivered in two pieces around a client chunk.
-    const std::string& from_grpc = n == 0 ? settings : grpc_frame;
-    if (n == 0 || n % 3 == 0)
+    // its own: DATA, the trailers or a reset that end one of the client's
+    // streams, and once GOAWAY (after which no new call counts).
+    const uint32_t ended = static_cast<uint32_t>(2 * (n / 3) + 1);
+    std::string from_grpc;
+    if (n == 0) {
+      from_grpc = settings;
+    } else if (n == 40) {
+      from_grpc = sv::GoAwayFrame(0x7fffffff, 0);
+    } else if (n % 6 == 3) {
+      from_grpc = sv::Http2FrameHeaderBytes(sv::kHttp2Headers, 0x5, ended, 0);
+    } else if (n % 7 == 0) {
+      from_grpc =
+          sv::Http2FrameHeaderBytes(sv::kHttp2RstStream, 0, ended, 4) + std::string(4, '\0');
+    } else if (n % 3 == 0) {
+      from_grpc = grpc_frame;
+    }
+    if (!from_grpc.empty())
       gate.FromServer(reinterpret_cast<const uint8_t*>(from_grpc.data()), from_grpc.size(),
                       &to_client);
     gate.Flush(&to_client);
+    REQUIRE(incomplete.open == gate.incomplete_requests());
+    REQUIRE(gate.incomplete_requests() >= 0 && gate.incomplete_requests() <= 2);
   }
-  if (gate.off() || gate.broken()) return 0;
+  const bool followed = !gate.off() && !gate.broken();
+  gate_owner.reset();
+  REQUIRE(incomplete.open == 0);
+  if (!followed) return 0;
 
   std::vector<Block> client_blocks, grpc_blocks;
   if (!HeaderBlocks(client, &client_blocks)) return 0;  // the client's own protocol error

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -409,6 +410,126 @@ TEST(CallGateTest, CountsForwardedWorkUntilGrpcAnswersIt) {
   FromClient(&c, Frame(kHttp2Headers, kEndHeaders, 3, "\xff\xff\xff\xff\xff\xff"));
   EXPECT_TRUE(c.off());
   EXPECT_EQ(open(&c, 5), -1);
+}
+
+// Calls whose request has not fully arrived (HEADERS without END_STREAM, no
+// END_STREAM since): past the connection's bound, new ones are answered
+// RESOURCE_EXHAUSTED without asking the screen and kept from gRPC; the
+// client's END_STREAM (DATA or trailers), a reset from either side or
+// gRPC's trailers end one; a call whose HEADERS end its request never
+// counts.
+TEST(CallGateTest, BoundsTheCallsWhoseRequestsHaveNotArrived) {
+  Screen screen;
+  IncompleteRequests shared;
+  shared.limits = {/*per_connection=*/3, /*total=*/100, /*fair_share=*/1, /*uncounted_paths=*/{}};
+  CallGate gate(&screen.fn, &shared);
+  FromServer(&gate, Settings());
+  const auto open = [](uint32_t stream, uint8_t flags = 0) {
+    return Frame(kHttp2Headers, kEndHeaders | flags, stream, Plain(":path", kEmbed));
+  };
+  const std::string reset(4, '\0');
+  const std::string three = open(1) + open(3) + Data(3, 10, 0) + open(5);
+  EXPECT_EQ(FromClient(&gate, Settings() + three), Settings() + three);
+  EXPECT_EQ(gate.incomplete_requests(), 3);
+  EXPECT_EQ(shared.open, 3);
+  // A fourth: answered here, its DATA dropped; the screen is not asked.
+  EXPECT_EQ(FromClient(&gate, open(7) + Data(7, 10)), "");
+  EXPECT_EQ(screen.seen.size(), 3u);
+  EXPECT_EQ(gate.TakeAnswered(), std::vector<uint32_t>{7});
+  EXPECT_EQ(gate.calls_refused_incomplete(), 1);
+  EXPECT_EQ(shared.refused, 1);
+  std::string out;
+  gate.Flush(&out);
+  std::vector<Read> answer = Frames(out);
+  ASSERT_GE(answer.size(), 1u);
+  EXPECT_EQ(answer[0].stream, 7u);
+  HpackDecoder client;
+  auto fields = DecodeBlock(&client, answer[0].payload);
+  EXPECT_EQ(fields["grpc-status"], "8");
+  EXPECT_NE(fields["grpc-message"].find("holds 3 calls whose requests have not fully arrived"),
+            std::string::npos)
+      << fields["grpc-message"];
+  // A call whose HEADERS end it passes and does not count.
+  EXPECT_EQ(FromClient(&gate, open(9, kEndStream)), open(9, kEndStream));
+  EXPECT_EQ(gate.incomplete_requests(), 3);
+  // Stream 1's request ends: room for one more.
+  FromClient(&gate, Data(1, 10));
+  EXPECT_EQ(gate.incomplete_requests(), 2);
+  EXPECT_EQ(FromClient(&gate, open(11)), open(11));
+  EXPECT_EQ(FromClient(&gate, open(13)), "");
+  // The client's trailers end 3, its reset 5, gRPC's trailers 11.
+  FromClient(&gate, Frame(kHttp2Headers, kEndHeaders | kEndStream, 3, Plain("x", "y")));
+  FromClient(&gate, Frame(kHttp2RstStream, 0, 5, reset));
+  FromServer(&gate, Frame(kHttp2Headers, kEndHeaders | kEndStream, 11, Plain("grpc-status", "8")));
+  EXPECT_EQ(gate.incomplete_requests(), 0);
+  EXPECT_EQ(shared.open, 0);
+  FromClient(&gate, open(15) + open(17));
+  FromServer(&gate, Frame(kHttp2RstStream, 0, 17, reset));  // gRPC's reset
+  EXPECT_EQ(gate.incomplete_requests(), 1);
+  EXPECT_EQ(shared.refused, 2);
+  gate.ServerGone();  // gRPC's end closed: its calls are gone
+  EXPECT_EQ(gate.incomplete_requests(), 0);
+  EXPECT_EQ(shared.open, 0);
+}
+
+// Calls of an uncounted method (one whose handler holds a concurrency slot
+// from its HEADERS on) never count; nor do calls opened after gRPC's
+// GOAWAY, which the gate does not answer.
+TEST(CallGateTest, UncountedMethodsAndCallsAfterGoAwayDoNotCount) {
+  IncompleteRequests shared;
+  shared.limits = {/*per_connection=*/1, /*total=*/100, /*fair_share=*/1,
+                   /*uncounted_paths=*/{"/encoderd.v1.Encoder/EmbedStream"}};
+  CallGate gate(nullptr, &shared);
+  FromServer(&gate, Settings());
+  const auto open = [](uint32_t stream, const std::string& path) {
+    return Frame(kHttp2Headers, kEndHeaders, stream, Plain(":path", path));
+  };
+  const std::string stream_call = open(1, "/encoderd.v1.Encoder/EmbedStream") +
+                                  open(3, "/encoderd.v1.Encoder/EmbedStream") + open(5, kEmbed);
+  EXPECT_EQ(FromClient(&gate, Settings() + stream_call), Settings() + stream_call);
+  EXPECT_EQ(gate.incomplete_requests(), 1);
+  EXPECT_EQ(FromClient(&gate, open(7, kEmbed)), "");  // refused: 5 holds the one allowed
+  FromServer(&gate, GoAwayFrame(0x7fffffff, 0));
+  EXPECT_EQ(FromClient(&gate, open(9, kEmbed)), open(9, kEmbed));
+  EXPECT_EQ(gate.incomplete_requests(), 1);
+  EXPECT_EQ(shared.open, 1);
+}
+
+// All connections together: past `total`, a connection holding
+// `fair_share` or more is refused while one holding fewer is not; a gate
+// gives its count back when it goes, or when it gives up following the
+// connection.
+TEST(CallGateTest, TheTotalBoundSparesConnectionsBelowTheirShare) {
+  IncompleteRequests shared;
+  shared.limits = {/*per_connection=*/10, /*total=*/4, /*fair_share=*/2, /*uncounted_paths=*/{}};
+  const auto open = [](uint32_t stream) {
+    return Frame(kHttp2Headers, kEndHeaders, stream, Plain(":path", kEmbed));
+  };
+  auto a = std::make_unique<CallGate>(nullptr, &shared);
+  CallGate b(nullptr, &shared);
+  FromClient(a.get(), Settings() + open(1) + open(3) + open(5) + open(7));
+  EXPECT_EQ(shared.open, 4);
+  EXPECT_EQ(FromClient(a.get(), open(9)), "");
+  FromClient(&b, Settings());
+  EXPECT_EQ(FromClient(&b, open(1)), open(1));
+  EXPECT_EQ(FromClient(&b, open(3)), open(3));
+  EXPECT_EQ(FromClient(&b, open(5)), "");
+  EXPECT_EQ(shared.open, 6);
+  EXPECT_EQ(shared.refused, 2);
+  a.reset();
+  EXPECT_EQ(shared.open, 2);
+  EXPECT_EQ(FromClient(&b, open(7)), open(7));
+  EXPECT_EQ(shared.open, 3);
+  // SETTINGS_HEADER_TABLE_SIZE 0 turns a gate off (c's, which answered
+  // nothing): its calls are no longer followed (the guard bounds them,
+  // http2_guard.h).
+  CallGate c(nullptr, &shared);
+  FromClient(&c, Settings() + open(1));
+  EXPECT_EQ(shared.open, 4);
+  FromClient(&c, Frame(kHttp2Settings, 0, 0, std::string("\0\x01\0\0\0\0", 6)));
+  EXPECT_TRUE(c.off());
+  EXPECT_EQ(c.incomplete_requests(), 0);
+  EXPECT_EQ(shared.open, 3);
 }
 
 TEST(CallGateTest, ReadsGrpcTimeouts) {

@@ -229,6 +229,40 @@ TEST(Http2GuardTest, TooManyOpenStreams) {
   EXPECT_EQ(Feed(&g, Headers(17), kT0), Http2Verdict::kTooManyStreams);
 }
 
+// Streams whose client has not ended its side: counted from their HEADERS
+// until the client's END_STREAM (DATA or trailers), a reset, gRPC's end of
+// the stream or the gate's answer; past max_incomplete_requests the
+// connection guard closes the connection (FromClient's verdict stays OK).
+TEST(Http2GuardTest, CountsStreamsWhoseRequestsHaveNotArrived) {
+  Http2GuardOptions o;
+  o.max_incomplete_requests = 2;
+  Http2Guard g(o);
+  EXPECT_EQ(
+      Feed(&g,
+           std::string(kPreface, 24) + Headers(1) + Headers(3) + Data(3, 0) + Headers(5, 0x4 | 0x1),
+           kT0),
+      Http2Verdict::kOk);
+  EXPECT_EQ(g.open_streams(), 3u);
+  EXPECT_EQ(g.incomplete_requests(), 2);
+  EXPECT_FALSE(g.too_many_incomplete_requests());
+  EXPECT_EQ(Feed(&g, Headers(7) + Headers(9), kT0), Http2Verdict::kOk);
+  EXPECT_EQ(g.incomplete_requests(), 4);
+  EXPECT_TRUE(g.too_many_incomplete_requests());
+  Feed(&g, Data(1, 0x1) + Headers(3, 0x4 | 0x1) + Reset(7), kT0);  // 3's trailers
+  EXPECT_EQ(g.incomplete_requests(), 1);
+  EXPECT_FALSE(g.too_many_incomplete_requests());
+  Feed(&g, Data(1, 0x1), kT0);  // a second END_STREAM counts once
+  EXPECT_EQ(g.incomplete_requests(), 1);
+  g.Ended(9);                                     // answered by the gate
+  FeedServer(&g, Frame(0x1, 0x4 | 0x1, 3, "t"));  // stream 3 had ended its side
+  EXPECT_EQ(g.incomplete_requests(), 0);
+  EXPECT_EQ(g.open_streams(), 2u);  // 1 and 5, answered by no one yet
+  Feed(&g, Headers(11), kT0);
+  EXPECT_EQ(g.incomplete_requests(), 1);
+  FeedServer(&g, Frame(0x1, 0x4 | 0x1, 11, "t"));  // gRPC ends 11 first
+  EXPECT_EQ(g.incomplete_requests(), 0);
+}
+
 TEST(Http2GuardTest, EndlessHeaderBlocksAreAbuse) {
   Http2GuardOptions o = Small();
   o.max_header_block_bytes = 1000;
