@@ -217,13 +217,16 @@ constexpr std::chrono::seconds kCloseIdleAfter{1};
 //
 // Each server's health Watch streams are ended (HealthService::EndWatches)
 // once its GOAWAY went out, within 100 ms: before it, a client with
-// client-side health checking would open another Watch at once. The health
+// client-side health checking would open another Watch at once. So are the
+// gRPC port's EmbedStreams (EncoderService::EndStreams, every 100 ms from
+// then on), each once the message it holds is answered: a client may keep
+// one open for hours. The health
 // port's Watches stay open (NOT_SERVING) while the gRPC port drains, so
 // they are left out of the count then (they are the only long streams the
 // health port serves; read after channelz, so that a Watch ending in
 // between is counted open, not left out twice).
 void ShutDown(const std::vector<grpc::Server*>& servers, const std::vector<HealthService*>& health,
-              const std::vector<bool>& close_idle, const EncoderService& service,
+              const std::vector<bool>& close_idle, EncoderService& service,
               std::chrono::system_clock::time_point deadline) {
   std::mutex mu;
   std::condition_variable cv;
@@ -244,6 +247,9 @@ void ShutDown(const std::vector<grpc::Server*>& servers, const std::vector<Healt
         health[current]->EndWatches();
         ended = current;
       }
+      // Every tick: a stream that held a message reads again once it is
+      // answered, and is ended then.
+      if (current == 0 && ended == 0) service.EndStreams();
       if (current >= servers.size() || closed == current || !close_idle[current] ||
           std::chrono::steady_clock::now() - goaway < kCloseIdleAfter) {
         quiet = 0;
@@ -459,6 +465,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   for (HealthService* h : health_services) ended_watches += h->ended_watches();
   if (ended_watches > 0)
     spdlog::info("health: {} Watch stream(s) ended by the drain", ended_watches);
+  if (service.ended_streams() > 0)
+    spdlog::info("{} EmbedStream(s) ended by the drain", service.ended_streams());
   spdlog::info("stopped after {:.3f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return 0;

@@ -11,11 +11,12 @@ without the guard (--http2-guard false). With --watch each channel also
 holds a grpc.health.v1 Watch stream open (a raw call, read by a thread);
 with --health-checking each channel is made with client-side health
 checking (a service config with healthCheckConfig), so grpcio itself
-watches the server's health.
+watches the server's health. With --stream each channel also holds an
+EmbedStream open (one message answered, then idle; a raw call).
 
 usage: loadtest/scripts/drain_time.py [--binary build/cli/encoderd]
        [--channels 1] [--rounds 2] [--grace 10] [--close-first] [--tls | --no-guard]
-       [--watch] [--health-checking]
+       [--watch] [--health-checking] [--stream]
 Use /usr/bin/python3 (Debian's python3-grpcio).
 """
 import argparse
@@ -31,6 +32,7 @@ import grpc
 
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 HEALTH_WATCH = "/grpc.health.v1.Health/Watch"
+EMBED_STREAM = "/encoderd.v1.Encoder/EmbedStream"
 HEALTH_CHECKING = ('{"loadBalancingConfig": [{"round_robin": {}}], '
                    '"healthCheckConfig": {"serviceName": ""}}')
 
@@ -86,6 +88,15 @@ def one_round(a, certs):
                 watch = c.unary_stream(HEALTH_WATCH)(b"")
                 next(watch)  # the first status
                 threading.Thread(target=read_to_end, args=(watch,), daemon=True).start()
+        held = threading.Event()  # set at the end: the streams' clients end their side
+        if a.stream:
+            def one_message():
+                yield b"\x0a\x05hello"  # EmbedRequest{texts: ["hello"]}
+                held.wait()
+            for c in channels:
+                stream = c.stream_stream(EMBED_STREAM)(one_message())
+                next(stream)  # its answer
+                threading.Thread(target=read_to_end, args=(stream,), daemon=True).start()
         if a.close_first:
             for c in channels:
                 c.close()
@@ -93,6 +104,7 @@ def one_round(a, certs):
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=a.grace + 30)
         seconds = time.monotonic() - start
+        held.set()
         for c in channels:
             c.close()
         return rc, seconds
@@ -113,6 +125,7 @@ def main():
     port.add_argument("--no-guard", action="store_true")
     p.add_argument("--watch", action="store_true")
     p.add_argument("--health-checking", action="store_true")
+    p.add_argument("--stream", action="store_true")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
         certs = self_signed(pathlib.Path(d)) if a.tls else None
@@ -122,6 +135,7 @@ def main():
             how = "TLS" if a.tls else "no guard" if a.no_guard else "guarded"
             how += ", a Watch each" if a.watch else ""
             how += ", client-side health checking" if a.health_checking else ""
+            how += ", an idle EmbedStream each" if a.stream else ""
             print(f"round {r + 1}: exit {rc} {seconds:.2f} s after SIGTERM with {a.channels} "
                   f"{state} channel(s) ({how}, grace {a.grace:g} s)", flush=True)
 

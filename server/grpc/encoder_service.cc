@@ -290,8 +290,8 @@ Status SerializeResponse(const Response& response, grpc::ByteBuffer* bytes) {
 // one at a time and in order, as before. No thread waits for a stream: gRPC cancels it when the
 // client goes away or its deadline passes (OnCancel), which abandons the message in flight. The
 // first message that fails ends the stream with its status and request id; the stream ends OK when
-// the client closes its side. Holds a concurrency slot while open. Deletes itself when gRPC is done
-// with it.
+// the client closes its side, and UNAVAILABLE when the drain ends it (EndStreams). Holds a
+// concurrency slot while open. Deletes itself when gRPC is done with it.
 class EncoderService::StreamCall final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
@@ -305,10 +305,30 @@ class EncoderService::StreamCall final
       Call none;
       return End(service_.next_request_id_++, none, admitted);
     }
-    StartRead(&request_bytes_);
+    std::lock_guard<std::mutex> streams(service_.streams_mu_);
+    service_.streams_.insert(this);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (service_.ending_streams_) {
+      EndForDrainLocked();
+    } else {
+      ReadLocked();
+    }
+  }
+
+  // The drain: ends the stream if it waits for a message (else a later
+  // call does, once the message it holds is answered). Under the service's
+  // streams_mu_.
+  void Drain() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reading_) EndForDrainLocked();
   }
 
   void OnReadDone(bool ok) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reading_ = false;
+      if (finished_) return;  // the drain ended it while the read was outstanding
+    }
     if (!ok) return End(0, call_, Status::Ok(), /*record=*/false);  // the client closed its side
     id_ = service_.next_request_id_++;
     call_ = Call();
@@ -337,9 +357,13 @@ class EncoderService::StreamCall final
     if (!submitted.ok()) End(id_, call_, submitted);
   }
 
+  // Reads on even while draining: a client that half-closed after its last
+  // message then ends the stream OK; one that did not is ended by the
+  // drain's next EndStreams.
   void OnWriteDone(bool ok) override {
     if (!ok) return End(0, call_, Cancelled("write failed"), /*record=*/false);
-    StartRead(&request_bytes_);
+    std::lock_guard<std::mutex> lock(mu_);
+    ReadLocked();
   }
 
   void OnCancel() override {
@@ -352,9 +376,35 @@ class EncoderService::StreamCall final
     if (in_flight.request) AbandonCancelled(in_flight.model->batcher(), in_flight.request);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    {
+      std::lock_guard<std::mutex> streams(service_.streams_mu_);
+      service_.streams_.erase(this);
+    }
+    delete this;
+  }
 
  private:
+  void ReadLocked() {
+    if (finished_) return;
+    reading_ = true;
+    StartRead(&request_bytes_);
+  }
+
+  void EndForDrainLocked() {
+    if (FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down")))
+      ++service_.ended_streams_;
+  }
+
+  // False when the stream had finished already.
+  bool FinishLocked(const grpc::Status& status) {
+    if (finished_) return false;
+    finished_ = true;
+    slot_.reset();
+    Finish(status);
+    return true;
+  }
+
   // The message in flight finished with `status`: writes its response, or
   // ends the stream.
   void Respond(const std::function<void(const InferenceRequest&)>& fill, const Status& status) {
@@ -378,8 +428,8 @@ class EncoderService::StreamCall final
   void End(uint64_t id, const Call& call, const Status& status, bool record = true) {
     grpc::Status answer = ToGrpcStatus(status);
     if (record) answer = Answer(service_.observer_, context_, Rpc::kEmbedStream, id, call, status);
-    slot_.reset();
-    Finish(answer);
+    std::lock_guard<std::mutex> lock(mu_);
+    FinishLocked(answer);
   }
 
   grpc::CallbackServerContext* const context_;
@@ -397,10 +447,18 @@ class EncoderService::StreamCall final
     std::shared_ptr<InferenceRequest> request;
     std::shared_ptr<ServedModel> model;
   };
-  std::mutex mu_;  // guards cancelled_ and in_flight_
+  std::mutex mu_;  // guards what follows
   bool cancelled_ = false;
   InFlight in_flight_;
+  bool reading_ = false;  // a read is outstanding: no message held
+  bool finished_ = false;
 };
+
+void EncoderService::EndStreams() {
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  ending_streams_ = true;
+  for (StreamCall* stream : streams_) stream->Drain();
+}
 
 uint64_t PeerKey(std::string_view peer) { return std::hash<std::string_view>()(peer); }
 

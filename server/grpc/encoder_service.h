@@ -8,8 +8,10 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 
 #include "proto/encoderd.pb.h"
@@ -50,6 +52,18 @@ class EncoderService final : public EncoderServiceBase {
     RouteProtobufLogsToSpdlog();  // request parse errors: debug level only
   }
   int64_t in_flight() const { return limiter_.in_flight(); }
+
+  // The drain's end of the EmbedStreams (cli/serve_command.cc calls it every
+  // 100 ms from the moment the gRPC port's GOAWAY went out): each open one
+  // that waits for the client's next message ends UNAVAILABLE ("the server
+  // is shutting down"); one holding a message is answered first and ended
+  // by a later call, unless its client has ended its side by then (the
+  // stream then ends OK, as always); one that starts from now on ends so at
+  // once. Without it an idle stream, which a client may keep open for hours,
+  // held the drain until shutdown.grace_s. Any thread.
+  void EndStreams();
+  // Streams EndStreams ended.
+  int ended_streams() const { return ended_streams_.load(); }
 
   // The HTTP/2 guard's screen (server/net/call_gate.h), asked before gRPC
   // sees a call: refuses an Embed, Classify, Encode or Rerank call that the
@@ -114,6 +128,13 @@ class EncoderService final : public EncoderServiceBase {
 
   const ModelRegistry* registry_;
   ConcurrencyLimiter limiter_;
+  // The open EmbedStreams (each removes itself when gRPC is done with it);
+  // ending_streams_: EndStreams was called. Lock order: streams_mu_, then a
+  // stream's own.
+  std::mutex streams_mu_;
+  std::unordered_set<StreamCall*> streams_;
+  bool ending_streams_ = false;
+  std::atomic<int> ended_streams_{0};
   RequestObserver observer_;
   const BearerAuth auth_;
   std::atomic<uint64_t> next_request_id_{1};

@@ -170,7 +170,7 @@ def check_tls_and_health_port(args, mods, certs, tmp):
         code = reflection_code(secure)
         check(code == grpc.StatusCode.UNIMPLEMENTED,
               f"reflection is off when listen.reflection is not set ({code})")
-        check_health_port_drains(mods, daemon, secure, plain_health)
+        check_health_port_drains(mods, daemon, secure, plain_health, certs)
     finally:
         stop(daemon, "TLS server with a health port", signalled=getattr(daemon, "signalled", False))
     try:
@@ -180,18 +180,26 @@ def check_tls_and_health_port(args, mods, certs, tmp):
         check(e.code() == grpc.StatusCode.UNAVAILABLE, f"health port closed after shutdown ({e.code()})")
 
 
-def check_health_port_drains(mods, daemon, secure, plain_health):
-    """An open EmbedStream holds the gRPC port's drain after SIGTERM; meanwhile
-    the health port answers NOT_SERVING, as the gRPC port does."""
+def check_health_port_drains(mods, daemon, secure, plain_health, certs):
+    """A call whose request is still arriving (an Embed call's HEADERS from a
+    raw client) holds the gRPC port's drain after SIGTERM; meanwhile the
+    health port answers NOT_SERVING, as the gRPC port does. An open
+    EmbedStream does not hold it: the drain ends it UNAVAILABLE."""
     pb, pb_grpc, health_pb2, health_pb2_grpc = mods
     release = threading.Event()
 
     def requests():
-        yield pb.EmbedRequest(texts=["hold the drain"])
+        yield pb.EmbedRequest(texts=["an open stream"])
         release.wait(30)
 
     stream = pb_grpc.EncoderStub(secure).EmbedStream(requests(), timeout=30)
     check(len(next(stream).embeddings) == 1, "an EmbedStream is open over TLS")
+    holder = http2_over_tls(daemon.port, certs["ca.pem"])
+    holder.sendall(h2_frame(0x1, 0x4, 1, b"".join(literal_header(n, v) for n, v in (
+        (b":method", b"POST"), (b":scheme", b"https"), (b":path", b"/encoderd.v1.Encoder/Embed"),
+        (b":authority", b"localhost"), (b"content-type", b"application/grpc"),
+        (b"te", b"trailers")))))  # HEADERS, END_HEADERS: the request to follow
+    check(ping_answered(holder), "a call whose request is still arriving is open")
     daemon.proc.send_signal(signal.SIGTERM)
     daemon.signalled = True
     status, deadline = None, time.time() + 5
@@ -202,11 +210,15 @@ def check_health_port_drains(mods, daemon, secure, plain_health):
         time.sleep(0.02)
     check(status == health_pb2.HealthCheckResponse.NOT_SERVING,
           f"health port answers NOT_SERVING while the gRPC port drains ({status})")
-    release.set()
     try:
         list(stream)
+        ended = (grpc.StatusCode.OK, "")
     except grpc.RpcError as e:
-        check(False, f"the open stream finishes during the drain ({e.code()})")
+        ended = (e.code(), e.details())
+    check(ended == (grpc.StatusCode.UNAVAILABLE, "the server is shutting down"),
+          f"the drain ends the open EmbedStream ({ended})")
+    release.set()
+    holder.close()  # gRPC cancels its call: nothing holds the drain
 
 
 def h2_frame(kind, flags, stream, payload=b""):
@@ -224,6 +236,40 @@ def http2_over_tls(port, ca_pem):
     conn.recv(65536)
     conn.sendall(h2_frame(0x4, 0x1, 0))  # SETTINGS ACK
     return conn
+
+
+def read_frames(conn, timeout, on_frame):
+    """Reads `conn`'s frames for up to `timeout` s, calling on_frame(kind,
+    flags, stream, payload) on each until it returns something other than
+    None, which is returned; None if the connection closes or nothing more
+    comes."""
+    deadline, pending = time.monotonic() + timeout, b""
+    while time.monotonic() < deadline:
+        conn.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            data = conn.recv(65536)
+        except (socket.timeout, OSError):
+            return None
+        if not data:
+            return None
+        pending += data
+        while len(pending) >= 9 and len(pending) >= 9 + int.from_bytes(pending[:3], "big"):
+            length = int.from_bytes(pending[:3], "big")
+            result = on_frame(pending[3], pending[4], int.from_bytes(pending[5:9], "big") & 0x7FFFFFFF,
+                              pending[9:9 + length])
+            if result is not None:
+                return result
+            pending = pending[9 + length:]
+    return None
+
+
+def ping_answered(conn, timeout=10):
+    """Sends a PING and reads until its ACK: the server has read every frame
+    sent before it. False if the connection closes or nothing comes."""
+    conn.sendall(h2_frame(0x6, 0, 0, b"encoderd"))
+    acked = read_frames(conn, timeout, lambda kind, flags, stream, payload:
+                        True if kind == 0x6 and flags & 0x1 and payload == b"encoderd" else None)
+    return bool(acked)
 
 
 def closed_by_server(conn, timeout):
@@ -248,27 +294,17 @@ def first_frame_on_stream(conn, stream, timeout):
     """The type of the first frame other than WINDOW_UPDATE the server sends
     on `stream` within `timeout` s (its PINGs answered meanwhile, as a live
     client does), or None if the connection closes or nothing comes."""
-    deadline, pending = time.monotonic() + timeout, b""
-    while time.monotonic() < deadline:
-        conn.settimeout(max(0.01, deadline - time.monotonic()))
-        try:
-            data = conn.recv(65536)
-        except (socket.timeout, OSError):
-            return None
-        if not data:
-            return None
-        pending += data
-        while len(pending) >= 9 and len(pending) >= 9 + int.from_bytes(pending[:3], "big"):
-            length, kind, flags = int.from_bytes(pending[:3], "big"), pending[3], pending[4]
-            if int.from_bytes(pending[5:9], "big") & 0x7FFFFFFF == stream and kind != 0x8:
-                return kind
-            if kind == 0x6 and not flags & 0x1:  # PING: the same 8 bytes back, ACK set
-                try:
-                    conn.sendall(h2_frame(0x6, 0x1, 0, pending[9:9 + length]))
-                except OSError:
-                    return None
-            pending = pending[9 + length:]
-    return None
+    def on_frame(kind, flags, on, payload):
+        if on == stream and kind != 0x8:
+            return kind
+        if kind == 0x6 and not flags & 0x1:  # PING: the same 8 bytes back, ACK set
+            try:
+                conn.sendall(h2_frame(0x6, 0x1, 0, payload))
+            except OSError:
+                return -1
+        return None
+    kind = read_frames(conn, timeout, on_frame)
+    return None if kind == -1 else kind
 
 
 def literal_header(name, value):

@@ -316,6 +316,7 @@ class RawHttp2Client:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
         self.encoder, self.decoder = hpack.Encoder(), hpack.Decoder()
         self.statuses, self.buf, self.goaway, self.closed = {}, b"", None, False
+        self.ping_acks = 0
         self.headers = [(":method", "POST"), (":scheme", "http"),
                         (":path", "/encoderd.v1.Encoder/Embed"), (":authority", f"127.0.0.1:{port}"),
                         ("content-type", "application/grpc"), ("te", "trailers")]
@@ -336,6 +337,13 @@ class RawHttp2Client:
         message = b"\x0a" + bytes([len(raw)]) + raw
         body = b"\x00" + len(message).to_bytes(4, "big") + message
         self.sock.sendall(self.hf.DataFrame(stream, data=body, flags=["END_STREAM"]).serialize())
+
+    def ping(self, timeout=30):
+        """A PING and its ACK: the server has read every frame sent before
+        it (True), or the connection closed or nothing came (False)."""
+        before = self.ping_acks
+        self.sock.sendall(self.hf.PingFrame(0, opaque_data=b"encoderd").serialize())
+        return self.wait(lambda _: self.ping_acks > before, timeout)
 
     def wait(self, predicate, timeout=30):
         """Reads frames until predicate(statuses) holds; False on timeout or
@@ -379,7 +387,9 @@ class RawHttp2Client:
                 self.sock.sendall(self.hf.SettingsFrame(0, flags=["ACK"]).serialize())
             elif isinstance(frame, self.hf.GoAwayFrame):
                 self.goaway = frame.error_code
-            elif isinstance(frame, self.hf.PingFrame) and "ACK" not in frame.flags:
+            elif isinstance(frame, self.hf.PingFrame) and "ACK" in frame.flags:
+                self.ping_acks += 1
+            elif isinstance(frame, self.hf.PingFrame):
                 self.sock.sendall(self.hf.PingFrame(0, flags=["ACK"],
                                                     opaque_data=frame.opaque_data).serialize())
         return True

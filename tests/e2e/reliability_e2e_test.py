@@ -3,7 +3,8 @@
 deadlines, cancellation, no leaked request state after 10,000 mixed calls,
 graceful shutdown under load, the cost of waiting calls, fairness between
 two clients when one floods, a closed loop of large calls served without
-refusals, and the bound on calls whose requests never finish. Each part starts
+refusals, the bound on calls whose requests never finish, and EmbedStreams
+ended by the drain. Each part starts
 its own daemon on free loopback ports and reads the daemon's /metrics and
 /proc/<pid>.
 
@@ -911,6 +912,66 @@ def check_incomplete_requests(args, tmp):
         daemon.stop()
 
 
+def check_drain_ends_streams(args, tmp):
+    """EmbedStreams at SIGTERM (grace 60 s): one waiting for its next
+    message after one answered, one that never sent any, and two whose
+    message is queued (a 3 s batching delay), one of whose clients has ended
+    its side. The first two end UNAVAILABLE with the drain's message once
+    gRPC's GOAWAY went out (not cancelled at the grace's end); the third gets
+    its answer and then ends so, the fourth gets its answer and ends OK; the
+    daemon exits 0 and logs the 3 streams the drain ended."""
+    import queue
+    daemon, channel, health = start(args, tmp, "stream_drain", [
+        "--shutdown-grace-s", "60", "--max-queue-delay-us", "3000000",
+        "--max-batch-sequences", "256"])
+    if not daemon:
+        return
+    feeds = [queue.Queue() for _ in range(4)]
+
+    def messages(feed):
+        while True:
+            message = feed.get()
+            if message is None:
+                return
+            yield message
+    try:
+        stub = pb_grpc.EncoderStub(channel)
+        streams = [stub.EmbedStream(messages(feed)) for feed in feeds]
+        feeds[0].put(pb.EmbedRequest(texts=["the first message"]))
+        check(len(next(streams[0]).embeddings) == 1, "stream_drain: the first message answered")
+        feeds[2].put(pb.EmbedRequest(texts=["a message in flight"]))
+        feeds[3].put(pb.EmbedRequest(texts=["the last message"]))
+        feeds[3].put(None)  # the client ends its side
+        # Both messages queued in the batcher (the first's request may still
+        # count as live: in flight and queued, not live).
+        check(wait_until(lambda: idle_state(daemon)[1:] == (2, 2, 4), 10),
+              f"stream_drain: four streams hold a slot, two messages queued ({idle_state(daemon)})")
+        daemon.proc.send_signal(signal.SIGTERM)
+        ends = []
+        for stream in streams:
+            answers = 0
+            try:
+                for _ in stream:
+                    answers += 1
+                ends.append((answers, Code.OK, ""))
+            except grpc.RpcError as e:
+                ends.append((answers, e.code(), e.details()))
+        drained = (Code.UNAVAILABLE, "the server is shutting down")
+        check(ends == [(0, *drained), (0, *drained), (1, *drained), (1, Code.OK, "")],
+              f"stream_drain: the drain ends the streams, the messages queued answered first "
+              f"((answers, code, details): {ends})")
+        rc = daemon.proc.wait(timeout=90)
+        check(rc == 0, f"stream_drain: exit 0 ({rc})")
+        log = (tmp / "stream_drain.log").read_text()
+        check("3 EmbedStream(s) ended by the drain" in log,
+              "stream_drain: the log counts the streams the drain ended")
+    finally:
+        for feed in feeds:
+            feed.put(None)
+        channel.close()
+        daemon.stop()
+
+
 def serving_or_down(health):
     try:
         return serving(health)
@@ -923,7 +984,7 @@ PARTS = {"cap": check_concurrency_cap, "deadline": check_deadlines_and_cancellat
          "waiting": check_waiting_is_free, "admission": check_admission,
          "fairness": check_fairness, "closed_loop": check_closed_loop,
          "after_overload": check_closed_loop_after_overload,
-         "incomplete": check_incomplete_requests}
+         "incomplete": check_incomplete_requests, "stream_drain": check_drain_ends_streams}
 
 
 def main():
