@@ -53,6 +53,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -139,9 +140,9 @@ class CallGate {
   // as never opened).
   std::vector<uint32_t> TakeAnswered() { return std::move(answered_); }
   int64_t calls_answered() const { return calls_answered_; }
-  // Of those, answered for the bounds on incomplete requests (the rest the
-  // screen refused).
-  int64_t calls_refused_incomplete() const { return refused_incomplete_; }
+  // Of the streams answered since the last call, those answered for the
+  // bounds on incomplete requests (the rest the screen refused).
+  int64_t TakeRefusedIncomplete() { return std::exchange(refused_incomplete_, 0); }
   // This connection's calls passed to gRPC whose request has not fully
   // arrived.
   int64_t incomplete_requests() const { return static_cast<int64_t>(incomplete_streams_.size()); }
@@ -192,7 +193,7 @@ class CallGate {
   IncompleteRequests* const incomplete_;
   // Streams passed to gRPC whose client has not ended its side.
   std::unordered_set<uint32_t> incomplete_streams_;
-  int64_t refused_incomplete_ = 0;
+  int64_t refused_incomplete_ = 0;  // since TakeRefusedIncomplete
   // Streams counted in CallHead::forwarded_open.
   std::unordered_set<uint32_t> forwarded_work_;
   std::string peer_;

@@ -158,7 +158,6 @@ class ConnectionGuard::Loop {
     // Answers the calls the screen refuses, and those past the bounds on
     // incomplete requests.
     std::unique_ptr<CallGate> gate;
-    int64_t refused_incomplete = 0;  // the gate's count, as last read
     // With the gate off, the guard's count of the connection's incomplete
     // requests, as added to the total (incomplete_.open).
     int64_t off_counted = 0;
@@ -514,8 +513,7 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
       c->to_server.Append(relay_.data(), relay_.size());
       const std::vector<uint32_t> answered = c->gate->TakeAnswered();
       for (uint32_t stream : answered) c->guard.Ended(stream);
-      const int64_t refused = c->gate->calls_refused_incomplete() - c->refused_incomplete;
-      c->refused_incomplete += refused;
+      const int64_t refused = c->gate->TakeRefusedIncomplete();
       if (metrics_) {
         for (size_t i = static_cast<size_t>(refused); i < answered.size(); ++i)
           metrics_->ObserveAnsweredByGuard();

@@ -436,7 +436,8 @@ TEST(CallGateTest, BoundsTheCallsWhoseRequestsHaveNotArrived) {
   EXPECT_EQ(FromClient(&gate, open(7) + Data(7, 10)), "");
   EXPECT_EQ(screen.seen.size(), 3u);
   EXPECT_EQ(gate.TakeAnswered(), std::vector<uint32_t>{7});
-  EXPECT_EQ(gate.calls_refused_incomplete(), 1);
+  EXPECT_EQ(gate.TakeRefusedIncomplete(), 1);
+  EXPECT_EQ(gate.TakeRefusedIncomplete(), 0);
   EXPECT_EQ(shared.refused, 1);
   std::string out;
   gate.Flush(&out);
