@@ -77,6 +77,9 @@ std::string LoadOptionsUsage() {
   return R"(usage: encoderd-loadtest [flags]
 Drives `encoderd serve` over gRPC and reports throughput and latency.
   --target HOST:PORT        server address (default 127.0.0.1:50051)
+  --tls-ca FILE             TLS: verify the server against this PEM CA (default plaintext)
+  --tls-name NAME           TLS: the name the server's certificate must carry
+                            (default the target's host)
   --model NAME              model name in requests (default: the server's only model)
   --rpc embed|classify|embed_stream|rerank
                             (default embed; rerank: the texts are the documents,
@@ -113,6 +116,16 @@ std::string ParseLoadOptions(int argc, const char* const* argv, LoadOptions* o) 
       {"target",
        [&](const std::string& v) {
          o->target = v;
+         return !v.empty();
+       }},
+      {"tls-ca",
+       [&](const std::string& v) {
+         o->tls_ca_file = v;
+         return !v.empty();
+       }},
+      {"tls-name",
+       [&](const std::string& v) {
+         o->tls_name = v;
          return !v.empty();
        }},
       {"model",

@@ -27,6 +27,10 @@ const char* LoadModeName(LoadMode mode);
 struct LoadOptions {
   // The server, host:port; nothing else is ever contacted.
   std::string target = "127.0.0.1:50051";
+  // Set: TLS, the server verified against this PEM CA file, under tls_name
+  // (empty: the target's host).
+  std::string tls_ca_file;
+  std::string tls_name;
   // Model name in each request (empty: the server's only model).
   std::string model;
   RpcKind rpc = RpcKind::kEmbed;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "loadtest/load_options.h"
 #include "loadtest/load_runner.h"
@@ -70,8 +71,22 @@ int Main(int argc, char** argv) {
 
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
-  auto channel =
-      grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options.tls_ca_file.empty()) {
+    std::ifstream in(options.tls_ca_file, std::ios::binary);
+    std::stringstream ca;
+    ca << in.rdbuf();
+    if (!in || ca.str().empty()) {
+      std::fprintf(stderr, "encoderd-loadtest: cannot read --tls-ca %s\n",
+                   options.tls_ca_file.c_str());
+      return 2;
+    }
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ca.str();
+    credentials = grpc::SslCredentials(ssl);
+    if (!options.tls_name.empty()) args.SetSslTargetNameOverride(options.tls_name);
+  }
+  auto channel = grpc::CreateCustomChannel(options.target, credentials, args);
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
     std::fprintf(stderr, "encoderd-loadtest: cannot connect to %s within 10 s\n",
                  options.target.c_str());
