@@ -201,8 +201,8 @@ constexpr std::chrono::seconds kCloseIdleAfter{1};
 // follows its GOAWAY and has no stream open, but a client that answers late
 // or not at all held the exit (an idle grpcio channel 4.1 s; a client that
 // answers nothing 20 s, or the grace if shorter). The connection guard
-// closes idle connections on the plaintext port (ConnectionGuard::Drain); a
-// TLS port, or one without the guard, is gRPC's. So once a server's GOAWAY
+// closes idle connections on its port (ConnectionGuard::Drain), plaintext or
+// TLS; a port without the guard is gRPC's. So once a server's GOAWAY
 // went out kCloseIdleAfter ago and no stream is open on any connection of
 // any server (OpenStreams: gRPC's own count, which holds a call from its
 // headers until its status is sent, a request still arriving and an answer
@@ -211,7 +211,7 @@ constexpr std::chrono::seconds kCloseIdleAfter{1};
 // for the servers close_idle names: the connections the guard hands its
 // server (AddInsecureChannelFromFd) are the guard's to close, and are not
 // in channelz's count.
-// `/usr/bin/python3 loadtest/scripts/drain_time.py --tls` (or --no-guard),
+// `/usr/bin/python3 loadtest/scripts/drain_time.py --no-guard [--tls]`,
 // one idle grpcio channel: exit 4.13 s after SIGTERM before, 1.22-1.27 s now
 // (docs/reliability.md).
 //
@@ -345,8 +345,23 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (!config.listen.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   int port = 0;
   const std::string address = config.listen.address + ":" + std::to_string(config.listen.port);
-  // Plaintext: the guard listens and hands gRPC each connection it accepts.
-  const bool guarded = config.listen.http2_guard && secrets->tls_cert_pem.empty();
+  // The guard listens and hands gRPC each connection it accepts, as
+  // plaintext: on a TLS port it terminates TLS itself (tls_terminator.h).
+  const bool guarded = config.listen.http2_guard;
+  std::shared_ptr<TlsContext> guard_tls;
+  if (guarded && !secrets->tls_cert_pem.empty()) {
+    TlsServerOptions tls;
+    tls.cert_chain_pem = secrets->tls_cert_pem;
+    tls.key_pem = secrets->tls_key_pem;
+    tls.client_ca_pem = secrets->tls_client_ca_pem;
+    tls.require_client_cert = config.listen.tls.require_client_cert;
+    auto context = TlsContext::Create(tls);
+    if (!context.ok()) {
+      spdlog::error("{}", context.status().message());
+      return 1;
+    }
+    guard_tls = std::move(context).value();
+  }
   if (!guarded)
     builder.AddListeningPort(address, MainPortCredentials(config.listen.tls, *secrets), &port);
   builder.RegisterService(&service);
@@ -372,6 +387,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
     ConnectionGuardOptions options;
     options.max_connections = config.listen.max_connections;
     options.http2.premature_reset_rate = config.listen.http2_max_reset_rate;
+    options.tls = guard_tls;
     // An EmbedStream holds a concurrency slot from its start, which bounds
     // the open ones (call_gate.h).
     options.incomplete_requests.uncounted_paths = {"/encoderd.v1.Encoder/EmbedStream"};
@@ -422,7 +438,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   std::string how;
   if (!secrets->tls_cert_pem.empty()) how = " (TLS)";
   if (guard)
-    how = " (HTTP/2 guard, at most " + std::to_string(guard->max_connections()) + " connections)";
+    how = std::string(guard_tls ? " (TLS, terminated by the HTTP/2 guard" : " (HTTP/2 guard") +
+          ", at most " + std::to_string(guard->max_connections()) + " connections)";
   spdlog::info("listening on {}:{}{}", config.listen.address, port, how);
 
   for (const ModelConfig& m : config.models) {

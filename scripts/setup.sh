@@ -9,6 +9,8 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git clang-format
   # server stack
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  # TLS terminated by the connection guard (server/net/tls_terminator.cc)
+  libssl-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev prometheus-cpp-dev
   # metrics end-to-end test: a real Prometheus server and promtool
   prometheus

@@ -69,7 +69,8 @@ struct ListenConfig {
   // Relay the gRPC port through the HTTP/2 guard (server/net/): connections
   // whose client resets most streams right after opening them (rapid reset)
   // or opens too many at once are closed, and at most max_connections are
-  // open. Plaintext only: with TLS on, gRPC listens itself.
+  // open. With TLS on, the guard terminates it (off: gRPC listens itself,
+  // TLS or not).
   bool http2_guard = true;
   // Rapid reset is a connection resetting at least half its streams within
   // 1 s of opening them while its address resets more than this many such

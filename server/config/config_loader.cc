@@ -40,7 +40,7 @@ constexpr Option kOptions[] = {
     {"--bearer-token-file", "ENCODERD_BEARER_TOKEN_FILE", "listen.auth.bearer_token_file",
      "file holding the bearer token inference calls need"},
     {"--http2-guard", "ENCODERD_HTTP2_GUARD", "listen.http2_guard",
-     "true|false: relay the gRPC port through the rapid-reset guard (plaintext)"},
+     "true|false: relay the gRPC port through the rapid-reset guard (TLS: it terminates it)"},
     {"--http2-max-reset-rate", "ENCODERD_HTTP2_MAX_RESET_RATE", "listen.http2_max_reset_rate",
      "streams a connection may reset right after opening them, a second (guard)"},
     {"--max-connections", "ENCODERD_MAX_CONNECTIONS", "listen.max_connections",

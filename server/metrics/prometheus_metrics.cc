@@ -117,7 +117,9 @@ struct PrometheusMetrics::Families {
                                      "the guard answering calls could no longer follow), "
                                      "incomplete_requests (too many calls whose requests had "
                                      "not fully arrived, where the guard could not refuse "
-                                     "new ones).")
+                                     "new ones), tls (on a TLS port: the handshake failed, "
+                                     "e.g. a plaintext client or a client certificate "
+                                     "refused, or a record did not decrypt).")
                                .Register(*r)),
         answered_by_guard(BuildCounter()
                               .Name("encoderd_guard_answered_calls_total")

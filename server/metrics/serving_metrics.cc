@@ -18,9 +18,9 @@ const char* DropReasonName(DropReason reason) {
 }
 
 const char* ConnectionCloseName(ConnectionClose reason) {
-  static const char* kNames[] = {"rapid_reset",       "too_many_streams", "preface_timeout",
-                                 "connection_cap",    "evicted_idle",     "bad_preface",
-                                 "oversized_headers", "bad_headers",      "incomplete_requests"};
+  static const char* kNames[] = {
+      "rapid_reset", "too_many_streams",  "preface_timeout", "connection_cap",      "evicted_idle",
+      "bad_preface", "oversized_headers", "bad_headers",     "incomplete_requests", "tls"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumConnectionCloses);
   return kNames[static_cast<int>(reason)];
 }

@@ -50,11 +50,14 @@ enum class ConnectionClose {
   // more calls whose requests had not fully arrived than allowed, with the
   // guard unable to refuse new ones (http2_guard.h)
   kIncompleteRequests,
+  // on a TLS port: the handshake failed (a plaintext client, a client
+  // certificate refused) or a record did not decrypt
+  kTls,
 };
-inline constexpr int kNumConnectionCloses = 9;
+inline constexpr int kNumConnectionCloses = 10;
 // "rapid_reset", "too_many_streams", "preface_timeout", "connection_cap",
 // "evicted_idle", "bad_preface", "oversized_headers", "bad_headers",
-// "incomplete_requests".
+// "incomplete_requests", "tls".
 const char* ConnectionCloseName(ConnectionClose reason);
 
 struct RequestSample {

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -51,6 +52,8 @@ constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 // arrived by then (gRPC clients retry those the GOAWAY left unprocessed
 // anyway).
 constexpr auto kDrainLinger = std::chrono::seconds(1);
+// Reads of a client's socket (64 KiB each) per epoll event.
+constexpr int kReadsPerEvent = 4;
 
 std::string PeerAddress(const sockaddr_in& a) {
   char ip[INET_ADDRSTRLEN] = "?";
@@ -153,7 +156,9 @@ class ConnectionGuard::Loop {
     // Held (tarpit) until then, neither read nor attached; epoch: not held.
     Clock::time_point held_until;
     Buffer to_server;
-    Buffer to_client;
+    Buffer to_client;  // as sent: TLS records on a TLS port
+    // The connection's TLS (options.tls); null on a plaintext port.
+    std::unique_ptr<TlsSession> tls;
     Http2Guard guard;
     // Answers the calls the screen refuses, and those past the bounds on
     // incomplete requests.
@@ -161,6 +166,7 @@ class ConnectionGuard::Loop {
     // With the gate off, the guard's count of the connection's incomplete
     // requests, as added to the total (incomplete_.open).
     int64_t off_counted = 0;
+    bool was_held = false;  // tarpitted when accepted
     bool client_eof = false;
     bool server_eof = false;
     bool server_shut = false;  // our write side to gRPC shut after the client's end
@@ -193,6 +199,14 @@ class ConnectionGuard::Loop {
   void OnServer(Conn* c, uint32_t events);
   void Update(Conn* c);
   void Abuse(Conn* c, Http2Verdict verdict);
+  // Queues n plaintext bytes for the client (as TLS records on a TLS port).
+  void ToClient(Conn* c, const char* data, size_t n) {
+    if (n == 0) return;
+    if (!c->tls) return c->to_client.Append(data, n);
+    tls_out_.clear();
+    c->tls->ToClient(data, n, &tls_out_);
+    c->to_client.Append(tls_out_.data(), tls_out_.size());
+  }
   void CloseBoth(Conn* c) {
     if (c->client >= 0) close(c->client);
     if (c->server >= 0) close(c->server);
@@ -295,7 +309,9 @@ class ConnectionGuard::Loop {
   int64_t refused_at_cap_ = 0;
   Clock::time_point cap_logged_;
   std::vector<char> scratch_ = std::vector<char>(64 * 1024);
-  std::string relay_;  // what a CallGate passes on, per read
+  std::string relay_;    // what a CallGate passes on, per read
+  std::string plain_;    // what a TlsSession decrypted, per read
+  std::string tls_out_;  // what a TlsSession wrote for the client
 };
 
 void ConnectionGuard::Loop::Run() {
@@ -427,6 +443,7 @@ void ConnectionGuard::Loop::Accept() {
     if (!budget) budget = std::make_shared<ResetBudget>(options_.http2.premature_reset_rate);
     auto c = std::make_unique<Conn>(options_.http2, budget);
     c->gate = std::make_unique<CallGate>(&options_.screen, &incomplete_);
+    if (options_.tls) c->tls = std::make_unique<TlsSession>(options_.tls);
     c->id = next_id_++;
     c->client = fd;
     c->ip = peer.sin_addr.s_addr;
@@ -440,7 +457,10 @@ void ConnectionGuard::Loop::Accept() {
     NewConnections& rate = new_connections_[c->ip];
     if (now - rate.since >= std::chrono::seconds(1)) rate = {now, 0};
     const bool churning = ++rate.count > kNewPerAddressPerSecond;
-    if (abuser || churning) c->held_until = now + options_.tarpit;
+    if (abuser || churning) {
+      c->held_until = now + options_.tarpit;
+      c->was_held = true;
+    }
     epoll_event ev{};
     ev.events = c->client_events = abuser || churning ? 0 : EPOLLIN | EPOLLRDHUP;
     ev.data.u64 = Key(c->id, false);
@@ -485,17 +505,61 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
     // can reach it, and what it sent last would answer no one.
     return Finish(c);
   }
+  int pending = 0;
+  if (c->tls && c->tls->handshake_bytes() == 0 && (events & EPOLLRDHUP) &&
+      ioctl(c->client, FIONREAD, &pending) == 0 && pending > 0) {
+    // A ClientHello sent and left: the client ended its side before the
+    // session read a byte, so before the server's first flight went out,
+    // and it can never send the Finished that answers it. Closed unread, no
+    // key exchange or signature made for it (a flood of these:
+    // loadtest/scripts/tls_handshake_flood.py). A connection that sent
+    // nothing before its end (a TCP probe) goes the usual way below.
+    spdlog::debug("closing the connection from {}: gone before its TLS handshake", c->peer);
+    Closed(ConnectionClose::kTls);
+    // Not once more for an address already held for opening too many.
+    if (!c->was_held) abusers_[c->ip] = Clock::now();
+    return Finish(c);
+  }
   if (events & (EPOLLIN | EPOLLRDHUP)) {
-    while (!c->client_eof && !c->abusive && ClientReadable(*c)) {
+    // At most kReadsPerEvent reads per event, so that one client sending
+    // faster than the loop handles it (TLS records that decrypt to nothing,
+    // tiny records) cannot keep the loop from every other connection: the
+    // rest is read on the loop's next pass (epoll is level-triggered).
+    for (int reads = 0;
+         reads < kReadsPerEvent && !c->client_eof && !c->abusive && ClientReadable(*c); ++reads) {
       const ssize_t n = recv(c->client, scratch_.data(), scratch_.size(), 0);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         c->client_eof = true;
         break;
       }
       if (n < 0) break;
-      const uint8_t* bytes = reinterpret_cast<const uint8_t*>(scratch_.data());
-      const size_t preface = std::min(c->guard.preface_left(), static_cast<size_t>(n));
-      const Http2Verdict verdict = c->guard.FromClient(bytes, static_cast<size_t>(n), Clock::now());
+      const char* got = scratch_.data();
+      size_t got_n = static_cast<size_t>(n);
+      if (c->tls) {
+        plain_.clear();
+        tls_out_.clear();
+        const bool ok = c->tls->FromClient(got, got_n, &plain_, &tls_out_);
+        c->to_client.Append(tls_out_.data(), tls_out_.size());
+        if (!ok) {
+          // A plaintext client on a TLS port, a client certificate refused,
+          // a record that does not decrypt: the alert goes out if it can.
+          spdlog::debug("closing the connection from {}: {}", c->peer, c->tls->error());
+          Closed(ConnectionClose::kTls);
+          // Its address's next connections wait the tarpit, as an abuser's:
+          // each failed handshake cost the loop a private-key operation.
+          abusers_[c->ip] = Clock::now();
+          (void)c->to_client.WriteTo(c->client);
+          return Finish(c);
+        }
+        // A close_notify: what came before it is relayed, then the end.
+        if (c->tls->client_closed()) c->client_eof = true;
+        got = plain_.data();
+        got_n = plain_.size();
+        if (got_n == 0) continue;
+      }
+      const uint8_t* bytes = reinterpret_cast<const uint8_t*>(got);
+      const size_t preface = std::min(c->guard.preface_left(), got_n);
+      const Http2Verdict verdict = c->guard.FromClient(bytes, got_n, Clock::now());
       if (verdict != Http2Verdict::kOk) {
         Abuse(c, verdict);
         return;
@@ -508,8 +572,8 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
       // gRPC sees a connection only once its client sent the preface.
       if (c->server < 0 && c->guard.preface_received() && (!accepting_ || !Attach(c)))
         return Finish(c);
-      relay_.assign(scratch_.data(), preface);
-      c->gate->FromClient(bytes + preface, static_cast<size_t>(n) - preface, &relay_);
+      relay_.assign(got, preface);
+      c->gate->FromClient(bytes + preface, got_n - preface, &relay_);
       c->to_server.Append(relay_.data(), relay_.size());
       const std::vector<uint32_t> answered = c->gate->TakeAnswered();
       for (uint32_t stream : answered) c->guard.Ended(stream);
@@ -521,7 +585,7 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
       }
       relay_.clear();
       c->gate->Flush(&relay_);
-      c->to_client.Append(relay_.data(), relay_.size());
+      ToClient(c, relay_.data(), relay_.size());
       if (!CountWhileOff(c)) return;
       if (c->gate->broken()) {
         spdlog::debug("closing the connection from {}: its header blocks can no longer be followed",
@@ -560,7 +624,7 @@ void ConnectionGuard::Loop::OnServer(Conn* c, uint32_t events) {
         c->goaway_at = Clock::now();
       relay_.clear();
       c->gate->FromServer(bytes, static_cast<size_t>(n), &relay_);
-      c->to_client.Append(relay_.data(), relay_.size());
+      ToClient(c, relay_.data(), relay_.size());
     }
     if (!CountWhileOff(c)) return;
   }
@@ -578,6 +642,11 @@ void ConnectionGuard::Loop::OnServer(Conn* c, uint32_t events) {
 // once gRPC's end closes, what it sent is flushed and the connection closes.
 void ConnectionGuard::Loop::Update(Conn* c) {
   if (c->client < 0) return;
+  if (c->tls && c->tls->failed()) {
+    spdlog::debug("closing the connection from {}: {}", c->peer, c->tls->error());
+    Closed(ConnectionClose::kTls);
+    return Finish(c);
+  }
   if (!c->to_client.empty() && !c->to_client.WriteTo(c->client)) return Finish(c);
   if (c->abusive || c->server_eof) {
     if (c->to_client.empty()) return Finish(c);
@@ -593,8 +662,11 @@ void ConnectionGuard::Loop::Update(Conn* c) {
   }
   if (c->server < 0) {  // not attached yet: reading the preface
     if (c->client_eof) return Finish(c);
+    // With TLS the server's handshake records go out before the preface
+    // comes: what did not fit in the socket waits for EPOLLOUT.
     SetInterest(c->client, Key(c->id, false),
-                c->to_server.size() < options_.buffer_bytes ? EPOLLIN | EPOLLRDHUP : 0,
+                (ClientReadable(*c) ? EPOLLIN | EPOLLRDHUP : 0) |
+                    (c->to_client.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT)),
                 &c->client_events);
     return;
   }
@@ -640,7 +712,7 @@ void ConnectionGuard::Loop::Abuse(Conn* c, Http2Verdict verdict) {
     // when gRPC has sent nothing yet.
     std::string goaway = c->guard.server_frames() > 0 ? "" : std::string("\0\0\0\x04\0\0\0\0\0", 9);
     goaway += GoAwayFrame(c->guard.last_client_stream(), kEnhanceYourCalm);
-    c->to_client.Append(goaway.data(), goaway.size());
+    ToClient(c, goaway.data(), goaway.size());
   }
   Update(c);
 }

@@ -14,8 +14,9 @@
 //
 // One thread runs an epoll loop over every connection; each direction has a
 // bounded buffer, and a full buffer stops reading its source (the peer's TCP
-// window then pushes back). Plaintext only: with TLS on the bytes cannot be
-// read, and the gRPC server listens itself (docs/reliability.md).
+// window then pushes back). With TLS, the guard terminates it (a TlsSession
+// per connection): it reads and answers the plaintext HTTP/2 inside, and
+// gRPC gets plaintext through the socketpair, as on a plaintext port.
 #pragma once
 
 #include <chrono>
@@ -28,6 +29,7 @@
 #include "server/metrics/serving_metrics.h"
 #include "server/net/call_gate.h"
 #include "server/net/http2_guard.h"
+#include "server/net/tls_terminator.h"
 
 namespace encoderd::server {
 
@@ -48,6 +50,8 @@ struct ConnectionGuardOptions {
   // Calls whose request has not fully arrived, per connection and in all:
   // new ones past these are answered by the guard (call_gate.h).
   IncompleteRequestLimits incomplete_requests;
+  // Set: the port speaks TLS only, terminated here (tls_terminator.h).
+  std::shared_ptr<TlsContext> tls;
 };
 
 class ConnectionGuard {

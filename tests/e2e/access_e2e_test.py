@@ -28,7 +28,7 @@ import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import e2e_common as common  # noqa: E402
-from e2e_common import check  # noqa: E402
+from e2e_common import check, free_port  # noqa: E402
 
 MODEL = "langid"
 
@@ -77,12 +77,6 @@ def open_channel(target, creds=None, own_connection=False):
     c = grpc.secure_channel(target, creds, options) if creds else grpc.insecure_channel(target, options)
     CHANNELS.append(c)
     return c
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tls_channel(port, certs, client=None):
@@ -313,14 +307,15 @@ def literal_header(name, value):
 
 
 @contextlib.contextmanager
-def draining_tls_daemon(args, mods, certs, tmp, name):
-    """A TLS daemon (60 s grace), once SERVING, with the test's channels
-    closed and one raw HTTP/2 connection to it: (daemon, conn), conn None if
-    it never served. The daemon is killed on the way out if still running."""
+def draining_tls_daemon(args, mods, certs, tmp, name, extra=()):
+    """A TLS daemon (60 s grace; `extra` flags), once SERVING, with the
+    test's channels closed and one raw HTTP/2 connection to it: (daemon,
+    conn), conn None if it never served. The daemon is killed on the way out
+    if still running."""
     health_pb2, health_pb2_grpc = mods[2], mods[3]
     daemon = start(args, tmp / f"{name}.log",
         ["--tls-cert-file", str(tmp / "certs" / "server.pem"), "--tls-key-file", str(tmp / "certs" / "server.key"),
-         "--metrics", "false", "--shutdown-grace-s", "60"])
+         "--metrics", "false", "--shutdown-grace-s", "60", *extra])
     try:
         if not check(common.wait_serving(health_pb2, health_pb2_grpc.HealthStub(
                 tls_channel(daemon.port, certs)), [""]), f"{name}: TLS server SERVING"):
@@ -348,51 +343,131 @@ def wait_exit(daemon, what):
 
 def check_drain_closes_idle_tls_connections(args, mods, certs, tmp):
     """On SIGTERM, a TLS port's connections are closed once its GOAWAY went
-    out a second ago and no stream is open on any connection (channelz),
-    instead of waiting for the clients: one that answers nothing held the
-    exit 20 s (gRPC's wait for the answer to its GOAWAY's PING), or the grace
-    period if shorter. A call whose request is still arriving keeps the
-    connection open: it is answered before the connection closes (with an
-    error status from gRPC, as a call whose request arrives after the
-    shutdown began is)."""
+    out a second ago and no stream is open, instead of waiting for the
+    clients: one that answers nothing held the exit 20 s (gRPC's wait for
+    the answer to its GOAWAY's PING), or the grace period if shorter. By the
+    connection guard, which terminates TLS, and on a port without the guard
+    (gRPC's TLS) by the drain's closer (channelz's count of open streams).
+    A call whose request is still arriving keeps the connection open: it is
+    answered before the connection closes (with an error status from gRPC,
+    as a call whose request arrives after the shutdown began is)."""
     pb = mods[0]
-    with draining_tls_daemon(args, mods, certs, tmp, "tls_drain") as (daemon, conn):
-        if conn is None:
-            return
-        daemon.proc.send_signal(signal.SIGTERM)
-        # What closes it is the drain (its log line below), not gRPC's own
-        # 20 s wait for the answer to its GOAWAY's PING; the wait here only
-        # stays under the 60 s grace.
-        check(closed_by_server(conn, 50),
-              "tls_drain: a connection whose client answers nothing is closed before the grace ends")
-        wait_exit(daemon, "tls_drain")
-        log = pathlib.Path(tmp / "tls_drain.log").read_text()
-        check("gRPC port: no stream open 1 s after the GOAWAY; closing its connections" in log,
-              "tls_drain: the drain closed it (log)")
+    # What closes it is the drain (its log line), not gRPC's own 20 s wait
+    # for the answer to its GOAWAY's PING; the wait here only stays under
+    # the 60 s grace. The guard's line is at debug level.
+    for name, flags, closer in (
+            ("tls_drain_guarded", ["--log-level", "debug"],
+             r"closing the connection from 127\.0\.0\.1:\d+: drained"),
+            ("tls_drain", ["--http2-guard", "false"],
+             r"gRPC port: no stream open 1 s after the GOAWAY; closing its connections")):
+        with draining_tls_daemon(args, mods, certs, tmp, name, flags) as (daemon, conn):
+            if conn is None:
+                return
+            daemon.proc.send_signal(signal.SIGTERM)
+            check(closed_by_server(conn, 50),
+                  f"{name}: a connection whose client answers nothing is closed before the grace ends")
+            wait_exit(daemon, name)
+            log = pathlib.Path(tmp / f"{name}.log").read_text()
+            check(re.search(closer, log) is not None, f"{name}: the drain closed it (log)")
 
-    with draining_tls_daemon(args, mods, certs, tmp, "tls_drain_upload") as (daemon, conn):
-        if conn is None:
+    for name, flags in (("tls_drain_upload_guarded", []),
+                        ("tls_drain_upload", ["--http2-guard", "false"])):
+        with draining_tls_daemon(args, mods, certs, tmp, name, flags) as (daemon, conn):
+            if conn is None:
+                return
+            # An Embed call's headers, its request to follow: a stream open on the
+            # connection, which reaches the service only once the request is in.
+            headers = b"".join(literal_header(n, v) for n, v in (
+                (b":method", b"POST"), (b":scheme", b"https"), (b":path", b"/encoderd.v1.Encoder/Embed"),
+                (b":authority", b"localhost"), (b"content-type", b"application/grpc"),
+                (b"te", b"trailers")))
+            conn.sendall(h2_frame(0x1, 0x4, 1, headers))  # HEADERS, END_HEADERS
+            time.sleep(0.5)
+            daemon.proc.send_signal(signal.SIGTERM)
+            time.sleep(2.5)  # past the drain's second
+            request = pb.EmbedRequest(texts=["still arriving"]).SerializeToString()
+            message = b"\x00" + len(request).to_bytes(4, "big") + request
+            try:
+                conn.sendall(h2_frame(0x0, 0x1, 1, message))  # DATA, END_STREAM
+            except OSError:
+                pass
+            kind = first_frame_on_stream(conn, 1, 20)
+            check(kind == 0x1, f"{name}: a call whose request was still arriving is answered "
+                               f"before its connection closes (first frame on its stream: {kind})")
+            wait_exit(daemon, name)
+
+
+def check_tls_port_guarded(args, mods, certs, tmp):
+    """A TLS port has the plaintext port's defences: the connection guard
+    terminates TLS and reads the HTTP/2 inside. A rapid-reset client over TLS
+    is closed with GOAWAY(ENHANCE_YOUR_CALM) and counted (gRPC's own TLS port,
+    which the daemon used before, let it run); a plaintext client, and a
+    ClientHello sent and left, are closed and counted as `tls`, a TCP probe
+    is not; a TLS client is served meanwhile."""
+    pb, pb_grpc, health_pb2, health_pb2_grpc = mods
+    daemon = start(args, tmp / "tls_guard.log",
+        ["--tls-cert-file", str(tmp / "certs" / "server.pem"), "--tls-key-file", str(tmp / "certs" / "server.key")])
+    try:
+        secure = tls_channel(daemon.port, certs)
+        if not check(common.wait_serving(health_pb2, health_pb2_grpc.HealthStub(secure), [""]),
+                     "tls_guard: TLS server SERVING"):
             return
-        # An Embed call's headers, its request to follow: a stream open on the
-        # connection, which reaches the service only once the request is in.
+        log = (tmp / "tls_guard.log").read_text()
+        check("TLS, terminated by the HTTP/2 guard" in log, "tls_guard: the guard terminates TLS (log)")
+        closed = lambda reason: daemon.metric("encoderd_connections_closed_total", {"reason": reason})
+        resets_before, tls_before = closed("rapid_reset"), closed("tls")
+
+        conn = http2_over_tls(daemon.port, certs["ca.pem"])
         headers = b"".join(literal_header(n, v) for n, v in (
             (b":method", b"POST"), (b":scheme", b"https"), (b":path", b"/encoderd.v1.Encoder/Embed"),
             (b":authority", b"localhost"), (b"content-type", b"application/grpc"),
             (b"te", b"trailers")))
-        conn.sendall(h2_frame(0x1, 0x4, 1, headers))  # HEADERS, END_HEADERS
-        time.sleep(0.5)
-        daemon.proc.send_signal(signal.SIGTERM)
-        time.sleep(2.5)  # past the drain's second
-        request = pb.EmbedRequest(texts=["still arriving"]).SerializeToString()
-        message = b"\x00" + len(request).to_bytes(4, "big") + request
+        # 3,000 streams opened and reset at once, past the 2,000 premature
+        # resets an address may make in a burst (listen.http2_max_reset_rate).
+        burst = b"".join(h2_frame(0x1, 0x4, stream, headers) + h2_frame(0x3, 0, stream, (8).to_bytes(4, "big"))
+                         for stream in range(1, 6001, 2))
         try:
-            conn.sendall(h2_frame(0x0, 0x1, 1, message))  # DATA, END_STREAM
+            conn.sendall(burst)
         except OSError:
             pass
-        kind = first_frame_on_stream(conn, 1, 20)
-        check(kind == 0x1, "tls_drain_upload: a call whose request was still arriving is answered "
-                           f"before its connection closes (first frame on its stream: {kind})")
-        wait_exit(daemon, "tls_drain_upload")
+        goaway = read_frames(conn, 20, lambda kind, flags, stream, payload:
+                             int.from_bytes(payload[4:8], "big") if kind == 0x7 else None)
+        conn.close()
+        check(goaway == 11, f"tls_guard: a rapid-reset client over TLS gets GOAWAY(ENHANCE_YOUR_CALM) "
+                            f"(error code {goaway})")
+        check(closed("rapid_reset") - resets_before == 1,
+              f"tls_guard: counted as rapid_reset ({closed('rapid_reset') - resets_before})")
+
+        # A TCP probe (connect, then close having sent nothing): not a TLS
+        # failure. A ClientHello sent and left: closed unanswered, counted.
+        socket.create_connection(("127.0.0.1", daemon.port), timeout=10).close()
+        context = ssl.create_default_context(cadata=certs["ca.pem"].decode())
+        context.set_alpn_protocols(["h2"])
+        raw = socket.create_connection(("127.0.0.1", daemon.port), timeout=10)
+        raw.setblocking(False)
+        left = context.wrap_socket(raw, server_hostname="localhost", do_handshake_on_connect=False)
+        try:
+            left.do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            pass
+        left.close()
+        plain = socket.create_connection(("127.0.0.1", daemon.port), timeout=10)
+        plain.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(0x4, 0, 0))
+        check(closed_by_server(plain, 10), "tls_guard: a plaintext HTTP/2 client is closed")
+        plain.close()
+        deadline = time.monotonic() + 10
+        while closed("tls") - tls_before < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)  # a third count would come by now
+        check(closed("tls") - tls_before == 2,
+              f"tls_guard: the plaintext client and the ClientHello left are counted as tls, the "
+              f"TCP probe is not ({closed('tls') - tls_before})")
+        # The address was tarpitted for a second after the abuse; the channel
+        # connected before it is served.
+        check(classify_code(pb, pb_grpc, secure)[0] == grpc.StatusCode.OK,
+              "tls_guard: a TLS client is served")
+    finally:
+        stop(daemon, "TLS server behind the guard")
 
 
 def check_drain_ends_health_watches(args, mods, tmp):
@@ -660,6 +735,7 @@ def main():
     check_startup_errors(args, tmp)
     check_tls_and_health_port(args, mods, certs, tmp)
     check_drain_closes_idle_tls_connections(args, mods, certs, tmp)
+    check_tls_port_guarded(args, mods, certs, tmp)
     check_drain_ends_health_watches(args, mods, tmp)
     check_health_watch_cap(args, mods, tmp)
     check_mutual_tls(args, mods, certs, tmp)

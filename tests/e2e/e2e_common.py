@@ -236,14 +236,56 @@ def benchmark_parser(description):
     return p
 
 
-def closed_loop(loadtest, port, seconds, clients=16):
+def free_port():
+    """A TCP port free on 127.0.0.1, below the kernel's ephemeral range: a
+    port the daemon binds with 0 (its gRPC or metrics port) can never be
+    given this one before the daemon binds it (a free ephemeral port can:
+    `cannot listen on ... (listen.health_port)` in a run of e2e_access)."""
+    import random
+    import socket
+    low = 32768
+    try:
+        low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    for _ in range(1000):
+        port = random.randrange(10000, max(low, 10001))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
+def add_attack_args(p):
+    """--pin and --serve-arg, as the loadtest/scripts attack benchmarks take them."""
+    p.add_argument("--pin", action="store_true",
+                   help="daemon on CPU 1 (one engine thread); attackers and load generator on "
+                        "CPU 0, so the attack's own CPU is not the daemon's")
+    p.add_argument("--serve-arg", action="append", default=[],
+                   help="extra `encoderd serve` argument, e.g. --serve-arg=--http2-guard=false")
+
+
+def attack_serve_args(args):
+    """The `encoderd serve` arguments of add_attack_args' flags; with --pin this
+    process (and what it starts) moves to CPU 0."""
+    serve_args = [x for a in args.serve_arg for x in a.split("=", 1)]
+    if args.pin:
+        serve_args += ["--num-threads", "1"]
+        os.sched_setaffinity(0, {0})
+    return serve_args
+
+
+def closed_loop(loadtest, port, seconds, clients=16, extra=()):
     """`clients` legitimate closed-loop Embed clients (one 8-24-word text, 5 s
     deadlines) for `seconds` after 1 s of warm-up: encoderd-loadtest's JSON
-    report."""
+    report. `extra`: more encoderd-loadtest flags (e.g. --tls-ca FILE)."""
     out = subprocess.run([loadtest, "--target", f"127.0.0.1:{port}", "--rpc", "embed",
                           "--mode", "closed", "--concurrency", str(clients),
                           "--duration", str(seconds), "--warmup", "1", "--timeout-ms", "5000",
-                          "--words", "8-24", "--json"], capture_output=True, text=True)
+                          "--words", "8-24", "--json", *extra], capture_output=True, text=True)
     if "{" not in out.stdout:
         raise RuntimeError(f"encoderd-loadtest failed: {out.stdout[-500:]} {out.stderr[-500:]}")
     return json.loads(out.stdout[out.stdout.index("{"):])

@@ -24,11 +24,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from e2e_common import check, generate_stubs, report, run_loadtest, stop_process  # noqa: E402
 
 
-def start_server(binary, model_dir, log_path):
+def start_server(binary, model_dir, log_path, extra=()):
     log = open(log_path, "w")
     proc = subprocess.Popen([binary, "serve", "--address", "127.0.0.1", "--port", "0",
                              "--metrics-port", "0", "--model-dir", model_dir,
-                             "--max-queue-delay-us", "1000"], stdout=log, stderr=subprocess.STDOUT)
+                             "--max-queue-delay-us", "1000", *extra], stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while time.time() < deadline:
         text = pathlib.Path(log_path).read_text()
@@ -129,6 +129,32 @@ def main():
                   f"bad_model: 5 NOT_FOUND errors (got {r['errors_by_code']})")
     finally:
         stop_process(proc, 30)
+
+    # Over TLS (--tls-ca): a self-signed certificate for localhost, which
+    # the server's connection guard terminates.
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", str(tmp / "server.key"), "-out", str(tmp / "server.pem")],
+                   check=True, capture_output=True)
+    tls_proc, tls_port = start_server(args.server, args.model_dir, tmp / "tls_server.log",
+                                      ["--tls-cert-file", str(tmp / "server.pem"),
+                                       "--tls-key-file", str(tmp / "server.key")])
+    try:
+        tls_target = f"127.0.0.1:{tls_port}"
+        n = 50
+        r = run_loadtest(args.loadtest, tls_target, tmp, "tls", "--tls-ca", str(tmp / "server.pem"),
+                         "--tls-name", "localhost", "--concurrency", "4", "--requests", str(n),
+                         "--duration", "0", "--warmup", "0", "--words", "8")
+        if r:
+            check(r["requests_ok"] == n and r["requests_error"] == 0,
+                  f"tls: {n} requests ok over TLS (got {r['requests_ok']}, {r['requests_error']})")
+        res = subprocess.run([args.loadtest, "--target", tls_target, "--requests", "1", "--duration", "0"],
+                             capture_output=True, text=True, timeout=60)
+        check(res.returncode != 0 and "cannot connect" in res.stderr,
+              f"tls: a plaintext load generator cannot connect ({res.returncode}, {res.stderr.strip()[-200:]})")
+    finally:
+        stop_process(tls_proc, 30)
 
     # Nothing listens any more: the tool says so and fails.
     res = subprocess.run([args.loadtest, "--target", target, "--requests", "1", "--duration", "0"],
