@@ -6,8 +6,8 @@ default config (the bundled model) with --shutdown-grace-s, opens
 idle (or closes them first with --close-first), sends SIGTERM and prints the
 seconds until the process exited, --rounds times. With --tls the gRPC port
 serves TLS (a self-signed certificate made with the `openssl` CLI), which
-gRPC owns rather than the connection guard; with --no-guard it is plaintext
-without the guard (--http2-guard false). With --watch each channel also
+the connection guard terminates; with --no-guard the port is gRPC's own
+(--http2-guard false), plaintext, or TLS with both flags. With --watch each channel also
 holds a grpc.health.v1 Watch stream open (a raw call, read by a thread);
 with --health-checking each channel is made with client-side health
 checking (a service config with healthCheckConfig), so grpcio itself
@@ -15,7 +15,7 @@ watches the server's health. With --stream each channel also holds an
 EmbedStream open (one message answered, then idle; a raw call).
 
 usage: loadtest/scripts/drain_time.py [--binary build/cli/encoderd]
-       [--channels 1] [--rounds 2] [--grace 10] [--close-first] [--tls | --no-guard]
+       [--channels 1] [--rounds 2] [--grace 10] [--close-first] [--tls] [--no-guard]
        [--watch] [--health-checking] [--stream]
 Use /usr/bin/python3 (Debian's python3-grpcio).
 """
@@ -66,7 +66,7 @@ def one_round(a, certs):
     port = free_port()
     extra = ["--http2-guard", "false"] if a.no_guard else []
     if certs:
-        extra = ["--tls-cert-file", str(certs[0]), "--tls-key-file", str(certs[1])]
+        extra += ["--tls-cert-file", str(certs[0]), "--tls-key-file", str(certs[1])]
     proc = subprocess.Popen([a.binary, "serve", "--port", str(port), "--shutdown-grace-s",
                              str(a.grace), *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -120,9 +120,8 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--grace", type=float, default=10)
     p.add_argument("--close-first", action="store_true")
-    port = p.add_mutually_exclusive_group()
-    port.add_argument("--tls", action="store_true")
-    port.add_argument("--no-guard", action="store_true")
+    p.add_argument("--tls", action="store_true")
+    p.add_argument("--no-guard", action="store_true")
     p.add_argument("--watch", action="store_true")
     p.add_argument("--health-checking", action="store_true")
     p.add_argument("--stream", action="store_true")
@@ -132,7 +131,7 @@ def main():
         for r in range(a.rounds):
             rc, seconds = one_round(a, certs)
             state = "closed" if a.close_first else "idle"
-            how = "TLS" if a.tls else "no guard" if a.no_guard else "guarded"
+            how = ("TLS, " if a.tls else "") + ("no guard" if a.no_guard else "guarded")
             how += ", a Watch each" if a.watch else ""
             how += ", client-side health checking" if a.health_checking else ""
             how += ", an idle EmbedStream each" if a.stream else ""

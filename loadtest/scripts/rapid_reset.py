@@ -9,16 +9,19 @@ run the attack on --connections connections: HEADERS + the request's DATA +
 RST_STREAM(CANCEL) per stream, as fast as they can (or --rate a second),
 answering the server's SETTINGS and PINGs, and opening a new connection for
 each one the server closes. Prints the goodput of both runs, the streams the attack
-opened, and the daemon's peak thread count and RSS during it. Benchmark, not
-a test: figures in docs/reliability.md.
+opened, and the daemon's peak thread count and RSS during it. With --tls the
+port speaks TLS (a certificate made with the openssl CLI) and every client,
+legitimate or not, speaks TLS too. Benchmark, not a test: figures in
+docs/reliability.md.
 
-    /usr/bin/python3 loadtest/scripts/rapid_reset.py [--seconds 8] [--attackers 1] [--rate N]
+    /usr/bin/python3 loadtest/scripts/rapid_reset.py [--seconds 8] [--attackers 1] [--rate N] [--tls]
 """
 import multiprocessing
-import os
 import pathlib
 import socket
+import ssl
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -27,8 +30,9 @@ import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
-from e2e_common import (benchmark_parser, closed_loop, proc_cpu_seconds,  # noqa: E402
-                        proc_threads_rss, start_daemon)
+from e2e_common import (add_attack_args, attack_serve_args, benchmark_parser,  # noqa: E402
+                        proc_cpu_seconds, proc_threads_rss, start_daemon)
+from e2e_common import closed_loop as e2e_closed_loop  # noqa: E402
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -39,12 +43,30 @@ def embed_request_bytes(text):
     return b"\x00" + struct.pack(">I", len(message)) + message
 
 
-def attack(port, seconds, connections, counter, reconnects, rate):
+def make_certificate(d):
+    """server.pem (self-signed, for localhost and 127.0.0.1: its own CA) and
+    server.key in `d`."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", str(d / "server.key"), "-out", str(d / "server.pem")],
+                   check=True, capture_output=True)
+
+
+def attack(port, seconds, connections, counter, reconnects, rate, tls):
     import hpack
     import hyperframe.frame as hf
+    context = None
+    if tls:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        context.set_alpn_protocols(["h2"])
 
     def connect():
         s = socket.create_connection(("127.0.0.1", port))
+        if context:
+            s = context.wrap_socket(s, server_hostname="localhost")
         s.sendall(PREFACE + hf.SettingsFrame(0).serialize())
         s.setblocking(False)
         return [s, hpack.Encoder(), 1, b""]
@@ -91,7 +113,7 @@ def attack(port, seconds, connections, counter, reconnects, rate):
                     if not data:
                         raise ConnectionError("closed by the server")
                     buf += data
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 pass
             except OSError:
                 lost(entry)
@@ -129,21 +151,24 @@ def main():
     p.add_argument("--connections", type=int, default=4)
     p.add_argument("--rate", type=float, default=0,
                    help="streams a second per attacker (0: as fast as it can)")
-    p.add_argument("--pin", action="store_true",
-                   help="daemon on CPU 1 (one engine thread); attackers and load generator on "
-                        "CPU 0, so the attack's own CPU is not the daemon's")
-    p.add_argument("--serve-arg", action="append", default=[],
-                   help="extra `encoderd serve` argument, e.g. --serve-arg=--http2-guard=false")
+    p.add_argument("--tls", action="store_true",
+                   help="the port speaks TLS, and so do the attackers and the legitimate clients")
+    add_attack_args(p)
     args = p.parse_args()
-    serve_args = [x for a in args.serve_arg for x in a.split("=", 1)]
-    if args.pin:
-        serve_args += ["--num-threads", "1"]
-        os.sched_setaffinity(0, {0})  # this process, its attackers and the load generator
+    serve_args = attack_serve_args(args)
     with tempfile.TemporaryDirectory() as tmp:
+        client_args = []
+        if args.tls:
+            make_certificate(pathlib.Path(tmp))
+            serve_args += ["--tls-cert-file", f"{tmp}/server.pem", "--tls-key-file", f"{tmp}/server.key"]
+            client_args = ["--tls-ca", f"{tmp}/server.pem", "--tls-name", "localhost"]
         daemon = start_daemon(args.binary, ["--model-name", "langid", "--model-dir", args.model_dir,
                                             *serve_args], pathlib.Path(tmp) / "serve.log",
                               prefix=["taskset", "-c", "1"] if args.pin else [])
         pid = daemon.proc.pid
+
+        def closed_loop(*a):
+            return e2e_closed_loop(*a, extra=client_args)
         try:
             alone = closed_loop(args.loadtest, daemon.port, args.seconds, args.clients)
             threads0, rss0 = proc_threads_rss(pid)
@@ -152,7 +177,7 @@ def main():
             reconnects = multiprocessing.Value("l", 0)
             attackers = [multiprocessing.Process(target=attack, args=(daemon.port, args.seconds + 2,
                                                                        args.connections, counter,
-                                                                       reconnects, args.rate))
+                                                                       reconnects, args.rate, args.tls))
                          for _ in range(args.attackers)]
             for a in attackers:
                 a.start()
