@@ -30,6 +30,7 @@
 
 #include "cli/flags.h"
 #include "cli/shutdown_signals.h"
+#include "core/listen_socket.h"
 #include "kernels/cpu_features.h"
 #include "server/config/access_secrets.h"
 #include "server/config/config_loader.h"
@@ -122,7 +123,7 @@ std::unique_ptr<grpc::Server> StartHealthServer(const ListenConfig& listen, Heal
   grpc::ServerBuilder builder;
   builder.SetOption(std::make_unique<WithoutReflection>());
   builder.RegisterService(health);
-  builder.AddListeningPort(listen.address + ":" + std::to_string(listen.health_port),
+  builder.AddListeningPort(HostPort(listen.address, listen.health_port),
                            grpc::InsecureServerCredentials(), port);
   builder.SetMaxReceiveMessageSize(64 * 1024);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -324,7 +325,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
       return 1;
     }
     metrics = std::move(started).value();
-    spdlog::info("metrics on http://{}:{}/metrics", config.listen.address, metrics->port());
+    spdlog::info("metrics on http://{}/metrics", HostPort(config.listen.address, metrics->port()));
   }
   ServingMetrics* sink = metrics ? metrics->metrics() : nullptr;
   EncoderService service(&registry, config.listen.max_concurrent_requests, sink,
@@ -344,7 +345,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   grpc::ServerBuilder builder;
   if (!config.listen.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   int port = 0;
-  const std::string address = config.listen.address + ":" + std::to_string(config.listen.port);
+  const std::string address = HostPort(config.listen.address, config.listen.port);
   // The guard listens and hands gRPC each connection it accepts, as
   // plaintext: on a TLS port it terminates TLS itself (tls_terminator.h).
   const bool guarded = config.listen.http2_guard;
@@ -425,22 +426,22 @@ int RunServeCommand(const std::vector<std::string>& args) {
     int health_port = 0;
     health_server = StartHealthServer(config.listen, &health_port_health, &health_port);
     if (!health_server) {
-      spdlog::error("cannot listen on {}:{} (listen.health_port)", config.listen.address,
-                    config.listen.health_port);
+      spdlog::error("cannot listen on {} (listen.health_port)",
+                    HostPort(config.listen.address, config.listen.health_port));
       server->Shutdown(std::chrono::system_clock::now());
       return 1;
     }
     servers.push_back(health_server.get());
     health_services.push_back(&health_port_health);
-    spdlog::info("health (plaintext, grpc.health.v1.Health only) on {}:{}", config.listen.address,
-                 health_port);
+    spdlog::info("health (plaintext, grpc.health.v1.Health only) on {}",
+                 HostPort(config.listen.address, health_port));
   }
   std::string how;
   if (!secrets->tls_cert_pem.empty()) how = " (TLS)";
   if (guard)
     how = std::string(guard_tls ? " (TLS, terminated by the HTTP/2 guard" : " (HTTP/2 guard") +
           ", at most " + std::to_string(guard->max_connections()) + " connections)";
-  spdlog::info("listening on {}:{}{}", config.listen.address, port, how);
+  spdlog::info("listening on {}{}", HostPort(config.listen.address, port), how);
 
   for (const ModelConfig& m : config.models) {
     auto model = ServedModel::Load(m, sink, config.listen.fair_share);
@@ -526,7 +527,7 @@ int RunHealthCommand(const std::vector<std::string>& args) {
   std::string request_bytes;
   if (!service.empty())
     request_bytes = std::string{'\x0a', static_cast<char>(service.size())} + service;
-  const std::string target = address + ":" + std::to_string(port);
+  const std::string target = HostPort(address, port);
   grpc::ChannelArguments channel_args;
   channel_args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);  // never through $http_proxy
   grpc::GenericStub stub(

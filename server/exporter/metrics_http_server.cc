@@ -13,6 +13,8 @@
 #include <list>
 #include <vector>
 
+#include "core/listen_socket.h"
+
 namespace encoderd::server {
 namespace {
 
@@ -55,31 +57,24 @@ std::string MetricsHttpResponse(const std::string& request,
 StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& address, int port, std::function<std::string()> render,
     MetricsHttpOptions options) {
-  const std::string where = address + ":" + std::to_string(port);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1)
-    return InvalidArgument("metrics: listen.address '" + address + "' is not an IPv4 address");
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0)
-    return Unavailable("metrics: cannot create a socket: " + std::string(strerror(errno)));
-  const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 128) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const std::string why = strerror(errno);
-    close(fd);
-    return Unavailable("metrics: cannot listen on " + where + " (listen.metrics_port): " + why);
+  int bound_port = 0;
+  auto listening = ListenTcp(address, port, 128, &bound_port);
+  if (!listening.ok()) {
+    // "metrics: ... (listen.metrics_port)" says which listener failed.
+    const Status& why = listening.status();
+    return Status(why.code(), "metrics: " + why.message() +
+                                  (why.code() == StatusCode::kInvalidArgument
+                                       ? std::string()
+                                       : std::string(" (listen.metrics_port)")));
   }
+  const int fd = listening.value();
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     close(fd);
     return Unavailable("metrics: cannot create a pipe");
   }
   std::unique_ptr<MetricsHttpServer> server(
-      new MetricsHttpServer(fd, pipe_fds[1], ntohs(addr.sin_port), std::move(render), options));
+      new MetricsHttpServer(fd, pipe_fds[1], bound_port, std::move(render), options));
   server->wake_read_fd_ = pipe_fds[0];
   server->thread_ = std::thread([s = server.get()] { s->Serve(); });
   return server;

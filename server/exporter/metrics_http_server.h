@@ -38,7 +38,7 @@ std::string MetricsHttpResponse(const std::string& request,
 
 class MetricsHttpServer {
  public:
-  // Binds `address`:`port` (IPv4; port 0 picks a free one) and starts serving.
+  // Binds `address`:`port` (IPv4 or IPv6, ListenTcp; port 0 picks a free one) and starts serving.
   // `render` is called on the server's thread once per scrape.
   static StatusOr<std::unique_ptr<MetricsHttpServer>> Start(const std::string& address, int port,
                                                             std::function<std::string()> render,

@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/listen_socket.h"
+
 namespace encoderd::server {
 namespace {
 
@@ -54,12 +56,6 @@ constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 constexpr auto kDrainLinger = std::chrono::seconds(1);
 // Reads of a client's socket (64 KiB each) per epoll event.
 constexpr int kReadsPerEvent = 4;
-
-std::string PeerAddress(const sockaddr_in& a) {
-  char ip[INET_ADDRSTRLEN] = "?";
-  inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
-  return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
-}
 
 // A byte queue: appended at the back, written from the front.
 struct Buffer {
@@ -150,7 +146,7 @@ class ConnectionGuard::Loop {
     uint64_t id = 0;
     int client = -1;
     int server = -1;
-    uint32_t ip = 0;  // IPv4, network order
+    std::string ip;  // the address's bytes (PeerAddress's key)
     std::string peer;
     Clock::time_point accepted;
     // Held (tarpit) until then, neither read nor attached; epoch: not held.
@@ -290,15 +286,15 @@ class ConnectionGuard::Loop {
   // Connections that have not opened a stream, oldest (lowest id) first.
   std::set<uint64_t> idle_;
   // Addresses whose connection was closed for abuse, and when.
-  std::unordered_map<uint32_t, Clock::time_point> abusers_;
+  std::unordered_map<std::string, Clock::time_point> abusers_;
   // New connections per address in the current second.
   struct NewConnections {
     Clock::time_point since;
     int count = 0;
   };
-  std::unordered_map<uint32_t, NewConnections> new_connections_;
+  std::unordered_map<std::string, NewConnections> new_connections_;
   // Premature resets each address with open connections may still make.
-  std::unordered_map<uint32_t, std::shared_ptr<ResetBudget>> reset_budgets_;
+  std::unordered_map<std::string, std::shared_ptr<ResetBudget>> reset_budgets_;
   uint64_t next_id_ = 1;
   // Evictions and refusals at the cap since the last log line, and when
   // that was.
@@ -388,7 +384,7 @@ void ConnectionGuard::Loop::Run() {
 
 void ConnectionGuard::Loop::Accept() {
   while (true) {
-    sockaddr_in peer{};
+    sockaddr_storage peer{};
     socklen_t len = sizeof(peer);
     const int fd =
         accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -439,15 +435,17 @@ void ConnectionGuard::Loop::Accept() {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     const Clock::time_point now = Clock::now();
-    std::shared_ptr<ResetBudget>& budget = reset_budgets_[peer.sin_addr.s_addr];
+    std::string ip, peer_text;
+    PeerAddress(peer, &ip, &peer_text);
+    std::shared_ptr<ResetBudget>& budget = reset_budgets_[ip];
     if (!budget) budget = std::make_shared<ResetBudget>(options_.http2.premature_reset_rate);
     auto c = std::make_unique<Conn>(options_.http2, budget);
     c->gate = std::make_unique<CallGate>(&options_.screen, &incomplete_);
     if (options_.tls) c->tls = std::make_unique<TlsSession>(options_.tls);
     c->id = next_id_++;
     c->client = fd;
-    c->ip = peer.sin_addr.s_addr;
-    c->peer = PeerAddress(peer);
+    c->ip = std::move(ip);
+    c->peer = std::move(peer_text);
     c->accepted = now;
     // An address whose connection was closed for abuse lately, or that opens
     // connections faster than kNewPerAddressPerSecond: its new connections
@@ -810,25 +808,9 @@ StatusOr<std::unique_ptr<ConnectionGuard>> ConnectionGuard::Start(
       }
     }
   }
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Internal(std::string("socket: ") + std::strerror(errno));
-  const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) {
-    close(fd);
-    return InvalidArgument("listen.address '" + address + "' is not an IPv4 address");
-  }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 1024) != 0) {
-    const std::string why = std::strerror(errno);
-    close(fd);
-    return Unavailable("cannot listen on " + address + ":" + std::to_string(port) + ": " + why);
-  }
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  std::unique_ptr<ConnectionGuard> guard(new ConnectionGuard(ntohs(addr.sin_port), options));
+  int bound_port = 0;
+  ASSIGN_OR_RETURN(const int fd, ListenTcp(address, port, 1024, &bound_port));
+  std::unique_ptr<ConnectionGuard> guard(new ConnectionGuard(bound_port, options));
   guard->loop_ = std::make_unique<Loop>(fd, std::move(attach), guard->options_, metrics);
   if (!guard->loop_->ok()) return Internal("connection guard: epoll or eventfd failed");
   guard->thread_ = std::thread([g = guard.get()] { g->loop_->Run(); });

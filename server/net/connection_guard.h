@@ -56,7 +56,7 @@ struct ConnectionGuardOptions {
 
 class ConnectionGuard {
  public:
-  // Binds `address`:`port` (IPv4; port 0 picks a free one). Each accepted
+  // Binds `address`:`port` (IPv4 or IPv6, ListenTcp; port 0 picks a free one). Each accepted
   // connection becomes one end of a socketpair handed to `attach` (which
   // owns it: grpc::AddInsecureChannelFromFd); the guard relays the bytes
   // between the client and the other end. `metrics` may be null.

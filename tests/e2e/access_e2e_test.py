@@ -694,6 +694,49 @@ def check_bearer(args, mods, tmp):
         stop(daemon, "bearer server")
 
 
+def check_ipv6_listen(args, mods, tmp):
+    """listen.address "::" listens on IPv6 and IPv4 (the connection guard and
+    the metrics endpoint, whose sockets were IPv4-only: `--address ::` did
+    not start); "::1" on IPv6 loopback only. Skipped where this host has no
+    IPv6 loopback."""
+    pb, pb_grpc, health_pb2, health_pb2_grpc = mods
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        print("ipv6: no IPv6 loopback here; skipped", flush=True)
+        return
+    for address, reached, not_reached in (("::", ["[::1]", "127.0.0.1"], []),
+                                          ("::1", ["[::1]"], ["127.0.0.1"])):
+        try:
+            daemon = common.start_daemon(args.binary, ["--model-name", MODEL, "--model-dir", args.model_dir,
+                                                       "--shutdown-grace-s", "10"],
+                                         tmp / "ipv6.log", address=address)
+        except RuntimeError as e:
+            check(False, f"ipv6: the daemon starts on --address {address} ({str(e)[-300:]})")
+            continue
+        try:
+            for host in reached:
+                channel = open_channel(f"{host}:{daemon.port}", own_connection=True)
+                if host == reached[0]:
+                    check(common.wait_serving(health_pb2, health_pb2_grpc.HealthStub(channel), [""]),
+                          f"ipv6: SERVING on {address}")
+                code = classify_code(pb, pb_grpc, channel)[0]
+                check(code == grpc.StatusCode.OK, f"ipv6: --address {address}, Classify via {host} ({code})")
+            for host in not_reached:
+                with socket.socket() as s:
+                    check(s.connect_ex((host, daemon.port)) != 0,
+                          f"ipv6: --address {address} does not take {host}")
+            check(daemon.metric("encoderd_requests_total", {"rpc": "Classify", "code": "OK"}) == len(reached),
+                  f"ipv6: --address {address}, the metrics endpoint answers on it and counts the calls")
+            probe = subprocess.run([args.binary, "health", "--address", "::1", "--port", str(daemon.port)],
+                                   capture_output=True, text=True, timeout=30)
+            check(probe.returncode == 0, f"ipv6: `encoderd health --address ::1` ({probe.returncode} "
+                                         f"{probe.stdout.strip()} {probe.stderr.strip()[-200:]})")
+        finally:
+            stop(daemon, f"ipv6 server on {address}")
+
+
 def check_startup_errors(args, tmp):
     """A missing certificate or token file stops start-up, naming the key and the file."""
     cases = [(["--tls-cert-file", str(tmp / "nope.pem"), "--tls-key-file", str(tmp / "certs" / "server.key")],
@@ -733,6 +776,7 @@ def main():
     certs = make_certificates(tmp / "certs")
 
     check_startup_errors(args, tmp)
+    check_ipv6_listen(args, mods, tmp)
     check_tls_and_health_port(args, mods, certs, tmp)
     check_drain_closes_idle_tls_connections(args, mods, certs, tmp)
     check_tls_port_guarded(args, mods, certs, tmp)

@@ -93,7 +93,8 @@ class Daemon:
         self.address = address
 
     def metrics_text(self):
-        url = f"http://{self.address}:{self.metrics_port}/metrics"
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        url = f"http://{host}:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as r:
             return r.read().decode()
 
@@ -138,7 +139,7 @@ def start_daemon(binary, serve_args, log_path, timeout=60, prefix=(), address="1
                              "--metrics-port", "0", *serve_args],
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + timeout
-    at = re.escape(address)
+    at = re.escape(f"[{address}]" if ":" in address else address)  # IPv6 in brackets
     while time.time() < deadline:
         text = pathlib.Path(log_path).read_text()
         m = re.search(rf"listening on {at}:(\d+)", text)
