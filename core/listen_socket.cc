@@ -1,6 +1,7 @@
 #include "core/listen_socket.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,31 +17,39 @@ std::string Unbracketed(const std::string& address) {
   return address;
 }
 
+// Whether `host` is an IPv6 literal, with or without a zone ("fe80::1%eth0").
+bool IsIpv6Literal(const std::string& host) {
+  in6_addr unused{};
+  return inet_pton(AF_INET6, host.substr(0, host.find('%')).c_str(), &unused) == 1;
+}
+
 }  // namespace
 
 std::string HostPort(const std::string& address, int port) {
   const std::string host = Unbracketed(address);
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  return (IsIpv6Literal(host) ? "[" + host + "]" : address) + ":" + std::to_string(port);
 }
 
 StatusOr<int> ListenTcp(const std::string& address, int port, int backlog, int* bound_port) {
   const std::string host = Unbracketed(address);
-  sockaddr_storage storage{};
-  socklen_t size = 0;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
-  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(static_cast<uint16_t>(port));
-    size = sizeof(sockaddr_in);
-  } else if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(static_cast<uint16_t>(port));
-    size = sizeof(sockaddr_in6);
-  } else {
+  // A numeric host only (no name lookup); an IPv6 zone ("%eth0") is taken.
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+  addrinfo* found = nullptr;
+  in_addr v4{};
+  // inet_pton's forms only: getaddrinfo would also take "1.2.3" (1.2.0.3).
+  const bool literal = inet_pton(AF_INET, host.c_str(), &v4) == 1 || IsIpv6Literal(host);
+  if (!literal || getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 ||
+      found == nullptr) {
+    if (found != nullptr) freeaddrinfo(found);
     return InvalidArgument("listen.address '" + address + "' is not an IPv4 or IPv6 address");
   }
+  sockaddr_storage storage{};
+  socklen_t size = static_cast<socklen_t>(found->ai_addrlen);
+  std::memcpy(&storage, found->ai_addr, found->ai_addrlen);
+  freeaddrinfo(found);
   const int fd = socket(storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return Unavailable("cannot listen on " + HostPort(address, port) + ": " + std::strerror(errno));
@@ -54,7 +63,9 @@ StatusOr<int> ListenTcp(const std::string& address, int port, int backlog, int* 
     close(fd);
     return Unavailable("cannot listen on " + HostPort(address, port) + ": " + why);
   }
-  *bound_port = ntohs(storage.ss_family == AF_INET ? v4->sin_port : v6->sin6_port);
+  *bound_port =
+      ntohs(storage.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(storage).sin6_port
+                                          : reinterpret_cast<const sockaddr_in&>(storage).sin_port);
   return fd;
 }
 
@@ -71,7 +82,9 @@ void PeerAddress(const sockaddr_storage& peer, std::string* key, std::string* te
       *text = std::string(ip) + ":" + std::to_string(port);
       return;
     }
-    key->assign(reinterpret_cast<const char*>(a.sin6_addr.s6_addr), 16);
+    // The /64: an IPv6 host is given a whole /64 and may send from any
+    // address in it, so per-address defences count the /64.
+    key->assign(reinterpret_cast<const char*>(a.sin6_addr.s6_addr), 8);
     inet_ntop(AF_INET6, &a.sin6_addr, ip, sizeof(ip));
     *text = "[" + std::string(ip) + "]:" + std::to_string(port);
     return;

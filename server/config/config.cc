@@ -9,6 +9,7 @@
 #include <sstream>
 #include <utility>
 
+#include "core/listen_socket.h"
 #include "engine/runtime/encoder.h"
 
 namespace encoderd::server {
@@ -273,7 +274,7 @@ Status ServerConfig::Validate() const {
 
 std::string ServerConfig::Summary() const {
   std::ostringstream s;
-  s << "listen=" << listen.address << ":" << listen.port << " metrics_port=" << listen.metrics_port
+  s << "listen=" << HostPort(listen.address, listen.port) << " metrics_port=" << listen.metrics_port
     << " reflection=" << (listen.reflection ? "true" : "false")
     << " max_concurrent_requests=" << listen.max_concurrent_requests
     << " fair_share=" << (listen.fair_share ? "true" : "false")

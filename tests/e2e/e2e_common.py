@@ -93,8 +93,7 @@ class Daemon:
         self.address = address
 
     def metrics_text(self):
-        host = f"[{self.address}]" if ":" in self.address else self.address
-        url = f"http://{host}:{self.metrics_port}/metrics"
+        url = f"http://{connectable(self.address)}:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as r:
             return r.read().decode()
 
@@ -130,6 +129,14 @@ def run_loadtest(binary, target, tmp, name, *flags, expect_rc=0):
     return json.loads(out.read_text())
 
 
+def connectable(address):
+    """Where a client on this host reaches a daemon listening on `address`:
+    loopback for an unspecified address, an IPv6 one in brackets."""
+    bare = address.strip("[]")
+    bare = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(bare, bare)
+    return f"[{bare}]" if ":" in bare else bare
+
+
 def start_daemon(binary, serve_args, log_path, timeout=60, prefix=(), address="127.0.0.1"):
     """Starts `[*prefix] binary serve --address ADDRESS --port 0
     --metrics-port 0 *serve_args` (prefix: e.g. taskset, which execs the
@@ -139,7 +146,8 @@ def start_daemon(binary, serve_args, log_path, timeout=60, prefix=(), address="1
                              "--metrics-port", "0", *serve_args],
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + timeout
-    at = re.escape(f"[{address}]" if ":" in address else address)  # IPv6 in brackets
+    bare = address.strip("[]")
+    at = re.escape(f"[{bare}]" if ":" in bare else bare)  # IPv6 in brackets
     while time.time() < deadline:
         text = pathlib.Path(log_path).read_text()
         m = re.search(rf"listening on {at}:(\d+)", text)

@@ -16,11 +16,14 @@ TEST(ListenSocketTest, HostPortBracketsIpv6) {
   EXPECT_EQ(HostPort("localhost", 1), "localhost:1");
   EXPECT_EQ(HostPort("::", 50051), "[::]:50051");
   EXPECT_EQ(HostPort("[::1]", 9), "[::1]:9");
+  EXPECT_EQ(HostPort("fe80::1%eth0", 9), "[fe80::1%eth0]:9");
+  // Not an IPv6 literal: left as it is (a gRPC target for `encoderd health`).
+  EXPECT_EQ(HostPort("dns:///encoderd", 50051), "dns:///encoderd:50051");
 }
 
 TEST(ListenSocketTest, RefusesWhatIsNotAnAddress) {
   int port = 0;
-  for (const char* bad : {"localhost", "1.2.3", "[::1", "::g", ""}) {
+  for (const char* bad : {"localhost", "1.2.3", "[::1", "::g", "", "[]"}) {
     auto fd = ListenTcp(bad, 0, 8, &port);
     ASSERT_FALSE(fd.ok()) << bad;
     EXPECT_EQ(fd.status().code(), StatusCode::kInvalidArgument) << bad;
@@ -73,8 +76,18 @@ TEST(ListenSocketTest, PeerAddressKeysAnIpv4ClientAlikeOnEitherSocket) {
   inet_pton(AF_INET6, "fd00::2", &b->sin6_addr);
   std::string key6, text6;
   PeerAddress(v6, &key6, &text6);
-  EXPECT_EQ(key6.size(), 16u);
+  EXPECT_EQ(key6.size(), 8u);
   EXPECT_EQ(text6, "[fd00::2]:1");
+  // Another address of the same /64: the same key (one tarpit, one reset
+  // budget); of another /64: another.
+  inet_pton(AF_INET6, "fd00::ffff:1234", &b->sin6_addr);
+  std::string key_same64, unused;
+  PeerAddress(v6, &key_same64, &unused);
+  EXPECT_EQ(key_same64, key6);
+  inet_pton(AF_INET6, "fd00:0:0:1::2", &b->sin6_addr);
+  std::string key_other64;
+  PeerAddress(v6, &key_other64, &unused);
+  EXPECT_NE(key_other64, key6);
 }
 
 }  // namespace
