@@ -24,11 +24,15 @@ import pathlib
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 
 import grpc
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "e2e"))
+from e2e_common import self_signed_certificate  # noqa: E402
 
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 HEALTH_WATCH = "/grpc.health.v1.Health/Watch"
@@ -41,16 +45,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def self_signed(d):
-    """server.pem and server.key for localhost in directory d."""
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
-                    "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-                    "-keyout", "server.key", "-out", "server.pem"],
-                   cwd=d, check=True, capture_output=True)
-    return d / "server.pem", d / "server.key"
 
 
 def read_to_end(stream):
@@ -127,7 +121,7 @@ def main():
     p.add_argument("--stream", action="store_true")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        certs = self_signed(pathlib.Path(d)) if a.tls else None
+        certs = self_signed_certificate(d) if a.tls else None
         for r in range(a.rounds):
             rc, seconds = one_round(a, certs)
             state = "closed" if a.close_first else "idle"

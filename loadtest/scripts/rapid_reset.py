@@ -21,7 +21,6 @@ import pathlib
 import socket
 import ssl
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,7 +30,8 @@ import urllib.request
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 from e2e_common import (add_attack_args, attack_serve_args, benchmark_parser,  # noqa: E402
-                        proc_cpu_seconds, proc_threads_rss, start_daemon)
+                        proc_cpu_seconds, proc_threads_rss, self_signed_certificate,
+                        start_daemon)
 from e2e_common import closed_loop as e2e_closed_loop  # noqa: E402
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -41,16 +41,6 @@ def embed_request_bytes(text):
     raw = text.encode()
     message = b"\x0a" + bytes([len(raw)]) + raw  # EmbedRequest.texts = [text]
     return b"\x00" + struct.pack(">I", len(message)) + message
-
-
-def make_certificate(d):
-    """server.pem (self-signed, for localhost and 127.0.0.1: its own CA) and
-    server.key in `d`."""
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                    "-nodes", "-days", "2", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-                    "-keyout", str(d / "server.key"), "-out", str(d / "server.pem")],
-                   check=True, capture_output=True)
 
 
 def attack(port, seconds, connections, counter, reconnects, rate, tls):
@@ -159,7 +149,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         client_args = []
         if args.tls:
-            make_certificate(pathlib.Path(tmp))
+            self_signed_certificate(tmp)
             serve_args += ["--tls-cert-file", f"{tmp}/server.pem", "--tls-key-file", f"{tmp}/server.key"]
             client_args = ["--tls-ca", f"{tmp}/server.pem", "--tls-name", "localhost"]
         daemon = start_daemon(args.binary, ["--model-name", "langid", "--model-dir", args.model_dir,

@@ -23,10 +23,9 @@ import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
-sys.path.insert(0, str(REPO / "loadtest" / "scripts"))
 from e2e_common import (add_attack_args, attack_serve_args, benchmark_parser,  # noqa: E402
-                        closed_loop, proc_cpu_seconds, start_daemon)
-from rapid_reset import make_certificate  # noqa: E402
+                        closed_loop, proc_cpu_seconds, self_signed_certificate,
+                        start_daemon)
 
 
 def flood(port, seconds, counter, keep, source):
@@ -62,7 +61,9 @@ def flood(port, seconds, counter, keep, source):
 def main():
     p = benchmark_parser(__doc__.split("\n")[0])
     p.add_argument("--seconds", type=int, default=6)
-    p.add_argument("--clients", type=int, default=16)
+    p.add_argument("--clients", type=int, default=16,
+                   help="legitimate closed-loop clients (0: none; the attack alone, to read the "
+                        "daemon's CPU under it)")
     p.add_argument("--attackers", type=int, default=1)
     p.add_argument("--keep", type=int, default=0,
                    help="connections each attacker keeps open after its ClientHello (the oldest "
@@ -74,15 +75,17 @@ def main():
     args = p.parse_args()
     serve_args = attack_serve_args(args)
     with tempfile.TemporaryDirectory() as tmp:
-        make_certificate(pathlib.Path(tmp))
+        self_signed_certificate(tmp)
         serve_args += ["--tls-cert-file", f"{tmp}/server.pem", "--tls-key-file", f"{tmp}/server.key"]
         client_args = ["--tls-ca", f"{tmp}/server.pem", "--tls-name", "localhost"]
         daemon = start_daemon(args.binary, ["--model-name", "langid", "--model-dir", args.model_dir,
                                             *serve_args], pathlib.Path(tmp) / "serve.log",
                               prefix=["taskset", "-c", "1"] if args.pin else [])
         try:
-            alone = closed_loop(args.loadtest, daemon.port, args.seconds, args.clients, client_args)
-            cpu0 = proc_cpu_seconds(daemon.proc.pid)
+            legitimate = args.clients > 0
+            if legitimate:
+                alone = closed_loop(args.loadtest, daemon.port, args.seconds, args.clients, client_args)
+            cpu0, started = proc_cpu_seconds(daemon.proc.pid), time.time()
             counter = multiprocessing.Value("l", 0)
             attackers = [multiprocessing.Process(target=flood, args=(daemon.port, args.seconds + 2, counter,
                                                                   args.keep, args.attacker_address))
@@ -90,10 +93,12 @@ def main():
             for a in attackers:
                 a.start()
             time.sleep(0.5)
-            attacked = closed_loop(args.loadtest, daemon.port, args.seconds, args.clients, client_args)
+            if legitimate:
+                attacked = closed_loop(args.loadtest, daemon.port, args.seconds, args.clients, client_args)
             for a in attackers:
                 a.join()
             attack_cpu = proc_cpu_seconds(daemon.proc.pid) - cpu0
+            attack_s = time.time() - started
             metrics = urllib.request.urlopen(
                 f"http://127.0.0.1:{daemon.metrics_port}/metrics", timeout=30).read().decode()
         finally:
@@ -102,11 +107,12 @@ def main():
     def summary(r):
         return (f"{r['requests_ok'] / r['elapsed_s']:.0f} OK calls/s, {r['requests_error']} errors "
                 f"{r['errors_by_code']}, p99 {r['latency']['p99_us'] / 1000:.1f} ms")
-    print(f"legitimate alone:        {summary(alone)}")
-    print(f"legitimate under attack: {summary(attacked)}")
+    if legitimate:
+        print(f"legitimate alone:        {summary(alone)}")
+        print(f"legitimate under attack: {summary(attacked)}")
     print(f"attack: {counter.value} ClientHellos in {args.seconds + 2} s by {args.attackers} "
           f"process(es) ({counter.value / (args.seconds + 2):.0f}/s)")
-    print(f"daemon CPU during the attack: {attack_cpu:.1f} s")
+    print(f"daemon CPU during the attack: {attack_cpu:.1f} s ({attack_cpu / attack_s:.2f} of a CPU)")
     for line in metrics.splitlines():
         if line.startswith("encoderd_connections_closed_total") and not line.endswith(" 0"):
             print(f"daemon after: {line}")

@@ -3,7 +3,6 @@
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
-#include <openssl/prov_ssl.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 

@@ -268,6 +268,18 @@ def free_port():
     raise RuntimeError("no free port below the ephemeral range")
 
 
+def self_signed_certificate(d):
+    """server.pem (self-signed, for localhost and 127.0.0.1: its own CA) and
+    server.key in directory `d`, made with the openssl CLI; their paths."""
+    d = pathlib.Path(d)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", str(d / "server.key"), "-out", str(d / "server.pem")],
+                   check=True, capture_output=True)
+    return d / "server.pem", d / "server.key"
+
+
 def add_attack_args(p):
     """--pin and --serve-arg, as the loadtest/scripts attack benchmarks take them."""
     p.add_argument("--pin", action="store_true",

@@ -21,7 +21,8 @@ import time
 import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from e2e_common import check, generate_stubs, report, run_loadtest, stop_process  # noqa: E402
+from e2e_common import (check, generate_stubs, report, run_loadtest,  # noqa: E402
+                        self_signed_certificate, stop_process)
 
 
 def start_server(binary, model_dir, log_path, extra=()):
@@ -132,11 +133,7 @@ def main():
 
     # Over TLS (--tls-ca): a self-signed certificate for localhost, which
     # the server's connection guard terminates.
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                    "-nodes", "-days", "2", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-                    "-keyout", str(tmp / "server.key"), "-out", str(tmp / "server.pem")],
-                   check=True, capture_output=True)
+    self_signed_certificate(tmp)
     tls_proc, tls_port = start_server(args.server, args.model_dir, tmp / "tls_server.log",
                                       ["--tls-cert-file", str(tmp / "server.pem"),
                                        "--tls-key-file", str(tmp / "server.key")])

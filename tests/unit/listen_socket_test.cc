@@ -48,46 +48,43 @@ TEST(ListenSocketTest, ListensOnIpv4AndIpv6) {
   close(v6.value());
 }
 
+struct Peer {
+  std::string key, text;
+};
+
+// PeerAddress of `ip` (IPv4 or IPv6 text) and `port`, as accept4 gives them.
+Peer PeerOf(const char* ip, int port) {
+  sockaddr_storage storage{};
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
+  if (inet_pton(AF_INET, ip, &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+  } else {
+    EXPECT_EQ(inet_pton(AF_INET6, ip, &v6->sin6_addr), 1) << ip;
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+  }
+  Peer peer;
+  PeerAddress(storage, &peer.key, &peer.text);
+  return peer;
+}
+
 TEST(ListenSocketTest, PeerAddressKeysAnIpv4ClientAlikeOnEitherSocket) {
-  sockaddr_storage v4{};
-  auto* a = reinterpret_cast<sockaddr_in*>(&v4);
-  a->sin_family = AF_INET;
-  a->sin_port = htons(45678);
-  inet_pton(AF_INET, "10.1.2.3", &a->sin_addr);
-  std::string key4, text4;
-  PeerAddress(v4, &key4, &text4);
-  EXPECT_EQ(key4.size(), 4u);
-  EXPECT_EQ(text4, "10.1.2.3:45678");
+  const Peer v4 = PeerOf("10.1.2.3", 45678);
+  EXPECT_EQ(v4.key.size(), 4u);
+  EXPECT_EQ(v4.text, "10.1.2.3:45678");
+  const Peer mapped = PeerOf("::ffff:10.1.2.3", 45678);
+  EXPECT_EQ(mapped.key, v4.key);  // one address, one tarpit and reset budget
+  EXPECT_EQ(mapped.text, "10.1.2.3:45678");
 
-  sockaddr_storage mapped{};
-  auto* m = reinterpret_cast<sockaddr_in6*>(&mapped);
-  m->sin6_family = AF_INET6;
-  m->sin6_port = htons(45678);
-  inet_pton(AF_INET6, "::ffff:10.1.2.3", &m->sin6_addr);
-  std::string key_mapped, text_mapped;
-  PeerAddress(mapped, &key_mapped, &text_mapped);
-  EXPECT_EQ(key_mapped, key4);  // one address, one tarpit and reset budget
-  EXPECT_EQ(text_mapped, "10.1.2.3:45678");
-
-  sockaddr_storage v6{};
-  auto* b = reinterpret_cast<sockaddr_in6*>(&v6);
-  b->sin6_family = AF_INET6;
-  b->sin6_port = htons(1);
-  inet_pton(AF_INET6, "fd00::2", &b->sin6_addr);
-  std::string key6, text6;
-  PeerAddress(v6, &key6, &text6);
-  EXPECT_EQ(key6.size(), 8u);
-  EXPECT_EQ(text6, "[fd00::2]:1");
+  const Peer v6 = PeerOf("fd00::2", 1);
+  EXPECT_EQ(v6.key.size(), 8u);
+  EXPECT_EQ(v6.text, "[fd00::2]:1");
   // Another address of the same /64: the same key (one tarpit, one reset
   // budget); of another /64: another.
-  inet_pton(AF_INET6, "fd00::ffff:1234", &b->sin6_addr);
-  std::string key_same64, unused;
-  PeerAddress(v6, &key_same64, &unused);
-  EXPECT_EQ(key_same64, key6);
-  inet_pton(AF_INET6, "fd00:0:0:1::2", &b->sin6_addr);
-  std::string key_other64;
-  PeerAddress(v6, &key_other64, &unused);
-  EXPECT_NE(key_other64, key6);
+  EXPECT_EQ(PeerOf("fd00::ffff:1234", 2).key, v6.key);
+  EXPECT_NE(PeerOf("fd00:0:0:1::2", 1).key, v6.key);
 }
 
 }  // namespace

@@ -24,24 +24,25 @@ struct Issued {
   EVP_PKEY* key = nullptr;
 };
 
-std::string Pem(X509* cert) {
+// What write(bio) writes to a memory BIO.
+template <typename Write>
+std::string Written(Write write) {
   BIO* bio = BIO_new(BIO_s_mem());
-  PEM_write_bio_X509(bio, cert);
+  write(bio);
   char* data = nullptr;
   const long n = BIO_get_mem_data(bio, &data);
-  std::string pem(data, static_cast<size_t>(n));
+  std::string text(data, static_cast<size_t>(n));
   BIO_free(bio);
-  return pem;
+  return text;
+}
+
+std::string Pem(X509* cert) {
+  return Written([&](BIO* bio) { PEM_write_bio_X509(bio, cert); });
 }
 
 std::string Pem(EVP_PKEY* key) {
-  BIO* bio = BIO_new(BIO_s_mem());
-  PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr);
-  char* data = nullptr;
-  const long n = BIO_get_mem_data(bio, &data);
-  std::string pem(data, static_cast<size_t>(n));
-  BIO_free(bio);
-  return pem;
+  return Written(
+      [&](BIO* bio) { PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr); });
 }
 
 // A P-256 key and a certificate for `name`, signed by `issuer` (self-signed
@@ -409,45 +410,37 @@ TEST(TlsSessionTest, GarbageAfterTheHandshakeFails) {
 }
 
 TEST(TlsContextTest, RefusesWhatCannotServe) {
+  // Create(options) fails, its message naming `what`.
+  const auto refused = [](const TlsServerOptions& options, const std::string& what) {
+    auto context = TlsContext::Create(options);
+    ASSERT_FALSE(context.ok()) << what;
+    EXPECT_NE(context.status().message().find(what), std::string::npos)
+        << context.status().message();
+  };
   TlsServerOptions options;
   options.cert_chain_pem = Certs().server.cert_pem;
   options.key_pem = Certs().client.key_pem;  // another certificate's key
-  auto mismatched = TlsContext::Create(options);
-  ASSERT_FALSE(mismatched.ok());
-  EXPECT_NE(mismatched.status().message().find("not a matching pair"), std::string::npos)
-      << mismatched.status().message();
+  refused(options, "not a matching pair");
 
   options.key_pem = Certs().server.key_pem;
   options.cert_chain_pem = "not a certificate";
-  auto garbage = TlsContext::Create(options);
-  ASSERT_FALSE(garbage.ok());
-  EXPECT_NE(garbage.status().message().find("listen.tls.cert_file"), std::string::npos);
+  refused(options, "listen.tls.cert_file");
 
   options.cert_chain_pem = Certs().server.cert_pem;
   options.key_pem = Certs().server.cert_pem;  // no key in it
-  auto no_key = TlsContext::Create(options);
-  ASSERT_FALSE(no_key.ok());
-  EXPECT_NE(no_key.status().message().find("listen.tls.key_file"), std::string::npos);
+  refused(options, "listen.tls.key_file");
 
   // An encrypted key: refused, with no passphrase asked for.
-  BIO* bio = BIO_new(BIO_s_mem());
-  PEM_write_bio_PrivateKey(bio, Certs().server.key, EVP_aes_256_cbc(),
-                           reinterpret_cast<const unsigned char*>("secret"), 6, nullptr, nullptr);
-  char* data = nullptr;
-  const long n = BIO_get_mem_data(bio, &data);
-  options.key_pem.assign(data, static_cast<size_t>(n));
-  BIO_free(bio);
+  options.key_pem = Written([](BIO* bio) {
+    PEM_write_bio_PrivateKey(bio, Certs().server.key, EVP_aes_256_cbc(),
+                             reinterpret_cast<const unsigned char*>("secret"), 6, nullptr, nullptr);
+  });
   ASSERT_NE(options.key_pem.find("ENCRYPTED"), std::string::npos);
-  auto encrypted = TlsContext::Create(options);
-  ASSERT_FALSE(encrypted.ok());
-  EXPECT_NE(encrypted.status().message().find("encrypted key"), std::string::npos)
-      << encrypted.status().message();
+  refused(options, "encrypted key");
 
   options.key_pem = Certs().server.key_pem;
   options.client_ca_pem = "no CA here";
-  auto no_ca = TlsContext::Create(options);
-  ASSERT_FALSE(no_ca.ok());
-  EXPECT_NE(no_ca.status().message().find("listen.tls.client_ca_file"), std::string::npos);
+  refused(options, "listen.tls.client_ca_file");
 
   // A chain: the server certificate, then its CA.
   options.client_ca_pem.clear();
