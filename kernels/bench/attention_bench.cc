@@ -1,7 +1,10 @@
 // Attention micro-benchmark: kernels::Attention (the AVX-512 or AVX2 path,
 // whichever the CPU has) against the generic path, BERT-base heads (12 x 64).
 //
-//   ./build/kernels/attention_bench [--threads N] [--seconds S]
+//   ./build/kernels/attention_bench [--threads N] [--seconds S] [--batch I]
+//
+// --batch I runs the I-th batch of the table alone (0: 32 x U[16,256]), for
+// a profiler.
 //
 // Prints ms per call and GFLOP/s (4 * L^2 * head_dim per sequence and head).
 #include <omp.h>
@@ -33,9 +36,11 @@ using encoderd::kernels::bench::BestSeconds;
 int main(int argc, char** argv) {
   int threads = omp_get_num_procs();
   double budget = 0.5;
+  int only = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--seconds")) budget = std::atof(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--batch")) only = std::atoi(argv[i + 1]);
   }
   const int64_t heads = 12, d = 64, hidden = heads * d;
   std::mt19937 rng(3);
@@ -63,7 +68,9 @@ int main(int argc, char** argv) {
   std::printf("%-16s %7s | %10s %8s | %8s %8s %8s | %14s %8s | %11s %8s | %10s %8s\n", "batch",
               "tokens", "fp32_ms", "GFLOP/s", "bf16_ms", "GFLOP/s", "err", "bf16_values_ms",
               "GFLOP/s", "full_LxL_ms", "GFLOP/s", "generic_ms", "GFLOP/s");
-  for (const Batch& b : batches) {
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    if (only >= 0 && bi != static_cast<size_t>(only)) continue;
+    const Batch& b = batches[bi];
     std::vector<int32_t> cu(1, 0);
     double flop = 0;
     for (int32_t len : b.lengths) {

@@ -58,8 +58,10 @@ inline void Transpose8(__m256 r[8]) {
   }
 }
 
-// kt[c][j] = k[j][c] for j < len, 0 for len <= j < lp; k rows at stride ld.
-void PackKeys(const float* k, int64_t ld, int64_t len, int64_t lp, int64_t d, float* kt) {
+// kt[c][j] = k[j][c] for j < len, 0 for len <= j < lp; k rows at stride ld,
+// kt's at stride ldk.
+void PackKeys(const float* k, int64_t ld, int64_t len, int64_t lp, int64_t ldk, int64_t d,
+              float* kt) {
   for (int64_t j0 = 0; j0 < lp; j0 += 8) {
     for (int64_t c0 = 0; c0 < d; c0 += 8) {
       __m256 r[8];
@@ -67,7 +69,7 @@ void PackKeys(const float* k, int64_t ld, int64_t len, int64_t lp, int64_t d, fl
         r[i] = j0 + i < len ? _mm256_loadu_ps(k + (j0 + i) * ld + c0) : _mm256_setzero_ps();
       }
       Transpose8(r);
-      for (int i = 0; i < 8; ++i) _mm256_storeu_ps(kt + (c0 + i) * lp + j0, r[i]);
+      for (int i = 0; i < 8; ++i) _mm256_storeu_ps(kt + (c0 + i) * ldk + j0, r[i]);
     }
   }
 }
@@ -99,9 +101,10 @@ float SoftmaxRow(float* s, int64_t len) {
 }
 
 // s[r][j0 .. j0 + 8 * NJ) = q[r] . k[j] for r < R; q rows of d floats,
-// contiguous; kt [d, lp]; s rows at stride lp.
+// contiguous; kt [d, lp] at row stride ldk; s rows at stride lp.
 template <int R, int NJ>
-void ScoresTile(const float* q, const float* kt, int64_t d, int64_t lp, int64_t j0, float* s) {
+void ScoresTile(const float* q, const float* kt, int64_t d, int64_t ldk, int64_t lp, int64_t j0,
+                float* s) {
   __m256 acc[R][NJ];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -111,7 +114,7 @@ void ScoresTile(const float* q, const float* kt, int64_t d, int64_t lp, int64_t 
   for (int64_t c = 0; c < d; ++c) {
     __m256 k[NJ];
 #pragma GCC unroll 8
-    for (int v = 0; v < NJ; ++v) k[v] = _mm256_loadu_ps(kt + c * lp + j0 + 8 * v);
+    for (int v = 0; v < NJ; ++v) k[v] = _mm256_loadu_ps(kt + c * ldk + j0 + 8 * v);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 b = _mm256_broadcast_ss(q + r * d + c);
@@ -180,9 +183,9 @@ void ForRowBlocks(int64_t rows, Args... args) {
 // Score columns [j0, j0 + 8 * kCols) of every row of a sub-block.
 template <int R>
 struct ScoreColumns {
-  static void Run(int64_t r, const float* qs, const float* kt, int64_t d, int64_t lp, int64_t j0,
-                  float* s) {
-    ScoresTile<R, kCols>(qs + r * d, kt, d, lp, j0, s + r * lp);
+  static void Run(int64_t r, const float* qs, const float* kt, int64_t d, int64_t ldk, int64_t lp,
+                  int64_t j0, float* s) {
+    ScoresTile<R, kCols>(qs + r * d, kt, d, ldk, lp, j0, s + r * lp);
   }
 };
 
@@ -203,11 +206,11 @@ void AttentionRowsAvx2(const float* qkv, int64_t seq_begin, int64_t len, int64_t
                        int64_t heads, int64_t d, float scale, int64_t row_begin, int64_t row_end,
                        int64_t sub_rows, float* out, const AttentionItem* next) {
   const int64_t hidden = heads * d, ld = 3 * hidden;
-  const int64_t lp = (len + 15) / 16 * 16;
-  // Scratch: K^T [d, lp], V [len, d], scores [sub_rows, lp], Q [sub_rows,
+  const int64_t lp = (len + 15) / 16 * 16, ldk = KeyRowStride(lp);
+  // Scratch: K^T [d, ldk], V [len, d], scores [sub_rows, lp], Q [sub_rows,
   // d], O [sub_rows, d], 1/sum [sub_rows].
-  float* kt = AttentionScratch(d * lp + len * d + sub_rows * (lp + 2 * d + 1));
-  float* vs = kt + d * lp;
+  float* kt = AttentionScratch(d * ldk + len * d + sub_rows * (lp + 2 * d + 1));
+  float* vs = kt + d * ldk;
   float* s = vs + len * d;
   float* qs = s + sub_rows * lp;
   float* os = qs + sub_rows * d;
@@ -218,7 +221,7 @@ void AttentionRowsAvx2(const float* qkv, int64_t seq_begin, int64_t len, int64_t
   NextItemPrefetch prefetch(
       qkv, sizeof(float), heads, d, seq_begin, head, next,
       sub_blocks * ((lp + 8 * kCols - 1) / (8 * kCols) + (len + kValueBlock - 1) / kValueBlock));
-  PackKeys(q + hidden, ld, len, lp, d, kt);
+  PackKeys(q + hidden, ld, len, lp, ldk, d, kt);
   for (int64_t j = 0; j < len; ++j) {
     for (int64_t c = 0; c < d; c += 8) {
       _mm256_storeu_ps(vs + j * d + c, _mm256_loadu_ps(q + 2 * hidden + j * ld + c));
@@ -237,7 +240,7 @@ void AttentionRowsAvx2(const float* qkv, int64_t seq_begin, int64_t len, int64_t
     // Column blocks outside, row blocks inside: each K block (d x 16) is
     // reused from L1 by every row of the sub-block.
     for (int64_t j = 0; j < lp; j += 8 * kCols) {
-      ForRowBlocks<ScoreColumns>(rows, qs, kt, d, lp, j, s);
+      ForRowBlocks<ScoreColumns>(rows, qs, kt, d, ldk, lp, j, s);
       prefetch.Step();
     }
     for (int64_t r = 0; r < rows; ++r) inv[r] = SoftmaxRow(s + r * lp, len);

@@ -21,9 +21,11 @@ struct Fp32Format {
 
   static __m512 Madd(__m512 acc, __m512 a, __m512 b) { return _mm512_fmadd_ps(a, b, acc); }
 
-  // kt[c][j] = k[j][c] for j < len, 0 for len <= j < lp; k rows at stride ld.
-  static void PackKeys(const float* k, int64_t ld, int64_t len, int64_t lp, int64_t d, float* kt) {
-    PackKeyWords<kPack>(len, lp, d, kt,
+  // kt[c][j] = k[j][c] for j < len, 0 for len <= j < lp; k rows at stride ld,
+  // kt's at stride ldk.
+  static void PackKeys(const float* k, int64_t ld, int64_t len, int64_t lp, int64_t ldk, int64_t d,
+                       float* kt) {
+    PackKeyWords<kPack>(len, lp, ldk, d, kt,
                         [&](int64_t j, int64_t c) { return _mm512_loadu_ps(k + j * ld + c); });
   }
 

@@ -56,9 +56,10 @@ struct Bf16Format {
   }
 
   // kt[w][j] = (k[j][2w], k[j][2w + 1]) for j < len, 0 for len <= j < lp; k
-  // rows at stride ld; w < d / 2.
-  static void PackKeys(const float* k, int64_t ld, int64_t len, int64_t lp, int64_t d, float* kt) {
-    PackKeyWords<kPack>(len, lp, d, kt, [&](int64_t j, int64_t c) {
+  // rows at stride ld, kt's at stride ldk; w < d / 2.
+  static void PackKeys(const float* k, int64_t ld, int64_t len, int64_t lp, int64_t ldk, int64_t d,
+                       float* kt) {
+    PackKeyWords<kPack>(len, lp, ldk, d, kt, [&](int64_t j, int64_t c) {
       const float* row = k + j * ld + c;
       return PackPairs(_mm512_loadu_ps(row), _mm512_loadu_ps(row + 16));
     });
@@ -102,9 +103,9 @@ struct Bf16Format {
 struct Bf16ValuesFormat : Bf16Format {
   using Value = uint16_t;
 
-  static void PackKeys(const uint16_t* k, int64_t ld, int64_t len, int64_t lp, int64_t d,
-                       float* kt) {
-    PackKeyWords<kPack>(len, lp, d, kt,
+  static void PackKeys(const uint16_t* k, int64_t ld, int64_t len, int64_t lp, int64_t ldk,
+                       int64_t d, float* kt) {
+    PackKeyWords<kPack>(len, lp, ldk, d, kt,
                         [&](int64_t j, int64_t c) { return _mm512_loadu_ps(k + j * ld + c); });
   }
 

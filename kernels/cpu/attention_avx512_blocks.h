@@ -47,10 +47,10 @@ inline void Transpose16(__m512 r[16]) {
 }
 
 // kt[w][j] = word w of key j for j < len, 0 for len <= j < lp, over the
-// d / kPack words of each key, a 16 x 16 tile at a time (a Format's
+// d / kPack words of each key (kt's rows ldk words apart), a 16 x 16 tile at a time (a Format's
 // PackKeys): load(j, c) gives key j's 16 words from head-dim column c on.
 template <int64_t kPack, typename Load>
-inline void PackKeyWords(int64_t len, int64_t lp, int64_t d, float* kt, Load load) {
+inline void PackKeyWords(int64_t len, int64_t lp, int64_t ldk, int64_t d, float* kt, Load load) {
   for (int64_t j0 = 0; j0 < lp; j0 += 16) {
     for (int64_t c0 = 0; c0 < d; c0 += 16 * kPack) {
       __m512 r[16];
@@ -58,7 +58,7 @@ inline void PackKeyWords(int64_t len, int64_t lp, int64_t d, float* kt, Load loa
           j0 + i < len ? load(j0 + i, c0) : _mm512_setzero_ps();
       Transpose16(r);
       _Pragma("GCC unroll 16") for (int i = 0; i < 16; ++i)
-          _mm512_storeu_ps(kt + (c0 / kPack + i) * lp + j0, r[i]);
+          _mm512_storeu_ps(kt + (c0 / kPack + i) * ldk + j0, r[i]);
     }
   }
 }
@@ -144,8 +144,8 @@ inline void ForRowBlocks(int64_t rows, Fn&& fn) {
 //   Value: the type of qkv's and out's values (float, or uint16_t for bf16),
 //   kPack: values per word (1 or 2; head_dim % (16 * kPack) == 0),
 //   Madd(acc, a, b): acc + a * b over each lane's word pair (a, b floats),
-//   PackKeys(k, ld, len, lp, d, kt): kt [d / kPack, lp], key j's words at
-//     column j, 0 for len <= j < lp,
+//   PackKeys(k, ld, len, lp, ldk, d, kt): kt [d / kPack, lp] at row stride
+//     ldk (KeyRowStride), key j's words at column j, 0 for len <= j < lp,
 //   PackValues(v, ld, len, d, vp): vp [ceil(len / kPack), d], the words of
 //     kPack consecutive rows (a missing last row 0),
 //   PackQuery(q, d, scale, qs): q * scale as d / kPack words,
@@ -172,16 +172,17 @@ inline void StoreRowF32(const float* os, float inv, int64_t d, float* o) {
 }
 
 // s[r][j0 .. j0 + 16 * NJ) = q[r] . k[j] for r < R; q rows of `words` words,
-// contiguous; kt [words, lp]; s rows at stride lp.
+// contiguous; kt [words, lp] at row stride ldk; s rows at stride lp.
 template <class Format, int R, int NJ>
-void ScoresTile(const float* q, const float* kt, int64_t words, int64_t lp, int64_t j0, float* s) {
+void ScoresTile(const float* q, const float* kt, int64_t words, int64_t ldk, int64_t lp, int64_t j0,
+                float* s) {
   __m512 acc[R][NJ];
   _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r)
       _Pragma("GCC unroll 8") for (int v = 0; v < NJ; ++v) acc[r][v] = _mm512_setzero_ps();
   for (int64_t w = 0; w < words; ++w) {
     __m512 k[NJ];
     _Pragma("GCC unroll 8") for (int v = 0; v < NJ; ++v) k[v] =
-        _mm512_loadu_ps(kt + w * lp + j0 + 16 * v);
+        _mm512_loadu_ps(kt + w * ldk + j0 + 16 * v);
     _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
       const __m512 b = _mm512_set1_ps(q[r * words + w]);
       _Pragma("GCC unroll 8") for (int v = 0; v < NJ; ++v) acc[r][v] =
@@ -248,13 +249,14 @@ void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int6
                           int64_t sub_rows, Value* out, const AttentionItem* next) {
   constexpr int64_t pack = Format::kPack;
   const int64_t hidden = heads * d, ld = 3 * hidden;
-  const int64_t lp = (len + 15) / 16 * 16;      // a multiple of 16 (and of pack)
+  const int64_t lp = (len + 15) / 16 * 16;  // a multiple of 16 (and of pack)
+  const int64_t ldk = KeyRowStride(lp);
   const int64_t qw = d / pack, pw = lp / pack;  // words per q row, per p row
   const int64_t pp_words = pack == 1 ? 0 : pw;  // fp32 reads p from the scores
-  // Scratch, in words: K [qw, lp], V [pw, d], scores [sub_rows, lp], P
+  // Scratch, in words: K [qw, ldk], V [pw, d], scores [sub_rows, lp], P
   // [sub_rows, pp_words], Q [sub_rows, qw], O [sub_rows, d], 1/sum [sub_rows].
-  float* kt = AttentionScratch(qw * lp + pw * d + sub_rows * (lp + pp_words + qw + d + 1));
-  float* vp = kt + qw * lp;
+  float* kt = AttentionScratch(qw * ldk + pw * d + sub_rows * (lp + pp_words + qw + d + 1));
+  float* vp = kt + qw * ldk;
   float* s = vp + pw * d;
   float* pp = pack == 1 ? s : s + sub_rows * lp;
   float* qs = s + sub_rows * (lp + pp_words);
@@ -266,7 +268,7 @@ void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int6
   NextItemPrefetch prefetch(
       qkv, sizeof(Value), heads, d, seq_begin, head, next,
       row_blocks * (lp / 64 + (lp % 64 != 0) + (len + kValueBlock - 1) / kValueBlock));
-  Format::PackKeys(q + hidden, ld, len, lp, d, kt);
+  Format::PackKeys(q + hidden, ld, len, lp, ldk, d, kt);
   Format::PackValues(q + 2 * hidden, ld, len, d, vp);
   for (int64_t i0 = row_begin; i0 < row_end; i0 += sub_rows) {
     const int64_t rows = row_end - i0 < sub_rows ? row_end - i0 : sub_rows;
@@ -279,8 +281,8 @@ void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int6
     // for every row:
     const auto scores = [&](int64_t j, auto nj) {
       ForRowBlocks(rows, [&](auto rb, int64_t r) {
-        ScoresTile<Format, decltype(rb)::value, decltype(nj)::value>(qs + r * qw, kt, qw, lp, j,
-                                                                     s + r * lp);
+        ScoresTile<Format, decltype(rb)::value, decltype(nj)::value>(qs + r * qw, kt, qw, ldk, lp,
+                                                                     j, s + r * lp);
         prefetch.Step();
       });
     };

@@ -34,6 +34,18 @@ bool AttentionCpuTakesBf16Values(int64_t head_dim);
 // thread's next call.
 float* AttentionScratch(int64_t floats);
 
+// The row stride, in floats, of the AVX-512 and AVX2 kernels' transposed
+// keys (one row per head-dim word, lp keys, lp a multiple of 16): an odd
+// number of 64-byte lines. A score tile reads 64 keys of every row; rows a
+// power of two of lines apart (lp = 256 or 512) put those lines in a few of
+// L1's sets, more than their ways hold, and evict the block while it is
+// reused. kernels/bench/attention_bench, 4 x 512 tokens, 2 threads, 3
+// rounds alternated: fp32 13-22%, bf16 9-19% faster (the AVX2 kernel
+// 11-29%); 32 x U[16, 256] within noise. `encoderd bench --workloads W4
+// --op-profile` (4 x 512): the attention op 4-11% (fp32) and 5-13% (bf16)
+// faster, whole forwards within noise; outputs bit for bit the same.
+constexpr int64_t KeyRowStride(int64_t lp) { return (lp / 16) % 2 == 0 ? lp + 16 : lp; }
+
 // Single-threaded reference-style path for any head_dim (also used where the
 // CPU lacks AVX2 + FMA or head_dim % 16 != 0). Exposed for the benchmark/tests.
 void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
