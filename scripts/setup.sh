@@ -21,6 +21,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-torchtext python3-sentencepiece python3-numpy
   python3-grpcio python3-protobuf
+  # GPT-2's pre-tokenizing pattern (\p{L}), for the byte-level BPE reference
+  python3-regex
   # HTTP/2 frame by frame, for calls gRPC libraries will not make (e2e tests)
   python3-h2
   # bundled langid model (training/langid): msgunfmt, the gettext catalogs it

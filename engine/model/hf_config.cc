@@ -133,11 +133,11 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
   return config;
 }
 
-StatusOr<std::optional<bool>> ReadDoLowerCase(const std::string& path) {
+StatusOr<std::optional<bool>> ReadTokenizerFlag(const std::string& path, const std::string& key) {
   ASSIGN_OR_RETURN(Json json, ReadJsonObject(path));
-  auto it = json.find("do_lower_case");
+  auto it = json.find(key);
   if (it == json.end() || it->is_null()) return std::optional<bool>();
-  if (!it->is_boolean()) return InvalidArgument(path + ": do_lower_case must be true or false");
+  if (!it->is_boolean()) return InvalidArgument(path + ": " + key + " must be true or false");
   return std::optional<bool>(it->get<bool>());
 }
 

@@ -51,7 +51,8 @@ const HfKeys& HfKeysFor(ModelFamily family);
 
 StatusOr<HfConfig> ReadHfConfig(const std::string& path);
 
-// tokenizer_config.json's do_lower_case; nullopt when the key is absent.
-StatusOr<std::optional<bool>> ReadDoLowerCase(const std::string& path);
+// A boolean of tokenizer_config.json (do_lower_case, add_prefix_space);
+// nullopt when the key is absent or null.
+StatusOr<std::optional<bool>> ReadTokenizerFlag(const std::string& path, const std::string& key);
 
 }  // namespace encoderd

@@ -13,12 +13,16 @@
 
 namespace encoderd {
 
-enum class TokenizerKind { kWordPiece, kSentencePiece };
+enum class TokenizerKind { kWordPiece, kSentencePiece, kByteLevelBpe };
 
 struct TokenizerCard {
   TokenizerKind kind = TokenizerKind::kWordPiece;
-  // File name relative to the model directory.
+  // File name relative to the model directory (byte-level BPE: vocab.json).
   std::string file;
+  // Byte-level BPE: merges.txt's name in the directory (default merges.txt),
+  // and Hugging Face's add_prefix_space (default false, as RoBERTa's).
+  std::string merges_file;
+  std::optional<bool> add_prefix_space;
   // WordPiece: lower-case and strip accents.
   std::optional<bool> lower_case;
   // SentencePiece: added to every sentencepiece id (default 1, fairseq).

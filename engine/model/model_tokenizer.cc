@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "engine/model/hf_config.h"
+#include "engine/text/byte_bpe_tokenizer.h"
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
 
@@ -18,12 +19,12 @@ bool IsFile(const std::string& path) {
 StatusOr<std::optional<TokenizerCard>> HuggingFaceTokenizer(const std::string& dir,
                                                             const std::string& name_hint) {
   TokenizerCard card;
+  const std::string tokenizer_config = dir + "/tokenizer_config.json";
   if (IsFile(dir + "/vocab.txt")) {
     card.kind = TokenizerKind::kWordPiece;
     card.file = "vocab.txt";
-    const std::string tokenizer_config = dir + "/tokenizer_config.json";
     if (IsFile(tokenizer_config)) {
-      ASSIGN_OR_RETURN(card.lower_case, ReadDoLowerCase(tokenizer_config));
+      ASSIGN_OR_RETURN(card.lower_case, ReadTokenizerFlag(tokenizer_config, "do_lower_case"));
     }
     if (!card.lower_case) {
       const bool cased = name_hint.find("cased") != std::string::npos &&
@@ -35,6 +36,15 @@ StatusOr<std::optional<TokenizerCard>> HuggingFaceTokenizer(const std::string& d
   if (IsFile(dir + "/sentencepiece.bpe.model")) {
     card.kind = TokenizerKind::kSentencePiece;
     card.file = "sentencepiece.bpe.model";
+    return std::optional<TokenizerCard>(card);
+  }
+  if (IsFile(dir + "/vocab.json") && IsFile(dir + "/merges.txt")) {
+    card.kind = TokenizerKind::kByteLevelBpe;
+    card.file = "vocab.json";
+    if (IsFile(tokenizer_config)) {
+      ASSIGN_OR_RETURN(card.add_prefix_space,
+                       ReadTokenizerFlag(tokenizer_config, "add_prefix_space"));
+    }
     return std::optional<TokenizerCard>(card);
   }
   return std::optional<TokenizerCard>();
@@ -57,6 +67,12 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     WordPieceOptions options;
     options.lower_case = card->lower_case.value_or(true);
     ASSIGN_OR_RETURN(result.tokenizer, CreateWordPieceTokenizer(result.path, options));
+  } else if (card->kind == TokenizerKind::kByteLevelBpe) {
+    ByteBpeOptions options;
+    options.add_prefix_space = card->add_prefix_space.value_or(false);
+    const std::string merges =
+        dir + "/" + (card->merges_file.empty() ? "merges.txt" : card->merges_file);
+    ASSIGN_OR_RETURN(result.tokenizer, CreateByteBpeTokenizer(result.path, merges, options));
   } else {
     SentencePieceOptions options;
     options.id_offset = card->id_offset.value_or(1);

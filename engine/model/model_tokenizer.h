@@ -20,7 +20,9 @@ struct ModelTokenizer {
 // The card's tokenizer when it names one; otherwise, for the Hugging Face
 // families, vocab.txt (WordPiece; lower_case from tokenizer_config.json's
 // do_lower_case, else false only when `name_hint` says "cased" and not
-// "uncased") or sentencepiece.bpe.model (fairseq id offset 1). Other families
+// "uncased"), sentencepiece.bpe.model (fairseq id offset 1), or vocab.json +
+// merges.txt (byte-level BPE; add_prefix_space from tokenizer_config.json,
+// default false). Other families
 // have none unless the card names one. `config` supplies vocab_size (the
 // tokenizer's ids must fit the embedding) and the special ids' defaults.
 StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,

@@ -75,12 +75,18 @@ Status ReadTokenizer(const YAML::Node& node, const std::string& source, Tokenize
         card->kind = TokenizerKind::kWordPiece;
       } else if (type == "sentencepiece") {
         card->kind = TokenizerKind::kSentencePiece;
+      } else if (type == "byte-level-bpe") {
+        card->kind = TokenizerKind::kByteLevelBpe;
       } else {
-        return where.Error("'" + type + "' is not one of wordpiece, sentencepiece");
+        return where.Error("'" + type + "' is not one of wordpiece, sentencepiece, byte-level-bpe");
       }
       has_type = true;
     } else if (key == "file") {
       RETURN_IF_ERROR(ReadString(value, where, &card->file));
+    } else if (key == "merges_file") {
+      RETURN_IF_ERROR(ReadString(value, where, &card->merges_file));
+    } else if (key == "add_prefix_space") {
+      RETURN_IF_ERROR(ReadBool(value, where, &card->add_prefix_space));
     } else if (key == "lower_case") {
       RETURN_IF_ERROR(ReadBool(value, where, &card->lower_case));
     } else if (key == "id_offset") {
@@ -98,7 +104,7 @@ Status ReadTokenizer(const YAML::Node& node, const std::string& source, Tokenize
     }
   }
   const Where where(source, "tokenizer", node);
-  if (!has_type) return where.Error("needs a type (wordpiece or sentencepiece)");
+  if (!has_type) return where.Error("needs a type (wordpiece, sentencepiece or byte-level-bpe)");
   if (card->file.empty()) return where.Error("needs a file");
   return Status::Ok();
 }

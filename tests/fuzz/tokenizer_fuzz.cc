@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary bytes (valid UTF-8 or not) through the WordPiece
-// (cased and uncased) and SentencePiece tokenizers, with truncation on and
+// (cased and uncased), SentencePiece and byte-level BPE tokenizers, with truncation on and
 // off. The models are built in memory so the target needs no fixtures.
 #include <cstdint>
 #include <cstdio>
@@ -7,6 +7,7 @@
 #include <memory>
 #include <string_view>
 
+#include "engine/text/byte_bpe_tokenizer.h"
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
 #include "tests/fuzz/encoding_invariants.h"
@@ -20,6 +21,7 @@ struct Tokenizers {
   std::unique_ptr<Tokenizer> uncased;
   std::unique_ptr<Tokenizer> cased;
   std::unique_ptr<Tokenizer> spm;  // null when sentencepiece cannot load here
+  std::unique_ptr<Tokenizer> byte_bpe;
 };
 
 Tokenizers* Build() {
@@ -38,6 +40,16 @@ Tokenizers* Build() {
   }
   t->uncased = std::move(uncased).value();
   t->cased = std::move(cased).value();
+  const encoderd::testing::TinyByteBpe tiny =
+      encoderd::testing::MakeTinyByteBpe(encoderd::ByteLevelSpelling);
+  auto byte_bpe =
+      encoderd::CreateByteBpeTokenizerFromData(tiny.vocab_json, tiny.merges, {}, "tiny");
+  if (!byte_bpe.ok()) {
+    std::fprintf(stderr, "tokenizer_fuzz: cannot build byte-level BPE: %s\n",
+                 byte_bpe.status().ToString().c_str());
+    std::abort();
+  }
+  t->byte_bpe = std::move(byte_bpe).value();
   auto spm = encoderd::CreateSentencePieceTokenizerFromProto(
       encoderd::testing::TinySentencePieceModel(), {});
   if (spm.ok()) {
@@ -61,5 +73,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckEncoding(*tokenizers->uncased, text, max_tokens);
   CheckEncoding(*tokenizers->cased, text, max_tokens);
   if (tokenizers->spm) CheckEncoding(*tokenizers->spm, text, max_tokens);
+  CheckEncoding(*tokenizers->byte_bpe, text, max_tokens);
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/text/byte_bpe_tokenizer.h"
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
 
@@ -47,6 +48,9 @@ std::vector<NamedTokenizer> AllTokenizers() {
     add(lower ? "wordpiece uncased" : "wordpiece cased",
         CreateWordPieceTokenizer((kFixtures / "wordpiece" / file).string(), options));
   }
+  add("byte-level bpe",
+      CreateByteBpeTokenizer((kFixtures / "bytebpe" / "vocab.json").string(),
+                             (kFixtures / "bytebpe" / "merges.txt").string(), {}));
   return out;
 }
 
@@ -128,7 +132,7 @@ std::unique_ptr<Encoding> Reference(Encoding whole, int64_t max_tokens, bool tru
 
 TEST(BoundedEncodingTest, SameAnswerAsTheWholeText) {
   const std::vector<NamedTokenizer> tokenizers = AllTokenizers();
-  ASSERT_EQ(tokenizers.size(), 5u);
+  ASSERT_EQ(tokenizers.size(), 6u);
   const std::vector<std::string> texts = Texts();
   int64_t compared = 0, cut = 0;
   for (const auto& [name, t] : tokenizers) {
@@ -200,10 +204,12 @@ TEST(BoundedEncodingTest, HugeWordsReadBoundedBytesOrAreOneUnknownToken) {
   };
   for (const auto& [name, t] : tokenizers) {
     const bool wordpiece = name.rfind("wordpiece", 0) == 0;
+    // Byte-level BPE has a token for every byte: nothing is unknown.
+    const bool byte_level = name.rfind("byte-level", 0) == 0;
     for (size_t w = 0; w < words.size(); ++w) {
       const std::string& text = words[w].text;
-      const bool unknown =
-          wordpiece ? words[w].unknown_for_wordpiece : words[w].unknown_for_sentencepiece;
+      const bool unknown = !byte_level && (wordpiece ? words[w].unknown_for_wordpiece
+                                                     : words[w].unknown_for_sentencepiece);
       for (const int64_t max_tokens : {16, 512}) {
         SCOPED_TRACE(name + ", word " + std::to_string(w) + ", max_tokens " +
                      std::to_string(max_tokens));

@@ -71,6 +71,19 @@ weights:
   EXPECT_EQ(card->weights.head_out, "cls.out");
 }
 
+TEST(ModelCardYaml, ByteLevelBpeTokenizer) {
+  auto card = ParseModelCard(
+      "tokenizer:\n  type: byte-level-bpe\n  file: encoder.json\n  merges_file: vocab.bpe\n"
+      "  add_prefix_space: true\n",
+      "card.yaml");
+  ASSERT_TRUE(card.ok()) << card.status().ToString();
+  ASSERT_TRUE(card->tokenizer.has_value());
+  EXPECT_EQ(card->tokenizer->kind, TokenizerKind::kByteLevelBpe);
+  EXPECT_EQ(card->tokenizer->file, "encoder.json");
+  EXPECT_EQ(card->tokenizer->merges_file, "vocab.bpe");
+  EXPECT_EQ(card->tokenizer->add_prefix_space, true);
+}
+
 TEST(ModelCardYaml, EmptyCardIsAllDefaults) {
   auto card = ParseModelCard("# nothing\n", "card.yaml");
   ASSERT_TRUE(card.ok());
@@ -123,6 +136,35 @@ TEST(ModelCardLoad, CardOverridesHuggingFaceDefaults) {
   EXPECT_EQ(bundle->config.default_pooling, Pooling::kMean);
   EXPECT_EQ(bundle->config.max_tokens, 128);
   EXPECT_EQ(bundle->config.labels, (std::vector<std::string>{"x", "y", "z"}));
+  fs::remove_all(dir);
+}
+
+// A Hugging Face RoBERTa folder: vocab.json + merges.txt, and
+// tokenizer_config.json's add_prefix_space when it has one.
+TEST(ModelCardLoad, RobertaFoldersGetByteLevelBpe) {
+  const fs::path dir = CopyFixture("hf_roberta_safetensors", "roberta_bpe");
+  auto bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  ASSERT_NE(bundle->tokenizer, nullptr);
+  EXPECT_EQ(bundle->tokenizer->Describe().find("prefix space"), std::string::npos);
+  WriteFile(dir / "tokenizer_config.json", R"({"add_prefix_space": true})");
+  bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  EXPECT_NE(bundle->tokenizer->Describe().find("prefix space"), std::string::npos)
+      << bundle->tokenizer->Describe();
+  WriteFile(dir / "tokenizer_config.json", R"({"add_prefix_space": "yes"})");
+  bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(bundle.ok());
+  EXPECT_NE(bundle.status().message().find("add_prefix_space must be true or false"),
+            std::string::npos)
+      << bundle.status().message();
+  // Damaged merges name the file and the line.
+  fs::remove(dir / "tokenizer_config.json");
+  WriteFile(dir / "merges.txt", "#version: 0.2\na b c\n");
+  bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(bundle.ok());
+  EXPECT_NE(bundle.status().message().find("merges.txt line 2"), std::string::npos)
+      << bundle.status().message();
   fs::remove_all(dir);
 }
 

@@ -1,6 +1,7 @@
 // Tokenizers against the reference encodings written by
 // tests/fixtures/fx_tokenizers.py (python3-sentencepiece with the XLM-R id
-// mapping, and a transcription of Hugging Face's BertTokenizer).
+// mapping, and transcriptions of Hugging Face's BertTokenizer and of GPT-2's
+// byte-level BPE).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/text/byte_bpe_tokenizer.h"
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
 
@@ -32,6 +34,9 @@ std::unique_ptr<Tokenizer> Make(const std::string& name) {
   StatusOr<std::unique_ptr<Tokenizer>> t = Status(StatusCode::kInternal, "unknown " + name);
   if (name == "spm") {
     t = CreateSentencePieceTokenizer((kDir / "spm" / "sentencepiece.bpe.model").string(), {});
+  } else if (name == "bytebpe") {
+    t = CreateByteBpeTokenizer((kDir / "bytebpe" / "vocab.json").string(),
+                               (kDir / "bytebpe" / "merges.txt").string(), {});
   } else {
     WordPieceOptions options;
     options.lower_case = name == "wordpiece_uncased";
@@ -147,7 +152,8 @@ TEST_P(TokenizerFixtureTest, ConcurrentEncodesAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, TokenizerFixtureTest,
-                         ::testing::Values("spm", "wordpiece_uncased", "wordpiece_cased"));
+                         ::testing::Values("spm", "wordpiece_uncased", "wordpiece_cased",
+                                           "bytebpe"));
 
 }  // namespace
 }  // namespace encoderd

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace encoderd::testing {
@@ -21,6 +22,46 @@ inline std::vector<std::string> TinyWordPieceVocab() {
     v.push_back(w);
   }
   return v;
+}
+
+// A byte-level BPE as vocab.json and merges.txt hold it (RoBERTa's
+// specials, every byte, a few merges of English), from the library's own
+// spelling of bytes.
+struct TinyByteBpe {
+  std::string vocab_json, merges;
+};
+template <typename Spell>
+TinyByteBpe MakeTinyByteBpe(Spell spell) {
+  std::vector<std::string> tokens = {"<s>", "<pad>", "</s>", "<unk>"};
+  for (int b = 0; b < 256; ++b) tokens.push_back(spell(std::string(1, static_cast<char>(b))));
+  TinyByteBpe out;
+  out.merges = "#version: 0.2\n";
+  for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{{" ", "t"},
+                                                                             {"h", "e"},
+                                                                             {" t", "he"},
+                                                                             {"i", "n"},
+                                                                             {"in", "g"},
+                                                                             {"e", "r"},
+                                                                             {" ", " "},
+                                                                             {"\xe4", "\xb8"},
+                                                                             {"\xe4\xb8", "\xad"},
+                                                                             {"'", "s"},
+                                                                             {"1", "a"}}) {
+    out.merges += spell(a) + " " + spell(b) + "\n";
+    tokens.push_back(spell(a + b));
+  }
+  tokens.push_back("<mask>");
+  out.vocab_json = "{";
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string quoted;
+    for (const char c : tokens[i]) {
+      if (c == '"' || c == '\\') quoted += '\\';
+      quoted += c;
+    }
+    out.vocab_json += (i ? ",\"" : "\"") + quoted + "\":" + std::to_string(i);
+  }
+  out.vocab_json += "}";
+  return out;
 }
 
 namespace internal {

@@ -3,10 +3,13 @@
 // 4 MiB, for the bounded encoding the daemon uses and for the whole text (what
 // the tokenizer costs when it reads everything: the cost before bounding).
 //
-//   ./build/engine/tokenize_bench [--spm FILE] [--vocab FILE] [--max-tokens N]
+//   ./build/engine/tokenize_bench [--spm FILE] [--vocab FILE] [--bpe-dir DIR]
+//                                 [--max-tokens N]
 //
 // Defaults: the bundled langid SentencePiece model and a generated WordPiece
-// vocabulary; max_tokens 512. Prints a Markdown table (docs/reliability.md).
+// vocabulary; max_tokens 512. --bpe-dir adds the byte-level BPE of DIR's
+// vocab.json + merges.txt (a Hugging Face RoBERTa folder). Prints a Markdown table
+// (docs/reliability.md).
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -15,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/text/byte_bpe_tokenizer.h"
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
 
@@ -57,17 +61,21 @@ std::vector<std::string> SmallWordPieceVocab() {
 
 int main(int argc, char** argv) {
   std::string spm_path = ENCODERD_SOURCE_DIR "/models/langid/sentencepiece.bpe.model";
-  std::string vocab_path;
+  std::string vocab_path, bpe_dir;
   int64_t max_tokens = 512;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--spm"))
       spm_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--vocab"))
       vocab_path = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--bpe-dir"))
+      bpe_dir = argv[i + 1];
     else if (!std::strcmp(argv[i], "--max-tokens"))
       max_tokens = std::atoll(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: %s [--spm FILE] [--vocab FILE] [--max-tokens N]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--spm FILE] [--vocab FILE] [--bpe-dir DIR] [--max-tokens N]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -75,7 +83,10 @@ int main(int argc, char** argv) {
   auto wordpiece = vocab_path.empty()
                        ? encoderd::CreateWordPieceTokenizerFromTokens(SmallWordPieceVocab(), {})
                        : encoderd::CreateWordPieceTokenizer(vocab_path, {});
-  for (const auto* t : {&spm, &wordpiece}) {
+  auto bpe = bpe_dir.empty() ? StatusOr<std::unique_ptr<Tokenizer>>(std::unique_ptr<Tokenizer>())
+                             : encoderd::CreateByteBpeTokenizer(bpe_dir + "/vocab.json",
+                                                                bpe_dir + "/merges.txt", {});
+  for (const auto* t : {&spm, &wordpiece, &bpe}) {
     if (!t->ok()) {
       std::fprintf(stderr, "%s\n", t->status().ToString().c_str());
       return 1;
@@ -96,7 +107,9 @@ int main(int argc, char** argv) {
       "| whole text: ms/MiB |\n|---|---|---:|---|---|---:|---:|---:|---:|\n");
   for (const auto& [name, tokenizer] :
        {std::pair<const char*, const Tokenizer*>{"sentencepiece (langid)", spm->get()},
-        {"wordpiece", wordpiece->get()}}) {
+        {"wordpiece", wordpiece->get()},
+        {"byte-level BPE", bpe->get()}}) {
+    if (tokenizer == nullptr) continue;
     for (const Input& input : inputs) {
       for (const size_t kib : {256u, 1024u, 4096u}) {
         const std::string text = Repeat(input.unit, kib * 1024);

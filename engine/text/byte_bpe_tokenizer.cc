@@ -1,0 +1,358 @@
+#include "engine/text/byte_bpe_tokenizer.h"
+
+#include <unicode/uchar.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/text/bounded_encoding.h"
+#include "engine/text/truncation.h"
+#include "engine/text/utf8.h"
+
+namespace encoderd {
+namespace {
+
+// A piece cut by a window's end settles no closer than this many tokens to
+// the cut (as sentencepiece_tokenizer.cc's words).
+constexpr int64_t kSettleMargin = 64;
+
+// GPT-2's bytes_to_unicode: the printable Latin-1 bytes stand for
+// themselves, the other 68 for U+0100 on, in byte order.
+std::vector<std::string> ByteSymbols() {
+  std::vector<std::string> out(256);
+  char32_t next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+    AppendUtf8(printable ? static_cast<char32_t>(b) : next++, &out[b]);
+  }
+  return out;
+}
+
+// The code point at text[i] (well-formed UTF-8) and its length in bytes.
+std::pair<char32_t, size_t> DecodeAt(std::string_view text, size_t i) {
+  const auto b = static_cast<unsigned char>(text[i]);
+  if (b < 0x80) return {b, 1};
+  const size_t n = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
+  char32_t c = b & (0x7f >> n);
+  for (size_t k = 1; k < n; ++k) c = (c << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3f);
+  return {c, n};
+}
+
+// The classes GPT-2's pattern tells apart: \s (Unicode White_Space),
+// \p{L}, \p{N}, and everything else.
+enum class CharClass { kSpace, kLetter, kNumber, kOther };
+
+CharClass ClassOf(char32_t c) {
+  if (u_isUWhiteSpace(static_cast<UChar32>(c))) return CharClass::kSpace;
+  const uint32_t mask = U_GET_GC_MASK(static_cast<UChar32>(c));
+  if (mask & U_GC_L_MASK) return CharClass::kLetter;
+  if (mask & U_GC_N_MASK) return CharClass::kNumber;
+  return CharClass::kOther;
+}
+
+// The end of the pattern's match at text[i] (i < text.size()), as Python's
+// regex finds it: the alternatives in order, each as long as it goes.
+size_t PieceEnd(std::string_view text, size_t i) {
+  if (text[i] == '\'' && i + 1 < text.size()) {
+    const char a = text[i + 1];
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+    const char b = i + 2 < text.size() ? text[i + 2] : '\0';
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+  }
+  // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+": a run of one class, after
+  // one optional ASCII space.
+  size_t start = text[i] == ' ' && i + 1 < text.size() ? i + 1 : i;
+  auto [c, n] = DecodeAt(text, start);
+  CharClass cls = ClassOf(c);
+  if (cls == CharClass::kSpace && start != i) {
+    start = i;
+    std::tie(c, n) = DecodeAt(text, i);
+    cls = ClassOf(c);
+  }
+  size_t end = start + n;
+  if (cls != CharClass::kSpace) {
+    while (end < text.size()) {
+      const auto [d, m] = DecodeAt(text, end);
+      if (ClassOf(d) != cls) break;
+      end += m;
+    }
+    return end;
+  }
+  // "\s+(?!\S)|\s+": a run of whitespace, less its last character when more
+  // than one come before a non-space one.
+  size_t last = start, chars = 1;
+  while (end < text.size()) {
+    const auto [d, m] = DecodeAt(text, end);
+    if (ClassOf(d) != CharClass::kSpace) return chars > 1 ? last : end;
+    last = end;
+    end += m;
+    ++chars;
+  }
+  return end;
+}
+
+class ByteBpeTokenizer final : public Tokenizer {
+ public:
+  explicit ByteBpeTokenizer(const ByteBpeOptions& options) : options_(options) {}
+
+  // Loads the vocabulary (token -> id) and the merges; `source` names them.
+  Status Load(const nlohmann::json& vocab, std::string_view merges, const std::string& source) {
+    if (!vocab.is_object() || vocab.empty()) {
+      return InvalidArgument(source + ": vocab.json must be a non-empty object of token -> id");
+    }
+    for (const auto& [token, id] : vocab.items()) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 30)) {
+        return InvalidArgument(source + ": vocab.json gives \"" + token.substr(0, 64) +
+                               "\" the id " + id.dump().substr(0, 32) +
+                               ", not an integer in [0, 2^30)");
+      }
+      const auto value = id.get<int32_t>();
+      vocab_[token] = value;
+      vocab_size_ = std::max<int64_t>(vocab_size_, value + 1);
+      // Each byte is one character of a token's spelling.
+      max_token_bytes_ =
+          std::max<int64_t>(max_token_bytes_, static_cast<int64_t>(DecodeUtf8(token).size()));
+    }
+    const std::pair<const char*, int32_t*> specials[] = {{"<s>", &special_.bos},
+                                                         {"</s>", &special_.eos},
+                                                         {"<pad>", &special_.pad},
+                                                         {"<unk>", &special_.unk}};
+    for (const auto& [name, id] : specials) {
+      const auto it = vocab_.find(name);
+      if (it == vocab_.end()) {
+        return InvalidArgument(source + ": vocab.json has no " + name + " token");
+      }
+      *id = it->second;
+    }
+    for (int b = 0; b < 256; ++b) {
+      byte_symbol_[b] = Intern(ByteLevelSpelling(std::string(1, static_cast<char>(b))));
+    }
+    int64_t line_number = 0;
+    for (size_t pos = 0; pos < merges.size();) {
+      size_t eol = merges.find('\n', pos);
+      if (eol == std::string_view::npos) eol = merges.size();
+      std::string_view line = merges.substr(pos, eol - pos);
+      pos = eol + 1;
+      ++line_number;
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.empty() || (line_number == 1 && line.substr(0, 8) == "#version")) continue;
+      const size_t space = line.find(' ');
+      if (space == 0 || space == std::string_view::npos || space + 1 == line.size() ||
+          line.find(' ', space + 1) != std::string_view::npos) {
+        return InvalidArgument(source + ": merges.txt line " + std::to_string(line_number) +
+                               " is not two tokens separated by one space");
+      }
+      const std::string_view left = line.substr(0, space), right = line.substr(space + 1);
+      const int32_t a = Intern(left), b = Intern(right);
+      const int32_t merged = Intern(std::string(left) + std::string(right));
+      // The first line that names a pair ranks it (as a dict built in order
+      // keeps the last; Hugging Face's files have no repeats).
+      merge_of_.emplace(PairKey(a, b), Merge{static_cast<int32_t>(merge_of_.size()), merged});
+    }
+    merges_ = static_cast<int64_t>(merge_of_.size());
+    token_of_symbol_.resize(symbols_.size());
+    for (size_t s = 0; s < symbols_.size(); ++s) {
+      const auto it = vocab_.find(symbols_[s]);
+      token_of_symbol_[s] = it == vocab_.end() ? special_.unk : it->second;
+    }
+    return Status::Ok();
+  }
+
+  StatusOr<Encoding> Encode(std::string_view text, int64_t max_tokens,
+                            bool truncate) const override {
+    RETURN_IF_ERROR(CheckUtf8(text));
+    std::string prefixed;
+    const bool prefix = options_.add_prefix_space && !text.empty() && text[0] != ' ';
+    if (prefix) {
+      prefixed.reserve(text.size() + 1);
+      prefixed.append(" ").append(text);
+      text = prefixed;
+    }
+    ASSIGN_OR_RETURN(
+        Encoding enc,
+        EncodeBounded(text, max_tokens, truncate, {special_.bos, "<s>"}, {special_.eos, "</s>"},
+                      [this](const TextWindow& window) { return EncodeWindow(window); }));
+    if (prefix) enc.bytes_read = std::max<int64_t>(enc.bytes_read - 1, 0);
+    return enc;
+  }
+
+  int64_t vocab_size() const override { return vocab_size_; }
+  const SpecialTokens& special_tokens() const override { return special_; }
+  std::string Describe() const override {
+    return "byte-level BPE (" + std::to_string(vocab_.size()) + " tokens, " +
+           std::to_string(merges_) + " merges" +
+           (options_.add_prefix_space ? ", prefix space" : "") + ")";
+  }
+
+ private:
+  struct Merge {
+    int32_t rank;
+    int32_t result;
+  };
+
+  static uint64_t PairKey(int32_t a, int32_t b) {
+    return static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32 | static_cast<uint32_t>(b);
+  }
+
+  int32_t Intern(std::string_view spelling) {
+    const auto [it, added] =
+        symbol_ids_.emplace(std::string(spelling), static_cast<int32_t>(symbols_.size()));
+    if (added) symbols_.emplace_back(spelling);
+    return it->second;
+  }
+
+  // The tokens of one piece of the pattern: its bytes' symbols merged, the
+  // lowest rank first and, within a rank, leftmost first (GPT-2's bpe()
+  // on a well-formed merges file, where a merge's parts rank before it).
+  void AppendPiece(std::string_view piece, WindowEncoding* out) const {
+    const auto n = static_cast<int32_t>(piece.size());
+    std::vector<int32_t> symbol(n), next(n), prev(n);
+    for (int32_t i = 0; i < n; ++i) {
+      symbol[i] = byte_symbol_[static_cast<unsigned char>(piece[i])];
+      next[i] = i + 1 < n ? i + 1 : -1;
+      prev[i] = i - 1;
+    }
+    // (rank, left position, left symbol, right symbol), smallest first.
+    using Candidate = std::tuple<int32_t, int32_t, int32_t, int32_t>;
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+    const auto offer = [&](int32_t left) {
+      if (left < 0 || next[left] < 0) return;
+      const int32_t right = next[left];
+      const auto it = merge_of_.find(PairKey(symbol[left], symbol[right]));
+      if (it != merge_of_.end()) queue.emplace(it->second.rank, left, symbol[left], symbol[right]);
+    };
+    for (int32_t i = 0; i + 1 < n; ++i) offer(i);
+    while (!queue.empty()) {
+      const auto [rank, left, a, b] = queue.top();
+      queue.pop();
+      const int32_t right = next[left];
+      // Stale: a neighbour merged since this pair was offered.
+      if (symbol[left] != a || right < 0 || symbol[right] != b) continue;
+      symbol[left] = merge_of_.at(PairKey(a, b)).result;
+      symbol[right] = -1;
+      next[left] = next[right];
+      if (next[left] >= 0) prev[next[left]] = left;
+      offer(prev[left]);
+      offer(left);
+    }
+    for (int32_t i = 0; i >= 0 && i < n; i = next[i]) {
+      out->ids.push_back(token_of_symbol_[symbol[i]]);
+      out->pieces.push_back(symbols_[symbol[i]]);
+    }
+  }
+
+  // One window of the text (bounded_encoding.h). The pattern's pieces are
+  // hard boundaries: no merge spans two, and its matching starts afresh at
+  // each. A window's last piece may go on past the cut (or, a run of
+  // spaces, give its last space to the next piece), so it is settled only
+  // when the window is the whole text or ends, after a non-space, before a
+  // space, which no piece may take after a non-space. When the last piece
+  // is the only one (a word longer than the window), it is settled up to
+  // half its tokens, no closer than kSettleMargin to the cut, as a
+  // sentencepiece word is. Every token stands for at most max_token_bytes_
+  // bytes, which bounds from below the tokens from the last piece on.
+  StatusOr<WindowEncoding> EncodeWindow(const TextWindow& window) const {
+    const std::string_view text = window.text;
+    WindowEncoding out;
+    size_t last_begin = 0;
+    int64_t last_tokens = 0;
+    for (size_t pos = 0; pos < text.size();) {
+      const size_t end = PieceEnd(text, pos);
+      last_begin = pos;
+      last_tokens = static_cast<int64_t>(out.ids.size());
+      AppendPiece(text.substr(pos, end - pos), &out);
+      pos = end;
+    }
+    const auto n = static_cast<int64_t>(out.ids.size());
+    const bool ends_in_space =
+        !text.empty() &&
+        ClassOf(DecodeAt(text, CharStartAtOrBefore(text, text.size() - 1)).first) ==
+            CharClass::kSpace;
+    if (window.whole || (window.at_space && !ends_in_space)) {
+      out.settled = out.min_tokens = n;
+      if (!window.whole) {
+        out.resume_at = text.size();
+        out.resume_tokens = n;
+      }
+      return out;
+    }
+    out.resume_at = last_begin;
+    out.resume_tokens = last_begin > 0 ? last_tokens : 0;
+    const int64_t cut = n - last_tokens;
+    out.settled =
+        last_tokens +
+        (last_begin > 0 ? 0 : std::max<int64_t>(0, cut - std::max(cut / 2, kSettleMargin)));
+    out.min_tokens =
+        last_tokens + static_cast<int64_t>(text.size() - last_begin) / max_token_bytes_;
+    return out;
+  }
+
+  ByteBpeOptions options_;
+  int64_t merges_ = 0;
+  std::unordered_map<std::string, int32_t> vocab_;
+  int64_t vocab_size_ = 0;
+  int64_t max_token_bytes_ = 1;
+  SpecialTokens special_;
+  // Spellings (the byte stand-ins) of every byte, merge part and result.
+  std::vector<std::string> symbols_;
+  std::unordered_map<std::string, int32_t> symbol_ids_;
+  int32_t byte_symbol_[256] = {};
+  std::unordered_map<uint64_t, Merge> merge_of_;
+  // The vocabulary id of each symbol, <unk> where it has none.
+  std::vector<int32_t> token_of_symbol_;
+};
+
+StatusOr<std::string> ReadWholeFile(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return NotFound(what + " " + path + " does not exist or is not a file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open " + what + " " + path);
+  std::ostringstream data;
+  data << in.rdbuf();
+  if (in.bad()) return DataLoss("error reading " + what + " " + path);
+  return data.str();
+}
+
+}  // namespace
+
+std::string ByteLevelSpelling(std::string_view bytes) {
+  static const std::vector<std::string> symbols = ByteSymbols();
+  std::string out;
+  for (const char b : bytes) out += symbols[static_cast<unsigned char>(b)];
+  return out;
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> CreateByteBpeTokenizerFromData(std::string_view vocab_json,
+                                                                    std::string_view merges,
+                                                                    const ByteBpeOptions& options,
+                                                                    const std::string& source) {
+  nlohmann::json vocab = nlohmann::json::parse(vocab_json, nullptr, /*allow_exceptions=*/false);
+  if (vocab.is_discarded()) return InvalidArgument(source + ": vocab.json is not valid JSON");
+  if (!IsValidUtf8(merges)) return InvalidArgument(source + ": merges.txt is not UTF-8");
+  auto tokenizer = std::make_unique<ByteBpeTokenizer>(options);
+  RETURN_IF_ERROR(tokenizer->Load(vocab, merges, source));
+  return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> CreateByteBpeTokenizer(const std::string& vocab_path,
+                                                            const std::string& merges_path,
+                                                            const ByteBpeOptions& options) {
+  ASSIGN_OR_RETURN(std::string vocab, ReadWholeFile(vocab_path, "byte-level BPE vocabulary"));
+  ASSIGN_OR_RETURN(std::string merges, ReadWholeFile(merges_path, "byte-level BPE merges"));
+  return CreateByteBpeTokenizerFromData(vocab, merges, options,
+                                        "byte-level BPE " + vocab_path + " + " + merges_path);
+}
+
+}  // namespace encoderd

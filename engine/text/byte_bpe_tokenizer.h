@@ -1,0 +1,42 @@
+// Byte-level BPE: GPT-2's tokenizer, which RoBERTa and the Hugging Face
+// folders of its descendants ship as vocab.json + merges.txt. The text is
+// split by GPT-2's pattern ('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+|
+// ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+), each piece's UTF-8 bytes are spelled as
+// GPT-2's printable stand-ins (a space is "Ġ"), and the merges are applied
+// lowest rank first; the specials come from the vocabulary (<s>, </s>,
+// <pad>, <unk>). Every byte has a token, so no text is unknown.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "engine/text/tokenizer.h"
+
+namespace encoderd {
+
+struct ByteBpeOptions {
+  // Hugging Face's add_prefix_space: a space before a text that does not
+  // start with one (RoBERTa's tokenizers leave it off).
+  bool add_prefix_space = false;
+};
+
+// From vocab.json (an object of token -> id) and merges.txt (an optional
+// "#version" line, then one "left right" pair a line, highest priority
+// first).
+StatusOr<std::unique_ptr<Tokenizer>> CreateByteBpeTokenizer(const std::string& vocab_path,
+                                                            const std::string& merges_path,
+                                                            const ByteBpeOptions& options);
+
+// GPT-2's spelling of `bytes`: each byte as its printable stand-in (UTF-8),
+// as vocab.json and merges.txt write tokens.
+std::string ByteLevelSpelling(std::string_view bytes);
+
+// The same from the files' contents; `source` names them in error messages.
+StatusOr<std::unique_ptr<Tokenizer>> CreateByteBpeTokenizerFromData(std::string_view vocab_json,
+                                                                    std::string_view merges,
+                                                                    const ByteBpeOptions& options,
+                                                                    const std::string& source);
+
+}  // namespace encoderd

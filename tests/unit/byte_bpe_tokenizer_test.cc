@@ -1,0 +1,157 @@
+// Byte-level BPE on a tiny in-memory model: GPT-2's pattern, the merge
+// order, add_prefix_space, and errors for damaged files. (Agreement with the
+// reference on real text: tokenizer_test.cc's "bytebpe" fixture.)
+#include "engine/text/byte_bpe_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/unit/tokenizer_tiny_models.h"
+
+namespace encoderd {
+namespace {
+
+constexpr int64_t kNoLimit = 1 << 20;
+
+std::unique_ptr<Tokenizer> Tiny(ByteBpeOptions options = {}) {
+  const testing::TinyByteBpe tiny = testing::MakeTinyByteBpe(ByteLevelSpelling);
+  auto t = CreateByteBpeTokenizerFromData(tiny.vocab_json, tiny.merges, options, "tiny");
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+// The pieces of `text` without <s> and </s>, each as the bytes it stands for.
+std::vector<std::string> Pieces(const Tokenizer& t, const std::string& text) {
+  const StatusOr<Encoding> enc = t.Encode(text, kNoLimit, false);
+  EXPECT_TRUE(enc.ok()) << enc.status().ToString();
+  if (!enc.ok()) return {};
+  EXPECT_EQ(enc->pieces.front(), "<s>");
+  EXPECT_EQ(enc->pieces.back(), "</s>");
+  std::vector<std::string> out(enc->pieces.begin() + 1, enc->pieces.end() - 1);
+  // Back from the byte stand-ins: find each byte whose spelling comes next.
+  for (std::string& piece : out) {
+    std::string bytes;
+    for (size_t pos = 0; pos < piece.size();) {
+      bool found = false;
+      for (int b = 0; b < 256 && !found; ++b) {
+        const std::string s = ByteLevelSpelling(std::string(1, static_cast<char>(b)));
+        if (piece.compare(pos, s.size(), s) == 0) {
+          bytes += static_cast<char>(b);
+          pos += s.size();
+          found = true;
+        }
+      }
+      if (!found) return {"unspellable piece " + piece};
+    }
+    piece = bytes;
+  }
+  return out;
+}
+
+using Strings = std::vector<std::string>;
+
+TEST(ByteBpeTest, SpellsBytesAsGpt2Does) {
+  EXPECT_EQ(ByteLevelSpelling(" "), "\xc4\xa0");     // U+0120 "Ġ"
+  EXPECT_EQ(ByteLevelSpelling("\n"), "\xc4\x8a");    // U+010A "Ċ"
+  EXPECT_EQ(ByteLevelSpelling("a!~"), "a!~");        // printable ASCII as it is
+  EXPECT_EQ(ByteLevelSpelling("\xad"), "\xc5\x83");  // soft hyphen: U+0143, the last stand-in
+  EXPECT_EQ(ByteLevelSpelling("\xe4\xb8\xad"), "\xc3\xa4\xc2\xb8\xc5\x83");  // 中: ä ¸ Ń
+}
+
+TEST(ByteBpeTest, MergesLowestRankFirstWithinEachPieceOfThePattern) {
+  const auto t = Tiny();
+  ASSERT_NE(t, nullptr);
+  // "the": t h e -> t he (the " t" + "he" merge needs " t"). " thing":
+  // " t", then "in", then "ing".
+  EXPECT_EQ(Pieces(*t, "the thing"), (Strings{"t", "he", " t", "h", "ing"}));
+  EXPECT_EQ(Pieces(*t, " the"), (Strings{" the"}));
+  EXPECT_EQ(Pieces(*t, "aaaa"), (Strings{"a", "a", "a", "a"}));
+  // Four spaces before a word: a run of three ("  " merged leftmost first),
+  // then " b" (no " b" merge); four would have been "  ", "  ".
+  EXPECT_EQ(Pieces(*t, "a    b"), (Strings{"a", "  ", " ", " ", "b"}));
+  // Trailing spaces stay one run; a newline before " b" is its own piece.
+  EXPECT_EQ(Pieces(*t, "a   "), (Strings{"a", "  ", " "}));
+  EXPECT_EQ(Pieces(*t, "a\n b"), (Strings{"a", "\n", " ", "b"}));
+  // The pattern's pieces are never merged across: "'s" is a contraction
+  // (lower case only) whatever follows, "1" and "a" are apart.
+  EXPECT_EQ(Pieces(*t, "it's"), (Strings{"i", "t", "'s"}));
+  EXPECT_EQ(Pieces(*t, "'st"), (Strings{"'s", "t"}));
+  EXPECT_EQ(Pieces(*t, "x'St"), (Strings{"x", "'", "S", "t"}));
+  EXPECT_EQ(Pieces(*t, "1a"), (Strings{"1", "a"}));
+  EXPECT_EQ(Pieces(*t, "\xe4\xb8\xad"), (Strings{"\xe4\xb8\xad"}));
+  // A byte the merges do not know is still a token: never <unk>.
+  const StatusOr<Encoding> enc = t->Encode("\x01\xf0\x9f\x98\x80", kNoLimit, false);
+  ASSERT_TRUE(enc.ok());
+  for (const int32_t id : enc->ids) EXPECT_NE(id, t->special_tokens().unk);
+  EXPECT_EQ(enc->ids.size(), 2u + 5u);
+}
+
+TEST(ByteBpeTest, SpecialTokensComeFromTheVocabulary) {
+  const auto t = Tiny();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->special_tokens().bos, 0);
+  EXPECT_EQ(t->special_tokens().pad, 1);
+  EXPECT_EQ(t->special_tokens().eos, 2);
+  EXPECT_EQ(t->special_tokens().unk, 3);
+  EXPECT_EQ(t->vocab_size(), 4 + 256 + 11 + 1);
+  EXPECT_EQ(t->Describe().rfind("byte-level BPE", 0), 0u) << t->Describe();
+}
+
+TEST(ByteBpeTest, AddPrefixSpaceUnlessTheTextStartsWithOne) {
+  ByteBpeOptions options;
+  options.add_prefix_space = true;
+  const auto t = Tiny(options);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(Pieces(*t, "the"), (Strings{" the"}));
+  EXPECT_EQ(Pieces(*t, " the"), (Strings{" the"}));
+  const StatusOr<Encoding> enc = t->Encode("the", kNoLimit, false);
+  ASSERT_TRUE(enc.ok());
+  EXPECT_EQ(enc->bytes_read, 3);
+}
+
+TEST(ByteBpeTest, DamagedFilesGiveErrorsThatSayWhat) {
+  const testing::TinyByteBpe tiny = testing::MakeTinyByteBpe(ByteLevelSpelling);
+  const auto error = [](std::string_view vocab, std::string_view merges) {
+    const auto t = CreateByteBpeTokenizerFromData(vocab, merges, {}, "tiny");
+    return t.ok() ? std::string("loaded") : t.status().message();
+  };
+  EXPECT_NE(error("{not json", tiny.merges).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error("[1, 2]", tiny.merges).find("object of token -> id"), std::string::npos);
+  EXPECT_NE(error(R"({"<s>": -1})", "").find("not an integer"), std::string::npos);
+  EXPECT_NE(error(R"({"<s>": "0"})", "").find("not an integer"), std::string::npos);
+  EXPECT_NE(error(R"({"<s>": 0, "</s>": 2, "<pad>": 1})", "").find("no <unk>"), std::string::npos);
+  const std::string next_line =
+      "line " + std::to_string(std::count(tiny.merges.begin(), tiny.merges.end(), '\n') + 1);
+  EXPECT_NE(error(tiny.vocab_json, tiny.merges + "a b c\n").find(next_line), std::string::npos);
+  EXPECT_NE(error(tiny.vocab_json, "#version: 0.2\nab\n").find("line 2"), std::string::npos);
+  EXPECT_NE(error(tiny.vocab_json, " a\n").find("line 1"), std::string::npos);
+  EXPECT_NE(error(tiny.vocab_json, "a \n").find("line 1"), std::string::npos);
+  EXPECT_NE(error(tiny.vocab_json, "\xff \xfe\n").find("not UTF-8"), std::string::npos);
+  // Windows line ends, blank lines and no "#version" line are fine.
+  EXPECT_EQ(error(tiny.vocab_json, "a b\r\n\r\nb c\n"), "loaded");
+
+  const auto missing = CreateByteBpeTokenizer("/nonexistent/vocab.json", "/nonexistent/m.txt", {});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("/nonexistent/vocab.json"), std::string::npos);
+}
+
+TEST(ByteBpeTest, ReadsTheFilesOfAFolder) {
+  const testing::TinyByteBpe tiny = testing::MakeTinyByteBpe(ByteLevelSpelling);
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "byte_bpe_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "vocab.json", std::ios::binary) << tiny.vocab_json;
+  std::ofstream(dir / "merges.txt", std::ios::binary) << tiny.merges;
+  const auto t =
+      CreateByteBpeTokenizer((dir / "vocab.json").string(), (dir / "merges.txt").string(), {});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(Pieces(**t, "the thing"), (Strings{"t", "he", " t", "h", "ing"}));
+}
+
+}  // namespace
+}  // namespace encoderd
