@@ -50,6 +50,26 @@ StatusOr<std::optional<TokenizerCard>> HuggingFaceTokenizer(const std::string& d
   return std::optional<TokenizerCard>();
 }
 
+// A card key the tokenizer's kind would ignore is an error, not a surprise.
+Status CheckCardKeys(const TokenizerCard& card) {
+  const bool byte_bpe = card.kind == TokenizerKind::kByteLevelBpe;
+  const auto refuse = [](const std::string& key, const std::string& why) {
+    return InvalidArgument("tokenizer." + key + " " + why);
+  };
+  if (byte_bpe) {
+    const std::string why =
+        "does not apply to byte-level-bpe (its special tokens are vocab.json's)";
+    if (card.lower_case) return refuse("lower_case", why);
+    if (card.id_offset) return refuse("id_offset", why);
+    if (card.bos || card.eos || card.pad || card.unk) return refuse("{bos,eos,pad,unk}_id", why);
+  } else {
+    const std::string why = "applies to byte-level-bpe only";
+    if (!card.merges_file.empty()) return refuse("merges_file", why);
+    if (card.add_prefix_space) return refuse("add_prefix_space", why);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
@@ -62,6 +82,7 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   }
   ModelTokenizer result;
   if (!card) return result;
+  RETURN_IF_ERROR(CheckCardKeys(*card));
   result.path = dir + "/" + card->file;
   if (card->kind == TokenizerKind::kWordPiece) {
     WordPieceOptions options;

@@ -110,6 +110,7 @@ class ByteBpeTokenizer final : public Tokenizer {
     if (!vocab.is_object() || vocab.empty()) {
       return InvalidArgument(source + ": vocab.json must be a non-empty object of token -> id");
     }
+    std::unordered_map<int32_t, std::string> token_of_id;
     for (const auto& [token, id] : vocab.items()) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 30)) {
         return InvalidArgument(source + ": vocab.json gives \"" + token.substr(0, 64) +
@@ -117,6 +118,12 @@ class ByteBpeTokenizer final : public Tokenizer {
                                ", not an integer in [0, 2^30)");
       }
       const auto value = id.get<int32_t>();
+      const auto [other, fresh] = token_of_id.emplace(value, token);
+      if (!fresh) {
+        return InvalidArgument(source + ": vocab.json gives \"" + other->second.substr(0, 64) +
+                               "\" and \"" + token.substr(0, 64) + "\" the same id " +
+                               std::to_string(value));
+      }
       vocab_[token] = value;
       vocab_size_ = std::max<int64_t>(vocab_size_, value + 1);
       // Each byte is one character of a token's spelling.
@@ -134,10 +141,17 @@ class ByteBpeTokenizer final : public Tokenizer {
       }
       *id = it->second;
     }
+    // Every byte has a token, and so every text has an encoding.
     for (int b = 0; b < 256; ++b) {
-      byte_symbol_[b] = Intern(ByteLevelSpelling(std::string(1, static_cast<char>(b))));
+      const std::string spelling = ByteLevelSpelling(std::string(1, static_cast<char>(b)));
+      if (vocab_.count(spelling) == 0) {
+        return InvalidArgument(source + ": vocab.json has no token for the byte " +
+                               std::to_string(b) + " (\"" + spelling + "\")");
+      }
+      byte_symbol_[b] = Intern(spelling);
     }
-    int64_t line_number = 0;
+    if (merges.substr(0, 3) == "\xef\xbb\xbf") merges.remove_prefix(3);  // a UTF-8 BOM
+    int64_t line_number = 0, rank = 0;
     for (size_t pos = 0; pos < merges.size();) {
       size_t eol = merges.find('\n', pos);
       if (eol == std::string_view::npos) eol = merges.size();
@@ -153,18 +167,23 @@ class ByteBpeTokenizer final : public Tokenizer {
                                " is not two tokens separated by one space");
       }
       const std::string_view left = line.substr(0, space), right = line.substr(space + 1);
-      const int32_t a = Intern(left), b = Intern(right);
-      const int32_t merged = Intern(std::string(left) + std::string(right));
-      // The first line that names a pair ranks it (as a dict built in order
-      // keeps the last; Hugging Face's files have no repeats).
-      merge_of_.emplace(PairKey(a, b), Merge{static_cast<int32_t>(merge_of_.size()), merged});
+      const std::string joined = std::string(left) + std::string(right);
+      // As Hugging Face's BPE model: every part and result is a token (so
+      // no piece is <unk>, and max_token_bytes_ bounds every piece).
+      for (const std::string_view token : {left, right, std::string_view(joined)}) {
+        if (vocab_.count(std::string(token)) == 0) {
+          return InvalidArgument(source + ": merges.txt line " + std::to_string(line_number) +
+                                 " names \"" + std::string(token.substr(0, 64)) +
+                                 "\", which vocab.json does not have");
+        }
+      }
+      const int32_t a = Intern(left), b = Intern(right), merged = Intern(joined);
+      // A repeated pair takes its last line's rank, as GPT-2's dict does.
+      merge_of_[PairKey(a, b)] = Merge{static_cast<int32_t>(rank++), merged};
     }
     merges_ = static_cast<int64_t>(merge_of_.size());
     token_of_symbol_.resize(symbols_.size());
-    for (size_t s = 0; s < symbols_.size(); ++s) {
-      const auto it = vocab_.find(symbols_[s]);
-      token_of_symbol_[s] = it == vocab_.end() ? special_.unk : it->second;
-    }
+    for (size_t s = 0; s < symbols_.size(); ++s) token_of_symbol_[s] = vocab_.at(symbols_[s]);
     return Status::Ok();
   }
 
@@ -212,8 +231,10 @@ class ByteBpeTokenizer final : public Tokenizer {
   }
 
   // The tokens of one piece of the pattern: its bytes' symbols merged, the
-  // lowest rank first and, within a rank, leftmost first (GPT-2's bpe()
-  // on a well-formed merges file, where a merge's parts rank before it).
+  // lowest rank first and, within a rank, leftmost first: Hugging Face's
+  // BPE, and GPT-2's bpe() on merges files as trained, where a merge's
+  // parts rank before it and no two merges make the same token (with two
+  // merges of one token GPT-2's whole-word passes can pair differently).
   void AppendPiece(std::string_view piece, WindowEncoding* out) const {
     const auto n = static_cast<int32_t>(piece.size());
     std::vector<int32_t> symbol(n), next(n), prev(n);
@@ -254,7 +275,8 @@ class ByteBpeTokenizer final : public Tokenizer {
   // One window of the text (bounded_encoding.h). The pattern's pieces are
   // hard boundaries: no merge spans two, and its matching starts afresh at
   // each. A window's last piece may go on past the cut (or, a run of
-  // spaces, give its last space to the next piece), so it is settled only
+  // spaces, give its last space to the next piece; or, "'" then "r" at the
+  // cut, be the start of 're), so it is settled only
   // when the window is the whole text or ends, after a non-space, before a
   // space, which no piece may take after a non-space. When the last piece
   // is the only one (a word longer than the window), it is settled up to
@@ -264,14 +286,25 @@ class ByteBpeTokenizer final : public Tokenizer {
   StatusOr<WindowEncoding> EncodeWindow(const TextWindow& window) const {
     const std::string_view text = window.text;
     WindowEncoding out;
-    size_t last_begin = 0;
-    int64_t last_tokens = 0;
+    size_t last_begin = 0, previous_begin = 0;
+    int64_t last_tokens = 0, previous_tokens = 0;
     for (size_t pos = 0; pos < text.size();) {
       const size_t end = PieceEnd(text, pos);
+      previous_begin = last_begin;
+      previous_tokens = last_tokens;
       last_begin = pos;
       last_tokens = static_cast<int64_t>(out.ids.size());
       AppendPiece(text.substr(pos, end - pos), &out);
       pos = end;
+    }
+    // 're, 've and 'll need two characters after the apostrophe: cut after
+    // its first, the window makes "'" and "r" pieces that the whole text may
+    // not, so the cut piece starts at the apostrophe.
+    if (!window.whole && last_begin > 0 && last_begin + 1 == text.size() &&
+        (text[last_begin] == 'r' || text[last_begin] == 'v' || text[last_begin] == 'l') &&
+        previous_begin + 1 == last_begin && text[previous_begin] == '\'') {
+      last_begin = previous_begin;
+      last_tokens = previous_tokens;
     }
     const auto n = static_cast<int64_t>(out.ids.size());
     const bool ends_in_space =

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/text/bounded_encoding.h"
 #include "tests/unit/tokenizer_tiny_models.h"
 
 namespace encoderd {
@@ -70,7 +71,10 @@ TEST(ByteBpeTest, MergesLowestRankFirstWithinEachPieceOfThePattern) {
   // " t", then "in", then "ing".
   EXPECT_EQ(Pieces(*t, "the thing"), (Strings{"t", "he", " t", "h", "ing"}));
   EXPECT_EQ(Pieces(*t, " the"), (Strings{" the"}));
-  EXPECT_EQ(Pieces(*t, "aaaa"), (Strings{"a", "a", "a", "a"}));
+  // One rank's pairs leftmost first: "aaa" pairs its first two.
+  EXPECT_EQ(Pieces(*t, "aaa"), (Strings{"aa", "a"}));
+  EXPECT_EQ(Pieces(*t, "aaaaa"), (Strings{"aaaa", "a"}));
+  EXPECT_EQ(Pieces(*t, "bbb"), (Strings{"b", "b", "b"}));
   // Four spaces before a word: a run of three ("  " merged leftmost first),
   // then " b" (no " b" merge); four would have been "  ", "  ".
   EXPECT_EQ(Pieces(*t, "a    b"), (Strings{"a", "  ", " ", " ", "b"}));
@@ -80,6 +84,8 @@ TEST(ByteBpeTest, MergesLowestRankFirstWithinEachPieceOfThePattern) {
   // The pattern's pieces are never merged across: "'s" is a contraction
   // (lower case only) whatever follows, "1" and "a" are apart.
   EXPECT_EQ(Pieces(*t, "it's"), (Strings{"i", "t", "'s"}));
+  EXPECT_EQ(Pieces(*t, "we're"), (Strings{"w", "e", "'re"}));
+  EXPECT_EQ(Pieces(*t, "x'rv"), (Strings{"x", "'", "r", "v"}));
   EXPECT_EQ(Pieces(*t, "'st"), (Strings{"'s", "t"}));
   EXPECT_EQ(Pieces(*t, "x'St"), (Strings{"x", "'", "S", "t"}));
   EXPECT_EQ(Pieces(*t, "1a"), (Strings{"1", "a"}));
@@ -98,8 +104,34 @@ TEST(ByteBpeTest, SpecialTokensComeFromTheVocabulary) {
   EXPECT_EQ(t->special_tokens().pad, 1);
   EXPECT_EQ(t->special_tokens().eos, 2);
   EXPECT_EQ(t->special_tokens().unk, 3);
-  EXPECT_EQ(t->vocab_size(), 4 + 256 + 11 + 1);
+  EXPECT_EQ(t->vocab_size(), 4 + 256 + 22 + 1);
   EXPECT_EQ(t->Describe().rfind("byte-level BPE", 0), 0u) << t->Describe();
+}
+
+// A window cut between the "'r" and the "e" of 're (and of 've, 'll): the
+// window alone makes "'" and "r" pieces, the whole text one "'re". Runs of
+// 64 a's, two tokens each, keep the first window short of max_tokens, so a
+// second window starts where the first says.
+TEST(ByteBpeTest, AWindowCutInsideAContractionResumesAtItsApostrophe) {
+  const auto t = Tiny();
+  ASSERT_NE(t, nullptr);
+  constexpr int64_t kMaxTokens = 40;
+  const size_t budget = InitialWindowBytes(kMaxTokens);
+  for (const std::string contraction : {"'re", "'ve", "'ll"}) {
+    SCOPED_TRACE(contraction);
+    // The apostrophe at budget - 2: the window ends right after its next
+    // character.
+    std::string text;
+    while (text.size() + 65 <= budget - 5) text += std::string(64, 'a') + "\n";
+    text += std::string(budget - 5 - text.size(), 'a') + "\nwe" + contraction + " fine";
+    ASSERT_EQ(text.substr(budget - 2, 2), contraction.substr(0, 2));
+    const StatusOr<Encoding> whole = t->Encode(text, static_cast<int64_t>(text.size()) + 2, false);
+    const StatusOr<Encoding> bounded = t->Encode(text, kMaxTokens, true);
+    ASSERT_TRUE(whole.ok() && bounded.ok());
+    ASSERT_LE(whole->ids.size(), static_cast<size_t>(kMaxTokens));
+    EXPECT_EQ(bounded->ids, whole->ids);
+    EXPECT_EQ(bounded->pieces, whole->pieces);
+  }
 }
 
 TEST(ByteBpeTest, AddPrefixSpaceUnlessTheTextStartsWithOne) {
@@ -132,8 +164,17 @@ TEST(ByteBpeTest, DamagedFilesGiveErrorsThatSayWhat) {
   EXPECT_NE(error(tiny.vocab_json, " a\n").find("line 1"), std::string::npos);
   EXPECT_NE(error(tiny.vocab_json, "a \n").find("line 1"), std::string::npos);
   EXPECT_NE(error(tiny.vocab_json, "\xff \xfe\n").find("not UTF-8"), std::string::npos);
-  // Windows line ends, blank lines and no "#version" line are fine.
-  EXPECT_EQ(error(tiny.vocab_json, "a b\r\n\r\nb c\n"), "loaded");
+  // Merges of tokens the vocabulary lacks ("b" + "c" makes "bc").
+  EXPECT_NE(error(tiny.vocab_json, "b c\n").find("line 1 names \"bc\""), std::string::npos);
+  // A byte without a token, and two tokens with one id.
+  std::string no_byte = tiny.vocab_json;
+  no_byte.replace(no_byte.find("\"a\":"), 3, "\"A0\"");
+  EXPECT_NE(error(no_byte, "").find("no token for the byte 97"), std::string::npos);
+  EXPECT_NE(error(tiny.vocab_json.substr(0, tiny.vocab_json.size() - 1) + ",\"zz\":5}", "")
+                .find("the same id 5"),
+            std::string::npos);
+  // Windows line ends, blank lines, a BOM and no "#version" line are fine.
+  EXPECT_EQ(error(tiny.vocab_json, "\xef\xbb\xbfh e\r\n\r\ni n\n"), "loaded");
 
   const auto missing = CreateByteBpeTokenizer("/nonexistent/vocab.json", "/nonexistent/m.txt", {});
   ASSERT_FALSE(missing.ok());
@@ -151,6 +192,21 @@ TEST(ByteBpeTest, ReadsTheFilesOfAFolder) {
       CreateByteBpeTokenizer((dir / "vocab.json").string(), (dir / "merges.txt").string(), {});
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(Pieces(**t, "the thing"), (Strings{"t", "he", " t", "h", "ing"}));
+}
+
+// A BOM before the first merge does not hide it, and a repeated pair takes
+// its last rank (GPT-2's dict): here "in" after "ng" has lost, so "ing"
+// is "i" + "ng".
+TEST(ByteBpeTest, MergeFileDetails) {
+  const testing::TinyByteBpe tiny = testing::MakeTinyByteBpe(ByteLevelSpelling);
+  std::string vocab = tiny.vocab_json;
+  vocab.insert(vocab.size() - 1, ",\"ng\":9000");
+  auto t = CreateByteBpeTokenizerFromData(vocab, "\xef\xbb\xbfi n\nn g\ni n\n", {}, "tiny");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(Pieces(**t, "ing"), (Strings{"i", "ng"}));
+  t = CreateByteBpeTokenizerFromData(vocab, "\xef\xbb\xbfi n\nn g\n", {}, "tiny");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(Pieces(**t, "ing"), (Strings{"in", "g"}));
 }
 
 }  // namespace

@@ -158,8 +158,17 @@ TEST(ModelCardLoad, RobertaFoldersGetByteLevelBpe) {
   EXPECT_NE(bundle.status().message().find("add_prefix_space must be true or false"),
             std::string::npos)
       << bundle.status().message();
-  // Damaged merges name the file and the line.
+  // Card keys of another kind are errors, not ignored.
   fs::remove(dir / "tokenizer_config.json");
+  WriteFile(dir / "encoderd.yaml",
+            "pooling: mean\ntokenizer:\n  type: byte-level-bpe\n  file: vocab.json\n"
+            "  id_offset: 1\n");
+  bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(bundle.ok());
+  EXPECT_NE(bundle.status().message().find("tokenizer.id_offset does not apply"), std::string::npos)
+      << bundle.status().message();
+  WriteFile(dir / "encoderd.yaml", "pooling: mean\n");
+  // Damaged merges name the file and the line.
   WriteFile(dir / "merges.txt", "#version: 0.2\na b c\n");
   bundle = server::LoadModelDirectory(dir.string());
   ASSERT_FALSE(bundle.ok());

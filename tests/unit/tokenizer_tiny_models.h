@@ -25,8 +25,8 @@ inline std::vector<std::string> TinyWordPieceVocab() {
 }
 
 // A byte-level BPE as vocab.json and merges.txt hold it (RoBERTa's
-// specials, every byte, a few merges of English), from the library's own
-// spelling of bytes.
+// specials, every byte, a few merges), from the library's own spelling of
+// bytes.
 struct TinyByteBpe {
   std::string vocab_json, merges;
 };
@@ -36,17 +36,33 @@ TinyByteBpe MakeTinyByteBpe(Spell spell) {
   for (int b = 0; b < 256; ++b) tokens.push_back(spell(std::string(1, static_cast<char>(b))));
   TinyByteBpe out;
   out.merges = "#version: 0.2\n";
-  for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{{" ", "t"},
-                                                                             {"h", "e"},
-                                                                             {" t", "he"},
-                                                                             {"i", "n"},
-                                                                             {"in", "g"},
-                                                                             {"e", "r"},
-                                                                             {" ", " "},
-                                                                             {"\xe4", "\xb8"},
-                                                                             {"\xe4\xb8", "\xad"},
-                                                                             {"'", "s"},
-                                                                             {"1", "a"}}) {
+  const std::string a8(8, 'a'), a16(16, 'a');
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {" ", "t"},
+      {"h", "e"},
+      {" t", "he"},
+      {"i", "n"},
+      {"in", "g"},
+      {"e", "r"},
+      {" ", " "},
+      {"\xe4", "\xb8"},
+      {"\xe4\xb8", "\xad"},
+      {"'", "s"},
+      {"1", "a"},
+      {"'", "r"},
+      {"'", "v"},
+      {"'", "l"},
+      {"'r", "e"},
+      {"'v", "e"},
+      {"'l", "l"},
+      // Runs of a up to 32 in one token: windows of few tokens (the tests'
+      // cuts).
+      {"a", "a"},
+      {"aa", "aa"},
+      {"aaaa", "aaaa"},
+      {a8, a8},
+      {a16, a16}};
+  for (const auto& [a, b] : merges) {
     out.merges += spell(a) + " " + spell(b) + "\n";
     tokens.push_back(spell(a + b));
   }
