@@ -23,6 +23,9 @@ struct TokenizerCard {
   // and Hugging Face's add_prefix_space (default false, as RoBERTa's).
   std::string merges_file;
   std::optional<bool> add_prefix_space;
+  // Byte-level BPE: fairseq's dict.txt, which numbers the tokens (fairseq
+  // and torchtext RoBERTa); empty: vocab.json's ids.
+  std::string fairseq_dict;
   // WordPiece: lower-case and strip accents.
   std::optional<bool> lower_case;
   // SentencePiece: added to every sentencepiece id (default 1, fairseq).

@@ -65,6 +65,7 @@ Status CheckCardKeys(const TokenizerCard& card) {
   } else {
     const std::string why = "applies to byte-level-bpe only";
     if (!card.merges_file.empty()) return refuse("merges_file", why);
+    if (!card.fairseq_dict.empty()) return refuse("fairseq_dict", why);
     if (card.add_prefix_space) return refuse("add_prefix_space", why);
   }
   return Status::Ok();
@@ -91,6 +92,7 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   } else if (card->kind == TokenizerKind::kByteLevelBpe) {
     ByteBpeOptions options;
     options.add_prefix_space = card->add_prefix_space.value_or(false);
+    if (!card->fairseq_dict.empty()) options.fairseq_dict = dir + "/" + card->fairseq_dict;
     const std::string merges =
         dir + "/" + (card->merges_file.empty() ? "merges.txt" : card->merges_file);
     ASSIGN_OR_RETURN(result.tokenizer, CreateByteBpeTokenizer(result.path, merges, options));

@@ -101,6 +101,22 @@ size_t PieceEnd(std::string_view text, size_t i) {
   return end;
 }
 
+// The lines of a text file, without a leading UTF-8 BOM or line ends ("\n"
+// or "\r\n"); line i is line number i + 1.
+std::vector<std::string_view> Lines(std::string_view text) {
+  if (text.substr(0, 3) == "\xef\xbb\xbf") text.remove_prefix(3);
+  std::vector<std::string_view> lines;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    lines.push_back(line);
+    pos = eol + 1;
+  }
+  return lines;
+}
+
 class ByteBpeTokenizer final : public Tokenizer {
  public:
   explicit ByteBpeTokenizer(const ByteBpeOptions& options) : options_(options) {}
@@ -135,6 +151,7 @@ class ByteBpeTokenizer final : public Tokenizer {
                                                          {"<pad>", &special_.pad},
                                                          {"<unk>", &special_.unk}};
     for (const auto& [name, id] : specials) {
+      if (!options_.fairseq_dict.empty()) break;  // fairseq's, the defaults
       const auto it = vocab_.find(name);
       if (it == vocab_.end()) {
         return InvalidArgument(source + ": vocab.json has no " + name + " token");
@@ -150,16 +167,12 @@ class ByteBpeTokenizer final : public Tokenizer {
       }
       byte_symbol_[b] = Intern(spelling);
     }
-    if (merges.substr(0, 3) == "\xef\xbb\xbf") merges.remove_prefix(3);  // a UTF-8 BOM
-    int64_t line_number = 0, rank = 0;
-    for (size_t pos = 0; pos < merges.size();) {
-      size_t eol = merges.find('\n', pos);
-      if (eol == std::string_view::npos) eol = merges.size();
-      std::string_view line = merges.substr(pos, eol - pos);
-      pos = eol + 1;
-      ++line_number;
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (line.empty() || (line_number == 1 && line.substr(0, 8) == "#version")) continue;
+    const std::vector<std::string_view> lines = Lines(merges);
+    int64_t rank = 0;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const std::string_view line = lines[i];
+      const auto line_number = static_cast<int64_t>(i + 1);
+      if (line.empty() || (i == 0 && line.substr(0, 8) == "#version")) continue;
       const size_t space = line.find(' ');
       if (space == 0 || space == std::string_view::npos || space + 1 == line.size() ||
           line.find(' ', space + 1) != std::string_view::npos) {
@@ -184,6 +197,52 @@ class ByteBpeTokenizer final : public Tokenizer {
     merges_ = static_cast<int64_t>(merge_of_.size());
     token_of_symbol_.resize(symbols_.size());
     for (size_t s = 0; s < symbols_.size(); ++s) token_of_symbol_[s] = vocab_.at(symbols_[s]);
+    if (!options_.fairseq_dict.empty()) {
+      RETURN_IF_ERROR(Renumber(options_.fairseq_dict, source));
+    }
+    return Status::Ok();
+  }
+
+  // Token ids by fairseq's dictionary (see the header): GPT-2 id g is the
+  // fairseq id of the line that names g, <unk> where none does.
+  Status Renumber(std::string_view dict, const std::string& source) {
+    constexpr int32_t kFirstSymbol = 4;  // after <s> <pad> </s> <unk>
+    std::unordered_map<int32_t, int32_t> fairseq_of_gpt2;
+    const std::vector<std::string_view> lines = Lines(dict);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const std::string_view line = lines[i];
+      const auto line_number = static_cast<int64_t>(i + 1);
+      // fairseq's Dictionary.add_from_file: "symbol count", split at the
+      // last space; "#fairseq:overwrite" lines reuse an id, not supported.
+      const size_t space = line.rfind(' ');
+      const std::string_view count = space == std::string_view::npos ? "" : line.substr(space + 1);
+      if (space == 0 || count.empty() ||
+          count.find_first_not_of("0123456789") != std::string_view::npos) {
+        return InvalidArgument(source + ": fairseq dictionary line " + std::to_string(line_number) +
+                               " is not \"symbol count\"");
+      }
+      const std::string_view symbol = line.substr(0, space);
+      const int32_t id = kFirstSymbol + static_cast<int32_t>(line_number - 1);
+      if (!symbol.empty() && symbol.size() <= 9 &&
+          symbol.find_first_not_of("0123456789") == std::string_view::npos) {
+        const auto [it, fresh] = fairseq_of_gpt2.emplace(std::stoi(std::string(symbol)), id);
+        if (!fresh) {
+          return InvalidArgument(source + ": fairseq dictionary line " +
+                                 std::to_string(line_number) + " repeats the symbol " +
+                                 std::string(symbol));
+        }
+      }
+      vocab_size_ = id + 1;
+    }
+    if (fairseq_of_gpt2.empty()) {
+      return InvalidArgument(source + ": the fairseq dictionary names no GPT-2 token");
+    }
+    special_ = SpecialTokens{};  // <s> 0, </s> 2, <pad> 1, <unk> 3
+    fairseq_symbols_ = static_cast<int64_t>(lines.size());
+    for (int32_t& token : token_of_symbol_) {
+      const auto it = fairseq_of_gpt2.find(token);
+      token = it == fairseq_of_gpt2.end() ? special_.unk : it->second;
+    }
     return Status::Ok();
   }
 
@@ -210,6 +269,9 @@ class ByteBpeTokenizer final : public Tokenizer {
   std::string Describe() const override {
     return "byte-level BPE (" + std::to_string(vocab_.size()) + " tokens, " +
            std::to_string(merges_) + " merges" +
+           (options_.fairseq_dict.empty()
+                ? ""
+                : ", fairseq dictionary of " + std::to_string(fairseq_symbols_) + " symbols") +
            (options_.add_prefix_space ? ", prefix space" : "") + ")";
   }
 
@@ -331,7 +393,7 @@ class ByteBpeTokenizer final : public Tokenizer {
   }
 
   ByteBpeOptions options_;
-  int64_t merges_ = 0;
+  int64_t merges_ = 0, fairseq_symbols_ = 0;
   std::unordered_map<std::string, int32_t> vocab_;
   int64_t vocab_size_ = 0;
   int64_t max_token_bytes_ = 1;
@@ -341,7 +403,7 @@ class ByteBpeTokenizer final : public Tokenizer {
   std::unordered_map<std::string, int32_t> symbol_ids_;
   int32_t byte_symbol_[256] = {};
   std::unordered_map<uint64_t, Merge> merge_of_;
-  // The vocabulary id of each symbol, <unk> where it has none.
+  // The token id of each symbol: its vocabulary id, or fairseq's.
   std::vector<int32_t> token_of_symbol_;
 };
 
@@ -384,8 +446,17 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateByteBpeTokenizer(const std::string& v
                                                             const ByteBpeOptions& options) {
   ASSIGN_OR_RETURN(std::string vocab, ReadWholeFile(vocab_path, "byte-level BPE vocabulary"));
   ASSIGN_OR_RETURN(std::string merges, ReadWholeFile(merges_path, "byte-level BPE merges"));
-  return CreateByteBpeTokenizerFromData(vocab, merges, options,
-                                        "byte-level BPE " + vocab_path + " + " + merges_path);
+  ByteBpeOptions with_dict = options;
+  std::string source = "byte-level BPE " + vocab_path + " + " + merges_path;
+  if (!options.fairseq_dict.empty()) {
+    ASSIGN_OR_RETURN(with_dict.fairseq_dict,
+                     ReadWholeFile(options.fairseq_dict, "fairseq dictionary"));
+    if (with_dict.fairseq_dict.empty()) {
+      return InvalidArgument("fairseq dictionary " + options.fairseq_dict + " is empty");
+    }
+    source += " + " + options.fairseq_dict;
+  }
+  return CreateByteBpeTokenizerFromData(vocab, merges, with_dict, source);
 }
 
 }  // namespace encoderd

@@ -5,6 +5,12 @@
 // GPT-2's printable stand-ins (a space is "Ġ"), and the merges are applied
 // lowest rank first; the specials come from the vocabulary (<s>, </s>,
 // <pad>, <unk>). Every byte has a token, so no text is unknown.
+//
+// fairseq's and torchtext's RoBERTa take GPT-2's files (encoder.json +
+// vocab.bpe, the same formats) and number the tokens by fairseq's
+// dictionary (dict.txt): its line i holds a GPT-2 id and a count, and gives
+// that token the id 4 + i, after <s> = 0, <pad> = 1, </s> = 2, <unk> = 3; a
+// token the dictionary lacks is <unk>.
 #pragma once
 
 #include <memory>
@@ -20,6 +26,9 @@ struct ByteBpeOptions {
   // Hugging Face's add_prefix_space: a space before a text that does not
   // start with one (RoBERTa's tokenizers leave it off).
   bool add_prefix_space = false;
+  // fairseq's dict.txt (its path for CreateByteBpeTokenizer, its contents
+  // for CreateByteBpeTokenizerFromData); empty: the vocabulary's own ids.
+  std::string fairseq_dict;
 };
 
 // From vocab.json (an object of token -> id) and merges.txt (an optional

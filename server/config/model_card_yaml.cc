@@ -85,6 +85,8 @@ Status ReadTokenizer(const YAML::Node& node, const std::string& source, Tokenize
       RETURN_IF_ERROR(ReadString(value, where, &card->file));
     } else if (key == "merges_file") {
       RETURN_IF_ERROR(ReadString(value, where, &card->merges_file));
+    } else if (key == "fairseq_dict") {
+      RETURN_IF_ERROR(ReadString(value, where, &card->fairseq_dict));
     } else if (key == "add_prefix_space") {
       RETURN_IF_ERROR(ReadBool(value, where, &card->add_prefix_space));
     } else if (key == "lower_case") {

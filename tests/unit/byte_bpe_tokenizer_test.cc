@@ -194,6 +194,50 @@ TEST(ByteBpeTest, ReadsTheFilesOfAFolder) {
   EXPECT_EQ(Pieces(**t, "the thing"), (Strings{"t", "he", " t", "h", "ing"}));
 }
 
+// The GPT-2 id of `bytes`' token in the tiny model.
+int32_t Gpt2Id(const testing::TinyByteBpe& tiny, const std::string& bytes) {
+  const auto it = std::find(tiny.tokens.begin(), tiny.tokens.end(), ByteLevelSpelling(bytes));
+  EXPECT_NE(it, tiny.tokens.end()) << bytes;
+  return static_cast<int32_t>(it - tiny.tokens.begin());
+}
+
+// fairseq's dict.txt numbers the tokens: line i's GPT-2 id gets 4 + i.
+TEST(ByteBpeTest, FairseqDictionaryNumbersTheTokens) {
+  const testing::TinyByteBpe tiny = testing::MakeTinyByteBpe(ByteLevelSpelling);
+  ByteBpeOptions options;
+  const auto line = [&](const std::string& bytes, int count) {
+    return std::to_string(Gpt2Id(tiny, bytes)) + " " + std::to_string(count) + "\n";
+  };
+  // " t" 4, "he" 5, a made-up word 6, "t" 7, "ing" 8; "h" is not there.
+  options.fairseq_dict =
+      line(" t", 100) + line("he", 90) + "madeupword0000 0\n" + line("t", 80) + line("ing", 70);
+  auto t = CreateByteBpeTokenizerFromData(tiny.gpt2_vocab_json, tiny.merges, options, "tiny");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const StatusOr<Encoding> enc = (*t)->Encode("the thing", kNoLimit, false);
+  ASSERT_TRUE(enc.ok());
+  EXPECT_EQ(enc->ids, (std::vector<int32_t>{0, 7, 5, 4, 3, 8, 2}));
+  EXPECT_EQ((*t)->special_tokens().bos, 0);
+  EXPECT_EQ((*t)->special_tokens().pad, 1);
+  EXPECT_EQ((*t)->special_tokens().eos, 2);
+  EXPECT_EQ((*t)->special_tokens().unk, 3);
+  EXPECT_EQ((*t)->vocab_size(), 9);
+  EXPECT_NE((*t)->Describe().find("fairseq dictionary of 5 symbols"), std::string::npos)
+      << (*t)->Describe();
+
+  const auto error = [&](const std::string& dict) {
+    ByteBpeOptions o;
+    o.fairseq_dict = dict;
+    const auto bad = CreateByteBpeTokenizerFromData(tiny.gpt2_vocab_json, tiny.merges, o, "tiny");
+    return bad.ok() ? std::string("loaded") : bad.status().message();
+  };
+  EXPECT_NE(error("260\n").find("line 1 is not"), std::string::npos);
+  EXPECT_NE(error("260 1\n261 x\n").find("line 2 is not"), std::string::npos);
+  EXPECT_NE(error("260 1\n260 1\n").find("line 2 repeats the symbol 260"), std::string::npos);
+  EXPECT_NE(error("madeupword0000 0\n").find("names no GPT-2 token"), std::string::npos);
+  // Without the dictionary, GPT-2's vocabulary has no <s>.
+  EXPECT_NE(error("").find("no <s> token"), std::string::npos);
+}
+
 // A BOM before the first merge does not hide it, and a repeated pair takes
 // its last rank (GPT-2's dict): here "in" after "ng" has lost, so "ing"
 // is "i" + "ng".

@@ -1,12 +1,15 @@
 // encoderd.yaml parsing, and what a card changes when a directory loads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "engine/model/model_directory.h"
+#include "engine/text/byte_bpe_tokenizer.h"
 #include "server/config/model_card_yaml.h"
 #include "tests/unit/model_fixtures.h"
+#include "tests/unit/tokenizer_tiny_models.h"
 
 namespace encoderd {
 namespace {
@@ -74,7 +77,7 @@ weights:
 TEST(ModelCardYaml, ByteLevelBpeTokenizer) {
   auto card = ParseModelCard(
       "tokenizer:\n  type: byte-level-bpe\n  file: encoder.json\n  merges_file: vocab.bpe\n"
-      "  add_prefix_space: true\n",
+      "  add_prefix_space: true\n  fairseq_dict: dict.txt\n",
       "card.yaml");
   ASSERT_TRUE(card.ok()) << card.status().ToString();
   ASSERT_TRUE(card->tokenizer.has_value());
@@ -82,6 +85,7 @@ TEST(ModelCardYaml, ByteLevelBpeTokenizer) {
   EXPECT_EQ(card->tokenizer->file, "encoder.json");
   EXPECT_EQ(card->tokenizer->merges_file, "vocab.bpe");
   EXPECT_EQ(card->tokenizer->add_prefix_space, true);
+  EXPECT_EQ(card->tokenizer->fairseq_dict, "dict.txt");
 }
 
 TEST(ModelCardYaml, EmptyCardIsAllDefaults) {
@@ -174,6 +178,31 @@ TEST(ModelCardLoad, RobertaFoldersGetByteLevelBpe) {
   ASSERT_FALSE(bundle.ok());
   EXPECT_NE(bundle.status().message().find("merges.txt line 2"), std::string::npos)
       << bundle.status().message();
+  fs::remove_all(dir);
+}
+
+// fairseq / torchtext RoBERTa: GPT-2's encoder.json + vocab.bpe, numbered by
+// fairseq's dict.txt, named by the card.
+TEST(ModelCardLoad, TorchtextRobertaWithGpt2FilesAndAFairseqDictionary) {
+  const fs::path dir = CopyFixture("torchtext_xlmr_legacy", "fairseq_bpe");
+  const testing::TinyByteBpe tiny = testing::MakeTinyByteBpe(ByteLevelSpelling);
+  WriteFile(dir / "encoder.json", tiny.gpt2_vocab_json);
+  WriteFile(dir / "vocab.bpe", tiny.merges);
+  const auto id_of = [&](const std::string& bytes) {
+    const auto it = std::find(tiny.tokens.begin(), tiny.tokens.end(), ByteLevelSpelling(bytes));
+    return std::to_string(it - tiny.tokens.begin());
+  };
+  WriteFile(dir / "dict.txt", id_of("he") + " 9\n" + id_of("t") + " 8\n");
+  WriteFile(dir / "encoderd.yaml",
+            "family: torchtext-roberta\ncheckpoint: model.pt\nnum_heads: 4\npad_token_id: 1\n"
+            "labels: [negative, neutral, positive]\ntokenizer:\n  type: byte-level-bpe\n"
+            "  file: encoder.json\n  merges_file: vocab.bpe\n  fairseq_dict: dict.txt\n");
+  auto bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  ASSERT_NE(bundle->tokenizer, nullptr);
+  const StatusOr<Encoding> enc = bundle->tokenizer->Encode("the", 16, false);
+  ASSERT_TRUE(enc.ok());
+  EXPECT_EQ(enc->ids, (std::vector<int32_t>{0, 5, 4, 2}));  // <s> t he </s>
   fs::remove_all(dir);
 }
 

@@ -29,6 +29,10 @@ inline std::vector<std::string> TinyWordPieceVocab() {
 // bytes.
 struct TinyByteBpe {
   std::string vocab_json, merges;
+  // GPT-2's encoder.json form (fairseq and torchtext RoBERTa): the same ids,
+  // without <s> <pad> </s> <unk> <mask>.
+  std::string gpt2_vocab_json;
+  std::vector<std::string> tokens;  // tokens[i] has the id i
 };
 template <typename Spell>
 TinyByteBpe MakeTinyByteBpe(Spell spell) {
@@ -67,16 +71,20 @@ TinyByteBpe MakeTinyByteBpe(Spell spell) {
     tokens.push_back(spell(a + b));
   }
   tokens.push_back("<mask>");
-  out.vocab_json = "{";
+  out.vocab_json = out.gpt2_vocab_json = "{";
   for (size_t i = 0; i < tokens.size(); ++i) {
     std::string quoted;
     for (const char c : tokens[i]) {
       if (c == '"' || c == '\\') quoted += '\\';
       quoted += c;
     }
-    out.vocab_json += (i ? ",\"" : "\"") + quoted + "\":" + std::to_string(i);
+    const std::string entry = "\"" + quoted + "\":" + std::to_string(i);
+    out.vocab_json += (i ? "," : "") + entry;
+    if (i >= 4 && i + 1 < tokens.size()) out.gpt2_vocab_json += (i > 4 ? "," : "") + entry;
   }
   out.vocab_json += "}";
+  out.gpt2_vocab_json += "}";
+  out.tokens = std::move(tokens);
   return out;
 }
 
