@@ -58,7 +58,7 @@ Status CheckCardKeys(const TokenizerCard& card) {
   };
   if (byte_bpe) {
     const std::string why =
-        "does not apply to byte-level-bpe (its special tokens are vocab.json's)";
+        "does not apply to byte-level-bpe (its special tokens are vocab.json's or fairseq's)";
     if (card.lower_case) return refuse("lower_case", why);
     if (card.id_offset) return refuse("id_offset", why);
     if (card.bos || card.eos || card.pad || card.unk) return refuse("{bos,eos,pad,unk}_id", why);

@@ -199,38 +199,59 @@ class ByteBpeTokenizer final : public Tokenizer {
     for (size_t s = 0; s < symbols_.size(); ++s) token_of_symbol_[s] = vocab_.at(symbols_[s]);
     if (!options_.fairseq_dict.empty()) {
       RETURN_IF_ERROR(Renumber(options_.fairseq_dict, source));
+      options_.fairseq_dict = std::string();  // its contents are no longer needed
     }
     return Status::Ok();
   }
 
   // Token ids by fairseq's dictionary (see the header): GPT-2 id g is the
-  // fairseq id of the line that names g, <unk> where none does.
+  // fairseq id of the line that names g, <unk> where none does. Lines as
+  // fairseq's Dictionary.add_from_file reads them: "symbol count", split at
+  // the last space after trailing whitespace, every symbol once (the
+  // specials included), an integer count; "#fairseq:overwrite" lines are
+  // refused. A symbol is a GPT-2 id when it is a decimal number as Python
+  // writes one (fairseq looks up str(id)). A leading UTF-8 BOM is dropped.
   Status Renumber(std::string_view dict, const std::string& source) {
     constexpr int32_t kFirstSymbol = 4;  // after <s> <pad> </s> <unk>
+    const int64_t gpt2_tokens = vocab_size_;
     std::unordered_map<int32_t, int32_t> fairseq_of_gpt2;
+    std::unordered_map<std::string_view, int64_t> line_of_symbol = {
+        {"<s>", 0}, {"<pad>", 0}, {"</s>", 0}, {"<unk>", 0}};
     const std::vector<std::string_view> lines = Lines(dict);
     for (size_t i = 0; i < lines.size(); ++i) {
-      const std::string_view line = lines[i];
+      std::string_view line = lines[i];
       const auto line_number = static_cast<int64_t>(i + 1);
-      // fairseq's Dictionary.add_from_file: "symbol count", split at the
-      // last space; "#fairseq:overwrite" lines reuse an id, not supported.
+      const auto refuse = [&](const std::string& why) {
+        return InvalidArgument(source + ": fairseq dictionary line " + std::to_string(line_number) +
+                               " " + why);
+      };
+      while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
       const size_t space = line.rfind(' ');
-      const std::string_view count = space == std::string_view::npos ? "" : line.substr(space + 1);
+      std::string_view count = space == std::string_view::npos ? "" : line.substr(space + 1);
+      if (count == "#fairseq:overwrite") return refuse("has #fairseq:overwrite, not supported");
+      if (!count.empty() && (count[0] == '-' || count[0] == '+')) count.remove_prefix(1);
       if (space == 0 || count.empty() ||
           count.find_first_not_of("0123456789") != std::string_view::npos) {
-        return InvalidArgument(source + ": fairseq dictionary line " + std::to_string(line_number) +
-                               " is not \"symbol count\"");
+        return refuse("is not \"symbol count\"");
       }
       const std::string_view symbol = line.substr(0, space);
-      const int32_t id = kFirstSymbol + static_cast<int32_t>(line_number - 1);
-      if (!symbol.empty() && symbol.size() <= 9 &&
-          symbol.find_first_not_of("0123456789") == std::string_view::npos) {
-        const auto [it, fresh] = fairseq_of_gpt2.emplace(std::stoi(std::string(symbol)), id);
-        if (!fresh) {
-          return InvalidArgument(source + ": fairseq dictionary line " +
-                                 std::to_string(line_number) + " repeats the symbol " +
-                                 std::string(symbol));
+      const auto [seen, fresh] = line_of_symbol.emplace(symbol, line_number);
+      if (!fresh) {
+        return refuse("repeats the symbol " + std::string(symbol.substr(0, 64)) +
+                      (seen->second > 0 ? " of line " + std::to_string(seen->second)
+                                        : ", one of fairseq's specials"));
+      }
+      const int32_t id = kFirstSymbol + static_cast<int32_t>(i);
+      const bool decimal = symbol.size() <= 9 &&
+                           symbol.find_first_not_of("0123456789") == std::string_view::npos &&
+                           (symbol[0] != '0' || symbol.size() == 1);
+      if (decimal) {
+        const int32_t gpt2 = std::stoi(std::string(symbol));
+        if (gpt2 >= gpt2_tokens) {
+          return refuse("names the GPT-2 id " + std::string(symbol) + ", past the vocabulary's " +
+                        std::to_string(gpt2_tokens) + " ids");
         }
+        fairseq_of_gpt2.emplace(gpt2, id);
       }
       vocab_size_ = id + 1;
     }
@@ -269,7 +290,7 @@ class ByteBpeTokenizer final : public Tokenizer {
   std::string Describe() const override {
     return "byte-level BPE (" + std::to_string(vocab_.size()) + " tokens, " +
            std::to_string(merges_) + " merges" +
-           (options_.fairseq_dict.empty()
+           (fairseq_symbols_ == 0
                 ? ""
                 : ", fairseq dictionary of " + std::to_string(fairseq_symbols_) + " symbols") +
            (options_.add_prefix_space ? ", prefix space" : "") + ")";

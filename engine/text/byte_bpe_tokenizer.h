@@ -4,13 +4,14 @@
 // ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+), each piece's UTF-8 bytes are spelled as
 // GPT-2's printable stand-ins (a space is "Ġ"), and the merges are applied
 // lowest rank first; the specials come from the vocabulary (<s>, </s>,
-// <pad>, <unk>). Every byte has a token, so no text is unknown.
+// <pad>, <unk>). Every byte has a token, so no text is unknown (unless a
+// fairseq dictionary, below, leaves a token out).
 //
 // fairseq's and torchtext's RoBERTa take GPT-2's files (encoder.json +
 // vocab.bpe, the same formats) and number the tokens by fairseq's
-// dictionary (dict.txt): its line i holds a GPT-2 id and a count, and gives
-// that token the id 4 + i, after <s> = 0, <pad> = 1, </s> = 2, <unk> = 3; a
-// token the dictionary lacks is <unk>.
+// dictionary (dict.txt): line number n holds a GPT-2 id and a count, and
+// gives that token the id 3 + n, after <s> = 0, <pad> = 1, </s> = 2,
+// <unk> = 3; a token the dictionary lacks is <unk>.
 #pragma once
 
 #include <memory>

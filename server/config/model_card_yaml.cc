@@ -87,6 +87,7 @@ Status ReadTokenizer(const YAML::Node& node, const std::string& source, Tokenize
       RETURN_IF_ERROR(ReadString(value, where, &card->merges_file));
     } else if (key == "fairseq_dict") {
       RETURN_IF_ERROR(ReadString(value, where, &card->fairseq_dict));
+      if (card->fairseq_dict.empty()) return where.Error("must name a file");
     } else if (key == "add_prefix_space") {
       RETURN_IF_ERROR(ReadBool(value, where, &card->add_prefix_space));
     } else if (key == "lower_case") {

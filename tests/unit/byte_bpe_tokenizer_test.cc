@@ -223,6 +223,13 @@ TEST(ByteBpeTest, FairseqDictionaryNumbersTheTokens) {
   EXPECT_EQ((*t)->vocab_size(), 9);
   EXPECT_NE((*t)->Describe().find("fairseq dictionary of 5 symbols"), std::string::npos)
       << (*t)->Describe();
+  // "0260" is not "260": it takes the id 4 but "t" still maps to 5.
+  options.fairseq_dict = "0" + line("t", 1) + line("t", 1);
+  t = CreateByteBpeTokenizerFromData(tiny.gpt2_vocab_json, tiny.merges, options, "tiny");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const StatusOr<Encoding> zero = (*t)->Encode("t", kNoLimit, false);
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(zero->ids, (std::vector<int32_t>{0, 5, 2}));
 
   const auto error = [&](const std::string& dict) {
     ByteBpeOptions o;
@@ -232,8 +239,24 @@ TEST(ByteBpeTest, FairseqDictionaryNumbersTheTokens) {
   };
   EXPECT_NE(error("260\n").find("line 1 is not"), std::string::npos);
   EXPECT_NE(error("260 1\n261 x\n").find("line 2 is not"), std::string::npos);
-  EXPECT_NE(error("260 1\n260 1\n").find("line 2 repeats the symbol 260"), std::string::npos);
+  EXPECT_NE(error("260 1\n260 1\n").find("line 2 repeats the symbol 260 of line 1"),
+            std::string::npos);
+  EXPECT_NE(error("260 1\nx 1\nx 2\n").find("line 3 repeats the symbol x"), std::string::npos);
+  EXPECT_NE(error("260 1\n<s> 1\n").find("one of fairseq's specials"), std::string::npos);
+  EXPECT_NE(error("260 1 #fairseq:overwrite\n").find("#fairseq:overwrite, not supported"),
+            std::string::npos);
+  EXPECT_NE(error("99999 1\n").find("past the vocabulary's"), std::string::npos);
   EXPECT_NE(error("madeupword0000 0\n").find("names no GPT-2 token"), std::string::npos);
+  // As fairseq reads them: a BOM, CRLF, trailing blanks, signed counts; "0260"
+  // is not str(260), so it takes an id but names no token.
+  EXPECT_EQ(error("\xef\xbb\xbf"
+                  "260 1 \r\n261 -2\t\r\n0260 +3\n"),
+            "loaded");
+  // The BOM dropped, line 1 names 260 (so repeating it is caught).
+  EXPECT_NE(error("\xef\xbb\xbf"
+                  "260 1\n260 1\n")
+                .find("repeats the symbol 260 of line 1"),
+            std::string::npos);
   // Without the dictionary, GPT-2's vocabulary has no <s>.
   EXPECT_NE(error("").find("no <s> token"), std::string::npos);
 }

@@ -190,6 +190,7 @@ TEST(ModelCardLoad, TorchtextRobertaWithGpt2FilesAndAFairseqDictionary) {
   WriteFile(dir / "vocab.bpe", tiny.merges);
   const auto id_of = [&](const std::string& bytes) {
     const auto it = std::find(tiny.tokens.begin(), tiny.tokens.end(), ByteLevelSpelling(bytes));
+    EXPECT_NE(it, tiny.tokens.end()) << bytes;
     return std::to_string(it - tiny.tokens.begin());
   };
   WriteFile(dir / "dict.txt", id_of("he") + " 9\n" + id_of("t") + " 8\n");
@@ -200,9 +201,16 @@ TEST(ModelCardLoad, TorchtextRobertaWithGpt2FilesAndAFairseqDictionary) {
   auto bundle = server::LoadModelDirectory(dir.string());
   ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
   ASSERT_NE(bundle->tokenizer, nullptr);
-  const StatusOr<Encoding> enc = bundle->tokenizer->Encode("the", 16, false);
+  const StatusOr<Encoding> enc = bundle->tokenizer->Encode("the x", 16, false);
   ASSERT_TRUE(enc.ok());
-  EXPECT_EQ(enc->ids, (std::vector<int32_t>{0, 5, 4, 2}));  // <s> t he </s>
+  EXPECT_EQ(enc->ids, (std::vector<int32_t>{0, 5, 4, 3, 3, 2}));  // <s> t he <unk> <unk> </s>
+  WriteFile(dir / "encoderd.yaml",
+            "family: torchtext-roberta\ncheckpoint: model.pt\nnum_heads: 4\n"
+            "tokenizer:\n  type: byte-level-bpe\n  file: encoder.json\n  fairseq_dict: ''\n");
+  bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(bundle.ok());
+  EXPECT_NE(bundle.status().message().find("fairseq_dict must name a file"), std::string::npos)
+      << bundle.status().message();
   fs::remove_all(dir);
 }
 
