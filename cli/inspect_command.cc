@@ -139,7 +139,8 @@ std::string DescribeModelText(const ModelBundle& bundle) {
   s << "text pairs:      " << DescribePairs(bundle) << "\n";
   s << "tokenizer:       "
     << (bundle.tokenizer ? bundle.tokenizer->Describe() + " from " + bundle.tokenizer_path
-                         : std::string("none"))
+        : bundle.tokenizer_note.empty() ? std::string("none")
+                                        : "none (" + bundle.tokenizer_note + ")")
     << "\n";
   int64_t parameters = 0;
   uint64_t bytes = 0;

@@ -13,7 +13,9 @@
 
 namespace encoderd {
 
-enum class TokenizerKind { kWordPiece, kSentencePiece, kByteLevelBpe };
+// kTokenizerJson: Hugging Face's tokenizer.json (engine/text/hf_tokenizer_json.h),
+// which says everything itself.
+enum class TokenizerKind { kWordPiece, kSentencePiece, kByteLevelBpe, kTokenizerJson };
 
 struct TokenizerCard {
   TokenizerKind kind = TokenizerKind::kWordPiece;

@@ -300,6 +300,7 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
       LoadModelTokenizer(dir, card ? card->tokenizer : std::nullopt, name_hint, config));
   bundle.tokenizer = std::move(tokenizer.tokenizer);
   bundle.tokenizer_path = tokenizer.path;
+  bundle.tokenizer_note = tokenizer.note;
   if (bundle.tokenizer) config.special_tokens = bundle.tokenizer->special_tokens();
   config.special_tokens.pad = static_cast<int32_t>(config.pad_token_id);
 

@@ -167,6 +167,8 @@ struct ModelBundle {
   TensorMap weights;
   std::unique_ptr<Tokenizer> tokenizer;  // null when the directory has none
   std::string tokenizer_path;
+  // Why a tokenizer file the directory has is not used; empty otherwise.
+  std::string tokenizer_note;
   std::vector<std::string> placeholder_globals;
   // The modules of a sentence-transformers folder, one line each (empty for
   // other layouts).

@@ -4,6 +4,7 @@
 
 #include "engine/model/hf_config.h"
 #include "engine/text/byte_bpe_tokenizer.h"
+#include "engine/text/hf_tokenizer_json.h"
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
 
@@ -47,6 +48,11 @@ StatusOr<std::optional<TokenizerCard>> HuggingFaceTokenizer(const std::string& d
     }
     return std::optional<TokenizerCard>(card);
   }
+  if (IsFile(dir + "/tokenizer.json")) {
+    card.kind = TokenizerKind::kTokenizerJson;
+    card.file = "tokenizer.json";
+    return std::optional<TokenizerCard>(card);
+  }
   return std::optional<TokenizerCard>();
 }
 
@@ -56,7 +62,15 @@ Status CheckCardKeys(const TokenizerCard& card) {
   const auto refuse = [](const std::string& key, const std::string& why) {
     return InvalidArgument("tokenizer." + key + " " + why);
   };
-  if (byte_bpe) {
+  if (card.kind == TokenizerKind::kTokenizerJson) {
+    const std::string why = "does not apply to tokenizer-json (the file says it)";
+    if (card.lower_case) return refuse("lower_case", why);
+    if (card.id_offset) return refuse("id_offset", why);
+    if (card.bos || card.eos || card.pad || card.unk) return refuse("{bos,eos,pad,unk}_id", why);
+    if (!card.merges_file.empty()) return refuse("merges_file", why);
+    if (!card.fairseq_dict.empty()) return refuse("fairseq_dict", why);
+    if (card.add_prefix_space) return refuse("add_prefix_space", why);
+  } else if (byte_bpe) {
     const std::string why =
         "does not apply to byte-level-bpe (its special tokens are vocab.json's or fairseq's)";
     if (card.lower_case) return refuse("lower_case", why);
@@ -69,6 +83,33 @@ Status CheckCardKeys(const TokenizerCard& card) {
     if (card.add_prefix_space) return refuse("add_prefix_space", why);
   }
   return Status::Ok();
+}
+
+// A tokenizer.json, with tokenizer_config.json's do_lower_case and
+// add_prefix_space over it as transformers applies them when the folder's
+// file was found by name. Its pair template must be the family's.
+StatusOr<std::unique_ptr<Tokenizer>> TokenizerJson(const std::string& dir, const std::string& path,
+                                                   bool found_by_name,
+                                                   const EncoderConfig& config) {
+  HfJsonOverrides overrides;
+  const std::string tokenizer_config = dir + "/tokenizer_config.json";
+  if (found_by_name && IsFile(tokenizer_config)) {
+    ASSIGN_OR_RETURN(overrides.lower_case, ReadTokenizerFlag(tokenizer_config, "do_lower_case"));
+    ASSIGN_OR_RETURN(overrides.add_prefix_space,
+                     ReadTokenizerFlag(tokenizer_config, "add_prefix_space"));
+  }
+  ASSIGN_OR_RETURN(HfJsonTokenizer t, CreateTokenizerFromHfJson(path, overrides));
+  const std::optional<PairTemplate> family_pairs = TextPairTemplate(config.family);
+  if (family_pairs && *family_pairs != t.pairs) {
+    const auto name = [](PairTemplate p) {
+      return std::string(p == PairTemplate::kBert ? "BERT's" : "RoBERTa's");
+    };
+    return Unimplemented(path + ": its post_processor pairs texts as " + name(t.pairs) +
+                         " template does, but the model family " +
+                         std::string(ModelFamilyName(config.family)) + " pairs them as " +
+                         name(*family_pairs) + " does");
+  }
+  return std::move(t.tokenizer);
 }
 
 }  // namespace
@@ -89,6 +130,15 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     WordPieceOptions options;
     options.lower_case = card->lower_case.value_or(true);
     ASSIGN_OR_RETURN(result.tokenizer, CreateWordPieceTokenizer(result.path, options));
+  } else if (card->kind == TokenizerKind::kTokenizerJson) {
+    StatusOr<std::unique_ptr<Tokenizer>> t = TokenizerJson(dir, result.path, !card_in, config);
+    if (!t.ok() && t.status().code() == StatusCode::kUnimplemented && !card_in) {
+      result.note = t.status().message();
+      result.path.clear();
+      return result;
+    }
+    if (!t.ok()) return t.status();
+    result.tokenizer = std::move(t).value();
   } else if (card->kind == TokenizerKind::kByteLevelBpe) {
     ByteBpeOptions options;
     options.add_prefix_space = card->add_prefix_space.value_or(false);

@@ -15,6 +15,9 @@ namespace encoderd {
 struct ModelTokenizer {
   std::unique_ptr<Tokenizer> tokenizer;  // null: the directory has none
   std::string path;
+  // Why a tokenizer file found by name is not used (a tokenizer.json whose
+  // pipeline encoderd does not reproduce); empty otherwise.
+  std::string note;
 };
 
 // The card's tokenizer when it names one; otherwise, for the Hugging Face
@@ -22,7 +25,11 @@ struct ModelTokenizer {
 // do_lower_case, else false only when `name_hint` says "cased" and not
 // "uncased"), sentencepiece.bpe.model (fairseq id offset 1), or vocab.json +
 // merges.txt (byte-level BPE; add_prefix_space from tokenizer_config.json,
-// default false). Other families
+// default false), or tokenizer.json (engine/text/hf_tokenizer_json.h; a
+// pipeline it does not read leaves the directory without a tokenizer, with
+// `note` saying why, as a directory without a tokenizer file loads; named by
+// a card, it is an error).
+// Other families
 // have none unless the card names one. `config` supplies vocab_size (the
 // tokenizer's ids must fit the embedding) and the special ids' defaults.
 StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,

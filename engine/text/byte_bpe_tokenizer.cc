@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/text/bounded_encoding.h"
+#include "engine/text/json_depth.h"
 #include "engine/text/truncation.h"
 #include "engine/text/utf8.h"
 
@@ -117,28 +118,36 @@ std::vector<std::string_view> Lines(std::string_view text) {
   return lines;
 }
 
+// What error messages call the vocabulary and a merge.
+struct SourceNames {
+  std::string vocab = "vocab.json";
+  std::string merge = "merges.txt line";
+};
+
 class ByteBpeTokenizer final : public Tokenizer {
  public:
   explicit ByteBpeTokenizer(const ByteBpeOptions& options) : options_(options) {}
 
   // Loads the vocabulary (token -> id) and the merges; `source` names them.
-  Status Load(const nlohmann::json& vocab, std::string_view merges, const std::string& source) {
+  Status Load(const nlohmann::json& vocab, std::string_view merges, const std::string& source,
+              const SourceNames& names) {
     if (!vocab.is_object() || vocab.empty()) {
-      return InvalidArgument(source + ": vocab.json must be a non-empty object of token -> id");
+      return InvalidArgument(source + ": " + names.vocab +
+                             " must be a non-empty object of token -> id");
     }
     std::unordered_map<int32_t, std::string> token_of_id;
     for (const auto& [token, id] : vocab.items()) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 30)) {
-        return InvalidArgument(source + ": vocab.json gives \"" + token.substr(0, 64) +
+        return InvalidArgument(source + ": " + names.vocab + " gives \"" + token.substr(0, 64) +
                                "\" the id " + id.dump().substr(0, 32) +
                                ", not an integer in [0, 2^30)");
       }
       const auto value = id.get<int32_t>();
       const auto [other, fresh] = token_of_id.emplace(value, token);
       if (!fresh) {
-        return InvalidArgument(source + ": vocab.json gives \"" + other->second.substr(0, 64) +
-                               "\" and \"" + token.substr(0, 64) + "\" the same id " +
-                               std::to_string(value));
+        return InvalidArgument(source + ": " + names.vocab + " gives \"" +
+                               other->second.substr(0, 64) + "\" and \"" + token.substr(0, 64) +
+                               "\" the same id " + std::to_string(value));
       }
       vocab_[token] = value;
       vocab_size_ = std::max<int64_t>(vocab_size_, value + 1);
@@ -154,7 +163,7 @@ class ByteBpeTokenizer final : public Tokenizer {
       if (!options_.fairseq_dict.empty()) break;  // fairseq's, the defaults
       const auto it = vocab_.find(name);
       if (it == vocab_.end()) {
-        return InvalidArgument(source + ": vocab.json has no " + name + " token");
+        return InvalidArgument(source + ": " + names.vocab + " has no " + name + " token");
       }
       *id = it->second;
     }
@@ -162,7 +171,7 @@ class ByteBpeTokenizer final : public Tokenizer {
     for (int b = 0; b < 256; ++b) {
       const std::string spelling = ByteLevelSpelling(std::string(1, static_cast<char>(b)));
       if (vocab_.count(spelling) == 0) {
-        return InvalidArgument(source + ": vocab.json has no token for the byte " +
+        return InvalidArgument(source + ": " + names.vocab + " has no token for the byte " +
                                std::to_string(b) + " (\"" + spelling + "\")");
       }
       byte_symbol_[b] = Intern(spelling);
@@ -176,7 +185,7 @@ class ByteBpeTokenizer final : public Tokenizer {
       const size_t space = line.find(' ');
       if (space == 0 || space == std::string_view::npos || space + 1 == line.size() ||
           line.find(' ', space + 1) != std::string_view::npos) {
-        return InvalidArgument(source + ": merges.txt line " + std::to_string(line_number) +
+        return InvalidArgument(source + ": " + names.merge + " " + std::to_string(line_number) +
                                " is not two tokens separated by one space");
       }
       const std::string_view left = line.substr(0, space), right = line.substr(space + 1);
@@ -185,9 +194,9 @@ class ByteBpeTokenizer final : public Tokenizer {
       // no piece is <unk>, and max_token_bytes_ bounds every piece).
       for (const std::string_view token : {left, right, std::string_view(joined)}) {
         if (vocab_.count(std::string(token)) == 0) {
-          return InvalidArgument(source + ": merges.txt line " + std::to_string(line_number) +
-                                 " names \"" + std::string(token.substr(0, 64)) +
-                                 "\", which vocab.json does not have");
+          return InvalidArgument(source + ": " + names.merge + " " + std::to_string(line_number) +
+                                 " names \"" + std::string(token.substr(0, 64)) + "\", which " +
+                                 names.vocab + " does not have");
         }
       }
       const int32_t a = Intern(left), b = Intern(right), merged = Intern(joined);
@@ -450,16 +459,40 @@ std::string ByteLevelSpelling(std::string_view bytes) {
   return out;
 }
 
+namespace {
+
+StatusOr<std::unique_ptr<Tokenizer>> CreateNamed(std::string_view vocab_json,
+                                                 std::string_view merges,
+                                                 const ByteBpeOptions& options,
+                                                 const std::string& source,
+                                                 const SourceNames& names) {
+  if (!JsonDepthAtMost(vocab_json)) {
+    return InvalidArgument(source + ": " + names.vocab + " nests deeper than " +
+                           std::to_string(kMaxJsonDepth) + " levels");
+  }
+  nlohmann::json vocab = nlohmann::json::parse(vocab_json, nullptr, /*allow_exceptions=*/false);
+  if (vocab.is_discarded())
+    return InvalidArgument(source + ": " + names.vocab + " is not valid JSON");
+  if (!IsValidUtf8(merges)) return InvalidArgument(source + ": the merges are not UTF-8");
+  auto tokenizer = std::make_unique<ByteBpeTokenizer>(options);
+  RETURN_IF_ERROR(tokenizer->Load(vocab, merges, source, names));
+  return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Tokenizer>> CreateByteBpeTokenizerFromData(std::string_view vocab_json,
                                                                     std::string_view merges,
                                                                     const ByteBpeOptions& options,
                                                                     const std::string& source) {
-  nlohmann::json vocab = nlohmann::json::parse(vocab_json, nullptr, /*allow_exceptions=*/false);
-  if (vocab.is_discarded()) return InvalidArgument(source + ": vocab.json is not valid JSON");
-  if (!IsValidUtf8(merges)) return InvalidArgument(source + ": merges.txt is not UTF-8");
-  auto tokenizer = std::make_unique<ByteBpeTokenizer>(options);
-  RETURN_IF_ERROR(tokenizer->Load(vocab, merges, source));
-  return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+  return CreateNamed(vocab_json, merges, options, source, SourceNames());
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> CreateByteBpeTokenizerFromTokenizerJson(
+    std::string_view vocab_json, std::string_view merges, const ByteBpeOptions& options,
+    const std::string& source) {
+  return CreateNamed(vocab_json, merges, options, source,
+                     SourceNames{"model.vocab", "model.merges entry"});
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> CreateByteBpeTokenizer(const std::string& vocab_path,

@@ -49,4 +49,11 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateByteBpeTokenizerFromData(std::string_
                                                                     const ByteBpeOptions& options,
                                                                     const std::string& source);
 
+// As CreateByteBpeTokenizerFromData for the BPE model of a tokenizer.json
+// (engine/text/hf_tokenizer_json.h): `vocab_json` is its model.vocab and
+// `merges` its model.merges, one "left right" pair a line; errors name those.
+StatusOr<std::unique_ptr<Tokenizer>> CreateByteBpeTokenizerFromTokenizerJson(
+    std::string_view vocab_json, std::string_view merges, const ByteBpeOptions& options,
+    const std::string& source);
+
 }  // namespace encoderd

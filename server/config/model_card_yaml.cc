@@ -77,8 +77,12 @@ Status ReadTokenizer(const YAML::Node& node, const std::string& source, Tokenize
         card->kind = TokenizerKind::kSentencePiece;
       } else if (type == "byte-level-bpe") {
         card->kind = TokenizerKind::kByteLevelBpe;
+      } else if (type == "tokenizer-json") {
+        card->kind = TokenizerKind::kTokenizerJson;
       } else {
-        return where.Error("'" + type + "' is not one of wordpiece, sentencepiece, byte-level-bpe");
+        return where.Error("'" + type +
+                           "' is not one of wordpiece, sentencepiece, byte-level-bpe, "
+                           "tokenizer-json");
       }
       has_type = true;
     } else if (key == "file") {
@@ -107,7 +111,8 @@ Status ReadTokenizer(const YAML::Node& node, const std::string& source, Tokenize
     }
   }
   const Where where(source, "tokenizer", node);
-  if (!has_type) return where.Error("needs a type (wordpiece, sentencepiece or byte-level-bpe)");
+  if (!has_type)
+    return where.Error("needs a type (wordpiece, sentencepiece, byte-level-bpe or tokenizer-json)");
   if (card->file.empty()) return where.Error("needs a file");
   return Status::Ok();
 }

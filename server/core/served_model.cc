@@ -35,6 +35,7 @@ ServedModel::ServedModel(ModelConfig config, ModelBundle bundle)
     : config_(std::move(config)),
       encoder_config_(bundle.config),
       tokenizer_(std::move(bundle.tokenizer)),
+      tokenizer_note_(std::move(bundle.tokenizer_note)),
       pair_template_(TextPairTemplate(encoder_config_.family)) {
   max_tokens_ = encoder_config_.max_tokens;
   if (config_.max_tokens > 0) max_tokens_ = std::min(max_tokens_, config_.max_tokens);
@@ -84,6 +85,10 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   model->batcher_ =
       std::make_unique<DynamicBatcher>(limits, rule, std::move(replicas), metrics, config.name);
 
+  if (!model->tokenizer_note_.empty()) {
+    spdlog::warn("model '{}' has no tokenizer, so it takes token ids only: {}", config.name,
+                 model->tokenizer_note_);
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info(
@@ -124,8 +129,15 @@ StatusOr<std::vector<Encoding>> ServedModel::TokenizeQueryPairs(
 }
 
 Status ServedModel::CheckHasTokenizer() const {
-  if (!tokenizer_)
-    return FailedPrecondition("model '" + config_.name + "' has no tokenizer; send token_ids");
+  if (!tokenizer_) {
+    // The note names server paths: it goes to the log at load, not to clients.
+    return FailedPrecondition("model '" + config_.name + "' has no tokenizer" +
+                              (tokenizer_note_.empty()
+                                   ? ""
+                                   : " (its tokenizer file is not one encoderd reads; the "
+                                     "server's log says why)") +
+                              "; send token_ids");
+  }
   return Status::Ok();
 }
 

@@ -127,6 +127,17 @@ def remove(path):
     pathlib.Path(path).unlink()
 
 
+def tokenizer_json(text):
+    """The card names tokenizer.json, which holds `text`."""
+    def damage(path):
+        pathlib.Path(path).write_text(text)
+        card = pathlib.Path(path).parent / "encoderd.yaml"
+        old = "  type: wordpiece\n  file: vocab.txt\n  lower_case: true\n"
+        assert old in card.read_text(), "the fixture's card no longer names vocab.txt this way"
+        card.write_text(card.read_text().replace(old, "  type: tokenizer-json\n  file: tokenizer.json\n"))
+    return damage
+
+
 def run_daemon(binary, model_dir, log_path):
     """Starts `encoderd serve` on `model_dir`; returns (returncode or None when
     it was still running after START_TIMEOUT_S, seconds, output)."""
@@ -189,6 +200,11 @@ def main():
         "garbled tokenizer": ("vocab.txt", write(b"\xff\xfe\x00garbage\x00\n" * 3),
                               r"(?i)vocab|utf-8|token|special"),
         "empty tokenizer": ("vocab.txt", write(b""), r"(?i)vocab|empty|token"),
+        "truncated tokenizer.json": ("tokenizer.json", tokenizer_json('{"model": {"type": "WordPi'),
+                                     r"not valid JSON"),
+        "tokenizer.json of a pipeline not read": (
+            "tokenizer.json", tokenizer_json('{"model": {"type": "Unigram", "vocab": [["a", 0.0]]}}'),
+            r"model\.type is Unigram"),
     }
     for number, (name, (target, damage, why)) in enumerate(cases.items()):
         model = tmp / f"case{number:02d}"  # neutral names: the regexes match only messages

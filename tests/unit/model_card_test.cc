@@ -88,6 +88,15 @@ TEST(ModelCardYaml, ByteLevelBpeTokenizer) {
   EXPECT_EQ(card->tokenizer->fairseq_dict, "dict.txt");
 }
 
+TEST(ModelCardYaml, TokenizerJson) {
+  auto card =
+      ParseModelCard("tokenizer: {type: tokenizer-json, file: tok/tokenizer.json}\n", "card.yaml");
+  ASSERT_TRUE(card.ok()) << card.status().ToString();
+  ASSERT_TRUE(card->tokenizer.has_value());
+  EXPECT_EQ(card->tokenizer->kind, TokenizerKind::kTokenizerJson);
+  EXPECT_EQ(card->tokenizer->file, "tok/tokenizer.json");
+}
+
 TEST(ModelCardYaml, EmptyCardIsAllDefaults) {
   auto card = ParseModelCard("# nothing\n", "card.yaml");
   ASSERT_TRUE(card.ok());
@@ -178,6 +187,118 @@ TEST(ModelCardLoad, RobertaFoldersGetByteLevelBpe) {
   ASSERT_FALSE(bundle.ok());
   EXPECT_NE(bundle.status().message().find("merges.txt line 2"), std::string::npos)
       << bundle.status().message();
+  fs::remove_all(dir);
+}
+
+// A Hugging Face folder with only tokenizer.json (many ship no vocab.txt or
+// vocab.json + merges.txt) gets the tokenizer its other files would give.
+TEST(ModelCardLoad, FoldersWithOnlyTokenizerJson) {
+  const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "tokenizer_json";
+  const std::string text = "Hello, world! Ça va? 東京 don't";
+  const struct {
+    const char* fixture;
+    const char* removed[2];
+    const char* json;
+  } folders[] = {{"hf_bert_legacy", {"vocab.txt", "vocab.txt"}, "wordpiece_uncased.json"},
+                 {"hf_roberta_safetensors", {"vocab.json", "merges.txt"}, "bytebpe.json"}};
+  for (const auto& f : folders) {
+    SCOPED_TRACE(f.fixture);
+    auto with_files = server::LoadModelDirectory(testing::ModelsDir() + "/" + f.fixture);
+    ASSERT_TRUE(with_files.ok()) << with_files.status().ToString();
+    ASSERT_NE(with_files->tokenizer, nullptr);
+    const fs::path dir = CopyFixture(f.fixture, "tokenizer_json");
+    for (const char* name : f.removed) fs::remove(dir / name);
+    auto without = server::LoadModelDirectory(dir.string());
+    ASSERT_TRUE(without.ok()) << without.status().ToString();
+    EXPECT_EQ(without->tokenizer, nullptr);
+    fs::copy_file(tokenizers / f.json, dir / "tokenizer.json");
+    auto with_json = server::LoadModelDirectory(dir.string());
+    ASSERT_TRUE(with_json.ok()) << with_json.status().ToString();
+    ASSERT_NE(with_json->tokenizer, nullptr);
+    const auto expected = with_files->tokenizer->Encode(text, 64, false);
+    const auto actual = with_json->tokenizer->Encode(text, 64, false);
+    ASSERT_TRUE(expected.ok() && actual.ok());
+    EXPECT_EQ(actual->ids, expected->ids);
+    EXPECT_GT(actual->ids.size(), 8u);
+    // Named by a card too; keys of the other kinds are errors.
+    fs::rename(dir / "tokenizer.json", dir / "hf.json");
+    WriteFile(dir / "encoderd.yaml", "tokenizer: {type: tokenizer-json, file: hf.json}\n");
+    with_json = server::LoadModelDirectory(dir.string());
+    ASSERT_TRUE(with_json.ok()) << with_json.status().ToString();
+    ASSERT_NE(with_json->tokenizer, nullptr);
+    WriteFile(dir / "encoderd.yaml",
+              "tokenizer: {type: tokenizer-json, file: hf.json, add_prefix_space: true}\n");
+    with_json = server::LoadModelDirectory(dir.string());
+    ASSERT_FALSE(with_json.ok());
+    EXPECT_NE(with_json.status().message().find(
+                  "tokenizer.add_prefix_space does not apply to tokenizer-json"),
+              std::string::npos)
+        << with_json.status().message();
+    // A damaged file names itself.
+    WriteFile(dir / "encoderd.yaml", "tokenizer: {type: tokenizer-json, file: hf.json}\n");
+    WriteFile(dir / "hf.json", "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}");
+    with_json = server::LoadModelDirectory(dir.string());
+    ASSERT_FALSE(with_json.ok());
+    EXPECT_NE(with_json.status().message().find("hf.json: model.type is Unigram"),
+              std::string::npos)
+        << with_json.status().message();
+    // Found by name, a pipeline encoderd does not read leaves the folder
+    // without a tokenizer (it takes token ids), saying why; a damaged file
+    // is an error.
+    fs::remove(dir / "encoderd.yaml");
+    fs::rename(dir / "hf.json", dir / "tokenizer.json");
+    with_json = server::LoadModelDirectory(dir.string());
+    ASSERT_TRUE(with_json.ok()) << with_json.status().ToString();
+    EXPECT_EQ(with_json->tokenizer, nullptr);
+    EXPECT_NE(with_json->tokenizer_note.find("tokenizer.json: model.type is Unigram"),
+              std::string::npos)
+        << with_json->tokenizer_note;
+    WriteFile(dir / "tokenizer.json", "{\"model\": ");
+    with_json = server::LoadModelDirectory(dir.string());
+    ASSERT_FALSE(with_json.ok());
+    EXPECT_NE(with_json.status().message().find("tokenizer.json: not valid JSON"),
+              std::string::npos)
+        << with_json.status().message();
+    fs::remove_all(dir);
+  }
+}
+
+// A tokenizer.json must pair texts as the model family does (a WordPiece
+// file in a RoBERTa folder writes "[CLS] a [SEP] b [SEP]", which the roberta
+// family's pairs would not reproduce); and tokenizer_config.json's
+// do_lower_case applies over the file's, as in transformers.
+TEST(ModelCardLoad, TokenizerJsonPairsAndLowerCasing) {
+  const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "tokenizer_json";
+  fs::path dir = CopyFixture("hf_roberta_safetensors", "tokenizer_json_pairs");
+  fs::remove(dir / "vocab.json");
+  fs::remove(dir / "merges.txt");
+  fs::copy_file(tokenizers / "wordpiece_uncased.json", dir / "tokenizer.json");
+  auto bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  EXPECT_EQ(bundle->tokenizer, nullptr);
+  EXPECT_NE(bundle->tokenizer_note.find("pairs texts as BERT's template does, but the model "
+                                        "family roberta pairs them as RoBERTa's does"),
+            std::string::npos)
+      << bundle->tokenizer_note;
+  fs::remove_all(dir);
+
+  dir = CopyFixture("hf_bert_legacy", "tokenizer_json_lower");
+  fs::remove(dir / "vocab.txt");
+  fs::copy_file(tokenizers / "wordpiece_uncased.json", dir / "tokenizer.json");
+  const auto pieces = [&]() {
+    auto b = server::LoadModelDirectory(dir.string());
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    if (!b.ok() || !b->tokenizer) return std::vector<std::string>();
+    auto enc = b->tokenizer->Encode("Hello", 16, false);
+    return enc.ok() ? enc->pieces : std::vector<std::string>();
+  };
+  WriteFile(dir / "tokenizer_config.json", R"({"do_lower_case": true})");
+  const std::vector<std::string> lower = pieces();
+  WriteFile(dir / "tokenizer_config.json", R"({"do_lower_case": false})");
+  const std::vector<std::string> cased = pieces();
+  ASSERT_GE(lower.size(), 3u);
+  EXPECT_EQ(lower[1].substr(0, 1), "h");
+  EXPECT_NE(cased, lower);  // "Hello" keeps its capital: [UNK] or other pieces
   fs::remove_all(dir);
 }
 

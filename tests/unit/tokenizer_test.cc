@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/text/byte_bpe_tokenizer.h"
+#include "engine/text/hf_tokenizer_json.h"
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
 
@@ -32,7 +33,12 @@ nlohmann::json ReadJson(const fs::path& path) {
 
 std::unique_ptr<Tokenizer> Make(const std::string& name) {
   StatusOr<std::unique_ptr<Tokenizer>> t = Status(StatusCode::kInternal, "unknown " + name);
-  if (name == "spm") {
+  if (name.rfind("json_", 0) == 0) {  // the same tokenizer written as tokenizer.json
+    auto json =
+        CreateTokenizerFromHfJson((kDir / "tokenizer_json" / (name.substr(5) + ".json")).string());
+    t = json.ok() ? StatusOr<std::unique_ptr<Tokenizer>>(std::move(json->tokenizer))
+                  : StatusOr<std::unique_ptr<Tokenizer>>(json.status());
+  } else if (name == "spm") {
     t = CreateSentencePieceTokenizer((kDir / "spm" / "sentencepiece.bpe.model").string(), {});
   } else if (name == "bytebpe") {
     t = CreateByteBpeTokenizer((kDir / "bytebpe" / "vocab.json").string(),
@@ -51,7 +57,9 @@ class TokenizerFixtureTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     samples_ = ReadJson(kDir / "samples.json").get<std::vector<std::string>>();
-    expected_ = ReadJson(kDir / "expected.json")[GetParam()];
+    const std::string& name = GetParam();
+    expected_ =
+        ReadJson(kDir / "expected.json")[name.rfind("json_", 0) == 0 ? name.substr(5) : name];
     tokenizer_ = Make(GetParam());
     ASSERT_NE(tokenizer_, nullptr);
     ASSERT_EQ(expected_.size(), samples_.size());
@@ -152,8 +160,9 @@ TEST_P(TokenizerFixtureTest, ConcurrentEncodesAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, TokenizerFixtureTest,
-                         ::testing::Values("spm", "wordpiece_uncased", "wordpiece_cased",
-                                           "bytebpe"));
+                         ::testing::Values("spm", "wordpiece_uncased", "wordpiece_cased", "bytebpe",
+                                           "json_wordpiece_uncased", "json_wordpiece_cased",
+                                           "json_bytebpe"));
 
 }  // namespace
 }  // namespace encoderd

@@ -1,0 +1,57 @@
+// Hugging Face's tokenizer.json (the `tokenizers` library's file, which many
+// model folders ship alone, without vocab.txt or vocab.json + merges.txt).
+// Two of its pipelines are read, each into the tokenizer that reproduces it:
+//  - BERT's: model WordPiece ("##" prefix, [UNK]), normalizer BertNormalizer
+//    (clean_text and handle_chinese_chars on; strip_accents null or equal to
+//    lowercase), pre-tokenizer BertPreTokenizer, post-processor
+//    BertProcessing or TemplateProcessing "[CLS] $A [SEP]" / "[CLS] $A [SEP]
+//    $B:1 [SEP]:1" -> WordPiece (engine/text/wordpiece_tokenizer.h);
+//  - RoBERTa's: model BPE (no dropout, prefix, suffix, byte fallback or
+//    ignore_merges), no normalizer, pre-tokenizer ByteLevel with its regex,
+//    post-processor RobertaProcessing or TemplateProcessing "<s> $A </s>" /
+//    "<s> $A </s> </s> $B </s>" -> byte-level BPE
+//    (engine/text/byte_bpe_tokenizer.h), add_prefix_space from the
+//    pre-tokenizer.
+// Anything else (a Unigram model, other normalizers or templates) is refused
+// with the setting named (UNIMPLEMENTED), rather than tokenized differently
+// from Hugging Face; a damaged file is INVALID_ARGUMENT.
+// added_tokens must be special tokens of model.vocab, with its ids: they are
+// not matched in a text (special tokens written in a text are tokenized as
+// text, as with the files those tokenizers read), and non-special added
+// tokens, which Hugging Face matches, are refused.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "engine/text/text_pair.h"
+#include "engine/text/tokenizer.h"
+
+namespace encoderd {
+
+// What transformers' fast tokenizers take from tokenizer_config.json over
+// the file: do_lower_case (BERT's normalizer, strip_accents then following
+// it) and add_prefix_space (RoBERTa's ByteLevel).
+struct HfJsonOverrides {
+  std::optional<bool> lower_case;
+  std::optional<bool> add_prefix_space;
+};
+
+struct HfJsonTokenizer {
+  std::unique_ptr<Tokenizer> tokenizer;
+  // The pair template the file's post-processor writes.
+  PairTemplate pairs = PairTemplate::kBert;
+};
+
+StatusOr<HfJsonTokenizer> CreateTokenizerFromHfJson(const std::string& path,
+                                                    const HfJsonOverrides& overrides = {});
+
+// The same from the file's contents; `source` names it in error messages.
+StatusOr<HfJsonTokenizer> CreateTokenizerFromHfJsonData(std::string_view json,
+                                                        const std::string& source,
+                                                        const HfJsonOverrides& overrides = {});
+
+}  // namespace encoderd

@@ -1,0 +1,311 @@
+// tokenizer.json: the variants of BERT's and RoBERTa's pipelines Hugging Face
+// writes, read into the same tokenizers as their vocab.txt / vocab.json +
+// merges.txt, and every setting encoderd does not reproduce refused by name.
+// (Agreement with the references on every sample: tokenizer_test.cc's
+// "json_*" fixtures.)
+#include "engine/text/hf_tokenizer_json.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/text/byte_bpe_tokenizer.h"
+#include "engine/text/wordpiece_tokenizer.h"
+
+namespace encoderd {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kDir = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers";
+constexpr int64_t kNoLimit = int64_t{1} << 30;
+
+json ReadJson(const fs::path& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "missing fixture " << path << " (run ctest -R generate_fixtures)";
+  return in ? json::parse(in) : json();
+}
+
+std::vector<std::string> Samples() {
+  return ReadJson(kDir / "samples.json").get<std::vector<std::string>>();
+}
+
+std::unique_ptr<Tokenizer> FromJson(const json& file, const HfJsonOverrides& overrides = {}) {
+  auto t = CreateTokenizerFromHfJsonData(file.dump(), "tokenizer.json", overrides);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(t->tokenizer) : nullptr;
+}
+
+// Both tokenizers give every sample the same ids and pieces.
+void ExpectSameEncodings(const Tokenizer& expected, const Tokenizer& actual) {
+  EXPECT_EQ(actual.vocab_size(), expected.vocab_size());
+  EXPECT_EQ(actual.special_tokens().bos, expected.special_tokens().bos);
+  EXPECT_EQ(actual.special_tokens().eos, expected.special_tokens().eos);
+  EXPECT_EQ(actual.special_tokens().pad, expected.special_tokens().pad);
+  EXPECT_EQ(actual.special_tokens().unk, expected.special_tokens().unk);
+  for (const std::string& text : Samples()) {
+    SCOPED_TRACE(text.substr(0, 80));
+    auto a = expected.Encode(text, kNoLimit, false);
+    auto b = actual.Encode(text, kNoLimit, false);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(b->ids, a->ids);
+    EXPECT_EQ(b->pieces, a->pieces);
+  }
+}
+
+// The refusal of `file` names `what`: INVALID_ARGUMENT for a damaged file,
+// UNIMPLEMENTED for a pipeline encoderd does not reproduce.
+void ExpectRefused(const json& file, const std::string& what,
+                   StatusCode code = StatusCode::kInvalidArgument) {
+  auto t = CreateTokenizerFromHfJsonData(file.dump(), "tokenizer.json");
+  ASSERT_FALSE(t.ok()) << "accepted; expected a refusal naming " << what;
+  EXPECT_EQ(t.status().code(), code) << t.status().message();
+  EXPECT_NE(t.status().message().find(what), std::string::npos) << t.status().message();
+  EXPECT_EQ(t.status().message().rfind("tokenizer.json: ", 0), 0u) << t.status().message();
+}
+
+void ExpectUnsupported(const json& file, const std::string& what) {
+  ExpectRefused(file, what, StatusCode::kUnimplemented);
+}
+
+std::unique_ptr<Tokenizer> ByteBpeFiles(bool add_prefix_space) {
+  ByteBpeOptions options;
+  options.add_prefix_space = add_prefix_space;
+  auto t = CreateByteBpeTokenizer((kDir / "bytebpe" / "vocab.json").string(),
+                                  (kDir / "bytebpe" / "merges.txt").string(), options);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+TEST(HfTokenizerJson, RobertaVariantsReadAsTheirFiles) {
+  const json file = ReadJson(kDir / "tokenizer_json" / "bytebpe.json");
+  const auto plain = ByteBpeFiles(false);
+  ASSERT_NE(plain, nullptr);
+  {
+    SCOPED_TRACE("as written");
+    auto t = FromJson(file);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(*plain, *t);
+  }
+  {
+    SCOPED_TRACE("merges as [left, right] lists, as newer tokenizers write them");
+    json pairs = file;
+    for (json& m : pairs["model"]["merges"]) {
+      const std::string s = m.get<std::string>();
+      m = json::array({s.substr(0, s.find(' ')), s.substr(s.find(' ') + 1)});
+    }
+    auto t = FromJson(pairs);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(*plain, *t);
+  }
+  {
+    SCOPED_TRACE("RoBERTa's template as TemplateProcessing, older files without the newer keys");
+    json templ = file;
+    const auto item = [&](const char* kind, const char* id) {
+      return json{{kind, {{"id", id}, {"type_id", 0}}}};
+    };
+    templ["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single",
+         {item("SpecialToken", "<s>"), item("Sequence", "A"), item("SpecialToken", "</s>")}},
+        {"pair",
+         {item("SpecialToken", "<s>"), item("Sequence", "A"), item("SpecialToken", "</s>"),
+          item("SpecialToken", "</s>"), item("Sequence", "B"), item("SpecialToken", "</s>")}},
+        {"special_tokens",
+         {{"<s>", {{"id", "<s>"}, {"ids", {0}}, {"tokens", {"<s>"}}}},
+          {"</s>", {{"id", "</s>"}, {"ids", {2}}, {"tokens", {"</s>"}}}}}}};
+    templ["model"].erase("byte_fallback");
+    templ["model"].erase("ignore_merges");
+    templ["model"]["continuing_subword_prefix"] = nullptr;
+    templ["model"]["end_of_word_suffix"] = nullptr;
+    auto t = FromJson(templ);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(*plain, *t);
+  }
+  {
+    SCOPED_TRACE("add_prefix_space from the pre-tokenizer, or tokenizer_config.json's over it");
+    const auto spaced = ByteBpeFiles(true);
+    json with = file;
+    with["pre_tokenizer"]["add_prefix_space"] = true;
+    auto t = FromJson(with);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(*spaced, *t);
+    HfJsonOverrides overrides;
+    overrides.add_prefix_space = false;
+    t = FromJson(with, overrides);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(*plain, *t);
+    overrides.add_prefix_space = true;
+    t = FromJson(file, overrides);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(*spaced, *t);
+  }
+}
+
+TEST(HfTokenizerJson, BertVariantsReadAsTheirFiles) {
+  for (const bool lower : {true, false}) {
+    SCOPED_TRACE(lower ? "uncased" : "cased");
+    const std::string name = lower ? "uncased" : "cased";
+    WordPieceOptions options;
+    options.lower_case = lower;
+    auto files = CreateWordPieceTokenizer(
+        (kDir / "wordpiece" / ("vocab_" + name + ".txt")).string(), options);
+    ASSERT_TRUE(files.ok()) << files.status().ToString();
+    json file = ReadJson(kDir / "tokenizer_json" / ("wordpiece_" + name + ".json"));
+    auto t = FromJson(file);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(**files, *t);
+    // strip_accents written out, equal to lowercase, is the same pipeline.
+    file["normalizer"]["strip_accents"] = lower;
+    t = FromJson(file);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(**files, *t);
+    // tokenizer_config.json's do_lower_case over the file's lowercase, as
+    // transformers applies it (strip_accents then following it).
+    WordPieceOptions flipped;
+    flipped.lower_case = !lower;
+    auto other = CreateWordPieceTokenizer(
+        (kDir / "wordpiece" / ("vocab_" + name + ".txt")).string(), flipped);
+    ASSERT_TRUE(other.ok()) << other.status().ToString();
+    HfJsonOverrides overrides;
+    overrides.lower_case = !lower;
+    t = FromJson(file, overrides);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(**other, *t);
+    overrides.lower_case = lower;
+    t = FromJson(file, overrides);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(**files, *t);
+  }
+}
+
+TEST(HfTokenizerJson, SettingsEncoderdDoesNotReproduceAreRefusedByName) {
+  const json bert = ReadJson(kDir / "tokenizer_json" / "wordpiece_uncased.json");
+  const json roberta = ReadJson(kDir / "tokenizer_json" / "bytebpe.json");
+  const auto with = [](json file, const json::json_pointer& at, json value) {
+    file[at] = std::move(value);
+    return file;
+  };
+  using P = json::json_pointer;
+
+  ExpectRefused(json::parse("[1, 2]"), "not a JSON object");
+  ExpectRefused(with(bert, P("/model"), nullptr), "no model object");
+  ExpectUnsupported(with(bert, P("/model/type"), "Unigram"), "Unigram");
+  ExpectUnsupported(with(bert, P("/model/type"), "WordLevel"), "model.type is \"WordLevel\"");
+  ExpectRefused(with(bert, P("/model/vocab"), json::object()), "model.vocab is not a non-empty");
+
+  // WordPiece.
+  ExpectUnsupported(with(bert, P("/normalizer/strip_accents"), false),
+                    "strip_accents differs from normalizer.lowercase");
+  ExpectUnsupported(with(bert, P("/normalizer/clean_text"), false), "clean_text");
+  ExpectRefused(with(bert, P("/normalizer/lowercase"), "yes"),
+                "normalizer.lowercase is \"yes\", not a boolean");
+  ExpectUnsupported(with(bert, P("/normalizer"), {{"type", "NFC"}}), "normalizer is \"NFC\"");
+  ExpectUnsupported(with(bert, P("/pre_tokenizer"), {{"type", "Whitespace"}}),
+                    "pre_tokenizer is \"Whitespace\"");
+  ExpectUnsupported(with(bert, P("/model/continuing_subword_prefix"), "@@"), "\"@@\", not \"##\"");
+  ExpectUnsupported(with(bert, P("/model/unk_token"), "<unk>"), "model.unk_token");
+  ExpectRefused(with(bert, P("/model/max_input_chars_per_word"), 0), "max_input_chars_per_word");
+  ExpectUnsupported(with(bert, P("/post_processor"), nullptr), "no post_processor");
+  ExpectUnsupported(with(bert, P("/post_processor/pair/4/SpecialToken/type_id"), 0),
+                    "\"[CLS] $A [SEP] $B:1 [SEP]\"");
+  ExpectRefused(with(bert, P("/post_processor/special_tokens/[CLS]/ids/0"), 7),
+                "gives \"[CLS]\" the id 7, model.vocab 2");
+  {
+    json past = bert;
+    for (auto& [token, id] : past["model"]["vocab"].items()) {
+      if (id == 10) id = 100000;
+    }
+    ExpectUnsupported(past, "the id 100000: encoderd reads WordPiece ids 0 to");
+  }
+  {
+    json twice = bert;
+    twice["model"]["vocab"]["zzz"] = 0;  // 0 is [PAD]'s
+    ExpectRefused(twice, "the same id 0");
+  }
+
+  // Byte-level BPE.
+  ExpectUnsupported(with(roberta, P("/model/dropout"), 0.1), "model.dropout is 0.1");
+  ExpectUnsupported(with(roberta, P("/model/ignore_merges"), true), "model.ignore_merges is true");
+  ExpectUnsupported(with(roberta, P("/model/byte_fallback"), true), "model.byte_fallback is true");
+  ExpectUnsupported(with(roberta, P("/model/end_of_word_suffix"), "</w>"), "end_of_word_suffix");
+  ExpectUnsupported(with(roberta, P("/normalizer"), {{"type", "Lowercase"}}),
+                    "\"Lowercase\", not null");
+  ExpectUnsupported(with(roberta, P("/pre_tokenizer"), {{"type", "Metaspace"}}), "not ByteLevel");
+  ExpectUnsupported(with(roberta, P("/pre_tokenizer/use_regex"), false), "use_regex is false");
+  ExpectUnsupported(with(roberta, P("/post_processor"), {{"type", "ByteLevel"}}),
+                    "post_processor.type is \"ByteLevel\"");
+  ExpectRefused(with(roberta, P("/post_processor/cls"), json::array({"<s>", 5})),
+                "gives \"<s>\" the id 5");
+  ExpectRefused(with(roberta, P("/post_processor/sep"), json::array({"[SEP]", 2})),
+                "names \"[SEP]\", which model.vocab does not have");
+  ExpectUnsupported(with(roberta, P("/model/merges/3"), "a b c"),
+                    "model.merges entry 4 is \"a b c\": a byte-level token holds no space");
+  ExpectRefused(with(roberta, P("/model/merges/0"), json::array({"a"})),
+                "model.merges entry 1 is [\"a\"], not two tokens");
+  ExpectRefused(with(roberta, P("/model/merges"), "none"), "model.merges is not a list");
+  ExpectRefused(with(roberta, P("/model/merges/2"), "Ġ qqqq"),
+                "model.merges entry 3 names \"qqqq\", which model.vocab does not have");
+  ExpectRefused(with(roberta, P("/model/vocab/a"), 1), "the same id 1");
+  {
+    json missing = roberta;
+    missing["pre_tokenizer"].erase("add_prefix_space");  // Hugging Face requires it
+    ExpectRefused(missing, "pre_tokenizer.add_prefix_space is not true or false");
+    missing = roberta;
+    missing["model"]["vocab"].erase(ByteLevelSpelling(std::string(1, '\0')));
+    ExpectUnsupported(missing, "model.vocab has no token for the byte 0");
+    missing = roberta;
+    missing["model"]["vocab"].erase("<pad>");
+    missing["added_tokens"] = json::array();
+    ExpectUnsupported(missing, "model.vocab has no <pad> token");
+  }
+
+  // Added tokens: only model.vocab's own special tokens (none is matched in
+  // a text; Hugging Face matches the others).
+  {
+    json added = bert;
+    added["added_tokens"].push_back({{"id", 5}, {"content", "[MASK]"}, {"special", true}});
+    ExpectUnsupported(added, "added token \"[MASK]\" (id 5) is not model.vocab's");
+    added = bert;
+    added["added_tokens"].push_back({{"id", 4000}, {"content", "<domain>"}, {"special", true}});
+    ExpectUnsupported(added, "added token \"<domain>\" (id 4000) is not model.vocab's");
+    added = bert;
+    added["added_tokens"][0]["special"] = false;
+    ExpectUnsupported(added, "added token \"[PAD]\" is not special");
+    added["added_tokens"] = "none";
+    ExpectRefused(added, "added_tokens is not a list");
+    json pad = bert;
+    pad["model"]["vocab"].erase("[PAD]");
+    pad["added_tokens"] = json::array();
+    ExpectUnsupported(pad, "model.vocab has no [PAD] token");
+  }
+}
+
+TEST(HfTokenizerJson, DamagedOrMissingFilesAreClearErrors) {
+  auto missing = CreateTokenizerFromHfJson("/nonexistent/tokenizer.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  const std::string text = ReadJson(kDir / "tokenizer_json" / "bytebpe.json").dump();
+  for (const size_t cut : {size_t{0}, size_t{1}, text.size() / 2, text.size() - 1}) {
+    auto t = CreateTokenizerFromHfJsonData(text.substr(0, cut), "tokenizer.json");
+    ASSERT_FALSE(t.ok()) << cut;
+    EXPECT_NE(t.status().message().find("not valid JSON"), std::string::npos)
+        << t.status().message();
+  }
+  // Nesting is bounded before anything recurses over it.
+  const std::string deep =
+      "{\"model\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  auto t = CreateTokenizerFromHfJsonData(deep, "tokenizer.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("nests deeper than 64 levels"), std::string::npos)
+      << t.status().message();
+  EXPECT_FALSE(CreateByteBpeTokenizerFromData(std::string(100000, '['), "", {}, "deep").ok());
+}
+
+}  // namespace
+}  // namespace encoderd
