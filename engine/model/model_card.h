@@ -17,6 +17,21 @@ namespace encoderd {
 // which says everything itself.
 enum class TokenizerKind { kWordPiece, kSentencePiece, kByteLevelBpe, kTokenizerJson };
 
+// The card's spelling of each kind (tokenizer.type).
+inline const char* TokenizerKindName(TokenizerKind kind) {
+  switch (kind) {
+    case TokenizerKind::kWordPiece:
+      return "wordpiece";
+    case TokenizerKind::kSentencePiece:
+      return "sentencepiece";
+    case TokenizerKind::kByteLevelBpe:
+      return "byte-level-bpe";
+    case TokenizerKind::kTokenizerJson:
+      return "tokenizer-json";
+  }
+  return "?";
+}
+
 struct TokenizerCard {
   TokenizerKind kind = TokenizerKind::kWordPiece;
   // File name relative to the model directory (byte-level BPE: vocab.json).

@@ -57,30 +57,28 @@ StatusOr<std::optional<TokenizerCard>> HuggingFaceTokenizer(const std::string& d
 }
 
 // A card key the tokenizer's kind would ignore is an error, not a surprise.
+// Each key is read by one kind only; tokenizer-json reads none (the file says
+// everything).
 Status CheckCardKeys(const TokenizerCard& card) {
-  const bool byte_bpe = card.kind == TokenizerKind::kByteLevelBpe;
-  const auto refuse = [](const std::string& key, const std::string& why) {
-    return InvalidArgument("tokenizer." + key + " " + why);
+  const struct {
+    const char* key;
+    bool set;
+    TokenizerKind reader;
+  } keys[] = {
+      {"lower_case", card.lower_case.has_value(), TokenizerKind::kWordPiece},
+      {"id_offset", card.id_offset.has_value(), TokenizerKind::kSentencePiece},
+      {"{bos,eos,pad,unk}_id", card.bos || card.eos || card.pad || card.unk,
+       TokenizerKind::kSentencePiece},
+      {"merges_file", !card.merges_file.empty(), TokenizerKind::kByteLevelBpe},
+      {"fairseq_dict", !card.fairseq_dict.empty(), TokenizerKind::kByteLevelBpe},
+      {"add_prefix_space", card.add_prefix_space.has_value(), TokenizerKind::kByteLevelBpe},
   };
-  if (card.kind == TokenizerKind::kTokenizerJson) {
-    const std::string why = "does not apply to tokenizer-json (the file says it)";
-    if (card.lower_case) return refuse("lower_case", why);
-    if (card.id_offset) return refuse("id_offset", why);
-    if (card.bos || card.eos || card.pad || card.unk) return refuse("{bos,eos,pad,unk}_id", why);
-    if (!card.merges_file.empty()) return refuse("merges_file", why);
-    if (!card.fairseq_dict.empty()) return refuse("fairseq_dict", why);
-    if (card.add_prefix_space) return refuse("add_prefix_space", why);
-  } else if (byte_bpe) {
-    const std::string why =
-        "does not apply to byte-level-bpe (its special tokens are vocab.json's or fairseq's)";
-    if (card.lower_case) return refuse("lower_case", why);
-    if (card.id_offset) return refuse("id_offset", why);
-    if (card.bos || card.eos || card.pad || card.unk) return refuse("{bos,eos,pad,unk}_id", why);
-  } else {
-    const std::string why = "applies to byte-level-bpe only";
-    if (!card.merges_file.empty()) return refuse("merges_file", why);
-    if (!card.fairseq_dict.empty()) return refuse("fairseq_dict", why);
-    if (card.add_prefix_space) return refuse("add_prefix_space", why);
+  for (const auto& k : keys) {
+    if (k.set && k.reader != card.kind) {
+      return InvalidArgument(std::string("tokenizer.") + k.key + " does not apply to " +
+                             TokenizerKindName(card.kind) + " (only " +
+                             TokenizerKindName(k.reader) + " reads it)");
+    }
   }
   return Status::Ok();
 }

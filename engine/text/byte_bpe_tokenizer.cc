@@ -3,18 +3,16 @@
 #include <unicode/uchar.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <queue>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "core/file.h"
 #include "engine/text/bounded_encoding.h"
 #include "engine/text/json_depth.h"
 #include "engine/text/truncation.h"
@@ -436,19 +434,6 @@ class ByteBpeTokenizer final : public Tokenizer {
   // The token id of each symbol: its vocabulary id, or fairseq's.
   std::vector<int32_t> token_of_symbol_;
 };
-
-StatusOr<std::string> ReadWholeFile(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return NotFound(what + " " + path + " does not exist or is not a file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open " + what + " " + path);
-  std::ostringstream data;
-  data << in.rdbuf();
-  if (in.bad()) return DataLoss("error reading " + what + " " + path);
-  return data.str();
-}
 
 }  // namespace
 

@@ -1,14 +1,12 @@
 #include "engine/text/hf_tokenizer_json.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <utility>
 #include <vector>
 
+#include "core/file.h"
 #include "engine/text/byte_bpe_tokenizer.h"
 #include "engine/text/json_depth.h"
 #include "engine/text/wordpiece_tokenizer.h"
@@ -400,16 +398,8 @@ StatusOr<HfJsonTokenizer> CreateTokenizerFromHfJsonData(std::string_view text,
 
 StatusOr<HfJsonTokenizer> CreateTokenizerFromHfJson(const std::string& path,
                                                     const HfJsonOverrides& overrides) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return NotFound("tokenizer.json " + path + " does not exist or is not a file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open " + path);
-  std::ostringstream data;
-  data << in.rdbuf();
-  if (in.bad()) return DataLoss("error reading " + path);
-  return CreateTokenizerFromHfJsonData(data.str(), path, overrides);
+  ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path, "tokenizer.json"));
+  return CreateTokenizerFromHfJsonData(data, path, overrides);
 }
 
 }  // namespace encoderd

@@ -1,11 +1,9 @@
 #include "engine/text/sentencepiece_tokenizer.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
+#include "core/file.h"
 #include "engine/text/bounded_encoding.h"
 #include "engine/text/sentencepiece_library.h"
 #include "engine/text/truncation.h"
@@ -200,16 +198,8 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
 
 StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizer(
     const std::string& model_path, const SentencePieceOptions& options) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(model_path, ec)) {
-    return NotFound("sentencepiece model file " + model_path + " does not exist or is not a file");
-  }
-  std::ifstream in(model_path, std::ios::binary);
-  if (!in) return NotFound("cannot open sentencepiece model file " + model_path);
-  std::ostringstream data;
-  data << in.rdbuf();
-  if (in.bad()) return DataLoss("error reading sentencepiece model file " + model_path);
-  return CreateSentencePieceTokenizerFromProto(data.str(), options,
+  ASSIGN_OR_RETURN(std::string data, ReadWholeFile(model_path, "sentencepiece model file"));
+  return CreateSentencePieceTokenizerFromProto(data, options,
                                                "sentencepiece model file " + model_path);
 }
 

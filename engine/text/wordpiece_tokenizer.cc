@@ -1,12 +1,10 @@
 #include "engine/text/wordpiece_tokenizer.h"
 
-#include <filesystem>
-#include <fstream>
 #include <iterator>
-#include <sstream>
 #include <unordered_map>
 #include <utility>
 
+#include "core/file.h"
 #include "engine/text/bert_pre_tokenizer.h"
 #include "engine/text/bounded_encoding.h"
 #include "engine/text/truncation.h"
@@ -191,16 +189,8 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizerFromTokens(
 
 StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizer(const std::string& vocab_path,
                                                               const WordPieceOptions& options) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(vocab_path, ec)) {
-    return NotFound("wordpiece vocab file " + vocab_path + " does not exist or is not a file");
-  }
-  std::ifstream in(vocab_path, std::ios::binary);
-  if (!in) return NotFound("cannot open wordpiece vocab file " + vocab_path);
-  std::ostringstream data;
-  data << in.rdbuf();
-  if (in.bad()) return DataLoss("error reading wordpiece vocab file " + vocab_path);
-  return CreateWordPieceTokenizerFromTokens(SplitLines(data.str()), options,
+  ASSIGN_OR_RETURN(std::string data, ReadWholeFile(vocab_path, "wordpiece vocab file"));
+  return CreateWordPieceTokenizerFromTokens(SplitLines(data), options,
                                             "wordpiece vocab file " + vocab_path);
 }
 

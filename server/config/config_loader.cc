@@ -1,9 +1,10 @@
 #include "server/config/config_loader.h"
 
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 #include <utility>
+
+#include "core/file.h"
 
 namespace encoderd::server {
 namespace {
@@ -145,11 +146,8 @@ StatusOr<ServerConfig> LoadServerConfig(const std::vector<std::string>& args,
 
   ServerConfig config;
   if (!config_file.empty()) {
-    std::ifstream in(config_file, std::ios::binary);
-    if (!in) return NotFound("cannot read config file '" + config_file + "'");
-    std::ostringstream text;
-    text << in.rdbuf();
-    RETURN_IF_ERROR(ApplyYaml(text.str(), config_file, &config));
+    ASSIGN_OR_RETURN(std::string text, ReadWholeFile(config_file, "config file"));
+    RETURN_IF_ERROR(ApplyYaml(text, config_file, &config));
   }
   for (const Option& o : kOptions) {
     if (const char* v = env(o.env))

@@ -3,11 +3,12 @@
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
+#include <algorithm>
+#include <iterator>
 #include <limits>
 #include <optional>
-#include <sstream>
 
+#include "core/file.h"
 #include "engine/model/model_directory.h"
 
 namespace encoderd::server {
@@ -71,19 +72,17 @@ Status ReadTokenizer(const YAML::Node& node, const std::string& source, Tokenize
     if (key == "type") {
       std::string type;
       RETURN_IF_ERROR(ReadString(value, where, &type));
-      if (type == "wordpiece") {
-        card->kind = TokenizerKind::kWordPiece;
-      } else if (type == "sentencepiece") {
-        card->kind = TokenizerKind::kSentencePiece;
-      } else if (type == "byte-level-bpe") {
-        card->kind = TokenizerKind::kByteLevelBpe;
-      } else if (type == "tokenizer-json") {
-        card->kind = TokenizerKind::kTokenizerJson;
-      } else {
+      const TokenizerKind kinds[] = {TokenizerKind::kWordPiece, TokenizerKind::kSentencePiece,
+                                     TokenizerKind::kByteLevelBpe, TokenizerKind::kTokenizerJson};
+      const TokenizerKind* kind =
+          std::find_if(std::begin(kinds), std::end(kinds),
+                       [&](TokenizerKind k) { return type == TokenizerKindName(k); });
+      if (kind == std::end(kinds)) {
         return where.Error("'" + type +
                            "' is not one of wordpiece, sentencepiece, byte-level-bpe, "
                            "tokenizer-json");
       }
+      card->kind = *kind;
       has_type = true;
     } else if (key == "file") {
       RETURN_IF_ERROR(ReadString(value, where, &card->file));
@@ -213,11 +212,8 @@ StatusOr<ModelCard> ParseModelCard(const std::string& yaml_text, const std::stri
 }
 
 StatusOr<ModelCard> ReadModelCard(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseModelCard(text.str(), path);
+  ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path, "model card"));
+  return ParseModelCard(text, path);
 }
 
 StatusOr<ModelBundle> LoadModelDirectory(const std::string& dir) {

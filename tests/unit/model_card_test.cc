@@ -335,6 +335,50 @@ TEST(ModelCardLoad, TorchtextRobertaWithGpt2FilesAndAFairseqDictionary) {
   fs::remove_all(dir);
 }
 
+// Each tokenizer key is read by one kind; on a card of any other kind it is
+// an error, not silently ignored (a wordpiece card's bos_id or a
+// sentencepiece card's lower_case once loaded as if absent).
+TEST(ModelCardLoad, TokenizerKeysOfAnotherKindAreErrors) {
+  const fs::path dir = CopyFixture("hf_bert_legacy", "tokenizer_keys");
+  const std::string head = "tokenizer:\n  file: vocab.txt\n";
+  const struct {
+    const char* key;
+    const char* line;
+    const char* reader;
+  } keys[] = {{"lower_case", "lower_case: true", "wordpiece"},
+              {"id_offset", "id_offset: 1", "sentencepiece"},
+              {"{bos,eos,pad,unk}_id", "bos_id: 0", "sentencepiece"},
+              {"{bos,eos,pad,unk}_id", "unk_id: 3", "sentencepiece"},
+              {"merges_file", "merges_file: merges.txt", "byte-level-bpe"},
+              {"fairseq_dict", "fairseq_dict: dict.txt", "byte-level-bpe"},
+              {"add_prefix_space", "add_prefix_space: false", "byte-level-bpe"}};
+  const char* kinds[] = {"wordpiece", "sentencepiece", "byte-level-bpe", "tokenizer-json"};
+  int refused = 0;
+  for (const auto& k : keys) {
+    for (const char* kind : kinds) {
+      if (std::string(kind) == k.reader) continue;
+      SCOPED_TRACE(std::string(kind) + " with " + k.line);
+      WriteFile(dir / "encoderd.yaml", head + "  type: " + kind + "\n  " + k.line + "\n");
+      auto bundle = server::LoadModelDirectory(dir.string());
+      ASSERT_FALSE(bundle.ok());
+      EXPECT_EQ(bundle.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(
+          bundle.status().message().find(std::string("tokenizer.") + k.key + " does not apply to " +
+                                         kind + " (only " + k.reader + " reads it)"),
+          std::string::npos)
+          << bundle.status().message();
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, 21);
+  // The reading kind takes them: wordpiece's lower_case loads.
+  WriteFile(dir / "encoderd.yaml", head + "  type: wordpiece\n  lower_case: true\n");
+  auto bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  ASSERT_NE(bundle->tokenizer, nullptr);
+  fs::remove_all(dir);
+}
+
 TEST(ModelCardLoad, InconsistentCardsAreErrors) {
   const fs::path dir = CopyFixture("hf_bert_legacy", "inconsistent");
   WriteFile(dir / "encoderd.yaml", "num_heads: 8\n");
