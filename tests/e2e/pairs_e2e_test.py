@@ -2,7 +2,9 @@
 """End-to-end test of text pairs and Rerank: the real `encoderd serve` with a
 BERT cross-encoder (one-output head), an XLM-R pair classifier, a DistilBERT
 model (no token types) and a generic nn.TransformerEncoder stack (no pair
-format), checked against PyTorch on the fixtures' own weights
+format), plus a BERT folder whose only tokenizer file is a tokenizer.json of
+a pipeline encoderd does not read (it serves token ids; text requests are
+refused without the server's paths), checked against PyTorch on the fixtures' own weights
 (tests/fixtures/fx_models.py's hf_forward over the ids and token types the
 server's Tokenize reports).
 
@@ -15,6 +17,8 @@ import argparse
 import json
 import math
 import pathlib
+import re
+import shutil
 import struct
 import sys
 import tempfile
@@ -94,10 +98,18 @@ def main():
     from proto import encoderd_pb2 as pb, encoderd_pb2_grpc as pb_grpc
     from health_v1 import health_pb2, health_pb2_grpc
 
+    # Found by name, a Unigram tokenizer.json leaves the folder without a
+    # tokenizer: it loads, and the log says why.
+    unread = tmp / "unread_tokenizer_json"
+    shutil.copytree(pathlib.Path(args.models_dir) / "hf_bert_legacy", unread)
+    (unread / "vocab.txt").unlink()
+    (unread / "tokenizer.json").write_text('{"model": {"type": "Unigram", "vocab": [["a", 0.0]]}}')
+    directories = {name: f"{args.models_dir}/{fixture}" for name, fixture in MODELS.items()}
+    directories["unread"] = str(unread)
     serve_args = []
-    for i, (name, fixture) in enumerate(MODELS.items()):
+    for i, (name, directory) in enumerate(directories.items()):
         serve_args += ["--set", f"models[{i}].name={name}",
-                       "--set", f"models[{i}].directory={args.models_dir}/{fixture}",
+                       "--set", f"models[{i}].directory={directory}",
                        "--set", f"models[{i}].max_tokens={MAX_TOKENS}",
                        "--set", f"models[{i}].max_client_batch_size=8"]
     daemon = start_daemon(args.binary, serve_args, tmp / "server.log")
@@ -105,7 +117,8 @@ def main():
         channel = grpc.insecure_channel(f"127.0.0.1:{daemon.port}")
         grpc.channel_ready_future(channel).result(timeout=60)
         stub = pb_grpc.EncoderStub(channel)
-        if not check(wait_serving(health_pb2, health_pb2_grpc.HealthStub(channel), list(MODELS)),
+        if not check(wait_serving(health_pb2, health_pb2_grpc.HealthStub(channel),
+                                  list(directories)),
                      "every model SERVING"):
             return 1
 
@@ -209,6 +222,21 @@ def main():
             check(code == want_code and part in details, f"{what}: {code} {details!r}")
         check(daemon.metric("encoderd_requests_total", {"rpc": "Rerank", "code": "OK"}) == 2,
               "Rerank counted in encoderd_requests_total")
+
+        # The folder whose tokenizer.json is not read serves token ids; text
+        # requests say why not, without the server's paths.
+        code, details = code_of(lambda: stub.Embed(pb.EmbedRequest(model="unread",
+                                                                   texts=["the fox"])))
+        check(code == grpc.StatusCode.FAILED_PRECONDITION and details ==
+              "model 'unread' has no tokenizer (its tokenizer file is not one encoderd reads; "
+              "the server's log says why); send token_ids",
+              f"texts to a folder whose tokenizer.json is not read: {code} {details!r}")
+        enc = stub.Encode(pb.EncodeRequest(model="unread", token_ids=[pb.TokenIds(ids=[2, 5, 3])]))
+        check(len(enc.sequences) == 1 and enc.sequences[0].num_tokens == 3,
+              "that folder encodes token ids")
+        log = (tmp / "server.log").read_text()
+        check(re.search(r"unread_tokenizer_json/tokenizer\.json.*Unigram", log) is not None,
+              "the server's log names the unread tokenizer.json and its model type")
         if args.loadtest:
             n = 40
             r = run_loadtest(args.loadtest, f"127.0.0.1:{daemon.port}", tmp, "rerank",
