@@ -112,11 +112,13 @@ Status ApplyCardFamilyDefaults(const ModelCard& card, EncoderConfig* c) {
                            " does not divide hidden_size " + std::to_string(c->hidden_size));
   }
   const bool torchtext = c->family == ModelFamily::kTorchtextRoberta;
-  c->layer_norm_eps = 1e-5f;  // nn.LayerNorm / nn.TransformerEncoderLayer default
-  c->activation = torchtext ? Activation::kGelu : Activation::kRelu;
-  c->pad_token_id = torchtext ? 1 : 0;
+  const bool roberta = torchtext || c->family == ModelFamily::kFairseqRoberta;
+  c->layer_norm_eps = 1e-5f;  // nn.LayerNorm / nn.TransformerEncoderLayer default, and fairseq's
+  c->activation = roberta ? Activation::kGelu : Activation::kRelu;
+  c->pad_token_id = roberta ? 1 : 0;
+  // torchtext's RobertaClassificationHead: ReLU; fairseq's: pooler_activation_fn, tanh.
   c->head_activation = torchtext ? Activation::kRelu : Activation::kTanh;
-  if (torchtext) {
+  if (roberta) {
     c->position_rule = PositionRule::kAfterPaddingIdx;
   } else {
     c->position_rule = c->max_positions ? PositionRule::kFromZero : PositionRule::kNone;
@@ -195,6 +197,16 @@ Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card,
       return MapElectraWeights(mapper, config);
     case ModelFamily::kTorchtextRoberta:
       return MapTorchtextRobertaWeights(mapper, config);
+    case ModelFamily::kFairseqRoberta: {
+      RETURN_IF_ERROR(MapFairseqRobertaWeights(mapper, config));
+      if (card->norm_first && *card->norm_first != config->norm_first) {
+        return InvalidArgument(
+            card->source + ": norm_first = " + (*card->norm_first ? "true" : "false") +
+            " contradicts " + mapper.file() + ", which " + (config->norm_first ? "has" : "has no") +
+            " final layer_norm (fairseq's encoder_normalize_before)");
+      }
+      return Status::Ok();
+    }
     case ModelFamily::kTransformerEncoder:
       return MapTransformerEncoderWeights(mapper, card->weights, config).WithContext(card->source);
   }

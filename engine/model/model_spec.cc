@@ -55,6 +55,7 @@ std::optional<PairTemplate> TextPairTemplate(ModelFamily family) {
     case ModelFamily::kRoberta:
     case ModelFamily::kXlmRoberta:
     case ModelFamily::kTorchtextRoberta:
+    case ModelFamily::kFairseqRoberta:
       return PairTemplate::kRoberta;
     case ModelFamily::kTransformerEncoder:
       return std::nullopt;
@@ -76,6 +77,8 @@ const char* ModelFamilyName(ModelFamily family) {
       return "electra";
     case ModelFamily::kTorchtextRoberta:
       return "torchtext-roberta";
+    case ModelFamily::kFairseqRoberta:
+      return "fairseq-roberta";
     case ModelFamily::kTransformerEncoder:
       return "transformer-encoder";
   }
@@ -125,13 +128,10 @@ const char* PositionRuleName(PositionRule rule) {
 }
 
 std::optional<ModelFamily> ParseModelFamily(const std::string& name) {
-  static constexpr ModelFamily kAll[] = {ModelFamily::kBert,
-                                         ModelFamily::kRoberta,
-                                         ModelFamily::kXlmRoberta,
-                                         ModelFamily::kDistilbert,
-                                         ModelFamily::kElectra,
-                                         ModelFamily::kTorchtextRoberta,
-                                         ModelFamily::kTransformerEncoder};
+  static constexpr ModelFamily kAll[] = {
+      ModelFamily::kBert,           ModelFamily::kRoberta,           ModelFamily::kXlmRoberta,
+      ModelFamily::kDistilbert,     ModelFamily::kElectra,           ModelFamily::kTorchtextRoberta,
+      ModelFamily::kFairseqRoberta, ModelFamily::kTransformerEncoder};
   return ParseByName(name, kAll, ModelFamilyName);
 }
 

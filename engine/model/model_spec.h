@@ -26,6 +26,7 @@ enum class ModelFamily {
   kDistilbert,          // Hugging Face DistilBertModel / DistilBertForSequenceClassification
   kElectra,             // Hugging Face ElectraModel / ElectraForSequenceClassification
   kTorchtextRoberta,    // torchtext.models.RobertaModel (XLM-R / RoBERTa bundles)
+  kFairseqRoberta,      // fairseq's RobertaModel checkpoints (RoBERTa, XLM-R)
   kTransformerEncoder,  // any nn.Embedding + nn.TransformerEncoder stack
 };
 enum class Activation { kGelu, kRelu, kTanh };
@@ -42,13 +43,13 @@ enum class PositionRule {
 
 // Names as written in encoderd.yaml and printed by `encoderd inspect`:
 // "bert", "roberta", "xlm-roberta", "distilbert", "electra", "torchtext-roberta",
-// "transformer-encoder";
+// "fairseq-roberta", "transformer-encoder";
 // "gelu", "relu", "tanh"; "cls", "mean"; "none", "from_zero", "after_padding_idx".
 // The families described by a Hugging Face config.json (and tokenizer files).
 bool IsHuggingFaceFamily(ModelFamily family);
 // How the family joins two texts into one sequence: BERT's template for BERT,
-// DistilBERT and ELECTRA, RoBERTa's for RoBERTa, XLM-R and torchtext's
-// RoBERTa; none for generic nn.TransformerEncoder stacks, which define no
+// DistilBERT and ELECTRA, RoBERTa's for RoBERTa, XLM-R and torchtext's and
+// fairseq's RoBERTa; none for generic nn.TransformerEncoder stacks, which define no
 // pair format.
 std::optional<PairTemplate> TextPairTemplate(ModelFamily family);
 const char* ModelFamilyName(ModelFamily family);

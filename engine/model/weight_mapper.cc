@@ -93,6 +93,18 @@ Status WeightMapper::AddConcat(const std::string& canonical, const std::vector<s
   return Status::Ok();
 }
 
+std::vector<std::string> WeightMapper::ChildNames(const std::string& prefix) const {
+  std::vector<std::string> names;
+  for (auto it = checkpoint_.lower_bound(prefix);
+       it != checkpoint_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    const size_t dot = it->first.find('.', prefix.size());
+    if (dot == std::string::npos || dot == prefix.size()) continue;
+    std::string name = it->first.substr(prefix.size(), dot - prefix.size());
+    if (names.empty() || names.back() != name) names.push_back(std::move(name));
+  }
+  return names;
+}
+
 int64_t WeightMapper::CountIndexed(const std::string& prefix) const {
   int64_t count = 0;
   for (auto it = checkpoint_.lower_bound(prefix);

@@ -43,6 +43,9 @@ class WeightMapper {
   // so a missing layer surfaces as a missing key).
   int64_t CountIndexed(const std::string& prefix) const;
 
+  // The distinct names "<name>" of the keys "<prefix><name>.<rest>", sorted.
+  std::vector<std::string> ChildNames(const std::string& prefix) const;
+
   const std::string& file() const { return file_; }
   TensorMap Release() { return std::move(weights_); }
 

@@ -54,6 +54,22 @@ const LayerKeys kOldTorchtextLayer = {{"attention.input_projection.weight"},
                                       "attention_layer_norm",
                                       "final_layer_norm"};
 
+// fairseq's TransformerSentenceEncoderLayer / TransformerEncoderLayer.
+const LayerKeys kFairseqLayer = {
+    {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"},
+    {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"},
+    "self_attn.out_proj",
+    "fc1",
+    "fc2",
+    "self_attn_layer_norm",
+    "final_layer_norm"};
+
+// fairseq before q, k and v were split (its upgrade_state_dict_named splits
+// in_proj_weight in that order).
+const LayerKeys kOldFairseqLayer = {
+    {"self_attn.in_proj_weight"}, {"self_attn.in_proj_bias"}, "self_attn.out_proj", "fc1", "fc2",
+    "self_attn_layer_norm",       "final_layer_norm"};
+
 std::vector<std::string> Prefixed(const std::string& prefix, const std::vector<std::string>& keys) {
   std::vector<std::string> out;
   for (const std::string& key : keys) out.push_back(prefix + key);
@@ -198,6 +214,48 @@ Status MapTorchtextRobertaWeights(WeightMapper& m, EncoderConfig* c) {
   c->num_labels = 0;
   if (!m.Has("head.out_proj.weight")) return Status::Ok();
   return MapHead(m, "head.dense", "head.out_proj", c);
+}
+
+Status MapFairseqRobertaWeights(WeightMapper& m, EncoderConfig* c) {
+  // fairseq 0.9 and before named RobertaModel's encoder "decoder"; later
+  // releases rename it when they load such a checkpoint.
+  const std::string root = !m.Has("encoder.sentence_encoder.embed_tokens.weight") &&
+                                   m.Has("decoder.sentence_encoder.embed_tokens.weight")
+                               ? "decoder."
+                               : "encoder.";
+  const std::string p = root + "sentence_encoder.";
+  RETURN_IF_ERROR(MapTokenEmbedding(m, p + "embed_tokens.weight", c));
+  RETURN_IF_ERROR(MapPositionEmbedding(m, p + "embed_positions.weight", c));
+  if (m.Has(p + "segment_embeddings.weight")) {
+    return InvalidArgument(m.file() + ": '" + p +
+                           "segment_embeddings.weight': segment embeddings (num_segments > 0) "
+                           "are not RoBERTa's and encoderd does not read them");
+  }
+  c->type_vocab_size = 0;
+  const std::string embedding_norm =
+      p + (m.Has(p + "layernorm_embedding.weight") ? "layernorm_embedding" : "emb_layer_norm");
+  c->embedding_norm = m.Has(embedding_norm + ".weight");
+  if (c->embedding_norm) {
+    RETURN_IF_ERROR(m.AddNorm("embeddings.norm", embedding_norm, c->hidden_size));
+  }
+  c->final_norm = m.Has(p + "layer_norm.weight");
+  c->norm_first = c->final_norm;
+  if (c->final_norm) RETURN_IF_ERROR(m.AddNorm("final_norm", p + "layer_norm", c->hidden_size));
+  const bool stacked = !m.Has(p + "layers.0.self_attn.q_proj.weight") &&
+                       m.Has(p + "layers.0.self_attn.in_proj_weight");
+  RETURN_IF_ERROR(MapLayers(m, p + "layers.", stacked ? kOldFairseqLayer : kFairseqLayer, c));
+  c->num_labels = 0;
+  const std::vector<std::string> heads = m.ChildNames("classification_heads.");
+  if (heads.empty()) return Status::Ok();
+  if (heads.size() > 1) {
+    std::string names;
+    for (const std::string& h : heads) names += (names.empty() ? "" : ", ") + h;
+    return InvalidArgument(m.file() + ": " + std::to_string(heads.size()) +
+                           " classification heads (" + names +
+                           "); encoderd serves one: save the checkpoint with the one to serve");
+  }
+  const std::string head = "classification_heads." + heads[0] + ".";
+  return MapHead(m, head + "dense", head + "out_proj", c);
 }
 
 Status MapTransformerEncoderWeights(WeightMapper& m, const WeightPrefixes& w, EncoderConfig* c) {

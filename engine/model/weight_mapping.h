@@ -41,6 +41,18 @@ Status MapRobertaWeights(WeightMapper& mapper, EncoderConfig* config);
 // becomes final_norm.
 Status MapTorchtextRobertaWeights(WeightMapper& mapper, EncoderConfig* config);
 
+// fairseq's RobertaModel (RoBERTa, XLM-R; the "model" entry of its
+// checkpoint): "encoder.sentence_encoder.*", or "decoder.sentence_encoder.*"
+// as fairseq 0.9 and before saved it; q, k and v as q_proj/k_proj/v_proj or,
+// from fairseq 0.8 and before, stacked in in_proj_weight; the embeddings'
+// LayerNorm as layernorm_embedding or emb_layer_norm (either optional: the
+// pre-norm architectures have none). A final "layer_norm" is there only for
+// encoder_normalize_before, so it makes the layers pre-norm
+// (config->norm_first, which a card saying otherwise contradicts). The head
+// is the one classification_heads.<name>.{dense, out_proj} (more than one is
+// an error naming them); lm_head and the version buffer are not read.
+Status MapFairseqRobertaWeights(WeightMapper& mapper, EncoderConfig* config);
+
 // nn.Embedding + nn.TransformerEncoder under the card's key prefixes.
 Status MapTransformerEncoderWeights(WeightMapper& mapper, const WeightPrefixes& prefixes,
                                     EncoderConfig* config);

@@ -32,6 +32,8 @@ inline const std::vector<std::string>& FixtureModelNames() {
       "hf_electra_classifier",
       "torchtext_xlmr_legacy",
       "torchtext_xlmr_fairseq",
+      "fairseq_xlmr_legacy",
+      "fairseq_xlmr_prenorm",
       "generic_prenorm_relu",
       "generic_postnorm_gelu",
 #ifdef ENCODERD_WITH_TORCH

@@ -160,7 +160,8 @@ TEST(EncoderConfig, Validate) {
 
 TEST(ModelSpecNames, RoundTrip) {
   for (ModelFamily f : {ModelFamily::kBert, ModelFamily::kRoberta, ModelFamily::kXlmRoberta,
-                        ModelFamily::kTorchtextRoberta, ModelFamily::kTransformerEncoder}) {
+                        ModelFamily::kTorchtextRoberta, ModelFamily::kFairseqRoberta,
+                        ModelFamily::kTransformerEncoder}) {
     EXPECT_EQ(ParseModelFamily(ModelFamilyName(f)), f);
   }
   for (Activation a : {Activation::kGelu, Activation::kRelu, Activation::kTanh}) {
