@@ -2,7 +2,7 @@
 """End-to-end test of text pairs and Rerank: the real `encoderd serve` with a
 BERT cross-encoder (one-output head), an XLM-R pair classifier, a DistilBERT
 model (no token types) and a generic nn.TransformerEncoder stack (no pair
-format), plus a BERT folder whose only tokenizer file is a tokenizer.json of
+format), fairseq's checkpoint of an XLM-R classifier, plus a BERT folder whose only tokenizer file is a tokenizer.json of
 a pipeline encoderd does not read (it serves token ids; text requests are
 refused without the server's paths), checked against PyTorch on the fixtures' own weights
 (tests/fixtures/fx_models.py's hf_forward over the ids and token types the
@@ -33,7 +33,8 @@ from e2e_common import (check, generate_stubs, report, run_loadtest,  # noqa: E4
 
 MAX_TOKENS = 32
 MODELS = {"cross": "hf_bert_cross_encoder", "xlmr": "hf_xlmr_zip",
-          "distil": "hf_distilbert_base", "generic": "generic_postnorm_gelu"}
+          "distil": "hf_distilbert_base", "generic": "generic_postnorm_gelu",
+          "fairseq": "fairseq_xlmr_legacy"}
 QUERY = "how do foxes hunt"
 TEXTS = ["the quick brown fox jumps over the lazy dog", "foxes hunt mice at night",
          "a recipe for bread", "x", "the fox", "hunting " * 40]
@@ -189,6 +190,19 @@ def main():
             got = list(cls.results[i].scores)
             check(max(abs(x - y) for x, y in zip(got, want)) <= 1e-4,
                   f"xlmr pair {i}: {got} vs PyTorch {want}")
+        # fairseq's own checkpoint of an XLM-R classifier: the same template
+        # and Hugging Face's forward over its weights (post-norm, tanh head).
+        cls = stub.Classify(pb.ClassifyRequest(model="fairseq", texts=firsts, text_pairs=seconds,
+                                               truncate=True))
+        toks = stub.Tokenize(pb.TokenizeRequest(model="fairseq", texts=firsts,
+                                                text_pairs=seconds, truncate=True)).tokenizations
+        check(all(len(t.token_type_ids) == 0 for t in toks), "fairseq pair: no token types")
+        for i, logits in enumerate(torch_logits(args.models_dir, MODELS["fairseq"], "roberta",
+                                                toks)):
+            want = softmax(logits)
+            got = list(cls.results[i].scores)
+            check(max(abs(x - y) for x, y in zip(got, want)) <= 1e-4,
+                  f"fairseq pair {i}: {got} vs PyTorch {want}")
         emb = stub.Embed(pb.EmbedRequest(model="distil", texts=["the fox"], text_pairs=["at night"]))
         check(len(emb.embeddings) == 1, "DistilBERT embeds a pair")
 
