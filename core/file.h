@@ -8,10 +8,17 @@
 
 namespace encoderd {
 
-// The whole of the regular file `path`. Errors name `what` and the path:
-// NotFound when it is missing, not a regular file (a directory, or a FIFO
-// that would block the reader) or cannot be opened; DataLoss when a read
-// fails.
-StatusOr<std::string> ReadWholeFile(const std::string& path, const std::string& what);
+enum class FileKind {
+  kRegular,    // a regular file only: a FIFO or device in a model folder
+               // would block or never end
+  kAnyStream,  // anything but a directory (a config given as /dev/stdin or
+               // <(...)), read to its end
+};
+
+// The whole of the file at `path`. Errors name `what` and the path, with the
+// system's reason: NotFound when it does not exist, cannot be opened, or is
+// not of `kind`; DataLoss when a read fails part way.
+StatusOr<std::string> ReadWholeFile(const std::string& path, const std::string& what,
+                                    FileKind kind = FileKind::kRegular);
 
 }  // namespace encoderd

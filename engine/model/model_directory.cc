@@ -200,10 +200,11 @@ Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card,
     case ModelFamily::kFairseqRoberta: {
       RETURN_IF_ERROR(MapFairseqRobertaWeights(mapper, config));
       if (card->norm_first && *card->norm_first != config->norm_first) {
-        return InvalidArgument(
-            card->source + ": norm_first = " + (*card->norm_first ? "true" : "false") +
-            " contradicts " + mapper.file() + ", which " + (config->norm_first ? "has" : "has no") +
-            " final layer_norm (fairseq's encoder_normalize_before)");
+        return InvalidArgument(card->source +
+                               ": norm_first = " + (*card->norm_first ? "true" : "false") +
+                               " contradicts " + mapper.file() + ", which " +
+                               (config->norm_first ? "has a" : "has no") +
+                               " final layer_norm (fairseq's encoder_normalize_before)");
       }
       return Status::Ok();
     }
@@ -261,7 +262,9 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   WeightMapper mapper(bundle.checkpoint_tensors, bundle.checkpoint_path);
   if (card && card->norm_first) config.norm_first = *card->norm_first;
   if (Status mapped = MapWeights(mapper, card, &config); !mapped.ok()) {
-    if (bundle.placeholder_globals.empty()) return mapped;
+    // Only a missing tensor can be one a placeholder stood in for (fairseq
+    // checkpoints always name argparse's or omegaconf's globals).
+    if (bundle.placeholder_globals.empty() || mapped.code() != StatusCode::kNotFound) return mapped;
     // A tensor the pickle meant to build with a global off the allow-list
     // (a hostile or foreign checkpoint) was never built: name the globals.
     std::string globals;

@@ -43,7 +43,8 @@ class WeightMapper {
   // so a missing layer surfaces as a missing key).
   int64_t CountIndexed(const std::string& prefix) const;
 
-  // The distinct names "<name>" of the keys "<prefix><name>.<rest>", sorted.
+  // The distinct names "<name>" of the keys "<prefix><name>.<rest>", in the
+  // order of the keys.
   std::vector<std::string> ChildNames(const std::string& prefix) const;
 
   const std::string& file() const { return file_; }

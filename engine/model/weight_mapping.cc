@@ -219,10 +219,14 @@ Status MapTorchtextRobertaWeights(WeightMapper& m, EncoderConfig* c) {
 Status MapFairseqRobertaWeights(WeightMapper& m, EncoderConfig* c) {
   // fairseq 0.9 and before named RobertaModel's encoder "decoder"; later
   // releases rename it when they load such a checkpoint.
-  const std::string root = !m.Has("encoder.sentence_encoder.embed_tokens.weight") &&
-                                   m.Has("decoder.sentence_encoder.embed_tokens.weight")
-                               ? "decoder."
-                               : "encoder.";
+  const bool encoder = m.Has("encoder.sentence_encoder.embed_tokens.weight");
+  const bool decoder = m.Has("decoder.sentence_encoder.embed_tokens.weight");
+  if (encoder && decoder) {
+    return InvalidArgument(m.file() +
+                           ": both encoder.sentence_encoder.* and decoder.sentence_encoder.* "
+                           "(fairseq saves one or the other): which to serve is not clear");
+  }
+  const std::string root = decoder ? "decoder." : "encoder.";
   const std::string p = root + "sentence_encoder.";
   RETURN_IF_ERROR(MapTokenEmbedding(m, p + "embed_tokens.weight", c));
   RETURN_IF_ERROR(MapPositionEmbedding(m, p + "embed_positions.weight", c));

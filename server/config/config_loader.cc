@@ -146,7 +146,8 @@ StatusOr<ServerConfig> LoadServerConfig(const std::vector<std::string>& args,
 
   ServerConfig config;
   if (!config_file.empty()) {
-    ASSIGN_OR_RETURN(std::string text, ReadWholeFile(config_file, "config file"));
+    ASSIGN_OR_RETURN(std::string text,
+                     ReadWholeFile(config_file, "config file", FileKind::kAnyStream));
     RETURN_IF_ERROR(ApplyYaml(text, config_file, &config));
   }
   for (const Option& o : kOptions) {

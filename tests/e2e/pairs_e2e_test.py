@@ -2,9 +2,10 @@
 """End-to-end test of text pairs and Rerank: the real `encoderd serve` with a
 BERT cross-encoder (one-output head), an XLM-R pair classifier, a DistilBERT
 model (no token types) and a generic nn.TransformerEncoder stack (no pair
-format), fairseq's checkpoint of an XLM-R classifier, plus a BERT folder whose only tokenizer file is a tokenizer.json of
-a pipeline encoderd does not read (it serves token ids; text requests are
-refused without the server's paths), checked against PyTorch on the fixtures' own weights
+format), fairseq's checkpoint of an XLM-R classifier, plus a BERT folder
+whose only tokenizer file is a tokenizer.json of a pipeline encoderd does
+not read (it serves token ids; text requests are refused without the
+server's paths), checked against PyTorch on the fixtures' own weights
 (tests/fixtures/fx_models.py's hf_forward over the ids and token types the
 server's Tokenize reports).
 

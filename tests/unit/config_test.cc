@@ -3,6 +3,7 @@
 #include "server/config/config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -73,6 +74,25 @@ TEST(ConfigTest, YamlOverridesDefaults) {
   EXPECT_EQ(c->models[1].replicas, 2);
   EXPECT_EQ(c->models[1].max_batch_tokens, 8192);
   EXPECT_DOUBLE_EQ(c->shutdown.grace_s, 2.5);
+}
+
+// A config given as a pipe (--config /dev/stdin, or <(...)) is read to its
+// end; a missing one says so.
+TEST(ConfigTest, ConfigFromAPipe) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string text = "listen:\n  port: 6001\n";
+  ASSERT_EQ(::write(fds[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(fds[1]);
+  auto c = LoadServerConfig({"--config", "/dev/fd/" + std::to_string(fds[0])}, FakeEnv({}));
+  ::close(fds[0]);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->listen.port, 6001);
+  c = LoadServerConfig({"--config", ::testing::TempDir() + "/no_such.yaml"}, FakeEnv({}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(c.status().message().find("no_such.yaml does not exist"), std::string::npos)
+      << c.status().message();
 }
 
 TEST(ConfigTest, EnvironmentOverridesYamlAndFlagsOverrideEnvironment) {

@@ -33,6 +33,8 @@ inline const std::vector<std::string>& FixtureModelNames() {
       "torchtext_xlmr_legacy",
       "torchtext_xlmr_fairseq",
       "fairseq_xlmr_legacy",
+      "fairseq_xlmr_base",
+      "fairseq_xlmr_zip",
       "fairseq_xlmr_prenorm",
       "generic_prenorm_relu",
       "generic_postnorm_gelu",
