@@ -73,6 +73,9 @@ struct ModelCard {
   std::string checkpoint;
   // Dotted path of the state dict inside the checkpoint ("model").
   std::string state_dict_key;
+  // fairseq-roberta: which of the checkpoint's classification_heads.<name>
+  // to serve; empty: its only one.
+  std::string classification_head;
   std::optional<TokenizerCard> tokenizer;
   std::optional<int64_t> num_heads;
   std::optional<float> layer_norm_eps;

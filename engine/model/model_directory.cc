@@ -198,7 +198,7 @@ Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card,
     case ModelFamily::kTorchtextRoberta:
       return MapTorchtextRobertaWeights(mapper, config);
     case ModelFamily::kFairseqRoberta: {
-      RETURN_IF_ERROR(MapFairseqRobertaWeights(mapper, config));
+      RETURN_IF_ERROR(MapFairseqRobertaWeights(mapper, card->classification_head, config));
       if (card->norm_first && *card->norm_first != config->norm_first) {
         return InvalidArgument(card->source +
                                ": norm_first = " + (*card->norm_first ? "true" : "false") +
@@ -248,6 +248,10 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
                     std::string(ModelFamilyName(config.family)) + ")");
   }
 
+  if (card && !card->classification_head.empty() && config.family != ModelFamily::kFairseqRoberta) {
+    return InvalidArgument(card->source +
+                           ": classification_head applies to family fairseq-roberta only");
+  }
   ModelBundle bundle;
   bundle.directory = folder;
   if (st) bundle.sentence_transformers_modules = st->modules;

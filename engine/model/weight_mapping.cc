@@ -1,5 +1,6 @@
 #include "engine/model/weight_mapping.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -216,7 +217,7 @@ Status MapTorchtextRobertaWeights(WeightMapper& m, EncoderConfig* c) {
   return MapHead(m, "head.dense", "head.out_proj", c);
 }
 
-Status MapFairseqRobertaWeights(WeightMapper& m, EncoderConfig* c) {
+Status MapFairseqRobertaWeights(WeightMapper& m, const std::string& chosen, EncoderConfig* c) {
   // fairseq 0.9 and before named RobertaModel's encoder "decoder"; later
   // releases rename it when they load such a checkpoint.
   const bool encoder = m.Has("encoder.sentence_encoder.embed_tokens.weight");
@@ -250,15 +251,21 @@ Status MapFairseqRobertaWeights(WeightMapper& m, EncoderConfig* c) {
   RETURN_IF_ERROR(MapLayers(m, p + "layers.", stacked ? kOldFairseqLayer : kFairseqLayer, c));
   c->num_labels = 0;
   const std::vector<std::string> heads = m.ChildNames("classification_heads.");
-  if (heads.empty()) return Status::Ok();
-  if (heads.size() > 1) {
-    std::string names;
-    for (const std::string& h : heads) names += (names.empty() ? "" : ", ") + h;
+  std::string names;
+  for (const std::string& h : heads) names += (names.empty() ? "" : ", ") + h;
+  if (!chosen.empty()) {
+    if (std::find(heads.begin(), heads.end(), chosen) == heads.end()) {
+      return InvalidArgument(m.file() + ": no classification head '" + chosen + "' (" +
+                             (heads.empty() ? "it has none" : "it has " + names) +
+                             "), which the card's classification_head names");
+    }
+  } else if (heads.size() > 1) {
     return InvalidArgument(m.file() + ": " + std::to_string(heads.size()) +
                            " classification heads (" + names +
-                           "); encoderd serves one: save the checkpoint with the one to serve");
+                           "); the card's classification_head names the one to serve");
   }
-  const std::string head = "classification_heads." + heads[0] + ".";
+  if (heads.empty()) return Status::Ok();
+  const std::string head = "classification_heads." + (chosen.empty() ? heads[0] : chosen) + ".";
   return MapHead(m, head + "dense", head + "out_proj", c);
 }
 

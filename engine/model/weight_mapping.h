@@ -49,9 +49,11 @@ Status MapTorchtextRobertaWeights(WeightMapper& mapper, EncoderConfig* config);
 // pre-norm architectures have none). A final "layer_norm" is there only for
 // encoder_normalize_before, so it makes the layers pre-norm
 // (config->norm_first, which a card saying otherwise contradicts). The head
-// is the one classification_heads.<name>.{dense, out_proj} (more than one is
-// an error naming them); lm_head and the version buffer are not read.
-Status MapFairseqRobertaWeights(WeightMapper& mapper, EncoderConfig* config);
+// is classification_heads.<head>.{dense, out_proj}, or with `head` empty the
+// checkpoint's only one (more than one is then an error naming them);
+// lm_head and the version buffer are not read.
+Status MapFairseqRobertaWeights(WeightMapper& mapper, const std::string& head,
+                                EncoderConfig* config);
 
 // nn.Embedding + nn.TransformerEncoder under the card's key prefixes.
 Status MapTransformerEncoderWeights(WeightMapper& mapper, const WeightPrefixes& prefixes,

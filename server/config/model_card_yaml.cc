@@ -146,6 +146,11 @@ Status ReadEntry(const std::string& key, const YAML::Node& value, const Where& w
   }
   if (key == "checkpoint") return ReadString(value, where, &card->checkpoint);
   if (key == "state_dict_key") return ReadString(value, where, &card->state_dict_key);
+  if (key == "classification_head") {
+    RETURN_IF_ERROR(ReadString(value, where, &card->classification_head));
+    if (card->classification_head.empty()) return where.Error("must name a head");
+    return Status::Ok();
+  }
   if (key == "tokenizer") {
     card->tokenizer.emplace();
     return ReadTokenizer(value, source, &*card->tokenizer);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "engine/model/model_directory.h"
 #include "engine/text/byte_bpe_tokenizer.h"
@@ -22,6 +23,7 @@ TEST(ModelCardYaml, ParsesEveryKey) {
 family: transformer-encoder
 checkpoint: weights/model.pt
 state_dict_key: model
+classification_head: mnli
 num_heads: 8
 layer_norm_eps: 1.0e-6
 activation: gelu
@@ -47,6 +49,7 @@ weights:
   EXPECT_EQ(card->family, ModelFamily::kTransformerEncoder);
   EXPECT_EQ(card->checkpoint, "weights/model.pt");
   EXPECT_EQ(card->state_dict_key, "model");
+  EXPECT_EQ(card->classification_head, "mnli");
   EXPECT_EQ(card->num_heads, 8);
   EXPECT_FLOAT_EQ(*card->layer_norm_eps, 1e-6f);
   EXPECT_EQ(card->activation, Activation::kGelu);
@@ -377,6 +380,47 @@ TEST(ModelCardLoad, TokenizerKeysOfAnotherKindAreErrors) {
   ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
   ASSERT_NE(bundle->tokenizer, nullptr);
   fs::remove_all(dir);
+}
+
+// A fairseq checkpoint with several classification heads serves the one the
+// card names; a name it lacks, or the key on another family, is an error.
+TEST(ModelCardLoad, FairseqClassificationHeadByName) {
+  const fs::path dir = CopyFixture("bad/fairseq_two_heads", "fairseq_heads");
+  std::ifstream in(dir / "encoderd.yaml");
+  const std::string base((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* head : {"nli", "sentiment"}) {
+    SCOPED_TRACE(head);
+    WriteFile(dir / "encoderd.yaml", base + "classification_head: " + head + "\n");
+    auto bundle = server::LoadModelDirectory(dir.string());
+    ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+    EXPECT_EQ(bundle->config.num_labels, 3);
+    const std::string prefix = std::string("classification_heads.") + head + ".";
+    for (const char* part : {"dense.weight", "dense.bias", "out_proj.weight", "out_proj.bias"}) {
+      const std::string canonical = std::string(part).rfind("dense", 0) == 0
+                                        ? "head.dense" + std::string(part).substr(5)
+                                        : "head.out" + std::string(part).substr(8);
+      EXPECT_EQ(bundle->weights.at(canonical).raw_data(),
+                bundle->checkpoint_tensors.at(prefix + part).raw_data())
+          << canonical;
+    }
+  }
+  WriteFile(dir / "encoderd.yaml", base + "classification_head: mnli\n");
+  auto bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(bundle.ok());
+  EXPECT_EQ(bundle.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bundle.status().message().find("no classification head 'mnli' (it has nli, sentiment)"),
+            std::string::npos)
+      << bundle.status().message();
+  fs::remove_all(dir);
+  const fs::path bert = CopyFixture("hf_bert_legacy", "head_on_bert");
+  WriteFile(bert / "encoderd.yaml", "classification_head: nli\n");
+  bundle = server::LoadModelDirectory(bert.string());
+  ASSERT_FALSE(bundle.ok());
+  EXPECT_NE(
+      bundle.status().message().find("classification_head applies to family fairseq-roberta only"),
+      std::string::npos)
+      << bundle.status().message();
+  fs::remove_all(bert);
 }
 
 TEST(ModelCardLoad, InconsistentCardsAreErrors) {
