@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <string>
 
 namespace encoderd::server {
@@ -43,8 +44,9 @@ int ThroughputEstimate::SizeClass(int64_t tokens) {
 void ThroughputEstimate::Observe(int64_t tokens, Clock::duration duration) {
   const double seconds = Seconds(duration);
   if (tokens <= 0 || seconds <= 0) return;
-  batch_tokens_ = known() ? batch_tokens_ + kNewest * (static_cast<double>(tokens) - batch_tokens_)
-                          : static_cast<double>(tokens);
+  batch_tokens_ = batch_tokens_ > 0
+                      ? batch_tokens_ + kNewest * (static_cast<double>(tokens) - batch_tokens_)
+                      : static_cast<double>(tokens);
   const int size_class = SizeClass(tokens);
   Rate& rate = rates_[size_class];
   // A batch predicted from another size's rate says nothing of the pace.
@@ -58,6 +60,19 @@ void ThroughputEstimate::Observe(int64_t tokens, Clock::duration duration) {
   }
   rate.tokens += kNewest * (static_cast<double>(tokens) - rate.tokens);
   rate.seconds += kNewest * (seconds - rate.seconds);
+}
+
+void ThroughputEstimate::Calibrate(int64_t tokens, Clock::duration duration) {
+  const double seconds = Seconds(duration);
+  if (tokens <= 0 || seconds <= 0) return;
+  Rate& rate = rates_[SizeClass(tokens)];
+  if (rate.known()) return;
+  rate.tokens = static_cast<double>(tokens);
+  rate.seconds = seconds;
+}
+
+bool ThroughputEstimate::known() const {
+  return std::any_of(std::begin(rates_), std::end(rates_), [](const Rate& r) { return r.known(); });
 }
 
 void ThroughputEstimate::Paces::Observe(double pace) {

@@ -30,12 +30,23 @@ class ThroughputEstimate {
  public:
   // One batch of `tokens` took `duration`.
   void Observe(int64_t tokens, Clock::duration duration);
-  // False until a batch was observed: nothing can be predicted.
-  bool known() const { return batch_tokens_ > 0; }
+  // One batch of `tokens` took `duration` before any call came (the model's
+  // calibration at load, served_model.cc): the rate of its size class, if it
+  // has none yet, without a recent batch size or a pace. Without it a new
+  // daemon knows only the sizes its first calls made: a size never run takes
+  // a smaller size's rate, whose fixed cost per token made a first burst of
+  // large batches look many times too slow (under ASan, 7,026 tokens queued
+  // predicted at 31 s at 223 tokens/s, where they ran in about 4 s, and
+  // calls with 30 s deadlines were refused), and until a batch has run
+  // nothing is predicted, so a call behind a long first batch is admitted
+  // and misses its deadline.
+  void Calibrate(int64_t tokens, Clock::duration duration);
+  // False until a batch was observed or calibrated: nothing can be predicted.
+  bool known() const;
   // Tokens a second in batches of `batch_tokens` (0 while unknown).
   double tokens_per_second(int64_t batch_tokens) const;
-  // Tokens of a recent batch, of any size (the weighted average; 0 while
-  // unknown).
+  // Tokens of a recent batch, of any size (the weighted average; 0 until a
+  // batch was observed).
   int64_t batch_tokens() const { return static_cast<int64_t>(batch_tokens_); }
   // Predicted time for one executor to compute a batch of `tokens` (zero
   // while unknown).

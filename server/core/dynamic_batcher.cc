@@ -44,6 +44,11 @@ Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
   return Status::Ok();
 }
 
+void DynamicBatcher::Calibrate(int64_t tokens, Clock::duration took) {
+  std::lock_guard<std::mutex> lock(mu_);
+  estimate_.Calibrate(tokens, took);
+}
+
 Status DynamicBatcher::Precheck(Clock::time_point deadline, uint64_t peer,
                                 int64_t calls_before_queue) {
   std::lock_guard<std::mutex> lock(mu_);

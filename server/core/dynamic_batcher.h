@@ -43,6 +43,11 @@ class DynamicBatcher {
   // once stopped. On OK the request will finish (done()).
   Status Submit(std::shared_ptr<InferenceRequest> request);
 
+  // Any thread, before calls come: a batch of `tokens` took `took` on one of
+  // the replicas (ThroughputEstimate::Calibrate), so that the calls are
+  // admitted on rates measured for each size of batch from the first.
+  void Calibrate(int64_t tokens, Clock::duration took);
+
   // Any thread, before a call of `peer` is tokenized: Admit with its own
   // tokens not known yet (counted as none), so that a call the queue would
   // refuse is refused before its tokenization costs anything. Counted as

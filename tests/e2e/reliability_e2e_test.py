@@ -369,9 +369,10 @@ def run_mixed(stub, calls, clients, seed):
 
 
 def check_admission(args, tmp):
-    """Overload control: while a 256-text batch (~3 s) runs on one thread, a
-    call whose deadline is shorter than the predicted wait and a call without
-    a deadline (max_queue_time_us = 100 ms) are refused at once with
+    """Overload control: while a 256-text batch (~3 s), the first call of a
+    new daemon, runs on one thread, a call whose deadline is shorter than the
+    predicted wait and a call without a deadline (max_queue_time_us = 100 ms)
+    are refused at once with
     RESOURCE_EXHAUSTED, each counted by its reason, by the HTTP/2 guard, before
     the batch ends; a call with a long deadline is admitted and served. The
     256 texts run as one batch (max_batch_time_us off)."""
@@ -382,7 +383,9 @@ def check_admission(args, tmp):
         return
     try:
         stub = pb_grpc.EncoderStub(channel)
-        stub.Embed(pb.EmbedRequest(texts=["warm up"] * 8), timeout=30)  # throughput measured
+        # No call before: the model's calibration at load gives the deadline
+        # rules each size of batch's rate (without it nothing was predicted
+        # until a batch had run, and both calls below were admitted).
         reasons = ("refused_predicted_late", "refused_queue_time")
         before = {r: drops(daemon, r) for r in reasons}
         admitted0 = daemon.metric("encoderd_requests_admitted_total", {"model": MODEL})
@@ -436,11 +439,12 @@ def check_no_leaks(args, tmp):
         # connection and the engine's thread pools exist before the baseline.
         run_mixed(stub, 300, 48, seed=7)
         # And a burst that queues enough for the largest batches, so that the
-        # deadline rules know their rate before the mixed calls start: a size
-        # of batch never run is predicted at a smaller size's rate, which the
-        # fixed cost of a batch makes several times too slow for a large one
-        # (under ASan 223 tokens/s, which refused ok, invalid and
-        # unknown-model calls with 30 s deadlines as predicted late).
+        # deadline rules take their rate from calls under this load, not only
+        # from the model's calibration at load. (Before the calibration a
+        # size of batch never run was predicted at a smaller size's rate,
+        # which the fixed cost of a batch made several times too slow for a
+        # large one: under ASan 223 tokens/s, which refused ok, invalid and
+        # unknown-model calls with 30 s deadlines as predicted late.)
         burst = [stub.Embed.future(pb.EmbedRequest(texts=[SENTENCE * 3] * 16), timeout=60)
                  for _ in range(48)]
         for future in burst:

@@ -143,6 +143,34 @@ TEST(ThroughputEstimateTest, PacesEachSizeOfBatchApart) {
   EXPECT_TRUE(Admit(idle, 1000, kT0 + milliseconds(100), kT0, e, AdmissionLimits{}).ok());
 }
 
+TEST(ThroughputEstimateTest, CalibrationGivesRatesWithoutARecentBatchOrAPace) {
+  // At load, before any call: 2,048 tokens in 100 ms and 32 in 5 ms.
+  ThroughputEstimate e;
+  e.Calibrate(2048, milliseconds(100));
+  e.Calibrate(32, milliseconds(5));
+  e.Calibrate(0, milliseconds(5));  // says nothing
+  EXPECT_TRUE(e.known());
+  EXPECT_EQ(e.batch_tokens(), 0);                 // no batch of calls has run
+  EXPECT_EQ(e.Predict(4096), milliseconds(200));  // a larger size: the nearest smaller rate
+  EXPECT_EQ(e.Predict(10), std::chrono::nanoseconds(1562500));  // 32 in 5 ms
+  EXPECT_EQ(e.slow_factor(2048), 1);
+  // A size calibrated again keeps its first rate; calls' batches move it.
+  e.Calibrate(2048, milliseconds(400));
+  EXPECT_EQ(e.Predict(2048), milliseconds(100));
+  e.Observe(2048, milliseconds(200));  // twice as slow as calibrated: paced
+  EXPECT_EQ(e.batch_tokens(), 2048);
+  EXPECT_EQ(e.slow_factor(2048), 2);
+  EXPECT_EQ(e.Predict(2048), milliseconds(110));
+  // Calibrated, a call is judged from the first: 40,000 tokens ahead are
+  // 1.95 s of batches of 2,048.
+  ThroughputEstimate fresh;
+  fresh.Calibrate(2048, milliseconds(100));
+  EXPECT_FALSE(
+      Admit({40000, 0, 1, 0, false, 2048}, 100, kT0 + milliseconds(1000), kT0, fresh, {}).ok());
+  EXPECT_TRUE(
+      Admit({40000, 0, 1, 0, false, 2048}, 100, kT0 + milliseconds(3000), kT0, fresh, {}).ok());
+}
+
 TEST(ThroughputEstimateTest, TokensWithinATimeAtEachSizesRate) {
   EXPECT_EQ(ThroughputEstimate{}.TokensWithin(milliseconds(100)), 0);  // unknown
   const ThroughputEstimate ten = TenThousandPerSecond();

@@ -555,6 +555,34 @@ TEST(DynamicBatcherTest, PrecheckCountsCallsNotInTheQueueYet) {
   EXPECT_EQ(drops.Counts(), (std::map<std::string, int>{{"m/refused_predicted_late", 2}}));
 }
 
+// A batcher calibrated before any call (served_model.cc times a batch of
+// each size at load) predicts from the first call: behind a million calls of
+// 100 tokens, at 2,048 tokens in 100 ms, a call with a minute is refused and
+// one with nothing but the running batch ahead admitted. Uncalibrated it
+// admitted everything until its first batch ended.
+TEST(DynamicBatcherTest, ACalibratedBatcherPredictsFromTheFirstCall) {
+  DropCounter drops;
+  GateEngine* engine = nullptr;
+  std::unique_ptr<DynamicBatcher> owned = GatedBatcher(&drops, &engine);
+  DynamicBatcher& batcher = *owned;
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
+  auto first = MakeRequest(1, {100}, Clock::now(), deadline);
+  ASSERT_TRUE(batcher.Submit(first).ok());  // 100 tokens a call from now on
+  ASSERT_TRUE(engine->Started(1));
+  // Not calibrated, and no batch has ended: nothing is predicted.
+  EXPECT_TRUE(batcher.Precheck(deadline, 0, 1000000).ok());
+  batcher.Calibrate(2048, std::chrono::milliseconds(100));
+  batcher.Calibrate(32, std::chrono::milliseconds(5));
+  EXPECT_TRUE(batcher.Precheck(deadline).ok());
+  const Status refused = batcher.Precheck(deadline, 0, 1000000);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.message();
+  EXPECT_NE(refused.message().find("after its deadline"), std::string::npos) << refused.message();
+  engine->Release();
+  EXPECT_TRUE(first->done().get().ok());
+  batcher.Stop();
+  EXPECT_EQ(drops.Counts(), (std::map<std::string, int>{{"m/refused_predicted_late", 1}}));
+}
+
 // max_batch_time_us bounds the batches the batcher forms by the throughput it
 // learned: a first batch of 100 tokens held for at least 20 ms (at most 5,000
 // tokens a second) makes the next batch at most 20 tokens (4 ms), though 50
