@@ -49,15 +49,13 @@ void ThroughputEstimate::Observe(int64_t tokens, Clock::duration duration) {
                       : static_cast<double>(tokens);
   const int size_class = SizeClass(tokens);
   Rate& rate = rates_[size_class];
-  // A batch predicted from another size's rate says nothing of the pace.
-  if (rate.known())
-    paces_[size_class].Observe(seconds /
-                               (static_cast<double>(tokens) * rate.seconds / rate.tokens));
-  if (!rate.known()) {
-    rate.tokens = static_cast<double>(tokens);
-    rate.seconds = seconds;
+  // A batch predicted from another size's rate, or from the calibration's,
+  // says nothing of the pace.
+  if (!rate.known() || rate.calibrated) {
+    rate = Rate{static_cast<double>(tokens), seconds};
     return;
   }
+  paces_[size_class].Observe(seconds / (static_cast<double>(tokens) * rate.seconds / rate.tokens));
   rate.tokens += kNewest * (static_cast<double>(tokens) - rate.tokens);
   rate.seconds += kNewest * (seconds - rate.seconds);
 }
@@ -66,9 +64,7 @@ void ThroughputEstimate::Calibrate(int64_t tokens, Clock::duration duration) {
   const double seconds = Seconds(duration);
   if (tokens <= 0 || seconds <= 0) return;
   Rate& rate = rates_[SizeClass(tokens)];
-  if (rate.known()) return;
-  rate.tokens = static_cast<double>(tokens);
-  rate.seconds = seconds;
+  if (!rate.known()) rate = Rate{static_cast<double>(tokens), seconds, /*calibrated=*/true};
 }
 
 bool ThroughputEstimate::known() const {

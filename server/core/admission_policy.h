@@ -31,8 +31,12 @@ class ThroughputEstimate {
   // One batch of `tokens` took `duration`.
   void Observe(int64_t tokens, Clock::duration duration);
   // One batch of `tokens` took `duration` before any call came (the model's
-  // calibration at load, served_model.cc): the rate of its size class, if it
-  // has none yet, without a recent batch size or a pace. Without it a new
+  // calibration at load, calibration.h): the rate of its size class, if it
+  // has none yet, without a recent batch size or a pace. It stands until the
+  // first batch of calls of that class, which replaces it and is not paced
+  // against it: a calibration batch runs alone, in sequences of one length,
+  // its fastest run kept, and calls' batches judged against it read slow
+  // for the next kPaceWindow batches. Without it a new
   // daemon knows only the sizes its first calls made: a size never run takes
   // a smaller size's rate, whose fixed cost per token made a first burst of
   // large batches look many times too slow (under ASan, 7,026 tokens queued
@@ -89,6 +93,8 @@ class ThroughputEstimate {
   struct Rate {
     double tokens = 0;
     double seconds = 0;
+    // From Calibrate: the first batch of calls of its size replaces it.
+    bool calibrated = false;
     bool known() const { return tokens > 0 && seconds > 0; }
   };
   static int SizeClass(int64_t tokens);

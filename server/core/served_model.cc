@@ -1,5 +1,6 @@
 #include "server/core/served_model.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include "core/dtype.h"
 #include "engine/runtime/encoder.h"
 #include "server/config/model_card_yaml.h"
+#include "server/core/calibration.h"
 #include "server/core/cpu_quota.h"
 #include "server/core/encoder_batch_engine.h"
 
@@ -27,69 +29,6 @@ Status WarmUp(BatchEngine* engine, const EncoderConfig& config) {
   ASSIGN_OR_RETURN(auto outputs, engine->Run(builder.Build(), specs));
   if (outputs.size() != specs.size()) return Internal("warm-up returned the wrong result count");
   return Status::Ok();
-}
-
-// A batch the model is calibrated on: its tokens, and how long it took.
-struct CalibrationRun {
-  int64_t tokens = 0;
-  Clock::duration took{};
-};
-
-// Times one batch of each size class of the throughput estimate
-// (ThroughputEstimate::Calibrate) through `engine`, up to the largest batch
-// the batcher forms: 32, 128, 512 and 2,048 tokens (max_batch_tokens in the
-// class that holds it, when fewer), in sequences of up to 128 tokens
-// (max_tokens when fewer, at most max_batch_sequences of them), from the
-// largest down. Each runs once untimed, since a first batch of a size took
-// 1.2-2.6 times as long (set-up of its size, and the memory of a new largest
-// one), then is timed. Larger batches take the rate of 2,048 tokens, where a
-// batch's fixed cost is a small part of its time (4,096 more would double
-// the time calibration adds to loading: about 3 s for a BERT-base in fp32 on
-// 2 vCPUs).
-StatusOr<std::vector<CalibrationRun>> Calibrate(BatchEngine* engine, const EncoderConfig& config,
-                                                const BatchLimits& limits, int64_t max_tokens) {
-  const int64_t length = std::clamp<int64_t>(max_tokens, 2, 128);
-  const int64_t largest = std::min({int64_t{2048}, limits.max_batch_tokens,
-                                    length * std::max<int64_t>(limits.max_batch_sequences, 1)});
-  std::vector<int64_t> sizes;
-  for (int c = 0; c + 1 < ThroughputEstimate::kSizeClasses; ++c) {
-    if (ThroughputEstimate::SizeClassFirst(c) > largest) break;
-    sizes.push_back(
-        std::min(c == 0 ? int64_t{32} : ThroughputEstimate::SizeClassFirst(c) * 2, largest));
-  }
-  const SpecialTokens& special = config.special_tokens;
-  const auto filler = static_cast<int32_t>(config.vocab_size / 2);
-  const auto run = [&](int64_t tokens) -> StatusOr<CalibrationRun> {
-    PackedBatchBuilder builder(config.position_rule, static_cast<int32_t>(config.pad_token_id));
-    std::vector<OutputSpec> specs;
-    for (int64_t left = tokens; left > 0; left -= length) {
-      std::vector<int32_t> ids(static_cast<size_t>(std::min(left, length)), filler);
-      ids.front() = special.bos;
-      if (ids.size() > 1) ids.back() = special.eos;
-      RETURN_IF_ERROR(builder.Add(ids, {}, {0, static_cast<int32_t>(specs.size())}));
-      specs.push_back({OutputKind::kEmbedding, config.default_pooling, false});
-    }
-    const PackedBatch batch = builder.Build();
-    const Clock::time_point start = Clock::now();
-    ASSIGN_OR_RETURN(auto outputs, engine->Run(batch, specs));
-    const Clock::duration took = Clock::now() - start;
-    if (outputs.size() != specs.size()) return Internal("calibration: wrong result count");
-    return CalibrationRun{tokens, took};
-  };
-  std::vector<CalibrationRun> runs;
-  for (auto size = sizes.rbegin(); size != sizes.rend(); ++size) {
-    RETURN_IF_ERROR(run(*size).status());
-    ASSIGN_OR_RETURN(CalibrationRun fastest, run(*size));
-    // A short batch is timed up to three times, so that one pause does not
-    // make its size look slow (128 tokens once took 294 ms, 66 ms the next
-    // time the daemon started).
-    for (int more = 0; more < 2 && fastest.took < std::chrono::milliseconds(100); ++more) {
-      ASSIGN_OR_RETURN(CalibrationRun again, run(*size));
-      fastest.took = std::min(fastest.took, again.took);
-    }
-    runs.push_back(fastest);
-  }
-  return runs;
 }
 
 }  // namespace
@@ -146,11 +85,12 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   std::vector<CalibrationRun> calibration;
   if (limits.admission.predict_deadlines || limits.admission.max_queue_time_us > 0 ||
       limits.admission.overload_queue_time_us > 0 || limits.max_batch_time_us > 0) {
-    auto runs =
-        Calibrate(replicas.front().get(), bundle->config, limits,
-                  config.max_tokens > 0 ? std::min(config.max_tokens, bundle->config.max_tokens)
-                                        : bundle->config.max_tokens);
-    if (!runs.ok()) return runs.status().WithContext(context + ": calibration");
+    const int64_t max_tokens = config.max_tokens > 0
+                                   ? std::min(config.max_tokens, bundle->config.max_tokens)
+                                   : bundle->config.max_tokens;
+    auto runs = RunCalibration(replicas.front().get(), bundle->config,
+                               CalibrationBatches(limits, max_tokens));
+    if (!runs.ok()) return runs.status().WithContext(context);
     calibration = std::move(runs).value();
   }
   std::unique_ptr<ServedModel> model(new ServedModel(config, std::move(bundle).value()));
@@ -162,12 +102,13 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   for (const CalibrationRun& run : calibration) {
     model->batcher_->Calibrate(run.tokens, run.took);
     calibrated +=
-        (calibrated.empty() ? "" : ", ") + std::to_string(run.tokens) + " tokens in " +
-        fmt::format("{:.1f}", std::chrono::duration<double, std::milli>(run.took).count()) + " ms";
+        fmt::format("{}{} tokens in {:.1f} ms", calibrated.empty() ? "" : ", ", run.tokens,
+                    std::chrono::duration<double, std::milli>(run.took).count());
   }
-  if (!calibrated.empty())
+  if (!calibrated.empty()) {
     spdlog::info("model '{}': throughput calibrated on one batch of each size: {}", config.name,
                  calibrated);
+  }
 
   if (!model->tokenizer_note_.empty()) {
     spdlog::warn("model '{}' has no tokenizer, so it takes token ids only: {}", config.name,

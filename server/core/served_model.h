@@ -20,7 +20,9 @@ namespace encoderd::server {
 class ServedModel {
  public:
   // Loads the directory, builds config.replicas engines, runs a warm-up batch
-  // on each (every output kind the model supports) and starts the batcher.
+  // on each (every output kind the model supports), times a batch of each
+  // size on the first (calibration.h; unless every rule that reads the
+  // throughput is off) and starts the batcher with those rates.
   // `metrics` (may be null) must outlive the batcher's Stop().
   // `fair_queuing`: the queue is ordered fairly between client connections
   // (BatchLimits::fair_queuing).

@@ -369,13 +369,13 @@ def run_mixed(stub, calls, clients, seed):
 
 
 def check_admission(args, tmp):
-    """Overload control: while a 256-text batch (~3 s), the first call of a
-    new daemon, runs on one thread, a call whose deadline is shorter than the
+    """Overload control: while a 256-text batch (~3 s), a new daemon's first
+    call, runs on one thread, a call whose deadline is shorter than the
     predicted wait and a call without a deadline (max_queue_time_us = 100 ms)
-    are refused at once with
-    RESOURCE_EXHAUSTED, each counted by its reason, by the HTTP/2 guard, before
-    the batch ends; a call with a long deadline is admitted and served. The
-    256 texts run as one batch (max_batch_time_us off)."""
+    are refused at once with RESOURCE_EXHAUSTED, each counted by its reason,
+    by the HTTP/2 guard, before the batch ends; a call with a long deadline is
+    admitted and served. The 256 texts run as one batch (max_batch_time_us
+    off)."""
     daemon, channel, health = start(args, tmp, "admission", [
         "--num-threads", "1", "--max-queue-delay-us", "2000", "--max-batch-tokens", "65536",
         "--max-batch-time-us", "0", "--max-queue-time-us", "100000"])

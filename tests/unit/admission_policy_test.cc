@@ -157,10 +157,14 @@ TEST(ThroughputEstimateTest, CalibrationGivesRatesWithoutARecentBatchOrAPace) {
   // A size calibrated again keeps its first rate; calls' batches move it.
   e.Calibrate(2048, milliseconds(400));
   EXPECT_EQ(e.Predict(2048), milliseconds(100));
-  e.Observe(2048, milliseconds(200));  // twice as slow as calibrated: paced
+  // The first batch of calls of its size replaces it, unpaced: a
+  // calibration batch runs alone, its fastest run kept.
+  e.Observe(2048, milliseconds(200));
   EXPECT_EQ(e.batch_tokens(), 2048);
+  EXPECT_EQ(e.slow_factor(2048), 1);
+  EXPECT_EQ(e.Predict(2048), milliseconds(200));
+  e.Observe(2048, milliseconds(400));  // then paced against calls' batches
   EXPECT_EQ(e.slow_factor(2048), 2);
-  EXPECT_EQ(e.Predict(2048), milliseconds(110));
   // Calibrated, a call is judged from the first: 40,000 tokens ahead are
   // 1.95 s of batches of 2,048.
   ThroughputEstimate fresh;
