@@ -36,13 +36,13 @@ class ThroughputEstimate {
   // first batch of calls of that class, which replaces it and is not paced
   // against it: a calibration batch runs alone, in sequences of one length,
   // its fastest run kept, and calls' batches judged against it read slow
-  // for the next kPaceWindow batches. Without it a new
-  // daemon knows only the sizes its first calls made: a size never run takes
-  // a smaller size's rate, whose fixed cost per token made a first burst of
-  // large batches look many times too slow (under ASan, 7,026 tokens queued
-  // predicted at 31 s at 223 tokens/s, where they ran in about 4 s, and
-  // calls with 30 s deadlines were refused), and until a batch has run
-  // nothing is predicted, so a call behind a long first batch is admitted
+  // for the next kPaceWindow batches. Without it a new daemon knows only
+  // the sizes its first calls made: a size never run takes a smaller size's
+  // rate, whose fixed cost per token made a first burst of large batches
+  // look many times too slow (under ASan, 7,026 tokens queued predicted at
+  // 31 s at 223 tokens/s, where they ran in about 4 s, and calls with 30 s
+  // deadlines were refused), and until a batch has run nothing is
+  // predicted, so a call behind a long first batch is admitted
   // and misses its deadline.
   void Calibrate(int64_t tokens, Clock::duration duration);
   // False until a batch was observed or calibrated: nothing can be predicted.

@@ -56,7 +56,8 @@ std::vector<CalibrationBatch> CalibrationBatches(const BatchLimits& limits, int6
 
 StatusOr<std::vector<CalibrationRun>> RunCalibration(BatchEngine* engine,
                                                      const EncoderConfig& config,
-                                                     const std::vector<CalibrationBatch>& batches) {
+                                                     const std::vector<CalibrationBatch>& batches,
+                                                     Clock::duration short_batch) {
   const SpecialTokens& special = config.special_tokens;
   const auto filler = static_cast<int32_t>(config.vocab_size / 2);
   std::vector<CalibrationRun> runs;
@@ -88,7 +89,7 @@ StatusOr<std::vector<CalibrationRun>> RunCalibration(BatchEngine* engine,
     };
     RETURN_IF_ERROR(time().status());
     ASSIGN_OR_RETURN(Clock::duration fastest, time());
-    for (int more = 0; more < 2 && fastest < std::chrono::milliseconds(100); ++more) {
+    for (int more = 0; more < 2 && fastest < short_batch; ++more) {
       ASSIGN_OR_RETURN(Clock::duration again, time());
       fastest = std::min(fastest, again);
     }

@@ -4,6 +4,7 @@
 // first call (docs/reliability.md, "Overload control").
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -43,9 +44,9 @@ struct CalibrationRun {
 // of its size, and the memory of a new largest batch), then timed: a batch
 // under 100 ms up to three times, the fastest kept, so that one pause does
 // not make its size look slow. An engine error names the batch and how to
-// avoid it.
-StatusOr<std::vector<CalibrationRun>> RunCalibration(BatchEngine* engine,
-                                                     const EncoderConfig& config,
-                                                     const std::vector<CalibrationBatch>& batches);
+// avoid it. `short_batch`: the time under which a batch is timed again.
+StatusOr<std::vector<CalibrationRun>> RunCalibration(
+    BatchEngine* engine, const EncoderConfig& config, const std::vector<CalibrationBatch>& batches,
+    Clock::duration short_batch = std::chrono::milliseconds(100));
 
 }  // namespace encoderd::server

@@ -31,6 +31,12 @@ Status WarmUp(BatchEngine* engine, const EncoderConfig& config) {
   return Status::Ok();
 }
 
+// The longest sequence the model serves: the config's max_tokens, when set,
+// within the model's own limit.
+int64_t MaxTokens(const ModelConfig& config, const EncoderConfig& model) {
+  return config.max_tokens > 0 ? std::min(config.max_tokens, model.max_tokens) : model.max_tokens;
+}
+
 }  // namespace
 
 ServedModel::ServedModel(ModelConfig config, ModelBundle bundle)
@@ -39,8 +45,7 @@ ServedModel::ServedModel(ModelConfig config, ModelBundle bundle)
       tokenizer_(std::move(bundle.tokenizer)),
       tokenizer_note_(std::move(bundle.tokenizer_note)),
       pair_template_(TextPairTemplate(encoder_config_.family)) {
-  max_tokens_ = encoder_config_.max_tokens;
-  if (config_.max_tokens > 0) max_tokens_ = std::min(max_tokens_, config_.max_tokens);
+  max_tokens_ = MaxTokens(config_, encoder_config_);
 }
 
 StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& config,
@@ -85,11 +90,8 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   std::vector<CalibrationRun> calibration;
   if (limits.admission.predict_deadlines || limits.admission.max_queue_time_us > 0 ||
       limits.admission.overload_queue_time_us > 0 || limits.max_batch_time_us > 0) {
-    const int64_t max_tokens = config.max_tokens > 0
-                                   ? std::min(config.max_tokens, bundle->config.max_tokens)
-                                   : bundle->config.max_tokens;
     auto runs = RunCalibration(replicas.front().get(), bundle->config,
-                               CalibrationBatches(limits, max_tokens));
+                               CalibrationBatches(limits, MaxTokens(config, bundle->config)));
     if (!runs.ok()) return runs.status().WithContext(context);
     calibration = std::move(runs).value();
   }

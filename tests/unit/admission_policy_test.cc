@@ -148,8 +148,11 @@ TEST(ThroughputEstimateTest, CalibrationGivesRatesWithoutARecentBatchOrAPace) {
   ThroughputEstimate e;
   e.Calibrate(2048, milliseconds(100));
   e.Calibrate(32, milliseconds(5));
-  e.Calibrate(0, milliseconds(5));  // says nothing
   EXPECT_TRUE(e.known());
+  ThroughputEstimate empty;
+  empty.Calibrate(0, milliseconds(5));  // says nothing
+  empty.Calibrate(32, Clock::duration::zero());
+  EXPECT_FALSE(empty.known());
   EXPECT_EQ(e.batch_tokens(), 0);                 // no batch of calls has run
   EXPECT_EQ(e.Predict(4096), milliseconds(200));  // a larger size: the nearest smaller rate
   EXPECT_EQ(e.Predict(10), std::chrono::nanoseconds(1562500));  // 32 in 5 ms

@@ -557,8 +557,9 @@ TEST(DynamicBatcherTest, PrecheckCountsCallsNotInTheQueueYet) {
 
 // A batcher calibrated before any call (served_model.cc times a batch of
 // each size at load) predicts from the first call: behind a million calls of
-// 100 tokens, at 2,048 tokens in 100 ms, a call with a minute is refused and
-// one with nothing but the running batch ahead admitted. Uncalibrated it
+// 100 tokens (batches of at most 1,000 tokens, at the 32-token batch's rate
+// of 6,400 tokens a second), a call with a minute is refused and one with
+// nothing but the running batch ahead admitted. Uncalibrated it
 // admitted everything until its first batch ended.
 TEST(DynamicBatcherTest, ACalibratedBatcherPredictsFromTheFirstCall) {
   DropCounter drops;

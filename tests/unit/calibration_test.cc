@@ -48,49 +48,70 @@ TEST(CalibrationTest, PlansOneBatchPerSizeClassWithinTheBatchersLimits) {
   EXPECT_EQ(Plan(Limits(8192, int64_t{1} << 62), 512).size(), 4u);
 }
 
-// Counts the batches it runs and their sequences; fails from `fail_at` on.
+// Records the batches it runs (tokens, sequences, and whether every
+// sequence opens with BOS and closes with EOS); fails from run `fail_at` on.
 class CountingEngine : public BatchEngine {
  public:
   StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch& batch,
                                                 const std::vector<OutputSpec>& specs) override {
     if (++runs >= fail_at) return ResourceExhausted("out of device memory");
     tokens.push_back(batch.num_tokens());
+    sequences.push_back(batch.num_sequences());
     EXPECT_EQ(static_cast<int64_t>(specs.size()), batch.num_sequences());
-    first_ids.push_back(batch.token_ids.front());
+    for (int64_t i = 0; i < batch.num_sequences(); ++i) {
+      EXPECT_EQ(batch.token_ids[batch.cu_seqlens[i]], 3);
+      if (batch.length(i) > 1) EXPECT_EQ(batch.token_ids[batch.cu_seqlens[i + 1] - 1], 4);
+    }
     return std::vector<std::vector<float>>(specs.size(), std::vector<float>{1.0f});
   }
   int runs = 0;
   int fail_at = 1 << 30;
   std::vector<int64_t> tokens;
-  std::vector<int32_t> first_ids;
+  std::vector<int64_t> sequences;
 };
 
-TEST(CalibrationTest, RunsEachBatchUntimedThenTimesItAndNamesTheBatchThatFailed) {
+EncoderConfig Config() {
   EncoderConfig config;
   config.vocab_size = 100;
   config.special_tokens.bos = 3;
   config.special_tokens.eos = 4;
-  const std::vector<CalibrationBatch> batches = CalibrationBatches(Limits(8192, 256), 512);
+  return config;
+}
+
+TEST(CalibrationTest, RunsEachBatchUntimedThenTimesItAndNamesTheBatchThatFailed) {
+  // Every timed run counts as short: each batch runs once untimed and three
+  // times timed.
+  const Clock::duration always_short = Clock::duration::max();
   CountingEngine engine;
-  StatusOr<std::vector<CalibrationRun>> runs = RunCalibration(&engine, config, batches);
+  StatusOr<std::vector<CalibrationRun>> runs =
+      RunCalibration(&engine, Config(), CalibrationBatches(Limits(8192, 256), 512), always_short);
   ASSERT_TRUE(runs.ok()) << runs.status().ToString();
   ASSERT_EQ(runs->size(), 4u);
   EXPECT_EQ((*runs)[0].tokens, 2048);
   EXPECT_EQ((*runs)[3].tokens, 32);
-  // The fake engine takes microseconds: each batch runs once untimed and
-  // three times timed.
   EXPECT_EQ(engine.tokens, (std::vector<int64_t>{2048, 2048, 2048, 2048, 512, 512, 512, 512, 128,
                                                  128, 128, 128, 32, 32, 32, 32}));
-  for (int32_t id : engine.first_ids) EXPECT_EQ(id, 3);  // each sequence opens with BOS
-  for (const CalibrationRun& run : *runs) EXPECT_GT(run.took.count(), 0);
+  EXPECT_EQ(engine.sequences,
+            (std::vector<int64_t>{16, 16, 16, 16, 4, 4, 4, 4, 1, 1, 1, 1, 1, 1, 1, 1}));
+  // None counts as short: once untimed, once timed.
+  CountingEngine once;
+  runs = RunCalibration(&once, Config(), CalibrationBatches(Limits(8192, 256), 512),
+                        Clock::duration::zero());
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  EXPECT_EQ(once.tokens, (std::vector<int64_t>{2048, 2048, 512, 512, 128, 128, 32, 32}));
 
+  // max_batch_tokens 300: 3 sequences, the last of 44 tokens. Its timed run
+  // fails: the error names the batch.
   CountingEngine failing;
-  failing.fail_at = 5;  // the 512-token batch's untimed run
-  runs = RunCalibration(&failing, config, batches);
+  failing.fail_at = 2;
+  runs =
+      RunCalibration(&failing, Config(), CalibrationBatches(Limits(300, 256), 512), always_short);
   ASSERT_FALSE(runs.ok());
   EXPECT_EQ(runs.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(runs.status().message().find("calibration batch of 512 tokens: 4 sequences of 128 "
-                                         "(lower max_batch_tokens if the device cannot hold it)"),
+  EXPECT_EQ(failing.sequences, (std::vector<int64_t>{3}));
+  EXPECT_NE(runs.status().message().find(
+                "calibration batch of 300 tokens: 3 sequences of 128 (the last 44) (lower "
+                "max_batch_tokens if the device cannot hold it): out of device memory"),
             std::string::npos)
       << runs.status().message();
 }
