@@ -60,7 +60,9 @@ class CountingEngine : public BatchEngine {
     EXPECT_EQ(static_cast<int64_t>(specs.size()), batch.num_sequences());
     for (int64_t i = 0; i < batch.num_sequences(); ++i) {
       EXPECT_EQ(batch.token_ids[batch.cu_seqlens[i]], 3);
-      if (batch.length(i) > 1) EXPECT_EQ(batch.token_ids[batch.cu_seqlens[i + 1] - 1], 4);
+      if (batch.length(i) > 1) {
+        EXPECT_EQ(batch.token_ids[batch.cu_seqlens[i + 1] - 1], 4);
+      }
     }
     return std::vector<std::vector<float>>(specs.size(), std::vector<float>{1.0f});
   }
