@@ -83,6 +83,8 @@ class ThroughputEstimate {
   static int64_t SizeClassFirst(int size_class) {
     return size_class == 0 ? 1 : int64_t{16} << (2 * size_class);
   }
+  // The size class of a batch of `tokens`.
+  static int SizeClass(int64_t tokens);
   static constexpr int kPaceWindow = 64;
   static constexpr double kSlowQuantile = 0.9;
   // A margin for batches more than twice as slow as predicted is the rate's
@@ -97,7 +99,6 @@ class ThroughputEstimate {
     bool calibrated = false;
     bool known() const { return tokens > 0 && seconds > 0; }
   };
-  static int SizeClass(int64_t tokens);
   // The rate a batch of `tokens` is predicted at; nullptr while unknown.
   const Rate* RateFor(int64_t tokens) const;
   // The last kPaceWindow batches of a size class: their time over their

@@ -38,10 +38,7 @@ std::vector<CalibrationBatch> CalibrationBatches(const BatchLimits& limits, int6
   for (int c = ThroughputEstimate::kSizeClasses - 2; c >= 0; --c) {
     const int64_t wanted = c == 0 ? 32 : ThroughputEstimate::SizeClassFirst(c) * 2;
     const int64_t tokens = std::min(wanted, largest);
-    int size_class = 0;
-    while (size_class + 1 < ThroughputEstimate::kSizeClasses &&
-           tokens >= ThroughputEstimate::SizeClassFirst(size_class + 1))
-      ++size_class;
+    const int size_class = ThroughputEstimate::SizeClass(tokens);
     if (size_class >= last_class) continue;  // that class has its batch
     last_class = size_class;
     CalibrationBatch batch;
