@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "cli/flags.h"
+#include "core/file.h"
 #include "engine/runtime/encoder.h"
 #include "engine/runtime/packed_batch.h"
 #include "engine/runtime/random_weights.h"
@@ -111,9 +112,10 @@ StatusOr<std::map<std::string, Sequences>> LoadWorkloads(const BenchArgs& a) {
   std::map<std::string, Sequences> workloads;
   nlohmann::json file;
   if (!a.inputs.empty()) {
-    std::ifstream in(a.inputs);
-    if (!in) return NotFound("cannot read " + a.inputs);
-    file = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    // Any stream: --inputs <(...) works; a directory is named as one.
+    ASSIGN_OR_RETURN(const std::string text,
+                     ReadWholeFile(a.inputs, "the --inputs file", FileKind::kAnyStream));
+    file = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!file.is_object()) return InvalidArgument(a.inputs + ": not a JSON object");
   }
   for (const std::string& name : a.workloads) {

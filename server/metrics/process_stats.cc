@@ -2,22 +2,12 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <sstream>
 #include <vector>
 
+#include "core/file.h"
+
 namespace encoderd::server {
-namespace {
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(path + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
 
 StatusOr<ProcessStats> ParseProcessStats(const std::string& stat, const std::string& statm,
                                          int64_t clock_ticks_per_second, int64_t page_size) {
@@ -47,8 +37,8 @@ StatusOr<ProcessStats> ParseProcessStats(const std::string& stat, const std::str
 }
 
 StatusOr<ProcessStats> ReadProcessStats() {
-  ASSIGN_OR_RETURN(std::string stat, ReadFile("/proc/self/stat"));
-  ASSIGN_OR_RETURN(std::string statm, ReadFile("/proc/self/statm"));
+  ASSIGN_OR_RETURN(std::string stat, ReadWholeFile("/proc/self/stat", "process statistics"));
+  ASSIGN_OR_RETURN(std::string statm, ReadWholeFile("/proc/self/statm", "process statistics"));
   return ParseProcessStats(stat, statm, sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE));
 }
 
