@@ -19,7 +19,7 @@ nlohmann::json FormatAndParse(const std::string& message) {
 }
 
 TEST(JsonLogFormatTest, EveryMessageIsOneValidJsonObject) {
-  for (const std::string message :
+  for (const std::string& message :
        {std::string("plain"), std::string("model \"xlmr\" failed: C:\\path"),
         std::string("two\nlines\tand\r"), std::string("nul \x01 bell \x07", 12),
         std::string("Привет, 世界 🙂"), std::string("")}) {

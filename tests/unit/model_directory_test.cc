@@ -78,8 +78,9 @@ TEST_P(ModelDirectoryTest, DetectsFamilyAndHyperparameters) {
     EXPECT_FALSE(c.default_normalize);
     EXPECT_TRUE(bundle->sentence_transformers_modules.empty());
   }
-  if (want.contains("head_output"))
+  if (want.contains("head_output")) {
     EXPECT_STREQ(HeadOutputName(c.head_output()), want["head_output"].get<std::string>().c_str());
+  }
   EXPECT_TRUE(c.Validate().ok());
 }
 
