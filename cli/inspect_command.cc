@@ -48,7 +48,7 @@ Json ConfigJson(const EncoderConfig& c) {
 // How the model reads a text pair, and whether Rerank serves it.
 std::string DescribePairs(const ModelBundle& bundle) {
   const EncoderConfig& c = bundle.config;
-  const std::optional<PairTemplate> form = TextPairTemplate(c.family);
+  const std::optional<PairTemplate> form = bundle.pair_template;
   if (!form) return "none (the family defines no pair format)";
   if (!bundle.tokenizer) return "none (no tokenizer)";
   std::string s = *form == PairTemplate::kBert ? "[CLS] a [SEP] b [SEP]" : "<s> a </s></s> b </s>";

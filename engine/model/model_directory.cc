@@ -320,6 +320,8 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   bundle.tokenizer = std::move(tokenizer.tokenizer);
   bundle.tokenizer_path = tokenizer.path;
   bundle.tokenizer_note = tokenizer.note;
+  const std::optional<PairTemplate> family_pairs = TextPairTemplate(config.family);
+  bundle.pair_template = family_pairs && tokenizer.pairs ? tokenizer.pairs : family_pairs;
   if (bundle.tokenizer) config.special_tokens = bundle.tokenizer->special_tokens();
   config.special_tokens.pad = static_cast<int32_t>(config.pad_token_id);
 

@@ -170,6 +170,10 @@ struct ModelBundle {
   std::string tokenizer_path;
   // Why a tokenizer file the directory has is not used; empty otherwise.
   std::string tokenizer_note;
+  // How a text pair is joined: as the tokenizer's own files join one
+  // (ModelTokenizer::pairs), else the family's way (TextPairTemplate); none
+  // for a family that defines no pair format.
+  std::optional<PairTemplate> pair_template;
   std::vector<std::string> placeholder_globals;
   // The modules of a sentence-transformers folder, one line each (empty for
   // other layouts).

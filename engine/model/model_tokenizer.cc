@@ -85,10 +85,9 @@ Status CheckCardKeys(const TokenizerCard& card) {
 
 // A tokenizer.json, with tokenizer_config.json's do_lower_case and
 // add_prefix_space over it as transformers applies them when the folder's
-// file was found by name. Its pair template must be the family's.
-StatusOr<std::unique_ptr<Tokenizer>> TokenizerJson(const std::string& dir, const std::string& path,
-                                                   bool found_by_name,
-                                                   const EncoderConfig& config) {
+// file was found by name.
+StatusOr<HfJsonTokenizer> TokenizerJson(const std::string& dir, const std::string& path,
+                                        bool found_by_name) {
   HfJsonOverrides overrides;
   const std::string tokenizer_config = dir + "/tokenizer_config.json";
   if (found_by_name && IsFile(tokenizer_config)) {
@@ -96,18 +95,7 @@ StatusOr<std::unique_ptr<Tokenizer>> TokenizerJson(const std::string& dir, const
     ASSIGN_OR_RETURN(overrides.add_prefix_space,
                      ReadTokenizerFlag(tokenizer_config, "add_prefix_space"));
   }
-  ASSIGN_OR_RETURN(HfJsonTokenizer t, CreateTokenizerFromHfJson(path, overrides));
-  const std::optional<PairTemplate> family_pairs = TextPairTemplate(config.family);
-  if (family_pairs && *family_pairs != t.pairs) {
-    const auto name = [](PairTemplate p) {
-      return std::string(p == PairTemplate::kBert ? "BERT's" : "RoBERTa's");
-    };
-    return Unimplemented(path + ": its post_processor pairs texts as " + name(t.pairs) +
-                         " template does, but the model family " +
-                         std::string(ModelFamilyName(config.family)) + " pairs them as " +
-                         name(*family_pairs) + " does");
-  }
-  return std::move(t.tokenizer);
+  return CreateTokenizerFromHfJson(path, overrides);
 }
 
 }  // namespace
@@ -128,15 +116,17 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     WordPieceOptions options;
     options.lower_case = card->lower_case.value_or(true);
     ASSIGN_OR_RETURN(result.tokenizer, CreateWordPieceTokenizer(result.path, options));
+    result.pairs = PairTemplate::kBert;
   } else if (card->kind == TokenizerKind::kTokenizerJson) {
-    StatusOr<std::unique_ptr<Tokenizer>> t = TokenizerJson(dir, result.path, !card_in, config);
+    StatusOr<HfJsonTokenizer> t = TokenizerJson(dir, result.path, !card_in);
     if (!t.ok() && t.status().code() == StatusCode::kUnimplemented && !card_in) {
       result.note = t.status().message();
       result.path.clear();
       return result;
     }
     if (!t.ok()) return t.status();
-    result.tokenizer = std::move(t).value();
+    result.tokenizer = std::move(t->tokenizer);
+    result.pairs = t->pairs;
   } else if (card->kind == TokenizerKind::kByteLevelBpe) {
     ByteBpeOptions options;
     options.add_prefix_space = card->add_prefix_space.value_or(false);

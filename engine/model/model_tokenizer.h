@@ -8,6 +8,7 @@
 #include "core/status.h"
 #include "engine/model/model_card.h"
 #include "engine/model/model_spec.h"
+#include "engine/text/text_pair.h"
 #include "engine/text/tokenizer.h"
 
 namespace encoderd {
@@ -18,6 +19,11 @@ struct ModelTokenizer {
   // Why a tokenizer file found by name is not used (a tokenizer.json whose
   // pipeline encoderd does not reproduce); empty otherwise.
   std::string note;
+  // How the tokenizer's own files join a text pair, as transformers'
+  // tokenizer of those files does: vocab.txt BERT's way (BertTokenizer),
+  // tokenizer.json as its post_processor's template says. Unset (the other
+  // kinds, or no tokenizer): the model family's way.
+  std::optional<PairTemplate> pairs;
 };
 
 // The card's tokenizer when it names one; otherwise, for the Hugging Face

@@ -44,7 +44,7 @@ ServedModel::ServedModel(ModelConfig config, ModelBundle bundle)
       encoder_config_(bundle.config),
       tokenizer_(std::move(bundle.tokenizer)),
       tokenizer_note_(std::move(bundle.tokenizer_note)),
-      pair_template_(TextPairTemplate(encoder_config_.family)) {
+      pair_template_(bundle.pair_template) {
   max_tokens_ = MaxTokens(config_, encoder_config_);
 }
 

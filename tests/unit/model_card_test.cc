@@ -8,6 +8,7 @@
 
 #include "engine/model/model_directory.h"
 #include "engine/text/byte_bpe_tokenizer.h"
+#include "engine/text/text_pair.h"
 #include "server/config/model_card_yaml.h"
 #include "tests/unit/model_fixtures.h"
 #include "tests/unit/tokenizer_tiny_models.h"
@@ -266,23 +267,49 @@ TEST(ModelCardLoad, FoldersWithOnlyTokenizerJson) {
   }
 }
 
-// A tokenizer.json must pair texts as the model family does (a WordPiece
-// file in a RoBERTa folder writes "[CLS] a [SEP] b [SEP]", which the roberta
-// family's pairs would not reproduce); and tokenizer_config.json's
+// A text pair is joined as the tokenizer's own files join it, as
+// transformers does: a WordPiece file in a RoBERTa folder (RoBERTa models
+// trained with a BERT vocabulary, e.g. KLUE's) writes "[CLS] a [SEP] b
+// [SEP]", whether tokenizer.json or vocab.txt; byte-level BPE keeps the
+// family's "<s> a </s></s> b </s>". (Was: the tokenizer.json refused, the
+// folder left without a tokenizer; vocab.txt paired RoBERTa's way, with a
+// second [SEP] after the first text.) And tokenizer_config.json's
 // do_lower_case applies over the file's, as in transformers.
 TEST(ModelCardLoad, TokenizerJsonPairsAndLowerCasing) {
   const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "tokenizer_json";
   fs::path dir = CopyFixture("hf_roberta_safetensors", "tokenizer_json_pairs");
-  fs::remove(dir / "vocab.json");
-  fs::remove(dir / "merges.txt");
-  fs::copy_file(tokenizers / "wordpiece_uncased.json", dir / "tokenizer.json");
   auto bundle = server::LoadModelDirectory(dir.string());
   ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
-  EXPECT_EQ(bundle->tokenizer, nullptr);
-  EXPECT_NE(bundle->tokenizer_note.find("pairs texts as BERT's template does, but the model "
-                                        "family roberta pairs them as RoBERTa's does"),
-            std::string::npos)
-      << bundle->tokenizer_note;
+  EXPECT_EQ(bundle->pair_template, PairTemplate::kRoberta);
+  fs::remove(dir / "vocab.json");
+  fs::remove(dir / "merges.txt");
+  const auto pair_pieces = [](const ModelBundle& b) {
+    auto pair = EncodePair(*b.tokenizer, *b.pair_template, "a", "b", 16, false);
+    return pair.ok() ? pair->pieces : std::vector<std::string>{pair.status().message()};
+  };
+  const std::vector<std::string> bert_pair = {"[CLS]", "a", "[SEP]", "b", "[SEP]"};
+  // The fixture's embedding has fewer rows than the file has tokens: its
+  // first 800 only.
+  nlohmann::json json = nlohmann::json::parse(
+      testing::ReadTextFile((tokenizers / "wordpiece_uncased.json").string()));
+  nlohmann::json& vocab = json["model"]["vocab"];
+  for (auto it = vocab.begin(); it != vocab.end();) it = *it >= 800 ? vocab.erase(it) : ++it;
+  WriteFile(dir / "tokenizer.json", json.dump());
+  bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  ASSERT_NE(bundle->tokenizer, nullptr) << bundle->tokenizer_note;
+  EXPECT_EQ(bundle->tokenizer_note, "");
+  EXPECT_EQ(bundle->pair_template, PairTemplate::kBert);
+  EXPECT_EQ(pair_pieces(*bundle), bert_pair);
+  fs::remove(dir / "tokenizer.json");
+  std::string vocab_txt;
+  for (const std::string& token : testing::TinyWordPieceVocab()) vocab_txt += token + "\n";
+  WriteFile(dir / "vocab.txt", vocab_txt);
+  bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  ASSERT_NE(bundle->tokenizer, nullptr) << bundle->tokenizer_note;
+  EXPECT_EQ(bundle->pair_template, PairTemplate::kBert);
+  EXPECT_EQ(pair_pieces(*bundle), bert_pair);
   fs::remove_all(dir);
 
   dir = CopyFixture("hf_bert_legacy", "tokenizer_json_lower");
