@@ -116,7 +116,6 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     WordPieceOptions options;
     options.lower_case = card->lower_case.value_or(true);
     ASSIGN_OR_RETURN(result.tokenizer, CreateWordPieceTokenizer(result.path, options));
-    result.pairs = PairTemplate::kBert;
   } else if (card->kind == TokenizerKind::kTokenizerJson) {
     StatusOr<HfJsonTokenizer> t = TokenizerJson(dir, result.path, !card_in);
     if (!t.ok() && t.status().code() == StatusCode::kUnimplemented && !card_in) {
@@ -143,6 +142,15 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     options.special_tokens.unk = card->unk.value_or(options.special_tokens.unk);
     options.vocab_size = config.vocab_size;
     ASSIGN_OR_RETURN(result.tokenizer, CreateSentencePieceTokenizer(result.path, options));
+  }
+  // Found by name in a Hugging Face folder, the file is read as transformers
+  // reads it: vocab.txt by BertTokenizer, sentencepiece.bpe.model by
+  // XLMRobertaTokenizer, vocab.json + merges.txt by RobertaTokenizer, and each
+  // joins pairs its own way whatever the model. Named by a card, they follow
+  // the family (a tokenizer.json's template is its own either way).
+  if (!card_in && card->kind != TokenizerKind::kTokenizerJson) {
+    result.pairs =
+        card->kind == TokenizerKind::kWordPiece ? PairTemplate::kBert : PairTemplate::kRoberta;
   }
   if (result.tokenizer->vocab_size() > config.vocab_size) {
     return InvalidArgument(result.path + ": the tokenizer has " +

@@ -20,9 +20,11 @@ struct ModelTokenizer {
   // pipeline encoderd does not reproduce); empty otherwise.
   std::string note;
   // How the tokenizer's own files join a text pair, as transformers'
-  // tokenizer of those files does: vocab.txt BERT's way (BertTokenizer),
-  // tokenizer.json as its post_processor's template says. Unset (the other
-  // kinds, or no tokenizer): the model family's way.
+  // tokenizer of those files does: a tokenizer.json as its post_processor's
+  // template says; found by name in a Hugging Face folder, vocab.txt BERT's
+  // way (BertTokenizer), sentencepiece.bpe.model and vocab.json + merges.txt
+  // RoBERTa's (XLMRobertaTokenizer, RobertaTokenizer). Unset (other files a
+  // card names, or no tokenizer): the model family's way.
   std::optional<PairTemplate> pairs;
 };
 

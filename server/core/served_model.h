@@ -41,7 +41,7 @@ class ServedModel {
   // UTF-8), then tokenizes every text (TokenizeTexts). INVALID_ARGUMENT names
   // the offending text ("texts[2]: ...").
   // With `pairs` non-empty, texts[i] and pairs[i] make one sequence
-  // (TokenizeTextPairs, the model family's template); FAILED_PRECONDITION for
+  // (TokenizeTextPairs, the bundle's pair_template); FAILED_PRECONDITION for
   // a model that defines no pair format. A model without a token type table
   // (or with one row) gets type 0 everywhere: its encodings carry no types.
   StatusOr<std::vector<Encoding>> Tokenize(const std::vector<std::string>& texts,

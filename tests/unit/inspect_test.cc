@@ -73,7 +73,7 @@ TEST_P(InspectTest, TextDescribesTheModel) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, InspectTest, ::testing::ValuesIn(FixtureModelNames()));
 
-// What inspect says about text pairs: the family's template, the token
+// What inspect says about text pairs: the model's template, the token
 // types the model reads, and whether Rerank serves it.
 TEST(InspectPairsTest, NamesTheTemplateAndRerank) {
   const std::pair<const char*, const char*> cases[] = {

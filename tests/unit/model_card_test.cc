@@ -310,6 +310,32 @@ TEST(ModelCardLoad, TokenizerJsonPairsAndLowerCasing) {
   ASSERT_NE(bundle->tokenizer, nullptr) << bundle->tokenizer_note;
   EXPECT_EQ(bundle->pair_template, PairTemplate::kBert);
   EXPECT_EQ(pair_pieces(*bundle), bert_pair);
+  // RoBERTa's one token type: the second text's type 1 is not given to it
+  // (ServedModel::AsModelReads).
+  EXPECT_FALSE(bundle->config.reads_token_types());
+  // Named by a card, a WordPiece vocabulary follows the family.
+  WriteFile(dir / "encoderd.yaml", "tokenizer: {type: wordpiece, file: vocab.txt}\n");
+  bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  EXPECT_EQ(bundle->pair_template, PairTemplate::kRoberta);
+  fs::remove_all(dir);
+
+  // A BERT folder with XLM-R's sentencepiece vocabulary (multilingual BERT
+  // models distilled from XLM-R ship one) joins pairs as XLMRobertaTokenizer
+  // does, every token type 0. (Was: "<s> a </s> b </s>", types 0 then 1.)
+  dir = CopyFixture("hf_bert_legacy", "sentencepiece_pairs");
+  fs::remove(dir / "vocab.txt");
+  WriteFile(dir / "sentencepiece.bpe.model", testing::TinySentencePieceModel());
+  bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  ASSERT_NE(bundle->tokenizer, nullptr) << bundle->tokenizer_note;
+  EXPECT_EQ(bundle->pair_template, PairTemplate::kRoberta);
+  auto pair = EncodePair(*bundle->tokenizer, *bundle->pair_template, "a", "b", 16, false);
+  ASSERT_TRUE(pair.ok()) << pair.status().ToString();
+  // (The tiny model has no piece for "\u2581b".)
+  EXPECT_EQ(pair->pieces,
+            (std::vector<std::string>{"<s>", "\u2581a", "</s>", "</s>", "\u2581", "b", "</s>"}));
+  EXPECT_EQ(pair->token_types, std::vector<int32_t>(7, 0));
   fs::remove_all(dir);
 
   dir = CopyFixture("hf_bert_legacy", "tokenizer_json_lower");
