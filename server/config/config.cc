@@ -115,6 +115,7 @@ std::map<std::string, Setter> ModelFields(ModelConfig* m) {
           {"predict_deadlines", BoolField(&m->predict_deadlines)},
           {"max_queue_time_us", IntField(&m->max_queue_time_us)},
           {"overload_queue_time_us", IntField(&m->overload_queue_time_us)},
+          {"calibration_budget_ms", IntField(&m->calibration_budget_ms)},
           {"max_client_batch_size", IntField(&m->max_client_batch_size)},
           {"max_tokens", IntField(&m->max_tokens)},
           {"num_threads", IntField(&m->num_threads)}};
@@ -263,6 +264,8 @@ Status ServerConfig::Validate() const {
     if (m.max_queue_size < 1) return bad(p + "max_queue_size", "must be >= 1");
     if (m.max_queue_time_us < 0) return bad(p + "max_queue_time_us", "must be >= 0");
     if (m.overload_queue_time_us < 0) return bad(p + "overload_queue_time_us", "must be >= 0");
+    if (m.calibration_budget_ms < 0 || m.calibration_budget_ms > 3600000)
+      return bad(p + "calibration_budget_ms", "must be 0 (none) to 3600000 (an hour)");
     if (m.max_client_batch_size < 1) return bad(p + "max_client_batch_size", "must be >= 1");
     if (m.max_tokens < 0) return bad(p + "max_tokens", "must be >= 0");
     if (m.max_tokens > m.max_batch_tokens)
@@ -304,6 +307,7 @@ std::string ServerConfig::Summary() const {
       << " predict_deadlines=" << (m.predict_deadlines ? "true" : "false")
       << " max_queue_time_us=" << m.max_queue_time_us
       << " overload_queue_time_us=" << m.overload_queue_time_us
+      << " calibration_budget_ms=" << m.calibration_budget_ms
       << " max_client_batch_size=" << m.max_client_batch_size << " max_tokens=" << m.max_tokens
       << " num_threads=" << m.num_threads << "}";
   }

@@ -83,6 +83,8 @@ constexpr Option kOptions[] = {
      "microseconds a call without a deadline may be predicted to wait; 0: no limit"},
     {"--overload-queue-time-us", "ENCODERD_OVERLOAD_QUEUE_TIME_US", "model.overload_queue_time_us",
      "longest wait admitted under sustained overload (or one batch); 0: off"},
+    {"--calibration-budget-ms", "ENCODERD_CALIBRATION_BUDGET_MS", "model.calibration_budget_ms",
+     "time a model may spend timing its batch sizes as it loads; 0: none"},
     {"--max-client-batch-size", "ENCODERD_MAX_CLIENT_BATCH_SIZE", "model.max_client_batch_size",
      "texts per request"},
     {"--max-tokens", "ENCODERD_MAX_TOKENS", "model.max_tokens", "tokens per sequence"},

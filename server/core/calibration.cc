@@ -14,6 +14,14 @@ namespace {
 // calibration adds to loading: about 3 s for a BERT-base in fp32 on 2 vCPUs).
 constexpr int64_t kLargest = 2048;
 constexpr int64_t kLength = 128;
+// Runs a batch's prediction counts against the budget: its untimed run may
+// take twice as long as the timed one.
+constexpr double kPredictedRuns = 3;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+Clock::duration FromSeconds(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
 
 std::string Describe(const CalibrationBatch& batch) {
   return std::to_string(batch.tokens) + " tokens: " + std::to_string(batch.sequences) +
@@ -48,17 +56,26 @@ std::vector<CalibrationBatch> CalibrationBatches(const BatchLimits& limits, int6
     batch.last_length = tokens - (batch.sequences - 1) * batch.length;
     batches.push_back(batch);
   }
+  std::reverse(batches.begin(), batches.end());
   return batches;
 }
 
-StatusOr<std::vector<CalibrationRun>> RunCalibration(BatchEngine* engine,
-                                                     const EncoderConfig& config,
-                                                     const std::vector<CalibrationBatch>& batches,
-                                                     Clock::duration short_batch) {
+StatusOr<Calibration> RunCalibration(BatchEngine* engine, const EncoderConfig& config,
+                                     const std::vector<CalibrationBatch>& batches,
+                                     const CalibrationOptions& options) {
   const SpecialTokens& special = config.special_tokens;
   const auto filler = static_cast<int32_t>(config.vocab_size / 2);
-  std::vector<CalibrationRun> runs;
+  Calibration calibration;
+  const Clock::time_point start = options.now();
+  double seconds_per_token = 0;  // the last batch's
   for (const CalibrationBatch& planned : batches) {
+    const double predicted =
+        kPredictedRuns * seconds_per_token * static_cast<double>(planned.tokens);
+    if (Seconds(options.now() - start) + predicted > Seconds(options.budget)) {
+      calibration.skipped_tokens = planned.tokens;
+      calibration.skipped_predicted = FromSeconds(predicted);
+      break;
+    }
     PackedBatchBuilder builder(config.position_rule, static_cast<int32_t>(config.pad_token_id));
     std::vector<OutputSpec> specs;
     for (int64_t s = 0; s < planned.sequences; ++s) {
@@ -71,9 +88,9 @@ StatusOr<std::vector<CalibrationRun>> RunCalibration(BatchEngine* engine,
     }
     const PackedBatch batch = builder.Build();
     const auto time = [&]() -> StatusOr<Clock::duration> {
-      const Clock::time_point start = Clock::now();
+      const Clock::time_point began = options.now();
       StatusOr<std::vector<std::vector<float>>> outputs = engine->Run(batch, specs);
-      const Clock::duration took = Clock::now() - start;
+      const Clock::duration took = options.now() - began;
       if (!outputs.ok())
         return outputs.status().WithContext(
             "calibration batch of " + Describe(planned) +
@@ -86,13 +103,14 @@ StatusOr<std::vector<CalibrationRun>> RunCalibration(BatchEngine* engine,
     };
     RETURN_IF_ERROR(time().status());
     ASSIGN_OR_RETURN(Clock::duration fastest, time());
-    for (int more = 0; more < 2 && fastest < short_batch; ++more) {
+    for (int more = 0; more < 2 && fastest < options.short_batch; ++more) {
       ASSIGN_OR_RETURN(Clock::duration again, time());
       fastest = std::min(fastest, again);
     }
-    runs.push_back({planned.tokens, fastest});
+    calibration.runs.push_back({planned.tokens, fastest});
+    seconds_per_token = Seconds(fastest) / static_cast<double>(planned.tokens);
   }
-  return runs;
+  return calibration;
 }
 
 }  // namespace encoderd::server

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/status.h"
@@ -24,7 +25,7 @@ struct CalibrationBatch {
   int64_t last_length = 0;
 };
 
-// The batches, largest first: 2,048, 512, 128 and 32 tokens, each held to
+// The batches, smallest first: 32, 128, 512 and 2,048 tokens, each held to
 // what the batcher forms (max_batch_tokens, and max_batch_sequences of up to
 // `max_tokens` tokens), in sequences of 128 tokens (longer where
 // max_batch_sequences needs them to reach the size, up to max_tokens). A
@@ -38,15 +39,37 @@ struct CalibrationRun {
   Clock::duration took{};
 };
 
-// Runs each of `batches` through `engine` (token ids valid for `config`:
-// BOS, filler, EOS; embeddings at its default pooling), once untimed, since
-// a first batch of a size took 1.2-2.6 times as long as the next (the set-up
-// of its size, and the memory of a new largest batch), then timed: a batch
-// under 100 ms up to three times, the fastest kept, so that one pause does
-// not make its size look slow. An engine error names the batch and how to
-// avoid it. `short_batch`: the time under which a batch is timed again.
-StatusOr<std::vector<CalibrationRun>> RunCalibration(
-    BatchEngine* engine, const EncoderConfig& config, const std::vector<CalibrationBatch>& batches,
-    Clock::duration short_batch = std::chrono::milliseconds(100));
+struct CalibrationOptions {
+  // The time the calibration may take: a batch predicted to take it past
+  // this (from the previous batch's time per token, three runs of it: its
+  // untimed run may take twice as long as the timed one) is left out with
+  // every larger one, whose sizes then take the largest calibrated rate
+  // until calls of their size have run.
+  Clock::duration budget = std::chrono::seconds(10);
+  // The time under which a batch is timed again.
+  Clock::duration short_batch = std::chrono::milliseconds(100);
+  // The clock (tests pass their own).
+  std::function<Clock::time_point()> now = [] { return Clock::now(); };
+};
+
+struct Calibration {
+  std::vector<CalibrationRun> runs;  // smallest first
+  // The first batch left out for the budget (its tokens, and the time it was
+  // predicted to take); 0 when none was.
+  int64_t skipped_tokens = 0;
+  Clock::duration skipped_predicted{};
+};
+
+// Runs `batches` (smallest first) through `engine` (token ids valid for
+// `config`: BOS, filler, EOS; embeddings at its default pooling), each once
+// untimed, since a first batch of a size took 1.2-2.6 times as long as the
+// next (the set-up of its size, and the memory of a new largest batch),
+// then timed: a batch under options.short_batch up to three times, the
+// fastest kept, so that one pause does not make its size look slow. Stops
+// before a batch predicted to take the calibration past options.budget. An
+// engine error names the batch and how to avoid it.
+StatusOr<Calibration> RunCalibration(BatchEngine* engine, const EncoderConfig& config,
+                                     const std::vector<CalibrationBatch>& batches,
+                                     const CalibrationOptions& options = {});
 
 }  // namespace encoderd::server

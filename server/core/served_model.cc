@@ -87,11 +87,15 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   limits.admission.max_queue_time_us = config.max_queue_time_us;
   limits.admission.overload_queue_time_us = config.overload_queue_time_us;
   // Every rule that reads the measured throughput has it from the first call.
-  std::vector<CalibrationRun> calibration;
-  if (limits.admission.predict_deadlines || limits.admission.max_queue_time_us > 0 ||
-      limits.admission.overload_queue_time_us > 0 || limits.max_batch_time_us > 0) {
-    auto runs = RunCalibration(replicas.front().get(), bundle->config,
-                               CalibrationBatches(limits, MaxTokens(config, bundle->config)));
+  Calibration calibration;
+  if (config.calibration_budget_ms > 0 &&
+      (limits.admission.predict_deadlines || limits.admission.max_queue_time_us > 0 ||
+       limits.admission.overload_queue_time_us > 0 || limits.max_batch_time_us > 0)) {
+    CalibrationOptions calibrating;
+    calibrating.budget = std::chrono::milliseconds(config.calibration_budget_ms);
+    auto runs =
+        RunCalibration(replicas.front().get(), bundle->config,
+                       CalibrationBatches(limits, MaxTokens(config, bundle->config)), calibrating);
     if (!runs.ok()) return runs.status().WithContext(context);
     calibration = std::move(runs).value();
   }
@@ -101,11 +105,19 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   model->batcher_ =
       std::make_unique<DynamicBatcher>(limits, rule, std::move(replicas), metrics, config.name);
   std::string calibrated;
-  for (const CalibrationRun& run : calibration) {
+  for (const CalibrationRun& run : calibration.runs) {
     model->batcher_->Calibrate(run.tokens, run.took);
     calibrated +=
         fmt::format("{}{} tokens in {:.1f} ms", calibrated.empty() ? "" : ", ", run.tokens,
                     std::chrono::duration<double, std::milli>(run.took).count());
+  }
+  if (calibration.skipped_tokens > 0) {
+    calibrated += fmt::format(
+        "; {} tokens and more left to the first calls of their size (predicted {:.1f} s, past "
+        "calibration_budget_ms {})",
+        calibration.skipped_tokens,
+        std::chrono::duration<double>(calibration.skipped_predicted).count(),
+        config.calibration_budget_ms);
   }
   if (!calibrated.empty()) {
     spdlog::info("model '{}': throughput calibrated on one batch of each size: {}", config.name,

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <vector>
 
 namespace encoderd::server {
@@ -26,22 +27,22 @@ std::vector<std::vector<int64_t>> Plan(const BatchLimits& limits, int64_t max_to
 
 TEST(CalibrationTest, PlansOneBatchPerSizeClassWithinTheBatchersLimits) {
   using Batches = std::vector<std::vector<int64_t>>;
-  // The defaults: 2,048, 512, 128 and 32 tokens in sequences of 128.
+  // The defaults: 32, 128, 512 and 2,048 tokens in sequences of 128.
   EXPECT_EQ(
       Plan(Limits(8192, 256), 512),
-      (Batches{{2048, 128, 16, 128}, {512, 128, 4, 128}, {128, 128, 1, 128}, {32, 32, 1, 32}}));
+      (Batches{{32, 32, 1, 32}, {128, 128, 1, 128}, {512, 128, 4, 128}, {2048, 128, 16, 128}}));
   // max_batch_tokens 300: 300 stands for the class of 256-1,023 tokens.
   EXPECT_EQ(Plan(Limits(300, 256), 512),
-            (Batches{{300, 128, 3, 44}, {128, 128, 1, 128}, {32, 32, 1, 32}}));
-  // max_batch_tokens 100: 100 and 32 (100 is in the class of 64-255).
-  EXPECT_EQ(Plan(Limits(100, 256), 512), (Batches{{100, 100, 1, 100}, {32, 32, 1, 32}}));
+            (Batches{{32, 32, 1, 32}, {128, 128, 1, 128}, {300, 128, 3, 44}}));
+  // max_batch_tokens 100: 32 and 100 (100 is in the class of 64-255).
+  EXPECT_EQ(Plan(Limits(100, 256), 512), (Batches{{32, 32, 1, 32}, {100, 100, 1, 100}}));
   // Shorter sequences than 128 where the model takes fewer tokens.
   EXPECT_EQ(Plan(Limits(8192, 256), 16),
-            (Batches{{2048, 16, 128, 16}, {512, 16, 32, 16}, {128, 16, 8, 16}, {32, 16, 2, 16}}));
+            (Batches{{32, 16, 2, 16}, {128, 16, 8, 16}, {512, 16, 32, 16}, {2048, 16, 128, 16}}));
   // Four sequences a batch: longer ones (512) reach 2,048 tokens.
   EXPECT_EQ(
       Plan(Limits(8192, 4), 512),
-      (Batches{{2048, 512, 4, 512}, {512, 512, 1, 512}, {128, 128, 1, 128}, {32, 32, 1, 32}}));
+      (Batches{{32, 32, 1, 32}, {128, 128, 1, 128}, {512, 512, 1, 512}, {2048, 512, 4, 512}}));
   // One sequence of at most 16 tokens a batch: only the class of 1-63.
   EXPECT_EQ(Plan(Limits(8192, 1), 16), (Batches{{16, 16, 1, 16}}));
   // A huge max_batch_sequences does not overflow.
@@ -50,6 +51,7 @@ TEST(CalibrationTest, PlansOneBatchPerSizeClassWithinTheBatchersLimits) {
 
 // Records the batches it runs (tokens, sequences, and whether every
 // sequence opens with BOS and closes with EOS); fails from run `fail_at` on.
+// Each run advances its clock by `per_token` a token.
 class CountingEngine : public BatchEngine {
  public:
   StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch& batch,
@@ -64,12 +66,22 @@ class CountingEngine : public BatchEngine {
         EXPECT_EQ(batch.token_ids[batch.cu_seqlens[i + 1] - 1], 4);
       }
     }
+    clock += per_token * batch.num_tokens();
     return std::vector<std::vector<float>>(specs.size(), std::vector<float>{1.0f});
+  }
+  CalibrationOptions Options(Clock::duration budget, Clock::duration short_batch) {
+    CalibrationOptions options;
+    options.budget = budget;
+    options.short_batch = short_batch;
+    options.now = [this] { return clock; };
+    return options;
   }
   int runs = 0;
   int fail_at = 1 << 30;
   std::vector<int64_t> tokens;
   std::vector<int64_t> sequences;
+  Clock::time_point clock{};
+  Clock::duration per_token{};
 };
 
 EncoderConfig Config() {
@@ -80,42 +92,83 @@ EncoderConfig Config() {
   return config;
 }
 
+constexpr Clock::duration kNoLimit = Clock::duration::max();
+
 TEST(CalibrationTest, RunsEachBatchUntimedThenTimesItAndNamesTheBatchThatFailed) {
   // Every timed run counts as short: each batch runs once untimed and three
   // times timed.
-  const Clock::duration always_short = Clock::duration::max();
   CountingEngine engine;
-  StatusOr<std::vector<CalibrationRun>> runs =
-      RunCalibration(&engine, Config(), CalibrationBatches(Limits(8192, 256), 512), always_short);
-  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
-  ASSERT_EQ(runs->size(), 4u);
-  EXPECT_EQ((*runs)[0].tokens, 2048);
-  EXPECT_EQ((*runs)[3].tokens, 32);
-  EXPECT_EQ(engine.tokens, (std::vector<int64_t>{2048, 2048, 2048, 2048, 512, 512, 512, 512, 128,
-                                                 128, 128, 128, 32, 32, 32, 32}));
+  StatusOr<Calibration> calibration =
+      RunCalibration(&engine, Config(), CalibrationBatches(Limits(8192, 256), 512),
+                     engine.Options(kNoLimit, /*short_batch=*/kNoLimit));
+  ASSERT_TRUE(calibration.ok()) << calibration.status().ToString();
+  ASSERT_EQ(calibration->runs.size(), 4u);
+  EXPECT_EQ(calibration->runs[0].tokens, 32);
+  EXPECT_EQ(calibration->runs[3].tokens, 2048);
+  EXPECT_EQ(calibration->skipped_tokens, 0);
+  EXPECT_EQ(engine.tokens, (std::vector<int64_t>{32, 32, 32, 32, 128, 128, 128, 128, 512, 512, 512,
+                                                 512, 2048, 2048, 2048, 2048}));
   EXPECT_EQ(engine.sequences,
-            (std::vector<int64_t>{16, 16, 16, 16, 4, 4, 4, 4, 1, 1, 1, 1, 1, 1, 1, 1}));
+            (std::vector<int64_t>{1, 1, 1, 1, 1, 1, 1, 1, 4, 4, 4, 4, 16, 16, 16, 16}));
   // None counts as short: once untimed, once timed.
   CountingEngine once;
-  runs = RunCalibration(&once, Config(), CalibrationBatches(Limits(8192, 256), 512),
-                        Clock::duration::zero());
-  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
-  EXPECT_EQ(once.tokens, (std::vector<int64_t>{2048, 2048, 512, 512, 128, 128, 32, 32}));
+  calibration = RunCalibration(&once, Config(), CalibrationBatches(Limits(8192, 256), 512),
+                               once.Options(kNoLimit, Clock::duration::zero()));
+  ASSERT_TRUE(calibration.ok()) << calibration.status().ToString();
+  EXPECT_EQ(once.tokens, (std::vector<int64_t>{32, 32, 128, 128, 512, 512, 2048, 2048}));
 
   // max_batch_tokens 300: 3 sequences, the last of 44 tokens. Its timed run
   // fails: the error names the batch.
   CountingEngine failing;
-  failing.fail_at = 2;
-  runs =
-      RunCalibration(&failing, Config(), CalibrationBatches(Limits(300, 256), 512), always_short);
-  ASSERT_FALSE(runs.ok());
-  EXPECT_EQ(runs.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(failing.sequences, (std::vector<int64_t>{3}));
-  EXPECT_NE(runs.status().message().find(
+  failing.fail_at = 6;  // 32 and 128 twice each, then 300 untimed
+  calibration = RunCalibration(&failing, Config(), CalibrationBatches(Limits(300, 256), 512),
+                               failing.Options(kNoLimit, Clock::duration::zero()));
+  ASSERT_FALSE(calibration.ok());
+  EXPECT_EQ(calibration.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(failing.sequences, (std::vector<int64_t>{1, 1, 1, 1, 3}));
+  EXPECT_NE(calibration.status().message().find(
                 "calibration batch of 300 tokens: 3 sequences of 128 (the last 44) (lower "
                 "max_batch_tokens if the device cannot hold it): out of device memory"),
             std::string::npos)
-      << runs.status().message();
+      << calibration.status().message();
+}
+
+// The budget, on the engine's clock: 1 ms a token, each batch run twice.
+// 32 tokens: 64 ms; 128: 256 ms, predicted 3 x 128 ms = 384 ms; 512: 1,024
+// ms, predicted 1,536; 2,048: predicted 6,144 ms.
+TEST(CalibrationTest, LeavesOutTheBatchesPredictedToTakeItPastItsBudget) {
+  const auto run_with = [](Clock::duration budget, CountingEngine* engine) {
+    engine->per_token = std::chrono::milliseconds(1);
+    StatusOr<Calibration> c =
+        RunCalibration(engine, Config(), CalibrationBatches(Limits(8192, 256), 512),
+                       engine->Options(budget, Clock::duration::zero()));
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? *c : Calibration{};
+  };
+  // 64 + 256 + 1,024 ms spent and 6,144 predicted: 7,488 ms fits 7.5 s.
+  CountingEngine all;
+  Calibration c = run_with(std::chrono::milliseconds(7500), &all);
+  EXPECT_EQ(all.tokens, (std::vector<int64_t>{32, 32, 128, 128, 512, 512, 2048, 2048}));
+  EXPECT_EQ(c.runs.size(), 4u);
+  EXPECT_EQ(c.skipped_tokens, 0);
+  // It does not fit 7 s: 2,048 is left out, and predicted at 6,144 ms.
+  CountingEngine three;
+  c = run_with(std::chrono::milliseconds(7000), &three);
+  EXPECT_EQ(three.tokens, (std::vector<int64_t>{32, 32, 128, 128, 512, 512}));
+  EXPECT_EQ(c.runs.size(), 3u);
+  EXPECT_EQ(c.skipped_tokens, 2048);
+  EXPECT_NEAR(std::chrono::duration<double>(c.skipped_predicted).count(), 6.144, 1e-6);
+  // 64 + 384 ms fit 500 ms; 512 (1,536 ms more) does not.
+  CountingEngine two;
+  c = run_with(std::chrono::milliseconds(500), &two);
+  EXPECT_EQ(two.tokens, (std::vector<int64_t>{32, 32, 128, 128}));
+  EXPECT_EQ(c.skipped_tokens, 512);
+  // The smallest batch always runs: a rate for every size.
+  CountingEngine one;
+  c = run_with(std::chrono::milliseconds(1), &one);
+  EXPECT_EQ(one.tokens, (std::vector<int64_t>{32, 32}));
+  EXPECT_EQ(c.runs.size(), 1u);
+  EXPECT_EQ(c.skipped_tokens, 128);
 }
 
 }  // namespace

@@ -142,6 +142,29 @@ TEST(ConfigTest, BatchTimeLimitFromYamlEnvironmentAndFlags) {
   }
 }
 
+TEST(ConfigTest, CalibrationBudgetFromYamlEnvironmentAndFlags) {
+  auto c = LoadServerConfig({}, FakeEnv({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models[0].calibration_budget_ms, 10000);
+  const std::string path =
+      WriteTemp("calibration.yaml", "models:\n  - name: a\n    calibration_budget_ms: 0\n");
+  c = LoadServerConfig({"--config", path}, FakeEnv({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models[0].calibration_budget_ms, 0);
+  c = LoadServerConfig({}, FakeEnv({{"ENCODERD_CALIBRATION_BUDGET_MS", "2500"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models[0].calibration_budget_ms, 2500);
+  c = LoadServerConfig({"--calibration-budget-ms", "1500"}, FakeEnv({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models[0].calibration_budget_ms, 1500);
+  for (const char* bad : {"-1", "3600001"}) {
+    c = LoadServerConfig({"--calibration-budget-ms", bad}, FakeEnv({}));
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("calibration_budget_ms"), std::string::npos)
+        << c.status().ToString();
+  }
+}
+
 TEST(ConfigTest, UnknownKeyNamesTheKeyAndTheLine) {
   const std::string path = WriteTemp("unknown.yaml",
                                      "listen:\n"
