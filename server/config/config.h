@@ -151,7 +151,8 @@ struct ModelConfig {
   // The time a model may spend, as it loads, timing one batch of each size
   // (32 to 2,048 tokens) for the rules above, which then predict from the
   // first call (docs/reliability.md, "Overload control"); a size predicted to
-  // take it past this is left to the first calls of its size. 0: none timed.
+  // take it past this is estimated instead, until calls of its size have
+  // run. 0: none timed.
   int64_t calibration_budget_ms = 10000;
   // Most texts in one client request.
   int64_t max_client_batch_size = 256;

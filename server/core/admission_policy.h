@@ -24,7 +24,7 @@ namespace encoderd::server {
 // a long queue, which the batcher runs in large batches, many times too slow
 // (30 s for a few seconds of work, and calls with 30 s deadlines refused).
 // A size never seen takes the rate of the nearest smaller size seen, which
-// is no faster per token, or else of the nearest larger. Not thread-safe: the
+// is rarely faster per token, or else of the nearest larger. Not thread-safe: the
 // batcher guards it with its lock.
 class ThroughputEstimate {
  public:

@@ -41,10 +41,10 @@ struct CalibrationRun {
 
 struct CalibrationOptions {
   // The time the calibration may take: a batch predicted to take it past
-  // this (from the previous batch's time per token, three runs of it: its
-  // untimed run may take twice as long as the timed one) is left out with
-  // every larger one, whose sizes then take the largest calibrated rate
-  // until calls of their size have run.
+  // this (at the previous batch's time per token, its untimed run 2.6 times
+  // as long as a timed one, and one timed run, or three under short_batch)
+  // is left out with every larger one. A batch runs whole once started, so
+  // the calibration may pass the budget by part of one batch's runs.
   Clock::duration budget = std::chrono::seconds(10);
   // The time under which a batch is timed again.
   Clock::duration short_batch = std::chrono::milliseconds(100);
@@ -53,11 +53,11 @@ struct CalibrationOptions {
 };
 
 struct Calibration {
-  std::vector<CalibrationRun> runs;  // smallest first
-  // The first batch left out for the budget (its tokens, and the time it was
-  // predicted to take); 0 when none was.
-  int64_t skipped_tokens = 0;
-  Clock::duration skipped_predicted{};
+  std::vector<CalibrationRun> runs;  // timed, smallest first
+  // The batches left out for the budget, each at the largest timed batch's
+  // time per token times 1.25 (larger batches took up to 7% longer per
+  // token): rates that the first calls of their size replace.
+  std::vector<CalibrationRun> estimated;
 };
 
 // Runs `batches` (smallest first) through `engine` (token ids valid for
@@ -66,8 +66,9 @@ struct Calibration {
 // next (the set-up of its size, and the memory of a new largest batch),
 // then timed: a batch under options.short_batch up to three times, the
 // fastest kept, so that one pause does not make its size look slow. Stops
-// before a batch predicted to take the calibration past options.budget. An
-// engine error names the batch and how to avoid it.
+// before a batch predicted to take the calibration past options.budget, and
+// estimates that one and the larger ones instead. An engine error names the
+// batch and how to avoid it.
 StatusOr<Calibration> RunCalibration(BatchEngine* engine, const EncoderConfig& config,
                                      const std::vector<CalibrationBatch>& batches,
                                      const CalibrationOptions& options = {});

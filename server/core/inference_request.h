@@ -3,6 +3,7 @@
 // shared_ptr) between the gRPC handler, the batcher thread and the executors.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -62,11 +63,13 @@ class InferenceRequest {
   // before the server's by the time its call took to arrive (the server
   // counts the timeout from then), when it cancels the stream as a cancel
   // of its own would (RST_STREAM CANCEL): under AddressSanitizer that
-  // cancel came over 5 ms early. A cancel within kDeadlineSlack of the
-  // deadline is the deadline's.
-  static constexpr auto kDeadlineSlack = std::chrono::milliseconds(50);
+  // cancel came over 5 ms early. A cancel within 50 ms of the deadline, or
+  // within the last quarter of a shorter call's time, is the deadline's.
   bool DeadlineReachedAt(Clock::time_point now) const {
-    return deadline_ != Clock::time_point::max() && now + kDeadlineSlack >= deadline_;
+    if (deadline_ == Clock::time_point::max()) return false;
+    const Clock::duration slack =
+        std::min<Clock::duration>(std::chrono::milliseconds(50), (deadline_ - enqueued_) / 4);
+    return now + slack >= deadline_;
   }
 
   // Any thread. Once cancelled, the batcher drops the request (CANCELLED).

@@ -105,19 +105,24 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
   model->batcher_ =
       std::make_unique<DynamicBatcher>(limits, rule, std::move(replicas), metrics, config.name);
   std::string calibrated;
+  const auto ms = [](Clock::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
   for (const CalibrationRun& run : calibration.runs) {
     model->batcher_->Calibrate(run.tokens, run.took);
-    calibrated +=
-        fmt::format("{}{} tokens in {:.1f} ms", calibrated.empty() ? "" : ", ", run.tokens,
-                    std::chrono::duration<double, std::milli>(run.took).count());
+    calibrated += fmt::format("{}{} tokens in {:.1f} ms", calibrated.empty() ? "" : ", ",
+                              run.tokens, ms(run.took));
   }
-  if (calibration.skipped_tokens > 0) {
+  std::string estimated;
+  for (const CalibrationRun& run : calibration.estimated) {
+    model->batcher_->Calibrate(run.tokens, run.took);
+    estimated += fmt::format("{}{} tokens at {:.1f} ms", estimated.empty() ? "" : ", ", run.tokens,
+                             ms(run.took));
+  }
+  if (!estimated.empty()) {
     calibrated += fmt::format(
-        "; {} tokens and more left to the first calls of their size (predicted {:.1f} s, past "
-        "calibration_budget_ms {})",
-        calibration.skipped_tokens,
-        std::chrono::duration<double>(calibration.skipped_predicted).count(),
-        config.calibration_budget_ms);
+        "; past calibration_budget_ms {}, estimated until calls of their size have run: {}",
+        config.calibration_budget_ms, estimated);
   }
   if (!calibrated.empty()) {
     spdlog::info("model '{}': throughput calibrated on one batch of each size: {}", config.name,

@@ -630,7 +630,13 @@ TEST(InferenceRequestTest, ACancelAtTheDeadlineTimersGranularityIsTheDeadlines) 
   EXPECT_TRUE(r->DeadlineReachedAt(kT0 + std::chrono::milliseconds(200)));
   EXPECT_TRUE(r->DeadlineReachedAt(kT0 + std::chrono::microseconds(199'300)));
   EXPECT_TRUE(r->DeadlineReachedAt(kT0 + std::chrono::milliseconds(170)));
+  EXPECT_FALSE(r->DeadlineReachedAt(kT0 + std::chrono::milliseconds(140)));
   EXPECT_FALSE(r->DeadlineReachedAt(kT0 + std::chrono::milliseconds(100)));
+  // A call of 20 ms: the last quarter of its time (5 ms) only, so that a
+  // client's own cancel of a short call is still its own.
+  auto short_call = MakeRequest(3, {2}, kT0, kT0 + std::chrono::milliseconds(20));
+  EXPECT_TRUE(short_call->DeadlineReachedAt(kT0 + std::chrono::milliseconds(16)));
+  EXPECT_FALSE(short_call->DeadlineReachedAt(kT0 + std::chrono::milliseconds(14)));
   EXPECT_FALSE(MakeRequest(2, {2}, kT0, kNever)->DeadlineReachedAt(kT0 + std::chrono::hours(1)));
 }
 

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <utility>
 #include <vector>
 
 namespace encoderd::server {
@@ -51,7 +53,7 @@ TEST(CalibrationTest, PlansOneBatchPerSizeClassWithinTheBatchersLimits) {
 
 // Records the batches it runs (tokens, sequences, and whether every
 // sequence opens with BOS and closes with EOS); fails from run `fail_at` on.
-// Each run advances its clock by `per_token` a token.
+// Each run advances its clock by `per_run` and `per_token` a token.
 class CountingEngine : public BatchEngine {
  public:
   StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch& batch,
@@ -66,7 +68,7 @@ class CountingEngine : public BatchEngine {
         EXPECT_EQ(batch.token_ids[batch.cu_seqlens[i + 1] - 1], 4);
       }
     }
-    clock += per_token * batch.num_tokens();
+    clock += per_run + per_token * batch.num_tokens();
     return std::vector<std::vector<float>>(specs.size(), std::vector<float>{1.0f});
   }
   CalibrationOptions Options(Clock::duration budget, Clock::duration short_batch) {
@@ -81,6 +83,7 @@ class CountingEngine : public BatchEngine {
   std::vector<int64_t> tokens;
   std::vector<int64_t> sequences;
   Clock::time_point clock{};
+  Clock::duration per_run{};
   Clock::duration per_token{};
 };
 
@@ -105,7 +108,7 @@ TEST(CalibrationTest, RunsEachBatchUntimedThenTimesItAndNamesTheBatchThatFailed)
   ASSERT_EQ(calibration->runs.size(), 4u);
   EXPECT_EQ(calibration->runs[0].tokens, 32);
   EXPECT_EQ(calibration->runs[3].tokens, 2048);
-  EXPECT_EQ(calibration->skipped_tokens, 0);
+  EXPECT_TRUE(calibration->estimated.empty());
   EXPECT_EQ(engine.tokens, (std::vector<int64_t>{32, 32, 32, 32, 128, 128, 128, 128, 512, 512, 512,
                                                  512, 2048, 2048, 2048, 2048}));
   EXPECT_EQ(engine.sequences,
@@ -133,42 +136,64 @@ TEST(CalibrationTest, RunsEachBatchUntimedThenTimesItAndNamesTheBatchThatFailed)
       << calibration.status().message();
 }
 
-// The budget, on the engine's clock: 1 ms a token, each batch run twice.
-// 32 tokens: 64 ms; 128: 256 ms, predicted 3 x 128 ms = 384 ms; 512: 1,024
-// ms, predicted 1,536; 2,048: predicted 6,144 ms.
+// The budget, on the engine's clock: 32 ms a run and 1 ms a token, each
+// batch run twice (short_batch 0), predicted at the previous batch's time
+// per token, 3.6 runs (an untimed run of 2.6 and a timed one):
+//   32 tokens: 2 x 64 ms, 2 ms a token;
+//   128: predicted 3.6 x 256 = 921.6 ms (1,049.6 with the 128 spent);
+//     2 x 160 ms (448 spent), 1.25 ms a token;
+//   512: predicted 3.6 x 640 = 2,304 ms (2,752); 2 x 544 ms (1,536),
+//     1.0625 ms a token;
+//   2,048: predicted 3.6 x 2,176 = 7,833.6 ms (9,369.6); 2 x 2,080 ms.
+// A size left out is estimated at 1.25 x the last time per token.
 TEST(CalibrationTest, LeavesOutTheBatchesPredictedToTakeItPastItsBudget) {
-  const auto run_with = [](Clock::duration budget, CountingEngine* engine) {
+  const auto run_with = [](int64_t budget_ms, CountingEngine* engine) {
+    engine->per_run = std::chrono::milliseconds(32);
     engine->per_token = std::chrono::milliseconds(1);
-    StatusOr<Calibration> c =
-        RunCalibration(engine, Config(), CalibrationBatches(Limits(8192, 256), 512),
-                       engine->Options(budget, Clock::duration::zero()));
+    StatusOr<Calibration> c = RunCalibration(
+        engine, Config(), CalibrationBatches(Limits(8192, 256), 512),
+        engine->Options(std::chrono::milliseconds(budget_ms), Clock::duration::zero()));
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? *c : Calibration{};
   };
-  // 64 + 256 + 1,024 ms spent and 6,144 predicted: 7,488 ms fits 7.5 s.
+  const auto estimates = [](const Calibration& c) {
+    std::vector<std::pair<int64_t, double>> e;
+    for (const CalibrationRun& run : c.estimated)
+      e.push_back({run.tokens, std::chrono::duration<double, std::milli>(run.took).count()});
+    return e;
+  };
+  const auto near = [](const std::vector<std::pair<int64_t, double>>& got,
+                       const std::vector<std::pair<int64_t, double>>& want) {
+    if (got.size() != want.size()) return false;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i].first != want[i].first || std::abs(got[i].second - want[i].second) > 1e-3)
+        return false;
+    return true;
+  };
+  // Everything fits 9.4 s. (At the first batch's 2 ms a token, 2,048 would
+  // be predicted at 14.7 s.)
   CountingEngine all;
-  Calibration c = run_with(std::chrono::milliseconds(7500), &all);
+  Calibration c = run_with(9400, &all);
   EXPECT_EQ(all.tokens, (std::vector<int64_t>{32, 32, 128, 128, 512, 512, 2048, 2048}));
   EXPECT_EQ(c.runs.size(), 4u);
-  EXPECT_EQ(c.skipped_tokens, 0);
-  // It does not fit 7 s: 2,048 is left out, and predicted at 6,144 ms.
+  EXPECT_TRUE(c.estimated.empty());
+  // 2,048 does not fit 9.3 s: estimated at 1.25 x 1.0625 ms x 2,048.
   CountingEngine three;
-  c = run_with(std::chrono::milliseconds(7000), &three);
+  c = run_with(9300, &three);
   EXPECT_EQ(three.tokens, (std::vector<int64_t>{32, 32, 128, 128, 512, 512}));
   EXPECT_EQ(c.runs.size(), 3u);
-  EXPECT_EQ(c.skipped_tokens, 2048);
-  EXPECT_NEAR(std::chrono::duration<double>(c.skipped_predicted).count(), 6.144, 1e-6);
-  // 64 + 384 ms fit 500 ms; 512 (1,536 ms more) does not.
+  EXPECT_TRUE(near(estimates(c), {{2048, 2720}}));
+  // 128 fits 1.1 s, 512 does not: 512 and 2,048 at 1.25 x 1.25 ms a token.
   CountingEngine two;
-  c = run_with(std::chrono::milliseconds(500), &two);
+  c = run_with(1100, &two);
   EXPECT_EQ(two.tokens, (std::vector<int64_t>{32, 32, 128, 128}));
-  EXPECT_EQ(c.skipped_tokens, 512);
+  EXPECT_TRUE(near(estimates(c), {{512, 800}, {2048, 3200}}));
   // The smallest batch always runs: a rate for every size.
   CountingEngine one;
-  c = run_with(std::chrono::milliseconds(1), &one);
+  c = run_with(1, &one);
   EXPECT_EQ(one.tokens, (std::vector<int64_t>{32, 32}));
   EXPECT_EQ(c.runs.size(), 1u);
-  EXPECT_EQ(c.skipped_tokens, 128);
+  EXPECT_TRUE(near(estimates(c), {{128, 320}, {512, 1280}, {2048, 5120}}));
 }
 
 }  // namespace
