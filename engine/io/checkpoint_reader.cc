@@ -8,12 +8,37 @@
 namespace encoderd {
 namespace {
 
+// An omegaconf DictConfig's entries (its `_content` attribute), or the dict
+// itself.
+const PickleValue* Entries(const PickleValue* v) {
+  return v != nullptr && v->kind == PickleKind::kPlaceholder ? DictGet(v, "_content") : v;
+}
+
+std::map<std::string, int64_t> FairseqArgs(const PickleValue* root) {
+  const PickleValue* section = DictGet(root, "args");
+  if (section == nullptr || section->kind != PickleKind::kPlaceholder)
+    section = Entries(DictGet(Entries(DictGet(root, "cfg")), "model"));
+  std::map<std::string, int64_t> args;
+  if (section == nullptr ||
+      (section->kind != PickleKind::kDict && section->kind != PickleKind::kPlaceholder))
+    return args;
+  for (size_t i = 0; i + 1 < section->items.size(); i += 2) {
+    const PickleValue* key = section->items[i];
+    const PickleValue* value = section->items[i + 1];
+    if (key->kind == PickleKind::kString &&
+        (value->kind == PickleKind::kInt || value->kind == PickleKind::kBool))
+      args[key->str] = value->int_value;
+  }
+  return args;
+}
+
 StatusOr<Checkpoint> FromPickled(StatusOr<PickledCheckpoint> pickled, CheckpointFormat format,
                                  const ReadOptions& options) {
   if (!pickled.ok()) return pickled.status();
   Checkpoint ckpt;
   ckpt.format = format;
   ckpt.placeholder_globals = std::move(pickled->placeholder_globals);
+  ckpt.fairseq_args = FairseqArgs(pickled->root);
   ASSIGN_OR_RETURN(const PickleValue* dict, SelectStateDict(pickled->root, options.state_dict_key));
   ASSIGN_OR_RETURN(ckpt.tensors, FlattenStateDict(dict, pickled->storages));
   return ckpt;

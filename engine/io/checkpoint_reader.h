@@ -3,6 +3,7 @@
 // unpickler, and any other global becomes an inert placeholder.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,12 @@ struct Checkpoint {
   // Globals that were not on the allow-list and became placeholders
   // (e.g. "argparse.Namespace"), for diagnostics.
   std::vector<std::string> placeholder_globals;
+  // The integers and booleans (as 0 or 1) a fairseq checkpoint records of
+  // its model by name ("encoder_attention_heads", "encoder_normalize_before"):
+  // its argparse args (fairseq 0.8 and 0.9, "args") or its config's model
+  // section (0.10 on, "cfg", an omegaconf DictConfig or a dict). Empty for
+  // other checkpoints.
+  std::map<std::string, int64_t> fairseq_args;
 };
 
 // Detects the format from the file's content (not its name) and reads it.

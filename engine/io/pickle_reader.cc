@@ -409,10 +409,17 @@ Status Machine::Step(uint8_t op, bool* stop) {
       }
       return Call(callable, args);
     }
-    case 'b': {  // BUILD: state is dropped; allow-listed objects need none
+    case 'b': {  // BUILD: allow-listed objects need no state; a placeholder keeps
+                 // its attributes (a dict state, or the dict of a (dict, slots) pair)
       ASSIGN_OR_RETURN(const PickleValue* state, Pop());
-      (void)state;
       if (stack_.size() <= StackFloor()) return Error("BUILD without an object");
+      const PickleValue* target = stack_.back();
+      if (state->kind == PickleKind::kTuple && state->items.size() == 2) state = state->items[0];
+      if (target->kind != PickleKind::kPlaceholder || state->kind != PickleKind::kDict)
+        return Status::Ok();
+      RETURN_IF_ERROR(budget_.Take(state->items.size()));
+      auto& attributes = Mutable(target)->items;
+      attributes.insert(attributes.end(), state->items.begin(), state->items.end());
       return Status::Ok();
     }
     case 'Q': {  // BINPERSID
@@ -452,7 +459,9 @@ StatusOr<UnpickleResult> Machine::Run() {
 }  // namespace
 
 const PickleValue* DictGet(const PickleValue* dict, const std::string& key) {
-  if (dict == nullptr || dict->kind != PickleKind::kDict) return nullptr;
+  if (dict == nullptr ||
+      (dict->kind != PickleKind::kDict && dict->kind != PickleKind::kPlaceholder))
+    return nullptr;
   for (size_t i = dict->items.size(); i >= 2; i -= 2) {
     const PickleValue* k = dict->items[i - 2];
     if (k->kind == PickleKind::kString && k->str == key) return dict->items[i - 1];

@@ -25,7 +25,8 @@ enum class PickleKind : uint8_t {
   kSet,
   kDict,         // `items` holds key, value, key, value... in insertion order
   kGlobal,       // an allow-listed global (`str` is "module.name")
-  kPlaceholder,  // any other global, or the result of calling/building one
+  kPlaceholder,  // any other global, or the result of calling one; `items`: the
+                 // attributes BUILD gave it, as a kDict holds them
   kStorage,      // a persistent-id storage reference
   kTensor,
 };
@@ -73,7 +74,8 @@ class PickleArena {
 };
 
 // The value stored under string key `key` in dict `dict` (the last one, as a
-// Python dict would keep), or nullptr.
+// Python dict would keep), or the attribute `key` of a placeholder object;
+// nullptr when there is none.
 const PickleValue* DictGet(const PickleValue* dict, const std::string& key);
 
 }  // namespace encoderd

@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
 
 #include "engine/io/checkpoint_reader.h"
 #include "engine/model/hf_config.h"
@@ -100,13 +103,44 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
   return Status::Ok();
 }
 
-// Defaults of the families described only by a card.
-Status ApplyCardFamilyDefaults(const ModelCard& card, EncoderConfig* c) {
-  if (!card.num_heads) {
-    return InvalidArgument(card.source + ": num_heads is required for family " +
-                           std::string(ModelFamilyName(c->family)));
+// What a fairseq checkpoint records (Checkpoint::fairseq_args), and where.
+struct Recorded {
+  std::map<std::string, int64_t> args;
+  std::string checkpoint;
+};
+
+// A value the card gives, or else the one the checkpoint records under `arg`;
+// an error when both are there and differ. `boolean`: printed as one.
+StatusOr<std::optional<int64_t>> CardOrRecorded(const ModelCard& card,
+                                                const std::optional<int64_t>& from_card,
+                                                const char* key, const Recorded& recorded,
+                                                const char* arg, bool boolean = false) {
+  const auto it = recorded.args.find(arg);
+  if (it == recorded.args.end()) return from_card;
+  if (from_card && *from_card != it->second) {
+    const auto text = [boolean](int64_t v) {
+      return boolean ? std::string(v != 0 ? "true" : "false") : std::to_string(v);
+    };
+    return InvalidArgument(card.source + ": " + key + " = " + text(*from_card) + " contradicts " +
+                           arg + " = " + text(it->second) + " recorded in " + recorded.checkpoint);
   }
-  c->num_heads = *card.num_heads;
+  return std::optional<int64_t>(it->second);
+}
+
+// Defaults of the families described only by a card (and, for fairseq, what
+// its checkpoint records: `recorded`).
+Status ApplyCardFamilyDefaults(const ModelCard& card, const Recorded& recorded, EncoderConfig* c) {
+  ASSIGN_OR_RETURN(
+      std::optional<int64_t> heads,
+      CardOrRecorded(card, card.num_heads, "num_heads", recorded, "encoder_attention_heads"));
+  if (!heads) {
+    return InvalidArgument(card.source + ": num_heads is required for family " +
+                           std::string(ModelFamilyName(c->family)) +
+                           (c->family == ModelFamily::kFairseqRoberta
+                                ? " (the checkpoint records no encoder_attention_heads)"
+                                : ""));
+  }
+  c->num_heads = *heads;
   if (c->num_heads <= 0 || c->hidden_size % c->num_heads != 0) {
     return InvalidArgument(card.source + ": num_heads = " + std::to_string(c->num_heads) +
                            " does not divide hidden_size " + std::to_string(c->hidden_size));
@@ -263,8 +297,22 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   bundle.checkpoint_tensors = std::move(checkpoint.tensors);
   bundle.placeholder_globals = std::move(checkpoint.placeholder_globals);
 
+  // fairseq checkpoints record their heads and whether each layer normalizes
+  // first; a card may still say either.
+  Recorded recorded;
+  if (config.family == ModelFamily::kFairseqRoberta) {
+    recorded.args = checkpoint.fairseq_args;
+    recorded.checkpoint = bundle.checkpoint_path;
+  }
   WeightMapper mapper(bundle.checkpoint_tensors, bundle.checkpoint_path);
-  if (card && card->norm_first) config.norm_first = *card->norm_first;
+  if (card) {
+    std::optional<int64_t> card_norm_first;
+    if (card->norm_first) card_norm_first = *card->norm_first ? 1 : 0;
+    ASSIGN_OR_RETURN(std::optional<int64_t> norm_first,
+                     CardOrRecorded(*card, card_norm_first, "norm_first", recorded,
+                                    "encoder_normalize_before", /*boolean=*/true));
+    if (norm_first) config.norm_first = *norm_first != 0;
+  }
   if (Status mapped = MapWeights(mapper, card, &config); !mapped.ok()) {
     // Only a missing tensor can be one a placeholder stood in for (fairseq
     // checkpoints always name argparse's or omegaconf's globals).
@@ -294,7 +342,7 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   }
   if (card) {
     if (!IsHuggingFaceFamily(config.family))
-      RETURN_IF_ERROR(ApplyCardFamilyDefaults(*card, &config));
+      RETURN_IF_ERROR(ApplyCardFamilyDefaults(*card, recorded, &config));
     if (card->num_heads && *card->num_heads != config.num_heads) {
       return InvalidArgument(card->source + ": num_heads = " + std::to_string(*card->num_heads) +
                              " contradicts config.json " +

@@ -258,6 +258,37 @@ TEST(CheckpointPickleTest, PlaceholdersAbsorbCallsAndBuilds) {
   EXPECT_EQ(globals, std::vector<std::string>{"builtins.eval"});
 }
 
+// A placeholder object keeps the attributes BUILD gives it (a dict, or the
+// dict of a (dict, slots) pair), as fairseq's argparse.Namespace args are
+// read; it runs nothing.
+TEST(CheckpointPickleTest, PlaceholdersKeepTheirBuildAttributes) {
+  // argparse.Namespace() NEWOBJ, then BUILD {"a": 5}, or ({"a": 5}, None).
+  const std::string object =
+      "\x80\x02"
+      "cargparse\nNamespace\n"
+      ")\x81"s;
+  const std::string state =
+      "}X\x01\x00\x00\x00"
+      "aK\x05s"s;
+  for (const std::string& p : {object + state + "b.", object + state + "N\x86" + "b."}) {
+    PickleArena arena;
+    std::vector<std::string> globals;
+    auto r = RunPickle(p, &arena, &globals);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->root->kind, PickleKind::kPlaceholder);
+    const PickleValue* a = DictGet(r->root, "a");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->int_value, 5);
+    EXPECT_EQ(globals, std::vector<std::string>{"argparse.Namespace"});
+  }
+  // Any other state is dropped.
+  PickleArena arena;
+  std::vector<std::string> globals;
+  auto r = RunPickle(object + "K\x07" + "b.", &arena, &globals);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->root->items.empty());
+}
+
 TEST(CheckpointPickleTest, MalformedPicklesFail) {
   const std::string cases[] = {
       std::string("\x80\x02", 2),                       // no STOP

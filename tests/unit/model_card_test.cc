@@ -501,6 +501,48 @@ TEST(ModelCardLoad, InconsistentCardsAreErrors) {
   fs::remove_all(dir);
 }
 
+// A fairseq checkpoint records its heads and whether its layers normalize
+// first: its argparse args (fairseq 0.8 and 0.9, an argparse.Namespace whose
+// attributes the loader keeps without running it) or its omegaconf cfg
+// (0.10 on). Its card then needs neither (was: num_heads required); a card
+// that says otherwise is an error naming both.
+TEST(ModelCardLoad, FairseqCheckpointsGiveTheirHeadsAndNormFirst) {
+  const auto without = [](const fs::path& dir, std::vector<std::string> keys) {
+    std::ifstream in(dir / "encoderd.yaml");
+    std::string card, line;
+    while (std::getline(in, line)) {
+      bool drop = false;
+      for (const std::string& key : keys) drop = drop || line.rfind(key + ":", 0) == 0;
+      if (!drop) card += line + "\n";
+    }
+    WriteFile(dir / "encoderd.yaml", card);
+    return card;
+  };
+  for (const auto& [fixture, norm_first] :
+       {std::pair<std::string, bool>{"fairseq_xlmr_legacy", false},     // args
+        std::pair<std::string, bool>{"fairseq_xlmr_prenorm", true}}) {  // cfg
+    const fs::path dir = CopyFixture(fixture, "fairseq_recorded");
+    auto with_card = server::LoadModelDirectory(dir.string());
+    ASSERT_TRUE(with_card.ok()) << with_card.status().ToString();
+    const std::string card = without(dir, {"num_heads", "norm_first"});
+    EXPECT_EQ(card.find("num_heads"), std::string::npos) << card;
+    auto bundle = server::LoadModelDirectory(dir.string());
+    ASSERT_TRUE(bundle.ok()) << fixture << ": " << bundle.status().ToString();
+    EXPECT_EQ(bundle->config.num_heads, with_card->config.num_heads) << fixture;
+    EXPECT_EQ(bundle->config.num_heads, 4) << fixture;
+    EXPECT_EQ(bundle->config.norm_first, norm_first) << fixture;
+    EXPECT_EQ(bundle->weights.size(), with_card->weights.size()) << fixture;
+    WriteFile(dir / "encoderd.yaml", card + "num_heads: 2\n");
+    bundle = server::LoadModelDirectory(dir.string());
+    ASSERT_FALSE(bundle.ok()) << fixture;
+    EXPECT_NE(bundle.status().message().find(
+                  "num_heads = 2 contradicts encoder_attention_heads = 4 recorded in"),
+              std::string::npos)
+        << bundle.status().message();
+    fs::remove_all(dir);
+  }
+}
+
 TEST(ModelCardLoad, CardOnlyFamiliesNeedHeadsAndPrefixes) {
   const fs::path dir = CopyFixture("generic_prenorm_relu", "prefixes");
   WriteFile(dir / "encoderd.yaml",
