@@ -8,24 +8,35 @@
 namespace encoderd {
 namespace {
 
-// An omegaconf DictConfig's entries (its `_content` attribute), or the dict
-// itself.
-const PickleValue* Entries(const PickleValue* v) {
-  return v != nullptr && v->kind == PickleKind::kPlaceholder ? DictGet(v, "_content") : v;
+// What an omegaconf node holds: a DictConfig its entries (`_content`), a
+// value node its value (`_val`); anything else itself. A few steps at most:
+// a hostile pickle may make a node hold itself.
+const PickleValue* Unwrap(const PickleValue* v) {
+  for (int step = 0; step < 4 && v != nullptr && v->kind == PickleKind::kPlaceholder; ++step) {
+    const PickleValue* inner = DictGet(v, "_content");
+    if (inner == nullptr) inner = DictGet(v, "_val");
+    if (inner == nullptr) break;
+    v = inner;
+  }
+  return v;
 }
 
+// fairseq 0.8-0.9: "args", an argparse.Namespace. 0.10 on: "cfg", an
+// omegaconf DictConfig (its values in value nodes) or, from 0.12, a plain
+// dict; its "model" section a DictConfig, a dict, or (models still built
+// from argparse, as RoBERTa) a Namespace.
 std::map<std::string, int64_t> FairseqArgs(const PickleValue* root) {
   const PickleValue* section = DictGet(root, "args");
   if (section == nullptr || section->kind != PickleKind::kPlaceholder)
-    section = Entries(DictGet(Entries(DictGet(root, "cfg")), "model"));
+    section = Unwrap(DictGet(Unwrap(DictGet(root, "cfg")), "model"));
   std::map<std::string, int64_t> args;
   if (section == nullptr ||
       (section->kind != PickleKind::kDict && section->kind != PickleKind::kPlaceholder))
     return args;
   for (size_t i = 0; i + 1 < section->items.size(); i += 2) {
     const PickleValue* key = section->items[i];
-    const PickleValue* value = section->items[i + 1];
-    if (key->kind == PickleKind::kString &&
+    const PickleValue* value = Unwrap(section->items[i + 1]);
+    if (key->kind == PickleKind::kString && value != nullptr &&
         (value->kind == PickleKind::kInt || value->kind == PickleKind::kBool))
       args[key->str] = value->int_value;
   }

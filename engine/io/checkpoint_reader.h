@@ -37,10 +37,11 @@ struct Checkpoint {
   // (e.g. "argparse.Namespace"), for diagnostics.
   std::vector<std::string> placeholder_globals;
   // The integers and booleans (as 0 or 1) a fairseq checkpoint records of
-  // its model by name ("encoder_attention_heads", "encoder_normalize_before"):
-  // its argparse args (fairseq 0.8 and 0.9, "args") or its config's model
-  // section (0.10 on, "cfg", an omegaconf DictConfig or a dict). Empty for
-  // other checkpoints.
+  // its model by name ("encoder_attention_heads"): its argparse args
+  // (fairseq 0.8 and 0.9, "args", an argparse.Namespace) or its config's
+  // model section (0.10 on, "cfg": an omegaconf DictConfig, or from 0.12 a
+  // dict; its "model" a DictConfig, a dict or a Namespace). Empty for other
+  // checkpoints.
   std::map<std::string, int64_t> fairseq_args;
 };
 

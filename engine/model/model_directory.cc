@@ -110,19 +110,17 @@ struct Recorded {
 };
 
 // A value the card gives, or else the one the checkpoint records under `arg`;
-// an error when both are there and differ. `boolean`: printed as one.
+// an error when both are there and differ.
 StatusOr<std::optional<int64_t>> CardOrRecorded(const ModelCard& card,
                                                 const std::optional<int64_t>& from_card,
                                                 const char* key, const Recorded& recorded,
-                                                const char* arg, bool boolean = false) {
+                                                const char* arg) {
   const auto it = recorded.args.find(arg);
   if (it == recorded.args.end()) return from_card;
   if (from_card && *from_card != it->second) {
-    const auto text = [boolean](int64_t v) {
-      return boolean ? std::string(v != 0 ? "true" : "false") : std::to_string(v);
-    };
-    return InvalidArgument(card.source + ": " + key + " = " + text(*from_card) + " contradicts " +
-                           arg + " = " + text(it->second) + " recorded in " + recorded.checkpoint);
+    return InvalidArgument(card.source + ": " + key + " = " + std::to_string(*from_card) +
+                           " contradicts " + arg + " = " + std::to_string(it->second) +
+                           " recorded in " + recorded.checkpoint);
   }
   return std::optional<int64_t>(it->second);
 }
@@ -142,7 +140,10 @@ Status ApplyCardFamilyDefaults(const ModelCard& card, const Recorded& recorded, 
   }
   c->num_heads = *heads;
   if (c->num_heads <= 0 || c->hidden_size % c->num_heads != 0) {
-    return InvalidArgument(card.source + ": num_heads = " + std::to_string(c->num_heads) +
+    const std::string named = card.num_heads
+                                  ? card.source + ": num_heads"
+                                  : recorded.checkpoint + ": its encoder_attention_heads";
+    return InvalidArgument(named + " = " + std::to_string(c->num_heads) +
                            " does not divide hidden_size " + std::to_string(c->hidden_size));
   }
   const bool torchtext = c->family == ModelFamily::kTorchtextRoberta;
@@ -297,22 +298,15 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   bundle.checkpoint_tensors = std::move(checkpoint.tensors);
   bundle.placeholder_globals = std::move(checkpoint.placeholder_globals);
 
-  // fairseq checkpoints record their heads and whether each layer normalizes
-  // first; a card may still say either.
+  // fairseq checkpoints record their heads (their layer order the tensors
+  // say: a final layer_norm); a card may still give them.
   Recorded recorded;
   if (config.family == ModelFamily::kFairseqRoberta) {
     recorded.args = checkpoint.fairseq_args;
     recorded.checkpoint = bundle.checkpoint_path;
   }
   WeightMapper mapper(bundle.checkpoint_tensors, bundle.checkpoint_path);
-  if (card) {
-    std::optional<int64_t> card_norm_first;
-    if (card->norm_first) card_norm_first = *card->norm_first ? 1 : 0;
-    ASSIGN_OR_RETURN(std::optional<int64_t> norm_first,
-                     CardOrRecorded(*card, card_norm_first, "norm_first", recorded,
-                                    "encoder_normalize_before", /*boolean=*/true));
-    if (norm_first) config.norm_first = *norm_first != 0;
-  }
+  if (card && card->norm_first) config.norm_first = *card->norm_first;
   if (Status mapped = MapWeights(mapper, card, &config); !mapped.ok()) {
     // Only a missing tensor can be one a placeholder stood in for (fairseq
     // checkpoints always name argparse's or omegaconf's globals).

@@ -18,7 +18,8 @@ inline constexpr const char* kDefaultCheckpointNames[] = {"model.safetensors", "
 // Loads `dir`. The family comes from `card` (encoderd.yaml, parsed by the
 // caller) or else from config.json's model_type. Hugging Face families need
 // config.json; torchtext-roberta, fairseq-roberta and transformer-encoder
-// need a card with at least num_heads (and, for transformer-encoder, the weight prefixes).
+// need a card with at least num_heads (fairseq-roberta: unless the checkpoint
+// records it) and, for transformer-encoder, the weight prefixes.
 // Hyperparameters are inferred from tensor shapes and cross-checked with
 // config.json and the card; every error names the file and the key.
 StatusOr<ModelBundle> LoadModelBundle(const std::string& dir, const std::optional<ModelCard>& card);

@@ -501,12 +501,13 @@ TEST(ModelCardLoad, InconsistentCardsAreErrors) {
   fs::remove_all(dir);
 }
 
-// A fairseq checkpoint records its heads and whether its layers normalize
-// first: its argparse args (fairseq 0.8 and 0.9, an argparse.Namespace whose
-// attributes the loader keeps without running it) or its omegaconf cfg
-// (0.10 on). Its card then needs neither (was: num_heads required); a card
+// A fairseq checkpoint records its heads: its argparse args (fairseq 0.8 and
+// 0.9, an argparse.Namespace whose attributes the loader keeps without
+// running it), its omegaconf cfg (0.10: values in value nodes) or its cfg
+// dict (0.12, the model section a Namespace). Its card then needs no
+// num_heads (was: required), nor norm_first (the tensors say it); a card
 // that says otherwise is an error naming both.
-TEST(ModelCardLoad, FairseqCheckpointsGiveTheirHeadsAndNormFirst) {
+TEST(ModelCardLoad, FairseqCheckpointsGiveTheirHeads) {
   const auto without = [](const fs::path& dir, std::vector<std::string> keys) {
     std::ifstream in(dir / "encoderd.yaml");
     std::string card, line;
@@ -519,8 +520,9 @@ TEST(ModelCardLoad, FairseqCheckpointsGiveTheirHeadsAndNormFirst) {
     return card;
   };
   for (const auto& [fixture, norm_first] :
-       {std::pair<std::string, bool>{"fairseq_xlmr_legacy", false},     // args
-        std::pair<std::string, bool>{"fairseq_xlmr_prenorm", true}}) {  // cfg
+       {std::pair<std::string, bool>{"fairseq_xlmr_legacy", false},  // args
+        std::pair<std::string, bool>{"fairseq_xlmr_prenorm", true},  // cfg, omegaconf
+        std::pair<std::string, bool>{"fairseq_xlmr_zip", false}}) {  // cfg, dict
     const fs::path dir = CopyFixture(fixture, "fairseq_recorded");
     auto with_card = server::LoadModelDirectory(dir.string());
     ASSERT_TRUE(with_card.ok()) << with_card.status().ToString();

@@ -185,7 +185,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"fairseq_norm_first",
                 StatusCode::kInvalidArgument,
                 {"fairseq_norm_first/encoderd.yaml", "norm_first = true contradicts",
-                 "encoder_normalize_before = false recorded in", "fairseq_norm_first/model.pt"}}),
+                 "fairseq_norm_first/model.pt", "has no final layer_norm"}}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.dir); });
 
 }  // namespace
