@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <string>
 
@@ -103,34 +102,23 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
   return Status::Ok();
 }
 
-// What a fairseq checkpoint records (Checkpoint::fairseq_args), and where.
-struct Recorded {
-  std::map<std::string, int64_t> args;
+// The head count a fairseq checkpoint records (Checkpoint::fairseq_args), and
+// the checkpoint, for messages.
+struct RecordedHeads {
+  std::optional<int64_t> heads;
   std::string checkpoint;
 };
 
-// A value the card gives, or else the one the checkpoint records under `arg`;
-// an error when both are there and differ.
-StatusOr<std::optional<int64_t>> CardOrRecorded(const ModelCard& card,
-                                                const std::optional<int64_t>& from_card,
-                                                const char* key, const Recorded& recorded,
-                                                const char* arg) {
-  const auto it = recorded.args.find(arg);
-  if (it == recorded.args.end()) return from_card;
-  if (from_card && *from_card != it->second) {
-    return InvalidArgument(card.source + ": " + key + " = " + std::to_string(*from_card) +
-                           " contradicts " + arg + " = " + std::to_string(it->second) +
-                           " recorded in " + recorded.checkpoint);
+// Defaults of the families described only by a card (and, for fairseq, the
+// heads its checkpoint records).
+Status ApplyCardFamilyDefaults(const ModelCard& card, const RecordedHeads& recorded,
+                               EncoderConfig* c) {
+  if (card.num_heads && recorded.heads && *card.num_heads != *recorded.heads) {
+    return InvalidArgument(card.source + ": num_heads = " + std::to_string(*card.num_heads) +
+                           " contradicts encoder_attention_heads = " +
+                           std::to_string(*recorded.heads) + " recorded in " + recorded.checkpoint);
   }
-  return std::optional<int64_t>(it->second);
-}
-
-// Defaults of the families described only by a card (and, for fairseq, what
-// its checkpoint records: `recorded`).
-Status ApplyCardFamilyDefaults(const ModelCard& card, const Recorded& recorded, EncoderConfig* c) {
-  ASSIGN_OR_RETURN(
-      std::optional<int64_t> heads,
-      CardOrRecorded(card, card.num_heads, "num_heads", recorded, "encoder_attention_heads"));
+  const std::optional<int64_t> heads = card.num_heads ? card.num_heads : recorded.heads;
   if (!heads) {
     return InvalidArgument(card.source + ": num_heads is required for family " +
                            std::string(ModelFamilyName(c->family)) +
@@ -300,11 +288,10 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
 
   // fairseq checkpoints record their heads (their layer order the tensors
   // say: a final layer_norm); a card may still give them.
-  Recorded recorded;
-  if (config.family == ModelFamily::kFairseqRoberta) {
-    recorded.args = checkpoint.fairseq_args;
-    recorded.checkpoint = bundle.checkpoint_path;
-  }
+  RecordedHeads recorded{std::nullopt, bundle.checkpoint_path};
+  if (const auto it = checkpoint.fairseq_args.find("encoder_attention_heads");
+      config.family == ModelFamily::kFairseqRoberta && it != checkpoint.fairseq_args.end())
+    recorded.heads = it->second;
   WeightMapper mapper(bundle.checkpoint_tensors, bundle.checkpoint_path);
   if (card && card->norm_first) config.norm_first = *card->norm_first;
   if (Status mapped = MapWeights(mapper, card, &config); !mapped.ok()) {

@@ -16,14 +16,6 @@ constexpr double kNewest = 0.1;
 // and a longer one could overflow the clock's nanoseconds.
 constexpr double kLongestSeconds = 365.0 * 24 * 3600;
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// `seconds`, held under a year.
-Clock::duration FromSeconds(double seconds) {
-  return std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(std::min(seconds, kLongestSeconds)));
-}
-
 // `d` at a pace `factor` times slower, held under a year.
 Clock::duration AtPace(Clock::duration d, double factor) {
   return FromSeconds(Seconds(d) * factor);
@@ -34,6 +26,13 @@ int64_t Millis(Clock::duration d) {
 }
 
 }  // namespace
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+Clock::duration FromSeconds(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(std::min(seconds, kLongestSeconds)));
+}
 
 int ThroughputEstimate::SizeClass(int64_t tokens) {
   int size_class = 0;

@@ -16,6 +16,11 @@
 
 namespace encoderd::server {
 
+// `d` in seconds; and seconds as a duration, held under a year (a longer one
+// could overflow the clock's nanoseconds).
+double Seconds(Clock::duration d);
+Clock::duration FromSeconds(double seconds);
+
 // Tokens a second one executor of a model computes, learned from the batches
 // it ran, for each size of batch: exponentially weighted averages of a
 // batch's tokens and seconds per size class (their ratio weighs large batches

@@ -24,11 +24,6 @@ constexpr double kUntimedRun = 2.6;
 // calls that finish late.
 constexpr double kEstimateMargin = 1.25;
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-Clock::duration FromSeconds(double seconds) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
-
 std::string Describe(const CalibrationBatch& batch) {
   return std::to_string(batch.tokens) + " tokens: " + std::to_string(batch.sequences) +
          " sequences of " + std::to_string(batch.length) +
@@ -48,12 +43,12 @@ std::vector<CalibrationBatch> CalibrationBatches(const BatchLimits& limits, int6
   const int64_t largest =
       std::min({kLargest, std::max<int64_t>(limits.max_batch_tokens, 1), length * sequences});
   std::vector<CalibrationBatch> batches;
-  int last_class = ThroughputEstimate::kSizeClasses;
-  for (int c = ThroughputEstimate::kSizeClasses - 2; c >= 0; --c) {
+  int last_class = -1;
+  for (int c = 0; c + 1 < ThroughputEstimate::kSizeClasses; ++c) {
     const int64_t wanted = c == 0 ? 32 : ThroughputEstimate::SizeClassFirst(c) * 2;
     const int64_t tokens = std::min(wanted, largest);
     const int size_class = ThroughputEstimate::SizeClass(tokens);
-    if (size_class >= last_class) continue;  // that class has its batch
+    if (size_class <= last_class) break;  // held to the largest, already planned
     last_class = size_class;
     CalibrationBatch batch;
     batch.tokens = tokens;
@@ -62,7 +57,6 @@ std::vector<CalibrationBatch> CalibrationBatches(const BatchLimits& limits, int6
     batch.last_length = tokens - (batch.sequences - 1) * batch.length;
     batches.push_back(batch);
   }
-  std::reverse(batches.begin(), batches.end());
   return batches;
 }
 
