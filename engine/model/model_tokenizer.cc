@@ -16,9 +16,11 @@ bool IsFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// A card for the file a Hugging Face directory ships, if any.
-StatusOr<std::optional<TokenizerCard>> HuggingFaceTokenizer(const std::string& dir,
-                                                            const std::string& name_hint) {
+// A card for the files of a Hugging Face directory that transformers' slow
+// tokenizers read (BertTokenizer, XLMRobertaTokenizer, RobertaTokenizer), if
+// it has any.
+StatusOr<std::optional<TokenizerCard>> SlowTokenizerFiles(const std::string& dir,
+                                                          const std::string& name_hint) {
   TokenizerCard card;
   const std::string tokenizer_config = dir + "/tokenizer_config.json";
   if (IsFile(dir + "/vocab.txt")) {
@@ -46,11 +48,6 @@ StatusOr<std::optional<TokenizerCard>> HuggingFaceTokenizer(const std::string& d
       ASSIGN_OR_RETURN(card.add_prefix_space,
                        ReadTokenizerFlag(tokenizer_config, "add_prefix_space"));
     }
-    return std::optional<TokenizerCard>(card);
-  }
-  if (IsFile(dir + "/tokenizer.json")) {
-    card.kind = TokenizerKind::kTokenizerJson;
-    card.file = "tokenizer.json";
     return std::optional<TokenizerCard>(card);
   }
   return std::optional<TokenizerCard>();
@@ -98,6 +95,17 @@ StatusOr<HfJsonTokenizer> TokenizerJson(const std::string& dir, const std::strin
   return CreateTokenizerFromHfJson(path, overrides);
 }
 
+// The loaded tokenizer, if its ids fit the model's token embedding.
+StatusOr<ModelTokenizer> FittingEmbedding(ModelTokenizer result, const EncoderConfig& config) {
+  if (result.tokenizer->vocab_size() > config.vocab_size) {
+    return InvalidArgument(result.path + ": the tokenizer has " +
+                           std::to_string(result.tokenizer->vocab_size()) +
+                           " tokens but the model's token embedding has only " +
+                           std::to_string(config.vocab_size) + " rows");
+  }
+  return result;
+}
+
 }  // namespace
 
 StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
@@ -105,10 +113,25 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
                                             const std::string& name_hint,
                                             const EncoderConfig& config) {
   std::optional<TokenizerCard> card = card_in;
-  if (!card && IsHuggingFaceFamily(config.family)) {
-    ASSIGN_OR_RETURN(card, HuggingFaceTokenizer(dir, name_hint));
-  }
   ModelTokenizer result;
+  if (!card && IsHuggingFaceFamily(config.family)) {
+    // As transformers' AutoTokenizer: the folder's tokenizer.json (its fast
+    // tokenizer) where it has one; the files of its slow tokenizer where it
+    // has none, or one whose pipeline encoderd does not reproduce.
+    const std::string json_path = dir + "/tokenizer.json";
+    if (IsFile(json_path)) {
+      StatusOr<HfJsonTokenizer> t = TokenizerJson(dir, json_path, /*found_by_name=*/true);
+      if (t.ok()) {
+        result.path = json_path;
+        result.tokenizer = std::move(t->tokenizer);
+        result.pairs = t->pairs;
+        return FittingEmbedding(std::move(result), config);
+      }
+      if (t.status().code() != StatusCode::kUnimplemented) return t.status();
+      result.note = t.status().message();
+    }
+    ASSIGN_OR_RETURN(card, SlowTokenizerFiles(dir, name_hint));
+  }
   if (!card) return result;
   RETURN_IF_ERROR(CheckCardKeys(*card));
   result.path = dir + "/" + card->file;
@@ -117,15 +140,9 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     options.lower_case = card->lower_case.value_or(true);
     ASSIGN_OR_RETURN(result.tokenizer, CreateWordPieceTokenizer(result.path, options));
   } else if (card->kind == TokenizerKind::kTokenizerJson) {
-    StatusOr<HfJsonTokenizer> t = TokenizerJson(dir, result.path, !card_in);
-    if (!t.ok() && t.status().code() == StatusCode::kUnimplemented && !card_in) {
-      result.note = t.status().message();
-      result.path.clear();
-      return result;
-    }
-    if (!t.ok()) return t.status();
-    result.tokenizer = std::move(t->tokenizer);
-    result.pairs = t->pairs;
+    ASSIGN_OR_RETURN(HfJsonTokenizer t, TokenizerJson(dir, result.path, /*found_by_name=*/false));
+    result.tokenizer = std::move(t.tokenizer);
+    result.pairs = t.pairs;
   } else if (card->kind == TokenizerKind::kByteLevelBpe) {
     ByteBpeOptions options;
     options.add_prefix_space = card->add_prefix_space.value_or(false);
@@ -148,17 +165,11 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   // XLMRobertaTokenizer, vocab.json + merges.txt by RobertaTokenizer, and each
   // joins pairs its own way whatever the model. Named by a card, they follow
   // the family (a tokenizer.json's template is its own either way).
-  if (!card_in && card->kind != TokenizerKind::kTokenizerJson) {
+  if (!card_in) {
     result.pairs =
         card->kind == TokenizerKind::kWordPiece ? PairTemplate::kBert : PairTemplate::kRoberta;
   }
-  if (result.tokenizer->vocab_size() > config.vocab_size) {
-    return InvalidArgument(result.path + ": the tokenizer has " +
-                           std::to_string(result.tokenizer->vocab_size()) +
-                           " tokens but the model's token embedding has only " +
-                           std::to_string(config.vocab_size) + " rows");
-  }
-  return result;
+  return FittingEmbedding(std::move(result), config);
 }
 
 }  // namespace encoderd

@@ -17,7 +17,8 @@ struct ModelTokenizer {
   std::unique_ptr<Tokenizer> tokenizer;  // null: the directory has none
   std::string path;
   // Why a tokenizer file found by name is not used (a tokenizer.json whose
-  // pipeline encoderd does not reproduce); empty otherwise.
+  // pipeline encoderd does not reproduce; the folder's slow-tokenizer files,
+  // if it has any, are then read instead); empty otherwise.
   std::string note;
   // How the tokenizer's own files join a text pair, as transformers'
   // tokenizer of those files does: a tokenizer.json as its post_processor's
@@ -29,14 +30,16 @@ struct ModelTokenizer {
 };
 
 // The card's tokenizer when it names one; otherwise, for the Hugging Face
-// families, vocab.txt (WordPiece; lower_case from tokenizer_config.json's
-// do_lower_case, else false only when `name_hint` says "cased" and not
-// "uncased"), sentencepiece.bpe.model (fairseq id offset 1), or vocab.json +
-// merges.txt (byte-level BPE; add_prefix_space from tokenizer_config.json,
-// default false), or tokenizer.json (engine/text/hf_tokenizer_json.h; a
-// pipeline it does not read leaves the directory without a tokenizer, with
-// `note` saying why, as a directory without a tokenizer file loads; named by
-// a card, it is an error).
+// families, as transformers' AutoTokenizer reads the folder: tokenizer.json
+// (engine/text/hf_tokenizer_json.h) where it has one; where it has none, or
+// one whose pipeline encoderd does not reproduce (`note` then says why),
+// the files of the slow tokenizers, in this order: vocab.txt (WordPiece;
+// lower_case from tokenizer_config.json's do_lower_case, else false only
+// when `name_hint` says "cased" and not "uncased"), sentencepiece.bpe.model
+// (fairseq id offset 1), or vocab.json + merges.txt (byte-level BPE;
+// add_prefix_space from tokenizer_config.json, default false). A directory
+// with none of them loads without a tokenizer. A damaged file is an error,
+// as is an unreproduced tokenizer.json a card names.
 // Other families
 // have none unless the card names one. `config` supplies vocab_size (the
 // tokenizer's ids must fit the embedding) and the special ids' defaults.

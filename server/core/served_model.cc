@@ -129,9 +129,12 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
                  calibrated);
   }
 
-  if (!model->tokenizer_note_.empty()) {
+  if (!model->tokenizer_note_.empty() && !model->tokenizer_) {
     spdlog::warn("model '{}' has no tokenizer, so it takes token ids only: {}", config.name,
                  model->tokenizer_note_);
+  } else if (!model->tokenizer_note_.empty()) {
+    spdlog::warn("model '{}' tokenizes with its slow tokenizer's files, not its tokenizer.json: {}",
+                 config.name, model->tokenizer_note_);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

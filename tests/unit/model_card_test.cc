@@ -8,6 +8,7 @@
 
 #include "engine/model/model_directory.h"
 #include "engine/text/byte_bpe_tokenizer.h"
+#include "engine/text/hf_tokenizer_json.h"
 #include "engine/text/text_pair.h"
 #include "server/config/model_card_yaml.h"
 #include "tests/unit/model_fixtures.h"
@@ -355,6 +356,64 @@ TEST(ModelCardLoad, TokenizerJsonPairsAndLowerCasing) {
   ASSERT_GE(lower.size(), 3u);
   EXPECT_EQ(lower[1].substr(0, 1), "h");
   EXPECT_NE(cased, lower);  // "Hello" keeps its capital: [UNK] or other pieces
+  fs::remove_all(dir);
+}
+
+// A folder with both a tokenizer.json and its slow tokenizer's files (most
+// Hugging Face folders) is read as transformers' AutoTokenizer reads it: the
+// tokenizer.json; its slow files only when its pipeline is one encoderd does
+// not reproduce, saying so; a damaged tokenizer.json is an error, as it is in
+// transformers. (Was: vocab.txt read whatever the tokenizer.json said.)
+TEST(ModelCardLoad, FoldersWithBothReadTokenizerJsonFirst) {
+  const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "tokenizer_json";
+  const fs::path dir = CopyFixture("hf_bert_legacy", "both_tokenizers");
+  // vocab.txt alone: uncased (the folder's name does not say "cased").
+  fs::remove(dir / "tokenizer_config.json");
+  const auto load = [&]() {
+    auto b = server::LoadModelDirectory(dir.string());
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    return b;
+  };
+  const auto pieces = [](const ModelBundle& b) {
+    if (!b.tokenizer) return std::vector<std::string>{"no tokenizer: " + b.tokenizer_note};
+    auto enc = b.tokenizer->Encode("Hello world", 16, false);
+    return enc.ok() ? enc->pieces : std::vector<std::string>{enc.status().message()};
+  };
+  auto bundle = load();
+  ASSERT_TRUE(bundle.ok());
+  const std::vector<std::string> from_vocab_txt = pieces(*bundle);
+  ASSERT_GE(from_vocab_txt.size(), 4u);
+  EXPECT_EQ(from_vocab_txt[1].substr(0, 1), "h");
+  // The same vocabulary as a tokenizer.json that keeps case: it is read.
+  nlohmann::json json = nlohmann::json::parse(
+      testing::ReadTextFile((tokenizers / "wordpiece_uncased.json").string()));
+  json["normalizer"]["lowercase"] = false;
+  json["normalizer"]["strip_accents"] = nullptr;
+  WriteFile(dir / "tokenizer.json", json.dump());
+  bundle = load();
+  ASSERT_TRUE(bundle.ok());
+  EXPECT_EQ(bundle->tokenizer_path, (dir / "tokenizer.json").string());
+  EXPECT_EQ(bundle->tokenizer_note, "");
+  auto direct = CreateTokenizerFromHfJson((dir / "tokenizer.json").string());
+  ASSERT_TRUE(direct.ok()) << direct.status().ToString();
+  auto expected = direct->tokenizer->Encode("Hello world", 16, false);
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(pieces(*bundle), expected->pieces);
+  EXPECT_NE(pieces(*bundle), from_vocab_txt);  // "Hello" keeps its capital
+  // A pipeline encoderd does not reproduce: vocab.txt, as before, and why.
+  WriteFile(dir / "tokenizer.json", R"({"model": {"type": "Unigram", "vocab": []}})");
+  bundle = load();
+  ASSERT_TRUE(bundle.ok());
+  EXPECT_EQ(bundle->tokenizer_path, (dir / "vocab.txt").string());
+  EXPECT_EQ(pieces(*bundle), from_vocab_txt);
+  EXPECT_NE(bundle->tokenizer_note.find("tokenizer.json: model.type is Unigram"), std::string::npos)
+      << bundle->tokenizer_note;
+  // A damaged one fails the load, naming it.
+  WriteFile(dir / "tokenizer.json", "{\"model\": ");
+  auto damaged = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.status().message().find("tokenizer.json: not valid JSON"), std::string::npos)
+      << damaged.status().message();
   fs::remove_all(dir);
 }
 
