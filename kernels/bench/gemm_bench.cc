@@ -105,9 +105,10 @@ std::pair<const char*, size_t> ReadBytes(const PackedWeight& weight, int64_t row
 
 // Reads `bytes` at p once with the threads of an OpenMP region, each its
 // contiguous share of whole 256-byte steps (the last few bytes unread),
-// with machine_limits' prefetching reader (AVX-512, else AVX2).
+// with machine_limits' prefetching reader (AVX-512, else AVX2, else the
+// plain loop).
 uint64_t ReadWithThreads(const char* p, size_t bytes, int threads) {
-  const bool avx512 = encoderd::kernels::GetCpuFeatures().avx512f;
+  const auto& cpu = encoderd::kernels::GetCpuFeatures();
   const size_t steps = bytes / 256;
   uint64_t total = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : total)
@@ -115,8 +116,9 @@ uint64_t ReadWithThreads(const char* p, size_t bytes, int threads) {
     const size_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     const auto* words = reinterpret_cast<const uint64_t*>(p + steps * t / nt * 256);
     const size_t n = (steps * (t + 1) / nt - steps * t / nt) * 32;
-    total += avx512 ? encoderd::kernels::bench::ReadAvx512<true>(words, n)
-                    : encoderd::kernels::bench::ReadAvx2<true>(words, n);
+    total += cpu.avx512f ? encoderd::kernels::bench::ReadAvx512<true>(words, n)
+             : cpu.avx2  ? encoderd::kernels::bench::ReadAvx2<true>(words, n)
+                         : encoderd::kernels::bench::ReadScalar(words, n);
   }
   return total;
 }
