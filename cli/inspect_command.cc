@@ -89,6 +89,8 @@ Json DescribeModelJson(const ModelBundle& bundle) {
       {"family", ModelFamilyName(bundle.config.family)},
       {"config", ConfigJson(bundle.config)},
       {"tokenizer", tokenizer},
+      {"tokenizer_note",
+       bundle.tokenizer_note.empty() ? Json(nullptr) : Json(bundle.tokenizer_note)},
       {"sentence_transformers_modules", bundle.sentence_transformers_modules},
       {"text_pairs", bundle.config.reads_text_pairs(bundle.tokenizer != nullptr)},
       {"rerank", bundle.config.serves_rerank(bundle.tokenizer != nullptr)},

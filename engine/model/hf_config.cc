@@ -141,4 +141,13 @@ StatusOr<std::optional<bool>> ReadTokenizerFlag(const std::string& path, const s
   return std::optional<bool>(it->get<bool>());
 }
 
+StatusOr<std::optional<std::string>> ReadTokenizerText(const std::string& path,
+                                                       const std::string& key) {
+  ASSIGN_OR_RETURN(Json json, ReadJsonObject(path));
+  auto it = json.find(key);
+  if (it == json.end() || it->is_null()) return std::optional<std::string>();
+  if (!it->is_string()) return InvalidArgument(path + ": " + key + " must be a string");
+  return std::optional<std::string>(it->get<std::string>());
+}
+
 }  // namespace encoderd

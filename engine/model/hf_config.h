@@ -55,4 +55,9 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path);
 // nullopt when the key is absent or null.
 StatusOr<std::optional<bool>> ReadTokenizerFlag(const std::string& path, const std::string& key);
 
+// A string of tokenizer_config.json (tokenizer_class); nullopt when the key
+// is absent or null.
+StatusOr<std::optional<std::string>> ReadTokenizerText(const std::string& path,
+                                                       const std::string& key);
+
 }  // namespace encoderd

@@ -168,7 +168,8 @@ struct ModelBundle {
   TensorMap weights;
   std::unique_ptr<Tokenizer> tokenizer;  // null when the directory has none
   std::string tokenizer_path;
-  // Why a tokenizer file the directory has is not used; empty otherwise.
+  // Why a tokenizer file the directory has is not used (another may be:
+  // ModelTokenizer::note); empty otherwise.
   std::string tokenizer_note;
   // How a text pair is joined: as the tokenizer's own files join one
   // (ModelTokenizer::pairs), else the family's way (TextPairTemplate); none

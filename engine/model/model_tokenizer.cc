@@ -80,17 +80,29 @@ Status CheckCardKeys(const TokenizerCard& card) {
   return Status::Ok();
 }
 
-// A tokenizer.json, with tokenizer_config.json's do_lower_case and
-// add_prefix_space over it as transformers applies them when the folder's
-// file was found by name.
+// A tokenizer.json. Found by name, it is read as transformers' fast
+// tokenizer of the folder reads it: BertTokenizerFast (and DistilBERT's and
+// ELECTRA's) rebuilds the normalizer with tokenizer_config.json's
+// do_lower_case, true when it says none, and RobertaTokenizerFast the
+// pre-tokenizer with its add_prefix_space, false when it says none; the
+// generic PreTrainedTokenizerFast, when tokenizer_config.json's
+// tokenizer_class names it, takes the file as it is.
 StatusOr<HfJsonTokenizer> TokenizerJson(const std::string& dir, const std::string& path,
                                         bool found_by_name) {
   HfJsonOverrides overrides;
   const std::string tokenizer_config = dir + "/tokenizer_config.json";
-  if (found_by_name && IsFile(tokenizer_config)) {
-    ASSIGN_OR_RETURN(overrides.lower_case, ReadTokenizerFlag(tokenizer_config, "do_lower_case"));
-    ASSIGN_OR_RETURN(overrides.add_prefix_space,
-                     ReadTokenizerFlag(tokenizer_config, "add_prefix_space"));
+  if (found_by_name) {
+    std::optional<bool> lower_case, add_prefix_space;
+    std::optional<std::string> tokenizer_class;
+    if (IsFile(tokenizer_config)) {
+      ASSIGN_OR_RETURN(lower_case, ReadTokenizerFlag(tokenizer_config, "do_lower_case"));
+      ASSIGN_OR_RETURN(add_prefix_space, ReadTokenizerFlag(tokenizer_config, "add_prefix_space"));
+      ASSIGN_OR_RETURN(tokenizer_class, ReadTokenizerText(tokenizer_config, "tokenizer_class"));
+    }
+    if (tokenizer_class != "PreTrainedTokenizerFast") {
+      overrides.lower_case = lower_case.value_or(true);
+      overrides.add_prefix_space = add_prefix_space.value_or(false);
+    }
   }
   return CreateTokenizerFromHfJson(path, overrides);
 }

@@ -133,7 +133,9 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
     spdlog::warn("model '{}' has no tokenizer, so it takes token ids only: {}", config.name,
                  model->tokenizer_note_);
   } else if (!model->tokenizer_note_.empty()) {
-    spdlog::warn("model '{}' tokenizes with its slow tokenizer's files, not its tokenizer.json: {}",
+    // XLM-R's folders, for one: a Unigram tokenizer.json beside the
+    // sentencepiece model it was made from.
+    spdlog::info("model '{}' tokenizes with its slow tokenizer's files, not its tokenizer.json: {}",
                  config.name, model->tokenizer_note_);
   }
   const double seconds =

@@ -367,28 +367,27 @@ TEST(ModelCardLoad, TokenizerJsonPairsAndLowerCasing) {
 TEST(ModelCardLoad, FoldersWithBothReadTokenizerJsonFirst) {
   const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "tokenizer_json";
   const fs::path dir = CopyFixture("hf_bert_legacy", "both_tokenizers");
-  // vocab.txt alone: uncased (the folder's name does not say "cased").
-  fs::remove(dir / "tokenizer_config.json");
   const auto load = [&]() {
     auto b = server::LoadModelDirectory(dir.string());
     EXPECT_TRUE(b.ok()) << b.status().ToString();
     return b;
   };
-  const auto pieces = [](const ModelBundle& b) {
-    if (!b.tokenizer) return std::vector<std::string>{"no tokenizer: " + b.tokenizer_note};
-    auto enc = b.tokenizer->Encode("Hello world", 16, false);
-    return enc.ok() ? enc->pieces : std::vector<std::string>{enc.status().message()};
+  const auto ids = [](const ModelBundle& b) {
+    if (!b.tokenizer) return std::vector<int32_t>{};
+    auto enc = b.tokenizer->Encode("hello world", 16, false);
+    return enc.ok() ? enc->ids : std::vector<int32_t>{};
   };
   auto bundle = load();
   ASSERT_TRUE(bundle.ok());
-  const std::vector<std::string> from_vocab_txt = pieces(*bundle);
+  const std::vector<int32_t> from_vocab_txt = ids(*bundle);
   ASSERT_GE(from_vocab_txt.size(), 4u);
-  EXPECT_EQ(from_vocab_txt[1].substr(0, 1), "h");
-  // The same vocabulary as a tokenizer.json that keeps case: it is read.
+  // The same vocabulary as a tokenizer.json, but with the ids of "h" and
+  // "w" swapped, so that which file was read shows in the ids.
   nlohmann::json json = nlohmann::json::parse(
       testing::ReadTextFile((tokenizers / "wordpiece_uncased.json").string()));
-  json["normalizer"]["lowercase"] = false;
-  json["normalizer"]["strip_accents"] = nullptr;
+  nlohmann::json& vocab = json["model"]["vocab"];
+  ASSERT_TRUE(vocab.contains("h") && vocab.contains("w"));
+  std::swap(vocab["h"], vocab["w"]);
   WriteFile(dir / "tokenizer.json", json.dump());
   bundle = load();
   ASSERT_TRUE(bundle.ok());
@@ -396,16 +395,17 @@ TEST(ModelCardLoad, FoldersWithBothReadTokenizerJsonFirst) {
   EXPECT_EQ(bundle->tokenizer_note, "");
   auto direct = CreateTokenizerFromHfJson((dir / "tokenizer.json").string());
   ASSERT_TRUE(direct.ok()) << direct.status().ToString();
-  auto expected = direct->tokenizer->Encode("Hello world", 16, false);
+  auto expected = direct->tokenizer->Encode("hello world", 16, false);
   ASSERT_TRUE(expected.ok());
-  EXPECT_EQ(pieces(*bundle), expected->pieces);
-  EXPECT_NE(pieces(*bundle), from_vocab_txt);  // "Hello" keeps its capital
+  EXPECT_EQ(ids(*bundle), expected->ids);
+  EXPECT_NE(ids(*bundle), from_vocab_txt);
   // A pipeline encoderd does not reproduce: vocab.txt, as before, and why.
   WriteFile(dir / "tokenizer.json", R"({"model": {"type": "Unigram", "vocab": []}})");
   bundle = load();
   ASSERT_TRUE(bundle.ok());
   EXPECT_EQ(bundle->tokenizer_path, (dir / "vocab.txt").string());
-  EXPECT_EQ(pieces(*bundle), from_vocab_txt);
+  EXPECT_EQ(ids(*bundle), from_vocab_txt);
+  EXPECT_EQ(bundle->pair_template, PairTemplate::kBert);
   EXPECT_NE(bundle->tokenizer_note.find("tokenizer.json: model.type is Unigram"), std::string::npos)
       << bundle->tokenizer_note;
   // A damaged one fails the load, naming it.
@@ -414,6 +414,44 @@ TEST(ModelCardLoad, FoldersWithBothReadTokenizerJsonFirst) {
   ASSERT_FALSE(damaged.ok());
   EXPECT_NE(damaged.status().message().find("tokenizer.json: not valid JSON"), std::string::npos)
       << damaged.status().message();
+  fs::remove_all(dir);
+}
+
+// Found by name, a tokenizer.json's casing is BertTokenizerFast's:
+// tokenizer_config.json's do_lower_case over the file's normalizer, true
+// when it says none (or there is no tokenizer_config.json); the file as it
+// is when tokenizer_config.json names the generic PreTrainedTokenizerFast.
+// (Was: the file's own lowercase when tokenizer_config.json said none.)
+TEST(ModelCardLoad, TokenizerJsonCasingAsTransformersFastTokenizers) {
+  const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "tokenizer_json";
+  const fs::path dir = CopyFixture("hf_bert_legacy", "tokenizer_json_casing");
+  fs::remove(dir / "vocab.txt");
+  nlohmann::json json = nlohmann::json::parse(
+      testing::ReadTextFile((tokenizers / "wordpiece_uncased.json").string()));
+  json["normalizer"]["lowercase"] = false;
+  json["normalizer"]["strip_accents"] = nullptr;
+  WriteFile(dir / "tokenizer.json", json.dump());
+  const auto first_piece = [&]() {
+    auto b = server::LoadModelDirectory(dir.string());
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    if (!b.ok() || !b->tokenizer) return std::string("no tokenizer");
+    auto enc = b->tokenizer->Encode("Hello", 16, false);
+    return enc.ok() && enc->pieces.size() > 1 ? enc->pieces[1] : std::string("no pieces");
+  };
+  fs::remove(dir / "tokenizer_config.json");
+  EXPECT_EQ(first_piece().substr(0, 1), "h");
+  WriteFile(dir / "tokenizer_config.json", R"({"model_max_length": 512})");
+  EXPECT_EQ(first_piece().substr(0, 1), "h");
+  WriteFile(dir / "tokenizer_config.json", R"({"do_lower_case": false})");
+  const std::string cased = first_piece();
+  EXPECT_NE(cased.substr(0, 1), "h") << cased;  // [UNK], or "H..." pieces
+  WriteFile(dir / "tokenizer_config.json", R"({"tokenizer_class": "PreTrainedTokenizerFast"})");
+  EXPECT_EQ(first_piece(), cased);
+  WriteFile(dir / "tokenizer_config.json", R"({"tokenizer_class": 3})");
+  auto bad = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tokenizer_class must be a string"), std::string::npos)
+      << bad.status().message();
   fs::remove_all(dir);
 }
 
