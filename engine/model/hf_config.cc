@@ -133,21 +133,29 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
   return config;
 }
 
-StatusOr<std::optional<bool>> ReadTokenizerFlag(const std::string& path, const std::string& key) {
+StatusOr<TokenizerConfig> ReadTokenizerConfig(const std::string& path) {
   ASSIGN_OR_RETURN(Json json, ReadJsonObject(path));
-  auto it = json.find(key);
-  if (it == json.end() || it->is_null()) return std::optional<bool>();
-  if (!it->is_boolean()) return InvalidArgument(path + ": " + key + " must be true or false");
-  return std::optional<bool>(it->get<bool>());
-}
-
-StatusOr<std::optional<std::string>> ReadTokenizerText(const std::string& path,
-                                                       const std::string& key) {
-  ASSIGN_OR_RETURN(Json json, ReadJsonObject(path));
-  auto it = json.find(key);
-  if (it == json.end() || it->is_null()) return std::optional<std::string>();
-  if (!it->is_string()) return InvalidArgument(path + ": " + key + " must be a string");
-  return std::optional<std::string>(it->get<std::string>());
+  TokenizerConfig config;
+  const struct {
+    const char* key;
+    std::optional<bool>* value;
+  } flags[] = {{"do_lower_case", &config.do_lower_case},
+               {"strip_accents", &config.strip_accents},
+               {"tokenize_chinese_chars", &config.tokenize_chinese_chars},
+               {"add_prefix_space", &config.add_prefix_space}};
+  for (const auto& flag : flags) {
+    auto it = json.find(flag.key);
+    if (it == json.end() || it->is_null()) continue;
+    if (!it->is_boolean()) {
+      return InvalidArgument(path + ": " + flag.key + " must be true or false");
+    }
+    *flag.value = it->get<bool>();
+  }
+  if (auto it = json.find("tokenizer_class"); it != json.end() && !it->is_null()) {
+    if (!it->is_string()) return InvalidArgument(path + ": tokenizer_class must be a string");
+    config.tokenizer_class = it->get<std::string>();
+  }
+  return config;
 }
 
 }  // namespace encoderd

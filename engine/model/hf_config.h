@@ -51,13 +51,18 @@ const HfKeys& HfKeysFor(ModelFamily family);
 
 StatusOr<HfConfig> ReadHfConfig(const std::string& path);
 
-// A boolean of tokenizer_config.json (do_lower_case, add_prefix_space);
-// nullopt when the key is absent or null.
-StatusOr<std::optional<bool>> ReadTokenizerFlag(const std::string& path, const std::string& key);
+// The keys of tokenizer_config.json that encoderd reads, each nullopt when
+// absent or null.
+struct TokenizerConfig {
+  std::optional<bool> do_lower_case;
+  std::optional<bool> strip_accents;
+  std::optional<bool> tokenize_chinese_chars;
+  std::optional<bool> add_prefix_space;
+  std::optional<std::string> tokenizer_class;
+};
 
-// A string of tokenizer_config.json (tokenizer_class); nullopt when the key
-// is absent or null.
-StatusOr<std::optional<std::string>> ReadTokenizerText(const std::string& path,
-                                                       const std::string& key);
+// INVALID_ARGUMENT naming the file and the key when one of them has another
+// type.
+StatusOr<TokenizerConfig> ReadTokenizerConfig(const std::string& path);
 
 }  // namespace encoderd

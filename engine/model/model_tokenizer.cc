@@ -27,7 +27,8 @@ StatusOr<std::optional<TokenizerCard>> SlowTokenizerFiles(const std::string& dir
     card.kind = TokenizerKind::kWordPiece;
     card.file = "vocab.txt";
     if (IsFile(tokenizer_config)) {
-      ASSIGN_OR_RETURN(card.lower_case, ReadTokenizerFlag(tokenizer_config, "do_lower_case"));
+      ASSIGN_OR_RETURN(const TokenizerConfig read, ReadTokenizerConfig(tokenizer_config));
+      card.lower_case = read.do_lower_case;
     }
     if (!card.lower_case) {
       const bool cased = name_hint.find("cased") != std::string::npos &&
@@ -45,8 +46,8 @@ StatusOr<std::optional<TokenizerCard>> SlowTokenizerFiles(const std::string& dir
     card.kind = TokenizerKind::kByteLevelBpe;
     card.file = "vocab.json";
     if (IsFile(tokenizer_config)) {
-      ASSIGN_OR_RETURN(card.add_prefix_space,
-                       ReadTokenizerFlag(tokenizer_config, "add_prefix_space"));
+      ASSIGN_OR_RETURN(const TokenizerConfig read, ReadTokenizerConfig(tokenizer_config));
+      card.add_prefix_space = read.add_prefix_space;
     }
     return std::optional<TokenizerCard>(card);
   }
@@ -80,28 +81,69 @@ Status CheckCardKeys(const TokenizerCard& card) {
   return Status::Ok();
 }
 
+// The fast tokenizer classes of transformers that rebuild part of a
+// tokenizer.json's pipeline from their arguments.
+enum class FastClass {
+  kBertLike,     // BertTokenizerFast and its copies: BERT's normalizer
+  kRobertaLike,  // RobertaTokenizerFast and its copies: ByteLevel's add_prefix_space
+  kOther,        // the generic PreTrainedTokenizerFast, XLM-R's, any other: the file as it is
+};
+
+// The class transformers' AutoTokenizer loads a folder's tokenizer.json
+// with: tokenizer_config.json's tokenizer_class, else the model type's.
+FastClass FastClassOf(const std::optional<std::string>& tokenizer_class, ModelFamily family) {
+  if (!tokenizer_class) {
+    switch (family) {
+      case ModelFamily::kBert:
+      case ModelFamily::kDistilbert:
+      case ModelFamily::kElectra:
+        return FastClass::kBertLike;
+      case ModelFamily::kRoberta:
+        return FastClass::kRobertaLike;
+      default:
+        return FastClass::kOther;
+    }
+  }
+  std::string name = *tokenizer_class;
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, "Fast") == 0)
+    name.resize(name.size() - 4);
+  for (const char* bert : {"BertTokenizer", "DistilBertTokenizer", "ElectraTokenizer",
+                           "MobileBertTokenizer", "SqueezeBertTokenizer", "MPNetTokenizer"}) {
+    if (name == bert) return FastClass::kBertLike;
+  }
+  for (const char* roberta : {"RobertaTokenizer", "LongformerTokenizer", "BartTokenizer"}) {
+    if (name == roberta) return FastClass::kRobertaLike;
+  }
+  return FastClass::kOther;
+}
+
 // A tokenizer.json. Found by name, it is read as transformers' fast
-// tokenizer of the folder reads it: BertTokenizerFast (and DistilBERT's and
-// ELECTRA's) rebuilds the normalizer with tokenizer_config.json's
-// do_lower_case, true when it says none, and RobertaTokenizerFast the
-// pre-tokenizer with its add_prefix_space, false when it says none; the
-// generic PreTrainedTokenizerFast, when tokenizer_config.json's
-// tokenizer_class names it, takes the file as it is.
+// tokenizer class of the folder (FastClassOf) reads it: BertTokenizerFast
+// and its kin set BERT's normalizer from tokenizer_config.json's
+// do_lower_case (default true), strip_accents (default: following it) and
+// tokenize_chinese_chars (default true); RobertaTokenizerFast and its kin
+// set ByteLevel's add_prefix_space from its add_prefix_space (default
+// false); other classes take the file as it is.
 StatusOr<HfJsonTokenizer> TokenizerJson(const std::string& dir, const std::string& path,
-                                        bool found_by_name) {
+                                        bool found_by_name, ModelFamily family) {
   HfJsonOverrides overrides;
   const std::string tokenizer_config = dir + "/tokenizer_config.json";
   if (found_by_name) {
-    std::optional<bool> lower_case, add_prefix_space;
-    std::optional<std::string> tokenizer_class;
+    TokenizerConfig read;
     if (IsFile(tokenizer_config)) {
-      ASSIGN_OR_RETURN(lower_case, ReadTokenizerFlag(tokenizer_config, "do_lower_case"));
-      ASSIGN_OR_RETURN(add_prefix_space, ReadTokenizerFlag(tokenizer_config, "add_prefix_space"));
-      ASSIGN_OR_RETURN(tokenizer_class, ReadTokenizerText(tokenizer_config, "tokenizer_class"));
+      ASSIGN_OR_RETURN(read, ReadTokenizerConfig(tokenizer_config));
     }
-    if (tokenizer_class != "PreTrainedTokenizerFast") {
-      overrides.lower_case = lower_case.value_or(true);
-      overrides.add_prefix_space = add_prefix_space.value_or(false);
+    switch (FastClassOf(read.tokenizer_class, family)) {
+      case FastClass::kBertLike:
+        overrides.lower_case = read.do_lower_case.value_or(true);
+        overrides.strip_accents = read.strip_accents;
+        overrides.handle_chinese_chars = read.tokenize_chinese_chars.value_or(true);
+        break;
+      case FastClass::kRobertaLike:
+        overrides.add_prefix_space = read.add_prefix_space.value_or(false);
+        break;
+      case FastClass::kOther:
+        break;
     }
   }
   return CreateTokenizerFromHfJson(path, overrides);
@@ -132,7 +174,8 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     // has none, or one whose pipeline encoderd does not reproduce.
     const std::string json_path = dir + "/tokenizer.json";
     if (IsFile(json_path)) {
-      StatusOr<HfJsonTokenizer> t = TokenizerJson(dir, json_path, /*found_by_name=*/true);
+      StatusOr<HfJsonTokenizer> t =
+          TokenizerJson(dir, json_path, /*found_by_name=*/true, config.family);
       if (t.ok()) {
         result.path = json_path;
         result.tokenizer = std::move(t->tokenizer);
@@ -152,7 +195,8 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     options.lower_case = card->lower_case.value_or(true);
     ASSIGN_OR_RETURN(result.tokenizer, CreateWordPieceTokenizer(result.path, options));
   } else if (card->kind == TokenizerKind::kTokenizerJson) {
-    ASSIGN_OR_RETURN(HfJsonTokenizer t, TokenizerJson(dir, result.path, /*found_by_name=*/false));
+    ASSIGN_OR_RETURN(HfJsonTokenizer t,
+                     TokenizerJson(dir, result.path, /*found_by_name=*/false, config.family));
     result.tokenizer = std::move(t.tokenizer);
     result.pairs = t.pairs;
   } else if (card->kind == TokenizerKind::kByteLevelBpe) {

@@ -245,14 +245,16 @@ StatusOr<std::unique_ptr<Tokenizer>> WordPiece(const Reader& r, const json& root
   }
   const json& norm = root.at("normalizer");
   ASSIGN_OR_RETURN(const bool clean_text, r.Flag(norm, "normalizer", "clean_text", true));
-  ASSIGN_OR_RETURN(const bool chinese, r.Flag(norm, "normalizer", "handle_chinese_chars", true));
+  ASSIGN_OR_RETURN(bool chinese, r.Flag(norm, "normalizer", "handle_chinese_chars", true));
   ASSIGN_OR_RETURN(bool lowercase, r.Flag(norm, "normalizer", "lowercase", true));
   // strip_accents null follows lowercase, as in BertNormalizer.
   ASSIGN_OR_RETURN(bool strip_accents, r.Flag(norm, "normalizer", "strip_accents", lowercase));
-  if (overrides.lower_case && *overrides.lower_case != lowercase) {
-    // transformers' BertTokenizerFast rebuilds the normalizer with
-    // do_lower_case and strip_accents None (following it).
-    lowercase = strip_accents = *overrides.lower_case;
+  if (overrides.lower_case) {
+    // transformers' BertTokenizerFast leaves the normalizer with its own
+    // settings (rebuilding it where the file's differ).
+    lowercase = *overrides.lower_case;
+    strip_accents = overrides.strip_accents.value_or(lowercase);
+    chinese = overrides.handle_chinese_chars;
   }
   if (!clean_text || !chinese) {
     return r.Unsupported(

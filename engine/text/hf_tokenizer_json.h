@@ -32,11 +32,17 @@
 
 namespace encoderd {
 
-// What transformers' fast tokenizers take from tokenizer_config.json over
-// the file: do_lower_case (BERT's normalizer, strip_accents then following
-// it) and add_prefix_space (RoBERTa's ByteLevel).
+// What transformers' fast tokenizer class sets over the file (from
+// tokenizer_config.json and the class's defaults).
 struct HfJsonOverrides {
+  // BertTokenizerFast and its kin rebuild BERT's normalizer from their
+  // do_lower_case, strip_accents (unset: following lower_case) and
+  // tokenize_chinese_chars: with lower_case set, these replace the file's.
   std::optional<bool> lower_case;
+  std::optional<bool> strip_accents;
+  bool handle_chinese_chars = true;
+  // RobertaTokenizerFast rebuilds the ByteLevel pre-tokenizer from its
+  // add_prefix_space.
   std::optional<bool> add_prefix_space;
 };
 

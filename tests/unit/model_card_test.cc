@@ -417,41 +417,70 @@ TEST(ModelCardLoad, FoldersWithBothReadTokenizerJsonFirst) {
   fs::remove_all(dir);
 }
 
-// Found by name, a tokenizer.json's casing is BertTokenizerFast's:
-// tokenizer_config.json's do_lower_case over the file's normalizer, true
-// when it says none (or there is no tokenizer_config.json); the file as it
-// is when tokenizer_config.json names the generic PreTrainedTokenizerFast.
-// (Was: the file's own lowercase when tokenizer_config.json said none.)
-TEST(ModelCardLoad, TokenizerJsonCasingAsTransformersFastTokenizers) {
+// Found by name, a tokenizer.json is read as the fast tokenizer class
+// transformers' AutoTokenizer loads it with (tokenizer_config.json's
+// tokenizer_class, else the model type's) reads it: BertTokenizerFast sets
+// the normalizer from do_lower_case (default true), strip_accents (default:
+// following it) and tokenize_chinese_chars; RobertaTokenizerFast sets
+// ByteLevel's add_prefix_space (default false); PreTrainedTokenizerFast
+// takes the file as it is. (Was: the file's own settings where
+// tokenizer_config.json said none, whatever the class.)
+TEST(ModelCardLoad, TokenizerJsonAsTransformersFastTokenizerClasses) {
   const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "tokenizer_json";
-  const fs::path dir = CopyFixture("hf_bert_legacy", "tokenizer_json_casing");
+  fs::path dir = CopyFixture("hf_bert_legacy", "tokenizer_json_classes");
   fs::remove(dir / "vocab.txt");
   nlohmann::json json = nlohmann::json::parse(
       testing::ReadTextFile((tokenizers / "wordpiece_uncased.json").string()));
   json["normalizer"]["lowercase"] = false;
   json["normalizer"]["strip_accents"] = nullptr;
   WriteFile(dir / "tokenizer.json", json.dump());
-  const auto first_piece = [&]() {
+  const auto first_piece = [&](const std::string& text) {
     auto b = server::LoadModelDirectory(dir.string());
     EXPECT_TRUE(b.ok()) << b.status().ToString();
-    if (!b.ok() || !b->tokenizer) return std::string("no tokenizer");
-    auto enc = b->tokenizer->Encode("Hello", 16, false);
+    if (!b.ok()) return std::string("not loaded");
+    if (!b->tokenizer) return "no tokenizer: " + b->tokenizer_note;
+    auto enc = b->tokenizer->Encode(text, 16, false);
     return enc.ok() && enc->pieces.size() > 1 ? enc->pieces[1] : std::string("no pieces");
   };
   fs::remove(dir / "tokenizer_config.json");
-  EXPECT_EQ(first_piece().substr(0, 1), "h");
+  EXPECT_EQ(first_piece("Hello").substr(0, 1), "h");  // a BERT model: BertTokenizerFast
   WriteFile(dir / "tokenizer_config.json", R"({"model_max_length": 512})");
-  EXPECT_EQ(first_piece().substr(0, 1), "h");
+  EXPECT_EQ(first_piece("Hello").substr(0, 1), "h");
   WriteFile(dir / "tokenizer_config.json", R"({"do_lower_case": false})");
-  const std::string cased = first_piece();
+  const std::string cased = first_piece("Hello");
   EXPECT_NE(cased.substr(0, 1), "h") << cased;  // [UNK], or "H..." pieces
   WriteFile(dir / "tokenizer_config.json", R"({"tokenizer_class": "PreTrainedTokenizerFast"})");
-  EXPECT_EQ(first_piece(), cased);
+  EXPECT_EQ(first_piece("Hello"), cased);
+  WriteFile(dir / "tokenizer_config.json", R"({"tokenizer_class": "RobertaTokenizerFast"})");
+  EXPECT_EQ(first_piece("Hello"), cased);
+  WriteFile(dir / "tokenizer_config.json", R"({"tokenizer_class": "DistilBertTokenizer"})");
+  EXPECT_EQ(first_piece("Hello").substr(0, 1), "h");
+  // Lower-cased without stripping accents: a normalizer encoderd does not
+  // reproduce, said so (the folder then has no tokenizer).
+  WriteFile(dir / "tokenizer_config.json", R"({"do_lower_case": true, "strip_accents": false})");
+  EXPECT_NE(first_piece("Hello").find("strip_accents differs"), std::string::npos);
   WriteFile(dir / "tokenizer_config.json", R"({"tokenizer_class": 3})");
   auto bad = server::LoadModelDirectory(dir.string());
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("tokenizer_class must be a string"), std::string::npos)
       << bad.status().message();
+  fs::remove_all(dir);
+
+  // A RoBERTa model's byte-level BPE: add_prefix_space false unless
+  // tokenizer_config.json says otherwise, whatever the file's.
+  dir = CopyFixture("hf_roberta_safetensors", "tokenizer_json_prefix");
+  fs::remove(dir / "vocab.json");
+  fs::remove(dir / "merges.txt");
+  json = nlohmann::json::parse(testing::ReadTextFile((tokenizers / "bytebpe.json").string()));
+  json["pre_tokenizer"]["add_prefix_space"] = true;
+  WriteFile(dir / "tokenizer.json", json.dump());
+  const std::string no_prefix = first_piece("hello");
+  EXPECT_EQ(no_prefix.rfind("\u0120", 0), std::string::npos) << no_prefix;  // no "Ġ"
+  WriteFile(dir / "tokenizer_config.json", R"({"add_prefix_space": true})");
+  const std::string prefix = first_piece("hello");
+  EXPECT_EQ(prefix.rfind("\u0120", 0), 0u) << prefix;
+  WriteFile(dir / "tokenizer_config.json", R"({"tokenizer_class": "PreTrainedTokenizerFast"})");
+  EXPECT_EQ(first_piece("hello"), prefix);
   fs::remove_all(dir);
 }
 
