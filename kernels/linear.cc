@@ -119,7 +119,7 @@ void FeedForward(const Context& ctx, DType dtype, const void* x, int64_t rows,
 
 void FeedForward(const Context& ctx, DType x_dtype, const void* x, int64_t rows,
                  const PackedWeight& w_in, Epilogue activation, const PackedWeight& w_out,
-                 DType dtype, void* hidden, void* y) {
+                 DType dtype, void* hidden, void* y, bool add_to_y) {
   ctx.CheckActivations("FeedForward", dtype);
   if (x_dtype != dtype && !CpuBf16Pairing(ctx, x_dtype, dtype, w_in, activation)) {
     throw std::invalid_argument("FeedForward: " + std::string(DTypeName(x_dtype)) + " input with " +
@@ -143,16 +143,18 @@ void FeedForward(const Context& ctx, DType x_dtype, const void* x, int64_t rows,
   }
   if (hidden == x || hidden == y) throw std::invalid_argument("FeedForward: scratch aliases");
   // In place, a chunk's output rows would overwrite input rows still unread.
-  if (x == y && (w_in.in_features() != w_out.out_features() || x_dtype != dtype)) {
-    throw std::invalid_argument("FeedForward: output aliases an input of another width or dtype");
+  if (x == y && (w_in.in_features() != w_out.out_features() || x_dtype != dtype || !add_to_y)) {
+    throw std::invalid_argument(
+        "FeedForward: output aliases an input of another width or dtype, or one it replaces");
   }
   if (ctx.device() == Device::kCpu &&
       FeedForwardCpu(ctx.cpu(), x_dtype, x, rows, w_in, activation, w_out,
-                     static_cast<float*>(hidden), static_cast<float*>(y))) {
+                     static_cast<float*>(hidden), static_cast<float*>(y), add_to_y)) {
     return;
   }
   Linear(ctx, x_dtype, x, rows, w_in, activation, nullptr, dtype, hidden);
-  Linear(ctx, dtype, hidden, rows, w_out, Epilogue::kResidual, y, y);
+  Linear(ctx, dtype, hidden, rows, w_out, add_to_y ? Epilogue::kResidual : Epilogue::kNone,
+         add_to_y ? y : nullptr, y);
 }
 
 }  // namespace encoderd::kernels

@@ -112,9 +112,12 @@ void FeedForward(const Context& ctx, DType dtype, const void* x, int64_t rows,
                  void* hidden, void* y);
 
 // FeedForward over x of x_dtype: `dtype`, or on the CPU bfloat16 for
-// bfloat16 weights (as Linear's x above); hidden and y are of `dtype`.
+// bfloat16 weights (as Linear's x above); hidden and y are of `dtype`. With
+// add_to_y false, y = act(x W_in^T + b_in) W_out^T + b_out (its previous
+// contents unread; it must not alias x), for a caller that adds the
+// residual itself (a post-norm layer's LayerNorm).
 void FeedForward(const Context& ctx, DType x_dtype, const void* x, int64_t rows,
                  const PackedWeight& w_in, Epilogue activation, const PackedWeight& w_out,
-                 DType dtype, void* hidden, void* y);
+                 DType dtype, void* hidden, void* y, bool add_to_y = true);
 
 }  // namespace encoderd::kernels

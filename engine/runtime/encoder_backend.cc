@@ -71,7 +71,11 @@ class WeightWalk {
 void RunLayer(const EncoderConfig& c, int64_t l, EncoderBackend& ops) {
   const Epilogue activation = c.activation == Activation::kGelu ? Epilogue::kGelu : Epilogue::kRelu;
   // Pre-norm: x += attn(LN1(x)); x += ffn(LN2(x)).
-  // Post-norm: x = LN1(x + attn(x)); x = LN2(x + ffn(x)).
+  // Post-norm: x = LN1(x + attn(x)); x = LN2(x + ffn(x)), the residual
+  // added by the Linear layer's epilogue, or by the norm where the backend
+  // says so (NormsAddResiduals: into kProjected, then the norm of its sum).
+  const bool post_norm = !c.norm_first;
+  const bool norms_add = post_norm && ops.NormsAddResiduals();
   Buffer attention_in = Buffer::kHidden;
   if (c.norm_first) {
     ops.Norm(l, NormSlot::kNorm1, Buffer::kHidden, Buffer::kNormed);
@@ -79,16 +83,25 @@ void RunLayer(const EncoderConfig& c, int64_t l, EncoderBackend& ops) {
   }
   ops.Linear(l, LinearSlot::kQkv, attention_in, Epilogue::kNone, Buffer::kQkv);
   ops.Attention(Buffer::kQkv, Buffer::kContext);
-  ops.Linear(l, LinearSlot::kOut, Buffer::kContext, Epilogue::kResidual, Buffer::kHidden);
+  if (norms_add) {
+    ops.Linear(l, LinearSlot::kOut, Buffer::kContext, Epilogue::kNone, Buffer::kProjected);
+    ops.AddNorm(l, NormSlot::kNorm1, Buffer::kProjected, Buffer::kHidden, Buffer::kHidden);
+  } else {
+    ops.Linear(l, LinearSlot::kOut, Buffer::kContext, Epilogue::kResidual, Buffer::kHidden);
+    if (post_norm) ops.Norm(l, NormSlot::kNorm1, Buffer::kHidden, Buffer::kHidden);
+  }
   Buffer ffn_in = Buffer::kHidden;
   if (c.norm_first) {
     ops.Norm(l, NormSlot::kNorm2, Buffer::kHidden, Buffer::kNormed);
     ffn_in = Buffer::kNormed;
-  } else {
-    ops.Norm(l, NormSlot::kNorm1, Buffer::kHidden, Buffer::kHidden);
   }
-  ops.FeedForward(l, ffn_in, activation, Buffer::kFfn, Buffer::kHidden);
-  if (!c.norm_first) ops.Norm(l, NormSlot::kNorm2, Buffer::kHidden, Buffer::kHidden);
+  if (norms_add) {
+    ops.FeedForward(l, ffn_in, activation, Buffer::kFfn, Buffer::kProjected, /*add_to_out=*/false);
+    ops.AddNorm(l, NormSlot::kNorm2, Buffer::kProjected, Buffer::kHidden, Buffer::kHidden);
+  } else {
+    ops.FeedForward(l, ffn_in, activation, Buffer::kFfn, Buffer::kHidden, /*add_to_out=*/true);
+    if (post_norm) ops.Norm(l, NormSlot::kNorm2, Buffer::kHidden, Buffer::kHidden);
+  }
 }
 
 // A backend's ops, each timed into a profile.
@@ -112,10 +125,15 @@ class TimedOps final : public EncoderBackend {
   void Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue, Buffer out) override {
     Timed(OpOf(slot), [&] { ops_.Linear(layer, slot, in, epilogue, out); });
   }
-  void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden,
-                   Buffer out) override {
-    Timed(EncoderOp::kFeedForward, [&] { ops_.FeedForward(layer, in, activation, hidden, out); });
+  void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden, Buffer out,
+                   bool add_to_out) override {
+    Timed(EncoderOp::kFeedForward,
+          [&] { ops_.FeedForward(layer, in, activation, hidden, out, add_to_out); });
   }
+  void AddNorm(int64_t layer, NormSlot slot, Buffer in, Buffer residual, Buffer out) override {
+    Timed(EncoderOp::kNorm, [&] { ops_.AddNorm(layer, slot, in, residual, out); });
+  }
+  bool NormsAddResiduals() const override { return ops_.NormsAddResiduals(); }
   void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) override {
     Timed(EncoderOp::kNorm, [&] { ops_.Norm(layer, slot, in, out); });
   }
@@ -196,6 +214,8 @@ int64_t BufferWidth(const EncoderConfig& c, Buffer buffer) {
       return c.intermediate_size;
     case Buffer::kEmbedded:
       return c.projects_embeddings() ? c.embedding_size : 0;
+    case Buffer::kProjected:
+      return c.norm_first ? 0 : c.hidden_size;
     case Buffer::kNormed:
       break;
   }
@@ -364,6 +384,10 @@ Status BackendEncoder::Load(TensorMap& weights, DType head_dtype, int head_threa
                  weights_.linear(0, LinearSlot::kQkv)->bf16_values();
   bf16_attention_ =
       bf16_normed_ && kernels::AttentionTakesBf16Values(context(), config().head_dim());
+  // oneDNN's fp32 and bf16 GEMMs add a residual (a sum post-op) at a cost
+  // (docs/architecture.md); the int8 kernels add it in their epilogue for
+  // nothing, and on CUDA the choice is unmeasured, so those keep it there.
+  norms_add_residuals_ = context().device() == Device::kCpu && options().dtype != DType::kInt8;
   ASSIGN_OR_RETURN(head_, HostHead::Create(config(), weights, head_dtype, head_threads));
   return Status::Ok();
 }
@@ -376,6 +400,7 @@ DType BackendEncoder::BufferType(Buffer buffer) const {
 
 int64_t BackendEncoder::BufferRowBytes(Buffer buffer) const {
   if (buffer == Buffer::kNormedBf16 && !bf16_normed_) return 0;
+  if (buffer == Buffer::kProjected && !norms_add_residuals_) return 0;
   if (buffer == Buffer::kNormed && bf16_normed_) return 0;  // only its copy is written (Norm)
   return BufferWidth(config(), buffer) * static_cast<int64_t>(DTypeSize(BufferType(buffer)));
 }
@@ -443,25 +468,34 @@ void BackendEncoder::Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue 
 }
 
 void BackendEncoder::FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden,
-                                 Buffer out) {
+                                 Buffer out, bool add_to_out) {
   const Buffer x = LinearInput(in);
   Wrote(hidden);
   Wrote(out);
   kernels::FeedForward(context(), BufferType(x), Data(x), run_.tokens,
                        *weights_.linear(layer, LinearSlot::kFfnIn), activation,
                        *weights_.linear(layer, LinearSlot::kFfnOut), activations_, Data(hidden),
-                       Data(out));
+                       Data(out), add_to_out);
 }
 
 void BackendEncoder::Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) {
+  NormOf(layer, slot, Data(in), nullptr, out);
+}
+
+void BackendEncoder::AddNorm(int64_t layer, NormSlot slot, Buffer in, Buffer residual, Buffer out) {
+  NormOf(layer, slot, Data(in), Data(residual), out);
+}
+
+void BackendEncoder::NormOf(int64_t layer, NormSlot slot, const void* in, const void* residual,
+                            Buffer out) {
   const NormRef& norm = weights_.norm(layer, slot);
   // The final norm's output goes to the head, not to a Linear layer.
   const bool copy = bf16_normed_ && slot != NormSlot::kFinal;
   // Pre-norm layers' normed input is read only by Linear layers, from the
   // copy (LinearInput): kNormed then has no float32 rows (BufferRowBytes).
   const bool copy_only = copy && out == Buffer::kNormed;
-  kernels::AddLayerNorm(context(), activations_, Data(in), nullptr, norm.gamma, norm.beta,
-                        run_.tokens, config().hidden_size, config().layer_norm_eps,
+  kernels::AddLayerNorm(context(), activations_, in, residual, norm.gamma, norm.beta, run_.tokens,
+                        config().hidden_size, config().layer_norm_eps,
                         copy_only ? nullptr : Data(out),
                         copy ? Data(Buffer::kNormedBf16) : nullptr);
   run_.normed_bf16_of = copy ? out : Buffer::kNormedBf16;

@@ -38,9 +38,11 @@ bool KeepsFp32(const EncoderOptions& options, int64_t layer, LinearSlot slot);
 // BackendEncoder::BufferType: kHidden holds the running hidden states,
 // kEmbedded the embeddings before their projection (only when the model
 // projects them), kNormedBf16 a bf16 copy of a LayerNorm's output (only in
-// bf16 models on CPUs with bf16 GEMMs, BackendEncoder::BufferType).
-enum class Buffer { kHidden, kQkv, kContext, kFfn, kNormed, kEmbedded, kNormedBf16 };
-constexpr int kNumBuffers = 7;
+// bf16 models on CPUs with bf16 GEMMs, BackendEncoder::BufferType),
+// kProjected a sublayer's output before its residual (only in post-norm
+// models whose norms add the residuals: EncoderBackend::NormsAddResiduals).
+enum class Buffer { kHidden, kQkv, kContext, kFfn, kNormed, kEmbedded, kNormedBf16, kProjected };
+constexpr int kNumBuffers = 8;
 // Columns of `buffer` per token for a model of `config` (0: unused, e.g.
 // kNormed in a post-norm model).
 int64_t BufferWidth(const EncoderConfig& config, Buffer buffer);
@@ -70,11 +72,18 @@ class EncoderBackend {
   // kResidual adds out's previous contents.
   virtual void Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue, Buffer out) = 0;
   // out += ffn.out(activation(ffn.in(in))) with the kFfnIn and kFfnOut
-  // weights of `layer`, through `hidden` (scratch); in may be out.
-  virtual void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden,
-                           Buffer out) = 0;
+  // weights of `layer`, through `hidden` (scratch); in may be out. With
+  // add_to_out false, out = ffn.out(...) (out must not be in).
+  virtual void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden, Buffer out,
+                           bool add_to_out) = 0;
   // out = LayerNorm(in) with the norm `slot` of `layer`; out may be in.
   virtual void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) = 0;
+  // out = LayerNorm(in + residual); out may be either.
+  virtual void AddNorm(int64_t layer, NormSlot slot, Buffer in, Buffer residual, Buffer out) = 0;
+  // Whether post-norm layers leave their residual adds to the norms, which
+  // read those rows anyway (AddNorm), rather than to the out projection's
+  // and ffn.out's epilogues (RunLayer).
+  virtual bool NormsAddResiduals() const = 0;
   // out = multi-head self-attention of each sequence over the packed q|k|v.
   virtual void Attention(Buffer qkv, Buffer out) = 0;
 };
@@ -231,9 +240,14 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   Status LoadLinear(int64_t layer, LinearSlot slot, const Tensor& weight, const Tensor& bias) final;
   void Embed(Buffer out) final;
   void Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue, Buffer out) final;
-  void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden, Buffer out) final;
+  void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden, Buffer out,
+                   bool add_to_out) final;
   void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) final;
+  void AddNorm(int64_t layer, NormSlot slot, Buffer in, Buffer residual, Buffer out) final;
+  bool NormsAddResiduals() const final { return norms_add_residuals_; }
   void Attention(Buffer qkv, Buffer out) final;
+  // Norm and AddNorm: out = LayerNorm(in + residual), residual null: none.
+  void NormOf(int64_t layer, NormSlot slot, const void* in, const void* residual, Buffer out);
 
   // Linear's input: `in`, or its bf16 copy while kNormedBf16 holds one.
   Buffer LinearInput(Buffer in) const {
@@ -245,9 +259,10 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   }
 
   DType activations_;
-  bool bf16_normed_ = false;     // LayerNorms write kNormedBf16 (BufferType)
-  bool bf16_attention_ = false;  // kQkv and kContext are bf16 (BufferType)
-  Table tables_[3];              // by EmbeddingTable
+  bool bf16_normed_ = false;          // LayerNorms write kNormedBf16 (BufferType)
+  bool bf16_attention_ = false;       // kQkv and kContext are bf16 (BufferType)
+  bool norms_add_residuals_ = false;  // NormsAddResiduals
+  Table tables_[3];                   // by EmbeddingTable
   SlotWeights<std::unique_ptr<kernels::PackedWeight>, NormRef> weights_;
   std::unique_ptr<HostHead> head_;
 };

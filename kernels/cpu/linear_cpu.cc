@@ -709,7 +709,7 @@ void LinearCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t rows
 
 bool FeedForwardCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t rows,
                     const PackedWeight& w_in, Epilogue activation, const PackedWeight& w_out,
-                    float* hidden, float* y) {
+                    float* hidden, float* y, bool add_to_y) {
   CpuPackedWeight& in = static_cast<CpuPackedWeight&>(w_in.impl());
   CpuPackedWeight& out = static_cast<CpuPackedWeight&>(w_out.impl());
   // At a few rows either weight may run on the few-row kernels, which the
@@ -727,7 +727,8 @@ bool FeedForwardCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t
             ? x
             : RoundInput(ctx, in, static_cast<const float*>(x), rows * in.in_features);
     GemmChunks(ctx, in, x16, rows, activation, nullptr, hidden, /*bf16_out=*/true);
-    GemmChunks(ctx, out, hidden, rows, Epilogue::kResidual, y, y, /*bf16_out=*/false);
+    GemmChunks(ctx, out, hidden, rows, add_to_y ? Epilogue::kResidual : Epilogue::kNone,
+               add_to_y ? y : nullptr, y, /*bf16_out=*/false);
     return true;
   }
   return false;

@@ -78,9 +78,10 @@ void LinearCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t rows
 // kernels/linear.h's FeedForward when both weights run on bf16 GEMMs
 // (bf16_compute) and the rows are more than the few-row kernels take, fused
 // (linear_cpu.cc); false, having done nothing, otherwise: the pair then runs
-// as two LinearCpu calls. x: float32, or bfloat16 (uint16).
+// as two LinearCpu calls. x: float32, or bfloat16 (uint16); add_to_y as in
+// kernels/linear.h.
 bool FeedForwardCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t rows,
                     const PackedWeight& w_in, Epilogue activation, const PackedWeight& w_out,
-                    float* hidden, float* y);
+                    float* hidden, float* y, bool add_to_y);
 
 }  // namespace encoderd::kernels

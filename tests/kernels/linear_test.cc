@@ -736,6 +736,19 @@ TEST(LinearTest, Bf16InputsAndOutputsHoldTheFloat32CallsBits) {
     FeedForward(ctx, DType::kBFloat16, x16.data(), m, *in, Epilogue::kGelu, *out, DType::kFloat32,
                 hidden.data(), ffn.data());
     EXPECT_EQ(std::memcmp(ffn.data(), ffn_want.data(), ffn.size() * sizeof(float)), 0) << what;
+    // Not added to y (a post-norm layer's norm adds the residual): y's
+    // former contents unread, the sums those of an addition to zeros.
+    for (const DType x_dtype : {DType::kFloat32, DType::kBFloat16}) {
+      const void* xs =
+          x_dtype == DType::kBFloat16 ? static_cast<const void*>(x16.data()) : x.data();
+      std::vector<float> added(m * k, 0.f), replaced(m * k, NAN);
+      FeedForward(ctx, x_dtype, xs, m, *in, Epilogue::kGelu, *out, DType::kFloat32, hidden.data(),
+                  added.data());
+      FeedForward(ctx, x_dtype, xs, m, *in, Epilogue::kGelu, *out, DType::kFloat32, hidden.data(),
+                  replaced.data(), /*add_to_y=*/false);
+      EXPECT_EQ(std::memcmp(replaced.data(), added.data(), added.size() * sizeof(float)), 0)
+          << what << " " << DTypeName(x_dtype);
+    }
   }
 }
 
@@ -782,6 +795,14 @@ TEST(LinearTest, FeedForwardRejectsBadArguments) {
   EXPECT_THROW(
       FeedForward(ctx, DType::kFloat32, x.data(), 1, *in, Epilogue::kGelu, *out, nullptr, y.data()),
       std::invalid_argument);
+  // Replacing y, it cannot be x (whose rows it would overwrite before all
+  // were read); adding to it, it can.
+  std::vector<float> xy(4);
+  EXPECT_THROW(FeedForward(ctx, DType::kFloat32, xy.data(), 1, *in, Epilogue::kGelu, *out,
+                           DType::kFloat32, hidden.data(), xy.data(), /*add_to_y=*/false),
+               std::invalid_argument);
+  FeedForward(ctx, DType::kFloat32, xy.data(), 1, *in, Epilogue::kGelu, *out, DType::kFloat32,
+              hidden.data(), xy.data(), /*add_to_y=*/true);
   EXPECT_THROW(FeedForward(ctx, DType::kFloat32, x.data(), 1, *in, Epilogue::kGelu, *out, y.data(),
                            y.data()),
                std::invalid_argument);

@@ -44,6 +44,8 @@ const char* Name(Buffer b) {
       return "embedded";
     case Buffer::kNormedBf16:
       return "normed bf16";
+    case Buffer::kProjected:
+      return "projected";
     case Buffer::kNormed:
       break;
   }
@@ -54,6 +56,7 @@ const char* Name(Buffer b) {
 class RecordingBackend : public EncoderBackend {
  public:
   std::vector<std::string> calls;
+  bool norms_add_residuals = false;
 
   Status LoadTable(EmbeddingTable table, const Tensor& t) override {
     calls.push_back("table " + std::to_string(int(table)) + " " + ShapeToString(t.shape()));
@@ -73,14 +76,20 @@ class RecordingBackend : public EncoderBackend {
     calls.push_back(std::to_string(layer) + " " + LinearSlotName(slot) + " " + Name(in) + "->" +
                     Name(out) + " epilogue " + std::to_string(int(e)));
   }
-  void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden,
-                   Buffer out) override {
+  void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden, Buffer out,
+                   bool add_to_out) override {
     calls.push_back(std::to_string(layer) + " ffn " + Name(in) + "->" + Name(hidden) + "->" +
-                    Name(out) + " epilogue " + std::to_string(int(activation)));
+                    Name(out) + (add_to_out ? " added" : "") + " epilogue " +
+                    std::to_string(int(activation)));
   }
   void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) override {
     calls.push_back(std::to_string(layer) + " norm " + std::to_string(int(slot)) + " " + Name(in) +
                     "->" + Name(out));
+  }
+  bool NormsAddResiduals() const override { return norms_add_residuals; }
+  void AddNorm(int64_t layer, NormSlot slot, Buffer in, Buffer residual, Buffer out) override {
+    calls.push_back(std::to_string(layer) + " norm " + std::to_string(int(slot)) + " " + Name(in) +
+                    "+" + Name(residual) + "->" + Name(out));
   }
   void Attention(Buffer qkv, Buffer out) override {
     calls.push_back(std::string("attention ") + Name(qkv) + "->" + Name(out));
@@ -171,10 +180,35 @@ TEST(EncoderBackendTest, PostNormLayerSequence) {
       "attention qkv->ctx",
       "0 attention.out ctx->x epilogue 3",
       "0 norm 1 x->x",
-      "0 ffn x->ffn->x epilogue 2",
+      "0 ffn x->ffn->x added epilogue 2",
       "0 norm 2 x->x",
   };
   EXPECT_EQ(backend.calls, want);
+  // A backend whose norms add the residuals: each sublayer's output goes
+  // to kProjected, and the norm takes the sum.
+  RecordingBackend norms_add;
+  norms_add.norms_add_residuals = true;
+  RunEncoder(c, norms_add);
+  const std::vector<std::string> want_norms_add = {
+      "embed x",
+      "0 attention.qkv x->qkv epilogue 0",
+      "attention qkv->ctx",
+      "0 attention.out ctx->projected epilogue 0",
+      "0 norm 1 projected+x->x",
+      "0 ffn x->ffn->projected epilogue 2",
+      "0 norm 2 projected+x->x",
+  };
+  EXPECT_EQ(norms_add.calls, want_norms_add);
+  EXPECT_EQ(BufferWidth(c, Buffer::kProjected), c.hidden_size);
+  EXPECT_EQ(BufferWidth(Tiny(/*norm_first=*/true), Buffer::kProjected), 0);
+  // Pre-norm layers keep the residuals in the epilogues whatever the
+  // backend says: their norms do not write the residual stream.
+  RecordingBackend pre_norm;
+  pre_norm.norms_add_residuals = true;
+  RunEncoder(Tiny(/*norm_first=*/true), pre_norm);
+  for (const std::string& call : pre_norm.calls) {
+    EXPECT_EQ(call.find("projected"), std::string::npos) << call;
+  }
 }
 
 TEST(EncoderBackendTest, PreNormLayerSequenceEndsWithTheFinalNorm) {
@@ -189,7 +223,7 @@ TEST(EncoderBackendTest, PreNormLayerSequenceEndsWithTheFinalNorm) {
       "attention qkv->ctx",
       "0 attention.out ctx->x epilogue 3",
       "0 norm 2 x->normed",
-      "0 ffn normed->ffn->x epilogue 1",
+      "0 ffn normed->ffn->x added epilogue 1",
       "-1 norm 3 x->x",
   };
   EXPECT_EQ(backend.calls, want);
