@@ -385,8 +385,9 @@ Status BackendEncoder::Load(TensorMap& weights, DType head_dtype, int head_threa
   bf16_attention_ =
       bf16_normed_ && kernels::AttentionTakesBf16Values(context(), config().head_dim());
   // oneDNN's fp32 and bf16 GEMMs add a residual (a sum post-op) at a cost
-  // (docs/architecture.md); the int8 kernels add it in their epilogue for
-  // nothing, and on CUDA the choice is unmeasured, so those keep it there.
+  // the norms' extra read is under (docs/architecture.md); the int8 kernels
+  // add it in their epilogue without one, where the change showed no gain,
+  // and on CUDA it is unmeasured: those keep it there.
   norms_add_residuals_ = context().device() == Device::kCpu && options().dtype != DType::kInt8;
   ASSIGN_OR_RETURN(head_, HostHead::Create(config(), weights, head_dtype, head_threads));
   return Status::Ok();

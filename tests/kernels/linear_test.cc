@@ -675,6 +675,15 @@ TEST(LinearTest, FeedForwardIsTwoLinearsBitForBit) {
           std::vector<float> y2 = x;
           FeedForward(ctx, DType::kFloat32, x.data(), m, *in, act, *out, scratch.data(), y2.data());
           EXPECT_EQ(std::memcmp(y2.data(), want.data(), y2.size() * sizeof(float)), 0) << what;
+          // Replacing y: the two Linears without the residual, every dtype
+          // and path (fp32 and int8 kernels, the few-row ones, fused bf16).
+          std::vector<float> alone(m * h, NAN), alone_want(m * h);
+          Linear(ctx, DType::kFloat32, hidden.data(), m, *out, Epilogue::kNone, nullptr,
+                 alone_want.data());
+          FeedForward(ctx, DType::kFloat32, x.data(), m, *in, act, *out, DType::kFloat32,
+                      scratch.data(), alone.data(), /*add_to_y=*/false);
+          EXPECT_EQ(std::memcmp(alone.data(), alone_want.data(), alone.size() * sizeof(float)), 0)
+              << what << " replacing y";
         }
       }
     }
@@ -795,8 +804,8 @@ TEST(LinearTest, FeedForwardRejectsBadArguments) {
   EXPECT_THROW(
       FeedForward(ctx, DType::kFloat32, x.data(), 1, *in, Epilogue::kGelu, *out, nullptr, y.data()),
       std::invalid_argument);
-  // Replacing y, it cannot be x (whose rows it would overwrite before all
-  // were read); adding to it, it can.
+  // Replacing y, it cannot be x (the contract: no caller needs it); adding
+  // to it, it can.
   std::vector<float> xy(4);
   EXPECT_THROW(FeedForward(ctx, DType::kFloat32, xy.data(), 1, *in, Epilogue::kGelu, *out,
                            DType::kFloat32, hidden.data(), xy.data(), /*add_to_y=*/false),

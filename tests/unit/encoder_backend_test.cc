@@ -252,6 +252,16 @@ TEST(EncoderBackendTest, AProfileCountsEachOpAndLeavesTheSequence) {
   EXPECT_EQ(calls(EncoderOp::kNorm), 2 * 2 * c.num_layers);  // post-norm: no final norm
   EXPECT_EQ(calls(EncoderOp::kFeedForward), 2 * c.num_layers);
   EXPECT_STREQ(EncoderOpName(EncoderOp::kFeedForward), "ffn");
+  // A backend whose norms add the residuals: the profile passes that on
+  // (the sequence is the norms-add one) and counts AddNorm as a norm.
+  RecordingBackend plain_add, profiled_add;
+  plain_add.norms_add_residuals = profiled_add.norms_add_residuals = true;
+  RunEncoder(c, plain_add);
+  OpProfile add_profile;
+  RunEncoder(c, profiled_add, &add_profile);
+  EXPECT_EQ(profiled_add.calls, plain_add.calls);
+  EXPECT_NE(plain_add.calls, plain.calls);
+  EXPECT_EQ(add_profile.calls[static_cast<int>(EncoderOp::kNorm)], 2 * c.num_layers);
 }
 
 // The CPU encoder did not check Linear shapes against the config (only the
