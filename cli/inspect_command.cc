@@ -140,10 +140,10 @@ std::string DescribeModelText(const ModelBundle& bundle) {
   }
   s << "text pairs:      " << DescribePairs(bundle) << "\n";
   s << "tokenizer:       "
-    << (bundle.tokenizer ? bundle.tokenizer->Describe() + " from " + bundle.tokenizer_path +
-                               (bundle.tokenizer_note.empty()
-                                    ? std::string()
-                                    : " (not tokenizer.json: " + bundle.tokenizer_note + ")")
+    << (bundle.tokenizer
+            ? bundle.tokenizer->Describe() + " from " + bundle.tokenizer_path +
+                  (bundle.tokenizer_note.empty() ? std::string()
+                                                 : " (passed over: " + bundle.tokenizer_note + ")")
         : bundle.tokenizer_note.empty() ? std::string("none")
                                         : "none (" + bundle.tokenizer_note + ")")
     << "\n";
