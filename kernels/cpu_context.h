@@ -5,6 +5,11 @@
 
 namespace encoderd::kernels {
 
+// The smallest capacity the first CpuContext gives oneDNN's primitive cache
+// (process-wide), unless ONEDNN_PRIMITIVE_CACHE_CAPACITY sets one
+// (kernels/cpu/cpu_context.cc).
+constexpr int kOneDnnPrimitiveCacheEntries = 4096;
+
 // Owns the thread budget and the oneDNN engine/stream used by the CPU ops.
 // All parallel loops (oneDNN's and the kernels' own) run on the OpenMP runtime
 // that oneDNN was built with (libgomp), capped at num_threads(), so the two

@@ -27,11 +27,31 @@ void CapOneDnnIsa() {
   static_cast<void>(once);
 }
 
+// oneDNN's cache of primitives, which weights of the same shape share
+// (each weight keeps the handles of its own, linear_cpu.h): at least
+// kOneDnnPrimitiveCacheEntries, unless ONEDNN_PRIMITIVE_CACHE_CAPACITY sets
+// it. A shape and epilogue takes up to kMaxPrimitivesPerEpilogue (154)
+// entries, so oneDNN's default of 1024 holds about six, fewer than two
+// models of different shapes use (a BERT-like model four); past it, a
+// weight whose shape was evicted compiles and keeps copies of its own
+// (about 180 KB a primitive for a 3072 x 768 fp32 weight).
+void SizeOneDnnPrimitiveCache() {
+  static const int once = [] {
+    if (std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") != nullptr ||
+        dnnl::get_primitive_cache_capacity() >= kOneDnnPrimitiveCacheEntries) {
+      return 0;
+    }
+    dnnl::set_primitive_cache_capacity(kOneDnnPrimitiveCacheEntries);
+    return 1;
+  }();
+  static_cast<void>(once);
+}
+
 }  // namespace
 
 CpuContext::CpuContext(int num_threads)
     : num_threads_(num_threads > 0 ? num_threads : omp_get_num_procs()),
-      backend_((CapOneDnnIsa(), std::make_unique<Backend>())) {}
+      backend_((CapOneDnnIsa(), SizeOneDnnPrimitiveCache(), std::make_unique<Backend>())) {}
 
 CpuContext::~CpuContext() = default;
 

@@ -29,13 +29,19 @@ using Dt = memory::data_type;
 
 // oneDNN GEMMs (fp32, bf16, and int8 on CPUs with neither VNNI nor AVX2 +
 // FMA) take rows in chunks: 2048, 1024 or 512 rows while that many are
-// left, then 16 * (r / 16) rows and r % 16 rows of a remainder r < 512. A
-// weight thus needs at most 3 + 31 + 15 primitives per epilogue, whatever
-// the batch sizes (a new primitive costs 0.3-1.5 ms to create;
-// kernels/bench/gemm_bench compares chunked calls with one exact-size
-// primitive). Each chunk streams the whole weight once: `encoderd bench`'s
-// W1 (4345 rows) reads it 4 times (2048, 2048, 240, 9 rows) instead of 10
-// (8 x 512, 240, 9). The int8 kernels (VNNI, or AVX2 without it) take 512
+// left; then a remainder r < 512 is one chunk of exactly r rows up to
+// kExactRows, and beyond that 16 * (r / 16) rows and r % 16 rows. A weight
+// thus needs at most kMaxPrimitivesPerEpilogue (3 + 23 + 128) primitives
+// per epilogue, whatever the batch sizes (a new primitive costs 0.3-1.5 ms
+// to create; kernels/bench/gemm_bench compares chunked calls with one
+// exact-size primitive). Each chunk reads the whole weight once (from L3
+// when the chunk before has just read it): `encoderd bench`'s W1 (3796
+// rows) reads it 5 times (2048, 1024, 512, 208, 4) instead of 9 (7 x 512,
+// 208, 4). Until 2026-12-01 a remainder's r % 16 rows were always a chunk
+// of their own, another pass over the weight: batches of 50-120 rows took
+// 1-15% longer than they do now (docs/architecture.md has the figures and
+// the primitives' memory).
+// The int8 kernels (VNNI, or AVX2 without it) take 512
 // rows at a time (any count: they have no primitives), whose inputs stay in
 // cache while each group of weight columns goes over them. Up to
 // kFewRowsMax rows, fp32 and bf16 weights on AVX-512, bf16 weights on AVX2 +
@@ -47,6 +53,10 @@ using Dt = memory::data_type;
 constexpr int64_t kChunkRows = 512;
 constexpr int64_t kMaxChunkRows = 2048;
 constexpr int64_t kRowGranule = 16;
+constexpr int64_t kExactRows = 128;
+static_assert(kMaxPrimitivesPerEpilogue ==
+                  3 + (kChunkRows / kRowGranule - 1 - kExactRows / kRowGranule) + kExactRows,
+              "2048, 1024 and 512 rows; multiples of 16 over kExactRows; 1 to kExactRows");
 
 // The rows of the next chunk when `left` rows remain, at most `max_chunk`
 // (kChunkRows, or kMaxChunkRows).
@@ -54,7 +64,7 @@ int64_t ChunkRows(int64_t left, int64_t max_chunk) {
   for (int64_t chunk = max_chunk; chunk >= kChunkRows; chunk /= 2) {
     if (left >= chunk) return chunk;
   }
-  return left >= kRowGranule ? left / kRowGranule * kRowGranule : left;
+  return left <= kExactRows ? left : left / kRowGranule * kRowGranule;
 }
 
 Dt ComputeType(const CpuPackedWeight& w) { return w.bf16_compute ? Dt::bf16 : Dt::f32; }

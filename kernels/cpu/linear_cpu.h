@@ -60,10 +60,16 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   dnnl::memory bias;    // [1, out] fp32, null handle: no bias (int8_compute: added by the epilogue)
   // One matmul per (rows, epilogue, bf16 output): oneDNN JITs per shape.
   // Rows are split into chunks from a small set of sizes (see linear_cpu.cc)
-  // so the cache stays bounded whatever batch sizes arrive.
+  // so the cache stays bounded whatever batch sizes arrive: at most
+  // kMaxPrimitivesPerEpilogue for each (epilogue, bf16 output).
   std::mutex mu;
   std::map<std::tuple<int64_t, int, bool>, dnnl::matmul> primitives;
 };
+
+// The most row counts a weight's oneDNN GEMMs are called with, per
+// (epilogue, bf16 output): 2048, 1024 and 512; the multiples of 16 from
+// 144 to 496; 1 to 128 (linear_cpu.cc, ChunkRows).
+constexpr int64_t kMaxPrimitivesPerEpilogue = 154;
 
 std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const float* weight,
                                                   const float* bias, int64_t out_features,

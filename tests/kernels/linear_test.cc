@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -259,6 +260,44 @@ TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
              y8.data());
       EXPECT_LT(ScaledMaxError(y8, want8), 1e-4) << "int8 k=" << k << " m=" << m;
     }
+  }
+}
+
+// oneDNN's GEMMs take rows in chunks of a bounded set of sizes
+// (linear_cpu.cc, ChunkRows): a remainder of up to 128 rows is one chunk,
+// one pass over the weight (before 2026-12-01, 100 rows were 96 + 4: two
+// passes), and every row count from 1 to 2,200 leaves a weight with
+// exactly kMaxPrimitivesPerEpilogue primitives for its one epilogue, each
+// call's results those of the reference.
+TEST(LinearTest, GemmChunksComeFromABoundedSetOfRowCounts) {
+  CpuContext ctx;
+  const int64_t n = 37, k = 19, most = 2200;
+  const auto w = RandomVector(n * k, 51, -0.2f, 0.2f), b = RandomVector(n, 52);
+  const auto x = RandomVector(most * k, 53);
+  for (const DType type : {DType::kFloat32, DType::kBFloat16}) {
+    const bool bf16 = type == DType::kBFloat16;
+    const auto packed = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, type);
+    const auto& impl = static_cast<const CpuPackedWeight&>(packed->impl());
+    std::vector<float> y(most * n);
+    Linear(ctx, DType::kFloat32, x.data(), 100, *packed, Epilogue::kNone, nullptr, y.data());
+    EXPECT_EQ(impl.primitives.size(), 1u) << DTypeName(type);
+    for (int64_t m = 1; m <= most; ++m) {
+      Linear(ctx, DType::kFloat32, x.data(), m, *packed, Epilogue::kNone, nullptr, y.data());
+      if (m == 50 || m == 128 || m == 130 || m == 511 || m == 600 || m == 2100) {
+        const std::vector<float> xm(x.begin(), x.begin() + m * k);
+        const auto want = bf16 ? Reference(RoundedToBFloat16(xm), RoundedToBFloat16(w), b, {}, m, n,
+                                           k, Epilogue::kNone)
+                               : Reference(xm, w, b, {}, m, n, k, Epilogue::kNone);
+        const std::vector<float> got(y.begin(), y.begin() + m * n);
+        EXPECT_LT(ScaledMaxError(got, want), 1e-4) << DTypeName(type) << " rows " << m;
+      }
+    }
+    EXPECT_EQ(impl.primitives.size(), static_cast<size_t>(kMaxPrimitivesPerEpilogue))
+        << DTypeName(type);
+  }
+  // oneDNN's cache, which weights of one shape share, holds many such sets.
+  if (std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") == nullptr) {
+    EXPECT_GE(dnnl::get_primitive_cache_capacity(), kOneDnnPrimitiveCacheEntries);
   }
 }
 
