@@ -6,8 +6,8 @@
 namespace encoderd::kernels {
 
 // The smallest capacity the first CpuContext gives oneDNN's primitive cache
-// (process-wide), unless ONEDNN_PRIMITIVE_CACHE_CAPACITY sets one
-// (kernels/cpu/cpu_context.cc).
+// (process-wide), unless ONEDNN_PRIMITIVE_CACHE_CAPACITY or
+// DNNL_PRIMITIVE_CACHE_CAPACITY sets one (kernels/cpu/cpu_context.cc).
 constexpr int kOneDnnPrimitiveCacheEntries = 4096;
 
 // Owns the thread budget and the oneDNN engine/stream used by the CPU ops.

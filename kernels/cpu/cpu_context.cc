@@ -29,15 +29,22 @@ void CapOneDnnIsa() {
 
 // oneDNN's cache of primitives, which weights of the same shape share
 // (each weight keeps the handles of its own, linear_cpu.h): at least
-// kOneDnnPrimitiveCacheEntries, unless ONEDNN_PRIMITIVE_CACHE_CAPACITY sets
-// it. A shape and epilogue takes up to kMaxPrimitivesPerEpilogue (154)
-// entries, so oneDNN's default of 1024 holds about six, fewer than two
-// models of different shapes use (a BERT-like model four); past it, a
-// weight whose shape was evicted compiles and keeps copies of its own
-// (about 180 KB a primitive for a 3072 x 768 fp32 weight).
+// kOneDnnPrimitiveCacheEntries, unless ONEDNN_PRIMITIVE_CACHE_CAPACITY or
+// DNNL_PRIMITIVE_CACHE_CAPACITY (oneDNN reads both) sets it. A weight shape
+// takes up to kMaxPrimitivesPerEpilogue (154) entries for each epilogue,
+// output type and thread count it runs with, so oneDNN's default of 1024
+// holds about six such sets, fewer than two models of different shapes use
+// (a BERT-like model four); past it, a weight whose primitives were evicted
+// compiles and keeps copies of its own (about 0.2 MB a primitive for a
+// 3072 x 768 fp32 weight).
+bool OneDnnPrimitiveCacheSetByEnv() {
+  return std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") != nullptr ||
+         std::getenv("DNNL_PRIMITIVE_CACHE_CAPACITY") != nullptr;
+}
+
 void SizeOneDnnPrimitiveCache() {
   static const int once = [] {
-    if (std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") != nullptr ||
+    if (OneDnnPrimitiveCacheSetByEnv() ||
         dnnl::get_primitive_cache_capacity() >= kOneDnnPrimitiveCacheEntries) {
       return 0;
     }

@@ -32,28 +32,33 @@ using Dt = memory::data_type;
 // left; then a remainder r < 512 is one chunk of exactly r rows up to
 // kExactRows, and beyond that 16 * (r / 16) rows and r % 16 rows. A weight
 // thus needs at most kMaxPrimitivesPerEpilogue (3 + 23 + 128) primitives
-// per epilogue, whatever the batch sizes (a new primitive costs 0.3-1.5 ms
-// to create; kernels/bench/gemm_bench compares chunked calls with one
-// exact-size primitive). Each chunk reads the whole weight once (from L3
-// when the chunk before has just read it): `encoderd bench`'s W1 (3796
-// rows) reads it 5 times (2048, 1024, 512, 208, 4) instead of 9 (7 x 512,
-// 208, 4). Until 2026-12-01 a remainder's r % 16 rows were always a chunk
-// of their own, another pass over the weight: batches of 50-120 rows took
-// 1-15% longer than they do now (docs/architecture.md has the figures and
-// the primitives' memory).
-// The int8 kernels (VNNI, or AVX2 without it) take 512
-// rows at a time (any count: they have no primitives), whose inputs stay in
-// cache while each group of weight columns goes over them. Up to
-// kFewRowsMax rows, fp32 and bf16 weights on AVX-512, bf16 weights on AVX2 +
-// FMA, and int8 weights on VNNI go to the few-row kernels instead
-// (few_rows_gemm_avx512.h), which read each weight once with every row in
-// one tile; so do fp32 weights of kFewRowsF32Avx2MinBytes or more on AVX2 +
-// FMA up to kFewRowsF32Avx2MaxRows rows (FewRowsLimit). The AVX2 int8
-// kernel takes a few rows as any others, in blocks of up to 4.
+// per epilogue and output type, whatever the batch sizes (a new primitive
+// costs 0.3-1.5 ms to create; kernels/bench/gemm_bench compares chunked
+// calls with one exact-size primitive). Each chunk reads the whole weight
+// once (from L3 when the chunk before has just read it): `encoderd
+// bench`'s W1 (4345 rows) reads it 4 times (2048, 2048, 240, 9 rows), and
+// bench/make_inputs.py's W1 (3796 rows) 5 times (2048, 1024, 512, 208, 4).
+// Until 2026-12-01 a remainder's r % 16 rows were always a chunk of their
+// own, another pass over the weight: batches of 50-120 rows took 1-15%
+// longer than they do now (docs/architecture.md has the figures and the
+// primitives' memory).
+//
+// The int8 kernels (VNNI, or AVX2 without it) take 512 rows at a time (any
+// count: they have no primitives), whose inputs stay in cache while each
+// group of weight columns goes over them. Up to kFewRowsMax rows, fp32 and
+// bf16 weights on AVX-512, bf16 weights on AVX2 + FMA, and int8 weights on
+// VNNI go to the few-row kernels instead (few_rows_gemm_avx512.h), which
+// read each weight once with every row in one tile; so do fp32 weights of
+// kFewRowsF32Avx2MinBytes or more on AVX2 + FMA up to kFewRowsF32Avx2MaxRows
+// rows (FewRowsLimit). The AVX2 int8 kernel takes a few rows as any others,
+// in blocks of up to 4.
 constexpr int64_t kChunkRows = 512;
 constexpr int64_t kMaxChunkRows = 2048;
 constexpr int64_t kRowGranule = 16;
 constexpr int64_t kExactRows = 128;
+static_assert(kExactRows % kRowGranule == 0 && kExactRows < kChunkRows &&
+                  kMaxChunkRows == 4 * kChunkRows,
+              "the count below");
 static_assert(kMaxPrimitivesPerEpilogue ==
                   3 + (kChunkRows / kRowGranule - 1 - kExactRows / kRowGranule) + kExactRows,
               "2048, 1024 and 512 rows; multiples of 16 over kExactRows; 1 to kExactRows");
