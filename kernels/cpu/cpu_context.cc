@@ -35,8 +35,8 @@ void CapOneDnnIsa() {
 // output type and thread count it runs with, so oneDNN's default of 1024
 // holds about six such sets, fewer than two models of different shapes use
 // (a BERT-like model four); past it, a weight whose primitives were evicted
-// compiles and keeps copies of its own (about 0.2 MB a primitive for a
-// 3072 x 768 fp32 weight).
+// compiles and keeps copies of its own (0.1-0.3 MB a primitive in a
+// BERT-base daemon, docs/architecture.md).
 bool OneDnnPrimitiveCacheSetByEnv() {
   return std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") != nullptr ||
          std::getenv("DNNL_PRIMITIVE_CACHE_CAPACITY") != nullptr;

@@ -67,8 +67,9 @@ struct CpuPackedWeight final : PackedWeight::Impl {
 };
 
 // The most row counts a weight's oneDNN GEMMs are called with, per
-// (epilogue, bf16 output), so the most primitives it keeps for each: 2048, 1024 and 512; the
-// multiples of 16 from 144 to 496; 1 to 128 (linear_cpu.cc, ChunkRows).
+// (epilogue, bf16 output), so the most primitives it keeps for each:
+// 2048, 1024 and 512; the multiples of 16 from 144 to 496; 1 to 128
+// (linear_cpu.cc, ChunkRows).
 constexpr int64_t kMaxPrimitivesPerEpilogue = 154;
 
 std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const float* weight,
