@@ -127,9 +127,6 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
     }
     config.problem_type = *parsed;
   }
-  if (auto name = json.find("_name_or_path"); name != json.end() && name->is_string()) {
-    config.name_or_path = name->get<std::string>();
-  }
   return config;
 }
 

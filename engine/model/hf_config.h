@@ -34,8 +34,6 @@ struct HfConfig {
   // id2label ordered by id; empty when absent.
   std::vector<std::string> labels;
   ProblemType problem_type = ProblemType::kUnspecified;
-  // "_name_or_path" ("bert-base-uncased"), used to guess lower-casing.
-  std::string name_or_path;
 };
 
 // The config.json keys of the sizes and the activation in `family`

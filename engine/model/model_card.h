@@ -43,7 +43,8 @@ struct TokenizerCard {
   // Byte-level BPE: fairseq's dict.txt, which numbers the tokens (fairseq
   // and torchtext RoBERTa); empty: vocab.json's ids.
   std::string fairseq_dict;
-  // WordPiece: lower-case and strip accents.
+  // WordPiece: lower-case and strip accents; unset: as the vocabulary says
+  // (VocabularyIsCased, engine/text/wordpiece_tokenizer.h).
   std::optional<bool> lower_case;
   // SentencePiece: added to every sentencepiece id (default 1, fairseq).
   std::optional<int32_t> id_offset;

@@ -21,11 +21,6 @@ bool IsFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 StatusOr<std::string> FindCheckpoint(const std::string& dir, const std::optional<ModelCard>& card) {
   if (card && !card->checkpoint.empty()) {
     const std::string path = dir + "/" + card->checkpoint;
@@ -340,12 +335,8 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
       config.labels.push_back("LABEL_" + std::to_string(i));
   }
 
-  // The folder's name too: a sentence-transformers model sits in 0_Transformer/.
-  const std::string name_hint = (hf ? hf->name_or_path + " " : "") + BaseName(folder) +
-                                (dir != folder ? " " + BaseName(dir) : "");
-  ASSIGN_OR_RETURN(
-      ModelTokenizer tokenizer,
-      LoadModelTokenizer(dir, card ? card->tokenizer : std::nullopt, name_hint, config));
+  ASSIGN_OR_RETURN(ModelTokenizer tokenizer,
+                   LoadModelTokenizer(dir, card ? card->tokenizer : std::nullopt, config));
   bundle.tokenizer = std::move(tokenizer.tokenizer);
   bundle.tokenizer_path = tokenizer.path;
   bundle.tokenizer_note = tokenizer.note;

@@ -19,8 +19,7 @@ bool IsFile(const std::string& path) {
 // A card for the files of a Hugging Face directory that transformers' slow
 // tokenizers read (BertTokenizer, XLMRobertaTokenizer, RobertaTokenizer), if
 // it has any.
-StatusOr<std::optional<TokenizerCard>> SlowTokenizerFiles(const std::string& dir,
-                                                          const std::string& name_hint) {
+StatusOr<std::optional<TokenizerCard>> SlowTokenizerFiles(const std::string& dir) {
   TokenizerCard card;
   const std::string tokenizer_config = dir + "/tokenizer_config.json";
   if (IsFile(dir + "/vocab.txt")) {
@@ -29,11 +28,6 @@ StatusOr<std::optional<TokenizerCard>> SlowTokenizerFiles(const std::string& dir
     if (IsFile(tokenizer_config)) {
       ASSIGN_OR_RETURN(const TokenizerConfig read, ReadTokenizerConfig(tokenizer_config));
       card.lower_case = read.do_lower_case;
-    }
-    if (!card.lower_case) {
-      const bool cased = name_hint.find("cased") != std::string::npos &&
-                         name_hint.find("uncased") == std::string::npos;
-      card.lower_case = !cased;
     }
     return std::optional<TokenizerCard>(card);
   }
@@ -164,7 +158,6 @@ StatusOr<ModelTokenizer> FittingEmbedding(ModelTokenizer result, const EncoderCo
 
 StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
                                             const std::optional<TokenizerCard>& card_in,
-                                            const std::string& name_hint,
                                             const EncoderConfig& config) {
   std::optional<TokenizerCard> card = card_in;
   ModelTokenizer result;
@@ -185,14 +178,14 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
       if (t.status().code() != StatusCode::kUnimplemented) return t.status();
       result.note = t.status().message();
     }
-    ASSIGN_OR_RETURN(card, SlowTokenizerFiles(dir, name_hint));
+    ASSIGN_OR_RETURN(card, SlowTokenizerFiles(dir));
   }
   if (!card) return result;
   RETURN_IF_ERROR(CheckCardKeys(*card));
   result.path = dir + "/" + card->file;
   if (card->kind == TokenizerKind::kWordPiece) {
     WordPieceOptions options;
-    options.lower_case = card->lower_case.value_or(true);
+    options.lower_case = card->lower_case;  // unset: the vocabulary's
     ASSIGN_OR_RETURN(result.tokenizer, CreateWordPieceTokenizer(result.path, options));
   } else if (card->kind == TokenizerKind::kTokenizerJson) {
     ASSIGN_OR_RETURN(HfJsonTokenizer t,

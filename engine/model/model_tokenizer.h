@@ -34,8 +34,8 @@ struct ModelTokenizer {
 // (engine/text/hf_tokenizer_json.h) where it has one; where it has none, or
 // one whose pipeline encoderd does not reproduce (`note` then says why),
 // the files of the slow tokenizers, in this order: vocab.txt (WordPiece;
-// lower_case from tokenizer_config.json's do_lower_case, else false only
-// when `name_hint` says "cased" and not "uncased"), sentencepiece.bpe.model
+// lower_case from tokenizer_config.json's do_lower_case, else from the
+// vocabulary: VocabularyIsCased, wordpiece_tokenizer.h), sentencepiece.bpe.model
 // (fairseq id offset 1), or vocab.json + merges.txt (byte-level BPE;
 // add_prefix_space from tokenizer_config.json, default false). A directory
 // with none of them loads without a tokenizer. A damaged file is an error,
@@ -45,7 +45,6 @@ struct ModelTokenizer {
 // tokenizer's ids must fit the embedding) and the special ids' defaults.
 StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
                                             const std::optional<TokenizerCard>& card,
-                                            const std::string& name_hint,
                                             const EncoderConfig& config);
 
 }  // namespace encoderd

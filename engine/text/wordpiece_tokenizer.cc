@@ -20,9 +20,14 @@ constexpr char kUnk[] = "[UNK]";
 
 class WordPieceTokenizer final : public Tokenizer {
  public:
+  // lower_case: options.lower_case, or the vocabulary's where that is unset.
   WordPieceTokenizer(std::unordered_map<std::string, int32_t> vocab, int64_t vocab_size,
-                     const SpecialTokens& special, const WordPieceOptions& options)
-      : vocab_(std::move(vocab)), vocab_size_(vocab_size), special_(special), options_(options) {}
+                     const SpecialTokens& special, const WordPieceOptions& options, bool lower_case)
+      : vocab_(std::move(vocab)),
+        vocab_size_(vocab_size),
+        special_(special),
+        options_(options),
+        lower_case_(lower_case) {}
 
   StatusOr<Encoding> Encode(std::string_view text, int64_t max_tokens,
                             bool truncate) const override {
@@ -34,7 +39,8 @@ class WordPieceTokenizer final : public Tokenizer {
   int64_t vocab_size() const override { return vocab_size_; }
   const SpecialTokens& special_tokens() const override { return special_; }
   std::string Describe() const override {
-    return std::string("wordpiece (") + (options_.lower_case ? "uncased" : "cased") + ", " +
+    return std::string("wordpiece (") + (lower_case_ ? "uncased" : "cased") +
+           (options_.lower_case.has_value() ? "" : ", from its vocabulary") + ", " +
            std::to_string(vocab_size_) + " tokens)";
   }
 
@@ -50,7 +56,7 @@ class WordPieceTokenizer final : public Tokenizer {
     Encoding enc;
     const std::vector<char32_t> chars = DecodeUtf8(window.text);
     const std::vector<std::u32string> words =
-        BertPreTokenize(std::u32string_view(chars.data(), chars.size()), options_.lower_case);
+        BertPreTokenize(std::u32string_view(chars.data(), chars.size()), lower_case_);
     const size_t first = window.in_unknown_run && !words.empty() ? 1 : 0;
     const char32_t last = chars.empty() ? U' ' : chars.back();
     const bool cut = !window.whole && !window.at_space;
@@ -137,6 +143,7 @@ class WordPieceTokenizer final : public Tokenizer {
   int64_t vocab_size_;
   SpecialTokens special_;
   WordPieceOptions options_;
+  bool lower_case_;
 };
 
 // Python's universal-newline readlines(), each line without its terminator.
@@ -153,7 +160,35 @@ std::vector<std::string> SplitLines(const std::string& data) {
   return lines;
 }
 
+// Whether `word` is one word of itself when pre-tokenized with `lower_case`.
+bool OneWordOfItself(const std::u32string& word, bool lower_case) {
+  const std::vector<std::u32string> words = BertPreTokenize(word, lower_case);
+  return words.size() == 1 && words[0] == word;
+}
+
 }  // namespace
+
+bool VocabularyIsCased(const std::vector<std::string>& tokens) {
+  int64_t counted = 0, lost = 0;
+  for (const std::string& token : tokens) {
+    if (token.size() >= 2 && token.front() == '[' && token.back() == ']') continue;
+    const std::string_view text = std::string_view(token).substr(token.rfind("##", 0) == 0 ? 2 : 0);
+    if (text.empty() || !IsValidUtf8(text)) continue;
+    ++counted;
+    // Most tokens of either kind: ASCII without a capital, found either way.
+    bool plain = true;
+    for (const char c : text)
+      plain = plain && static_cast<unsigned char>(c) < 0x80 && !(c >= 'A' && c <= 'Z');
+    if (plain) continue;
+    const std::vector<char32_t> chars = DecodeUtf8(text);
+    const std::u32string word(chars.begin(), chars.end());
+    if (OneWordOfItself(word, /*lower_case=*/false) &&
+        !OneWordOfItself(word, /*lower_case=*/true)) {
+      ++lost;
+    }
+  }
+  return counted > 0 && lost * 100 >= counted;
+}
 
 StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizerFromTokens(
     std::vector<std::string> tokens, const WordPieceOptions& options, const std::string& source) {
@@ -164,6 +199,8 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizerFromTokens(
   if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
     return InvalidArgument(source + ": too many tokens for 32-bit ids");
   }
+  const bool lower_case =
+      options.lower_case.has_value() ? *options.lower_case : !VocabularyIsCased(tokens);
   std::unordered_map<std::string, int32_t> vocab;
   vocab.reserve(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -184,7 +221,7 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizerFromTokens(
   }
   const auto vocab_size = static_cast<int64_t>(tokens.size());
   return std::unique_ptr<Tokenizer>(
-      new WordPieceTokenizer(std::move(vocab), vocab_size, special, options));
+      new WordPieceTokenizer(std::move(vocab), vocab_size, special, options, lower_case));
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizer(const std::string& vocab_path,

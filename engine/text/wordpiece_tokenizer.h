@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,8 +13,9 @@
 namespace encoderd {
 
 struct WordPieceOptions {
-  // Lower-case and strip accents (uncased checkpoints).
-  bool lower_case = true;
+  // Lower-case and strip accents (uncased checkpoints). Unset: as the
+  // vocabulary says (VocabularyIsCased), for a folder or card that does not.
+  std::optional<bool> lower_case = true;
   // Words longer than this many characters become [UNK], as in BERT.
   int64_t max_chars_per_word = 100;
 };
@@ -24,6 +26,14 @@ struct WordPieceOptions {
 // listed twice gets its last line number, as in Hugging Face's load_vocab.
 StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizer(const std::string& vocab_path,
                                                               const WordPieceOptions& options);
+
+// Whether a vocabulary is a cased checkpoint's: lower-casing and accent
+// stripping would leave at least 1% of its tokens unreachable (a token with
+// a capital or an accent, "##" and the bracketed specials such as [CLS] and
+// [unused7] aside). bert-base-cased's and bert-base-multilingual-cased's
+// are; an uncased checkpoint's vocabulary has no such token, having been
+// built from lower-cased, accent-stripped text.
+bool VocabularyIsCased(const std::vector<std::string>& tokens);
 
 // The same from tokens already in memory (token i has id i); `source` names
 // them in error messages.

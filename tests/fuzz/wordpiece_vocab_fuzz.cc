@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,7 +24,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)removed_at_exit;
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  for (const bool lower_case : {true, false}) {
+  // Unset: the casing from the vocabulary (VocabularyIsCased reads every token).
+  for (const std::optional<bool> lower_case :
+       {std::optional<bool>(true), std::optional<bool>(false), std::optional<bool>()}) {
     encoderd::WordPieceOptions options;
     options.lower_case = lower_case;
     options.max_chars_per_word = 24;

@@ -159,6 +159,44 @@ TEST(ModelCardLoad, CardOverridesHuggingFaceDefaults) {
 
 // A Hugging Face RoBERTa folder: vocab.json + merges.txt, and
 // tokenizer_config.json's add_prefix_space when it has one.
+// A BERT folder whose tokenizer_config.json says nothing of casing (or that
+// has none), and a card that does not say either, lower-case as the
+// vocabulary says, whatever the folder is called.
+TEST(ModelCardLoad, WordPieceCasingFromTheVocabulary) {
+  const std::string text = "The Cat sat in Paris";
+  for (const char* fixture : {"hf_bert_gamma_beta", "hf_bert_legacy"}) {
+    SCOPED_TRACE(fixture);
+    auto stated = server::LoadModelDirectory(testing::ModelsDir() + "/" + fixture);
+    ASSERT_TRUE(stated.ok()) << stated.status().ToString();
+    ASSERT_NE(stated->tokenizer, nullptr);
+    const bool uncased = stated->tokenizer->Describe().find("uncased") != std::string::npos;
+    const auto expected = stated->tokenizer->Encode(text, 64, false);
+    ASSERT_TRUE(expected.ok());
+    const fs::path dir = CopyFixture(fixture, "casing");
+    for (const char* config : {static_cast<const char*>("{}"), static_cast<const char*>(nullptr),
+                               static_cast<const char*>("card")}) {
+      SCOPED_TRACE(config ? config : "no tokenizer_config.json");
+      fs::remove(dir / "tokenizer_config.json");
+      fs::remove(dir / "encoderd.yaml");
+      if (config && std::string(config) == "card") {
+        WriteFile(dir / "encoderd.yaml", "tokenizer: {type: wordpiece, file: vocab.txt}\n");
+      } else if (config) {
+        WriteFile(dir / "tokenizer_config.json", config);
+      }
+      auto bundle = server::LoadModelDirectory(dir.string());
+      ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+      ASSERT_NE(bundle->tokenizer, nullptr);
+      const std::string description = bundle->tokenizer->Describe();
+      EXPECT_EQ(description.find("uncased") != std::string::npos, uncased) << description;
+      EXPECT_NE(description.find("from its vocabulary"), std::string::npos) << description;
+      const auto actual = bundle->tokenizer->Encode(text, 64, false);
+      ASSERT_TRUE(actual.ok());
+      EXPECT_EQ(actual->ids, expected->ids);
+    }
+    fs::remove_all(dir);
+  }
+}
+
 TEST(ModelCardLoad, RobertaFoldersGetByteLevelBpe) {
   const fs::path dir = CopyFixture("hf_roberta_safetensors", "roberta_bpe");
   auto bundle = server::LoadModelDirectory(dir.string());

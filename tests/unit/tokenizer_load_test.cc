@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
@@ -81,6 +82,47 @@ TEST(WordPieceLoadTest, UniversalNewlinesAndLastDuplicateWins) {
   EXPECT_EQ(enc->ids, (std::vector<int32_t>{2, 6, 6, 5, 7, 1, 3}));
   EXPECT_EQ(enc->pieces, (std::vector<std::string>{"[CLS]", "hello", "hello", "##s", "world",
                                                    "[UNK]", "[SEP]"}));
+}
+
+// Without a stated casing, a vocabulary with capitals or accents is a cased
+// checkpoint's: lower-casing its input would never reach those tokens.
+TEST(WordPieceLoadTest, CasingFromTheVocabulary) {
+  const std::vector<std::string> specials = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[unused0]"};
+  EXPECT_FALSE(VocabularyIsCased(specials));
+  std::vector<std::string> tokens = specials;
+  for (int i = 0; i < 197; ++i) tokens.push_back("w" + std::to_string(i));
+  tokens.push_back("##x");
+  EXPECT_FALSE(VocabularyIsCased(tokens));
+  // 1%: 2 of 200 tokens unreachable lower-cased, a capital and an accent.
+  tokens.push_back("##The");
+  EXPECT_FALSE(VocabularyIsCased(tokens));
+  tokens.push_back("caf\xc3\xa9");
+  EXPECT_TRUE(VocabularyIsCased(tokens));
+  // Punctuation and CJK are words of their own either way: they say nothing.
+  tokens.resize(tokens.size() - 2);
+  tokens.insert(tokens.end(), {"!", "\xe6\x9d\xb1", "a.b"});
+  EXPECT_FALSE(VocabularyIsCased(tokens));
+
+  for (const bool cased : {false, true}) {
+    const std::string file = cased ? "vocab_cased.txt" : "vocab_uncased.txt";
+    SCOPED_TRACE(file);
+    WordPieceOptions inferred;
+    inferred.lower_case.reset();
+    auto t = CreateWordPieceTokenizer((kDir / "wordpiece" / file).string(), inferred);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    const std::string description = (*t)->Describe();
+    EXPECT_EQ(description.find("uncased"), cased ? std::string::npos : 11u) << description;
+    EXPECT_NE(description.find("from its vocabulary"), std::string::npos) << description;
+    WordPieceOptions stated;
+    stated.lower_case = !cased;
+    auto same = CreateWordPieceTokenizer((kDir / "wordpiece" / file).string(), stated);
+    ASSERT_TRUE(same.ok()) << same.status().ToString();
+    EXPECT_EQ((*same)->Describe().find("from its vocabulary"), std::string::npos);
+    const std::string text = "The Cat sat in Paris, caf\xc3\xa9 CONTROL";
+    const auto a = (*t)->Encode(text, 64, false), b = (*same)->Encode(text, 64, false);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->ids, b->ids);
+  }
 }
 
 TEST(WordPieceLoadTest, RejectsBadOptions) {

@@ -46,7 +46,7 @@ std::unique_ptr<Tokenizer> Make(const std::string& name) {
   } else {
     WordPieceOptions options;
     options.lower_case = name == "wordpiece_uncased";
-    const std::string file = options.lower_case ? "vocab_uncased.txt" : "vocab_cased.txt";
+    const std::string file = *options.lower_case ? "vocab_uncased.txt" : "vocab_cased.txt";
     t = CreateWordPieceTokenizer((kDir / "wordpiece" / file).string(), options);
   }
   EXPECT_TRUE(t.ok()) << t.status().ToString();
