@@ -104,6 +104,13 @@ std::u32string LowerAndStripAccents(std::u32string_view word) {
 
 }  // namespace
 
+bool ChangesWhenLowerCased(std::u32string_view word) {
+  for (const char32_t c : word) {
+    if (u_tolower(static_cast<UChar32>(c)) != static_cast<UChar32>(c)) return true;
+  }
+  return false;
+}
+
 bool IsBertWordCharacter(char32_t c) {
   return c != 0 && c != 0xFFFD && !IsBertWhitespace(c) && !IsBertControl(c) &&
          !IsBertPunctuation(c) && !IsBertCjk(c) &&

@@ -15,6 +15,10 @@ namespace encoderd {
 // none of them empty. Thread-safe (ICU's normalizers are immutable singletons).
 std::vector<std::u32string> BertPreTokenize(std::u32string_view text, bool lower_case);
 
+// Whether lower-casing (Python's str.lower()) changes `word`: it has a
+// capital letter, in any script.
+bool ChangesWhenLowerCased(std::u32string_view word);
+
 // Character classes of Hugging Face's tokenization_bert.py (exposed for tests).
 bool IsBertWhitespace(char32_t c);   // _is_whitespace
 bool IsBertControl(char32_t c);      // _is_control

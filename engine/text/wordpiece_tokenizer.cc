@@ -160,34 +160,29 @@ std::vector<std::string> SplitLines(const std::string& data) {
   return lines;
 }
 
-// Whether `word` is one word of itself when pre-tokenized with `lower_case`.
-bool OneWordOfItself(const std::u32string& word, bool lower_case) {
-  const std::vector<std::u32string> words = BertPreTokenize(word, lower_case);
-  return words.size() == 1 && words[0] == word;
-}
-
 }  // namespace
 
 bool VocabularyIsCased(const std::vector<std::string>& tokens) {
-  int64_t counted = 0, lost = 0;
+  // At most tokens.size() count, so this many capitalised ones settle it.
+  const int64_t enough = (static_cast<int64_t>(tokens.size()) + 99) / 100;
+  int64_t counted = 0, capitalised = 0;
   for (const std::string& token : tokens) {
     if (token.size() >= 2 && token.front() == '[' && token.back() == ']') continue;
     const std::string_view text = std::string_view(token).substr(token.rfind("##", 0) == 0 ? 2 : 0);
     if (text.empty() || !IsValidUtf8(text)) continue;
     ++counted;
-    // Most tokens of either kind: ASCII without a capital, found either way.
-    bool plain = true;
-    for (const char c : text)
-      plain = plain && static_cast<unsigned char>(c) < 0x80 && !(c >= 'A' && c <= 'Z');
-    if (plain) continue;
-    const std::vector<char32_t> chars = DecodeUtf8(text);
-    const std::u32string word(chars.begin(), chars.end());
-    if (OneWordOfItself(word, /*lower_case=*/false) &&
-        !OneWordOfItself(word, /*lower_case=*/true)) {
-      ++lost;
+    bool ascii = true, capital = false;
+    for (const char c : text) {
+      ascii = ascii && static_cast<unsigned char>(c) < 0x80;
+      capital = capital || (c >= 'A' && c <= 'Z');
     }
+    if (!capital && !ascii) {
+      const std::vector<char32_t> chars = DecodeUtf8(text);
+      capital = ChangesWhenLowerCased(std::u32string_view(chars.data(), chars.size()));
+    }
+    if (capital && ++capitalised >= enough) return true;
   }
-  return counted > 0 && lost * 100 >= counted;
+  return counted > 0 && capitalised * 100 >= counted;
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizerFromTokens(

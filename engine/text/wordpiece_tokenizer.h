@@ -27,12 +27,13 @@ struct WordPieceOptions {
 StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizer(const std::string& vocab_path,
                                                               const WordPieceOptions& options);
 
-// Whether a vocabulary is a cased checkpoint's: lower-casing and accent
-// stripping would leave at least 1% of its tokens unreachable (a token with
-// a capital or an accent, "##" and the bracketed specials such as [CLS] and
-// [unused7] aside). bert-base-cased's and bert-base-multilingual-cased's
-// are; an uncased checkpoint's vocabulary has no such token, having been
-// built from lower-cased, accent-stripped text.
+// Whether a vocabulary is a cased checkpoint's: at least 1% of its tokens
+// have a capital letter, in any script ("##" and the bracketed specials
+// such as [CLS] and [unused7] aside), which lower-cased input would never
+// reach. bert-base-cased's and bert-base-multilingual-cased's are; an
+// uncased checkpoint's, built from lower-cased text, has none. Accents do
+// not count: lower_case strips them too, but a vocabulary lower-cased
+// without stripping them is better served lower-cased than not.
 bool VocabularyIsCased(const std::vector<std::string>& tokens);
 
 // The same from tokens already in memory (token i has id i); `source` names

@@ -157,22 +157,26 @@ TEST(ModelCardLoad, CardOverridesHuggingFaceDefaults) {
   fs::remove_all(dir);
 }
 
-// A Hugging Face RoBERTa folder: vocab.json + merges.txt, and
-// tokenizer_config.json's add_prefix_space when it has one.
 // A BERT folder whose tokenizer_config.json says nothing of casing (or that
 // has none), and a card that does not say either, lower-case as the
-// vocabulary says, whatever the folder is called.
+// vocabulary says, whatever the folder is called: here the opposite.
 TEST(ModelCardLoad, WordPieceCasingFromTheVocabulary) {
   const std::string text = "The Cat sat in Paris";
-  for (const char* fixture : {"hf_bert_gamma_beta", "hf_bert_legacy"}) {
+  const struct {
+    const char* fixture;
+    const char* folder;
+    bool uncased;  // as the fixture's tokenizer_config.json says
+  } cases[] = {{"hf_bert_gamma_beta", "bert-base-uncased", false},
+               {"hf_bert_legacy", "bert-base-cased", true}};
+  for (const auto& [fixture, folder, uncased] : cases) {
     SCOPED_TRACE(fixture);
     auto stated = server::LoadModelDirectory(testing::ModelsDir() + "/" + fixture);
     ASSERT_TRUE(stated.ok()) << stated.status().ToString();
     ASSERT_NE(stated->tokenizer, nullptr);
-    const bool uncased = stated->tokenizer->Describe().find("uncased") != std::string::npos;
+    ASSERT_EQ(stated->tokenizer->Describe().find("uncased") != std::string::npos, uncased);
     const auto expected = stated->tokenizer->Encode(text, 64, false);
     ASSERT_TRUE(expected.ok());
-    const fs::path dir = CopyFixture(fixture, "casing");
+    const fs::path dir = CopyFixture(fixture, folder);
     for (const char* config : {static_cast<const char*>("{}"), static_cast<const char*>(nullptr),
                                static_cast<const char*>("card")}) {
       SCOPED_TRACE(config ? config : "no tokenizer_config.json");
@@ -197,6 +201,8 @@ TEST(ModelCardLoad, WordPieceCasingFromTheVocabulary) {
   }
 }
 
+// A Hugging Face RoBERTa folder: vocab.json + merges.txt, and
+// tokenizer_config.json's add_prefix_space when it has one.
 TEST(ModelCardLoad, RobertaFoldersGetByteLevelBpe) {
   const fs::path dir = CopyFixture("hf_roberta_safetensors", "roberta_bpe");
   auto bundle = server::LoadModelDirectory(dir.string());
