@@ -1,14 +1,17 @@
 #include "engine/text/hf_tokenizer_json.h"
 
 #include <algorithm>
+#include <cstring>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "core/file.h"
 #include "engine/text/byte_bpe_tokenizer.h"
 #include "engine/text/json_depth.h"
+#include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
 
 namespace encoderd {
@@ -31,8 +34,8 @@ class Reader {
   // A well-formed file whose pipeline encoderd does not reproduce.
   Status Unsupported(const std::string& what) const {
     return Unimplemented(source_ + ": " + what +
-                         "; encoderd reads BERT's WordPiece and RoBERTa's byte-level BPE "
-                         "pipelines from a tokenizer.json");
+                         "; encoderd reads BERT's WordPiece, RoBERTa's byte-level BPE and "
+                         "XLM-R's Unigram pipelines from a tokenizer.json");
   }
 
   // obj[key] when present and not null; nullptr otherwise.
@@ -104,6 +107,16 @@ class Reader {
       return std::make_pair(single, pair);
     }
     return Unsupported("post_processor.type is \"" + type + "\"");
+  }
+
+  // The post-processor writes `single` and `pair` (Templates), `whose` pipeline's.
+  Status ExpectTemplates(const json& root, const json& vocab, const std::string& single,
+                         const std::string& pair, const std::string& whose) const {
+    ASSIGN_OR_RETURN(const auto templates, Templates(root, vocab));
+    if (templates.first == single && templates.second == pair) return Status::Ok();
+    return Unsupported("the post_processor writes \"" + templates.first + "\" and \"" +
+                       templates.second + "\", not " + whose + "'s \"" + single + "\" and \"" +
+                       pair + "\"");
   }
 
  private:
@@ -271,12 +284,8 @@ StatusOr<std::unique_ptr<Tokenizer>> WordPiece(const Reader& r, const json& root
     return r.Unsupported("a WordPiece model's pre_tokenizer is \"" + pre +
                          "\", not BertPreTokenizer");
   }
-  ASSIGN_OR_RETURN(const auto templates, r.Templates(root, vocab));
-  if (templates.first != "[CLS] $A [SEP]" || templates.second != "[CLS] $A [SEP] $B:1 [SEP]:1") {
-    return r.Unsupported("the post_processor writes \"" + templates.first + "\" and \"" +
-                         templates.second +
-                         "\", not BERT's \"[CLS] $A [SEP]\" and \"[CLS] $A [SEP] $B:1 [SEP]:1\"");
-  }
+  RETURN_IF_ERROR(
+      r.ExpectTemplates(root, vocab, "[CLS] $A [SEP]", "[CLS] $A [SEP] $B:1 [SEP]:1", "BERT"));
   RETURN_IF_ERROR(CheckTokens(r, root, vocab, {"[CLS]", "[SEP]", "[PAD]", "[UNK]"}));
   ASSIGN_OR_RETURN(std::vector<std::string> tokens, TokensById(r, vocab));
   return CreateWordPieceTokenizerFromTokens(std::move(tokens), options, source);
@@ -317,12 +326,8 @@ StatusOr<std::unique_ptr<Tokenizer>> ByteLevelBpe(const Reader& r, const json& r
   options.add_prefix_space = overrides.add_prefix_space.value_or(prefix->get<bool>());
 
   const json& vocab = model.at("vocab");
-  ASSIGN_OR_RETURN(const auto templates, r.Templates(root, vocab));
-  if (templates.first != "<s> $A </s>" || templates.second != "<s> $A </s> </s> $B </s>") {
-    return r.Unsupported("the post_processor writes \"" + templates.first + "\" and \"" +
-                         templates.second +
-                         "\", not RoBERTa's \"<s> $A </s>\" and \"<s> $A </s> </s> $B </s>\"");
-  }
+  RETURN_IF_ERROR(
+      r.ExpectTemplates(root, vocab, "<s> $A </s>", "<s> $A </s> </s> $B </s>", "RoBERTa"));
   // The merges one pair a line, as merges.txt writes them: "left right"
   // strings, or [left, right] lists (newer files). Byte-level tokens never
   // hold a space (GPT-2 spells it "Ġ").
@@ -364,6 +369,230 @@ StatusOr<std::unique_ptr<Tokenizer>> ByteLevelBpe(const Reader& r, const json& r
   return CreateByteBpeTokenizerFromTokenizerJson(vocab.dump(), lines, options, source);
 }
 
+// Standard base64 (RFC 4648, padded or not) as bytes; none for anything else.
+std::optional<std::string> DecodeBase64(std::string_view text) {
+  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  uint32_t bits = 0;
+  int count = 0;
+  for (const char c : text) {
+    int v;
+    if (c >= 'A' && c <= 'Z') {
+      v = c - 'A';
+    } else if (c >= 'a' && c <= 'z') {
+      v = c - 'a' + 26;
+    } else if (c >= '0' && c <= '9') {
+      v = c - '0' + 52;
+    } else if (c == '+') {
+      v = 62;
+    } else if (c == '/') {
+      v = 63;
+    } else {
+      return std::nullopt;
+    }
+    bits = (bits << 6) | static_cast<uint32_t>(v);
+    count += 6;
+    if (count >= 8) {
+      count -= 8;
+      out.push_back(static_cast<char>((bits >> count) & 0xff));
+    }
+  }
+  if (count >= 6) return std::nullopt;  // a lone last character
+  return out;
+}
+
+// Protocol-buffer wire format, as much of it as a sentencepiece ModelProto
+// needs.
+void Varint(uint64_t v, std::string* out) {
+  for (; v >= 0x80; v >>= 7) out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+  out->push_back(static_cast<char>(v));
+}
+void IntField(int field, int64_t v, std::string* out) {
+  Varint(static_cast<uint64_t>(field) << 3, out);
+  Varint(static_cast<uint64_t>(v), out);
+}
+void BytesField(int field, std::string_view bytes, std::string* out) {
+  Varint(static_cast<uint64_t>(field) << 3 | 2, out);
+  Varint(bytes.size(), out);
+  out->append(bytes);
+}
+void FloatField(int field, float v, std::string* out) {
+  Varint(static_cast<uint64_t>(field) << 3 | 5, out);
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(bits >> (8 * i)));
+}
+
+// XLM-R's pipeline, as transformers' XLMRobertaConverter writes it from the
+// sentencepiece model: model Unigram whose vocab is fairseq's <s> <pad> </s>
+// <unk> (unk_id 3), the model's pieces after its own <unk> <s> </s>, with
+// their scores, and <mask> last or not at all; normalizer Precompiled (the
+// model's normalization map), alone or followed by steps that only strip
+// trailing or collapse repeated spaces; pre-tokenizer Metaspace ("\u2581",
+// a prefix); RoBERTa's template. Rebuilt into that sentencepiece model
+// (dummy prefix, extra whitespace removed) with fairseq's id offset 1: what
+// XLMRobertaTokenizer, the slow class, gives with the model it was
+// converted from. (Where the fast pipeline differs from the slow one, on
+// spaces at a text's end, this follows the slow one, as a folder's
+// sentencepiece.bpe.model does.)
+StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& root,
+                                                 const json& model) {
+  ASSIGN_OR_RETURN(const bool byte_fallback, r.Flag(model, "model", "byte_fallback", false));
+  if (byte_fallback) return r.Unsupported("model.byte_fallback is true");
+  const json* list = Reader::Find(model, "vocab");
+  if (list == nullptr || !list->is_array() || list->size() < 5) {
+    return r.Refuse("model.vocab is not a list of at least 5 [piece, score] pairs");
+  }
+  json vocab = json::object();  // piece -> id, for the template and added tokens
+  for (size_t i = 0; i < list->size(); ++i) {
+    const json& e = (*list)[i];
+    if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_number()) {
+      return r.Refuse("model.vocab entry " + std::to_string(i) + " is " + Shown(e) +
+                      ", not [piece, score]");
+    }
+    const std::string piece = e[0].get<std::string>();
+    if (piece.empty()) return r.Refuse("model.vocab entry " + std::to_string(i) + " is empty");
+    if (!vocab.emplace(piece, i).second) {
+      return r.Refuse("model.vocab has \"" + piece.substr(0, 64) + "\" twice");
+    }
+  }
+  const char* fairseq[] = {"<s>", "<pad>", "</s>", "<unk>"};
+  for (int i = 0; i < 4; ++i) {
+    if ((*list)[i][0] != fairseq[i]) {
+      return r.Unsupported("model.vocab starts " + Shown((*list)[i][0]) + " at " +
+                           std::to_string(i) +
+                           ", not fairseq's <s> <pad> </s> <unk> (XLM-R's Unigram layout)");
+    }
+  }
+  const json* unk_id = Reader::Find(model, "unk_id");
+  if (unk_id == nullptr || *unk_id != 3) {
+    return r.Unsupported("model.unk_id is " + (unk_id ? Shown(*unk_id) : std::string("null")) +
+                         ", not 3 (XLM-R's <unk>)");
+  }
+  const bool mask = list->back()[0] == "<mask>";
+  const size_t end = list->size() - (mask ? 1 : 0);
+  if (vocab.contains("<mask>") && !mask) {
+    return r.Unsupported("model.vocab has <mask> before its end");
+  }
+
+  // normalizer: Precompiled first, then only space handling sentencepiece
+  // does itself (remove_extra_whitespaces).
+  ASSIGN_OR_RETURN(const std::string normalizer, r.Type(root, "normalizer"));
+  std::vector<const json*> steps;
+  if (normalizer == "Sequence") {
+    const json* items = Reader::Find(root.at("normalizer"), "normalizers");
+    if (items == nullptr || !items->is_array())
+      return r.Refuse("normalizer.normalizers is not a list");
+    for (const json& step : *items) {
+      if (!step.is_object()) return r.Refuse("normalizer.normalizers has " + Shown(step));
+      steps.push_back(&step);
+    }
+  } else {
+    steps.push_back(Reader::Find(root, "normalizer"));
+  }
+  std::string charsmap;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const json* step = steps[i];
+    ASSIGN_OR_RETURN(const std::string type, step ? r.Text(*step, "normalizer", "type")
+                                                  : StatusOr<std::string>(std::string()));
+    const std::string where = step ? Shown(*step) : std::string("null");
+    if (i == 0) {
+      if (type != "Precompiled") {
+        return r.Unsupported("a Unigram model's normalizer is " + where +
+                             ", not Precompiled (the sentencepiece model's map)");
+      }
+      ASSIGN_OR_RETURN(const std::string map, r.Text(*step, "normalizer", "precompiled_charsmap"));
+      std::optional<std::string> bytes = DecodeBase64(map);
+      if (!bytes) return r.Refuse("normalizer.precompiled_charsmap is not base64");
+      charsmap = std::move(*bytes);
+      continue;
+    }
+    bool spaces = false;
+    if (type == "Strip") {
+      ASSIGN_OR_RETURN(const bool left, r.Flag(*step, "normalizer", "strip_left", true));
+      spaces = !left;
+    } else if (type == "Replace") {
+      const json* pattern = Reader::Find(*step, "pattern");
+      const json* content = Reader::Find(*step, "content");
+      spaces = pattern != nullptr && pattern->is_object() &&
+               pattern->value("Regex", "") == " {2,}" && content != nullptr &&
+               (*content == " " || *content == "\u2581");
+    }
+    if (!spaces) {
+      return r.Unsupported("a Unigram model's normalizer has " + where +
+                           " (encoderd reproduces Precompiled and space handling)");
+    }
+  }
+
+  ASSIGN_OR_RETURN(const std::string pre, r.Type(root, "pre_tokenizer"));
+  if (pre != "Metaspace") {
+    return r.Unsupported("a Unigram model's pre_tokenizer is \"" + pre + "\", not Metaspace");
+  }
+  const json& meta = root.at("pre_tokenizer");
+  ASSIGN_OR_RETURN(const std::string replacement, r.Text(meta, "pre_tokenizer", "replacement"));
+  ASSIGN_OR_RETURN(const std::string scheme, r.Text(meta, "pre_tokenizer", "prepend_scheme"));
+  ASSIGN_OR_RETURN(const bool prefix, r.Flag(meta, "pre_tokenizer", "add_prefix_space",
+                                             scheme == "always" || scheme == "first"));
+  ASSIGN_OR_RETURN(const bool split, r.Flag(meta, "pre_tokenizer", "split", true));
+  if (replacement != "\u2581" || !prefix || !split) {
+    return r.Unsupported("pre_tokenizer is " + Shown(meta) +
+                         ", not Metaspace with \"\u2581\", a prefix and splits");
+  }
+
+  RETURN_IF_ERROR(
+      r.ExpectTemplates(root, vocab, "<s> $A </s>", "<s> $A </s> </s> $B </s>", "XLM-R"));
+  RETURN_IF_ERROR(CheckTokens(r, root, vocab, {}));
+
+  // The sentencepiece model: its <unk> <s> </s>, then the pieces.
+  std::string proto;
+  const auto piece = [&proto](std::string_view text, float score, int type) {
+    std::string p;
+    BytesField(1, text, &p);
+    FloatField(2, score, &p);
+    IntField(3, type, &p);
+    BytesField(1, p, &proto);
+  };
+  constexpr int kNormal = 1, kUnknown = 2, kControl = 3;
+  piece("<unk>", 0.f, kUnknown);
+  piece("<s>", 0.f, kControl);
+  piece("</s>", 0.f, kControl);
+  for (size_t i = 4; i < end; ++i) {
+    const json& e = (*list)[i];
+    piece(e[0].get_ref<const std::string&>(), e[1].get<float>(), kNormal);
+  }
+  std::string trainer;
+  IntField(3, 1, &trainer);    // UNIGRAM
+  IntField(40, 0, &trainer);   // unk_id
+  IntField(41, 1, &trainer);   // bos_id
+  IntField(42, 2, &trainer);   // eos_id
+  IntField(43, -1, &trainer);  // pad_id: none
+  BytesField(2, trainer, &proto);
+  std::string spec;
+  BytesField(2, charsmap, &spec);
+  IntField(3, 1, &spec);  // add_dummy_prefix
+  IntField(4, 1, &spec);  // remove_extra_whitespaces
+  IntField(5, 1, &spec);  // escape_whitespaces
+  BytesField(3, spec, &proto);
+
+  SentencePieceOptions options;
+  options.id_offset = 1;
+  options.special_tokens.bos = 0;
+  options.special_tokens.pad = 1;
+  options.special_tokens.eos = 2;
+  options.special_tokens.unk = 3;
+  options.vocab_size = static_cast<int64_t>(list->size());
+  StatusOr<std::unique_ptr<Tokenizer>> t =
+      CreateSentencePieceTokenizerFromProto(proto, options, "the sentencepiece model");
+  if (!t.ok()) {
+    return r.Refuse(
+        "model.vocab and normalizer.precompiled_charsmap do not make a sentencepiece "
+        "model: " +
+        t.status().message());
+  }
+  return t;
+}
+
 }  // namespace
 
 StatusOr<HfJsonTokenizer> CreateTokenizerFromHfJsonData(std::string_view text,
@@ -396,9 +625,9 @@ StatusOr<HfJsonTokenizer> CreateTokenizerFromHfJsonData(std::string_view text,
     return result;
   }
   if (type == "Unigram") {
-    return r.Unsupported(
-        "model.type is Unigram (SentencePiece's); a folder with sentencepiece.bpe.model loads "
-        "that instead");
+    ASSIGN_OR_RETURN(result.tokenizer, XlmrUnigram(r, root, *model));
+    result.pairs = PairTemplate::kRoberta;
+    return result;
   }
   return r.Unsupported("model.type is \"" + type + "\"");
 }

@@ -11,10 +11,15 @@
 //    post-processor RobertaProcessing or TemplateProcessing "<s> $A </s>" /
 //    "<s> $A </s> </s> $B </s>" -> byte-level BPE
 //    (engine/text/byte_bpe_tokenizer.h), add_prefix_space from the
-//    pre-tokenizer.
-// Anything else (a Unigram model, other normalizers or templates) is refused
-// with the setting named (UNIMPLEMENTED), rather than tokenized differently
-// from Hugging Face; a damaged file is INVALID_ARGUMENT.
+//    pre-tokenizer;
+//  - XLM-R's, as transformers' XLMRobertaConverter writes it: model Unigram
+//    with fairseq's <s> <pad> </s> <unk> first, normalizer Precompiled (and
+//    space handling), pre-tokenizer Metaspace, RoBERTa's template -> the
+//    sentencepiece model it was converted from
+//    (engine/text/sentencepiece_tokenizer.h), fairseq's id offset 1.
+// Anything else (other model types or layouts, normalizers or templates) is
+// refused with the setting named (UNIMPLEMENTED), rather than tokenized
+// differently from Hugging Face; a damaged file is INVALID_ARGUMENT.
 // added_tokens must be special tokens of model.vocab, with its ids: they are
 // not matched in a text (special tokens written in a text are tokenized as
 // text, as with the files those tokenizers read), and non-special added

@@ -100,12 +100,12 @@ def main():
     from proto import encoderd_pb2 as pb, encoderd_pb2_grpc as pb_grpc
     from health_v1 import health_pb2, health_pb2_grpc
 
-    # Found by name, a Unigram tokenizer.json leaves the folder without a
+    # Found by name, a WordLevel tokenizer.json leaves the folder without a
     # tokenizer: it loads, and the log says why.
     unread = tmp / "unread_tokenizer_json"
     shutil.copytree(pathlib.Path(args.models_dir) / "hf_bert_legacy", unread)
     (unread / "vocab.txt").unlink()
-    (unread / "tokenizer.json").write_text('{"model": {"type": "Unigram", "vocab": [["a", 0.0]]}}')
+    (unread / "tokenizer.json").write_text('{"model": {"type": "WordLevel", "vocab": {"a": 0}}}')
     directories = {name: f"{args.models_dir}/{fixture}" for name, fixture in MODELS.items()}
     directories["unread"] = str(unread)
     serve_args = []
@@ -250,7 +250,7 @@ def main():
         check(len(enc.sequences) == 1 and enc.sequences[0].num_tokens == 3,
               "that folder encodes token ids")
         log = (tmp / "server.log").read_text()
-        check(re.search(r"unread_tokenizer_json/tokenizer\.json.*Unigram", log) is not None,
+        check(re.search(r"unread_tokenizer_json/tokenizer\.json.*WordLevel", log) is not None,
               "the server's log names the unread tokenizer.json and its model type")
         if args.loadtest:
             n = 40

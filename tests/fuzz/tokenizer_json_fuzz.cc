@@ -3,7 +3,8 @@
 // contract: a damaged or unsupported file gives an error naming it, never a
 // crash or hang; one that loads encodes as every tokenizer must
 // (encoding_invariants.h). Seeds: tiny BERT and RoBERTa files as Hugging
-// Face writes them (tests/fixtures/fx_tokenizers.py's writers).
+// Face writes them (tests/fixtures/fx_tokenizers.py's writers), and a tiny
+// XLM-R Unigram one with an empty normalization map.
 #include <cstdint>
 #include <cstdlib>
 #include <string>

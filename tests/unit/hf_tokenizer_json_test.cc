@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/text/byte_bpe_tokenizer.h"
+#include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
 
 namespace encoderd {
@@ -147,6 +148,89 @@ TEST(HfTokenizerJson, RobertaVariantsReadAsTheirFiles) {
   }
 }
 
+// XLM-R's Unigram pipeline (the fixture: transformers' XLMRobertaConverter's
+// shape, from the test Unigram model) tokenizes as that sentencepiece model
+// does with fairseq's ids, in the variants transformers' versions write.
+TEST(HfTokenizerJson, XlmrUnigramReadAsItsSentencePieceModel) {
+  const json file = ReadJson(kDir / "tokenizer_json" / "xlmr_unigram.json");
+  ASSERT_TRUE(file.is_object());
+  const int64_t size = static_cast<int64_t>(file["model"]["vocab"].size());
+  const auto model = [](int64_t vocab_size) {
+    SentencePieceOptions options;
+    options.vocab_size = vocab_size;
+    auto t = CreateSentencePieceTokenizer((kDir / "spm" / "sentencepiece.unigram.model").string(),
+                                          options);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(t).value() : nullptr;
+  };
+  const auto spm = model(size);
+  ASSERT_NE(spm, nullptr);
+  {
+    SCOPED_TRACE("as written");
+    auto t = FromJson(file);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(*spm, *t);
+    auto text = t->Encode("Hello world", kNoLimit, false);
+    ASSERT_TRUE(text.ok());
+    EXPECT_GT(text->ids.size(), 3u);
+  }
+  {
+    SCOPED_TRACE("newer: Strip right and spaces to \u2581, prepend_scheme, split");
+    json newer = file;
+    newer["normalizer"]["normalizers"][1] = {
+        {"type", "Strip"}, {"strip_left", false}, {"strip_right", true}};
+    newer["normalizer"]["normalizers"].push_back(
+        {{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", "\u2581"}});
+    newer["pre_tokenizer"] = {{"type", "Metaspace"},
+                              {"replacement", "\u2581"},
+                              {"prepend_scheme", "always"},
+                              {"split", true}};
+    auto t = FromJson(newer);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(*spm, *t);
+  }
+  {
+    SCOPED_TRACE("Precompiled alone, no <mask>");
+    json bare = file;
+    bare["normalizer"] = bare["normalizer"]["normalizers"][0];
+    bare["model"]["vocab"].erase(bare["model"]["vocab"].end() - 1);
+    bare["added_tokens"].erase(bare["added_tokens"].end() - 1);
+    const auto smaller = model(size - 1);
+    ASSERT_NE(smaller, nullptr);
+    auto t = FromJson(bare);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(*smaller, *t);
+  }
+
+  const auto with = [&](const json::json_pointer& at, json value) {
+    json f = file;
+    f[at] = std::move(value);
+    return f;
+  };
+  using P = json::json_pointer;
+  {
+    SCOPED_TRACE("an empty map: no normalization (the fuzzer's seed has one)");
+    auto t = FromJson(with(P("/normalizer/normalizers/0/precompiled_charsmap"), ""));
+    ASSERT_NE(t, nullptr);
+    EXPECT_TRUE(t->Encode("Hello  world", kNoLimit, false).ok());
+  }
+  ExpectUnsupported(with(P("/model/byte_fallback"), true), "model.byte_fallback is true");
+  ExpectUnsupported(with(P("/model/vocab/0/0"), "<x>"), "not fairseq's <s> <pad> </s> <unk>");
+  ExpectUnsupported(with(P("/model/unk_id"), 0), "model.unk_id is 0");
+  ExpectUnsupported(with(P("/normalizer"), json{{"type", "NFKC"}}), "not Precompiled");
+  ExpectUnsupported(with(P("/normalizer/normalizers/1/content"), "_"), "space handling");
+  ExpectUnsupported(with(P("/pre_tokenizer/add_prefix_space"), false), "a prefix and splits");
+  ExpectUnsupported(with(P("/pre_tokenizer/type"), "Whitespace"), "not Metaspace");
+  ExpectRefused(with(P("/normalizer/normalizers/0/precompiled_charsmap"), "A!=="),
+                "precompiled_charsmap is not base64");
+  ExpectRefused(with(P("/model/vocab/5"), json{"a"}), "model.vocab entry 5");
+  ExpectRefused(with(P("/model/vocab/6"), file["model"]["vocab"][5]), "twice");
+  ExpectRefused(with(P("/model/vocab"), json::array()), "at least 5");
+  // A map the sentencepiece library cannot read is refused by it, naming the file.
+  ExpectRefused(with(P("/normalizer/normalizers/0/precompiled_charsmap"), "AAAA"),
+                "tokenizer.json");
+}
+
 TEST(HfTokenizerJson, BertVariantsReadAsTheirFiles) {
   for (const bool lower : {true, false}) {
     SCOPED_TRACE(lower ? "uncased" : "cased");
@@ -195,7 +279,6 @@ TEST(HfTokenizerJson, SettingsEncoderdDoesNotReproduceAreRefusedByName) {
 
   ExpectRefused(json::parse("[1, 2]"), "not a JSON object");
   ExpectRefused(with(bert, P("/model"), nullptr), "no model object");
-  ExpectUnsupported(with(bert, P("/model/type"), "Unigram"), "Unigram");
   ExpectUnsupported(with(bert, P("/model/type"), "WordLevel"), "model.type is \"WordLevel\"");
   ExpectRefused(with(bert, P("/model/vocab"), json::object()), "model.vocab is not a non-empty");
 

@@ -285,10 +285,10 @@ TEST(ModelCardLoad, FoldersWithOnlyTokenizerJson) {
         << with_json.status().message();
     // A damaged file names itself.
     WriteFile(dir / "encoderd.yaml", "tokenizer: {type: tokenizer-json, file: hf.json}\n");
-    WriteFile(dir / "hf.json", "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}");
+    WriteFile(dir / "hf.json", "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {}}}");
     with_json = server::LoadModelDirectory(dir.string());
     ASSERT_FALSE(with_json.ok());
-    EXPECT_NE(with_json.status().message().find("hf.json: model.type is Unigram"),
+    EXPECT_NE(with_json.status().message().find("hf.json: model.type is \"WordLevel\""),
               std::string::npos)
         << with_json.status().message();
     // Found by name, a pipeline encoderd does not read leaves the folder
@@ -299,7 +299,7 @@ TEST(ModelCardLoad, FoldersWithOnlyTokenizerJson) {
     with_json = server::LoadModelDirectory(dir.string());
     ASSERT_TRUE(with_json.ok()) << with_json.status().ToString();
     EXPECT_EQ(with_json->tokenizer, nullptr);
-    EXPECT_NE(with_json->tokenizer_note.find("tokenizer.json: model.type is Unigram"),
+    EXPECT_NE(with_json->tokenizer_note.find("tokenizer.json: model.type is \"WordLevel\""),
               std::string::npos)
         << with_json->tokenizer_note;
     WriteFile(dir / "tokenizer.json", "{\"model\": ");
@@ -320,6 +320,36 @@ TEST(ModelCardLoad, FoldersWithOnlyTokenizerJson) {
 // folder left without a tokenizer; vocab.txt paired RoBERTa's way, with a
 // second [SEP] after the first text.) And tokenizer_config.json's
 // do_lower_case applies over the file's, as in transformers.
+// An XLM-R folder whose only tokenizer file is a Unigram tokenizer.json
+// (what a fast tokenizer's save_pretrained leaves when it has no
+// sentencepiece model to save) tokenizes as the sentencepiece model it
+// came from would, and joins pairs RoBERTa's way.
+TEST(ModelCardLoad, XlmrFolderWithOnlyAUnigramTokenizerJson) {
+  const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers";
+  const fs::path dir = CopyFixture("hf_xlmr_zip", "unigram");
+  fs::copy_file(tokenizers / "spm" / "sentencepiece.unigram.model", dir / "sentencepiece.bpe.model",
+                fs::copy_options::overwrite_existing);
+  auto with_model = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(with_model.ok()) << with_model.status().ToString();
+  ASSERT_NE(with_model->tokenizer, nullptr);
+  fs::remove(dir / "sentencepiece.bpe.model");
+  fs::copy_file(tokenizers / "tokenizer_json" / "xlmr_unigram.json", dir / "tokenizer.json");
+  auto with_json = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(with_json.ok()) << with_json.status().ToString();
+  ASSERT_NE(with_json->tokenizer, nullptr) << with_json->tokenizer_note;
+  EXPECT_EQ(with_json->tokenizer_path, (dir / "tokenizer.json").string());
+  EXPECT_EQ(with_json->pair_template, PairTemplate::kRoberta);
+  for (const char* text : {"Hello, world!", "ファイルを開けません", "  two  spaces  "}) {
+    SCOPED_TRACE(text);
+    const auto expected = with_model->tokenizer->Encode(text, 64, false);
+    const auto actual = with_json->tokenizer->Encode(text, 64, false);
+    ASSERT_TRUE(expected.ok() && actual.ok());
+    EXPECT_EQ(actual->ids, expected->ids);
+    EXPECT_GT(actual->ids.size(), 3u);
+  }
+  fs::remove_all(dir);
+}
+
 TEST(ModelCardLoad, TokenizerJsonPairsAndLowerCasing) {
   const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "tokenizer_json";
   fs::path dir = CopyFixture("hf_roberta_safetensors", "tokenizer_json_pairs");
@@ -444,13 +474,14 @@ TEST(ModelCardLoad, FoldersWithBothReadTokenizerJsonFirst) {
   EXPECT_EQ(ids(*bundle), expected->ids);
   EXPECT_NE(ids(*bundle), from_vocab_txt);
   // A pipeline encoderd does not reproduce: vocab.txt, as before, and why.
-  WriteFile(dir / "tokenizer.json", R"({"model": {"type": "Unigram", "vocab": []}})");
+  WriteFile(dir / "tokenizer.json", R"({"model": {"type": "WordLevel", "vocab": {}}})");
   bundle = load();
   ASSERT_TRUE(bundle.ok());
   EXPECT_EQ(bundle->tokenizer_path, (dir / "vocab.txt").string());
   EXPECT_EQ(ids(*bundle), from_vocab_txt);
   EXPECT_EQ(bundle->pair_template, PairTemplate::kBert);
-  EXPECT_NE(bundle->tokenizer_note.find("tokenizer.json: model.type is Unigram"), std::string::npos)
+  EXPECT_NE(bundle->tokenizer_note.find("tokenizer.json: model.type is \"WordLevel\""),
+            std::string::npos)
       << bundle->tokenizer_note;
   // A damaged one fails the load, naming it.
   WriteFile(dir / "tokenizer.json", "{\"model\": ");
