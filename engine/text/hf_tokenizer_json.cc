@@ -1,8 +1,10 @@
 #include "engine/text/hf_tokenizer_json.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
@@ -437,7 +439,7 @@ void FloatField(int field, float v, std::string* out) {
 // spaces at a text's end, this follows the slow one, as a folder's
 // sentencepiece.bpe.model does.)
 StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& root,
-                                                 const json& model) {
+                                                 const json& model, const std::string& source) {
   ASSIGN_OR_RETURN(const bool byte_fallback, r.Flag(model, "model", "byte_fallback", false));
   if (byte_fallback) return r.Unsupported("model.byte_fallback is true");
   const json* list = Reader::Find(model, "vocab");
@@ -452,7 +454,14 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
                       ", not [piece, score]");
     }
     const std::string piece = e[0].get<std::string>();
-    if (piece.empty()) return r.Refuse("model.vocab entry " + std::to_string(i) + " is empty");
+    // A piece with a NUL would be cut short where sentencepiece reads it.
+    if (piece.empty() || piece.find('\0') != std::string::npos) {
+      return r.Refuse("model.vocab entry " + std::to_string(i) + " is empty or holds a NUL");
+    }
+    if (!std::isfinite(e[1].get<double>()) ||
+        std::abs(e[1].get<double>()) > std::numeric_limits<float>::max()) {
+      return r.Refuse("model.vocab entry " + std::to_string(i) + " has the score " + Shown(e[1]));
+    }
     if (!vocab.emplace(piece, i).second) {
       return r.Refuse("model.vocab has \"" + piece.substr(0, 64) + "\" twice");
     }
@@ -491,6 +500,7 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   } else {
     steps.push_back(Reader::Find(root, "normalizer"));
   }
+  if (steps.empty()) return r.Unsupported("a Unigram model's normalizer is an empty Sequence");
   std::string charsmap;
   for (size_t i = 0; i < steps.size(); ++i) {
     const json* step = steps[i];
@@ -502,9 +512,12 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
         return r.Unsupported("a Unigram model's normalizer is " + where +
                              ", not Precompiled (the sentencepiece model's map)");
       }
+      // Hugging Face refuses an empty or missing map too.
       ASSIGN_OR_RETURN(const std::string map, r.Text(*step, "normalizer", "precompiled_charsmap"));
       std::optional<std::string> bytes = DecodeBase64(map);
-      if (!bytes) return r.Refuse("normalizer.precompiled_charsmap is not base64");
+      if (!bytes || bytes->empty()) {
+        return r.Refuse("normalizer.precompiled_charsmap is not a map in base64");
+      }
       charsmap = std::move(*bytes);
       continue;
     }
@@ -514,9 +527,10 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
       spaces = !left;
     } else if (type == "Replace") {
       const json* pattern = Reader::Find(*step, "pattern");
+      const json* regex =
+          pattern && pattern->is_object() ? Reader::Find(*pattern, "Regex") : nullptr;
       const json* content = Reader::Find(*step, "content");
-      spaces = pattern != nullptr && pattern->is_object() &&
-               pattern->value("Regex", "") == " {2,}" && content != nullptr &&
+      spaces = regex != nullptr && *regex == " {2,}" && content != nullptr &&
                (*content == " " || *content == "\u2581");
     }
     if (!spaces) {
@@ -584,12 +598,13 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   options.vocab_size = static_cast<int64_t>(list->size());
   StatusOr<std::unique_ptr<Tokenizer>> t =
       CreateSentencePieceTokenizerFromProto(proto, options, "the sentencepiece model");
-  if (!t.ok()) {
+  if (t.status().code() == StatusCode::kInvalidArgument) {
     return r.Refuse(
         "model.vocab and normalizer.precompiled_charsmap do not make a sentencepiece "
         "model: " +
         t.status().message());
   }
+  if (!t.ok()) return Status(t.status().code(), source + ": " + t.status().message());
   return t;
 }
 
@@ -625,7 +640,7 @@ StatusOr<HfJsonTokenizer> CreateTokenizerFromHfJsonData(std::string_view text,
     return result;
   }
   if (type == "Unigram") {
-    ASSIGN_OR_RETURN(result.tokenizer, XlmrUnigram(r, root, *model));
+    ASSIGN_OR_RETURN(result.tokenizer, XlmrUnigram(r, root, *model, source));
     result.pairs = PairTemplate::kRoberta;
     return result;
   }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "engine/model/model_directory.h"
 #include "engine/text/byte_bpe_tokenizer.h"
@@ -312,14 +313,6 @@ TEST(ModelCardLoad, FoldersWithOnlyTokenizerJson) {
   }
 }
 
-// A text pair is joined as the tokenizer's own files join it, as
-// transformers does: a WordPiece file in a RoBERTa folder (RoBERTa models
-// trained with a BERT vocabulary, e.g. KLUE's) writes "[CLS] a [SEP] b
-// [SEP]", whether tokenizer.json or vocab.txt; byte-level BPE keeps the
-// family's "<s> a </s></s> b </s>". (Was: the tokenizer.json refused, the
-// folder left without a tokenizer; vocab.txt paired RoBERTa's way, with a
-// second [SEP] after the first text.) And tokenizer_config.json's
-// do_lower_case applies over the file's, as in transformers.
 // An XLM-R folder whose only tokenizer file is a Unigram tokenizer.json
 // (what a fast tokenizer's save_pretrained leaves when it has no
 // sentencepiece model to save) tokenizes as the sentencepiece model it
@@ -347,9 +340,38 @@ TEST(ModelCardLoad, XlmrFolderWithOnlyAUnigramTokenizerJson) {
     EXPECT_EQ(actual->ids, expected->ids);
     EXPECT_GT(actual->ids.size(), 3u);
   }
+  // With both, tokenizer.json is read, as AutoTokenizer reads it; a damaged
+  // one fails the load, naming it, rather than falling back.
+  fs::copy_file(tokenizers / "spm" / "sentencepiece.unigram.model",
+                dir / "sentencepiece.bpe.model");
+  auto both = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  ASSERT_NE(both->tokenizer, nullptr);
+  EXPECT_EQ(both->tokenizer_path, (dir / "tokenizer.json").string());
+  const auto a = both->tokenizer->Encode("Hello, world!", 64, false);
+  const auto b = with_model->tokenizer->Encode("Hello, world!", 64, false);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->ids, b->ids);
+  nlohmann::json file;
+  std::ifstream(dir / "tokenizer.json") >> file;
+  file["normalizer"]["normalizers"][0]["precompiled_charsmap"] = "AAAA";
+  WriteFile(dir / "tokenizer.json", file.dump());
+  auto damaged = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.status().message().find("tokenizer.json: model.vocab and normalizer"),
+            std::string::npos)
+      << damaged.status().message();
   fs::remove_all(dir);
 }
 
+// A text pair is joined as the tokenizer's own files join it, as
+// transformers does: a WordPiece file in a RoBERTa folder (RoBERTa models
+// trained with a BERT vocabulary, e.g. KLUE's) writes "[CLS] a [SEP] b
+// [SEP]", whether tokenizer.json or vocab.txt; byte-level BPE keeps the
+// family's "<s> a </s></s> b </s>". (Was: the tokenizer.json refused, the
+// folder left without a tokenizer; vocab.txt paired RoBERTa's way, with a
+// second [SEP] after the first text.) And tokenizer_config.json's
+// do_lower_case applies over the file's, as in transformers.
 TEST(ModelCardLoad, TokenizerJsonPairsAndLowerCasing) {
   const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "tokenizer_json";
   fs::path dir = CopyFixture("hf_roberta_safetensors", "tokenizer_json_pairs");
