@@ -133,8 +133,8 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
     spdlog::warn("model '{}' has no tokenizer, so it takes token ids only: {}", config.name,
                  model->tokenizer_note_);
   } else if (!model->tokenizer_note_.empty()) {
-    // XLM-R's folders, for one: a Unigram tokenizer.json beside the
-    // sentencepiece model it was made from.
+    // A tokenizer.json whose pipeline encoderd does not reproduce beside
+    // the slow tokenizer's files.
     spdlog::info("model '{}' tokenizes with its slow tokenizer's files, not its tokenizer.json: {}",
                  config.name, model->tokenizer_note_);
   }
