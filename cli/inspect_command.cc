@@ -97,6 +97,7 @@ Json DescribeModelJson(const ModelBundle& bundle) {
       {"checkpoint",
        {{"file", bundle.checkpoint_path},
         {"format", CheckpointFormatName(bundle.checkpoint_format)},
+        {"files", bundle.checkpoint_files},
         {"num_tensors", bundle.checkpoint_tensors.size()},
         {"num_parameters", parameters},
         {"bytes", bytes},
@@ -154,7 +155,10 @@ std::string DescribeModelText(const ModelBundle& bundle) {
     bytes += t.nbytes();
   }
   s << "checkpoint:      " << bundle.checkpoint_path << " ("
-    << CheckpointFormatName(bundle.checkpoint_format) << ")\n"
+    << CheckpointFormatName(bundle.checkpoint_format) << ")"
+    << (bundle.checkpoint_files > 1 ? ", " + std::to_string(bundle.checkpoint_files) + " shards"
+                                    : std::string())
+    << "\n"
     << "parameters:      " << parameters << " in " << bundle.checkpoint_tensors.size()
     << " tensors, " << bytes << " bytes\n"
     << "placeholder globals: "

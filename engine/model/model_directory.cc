@@ -3,11 +3,15 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "engine/io/checkpoint_reader.h"
 #include "engine/model/hf_config.h"
+#include "engine/model/json_file.h"
 #include "engine/model/model_tokenizer.h"
 #include "engine/model/sentence_transformers.h"
 #include "engine/model/weight_mapper.h"
@@ -35,7 +39,74 @@ StatusOr<std::string> FindCheckpoint(const std::string& dir, const std::optional
     if (IsFile(dir + "/" + name)) return dir + "/" + name;
     tried += tried.empty() ? name : std::string(", ") + name;
   }
+  for (const char* name : kShardIndexNames) {
+    if (IsFile(dir + "/" + name)) return dir + "/" + name;
+    tried += std::string(", ") + name;
+  }
   return NotFound(dir + ": no checkpoint file (looked for " + tried + ")");
+}
+
+bool IsShardIndex(const std::string& path) {
+  constexpr std::string_view kSuffix = ".index.json";
+  return path.size() > kSuffix.size() &&
+         path.compare(path.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+}
+
+// A sharded checkpoint: every shard its index names (each a file beside
+// the index, read as ReadCheckpoint reads one), their tensors together. Each tensor the
+// index names must be in the shard it names, and no tensor in two shards;
+// the shards share a format. `files`: how many shards.
+StatusOr<Checkpoint> ReadShardedCheckpoint(const std::string& index_path,
+                                           const ReadOptions& options, int64_t* files) {
+  const std::string dir = index_path.substr(0, index_path.find_last_of('/'));
+  ASSIGN_OR_RETURN(const nlohmann::json index, ReadJsonFile(index_path));
+  const auto map = index.is_object() ? index.find("weight_map") : index.end();
+  if (map == index.end() || !map->is_object() || map->empty()) {
+    return InvalidArgument(index_path + ": no weight_map of tensor names to shard files");
+  }
+  std::vector<std::string> shards;  // in the order the index first names them
+  for (const auto& [tensor, shard] : map->items()) {
+    if (!shard.is_string()) {
+      return InvalidArgument(index_path + ": weight_map gives \"" + tensor + "\" no file name");
+    }
+    const std::string name = shard.get<std::string>();
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        name.find('\0') != std::string::npos) {
+      return InvalidArgument(index_path + ": weight_map names the shard \"" + name +
+                             "\", not a file of the folder");
+    }
+    if (std::find(shards.begin(), shards.end(), name) == shards.end()) shards.push_back(name);
+  }
+  Checkpoint merged;
+  std::map<std::string, std::string> shard_of;  // tensor -> the shard it came from
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string path = dir + "/" + shards[i];
+    ASSIGN_OR_RETURN(Checkpoint shard, ReadCheckpoint(path, options));
+    if (i == 0) merged.format = shard.format;
+    if (shard.format != merged.format) {
+      return InvalidArgument(index_path + ": the shard " + shards[i] + " is " +
+                             CheckpointFormatName(shard.format) + ", " + shards[0] + " " +
+                             CheckpointFormatName(merged.format));
+    }
+    for (auto& [name, tensor] : shard.tensors) {
+      const auto [it, added] = shard_of.emplace(name, shards[i]);
+      if (!added) {
+        return InvalidArgument(index_path + ": the tensor " + name + " is in both " + it->second +
+                               " and " + shards[i]);
+      }
+      merged.tensors.emplace(name, std::move(tensor));
+    }
+    for (std::string& g : shard.placeholder_globals) merged.placeholder_globals.push_back(g);
+  }
+  for (const auto& [tensor, shard] : map->items()) {
+    const auto it = shard_of.find(tensor);
+    if (it == shard_of.end() || it->second != shard.get<std::string>()) {
+      return InvalidArgument(index_path + ": weight_map puts " + tensor + " in " +
+                             shard.get<std::string>() + ", which does not hold it");
+    }
+  }
+  *files = static_cast<int64_t>(shards.size());
+  return merged;
 }
 
 // config.json's value for a size the tensor shapes also give must agree.
@@ -276,7 +347,11 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   ASSIGN_OR_RETURN(bundle.checkpoint_path, FindCheckpoint(dir, card));
   ReadOptions read_options;
   if (card) read_options.state_dict_key = card->state_dict_key;
-  ASSIGN_OR_RETURN(Checkpoint checkpoint, ReadCheckpoint(bundle.checkpoint_path, read_options));
+  ASSIGN_OR_RETURN(
+      Checkpoint checkpoint,
+      IsShardIndex(bundle.checkpoint_path)
+          ? ReadShardedCheckpoint(bundle.checkpoint_path, read_options, &bundle.checkpoint_files)
+          : ReadCheckpoint(bundle.checkpoint_path, read_options));
   bundle.checkpoint_format = checkpoint.format;
   bundle.checkpoint_tensors = std::move(checkpoint.tensors);
   bundle.placeholder_globals = std::move(checkpoint.placeholder_globals);

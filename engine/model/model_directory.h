@@ -14,6 +14,12 @@ namespace encoderd {
 // Checkpoint names tried, in order, when the card names none.
 inline constexpr const char* kDefaultCheckpointNames[] = {"model.safetensors", "pytorch_model.bin",
                                                           "model.pt", "model.pth", "model.bin"};
+// Then the indexes of a sharded checkpoint, as transformers' save_pretrained
+// writes one beside its shards when the model is larger than max_shard_size:
+// {"weight_map": {tensor name: shard file name}}. A card's checkpoint may
+// name an index too (a name ending in ".index.json").
+inline constexpr const char* kShardIndexNames[] = {"model.safetensors.index.json",
+                                                   "pytorch_model.bin.index.json"};
 
 // Loads `dir`. The family comes from `card` (encoderd.yaml, parsed by the
 // caller) or else from config.json's model_type. Hugging Face families need

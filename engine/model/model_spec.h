@@ -158,8 +158,12 @@ std::string LayerWeightName(int64_t layer, const std::string& suffix);
 // Everything needed to build an engine for one model directory.
 struct ModelBundle {
   std::string directory;
+  // The checkpoint file, or a sharded checkpoint's index
+  // (model.safetensors.index.json, pytorch_model.bin.index.json).
   std::string checkpoint_path;
   CheckpointFormat checkpoint_format = CheckpointFormat::kTorchZip;
+  // The files the tensors came from: 1, or a sharded checkpoint's shards.
+  int64_t checkpoint_files = 1;
   EncoderConfig config;
   // Tensors as stored in the checkpoint, by their original names.
   TensorMap checkpoint_tensors;

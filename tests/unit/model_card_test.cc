@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
@@ -200,6 +201,79 @@ TEST(ModelCardLoad, WordPieceCasingFromTheVocabulary) {
     }
     fs::remove_all(dir);
   }
+}
+
+// A checkpoint save_pretrained sharded (the fixture: 3 safetensors files
+// and model.safetensors.index.json) loads as the one file would; an index
+// that does not match its shards names what is wrong.
+TEST(ShardedCheckpoint, LoadsAndNamesWhatIsWrong) {
+  const std::string fixture = "hf_bert_cross_encoder";
+  auto whole = server::LoadModelDirectory(testing::ModelsDir() + "/" + fixture);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->checkpoint_files, 3);
+  EXPECT_EQ(whole->checkpoint_path,
+            testing::ModelsDir() + "/" + fixture + "/model.safetensors.index.json");
+  const std::string shard1 = "model-00001-of-00003.safetensors";
+  const std::string shard2 = "model-00002-of-00003.safetensors";
+  const auto load_with = [&](const std::string& test,
+                             const std::function<void(const fs::path&)>& edit) {
+    const fs::path dir = CopyFixture(fixture, "sharded_" + test);
+    edit(dir);
+    auto bundle = server::LoadModelDirectory(dir.string());
+    fs::remove_all(dir);
+    return bundle.ok() ? std::string() : bundle.status().message();
+  };
+  const auto edit_index = [](const fs::path& dir,
+                             const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json index;
+    std::ifstream(dir / "model.safetensors.index.json") >> index;
+    edit(index);
+    WriteFile(dir / "model.safetensors.index.json", index.dump());
+  };
+  EXPECT_EQ(load_with("as_saved", [](const fs::path&) {}), "");
+  EXPECT_NE(
+      load_with("missing_shard", [&](const fs::path& d) { fs::remove(d / shard2); }).find(shard2),
+      std::string::npos);
+  EXPECT_NE(load_with("in_both",
+                      [&](const fs::path& d) {
+                        fs::copy_file(d / shard1, d / shard2, fs::copy_options::overwrite_existing);
+                      })
+                .find("is in both " + shard1 + " and " + shard2),
+            std::string::npos);
+  EXPECT_NE(load_with("wrong_shard",
+                      [&](const fs::path& d) {
+                        edit_index(d, [&](nlohmann::json& index) {
+                          for (auto& [tensor, shard] : index["weight_map"].items()) {
+                            if (shard == shard1) {
+                              shard = shard2;
+                              break;
+                            }
+                          }
+                        });
+                      })
+                .find("which does not hold it"),
+            std::string::npos);
+  EXPECT_NE(load_with("outside",
+                      [&](const fs::path& d) {
+                        edit_index(d, [](nlohmann::json& index) {
+                          index["weight_map"].begin().value() = "../model.safetensors";
+                        });
+                      })
+                .find("not a file of the folder"),
+            std::string::npos);
+  EXPECT_NE(load_with("no_map",
+                      [&](const fs::path& d) {
+                        edit_index(d, [](nlohmann::json& index) { index.erase("weight_map"); });
+                      })
+                .find("model.safetensors.index.json: no weight_map"),
+            std::string::npos);
+  // Named by a card, the index is read the same way.
+  EXPECT_EQ(load_with("by_card",
+                      [&](const fs::path& d) {
+                        fs::rename(d / "model.safetensors.index.json", d / "weights.index.json");
+                        WriteFile(d / "encoderd.yaml", "checkpoint: weights.index.json\n");
+                      }),
+            "");
 }
 
 // A Hugging Face RoBERTa folder: vocab.json + merges.txt, and
