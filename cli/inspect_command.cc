@@ -97,7 +97,7 @@ Json DescribeModelJson(const ModelBundle& bundle) {
       {"checkpoint",
        {{"file", bundle.checkpoint_path},
         {"format", CheckpointFormatName(bundle.checkpoint_format)},
-        {"files", bundle.checkpoint_files},
+        {"num_files", bundle.checkpoint_files},
         {"num_tensors", bundle.checkpoint_tensors.size()},
         {"num_parameters", parameters},
         {"bytes", bytes},

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,10 +40,6 @@ StatusOr<std::string> FindCheckpoint(const std::string& dir, const std::optional
     if (IsFile(dir + "/" + name)) return dir + "/" + name;
     tried += tried.empty() ? name : std::string(", ") + name;
   }
-  for (const char* name : kShardIndexNames) {
-    if (IsFile(dir + "/" + name)) return dir + "/" + name;
-    tried += std::string(", ") + name;
-  }
   return NotFound(dir + ": no checkpoint file (looked for " + tried + ")");
 }
 
@@ -53,18 +50,17 @@ bool IsShardIndex(const std::string& path) {
 }
 
 // A sharded checkpoint: every shard its index names (each a file beside
-// the index, read as ReadCheckpoint reads one), their tensors together. Each tensor the
-// index names must be in the shard it names, and no tensor in two shards;
-// the shards share a format. `files`: how many shards.
-StatusOr<Checkpoint> ReadShardedCheckpoint(const std::string& index_path,
-                                           const ReadOptions& options, int64_t* files) {
+// the index, read as ReadCheckpoint reads one), their tensors together. Each
+// tensor the index names must be in the shard it names, and no tensor in two
+// shards; the shards share a format. `files`: how many shards.
+StatusOr<Checkpoint> ReadShardedCheckpoint(const std::string& index_path, int64_t* files) {
   const std::string dir = index_path.substr(0, index_path.find_last_of('/'));
   ASSIGN_OR_RETURN(const nlohmann::json index, ReadJsonFile(index_path));
   const auto map = index.is_object() ? index.find("weight_map") : index.end();
   if (map == index.end() || !map->is_object() || map->empty()) {
     return InvalidArgument(index_path + ": no weight_map of tensor names to shard files");
   }
-  std::vector<std::string> shards;  // in the order the index first names them
+  std::set<std::string> shards;
   for (const auto& [tensor, shard] : map->items()) {
     if (!shard.is_string()) {
       return InvalidArgument(index_path + ": weight_map gives \"" + tensor + "\" no file name");
@@ -75,28 +71,35 @@ StatusOr<Checkpoint> ReadShardedCheckpoint(const std::string& index_path,
       return InvalidArgument(index_path + ": weight_map names the shard \"" + name +
                              "\", not a file of the folder");
     }
-    if (std::find(shards.begin(), shards.end(), name) == shards.end()) shards.push_back(name);
+    shards.insert(name);
   }
   Checkpoint merged;
   std::map<std::string, std::string> shard_of;  // tensor -> the shard it came from
-  for (size_t i = 0; i < shards.size(); ++i) {
-    const std::string path = dir + "/" + shards[i];
-    ASSIGN_OR_RETURN(Checkpoint shard, ReadCheckpoint(path, options));
-    if (i == 0) merged.format = shard.format;
+  std::set<std::string> globals;
+  for (const std::string& name : shards) {  // in the order of their names
+    StatusOr<Checkpoint> read = ReadCheckpoint(dir + "/" + name);
+    if (!read.ok()) {
+      return Status(read.status().code(), index_path + ": " + read.status().message());
+    }
+    Checkpoint& shard = *read;
+    if (name == *shards.begin()) merged.format = shard.format;
     if (shard.format != merged.format) {
-      return InvalidArgument(index_path + ": the shard " + shards[i] + " is " +
-                             CheckpointFormatName(shard.format) + ", " + shards[0] + " " +
+      return InvalidArgument(index_path + ": the shard " + name + " is " +
+                             CheckpointFormatName(shard.format) + ", " + *shards.begin() + " " +
                              CheckpointFormatName(merged.format));
     }
-    for (auto& [name, tensor] : shard.tensors) {
-      const auto [it, added] = shard_of.emplace(name, shards[i]);
+    for (auto& [tensor_name, tensor] : shard.tensors) {
+      const auto [it, added] = shard_of.emplace(tensor_name, name);
       if (!added) {
-        return InvalidArgument(index_path + ": the tensor " + name + " is in both " + it->second +
-                               " and " + shards[i]);
+        return InvalidArgument(index_path + ": the tensor " + tensor_name + " is in both " +
+                               it->second + " and " + name);
       }
-      merged.tensors.emplace(name, std::move(tensor));
+      merged.tensors.emplace(tensor_name, std::move(tensor));
     }
-    for (std::string& g : shard.placeholder_globals) merged.placeholder_globals.push_back(g);
+    for (std::string& g : shard.placeholder_globals) {
+      if (globals.insert(g).second) merged.placeholder_globals.push_back(std::move(g));
+    }
+    merged.fairseq_args.insert(shard.fairseq_args.begin(), shard.fairseq_args.end());
   }
   for (const auto& [tensor, shard] : map->items()) {
     const auto it = shard_of.find(tensor);
@@ -347,11 +350,14 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   ASSIGN_OR_RETURN(bundle.checkpoint_path, FindCheckpoint(dir, card));
   ReadOptions read_options;
   if (card) read_options.state_dict_key = card->state_dict_key;
-  ASSIGN_OR_RETURN(
-      Checkpoint checkpoint,
-      IsShardIndex(bundle.checkpoint_path)
-          ? ReadShardedCheckpoint(bundle.checkpoint_path, read_options, &bundle.checkpoint_files)
-          : ReadCheckpoint(bundle.checkpoint_path, read_options));
+  const bool sharded = IsShardIndex(bundle.checkpoint_path);
+  if (sharded && !read_options.state_dict_key.empty()) {
+    return InvalidArgument(card->source + ": state_dict_key does not apply to the sharded " +
+                           bundle.checkpoint_path + " (its shards hold the state dict itself)");
+  }
+  ASSIGN_OR_RETURN(Checkpoint checkpoint,
+                   sharded ? ReadShardedCheckpoint(bundle.checkpoint_path, &bundle.checkpoint_files)
+                           : ReadCheckpoint(bundle.checkpoint_path, read_options));
   bundle.checkpoint_format = checkpoint.format;
   bundle.checkpoint_tensors = std::move(checkpoint.tensors);
   bundle.placeholder_globals = std::move(checkpoint.placeholder_globals);

@@ -11,15 +11,17 @@
 
 namespace encoderd {
 
-// Checkpoint names tried, in order, when the card names none.
-inline constexpr const char* kDefaultCheckpointNames[] = {"model.safetensors", "pytorch_model.bin",
-                                                          "model.pt", "model.pth", "model.bin"};
-// Then the indexes of a sharded checkpoint, as transformers' save_pretrained
-// writes one beside its shards when the model is larger than max_shard_size:
-// {"weight_map": {tensor name: shard file name}}. A card's checkpoint may
-// name an index too (a name ending in ".index.json").
-inline constexpr const char* kShardIndexNames[] = {"model.safetensors.index.json",
-                                                   "pytorch_model.bin.index.json"};
+// Checkpoint names tried, in order, when the card names none: transformers'
+// order (safetensors, then its sharded index, then pytorch_model.bin and
+// its index), then fairseq's and torchtext's names. An index is what
+// save_pretrained writes beside its shards for a model over
+// max_shard_size: {"weight_map": {tensor name: shard file name}}. A card's
+// checkpoint may name an index too (a name ending in ".index.json").
+inline constexpr const char* kDefaultCheckpointNames[] = {
+    "model.safetensors", "model.safetensors.index.json",
+    "pytorch_model.bin", "pytorch_model.bin.index.json",
+    "model.pt",          "model.pth",
+    "model.bin"};
 
 // Loads `dir`. The family comes from `card` (encoderd.yaml, parsed by the
 // caller) or else from config.json's model_type. Hugging Face families need

@@ -231,9 +231,10 @@ TEST(ShardedCheckpoint, LoadsAndNamesWhatIsWrong) {
     WriteFile(dir / "model.safetensors.index.json", index.dump());
   };
   EXPECT_EQ(load_with("as_saved", [](const fs::path&) {}), "");
-  EXPECT_NE(
-      load_with("missing_shard", [&](const fs::path& d) { fs::remove(d / shard2); }).find(shard2),
-      std::string::npos);
+  const std::string missing =
+      load_with("missing_shard", [&](const fs::path& d) { fs::remove(d / shard2); });
+  EXPECT_NE(missing.find("model.safetensors.index.json: "), std::string::npos) << missing;
+  EXPECT_NE(missing.find(shard2), std::string::npos) << missing;
   EXPECT_NE(load_with("in_both",
                       [&](const fs::path& d) {
                         fs::copy_file(d / shard1, d / shard2, fs::copy_options::overwrite_existing);
@@ -266,6 +267,20 @@ TEST(ShardedCheckpoint, LoadsAndNamesWhatIsWrong) {
                         edit_index(d, [](nlohmann::json& index) { index.erase("weight_map"); });
                       })
                 .find("model.safetensors.index.json: no weight_map"),
+            std::string::npos);
+  EXPECT_NE(load_with("not_a_name",
+                      [&](const fs::path& d) {
+                        edit_index(d, [](nlohmann::json& index) {
+                          index["weight_map"].begin().value() = 7;
+                        });
+                      })
+                .find("no file name"),
+            std::string::npos);
+  EXPECT_NE(load_with("state_dict_key",
+                      [&](const fs::path& d) {
+                        WriteFile(d / "encoderd.yaml", "state_dict_key: model\n");
+                      })
+                .find("state_dict_key does not apply to the sharded"),
             std::string::npos);
   // Named by a card, the index is read the same way.
   EXPECT_EQ(load_with("by_card",
