@@ -268,6 +268,15 @@ TEST(ShardedCheckpoint, LoadsAndNamesWhatIsWrong) {
                       })
                 .find("model.safetensors.index.json: no weight_map"),
             std::string::npos);
+  // A shard of another format (found by content, not by name).
+  EXPECT_NE(load_with("mixed",
+                      [&](const fs::path& d) {
+                        fs::copy_file(fs::path(testing::ModelsDir()) / "hf_xlmr_regression" /
+                                          "pytorch_model-00002-of-00003.bin",
+                                      d / shard2, fs::copy_options::overwrite_existing);
+                      })
+                .find("the shard " + shard2 + " is torch-zip, " + shard1 + " safetensors"),
+            std::string::npos);
   EXPECT_NE(load_with("not_a_name",
                       [&](const fs::path& d) {
                         edit_index(d, [](nlohmann::json& index) {
