@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include "engine/text/sentencepiece_charsmap.h"
+
 namespace encoderd {
 namespace {
 
@@ -80,7 +82,8 @@ StatusOr<const SentencePieceLibrary*> SentencePieceLibrary::Get() {
           !Resolve(handle, ENCODERD_SPM_UNK_ID, &lib->unk_id_) ||
           !Resolve(handle, ENCODERD_SPM_PIECE_TO_ID, &lib->piece_to_id_) ||
           !Resolve(handle, ENCODERD_SPM_ID_TO_PIECE, &lib->id_to_piece_) ||
-          !Resolve(handle, ENCODERD_SPM_ENCODE, &lib->encode_)) {
+          !Resolve(handle, ENCODERD_SPM_ENCODE, &lib->encode_) ||
+          !Resolve(handle, ENCODERD_SPM_SERIALIZED_MODEL, &lib->serialized_model_)) {
         delete lib;
         tried += "\n  " + path + ": missing encoderd_spm_* symbols";
         continue;
@@ -96,10 +99,27 @@ StatusOr<const SentencePieceLibrary*> SentencePieceLibrary::Get() {
 
 StatusOr<std::unique_ptr<SentencePieceLibrary::Model>> SentencePieceLibrary::Load(
     std::string_view serialized_model) const {
+  // The library reads its normalization maps unchecked: while encoding, and
+  // already while loading (a model's self-test samples).
+  RETURN_IF_ERROR(CheckSentencePieceCharsMaps(serialized_model));
   char error[512] = {0};
   void* handle = load_(serialized_model.data(), serialized_model.size(), error, sizeof(error));
   if (handle == nullptr) return InvalidArgument(error);
-  return std::make_unique<Model>(this, handle);
+  auto model = std::make_unique<Model>(this, handle);
+  // The maps the library holds, as its protobuf writes them: the same maps,
+  // unless the check above read the bytes' fields otherwise than protobuf.
+  std::string held;
+  const auto sink = [](void* context, const char* data, size_t size) {
+    static_cast<std::string*>(context)->assign(data, size);
+  };
+  if (serialized_model_(handle, sink, &held) != 0) {
+    return Internal("sentencepiece: the loaded model could not be serialized again");
+  }
+  if (Status held_maps = CheckSentencePieceCharsMaps(held); !held_maps.ok()) {
+    return Internal("sentencepiece read a normalization map that its check did not see: " +
+                    held_maps.message());
+  }
+  return model;
 }
 
 std::string SentencePieceLibrary::Model::IdToPiece(int id) const {

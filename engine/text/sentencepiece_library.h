@@ -51,7 +51,9 @@ class SentencePieceLibrary {
   };
 
   // Parses a serialized ModelProto; INVALID_ARGUMENT with sentencepiece's
-  // message when it is not a usable model.
+  // message when it is not a usable model, or with what is wrong with a
+  // normalization map (sentencepiece_charsmap.h), which the library would
+  // take unchecked.
   StatusOr<std::unique_ptr<Model>> Load(std::string_view serialized_model) const;
 
  private:
@@ -62,6 +64,7 @@ class SentencePieceLibrary {
   EncoderdSpmPieceToIdFn piece_to_id_ = nullptr;
   EncoderdSpmIdToPieceFn id_to_piece_ = nullptr;
   EncoderdSpmEncodeFn encode_ = nullptr;
+  EncoderdSpmSerializedModelFn serialized_model_ = nullptr;
 };
 
 }  // namespace encoderd

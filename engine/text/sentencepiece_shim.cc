@@ -82,6 +82,18 @@ ENCODERD_SPM_EXPORT int encoderd_spm_id_to_piece(const void* processor, int id,
   }
 }
 
+ENCODERD_SPM_EXPORT int encoderd_spm_serialized_model(const void* processor,
+                                                      void (*sink)(void*, const char*, size_t),
+                                                      void* context) {
+  try {
+    const std::string bytes = AsProcessor(processor)->serialized_model_proto();
+    sink(context, bytes.data(), bytes.size());
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
 ENCODERD_SPM_EXPORT int encoderd_spm_encode(const void* processor, const char* text,
                                             size_t text_size, EncoderdSpmPieceSink sink,
                                             void* context, char* error, size_t error_size) {

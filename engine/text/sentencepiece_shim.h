@@ -30,6 +30,13 @@ typedef int (*EncoderdSpmIdToPieceFn)(const void* processor, int id,
 // in order: the piece, its sentencepiece id, and the bytes [begin, end) of
 // `text` it stands for. Returns 0 on success, -1 with `error` set. Safe to
 // call concurrently on one handle.
+// Calls sink(context, bytes, size) with the model the processor holds,
+// serialized again by its protobuf (each field as protobuf writes it,
+// whatever bytes it was read from); returns 0, or -1.
+typedef int (*EncoderdSpmSerializedModelFn)(const void* processor,
+                                            void (*sink)(void* context, const char* bytes,
+                                                         size_t size),
+                                            void* context);
 typedef void (*EncoderdSpmPieceSink)(void* context, const char* piece, size_t size, int id,
                                      size_t begin, size_t end);
 typedef int (*EncoderdSpmEncodeFn)(const void* processor, const char* text, size_t text_size,
@@ -45,3 +52,4 @@ typedef int (*EncoderdSpmEncodeFn)(const void* processor, const char* text, size
 #define ENCODERD_SPM_PIECE_TO_ID "encoderd_spm_piece_to_id"
 #define ENCODERD_SPM_ID_TO_PIECE "encoderd_spm_id_to_piece"
 #define ENCODERD_SPM_ENCODE "encoderd_spm_encode"
+#define ENCODERD_SPM_SERIALIZED_MODEL "encoderd_spm_serialized_model"

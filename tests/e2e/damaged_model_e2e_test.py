@@ -17,6 +17,7 @@ import pickle
 import random
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -138,6 +139,31 @@ def tokenizer_json(text):
     return damage
 
 
+def sentencepiece_with_a_damaged_map(source):
+    """The card names a sentencepiece model: `source`'s, whose normalization
+    map (precompiled_charsmap) has every replacement start 2 GiB past it. The
+    sentencepiece library loads such a map unchecked and reads there while
+    encoding a client's text."""
+    def damage(path):
+        from sentencepiece import sentencepiece_model_pb2
+        proto = sentencepiece_model_pb2.ModelProto()
+        proto.ParseFromString(pathlib.Path(source).read_bytes())
+        blob = bytearray(proto.normalizer_spec.precompiled_charsmap)
+        assert blob, f"{source} has no normalization map"
+        trie_bytes = struct.unpack_from("<I", blob)[0]
+        for at in range(4, 4 + trie_bytes, 4):
+            if struct.unpack_from("<I", blob, at)[0] >> 31:  # a leaf's value unit
+                struct.pack_into("<I", blob, at, 1 << 31 | 0x7FFFFFF0)
+        proto.normalizer_spec.precompiled_charsmap = bytes(blob)
+        pathlib.Path(path).write_bytes(proto.SerializeToString())
+        card = pathlib.Path(path).parent / "encoderd.yaml"
+        old = "  type: wordpiece\n  file: vocab.txt\n  lower_case: true\n"
+        assert old in card.read_text(), "the fixture's card no longer names vocab.txt this way"
+        card.write_text(card.read_text().replace(
+            old, f"  type: sentencepiece\n  file: {pathlib.Path(path).name}\n"))
+    return damage
+
+
 def run_daemon(binary, model_dir, log_path):
     """Starts `encoderd serve` on `model_dir`; returns (returncode or None when
     it was still running after START_TIMEOUT_S, seconds, output)."""
@@ -160,7 +186,11 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--binary", required=True)
     p.add_argument("--model-dir", required=True, help="fixture: torch zip checkpoint, card, vocab.txt")
+    p.add_argument("--spm-model", help="a sentencepiece model with a normalization map "
+                   "(default: the fixtures' tokenizers/spm/sentencepiece.unigram.model)")
     args = p.parse_args()
+    spm_model = args.spm_model or (pathlib.Path(args.model_dir).resolve().parents[1] /
+                                   "tokenizers" / "spm" / "sentencepiece.unigram.model")
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="encoderd_damaged_"))
     marker = tmp / "hostile_pickle_ran"
 
@@ -202,6 +232,9 @@ def main():
         "empty tokenizer": ("vocab.txt", write(b""), r"(?i)vocab|empty|token"),
         "truncated tokenizer.json": ("tokenizer.json", tokenizer_json('{"model": {"type": "WordPi'),
                                      r"not valid JSON"),
+        "sentencepiece model with a damaged normalization map": (
+            "sentencepiece.bpe.model", sentencepiece_with_a_damaged_map(spm_model),
+            r"precompiled_charsmap: unit \d+'s replacement starts at byte 2147483632"),
         "tokenizer.json of a pipeline not read": (
             "tokenizer.json", tokenizer_json('{"model": {"type": "WordLevel", "vocab": {"a": 0}}}'),
             r"model\.type is \"WordLevel\""),

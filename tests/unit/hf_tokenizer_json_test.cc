@@ -227,9 +227,11 @@ TEST(HfTokenizerJson, XlmrUnigramReadAsItsSentencePieceModel) {
   ExpectRefused(with(P("/model/vocab/5/1"), 1e39), "has the score");
   ExpectRefused(with(P("/model/vocab/6"), file["model"]["vocab"][5]), "twice");
   ExpectRefused(with(P("/model/vocab"), json::array()), "at least 5");
-  // A map the sentencepiece library cannot read is refused by it.
+  // A map too short for its header, refused before the library reads it
+  // (sentencepiece_charsmap.h).
   ExpectRefused(with(P("/normalizer/normalizers/0/precompiled_charsmap"), "AAAA"),
-                "is not a valid sentencepiece model");
+                "is not a valid sentencepiece model: normalizer_spec.precompiled_charsmap: its 3 "
+                "bytes are too few");
 }
 
 TEST(HfTokenizerJson, BertVariantsReadAsTheirFiles) {

@@ -1,0 +1,284 @@
+#include "engine/text/sentencepiece_charsmap.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace encoderd {
+namespace {
+
+// The most matches the library's normalizer keeps for one prefix search
+// (sentencepiece's Normalizer::kMaxTrieResultsSize); darts-clone counts on
+// past it, and the normalizer then reads that many.
+constexpr uint32_t kMaxMatches = 32;
+
+// A darts-clone unit, as commonPrefixSearch reads it.
+bool HasLeaf(uint32_t unit) { return (unit >> 8) & 1; }
+uint32_t Value(uint32_t unit) { return unit & ((1u << 31) - 1); }
+uint32_t Label(uint32_t unit) { return unit & ((1u << 31) | 0xFF); }
+uint32_t Offset(uint32_t unit) { return (unit >> 10) << ((unit & (1u << 9)) >> 6); }
+
+// Protobuf wire format, only as far as walking a message's fields: each
+// field's number, wire type and, for length-delimited ones, its bytes. Where
+// protobuf's parser would read the same bytes as other fields than this
+// reads, the bytes are refused: tags of more than 5 bytes or over 32 bits
+// (protobuf reads 5 bytes into 32 bits and drops the rest, so a padded tag
+// would name field 3 to it and another field here) and lengths of more than
+// 5 bytes or from 2^31 on.
+class WireReader {
+ public:
+  explicit WireReader(std::string_view bytes) : bytes_(bytes) {}
+
+  bool done() const { return at_ == bytes_.size(); }
+
+  // The next field; payload is set for wire type 2. Groups (3) are skipped
+  // whole, as protobuf skips unknown ones.
+  Status Next(uint64_t* number, int* wire_type, std::string_view* payload) {
+    RETURN_IF_ERROR(Tag(number, wire_type));
+    if (*wire_type == 2) return Payload(payload);
+    if (*wire_type == 3) return SkipGroup(*number);
+    return Skip(*wire_type);
+  }
+
+ private:
+  Status Broken(const std::string& what) const {
+    return InvalidArgument("not protobuf wire format: " + what + " at byte " + std::to_string(at_) +
+                           " is damaged");
+  }
+
+  // A varint of at most max_bytes bytes.
+  bool Varint(uint64_t* v, int max_bytes = 10) {
+    *v = 0;
+    for (int i = 0; i < max_bytes && at_ < bytes_.size(); ++i) {
+      const uint8_t byte = static_cast<uint8_t>(bytes_[at_++]);
+      *v |= static_cast<uint64_t>(byte & 0x7F) << (7 * i);
+      if (!(byte & 0x80)) return true;
+    }
+    return false;
+  }
+
+  Status Tag(uint64_t* number, int* wire_type) {
+    uint64_t tag = 0;
+    if (!Varint(&tag, 5) || tag > UINT32_MAX) return Broken("a field's tag");
+    *number = tag >> 3;
+    *wire_type = static_cast<int>(tag & 7);
+    if (*number == 0) return Broken("field number 0");
+    return Status::Ok();
+  }
+
+  // A length-delimited field's bytes, after its tag.
+  Status Payload(std::string_view* payload) {
+    uint64_t size = 0;
+    if (!Varint(&size, 5) || size > INT32_MAX || size > bytes_.size() - at_) {
+      return Broken("a field's length");
+    }
+    *payload = bytes_.substr(at_, size);
+    at_ += size;
+    return Status::Ok();
+  }
+
+  // A field of wire type 0, 1 or 5.
+  Status Skip(int wire_type) {
+    uint64_t ignored = 0;
+    switch (wire_type) {
+      case 0:
+        return Varint(&ignored) ? Status::Ok() : Broken("a varint");
+      case 1:
+      case 5: {
+        const size_t size = wire_type == 1 ? 8 : 4;
+        if (size > bytes_.size() - at_) return Broken("a fixed-size field");
+        at_ += size;
+        return Status::Ok();
+      }
+      default:
+        return Broken("wire type " + std::to_string(wire_type));
+    }
+  }
+
+  // The fields up to the end of the group `number` just begun, nested
+  // groups included (at most kMaxDepth deep, protobuf's own limit).
+  Status SkipGroup(uint64_t number) {
+    constexpr int kMaxDepth = 100;
+    std::vector<uint64_t> open = {number};
+    while (!open.empty()) {
+      uint64_t field = 0;
+      int type = 0;
+      std::string_view ignored;
+      RETURN_IF_ERROR(Tag(&field, &type));
+      if (type == 4) {
+        if (field != open.back()) return Broken("a group's end");
+        open.pop_back();
+      } else if (type == 3) {
+        if (open.size() == kMaxDepth) return Broken("groups nested too deep");
+        open.push_back(field);
+      } else if (type == 2) {
+        RETURN_IF_ERROR(Payload(&ignored));
+      } else {
+        RETURN_IF_ERROR(Skip(type));
+      }
+    }
+    return Status::Ok();
+  }
+
+  std::string_view bytes_;
+  size_t at_ = 0;
+};
+
+// The trie of a map whose header and strings have been checked: every node
+// a text can reach, depth first from the root (unit 0).
+class TrieCheck {
+ public:
+  TrieCheck(std::vector<uint32_t> units, size_t strings_size, size_t last_nul)
+      : units_(std::move(units)),
+        strings_size_(strings_size),
+        last_nul_(last_nul),
+        state_(units_.size(), kUnseen),
+        leaves_(units_.size(), 0) {}
+
+  Status Run() {
+    RETURN_IF_ERROR(Enter(0));
+    while (!stack_.empty()) {
+      Frame& f = stack_.back();
+      if (f.next_label > 0xFF) {
+        RETURN_IF_ERROR(Leave());
+        continue;
+      }
+      const uint32_t label = f.next_label++;
+      const uint32_t child = f.base ^ label;
+      if (Label(units_[child]) != label) continue;  // no edge: the search stops there
+      if (state_[child] == kOnPath) {
+        return InvalidArgument("its trie has a cycle (unit " + std::to_string(child) +
+                               " leads back to itself)");
+      }
+      if (state_[child] == kDone) {
+        f.most = std::max(f.most, leaves_[child]);
+        continue;
+      }
+      RETURN_IF_ERROR(Enter(child));  // `f` may dangle from here on
+    }
+    return Status::Ok();
+  }
+
+ private:
+  enum : uint8_t { kUnseen, kOnPath, kDone };
+  struct Frame {
+    uint32_t node, base, next_label;
+    uint32_t most;  // the most leaves on a path through a child so far
+  };
+
+  // Checks node `p`, which a text reaches (or the root), and puts it on the
+  // path: the 256 units its children may be read from lie in the trie, and
+  // its leaf's value (read for every node but the root) starts a string
+  // that a NUL ends inside the map.
+  Status Enter(uint32_t p) {
+    const uint32_t base = p ^ Offset(units_[p]);
+    if ((static_cast<uint64_t>(base) | 0xFF) >= units_.size()) {
+      return InvalidArgument("unit " + std::to_string(p) + " has its children at units " +
+                             std::to_string(base & ~0xFFu) + " to " + std::to_string(base | 0xFFu) +
+                             ", outside its trie of " + std::to_string(units_.size()) + " units");
+    }
+    if (p != 0 && HasLeaf(units_[p])) {
+      const uint32_t value = Value(units_[base]);
+      if (last_nul_ == std::string_view::npos || value > last_nul_) {
+        return InvalidArgument("unit " + std::to_string(p) + "'s replacement starts at byte " +
+                               std::to_string(value) + " of its " + std::to_string(strings_size_) +
+                               " bytes of strings, where no NUL ends it");
+      }
+    }
+    state_[p] = kOnPath;
+    stack_.push_back({p, base, 0, 0});
+    return Status::Ok();
+  }
+
+  // Takes the finished node off the path with the most leaves a text meets
+  // from it on, and hands that to its parent.
+  Status Leave() {
+    const Frame f = stack_.back();
+    stack_.pop_back();
+    if (f.node == 0) {
+      // The root's own leaf is never read: matches begin after a byte.
+      if (f.most > kMaxMatches) {
+        return InvalidArgument("a text can match " + std::to_string(f.most) +
+                               " of its replacements at once, more than the " +
+                               std::to_string(kMaxMatches) + " the library keeps");
+      }
+      return Status::Ok();
+    }
+    // Saturates: past kMaxMatches the count no longer matters.
+    const uint32_t leaves = std::min(f.most + (HasLeaf(units_[f.node]) ? 1 : 0), kMaxMatches + 1);
+    state_[f.node] = kDone;
+    leaves_[f.node] = leaves;
+    stack_.back().most = std::max(stack_.back().most, leaves);
+    return Status::Ok();
+  }
+
+  std::vector<uint32_t> units_;
+  size_t strings_size_;
+  size_t last_nul_;
+  std::vector<uint8_t> state_;
+  std::vector<uint32_t> leaves_;  // kDone nodes': at most kMaxMatches + 1
+  std::vector<Frame> stack_;
+};
+
+// Every precompiled_charsmap (field 2) of a serialized NormalizerSpec.
+Status CheckNormalizerSpec(std::string_view spec, const char* name) {
+  WireReader reader(spec);
+  while (!reader.done()) {
+    uint64_t number = 0;
+    int wire_type = 0;
+    std::string_view payload;
+    RETURN_IF_ERROR(reader.Next(&number, &wire_type, &payload).WithContext(name));
+    if (number == 2 && wire_type == 2) {
+      RETURN_IF_ERROR(CheckPrecompiledCharsMap(payload).WithContext(std::string(name) +
+                                                                    ".precompiled_charsmap"));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckPrecompiledCharsMap(std::string_view map) {
+  if (map.empty()) return Status::Ok();
+  uint32_t trie_bytes = 0;
+  if (map.size() <= sizeof(trie_bytes)) {
+    return InvalidArgument("its " + std::to_string(map.size()) +
+                           " bytes are too few for a map's header");
+  }
+  // In host order, as the library reads it (it swaps bytes only when built
+  // for big-endian hosts, which encoderd does not run on).
+  std::memcpy(&trie_bytes, map.data(), sizeof(trie_bytes));
+  map.remove_prefix(sizeof(trie_bytes));
+  if (trie_bytes > map.size()) {
+    return InvalidArgument("its header gives a trie of " + std::to_string(trie_bytes) +
+                           " bytes, but only " + std::to_string(map.size()) + " follow");
+  }
+  if (trie_bytes == 0 || trie_bytes % sizeof(uint32_t) != 0) {
+    return InvalidArgument("its trie of " + std::to_string(trie_bytes) +
+                           " bytes is not a whole number of 4-byte units");
+  }
+  std::vector<uint32_t> units(trie_bytes / sizeof(uint32_t));
+  std::memcpy(units.data(), map.data(), trie_bytes);
+  const std::string_view strings = map.substr(trie_bytes);
+  return TrieCheck(std::move(units), strings.size(), strings.rfind('\0')).Run();
+}
+
+Status CheckSentencePieceCharsMaps(std::string_view serialized_model) {
+  WireReader reader(serialized_model);
+  while (!reader.done()) {
+    uint64_t number = 0;
+    int wire_type = 0;
+    std::string_view payload;
+    RETURN_IF_ERROR(reader.Next(&number, &wire_type, &payload));
+    if (wire_type != 2) continue;
+    // ModelProto: normalizer_spec = 3, denormalizer_spec = 5.
+    if (number == 3) RETURN_IF_ERROR(CheckNormalizerSpec(payload, "normalizer_spec"));
+    if (number == 5) RETURN_IF_ERROR(CheckNormalizerSpec(payload, "denormalizer_spec"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace encoderd

@@ -1,0 +1,304 @@
+// A sentencepiece model's normalization map (precompiled_charsmap) is checked
+// before the library, which reads it unchecked while encoding, sees it
+// (engine/text/sentencepiece_charsmap.h). The maps here are double-array
+// tries written by hand; the library's own reading of a good one (x becomes
+// y) shows they are laid out as it reads them.
+#include "engine/text/sentencepiece_charsmap.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/text/sentencepiece_tokenizer.h"
+#include "tests/unit/tokenizer_tiny_models.h"
+
+namespace encoderd {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A unit no byte leads to (the label of a leaf's value unit).
+constexpr uint32_t kNoEdge = 1u << 31;
+
+// A map in the layout the library reads, from rules key -> replacement: the
+// root at unit 0, each node's children in a block of 256 units of its own
+// (the child for byte c at base ^ c), its leaf's value unit at base ^ 0.
+// (darts-clone's builder packs several nodes' children into one block and
+// shares subtrees; the reads are the same.)
+struct HandMap {
+  std::vector<uint32_t> units;
+  std::string strings;
+
+  static HandMap From(const std::map<std::string, std::string>& rules) {
+    struct Node {
+      std::map<uint8_t, int> children;
+      int value = -1;  // offset of the replacement in `strings`
+    };
+    HandMap out;
+    std::vector<Node> nodes(1);
+    for (const auto& [key, replacement] : rules) {
+      int n = 0;
+      for (const char c : key) {
+        auto it = nodes[n].children.find(static_cast<uint8_t>(c));
+        if (it == nodes[n].children.end()) {
+          nodes.emplace_back();
+          it = nodes[n].children.emplace(static_cast<uint8_t>(c), nodes.size() - 1).first;
+        }
+        n = it->second;
+      }
+      nodes[n].value = static_cast<int>(out.strings.size());
+      out.strings += replacement;
+      out.strings += '\0';
+    }
+    // Node i's children in block i + 1.
+    out.units.assign(256 * (nodes.size() + 1), kNoEdge);
+    std::vector<uint32_t> position(nodes.size(), 0);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const uint32_t base = 256 * static_cast<uint32_t>(i + 1);
+      const uint32_t label = i == 0 ? 0 : out.units[position[i]] & 0xFF;
+      out.units[position[i]] = Unit(label, nodes[i].value >= 0, position[i] ^ base);
+      if (nodes[i].value >= 0) out.units[base] = kNoEdge | static_cast<uint32_t>(nodes[i].value);
+      for (const auto& [c, child] : nodes[i].children) {
+        position[child] = base ^ c;
+        out.units[base ^ c] = c;  // the label, until the child's turn
+      }
+    }
+    return out;
+  }
+
+  // A node's unit; offsets from 2^21 on take darts-clone's other encoding.
+  static uint32_t Unit(uint32_t label, bool has_leaf, uint32_t offset) {
+    EXPECT_LT(offset, 1u << 21);
+    return label | (has_leaf ? 1u << 8 : 0) | offset << 10;
+  }
+
+  // Where the node that `key` leads to lies, and its children's base.
+  uint32_t PositionOf(const std::string& key) const {
+    uint32_t p = 0;
+    for (const char c : key) p = BaseOf(p) ^ static_cast<uint8_t>(c);
+    return p;
+  }
+  uint32_t BaseOf(uint32_t position) const { return position ^ (units[position] >> 10); }
+  uint32_t& NodeOf(const std::string& key) { return units[PositionOf(key)]; }
+
+  std::string Bytes() const {
+    const uint32_t trie_bytes = static_cast<uint32_t>(units.size() * 4);
+    std::string out(4 + trie_bytes, '\0');
+    std::memcpy(out.data(), &trie_bytes, 4);
+    std::memcpy(out.data() + 4, units.data(), trie_bytes);
+    return out + strings;
+  }
+};
+
+// The tiny model with `map` as its normalizer's precompiled_charsmap (a
+// second normalizer_spec, which protobuf merges into the first).
+std::string TinyModelWithMap(const std::string& map) {
+  std::string spec, model = testing::TinySentencePieceModel();
+  testing::internal::Bytes(2, map, &spec);
+  testing::internal::Bytes(3, spec, &model);
+  return model;
+}
+
+std::vector<int32_t> Ids(const Tokenizer& t, const std::string& text) {
+  auto enc = t.Encode(text, 64, false);
+  EXPECT_TRUE(enc.ok()) << enc.status().ToString();
+  return enc.ok() ? enc->ids : std::vector<int32_t>{};
+}
+
+void ExpectRefused(const Status& status, const std::string& what) {
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
+  EXPECT_NE(status.message().find(what), std::string::npos) << status.ToString();
+}
+
+std::string ReadAll(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream data;
+  data << in.rdbuf();
+  return data.str();
+}
+
+TEST(SentencePieceCharsMap, AHandMadeMapIsReadAsTheLibraryReadsIt) {
+  const HandMap map = HandMap::From({{"x", "y"}, {"\xef\xbc\xa1", "A"}});  // fullwidth A
+  ASSERT_TRUE(CheckPrecompiledCharsMap(map.Bytes()).ok());
+  auto plain = CreateSentencePieceTokenizerFromProto(testing::TinySentencePieceModel(), {}, "tiny");
+  auto mapped = CreateSentencePieceTokenizerFromProto(TinyModelWithMap(map.Bytes()), {}, "tiny");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
+  EXPECT_EQ(Ids(**mapped, "x"), Ids(**plain, "y"));
+  EXPECT_NE(Ids(**plain, "x"), Ids(**plain, "y"));
+  EXPECT_EQ(Ids(**mapped, "a\xef\xbc\xa1"), Ids(**plain, "aA"));
+}
+
+TEST(SentencePieceCharsMap, TheFixtureModelsMapsPass) {
+  // Trained with sentencepiece's default nmt_nfkc map, as XLM-R's model is.
+  // (That the check finds a normalizer_spec's map at all, the tests above
+  // show: each refusal comes through the tiny model's bytes.)
+  for (const char* name : {"sentencepiece.unigram.model", "sentencepiece.bpe.model"}) {
+    const std::string model =
+        ReadAll(fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "spm" / name);
+    ASSERT_GT(model.size(), 100000u) << name << " has no map (or is missing)";
+    const Status status = CheckSentencePieceCharsMaps(model);
+    EXPECT_TRUE(status.ok()) << name << ": " << status.ToString();
+  }
+}
+
+TEST(SentencePieceCharsMap, AReplacementOutsideItsStringsIsRefusedAtLoad) {
+  // Before, the model loaded and encoding "x" read 2 GiB past the map (the
+  // process died).
+  HandMap map = HandMap::From({{"x", "y"}});
+  const uint32_t leaf_base = 256 * 2;
+  map.units[leaf_base] = kNoEdge | 0x7ffffff0u;
+  auto t =
+      CreateSentencePieceTokenizerFromProto(TinyModelWithMap(map.Bytes()), {}, "damaged.model");
+  ASSERT_FALSE(t.ok());
+  ExpectRefused(t.status(), "damaged.model");
+  ExpectRefused(t.status(), "normalizer_spec.precompiled_charsmap");
+  ExpectRefused(t.status(), "no NUL ends it");
+  // Strings with no NUL at all, and a replacement after the last one.
+  map = HandMap::From({{"x", "y"}});
+  map.strings.pop_back();
+  ExpectRefused(CheckPrecompiledCharsMap(map.Bytes()), "no NUL ends it");
+  map.strings = std::string("y\0z", 3);
+  map.units[leaf_base] = kNoEdge | 2;
+  ExpectRefused(CheckPrecompiledCharsMap(map.Bytes()), "no NUL ends it");
+  map.units[leaf_base] = kNoEdge | 0;
+  EXPECT_TRUE(CheckPrecompiledCharsMap(map.Bytes()).ok());
+}
+
+TEST(SentencePieceCharsMap, ChildrenOutsideTheTrieAreRefusedAtLoad) {
+  // Before: encoding "x" read a unit 1 GiB past the map.
+  HandMap map = HandMap::From({{"x", "y"}});
+  map.units[0] = HandMap::Unit(0, false, 0) | (1u << 28) << 2 | 1u << 9;  // a large offset
+  auto t = CreateSentencePieceTokenizerFromProto(TinyModelWithMap(map.Bytes()), {}, "far.model");
+  ASSERT_FALSE(t.ok());
+  ExpectRefused(t.status(), "outside its trie");
+  // The last block cut short: a child of byte 0xff would be read past it.
+  map = HandMap::From({{"x", "y"}});
+  map.units.resize(map.units.size() - 1);
+  ExpectRefused(CheckPrecompiledCharsMap(map.Bytes()), "outside its trie of 767 units");
+  // A node below the root: "xz"'s node sends its children past the end.
+  map = HandMap::From({{"xz", "y"}});
+  map.NodeOf("x") ^= 2048u << 10;  // base 512 ^ 2048, past the 4 blocks
+  ExpectRefused(CheckPrecompiledCharsMap(map.Bytes()), "outside its trie");
+  // A NUL byte in a text is a label too: an edge of label 0 from the root
+  // to a node whose children lie outside.
+  map = HandMap::From({{"x", "y"}});
+  map.units[256] = HandMap::Unit(0, false, 256 ^ (1u << 20));
+  ExpectRefused(CheckPrecompiledCharsMap(map.Bytes()), "unit 256 has its children");
+  // The root's own leaf is never read: a bad value there passes.
+  map = HandMap::From({{"x", "y"}});
+  map.units[0] |= 1u << 8;
+  map.units[256] = kNoEdge | 0x7ffffff0u;
+  EXPECT_TRUE(CheckPrecompiledCharsMap(map.Bytes()).ok());
+}
+
+TEST(SentencePieceCharsMap, ACycleIsRefused) {
+  // "ab"'s node takes the root's children as its own: "abab..." matches on
+  // and on, one more replacement every two bytes.
+  HandMap map = HandMap::From({{"ab", "y"}});
+  const uint32_t b_position = (256 * 2) ^ 'b';
+  map.NodeOf("ab") = HandMap::Unit('b', true, b_position ^ 256);
+  ExpectRefused(CheckPrecompiledCharsMap(map.Bytes()), "cycle");
+}
+
+TEST(SentencePieceCharsMap, AtMost32MatchesAlongAText) {
+  // The library keeps 32 matches of one prefix search; darts-clone counts
+  // them all, and the normalizer reads as many as it counted.
+  std::map<std::string, std::string> rules;
+  for (int n = 1; n <= 32; ++n) rules[std::string(n, 'a')] = "b";
+  EXPECT_TRUE(CheckPrecompiledCharsMap(HandMap::From(rules).Bytes()).ok());
+  auto t = CreateSentencePieceTokenizerFromProto(TinyModelWithMap(HandMap::From(rules).Bytes()), {},
+                                                 "tiny");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto plain = CreateSentencePieceTokenizerFromProto(testing::TinySentencePieceModel(), {}, "tiny");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(Ids(**t, std::string(40, 'a')), Ids(**plain, "bb"));  // 32 a's, then 8
+  rules[std::string(33, 'a')] = "b";
+  ExpectRefused(CheckPrecompiledCharsMap(HandMap::From(rules).Bytes()), "match 33 of");
+}
+
+TEST(SentencePieceCharsMap, MatchesCountedThroughASharedSubtree) {
+  // "0" leads to a chain of c's, 16 or 17 leaves deep; "a" to a chain of 16
+  // a's whose last node takes "0"'s children as its own (darts-clone shares
+  // subtrees so). The check meets the c's through "0" first; through the a's
+  // it reuses what it found there: 16 + 16 matches pass, 16 + 17 do not.
+  for (const int cs : {16, 17}) {
+    std::map<std::string, std::string> rules;
+    for (int n = 1; n <= 16; ++n) rules[std::string(n, 'a')] = "b";
+    for (int n = 1; n <= cs; ++n) rules["0" + std::string(n, 'c')] = "d";
+    HandMap map = HandMap::From(rules);
+    const std::string a16(16, 'a');
+    map.NodeOf(a16) =
+        HandMap::Unit('a', true, map.PositionOf(a16) ^ map.BaseOf(map.PositionOf("0")));
+    const Status status = CheckPrecompiledCharsMap(map.Bytes());
+    if (cs == 16) {
+      EXPECT_TRUE(status.ok()) << status.ToString();
+    } else {
+      ExpectRefused(status, "match 33 of");
+    }
+  }
+}
+
+TEST(SentencePieceCharsMap, DamagedHeadersAndProtobufAreRefused) {
+  const std::string good = HandMap::From({{"x", "y"}}).Bytes();
+  EXPECT_TRUE(CheckPrecompiledCharsMap("").ok());  // no map
+  ExpectRefused(CheckPrecompiledCharsMap(good.substr(0, 4)), "too few");
+  std::string map = good;
+  map[0] = static_cast<char>(map[0] + 1);  // trie bytes not a multiple of 4
+  ExpectRefused(CheckPrecompiledCharsMap(map), "4-byte units");
+  map = good;
+  std::memset(map.data(), 0, 4);  // an empty trie
+  ExpectRefused(CheckPrecompiledCharsMap(map), "4-byte units");
+  map = good;
+  const uint32_t too_long = static_cast<uint32_t>(good.size() - 4 + 4);  // 4 more than follow
+  std::memcpy(map.data(), &too_long, 4);
+  ExpectRefused(CheckPrecompiledCharsMap(map), "only " + std::to_string(good.size() - 4));
+
+  // The model's wire format: a field cut short, a damaged group; a group
+  // skipped whole (as protobuf skips an unknown one) and the map after it
+  // still checked.
+  std::string model = TinyModelWithMap(good);
+  ExpectRefused(CheckSentencePieceCharsMaps(model.substr(0, model.size() - 3)),
+                "not protobuf wire format");
+  ExpectRefused(CheckSentencePieceCharsMaps(std::string("\x0b\x14", 2)), "a group's end");
+  std::string damaged = good;
+  damaged[4] = 0x01;
+  damaged[5] = damaged[6] = 0x7f;  // the root's children far away
+  std::string spec;
+  testing::internal::Bytes(2, damaged, &spec);
+  std::string with_group = "\x7b\x08\x01\x7c";     // group 15 { field 1: 1 }
+  testing::internal::Bytes(5, spec, &with_group);  // denormalizer_spec
+  ExpectRefused(CheckSentencePieceCharsMaps(with_group), "denormalizer_spec.precompiled_charsmap");
+
+  // Tags as protobuf reads them: at most 5 bytes into 32 bits. A 5-byte tag
+  // whose value fits is field 3 (normalizer_spec) to both; one with bits
+  // past 32, which protobuf drops (reading field 3 and the map in it), is
+  // refused, as is one of 6 bytes. Likewise the map's own field 2.
+  std::string padded = std::string("\x9a\x80\x80\x80\x00", 5);  // field 3, length-delimited
+  testing::internal::Varint(spec.size(), &padded);
+  ExpectRefused(CheckSentencePieceCharsMaps(padded + spec), "normalizer_spec.precompiled_charsmap");
+  for (const std::string& tag :
+       {std::string("\x9a\x80\x80\x80\x10", 5), std::string("\x9a\x80\x80\x80\x80\x00", 6)}) {
+    std::string padded_model = tag;
+    testing::internal::Varint(spec.size(), &padded_model);
+    ExpectRefused(CheckSentencePieceCharsMaps(padded_model + spec), "a field's tag");
+  }
+  std::string inner = std::string("\x92\x80\x80\x80\x10", 5);  // field 2, past 32 bits
+  testing::internal::Varint(damaged.size(), &inner);
+  std::string outer;
+  testing::internal::Bytes(3, inner + damaged, &outer);
+  ExpectRefused(CheckSentencePieceCharsMaps(outer), "normalizer_spec: not protobuf wire format");
+  // A length of more than 5 bytes.
+  ExpectRefused(CheckSentencePieceCharsMaps(std::string("\x1a\x81\x80\x80\x80\x80\x00x", 8)),
+                "a field's length");
+}
+
+}  // namespace
+}  // namespace encoderd
