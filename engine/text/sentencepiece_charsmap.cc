@@ -45,8 +45,8 @@ class WireReader {
 
  private:
   Status Broken(const std::string& what) const {
-    return InvalidArgument("not protobuf wire format: " + what + " at byte " + std::to_string(at_) +
-                           " is damaged");
+    return InvalidArgument("not protobuf wire format: " + what + " in the field from byte " +
+                           std::to_string(field_start_) + " is damaged");
   }
 
   // A varint of at most max_bytes bytes.
@@ -61,6 +61,7 @@ class WireReader {
   }
 
   Status Tag(uint64_t* number, int* wire_type) {
+    field_start_ = at_;
     uint64_t tag = 0;
     if (!Varint(&tag, 5) || tag > UINT32_MAX) return Broken("a field's tag");
     *number = tag >> 3;
@@ -125,6 +126,7 @@ class WireReader {
 
   std::string_view bytes_;
   size_t at_ = 0;
+  size_t field_start_ = 0;  // where the field being read began, for errors
 };
 
 // The trie of a map whose header and strings have been checked: every node
@@ -201,9 +203,8 @@ class TrieCheck {
     if (f.node == 0) {
       // The root's own leaf is never read: matches begin after a byte.
       if (f.most > kMaxMatches) {
-        return InvalidArgument("a text can match " + std::to_string(f.most) +
-                               " of its replacements at once, more than the " +
-                               std::to_string(kMaxMatches) + " the library keeps");
+        return InvalidArgument("a text can match more than " + std::to_string(kMaxMatches) +
+                               " of its replacements at once, more than the library keeps");
       }
       return Status::Ok();
     }

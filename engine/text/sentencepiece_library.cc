@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <limits>
+#include <string>
 
 #include "engine/text/sentencepiece_charsmap.h"
 
@@ -99,6 +101,11 @@ StatusOr<const SentencePieceLibrary*> SentencePieceLibrary::Get() {
 
 StatusOr<std::unique_ptr<SentencePieceLibrary::Model>> SentencePieceLibrary::Load(
     std::string_view serialized_model) const {
+  // The library's protobuf takes the size as an int.
+  if (serialized_model.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return InvalidArgument("a sentencepiece model of " + std::to_string(serialized_model.size()) +
+                           " bytes is larger than protobuf reads (2 GiB)");
+  }
   // The library reads its normalization maps unchecked: while encoding, and
   // already while loading (a model's self-test samples).
   RETURN_IF_ERROR(CheckSentencePieceCharsMaps(serialized_model));
@@ -106,18 +113,27 @@ StatusOr<std::unique_ptr<SentencePieceLibrary::Model>> SentencePieceLibrary::Loa
   void* handle = load_(serialized_model.data(), serialized_model.size(), error, sizeof(error));
   if (handle == nullptr) return InvalidArgument(error);
   auto model = std::make_unique<Model>(this, handle);
-  // The maps the library holds, as its protobuf writes them: the same maps,
-  // unless the check above read the bytes' fields otherwise than protobuf.
-  std::string held;
+  // The maps the library holds, as its protobuf writes them, checked again:
+  // they pass unless the check above read the bytes' fields otherwise than
+  // protobuf did.
+  struct Held {
+    std::string bytes;
+    bool failed = false;
+  } held;
   const auto sink = [](void* context, const char* data, size_t size) {
-    static_cast<std::string*>(context)->assign(data, size);
+    auto* h = static_cast<Held*>(context);
+    try {  // nothing may unwind into the wrapper (its own runtime under dlmopen)
+      h->bytes.assign(data, size);
+    } catch (...) {
+      h->failed = true;
+    }
   };
-  if (serialized_model_(handle, sink, &held) != 0) {
+  if (serialized_model_(handle, sink, &held) != 0 || held.failed || held.bytes.empty()) {
     return Internal("sentencepiece: the loaded model could not be serialized again");
   }
-  if (Status held_maps = CheckSentencePieceCharsMaps(held); !held_maps.ok()) {
-    return Internal("sentencepiece read a normalization map that its check did not see: " +
-                    held_maps.message());
+  if (Status held_maps = CheckSentencePieceCharsMaps(held.bytes); !held_maps.ok()) {
+    return InvalidArgument("sentencepiece read a normalization map that its check did not see: " +
+                           held_maps.message());
   }
   return model;
 }

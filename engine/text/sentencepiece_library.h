@@ -53,7 +53,7 @@ class SentencePieceLibrary {
   // Parses a serialized ModelProto; INVALID_ARGUMENT with sentencepiece's
   // message when it is not a usable model, or with what is wrong with a
   // normalization map (sentencepiece_charsmap.h), which the library would
-  // take unchecked.
+  // take unchecked; INTERNAL when the loaded model cannot be read back.
   StatusOr<std::unique_ptr<Model>> Load(std::string_view serialized_model) const;
 
  private:

@@ -26,10 +26,6 @@ typedef int (*EncoderdSpmPieceToIdFn)(const void* processor, const char* piece, 
 typedef int (*EncoderdSpmIdToPieceFn)(const void* processor, int id,
                                       void (*sink)(void* context, const char* piece, size_t size),
                                       void* context);
-// Calls sink(context, piece, size, id, begin, end) for each piece of `text`,
-// in order: the piece, its sentencepiece id, and the bytes [begin, end) of
-// `text` it stands for. Returns 0 on success, -1 with `error` set. Safe to
-// call concurrently on one handle.
 // Calls sink(context, bytes, size) with the model the processor holds,
 // serialized again by its protobuf (each field as protobuf writes it,
 // whatever bytes it was read from); returns 0, or -1.
@@ -37,6 +33,10 @@ typedef int (*EncoderdSpmSerializedModelFn)(const void* processor,
                                             void (*sink)(void* context, const char* bytes,
                                                          size_t size),
                                             void* context);
+// Calls sink(context, piece, size, id, begin, end) for each piece of `text`,
+// in order: the piece, its sentencepiece id, and the bytes [begin, end) of
+// `text` it stands for. Returns 0 on success, -1 with `error` set. Safe to
+// call concurrently on one handle.
 typedef void (*EncoderdSpmPieceSink)(void* context, const char* piece, size_t size, int id,
                                      size_t begin, size_t end);
 typedef int (*EncoderdSpmEncodeFn)(const void* processor, const char* text, size_t text_size,

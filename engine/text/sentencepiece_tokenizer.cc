@@ -166,6 +166,9 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
     const std::string& source) {
   ASSIGN_OR_RETURN(const SentencePieceLibrary* library, SentencePieceLibrary::Get());
   StatusOr<std::unique_ptr<SentencePieceLibrary::Model>> loaded = library->Load(serialized_model);
+  if (!loaded.ok() && loaded.status().code() != StatusCode::kInvalidArgument) {
+    return loaded.status().WithContext(source);
+  }
   if (!loaded.ok()) {
     return InvalidArgument(source +
                            " is not a valid sentencepiece model: " + loaded.status().message());

@@ -98,11 +98,20 @@ struct HandMap {
 };
 
 // The tiny model with `map` as its normalizer's precompiled_charsmap (a
-// second normalizer_spec, which protobuf merges into the first).
-std::string TinyModelWithMap(const std::string& map) {
+// second normalizer_spec, which protobuf merges into the first), and with a
+// self-test sample of input `self_test` when it is not empty: the library
+// encodes that while it loads the model, through the map.
+std::string TinyModelWithMap(const std::string& map, const std::string& self_test = "") {
   std::string spec, model = testing::TinySentencePieceModel();
   testing::internal::Bytes(2, map, &spec);
   testing::internal::Bytes(3, spec, &model);
+  if (!self_test.empty()) {
+    std::string sample, samples;
+    testing::internal::Bytes(1, self_test, &sample);  // input
+    testing::internal::Bytes(2, "-", &sample);        // expected: never what it gives
+    testing::internal::Bytes(1, sample, &samples);
+    testing::internal::Bytes(4, samples, &model);  // self_test_data
+  }
   return model;
 }
 
@@ -115,6 +124,13 @@ std::vector<int32_t> Ids(const Tokenizer& t, const std::string& text) {
 void ExpectRefused(const Status& status, const std::string& what) {
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
   EXPECT_NE(status.message().find(what), std::string::npos) << status.ToString();
+}
+
+// Refused by the check before the library loads the model, not by the one
+// after (which would come too late for the self-test's reads).
+void ExpectRefusedBeforeLoading(const Status& status, const std::string& what) {
+  ExpectRefused(status, what);
+  EXPECT_EQ(status.message().find("its check did not see"), std::string::npos) << status.ToString();
 }
 
 std::string ReadAll(const fs::path& path) {
@@ -150,17 +166,17 @@ TEST(SentencePieceCharsMap, TheFixtureModelsMapsPass) {
 }
 
 TEST(SentencePieceCharsMap, AReplacementOutsideItsStringsIsRefusedAtLoad) {
-  // Before, the model loaded and encoding "x" read 2 GiB past the map (the
-  // process died).
+  // Before, the library read 2 GiB past the map while it loaded the model
+  // (its self-test sample "x") and the test binary died.
   HandMap map = HandMap::From({{"x", "y"}});
   const uint32_t leaf_base = 256 * 2;
   map.units[leaf_base] = kNoEdge | 0x7ffffff0u;
-  auto t =
-      CreateSentencePieceTokenizerFromProto(TinyModelWithMap(map.Bytes()), {}, "damaged.model");
+  auto t = CreateSentencePieceTokenizerFromProto(TinyModelWithMap(map.Bytes(), "x"), {},
+                                                 "damaged.model");
   ASSERT_FALSE(t.ok());
   ExpectRefused(t.status(), "damaged.model");
   ExpectRefused(t.status(), "normalizer_spec.precompiled_charsmap");
-  ExpectRefused(t.status(), "no NUL ends it");
+  ExpectRefusedBeforeLoading(t.status(), "no NUL ends it");
   // Strings with no NUL at all, and a replacement after the last one.
   map = HandMap::From({{"x", "y"}});
   map.strings.pop_back();
@@ -173,12 +189,14 @@ TEST(SentencePieceCharsMap, AReplacementOutsideItsStringsIsRefusedAtLoad) {
 }
 
 TEST(SentencePieceCharsMap, ChildrenOutsideTheTrieAreRefusedAtLoad) {
-  // Before: encoding "x" read a unit 1 GiB past the map.
+  // Before: loading the model (its self-test sample "x") read a unit 1 GiB
+  // past the map, and the test binary died.
   HandMap map = HandMap::From({{"x", "y"}});
   map.units[0] = HandMap::Unit(0, false, 0) | (1u << 28) << 2 | 1u << 9;  // a large offset
-  auto t = CreateSentencePieceTokenizerFromProto(TinyModelWithMap(map.Bytes()), {}, "far.model");
+  auto t =
+      CreateSentencePieceTokenizerFromProto(TinyModelWithMap(map.Bytes(), "x"), {}, "far.model");
   ASSERT_FALSE(t.ok());
-  ExpectRefused(t.status(), "outside its trie");
+  ExpectRefusedBeforeLoading(t.status(), "outside its trie");
   // The last block cut short: a child of byte 0xff would be read past it.
   map = HandMap::From({{"x", "y"}});
   map.units.resize(map.units.size() - 1);
@@ -221,7 +239,7 @@ TEST(SentencePieceCharsMap, AtMost32MatchesAlongAText) {
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(Ids(**t, std::string(40, 'a')), Ids(**plain, "bb"));  // 32 a's, then 8
   rules[std::string(33, 'a')] = "b";
-  ExpectRefused(CheckPrecompiledCharsMap(HandMap::From(rules).Bytes()), "match 33 of");
+  ExpectRefused(CheckPrecompiledCharsMap(HandMap::From(rules).Bytes()), "match more than 32 of");
 }
 
 TEST(SentencePieceCharsMap, MatchesCountedThroughASharedSubtree) {
@@ -241,7 +259,7 @@ TEST(SentencePieceCharsMap, MatchesCountedThroughASharedSubtree) {
     if (cs == 16) {
       EXPECT_TRUE(status.ok()) << status.ToString();
     } else {
-      ExpectRefused(status, "match 33 of");
+      ExpectRefused(status, "match more than 32 of");
     }
   }
 }
@@ -295,7 +313,15 @@ TEST(SentencePieceCharsMap, DamagedHeadersAndProtobufAreRefused) {
   std::string outer;
   testing::internal::Bytes(3, inner + damaged, &outer);
   ExpectRefused(CheckSentencePieceCharsMaps(outer), "normalizer_spec: not protobuf wire format");
-  // A length of more than 5 bytes.
+  // A length of 5 bytes is read (and the map in it checked); one of more is
+  // refused.
+  std::string five_byte_length = "\x1a";  // field 3, length-delimited
+  for (int shift = 0; shift < 35; shift += 7) {
+    const uint64_t bits = (spec.size() >> shift) & 0x7f;
+    five_byte_length.push_back(static_cast<char>(shift < 28 ? bits | 0x80 : bits));
+  }
+  ExpectRefused(CheckSentencePieceCharsMaps(five_byte_length + spec),
+                "normalizer_spec.precompiled_charsmap");
   ExpectRefused(CheckSentencePieceCharsMaps(std::string("\x1a\x81\x80\x80\x80\x80\x00x", 8)),
                 "a field's length");
 }
