@@ -94,7 +94,14 @@ void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const in
     const double len = cu_seqlens[b + 1] - cu_seqlens[b];
     work += len * len * static_cast<double>(head_dim * heads);
   }
-  const int threads = work >= (1 << 18) ? ctx.num_threads() : 1;
+  // From one sequence of 7 BERT-base tokens on, the threads share the work.
+  // Until 2026-12-01 they did from 2^18 (19 tokens): one sequence of 7 to 18
+  // tokens ran on one thread. `encoderd bench --workloads W2 --op-profile`
+  // (10 tokens; 2-vCPU AMD EPYC, the two builds alternated twice):
+  // attention 0.20-0.21 -> 0.11-0.15 ms per forward in fp32, 0.14 -> 0.09-0.12
+  // in bf16; 7 tokens 0.09-0.10 -> 0.06-0.07 (bf16, 3 rounds). The outputs are
+  // the same bits: each item is computed alone, whichever thread takes it.
+  const int threads = work >= (1 << 15) ? ctx.num_threads() : 1;
   // The most rows x keys an item may hold (when threads > 1).
   const double item_cap = work / static_cast<double>(head_dim * kItemsPerThread * threads);
   std::vector<AttentionItem> items;
