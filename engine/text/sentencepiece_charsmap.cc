@@ -224,20 +224,29 @@ class TrieCheck {
   std::vector<Frame> stack_;
 };
 
-// Every precompiled_charsmap (field 2) of a serialized NormalizerSpec.
-Status CheckNormalizerSpec(std::string_view spec, const char* name) {
-  WireReader reader(spec);
+// fn(number, payload) for each length-delimited field of `message`, whose
+// wire-format errors are prefixed with `name` (when not empty).
+template <typename Fn>
+Status ForEachPayload(std::string_view message, const std::string& name, Fn&& fn) {
+  WireReader reader(message);
   while (!reader.done()) {
     uint64_t number = 0;
     int wire_type = 0;
     std::string_view payload;
-    RETURN_IF_ERROR(reader.Next(&number, &wire_type, &payload).WithContext(name));
-    if (number == 2 && wire_type == 2) {
-      RETURN_IF_ERROR(CheckPrecompiledCharsMap(payload).WithContext(std::string(name) +
-                                                                    ".precompiled_charsmap"));
-    }
+    const Status read = reader.Next(&number, &wire_type, &payload);
+    if (!read.ok()) return name.empty() ? read : read.WithContext(name);
+    if (wire_type == 2) RETURN_IF_ERROR(fn(number, payload));
   }
   return Status::Ok();
+}
+
+// Every precompiled_charsmap (field 2) of a serialized NormalizerSpec.
+Status CheckNormalizerSpec(std::string_view spec, const std::string& name) {
+  return ForEachPayload(spec, name, [&](uint64_t number, std::string_view payload) {
+    return number == 2
+               ? CheckPrecompiledCharsMap(payload).WithContext(name + ".precompiled_charsmap")
+               : Status::Ok();
+  });
 }
 
 }  // namespace
@@ -268,18 +277,12 @@ Status CheckPrecompiledCharsMap(std::string_view map) {
 }
 
 Status CheckSentencePieceCharsMaps(std::string_view serialized_model) {
-  WireReader reader(serialized_model);
-  while (!reader.done()) {
-    uint64_t number = 0;
-    int wire_type = 0;
-    std::string_view payload;
-    RETURN_IF_ERROR(reader.Next(&number, &wire_type, &payload));
-    if (wire_type != 2) continue;
-    // ModelProto: normalizer_spec = 3, denormalizer_spec = 5.
-    if (number == 3) RETURN_IF_ERROR(CheckNormalizerSpec(payload, "normalizer_spec"));
-    if (number == 5) RETURN_IF_ERROR(CheckNormalizerSpec(payload, "denormalizer_spec"));
-  }
-  return Status::Ok();
+  // ModelProto: normalizer_spec = 3, denormalizer_spec = 5.
+  return ForEachPayload(serialized_model, "", [](uint64_t number, std::string_view payload) {
+    if (number == 3) return CheckNormalizerSpec(payload, "normalizer_spec");
+    if (number == 5) return CheckNormalizerSpec(payload, "denormalizer_spec");
+    return Status::Ok();
+  });
 }
 
 }  // namespace encoderd
