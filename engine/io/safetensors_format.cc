@@ -5,6 +5,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "core/json_depth.h"
 #include "engine/io/checkpoint_formats.h"
 
 namespace encoderd {
@@ -56,6 +57,10 @@ StatusOr<TensorMap> ReadSafetensors(std::shared_ptr<const Storage> bytes) {
                     std::to_string(bytes->size()) + " bytes)");
   }
   const char* text = reinterpret_cast<const char*>(bytes->data() + 8);
+  if (!JsonDepthAtMost(std::string_view(text, n))) {
+    return DataLoss("safetensors: header nests deeper than " + std::to_string(kMaxJsonDepth) +
+                    " levels");
+  }
   const nlohmann::json header = nlohmann::json::parse(text, text + n, nullptr, false);
   if (header.is_discarded() || !header.is_object()) {
     return DataLoss("safetensors: header is not a JSON object");

@@ -9,7 +9,8 @@
 
 namespace encoderd {
 
-// The parsed file, or an error naming it (cannot open, not valid JSON).
+// The parsed file, or an error naming it (cannot open, nested deeper than
+// kMaxJsonDepth, not valid JSON).
 StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
 
 }  // namespace encoderd

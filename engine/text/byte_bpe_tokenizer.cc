@@ -14,7 +14,7 @@
 
 #include "core/file.h"
 #include "engine/text/bounded_encoding.h"
-#include "engine/text/json_depth.h"
+#include "core/json_depth.h"
 #include "engine/text/truncation.h"
 #include "engine/text/utf8.h"
 

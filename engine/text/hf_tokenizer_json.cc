@@ -12,7 +12,7 @@
 
 #include "core/file.h"
 #include "engine/text/byte_bpe_tokenizer.h"
-#include "engine/text/json_depth.h"
+#include "core/json_depth.h"
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
 

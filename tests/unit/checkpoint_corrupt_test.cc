@@ -205,6 +205,15 @@ TEST(CheckpointCorruptSafetensorsTest, HugeShapeAndOverlaps) {
   for (const auto& [name, header] : cases) {
     ExpectNamedError(ReadBytes(make(header, 16), name), name);
   }
+  // A shape nested a million deep, whose error message showed it: nlohmann's
+  // dump() recursed once per level and overflowed the stack.
+  const std::string deep = R"({"a":{"dtype":"F32","shape":[99999999999,)" +
+                           std::string(1000000, '[') + std::string(1000000, ']') +
+                           R"(],"data_offsets":[0,16]}})";
+  auto r = ReadBytes(make(deep, 16), "deep-shape");
+  ExpectNamedError(r, "deep-shape");
+  EXPECT_NE(r.status().message().find("nests deeper than 64 levels"), std::string::npos)
+      << r.status().ToString();
   // Header length larger than the file.
   auto b = make(R"({})", 0);
   const uint64_t n = uint64_t{1} << 62;

@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 
 #include "core/dtype.h"
 #include "engine/io/checkpoint_reader.h"
+#include "engine/model/hf_config.h"
 #include "server/config/model_card_yaml.h"
 #include "tests/unit/model_fixtures.h"
 
@@ -187,6 +190,26 @@ INSTANTIATE_TEST_SUITE_P(
                 {"fairseq_norm_first/encoderd.yaml", "norm_first = true contradicts",
                  "fairseq_norm_first/model.pt", "has no final layer_norm"}}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.dir); });
+
+// A config.json of a million nested brackets: nlohmann's dump() recursed
+// once per level when the error message showed the value, and overflowed
+// the stack. Refused before it is parsed, naming the file.
+TEST(ModelDirectoryJsonTest, DeeplyNestedConfigIsRefused) {
+  const std::filesystem::path path =
+      std::filesystem::path(::testing::TempDir()) / "deep_config.json";
+  {
+    std::ofstream out(path);
+    out << R"({"model_type": "bert", "vocab_size": )" << std::string(1000000, '[')
+        << std::string(1000000, ']') << "}";
+  }
+  auto config = ReadHfConfig(path.string());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(config.status().message().find(path.string()), std::string::npos)
+      << config.status().message();
+  EXPECT_NE(config.status().message().find("nests deeper than 64 levels"), std::string::npos)
+      << config.status().message();
+}
 
 }  // namespace
 }  // namespace encoderd

@@ -8,7 +8,8 @@
 
 namespace encoderd {
 
-// Files nested deeper than this are refused (tokenizer files nest 5 deep).
+// Files nested deeper than this are refused (tokenizer files nest 5 deep;
+// config.json files and safetensors headers a few levels).
 inline constexpr int kMaxJsonDepth = 64;
 
 // Whether `text`'s brackets (outside strings) nest at most `limit` deep.
