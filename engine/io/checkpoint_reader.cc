@@ -111,6 +111,19 @@ StatusOr<Checkpoint> ReadCheckpointBytes(std::shared_ptr<const Storage> bytes,
   if (!bytes) return InvalidArgument(name + ": no data");
   auto ckpt = Dispatch(bytes, options);
   if (!ckpt.ok()) return ckpt.status().WithContext(name);
+  // float64 tensors become float32 copies, each name its own: names that
+  // share one storage are copied once each, so their copies may not add up
+  // to more than the file's bytes (two names of one storage, tied weights,
+  // stay under them).
+  uint64_t copied = 0;
+  for (const auto& [tensor_name, t] : ckpt->tensors) {
+    if (t.dtype() == DType::kFloat64) copied += t.nbytes() / 2;
+  }
+  if (copied > bytes->size()) {
+    return DataLoss(name + ": its float64 tensors would be copied to " + std::to_string(copied) +
+                    " bytes of float32, more than the file's " + std::to_string(bytes->size()) +
+                    " (names sharing one storage are copied one by one)");
+  }
   for (auto& [tensor_name, t] : ckpt->tensors) {
     if (t.dtype() == DType::kFloat64) t = t.To(DType::kFloat32);
   }

@@ -82,9 +82,20 @@ StatusOr<Tensor> ResolveTensor(const PickleValue& tensor, const StorageBytes& st
     }
     bytes = std::make_shared<StorageSlice>(std::move(bytes), begin, len);
   }
+  const size_t storage_bytes = bytes->size();
   auto t =
       Tensor::View(std::move(bytes), s.dtype, tensor.shape, tensor.strides, tensor.storage_offset);
   if (!t.ok()) return t.status().WithContext("storage '" + s.str + "'");
+  // A view with more elements than its storage reads some of them twice
+  // (expand(): a stride of 0), and a copy of it is larger than the file:
+  // a few hundred bytes could describe a 2^56-element tensor.
+  if (t->nbytes() > storage_bytes) {
+    return DataLoss("tensor " + t->Describe() + " repeats elements of its storage '" + s.str +
+                    "' (" + std::to_string(storage_bytes) + " bytes) to " +
+                    std::to_string(t->nbytes()) +
+                    " bytes, as expand() makes; checkpoint tensors must not hold more than their "
+                    "storage");
+  }
   return t;
 }
 

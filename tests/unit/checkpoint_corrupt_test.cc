@@ -183,6 +183,43 @@ TEST(CheckpointCorruptLegacyTest, HugeElementCount) {
   ExpectNamedError(ReadBytes(patched, "legacy-count"), "legacy-count");
 }
 
+// A view that repeats its storage's elements (expand(): strides 0) made a
+// few hundred bytes describe a 2^56-element float64 tensor, whose float32
+// copy threw bad_alloc out of the loader (abort). Such views are refused;
+// one that repeats nothing (a position_ids buffer, arange(8).expand(1, -1))
+// loads.
+TEST(CheckpointCorruptPickleTest, ViewsThatRepeatTheirStorageAreRefused) {
+  for (const char* name : {"expanded_zip.pt", "expanded_legacy.pt"}) {
+    auto r = ReadCheckpoint(CheckpointPath(name));
+    ExpectNamedError(r, name);
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("repeats elements of its storage"), std::string::npos)
+        << r.status().ToString();
+  }
+  auto ok = ReadCheckpoint(CheckpointPath("position_ids_zip.pt"));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  const Tensor& ids = ok->tensors.at("position_ids");
+  ASSERT_EQ(ids.shape(), (std::vector<int64_t>{1, 8}));
+  const Tensor copy = ids.ToContiguous();
+  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(copy.data<int64_t>()[i], i);
+}
+
+// float64 tensors become float32 copies at load. Names sharing one storage
+// are copied one by one: 16 names of one 32 KiB storage would make 256 KiB
+// from a 35 KiB file, and a pickle of many names a copy per name. The copies
+// may not exceed the file's bytes; two names of one storage (tied weights)
+// load.
+TEST(CheckpointCorruptPickleTest, Float64CopiesBeyondTheFileAreRefused) {
+  auto r = ReadCheckpoint(CheckpointPath("f64_shared_zip.pt"));
+  ExpectNamedError(r, "f64_shared_zip.pt");
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("float64"), std::string::npos) << r.status().ToString();
+  auto tied = ReadCheckpoint(CheckpointPath("f64_tied_zip.pt"));
+  ASSERT_TRUE(tied.ok()) << tied.status().ToString();
+  EXPECT_EQ(tied->tensors.at("a").dtype(), DType::kFloat32);
+  EXPECT_EQ(tied->tensors.at("b").numel(), 4096);
+}
+
 TEST(CheckpointCorruptSafetensorsTest, HugeShapeAndOverlaps) {
   auto make = [](const std::string& header, size_t data_bytes) {
     std::vector<std::byte> b(8 + header.size() + data_bytes);
