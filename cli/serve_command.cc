@@ -330,7 +330,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   ServingMetrics* sink = metrics ? metrics->metrics() : nullptr;
   EncoderService service(&registry, config.listen.max_concurrent_requests, sink,
                          config.log.access_log_sample, BearerAuth(secrets->bearer_token),
-                         config.listen.fair_share);
+                         config.listen.fair_share, config.listen.max_send_message_bytes);
 
   // Declared before the servers, which must be gone before it is. Health
   // Watch streams: a client-side health checker opens one per connection
@@ -368,6 +368,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   builder.RegisterService(&service);
   builder.RegisterService(&health);
   builder.SetMaxReceiveMessageSize(config.listen.max_receive_message_bytes);
+  builder.SetMaxSendMessageSize(config.listen.max_send_message_bytes);
   SetConnectionLifetime(config.listen, &builder);
   // Streams a client may open at once on one connection (gRPC 1.51 sets no
   // limit); more wait in the client. The HTTP/2 guard closes a connection

@@ -129,6 +129,7 @@ std::map<std::string, Setter> TopLevelFields(ServerConfig* c) {
           {"listen.max_concurrent_requests", IntField(&c->listen.max_concurrent_requests)},
           {"listen.fair_share", BoolField(&c->listen.fair_share)},
           {"listen.max_receive_message_bytes", IntField(&c->listen.max_receive_message_bytes)},
+          {"listen.max_send_message_bytes", IntField(&c->listen.max_send_message_bytes)},
           {"listen.tls.cert_file", StringField(&c->listen.tls.cert_file)},
           {"listen.tls.key_file", StringField(&c->listen.tls.key_file)},
           {"listen.tls.client_ca_file", StringField(&c->listen.tls.client_ca_file)},
@@ -206,6 +207,8 @@ Status ServerConfig::Validate() const {
     return bad("listen.max_concurrent_requests", "must be at least 1");
   if (listen.max_receive_message_bytes < 1024)
     return bad("listen.max_receive_message_bytes", "must be at least 1024");
+  if (listen.max_send_message_bytes < 1024)
+    return bad("listen.max_send_message_bytes", "must be at least 1024");
   if (listen.health_port < 0 || listen.health_port > 65535)
     return bad("listen.health_port", "must be in 0..65535");
   if (listen.health_port != 0 && listen.health_port == listen.port)
@@ -282,7 +285,8 @@ std::string ServerConfig::Summary() const {
     << " max_concurrent_requests=" << listen.max_concurrent_requests
     << " fair_share=" << (listen.fair_share ? "true" : "false")
     << " max_receive_message_bytes=" << listen.max_receive_message_bytes
-    << " tls=" << TlsMode(listen.tls) << " health_port=" << listen.health_port
+    << " max_send_message_bytes=" << listen.max_send_message_bytes << " tls=" << TlsMode(listen.tls)
+    << " health_port=" << listen.health_port
     << " auth=" << (listen.auth.bearer_token_file.empty() ? "off" : "bearer")
     << " http2_guard=" << (listen.http2_guard ? "true" : "false")
     << " http2_max_reset_rate=" << listen.http2_max_reset_rate

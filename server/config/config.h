@@ -59,6 +59,12 @@ struct ListenConfig {
   // Largest request message accepted, in bytes; a larger one is refused
   // (RESOURCE_EXHAUSTED) before it is parsed.
   int max_receive_message_bytes = 4 * 1024 * 1024;
+  // Largest reply message sent, in bytes. An Encode call whose hidden states
+  // would not fit (tokens x hidden_size x 4 bytes) is refused with
+  // INVALID_ARGUMENT before it is queued: a 300 KB request of 256 x 512
+  // token ids would otherwise make a BERT-base reply of 400 MB, held about
+  // three times over (results, message, serialized bytes) until it is sent.
+  int max_send_message_bytes = 64 * 1024 * 1024;
   // TLS on the gRPC port (off while tls.cert_file is empty).
   TlsConfig tls;
   // Plaintext port serving only grpc.health.v1.Health, mirroring the gRPC

@@ -29,6 +29,8 @@ constexpr Option kOptions[] = {
      "true|false: fair queuing and slot shares per client connection"},
     {"--max-receive-message-bytes", "ENCODERD_MAX_RECEIVE_MESSAGE_BYTES",
      "listen.max_receive_message_bytes", "largest request message"},
+    {"--max-send-message-bytes", "ENCODERD_MAX_SEND_MESSAGE_BYTES", "listen.max_send_message_bytes",
+     "largest reply message (Encode calls beyond it refused)"},
     {"--tls-cert-file", "ENCODERD_TLS_CERT_FILE", "listen.tls.cert_file",
      "PEM certificate chain: TLS on"},
     {"--tls-key-file", "ENCODERD_TLS_KEY_FILE", "listen.tls.key_file", "PEM private key"},

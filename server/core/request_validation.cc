@@ -1,5 +1,6 @@
 #include "server/core/request_validation.h"
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 
@@ -34,6 +35,20 @@ Status CheckCount(size_t count, const RequestLimits& limits, const char* field) 
                            "; the limit is " + std::to_string(limits.max_client_batch_size) +
                            " (max_client_batch_size)");
   return Status::Ok();
+}
+
+Status CheckEncodeReplySize(int64_t tokens, int64_t hidden_size, int64_t max_send_message_bytes) {
+  // Room for the reply's other fields and each value's framing (packed
+  // repeated floats: a few bytes a sequence).
+  constexpr int64_t kFraming = 64 * 1024;
+  const int64_t room = std::max<int64_t>(max_send_message_bytes - kFraming, 0);
+  if (hidden_size <= 0 || tokens <= room / (4 * hidden_size)) return Status::Ok();
+  return InvalidArgument("the reply would hold the hidden states of " + std::to_string(tokens) +
+                         " tokens (" + std::to_string(tokens) + " x " +
+                         std::to_string(hidden_size) + " x 4 bytes), more than the " +
+                         std::to_string(max_send_message_bytes) +
+                         " bytes a reply may have (listen.max_send_message_bytes); send fewer "
+                         "or shorter sequences per call");
 }
 
 Status CheckText(const std::string& text, size_t index, const char* field) {

@@ -685,6 +685,10 @@ grpc::ServerUnaryReactor* EncoderService::Encode(grpc::CallbackServerContext* co
         }
         work.spec = {OutputKind::kHiddenStates, Pooling::kCls, false};
         const int32_t hidden = static_cast<int32_t>(call.model->encoder_config().hidden_size);
+        int64_t tokens = 0;
+        for (const std::vector<int32_t>& ids : work.sequences)
+          tokens += static_cast<int64_t>(ids.size());
+        RETURN_IF_ERROR(CheckEncodeReplySize(tokens, hidden, max_send_message_bytes_));
         work.fill = [out, hidden](const InferenceRequest& done) {
           for (int32_t i = 0; i < done.num_sequences(); ++i) {
             const auto& values = done.results()[i];

@@ -44,8 +44,10 @@ class EncoderService final : public EncoderServiceBase {
   // else).
   EncoderService(const ModelRegistry* registry, int64_t max_concurrent_requests,
                  ServingMetrics* metrics = nullptr, double access_log_sample = 0,
-                 BearerAuth auth = BearerAuth(), bool fair_share = false)
+                 BearerAuth auth = BearerAuth(), bool fair_share = false,
+                 int64_t max_send_message_bytes = int64_t{1} << 31)
       : registry_(registry),
+        max_send_message_bytes_(max_send_message_bytes),
         limiter_(max_concurrent_requests, fair_share),
         observer_(metrics, access_log_sample),
         auth_(std::move(auth)) {
@@ -127,6 +129,9 @@ class EncoderService final : public EncoderServiceBase {
                                   Body&& body);
 
   const ModelRegistry* registry_;
+  // listen.max_send_message_bytes: Encode calls whose reply would be larger
+  // are refused before they are queued.
+  int64_t max_send_message_bytes_;
   ConcurrencyLimiter limiter_;
   // The open EmbedStreams (each removes itself when gRPC is done with it);
   // ending_streams_: EndStreams was called. Lock order: streams_mu_, then a

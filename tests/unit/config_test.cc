@@ -206,6 +206,15 @@ TEST(ConfigTest, BadValuesNameTheKey) {
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("listen.port"), std::string::npos);
 
+  c = LoadServerConfig({"--max-send-message-bytes", "1000"}, FakeEnv({}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("'listen.max_send_message_bytes' must be at least 1024"),
+            std::string::npos)
+      << c.status().ToString();
+  c = LoadServerConfig({}, FakeEnv({{"ENCODERD_MAX_SEND_MESSAGE_BYTES", "2048"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->listen.max_send_message_bytes, 2048);
+
   c = LoadServerConfig({"--dtype", "int4"}, FakeEnv({}));
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("dtype"), std::string::npos);

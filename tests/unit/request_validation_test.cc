@@ -83,6 +83,22 @@ TEST(RequestValidationTest, EncodeInputsAndPooling) {
   for (const auto& [value, pooling] : wire) EXPECT_EQ(CheckPooling(value).value(), pooling);
 }
 
+// Nothing bounded an Encode reply: 256 x 512 token ids (a 300 KB request)
+// made a BERT-base reply of 400 MB, held about three times over until sent.
+TEST(RequestValidationTest, EncodeRepliesFitTheSendLimit) {
+  constexpr int64_t kLimit = 64 << 20;
+  // (64 MiB - 64 KiB) / (768 x 4) = 21,824 tokens fit.
+  EXPECT_TRUE(CheckEncodeReplySize(21824, 768, kLimit).ok());
+  ExpectInvalid(CheckEncodeReplySize(21825, 768, kLimit),
+                "the reply would hold the hidden states of 21825 tokens (21825 x 768 x 4 bytes), "
+                "more than the 67108864 bytes a reply may have (listen.max_send_message_bytes)");
+  ExpectInvalid(CheckEncodeReplySize(256 * 512, 768, kLimit), "131072 tokens");
+  // A limit under the framing's room holds no token; huge counts do not wrap.
+  ExpectInvalid(CheckEncodeReplySize(1, 64, 1024), "1 tokens");
+  ExpectInvalid(CheckEncodeReplySize(INT64_MAX / 2, 1 << 20, kLimit), "tokens");
+  EXPECT_TRUE(CheckEncodeReplySize(0, 768, 1024).ok());
+}
+
 TEST(RequestValidationTest, TokenizeTextsEnforcesMaxTokens) {
   auto tokenizer = LangidTokenizer();
   ASSERT_NE(tokenizer, nullptr);
