@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -52,11 +53,18 @@ bool ParseBool(const std::string& s, bool* out) {
 using Setter = std::function<Status(const std::string& value, const std::string& key,
                                     const std::string& origin)>;
 
+// An integer that fits T: a value beyond it is refused, not wrapped (a port
+// of 4294967296 became 0, a free port).
 template <typename T>
 Setter IntField(T* field) {
   return [field](const std::string& v, const std::string& key, const std::string& origin) {
     int64_t x = 0;
     if (!ParseInt(v, &x)) return BadValue(origin, key, v, "an integer");
+    if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) {
+      return BadValue(origin, key, v,
+                      "an integer in " + std::to_string(std::numeric_limits<T>::min()) + ".." +
+                          std::to_string(std::numeric_limits<T>::max()));
+    }
     *field = static_cast<T>(x);
     return Status::Ok();
   };
@@ -174,7 +182,15 @@ Status SetConfigValue(const std::string& key, const std::string& value, const st
     int64_t index = 0;
     if (close == std::string::npos || !ParseInt(key.substr(7, close - 7), &index) || index < 0)
       return UnknownKey(origin, key);
-    if (index >= static_cast<int64_t>(config->models.size())) config->models.resize(index + 1);
+    // Models are numbered from 0 without gaps: at most the next one is new
+    // (models[100000000000] made a vector of that many and aborted).
+    const int64_t next = static_cast<int64_t>(config->models.size());
+    if (index > next) {
+      return InvalidArgument(origin + ": '" + key +
+                             "': models are numbered from 0 without gaps (the next is models[" +
+                             std::to_string(next) + "])");
+    }
+    if (index == next) config->models.emplace_back();
     auto fields = ModelFields(&config->models[index]);
     auto it = fields.find(key.substr(close + 2));
     if (it == fields.end()) return UnknownKey(origin, key);
@@ -243,7 +259,10 @@ Status ServerConfig::Validate() const {
     return bad("log.format", "must be text or json");
   if (!(log.access_log_sample >= 0 && log.access_log_sample <= 1))
     return bad("log.access_log_sample", "must be in 0..1");
-  if (!(shutdown.grace_s >= 0)) return bad("shutdown.grace_s", "must be >= 0");
+  // Converted to nanoseconds for a deadline: at most a day (inf or 1e12
+  // overflowed, and the drain ended at once).
+  if (!(shutdown.grace_s >= 0 && shutdown.grace_s <= 86400))
+    return bad("shutdown.grace_s", "must be in 0..86400 seconds");
   if (models.empty()) return bad("models", "must list at least one model");
   for (size_t i = 0; i < models.size(); ++i) {
     const ModelConfig& m = models[i];
@@ -263,10 +282,15 @@ Status ServerConfig::Validate() const {
     if (m.max_batch_sequences < 1) return bad(p + "max_batch_sequences", "must be >= 1");
     if (m.max_batch_time_us < 0 || m.max_batch_time_us > 3600000000)
       return bad(p + "max_batch_time_us", "must be 0 (off) to 3600000000 (an hour)");
-    if (m.max_queue_delay_us < 0) return bad(p + "max_queue_delay_us", "must be >= 0");
+    // Microseconds that become nanoseconds: at most an hour (2^63 - 1, a
+    // common "no limit", wrapped to a negative limit that refused every call).
+    for (const auto& [key, us] :
+         {std::pair<const char*, int64_t>{"max_queue_delay_us", m.max_queue_delay_us},
+          {"max_queue_time_us", m.max_queue_time_us},
+          {"overload_queue_time_us", m.overload_queue_time_us}}) {
+      if (us < 0 || us > 3600000000) return bad(p + key, "must be 0 to 3600000000 (an hour)");
+    }
     if (m.max_queue_size < 1) return bad(p + "max_queue_size", "must be >= 1");
-    if (m.max_queue_time_us < 0) return bad(p + "max_queue_time_us", "must be >= 0");
-    if (m.overload_queue_time_us < 0) return bad(p + "overload_queue_time_us", "must be >= 0");
     if (m.calibration_budget_ms < 0 || m.calibration_budget_ms > 3600000)
       return bad(p + "calibration_budget_ms", "must be 0 (none) to 3600000 (an hour)");
     if (m.max_client_batch_size < 1) return bad(p + "max_client_batch_size", "must be >= 1");

@@ -229,6 +229,46 @@ TEST(ConfigTest, BadValuesNameTheKey) {
   EXPECT_NE(c.status().message().find("syntax.yaml"), std::string::npos);
 }
 
+// Values past their field's type or unit: refused with the key named, not
+// wrapped. Before, a port of 4294967296 became 0 (a free port), replicas of
+// 4294967297 became 1, max_queue_time_us of 2^63 - 1 became a negative
+// limit that refused every call, a grace of inf ended the drain at once,
+// and models[100000000000] aborted the process (bad_alloc).
+TEST(ConfigTest, OutOfRangeValuesAreRefusedNotWrapped) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--port", "4294967296"},
+       "bad value '4294967296' for 'listen.port' (expected an integer "
+       "in -2147483648..2147483647)"},
+      {{"--replicas", "4294967297"}, "'model.replicas'"},
+      {{"--max-connections", "-4294967295"}, "'listen.max_connections'"},
+      {{"--set", "model.max_queue_time_us=9223372036854775807"},
+       "'models[0].max_queue_time_us' must be 0 to 3600000000 (an hour)"},
+      {{"--max-queue-delay-us", "3600000001"}, "'models[0].max_queue_delay_us'"},
+      {{"--set", "model.overload_queue_time_us=100000000000"},
+       "'models[0].overload_queue_time_us'"},
+      {{"--shutdown-grace-s", "inf"}, "'shutdown.grace_s' must be in 0..86400 seconds"},
+      {{"--shutdown-grace-s", "1e12"}, "'shutdown.grace_s'"},
+      {{"--set", "models[100000000000].name=x"},
+       "'models[100000000000].name': models are numbered from 0 without gaps (the next is "
+       "models[1])"},
+      {{"--set", "models[9223372036854775807].name=x"}, "without gaps"},
+  };
+  for (const auto& [flags, part] : cases) {
+    auto c = LoadServerConfig(flags, FakeEnv({}));
+    ASSERT_FALSE(c.ok()) << flags.back();
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << c.status().ToString();
+    EXPECT_NE(c.status().message().find(part), std::string::npos) << c.status().ToString();
+  }
+  // The bounds themselves, and the next model, are accepted.
+  auto c = LoadServerConfig(
+      {"--max-queue-delay-us", "3600000000", "--shutdown-grace-s", "86400", "--set",
+       "models[1].name=second", "--set", "models[1].directory=models/langid"},
+      FakeEnv({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models.size(), 2u);
+  EXPECT_EQ(c->models[0].max_queue_delay_us, 3600000000);
+}
+
 // device and dtype are typed, and the pair is checked when the config is
 // read: cuda with the default float32 used to pass here and fail only when
 // the model loaded (the shipped GPU image and overlay set no dtype).
