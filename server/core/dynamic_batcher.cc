@@ -27,13 +27,21 @@ DynamicBatcher::~DynamicBatcher() { Stop(); }
 Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A refused request is finished (its drop counted here, no callback):
+    // gRPC cancels a call whose deadline passed, and the Abandon that
+    // follows must neither fail it again nor count a second drop.
+    const auto refuse = [&request](Status why) {
+      request->Fail(why, /*notify=*/false);
+      return why;
+    };
     const int64_t tokens = request->TokensFrom(0);
-    RETURN_IF_ERROR(AdmitLocked(tokens, request->deadline(), request->peer));
-    if (Status pushed = queue_.Push(std::move(request)); !pushed.ok()) {
+    if (Status admitted = AdmitLocked(tokens, request->deadline(), request->peer); !admitted.ok())
+      return refuse(std::move(admitted));
+    if (Status pushed = queue_.Push(request); !pushed.ok()) {
       // max_queue_size: the calls outgrew what the server accepts.
       standing_.ObserveOverflow(Clock::now());
       if (metrics_) metrics_->ObserveDrop(model_, DropReason::kRefusedQueueFull);
-      return pushed;
+      return refuse(std::move(pushed));
     }
     // About the last 20 requests count.
     request_tokens_ = request_tokens_ == 0 ? static_cast<double>(tokens)

@@ -460,6 +460,11 @@ TEST(DynamicBatcherTest, EachDropIsCountedOnceByWhereTheRequestWas) {
     auto expired = MakeRequest(1, {2}, Clock::now(), Clock::now() - microseconds(1));
     EXPECT_EQ(batcher.Submit(expired).code(), StatusCode::kDeadlineExceeded);
     EXPECT_EQ(batcher.queue_depth(), 0u);
+    // gRPC then cancels the call (its deadline passed): the refused request
+    // is finished, so the Abandon that follows counts no second drop (it
+    // counted deadline_in_queue too, for a request never queued).
+    EXPECT_TRUE(expired->finished());
+    EXPECT_FALSE(batcher.Abandon(expired, DeadlineExceeded("deadline passed")));
 
     // `running` occupies the only executor; the others wait behind it.
     auto running = MakeRequest(2, {2}, Clock::now());
@@ -504,9 +509,11 @@ TEST(DynamicBatcherTest, AFullQueuesRefusalIsCountedByItsReason) {
   ASSERT_TRUE(engine->Started(1));
   auto queued = MakeRequest(2, {2}, Clock::now());
   ASSERT_TRUE(batcher.Submit(queued).ok());
-  const Status refused = batcher.Submit(MakeRequest(3, {2}, Clock::now()));
+  auto turned_away = MakeRequest(3, {2}, Clock::now());
+  const Status refused = batcher.Submit(turned_away);
   EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(refused.message().find("the queue is full"), std::string::npos) << refused.message();
+  EXPECT_FALSE(batcher.Abandon(turned_away, Cancelled("client left")));  // not counted again
   engine->Release();
   EXPECT_TRUE(running->done().get().ok());
   EXPECT_TRUE(queued->done().get().ok());
