@@ -7,6 +7,12 @@ namespace {
 
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxVisits = size_t{1} << 20;
+// The bytes of all the names built while flattening. The pickle's memo lets
+// one dict appear under many keys, so names could otherwise grow without
+// bound: 20 levels of {K1: d, K2: d} with 1 MiB keys, a 2 MiB pickle, name
+// 2^20 entries of up to 20 MiB each. A real state dict's names take well
+// under a megabyte (BERT-base: about 200 names, 10 KB).
+constexpr size_t kMaxNameBytes = size_t{64} << 20;
 
 const char* KindName(PickleKind kind) {
   switch (kind) {
@@ -85,6 +91,13 @@ class Flattener {
       } else {
         continue;  // e.g. tuple keys: not parameter names
       }
+      const size_t length = name.empty() ? key.size() : name.size() + 1 + key.size();
+      if (length > kMaxNameBytes - name_bytes_) {
+        return ResourceExhausted("state dict names add up to more than " +
+                                 std::to_string(kMaxNameBytes >> 20) +
+                                 " MiB (dicts shared under many keys?)");
+      }
+      name_bytes_ += length;
       RETURN_IF_ERROR(Visit(v->items[i + 1], name.empty() ? key : name + "." + key, depth + 1));
     }
     return Status::Ok();
@@ -95,6 +108,7 @@ class Flattener {
   const StorageBytes& storages_;
   TensorMap out_;
   size_t visits_ = 0;
+  size_t name_bytes_ = 0;
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "engine/io/checkpoint_reader.h"
 #include "engine/io/pickle_reader.h"
+#include "engine/io/state_dict.h"
 #include "tests/unit/checkpoint_test_util.h"
 
 namespace encoderd {
@@ -375,6 +376,34 @@ TEST(CheckpointPickleTest, SelfReferenceDoesNotHang) {
   auto u = RunPickle(p, &arena, &globals);
   ASSERT_TRUE(u.ok()) << u.status().ToString();
   EXPECT_EQ(u->root->items[1], u->root);
+}
+
+// One dict object may appear many times (the pickle's memo): D(i+1) = {K1:
+// D(i), K2: D(i)} with two 1 MiB keys, 20 levels, is a 2 MiB pickle whose
+// flattened names would be 2^20 strings of up to 20 MiB each. Building them
+// ran the machine out of memory; the names' bytes are bounded.
+TEST(CheckpointPickleTest, SharedDictsCannotMakeHugeNames) {
+  const auto binunicode = [](const std::string& s) {
+    const uint32_t n = static_cast<uint32_t>(s.size());
+    return "X"s + std::string(reinterpret_cast<const char*>(&n), 4) + s;
+  };
+  std::string p = "\x80\x02"s;
+  p += binunicode(std::string(1 << 20, 'a')) + "q\x00"s;
+  p += binunicode(std::string(1 << 20, 'b')) + "q\x01"s;
+  p += "Nq\x02"s;  // D(0) = None, memo 2; D(i) goes to memo i + 2
+  for (int level = 1; level <= 20; ++level) {
+    const char previous = static_cast<char>(level + 1), memo = static_cast<char>(level + 2);
+    p += "}(h\x00h"s + previous + "h\x01h"s + previous + "uq"s + memo;
+  }
+  p += ".";
+  PickleArena arena;
+  std::vector<std::string> globals;
+  auto u = RunPickle(p, &arena, &globals);
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  auto flat = FlattenStateDict(u->root, StorageBytes{});
+  ASSERT_FALSE(flat.ok());
+  EXPECT_EQ(flat.status().code(), StatusCode::kResourceExhausted) << flat.status().ToString();
+  EXPECT_NE(flat.status().message().find("names"), std::string::npos) << flat.status().ToString();
 }
 
 }  // namespace
