@@ -69,6 +69,33 @@ Status ApplyZip64Extra(const std::byte* extra, size_t len, bool need_size, bool 
   return Corrupt("zip64 sizes missing for '" + e->name + "'");
 }
 
+// Entries may not share bytes: each one's local header and data end before
+// the next header (by offset) or the central directory. N entries over one
+// region of D bytes would make the CRC checks N x D bytes of work from a
+// file of about D (as CPython's zipfile, each entry's bytes are its own).
+Status CheckNoOverlap(const std::vector<ZipArchive::Entry>& entries, uint64_t cd_offset) {
+  std::vector<const ZipArchive::Entry*> by_offset;
+  by_offset.reserve(entries.size());
+  for (const ZipArchive::Entry& e : entries) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(), [](const auto* a, const auto* b) {
+    return a->local_header_offset < b->local_header_offset;
+  });
+  for (size_t i = 0; i < by_offset.size(); ++i) {
+    const ZipArchive::Entry& e = *by_offset[i];
+    const uint64_t end =
+        i + 1 < by_offset.size() ? by_offset[i + 1]->local_header_offset : cd_offset;
+    // local_header_offset < cd_offset (checked as read), so no wrap-around.
+    const uint64_t room = end - e.local_header_offset;
+    if (room < kLocalHeaderSize || e.compressed_size > room - kLocalHeaderSize) {
+      return Corrupt("entry '" + e.name + "' (" + std::to_string(e.compressed_size) + " bytes at " +
+                     std::to_string(e.local_header_offset) + ") would overlap " +
+                     (i + 1 < by_offset.size() ? "entry '" + by_offset[i + 1]->name + "'"
+                                               : std::string("the central directory")));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool ZipArchive::LooksLikeZip(const Storage& bytes) {
@@ -149,6 +176,7 @@ StatusOr<ZipArchive> ZipArchive::Open(std::shared_ptr<const Storage> bytes) {
     archive.index_.emplace(e.name, archive.entries_.size());
     archive.entries_.push_back(std::move(e));
   }
+  RETURN_IF_ERROR(CheckNoOverlap(archive.entries_, cd_offset));
   return archive;
 }
 
