@@ -1,5 +1,6 @@
 #include "engine/text/wordpiece_tokenizer.h"
 
+#include <algorithm>
 #include <iterator>
 #include <unordered_map>
 #include <utility>
@@ -27,7 +28,14 @@ class WordPieceTokenizer final : public Tokenizer {
         vocab_size_(vocab_size),
         special_(special),
         options_(options),
-        lower_case_(lower_case) {}
+        lower_case_(lower_case) {
+    for (const auto& [token, id] : vocab_) {
+      const auto chars = static_cast<size_t>(std::count_if(token.begin(), token.end(), [](char c) {
+        return (static_cast<uint8_t>(c) & 0xc0) != 0x80;
+      }));
+      longest_token_chars_ = std::max(longest_token_chars_, chars);
+    }
+  }
 
   StatusOr<Encoding> Encode(std::string_view text, int64_t max_tokens,
                             bool truncate) const override {
@@ -111,7 +119,10 @@ class WordPieceTokenizer final : public Tokenizer {
     const size_t first = enc->ids.size();
     std::string candidate;
     for (size_t start = 0; start < word.size();) {
-      size_t end = word.size();
+      // No piece longer than the longest token can match ("##" included):
+      // the matches are the same, and the work linear in the word, not
+      // cubic (max_chars_per_word may let a whole 1 MB word through).
+      size_t end = std::min(word.size(), start + longest_token_chars_);
       int32_t id = -1;
       for (; end > start; --end) {
         candidate.assign(start > 0 ? "##" : "");
@@ -144,6 +155,8 @@ class WordPieceTokenizer final : public Tokenizer {
   SpecialTokens special_;
   WordPieceOptions options_;
   bool lower_case_;
+  // The longest vocabulary token, in characters.
+  size_t longest_token_chars_ = 0;
 };
 
 // Python's universal-newline readlines(), each line without its terminator.

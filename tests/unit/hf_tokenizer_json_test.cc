@@ -271,6 +271,33 @@ TEST(HfTokenizerJson, BertVariantsReadAsTheirFiles) {
   }
 }
 
+// A tokenizer.json may raise max_input_chars_per_word (up to 2^30), so one
+// word of a client's text reaches the longest-match loop whole. That loop
+// tried every end from the word's end down, rebuilding each candidate:
+// cubic in the word's length (a 17 KB word of "a"s: about 10^12 byte
+// operations, minutes of CPU). No candidate longer than the vocabulary's
+// longest token can match, so no longer one is tried: the same pieces.
+TEST(HfTokenizerJson, ALongWordUnderARaisedWordLimitIsEncodedPieceByPiece) {
+  json file = ReadJson(kDir / "tokenizer_json" / "wordpiece_uncased.json");
+  file["model"]["max_input_chars_per_word"] = 1000000000;
+  auto raised = FromJson(file);
+  ASSERT_NE(raised, nullptr);
+  // A 104-letter sample word: [UNK] under the file's limit of 100, its
+  // pieces under the raised one.
+  const std::string super = "supercalifragilisticexpialidocious";
+  auto long_sample = raised->Encode(super + super + super + "ab", kNoLimit, false);
+  ASSERT_TRUE(long_sample.ok()) << long_sample.status().ToString();
+  EXPECT_GT(long_sample->ids.size(), 3u);
+  EXPECT_EQ(std::count(long_sample->pieces.begin(), long_sample->pieces.end(), "[UNK]"), 0);
+  constexpr size_t kLength = 200000;
+  auto e = raised->Encode(std::string(kLength, 'a'), kNoLimit, false);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_EQ(e->ids.size(), kLength + 2);  // [CLS] a ##a ... ##a [SEP]
+  EXPECT_EQ(e->pieces[1], "a");
+  EXPECT_EQ(e->pieces[2], "##a");
+  EXPECT_EQ(e->pieces[kLength], "##a");
+}
+
 TEST(HfTokenizerJson, SettingsEncoderdDoesNotReproduceAreRefusedByName) {
   const json bert = ReadJson(kDir / "tokenizer_json" / "wordpiece_uncased.json");
   const json roberta = ReadJson(kDir / "tokenizer_json" / "bytebpe.json");
