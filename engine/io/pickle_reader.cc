@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/io/pickle_globals.h"
 
@@ -13,6 +14,9 @@ namespace {
 
 constexpr size_t kMaxMarkDepth = 4096;
 constexpr size_t kMaxStackDepth = size_t{1} << 20;
+// Distinct globals that become placeholders (real checkpoints name a few
+// dozen: fairseq's argparse and omegaconf classes).
+constexpr size_t kMaxPlaceholderGlobals = 4096;
 
 class Machine {
  public:
@@ -23,6 +27,7 @@ class Machine {
         arena_(arena),
         persistent_load_(pl),
         placeholders_(placeholders),
+        placeholder_names_(placeholders->begin(), placeholders->end()),
         budget_(8 * size + 4096) {}
 
   StatusOr<UnpickleResult> Run();
@@ -121,6 +126,7 @@ class Machine {
   PickleArena* arena_;
   const PersistentLoadFn& persistent_load_;
   std::vector<std::string>* placeholders_;
+  std::unordered_set<std::string> placeholder_names_;  // *placeholders_' names
   ElementBudget budget_;
   std::vector<const PickleValue*> stack_;
   std::vector<size_t> marks_;
@@ -138,7 +144,11 @@ Status Machine::PushGlobal(const std::string& module, const std::string& name) {
     g->str = full;
     return Push(g);
   }
-  if (std::find(placeholders_->begin(), placeholders_->end(), full) == placeholders_->end()) {
+  if (placeholder_names_.insert(full).second) {
+    if (placeholder_names_.size() > kMaxPlaceholderGlobals) {
+      return Error("more than " + std::to_string(kMaxPlaceholderGlobals) +
+                   " distinct globals the loader does not run");
+    }
     placeholders_->push_back(full);
   }
   PickleValue* p = arena_->New(PickleKind::kPlaceholder);

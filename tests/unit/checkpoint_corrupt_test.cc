@@ -408,6 +408,33 @@ TEST(CheckpointPickleTest, SelfReferenceDoesNotHang) {
   EXPECT_EQ(u->root->items[1], u->root);
 }
 
+// Every global the loader does not run becomes a placeholder, its name kept
+// once. Each name was looked up in a list of those seen: quadratic in a
+// pickle of millions of distinct globals. Names are looked up in a set, and
+// more than 4096 distinct ones (real checkpoints name a few dozen) are
+// refused; a name repeated any number of times is kept once.
+TEST(CheckpointPickleTest, DistinctPlaceholderGlobalsAreBounded) {
+  std::string many = "\x80\x02"s;
+  for (int i = 0; i < 4097; ++i) many += "cmod\nname" + std::to_string(i) + "\n0";
+  many += "N.";
+  PickleArena arena;
+  std::vector<std::string> globals;
+  auto r = RunPickle(many, &arena, &globals);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("more than 4096 distinct globals"), std::string::npos)
+      << r.status().ToString();
+
+  std::string repeated = "\x80\x02"s;
+  for (int i = 0; i < 100000; ++i) repeated += "cmod\nname\n0";
+  repeated += "N.";
+  PickleArena arena2;
+  globals.clear();
+  auto ok = RunPickle(repeated, &arena2, &globals);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(globals, std::vector<std::string>{"mod.name"});
+}
+
 // One dict object may appear many times (the pickle's memo): D(i+1) = {K1:
 // D(i), K2: D(i)} with two 1 MiB keys, 20 levels, is a 2 MiB pickle whose
 // flattened names would be 2^20 strings of up to 20 MiB each. Building them
