@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,15 +24,18 @@ class Flags {
   void String(const std::string& name, std::string* out);
   // --name VALUE, repeatable: each value appended.
   void Strings(const std::string& name, std::vector<std::string>* out);
-  // --name N: an integer >= min.
+  // --name N: an integer >= min that T holds (not cut to it: a --threads
+  // of 2147483648 became INT_MIN).
   template <typename T>
   void Int(const std::string& name, T* out, int64_t min) {
-    Value(name, "an integer >= " + std::to_string(min), [out, min](const std::string& v) {
-      int64_t n = 0;
-      if (!ParseInt(v, &n) || n < min) return false;
-      *out = static_cast<T>(n);
-      return true;
-    });
+    const auto max = static_cast<int64_t>(std::numeric_limits<T>::max());
+    Value(name, "an integer in " + std::to_string(min) + ".." + std::to_string(max),
+          [out, min, max](const std::string& v) {
+            int64_t n = 0;
+            if (!ParseInt(v, &n) || n < min || n > max) return false;
+            *out = static_cast<T>(n);
+            return true;
+          });
   }
   // --name X: a number >= min.
   void Number(const std::string& name, double* out, double min);
@@ -44,7 +48,7 @@ class Flags {
   void Positional(const std::string& name, std::string* out, bool optional = false);
 
   // Reads `args`: an empty string, or the first error ("--threads needs a
-  // value", "--threads: 'x' is not an integer >= 0", "unknown option --x",
+  // value", "--threads: 'x' is not an integer in 0..2147483647", "unknown option --x",
   // "missing MODEL_DIR", "unexpected argument 'y'").
   std::string Parse(const std::vector<std::string>& args) const;
 

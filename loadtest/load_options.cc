@@ -9,6 +9,13 @@
 namespace encoderd::loadtest {
 namespace {
 
+// Bounds on the values that become ints or nanoseconds (a --max-in-flight
+// of 4294967296 became 0 and the run waited forever; --duration inf
+// overflowed its nanoseconds and the run ended at once).
+constexpr int64_t kMaxWords = 1000000;
+constexpr double kMaxSeconds = 7 * 24 * 3600;        // a week
+constexpr int64_t kMaxTimeoutMs = 24 * 3600 * 1000;  // a day
+
 bool ParseDouble(const std::string& s, double* out) {
   if (s.empty()) return false;
   char* end = nullptr;
@@ -30,12 +37,14 @@ bool ParseWords(const std::string& s, WorkloadSpec* spec) {
   const size_t dash = s.find('-');
   int64_t a = 0, b = 0;
   if (dash == std::string::npos) {
-    if (!ParseInt(s, &a)) return false;
+    if (!ParseInt(s, &a) || a < 1 || a > kMaxWords) return false;
     spec->length_mode = TextLengthMode::kFixed;
     spec->min_words = spec->max_words = static_cast<int>(a);
     return true;
   }
-  if (!ParseInt(s.substr(0, dash), &a) || !ParseInt(s.substr(dash + 1), &b)) return false;
+  if (!ParseInt(s.substr(0, dash), &a) || !ParseInt(s.substr(dash + 1), &b) || a < 1 ||
+      b > kMaxWords)
+    return false;
   spec->length_mode = a == b ? TextLengthMode::kFixed : TextLengthMode::kUniform;
   spec->min_words = static_cast<int>(a);
   spec->max_words = static_cast<int>(b);
@@ -176,20 +185,28 @@ std::string ParseLoadOptions(int argc, const char* const* argv, LoadOptions* o) 
       {"max-in-flight",
        [&](const std::string& v) {
          int64_t n;
-         return ParseInt(v, &n) && n >= 1 && (o->max_in_flight = int(n), true);
+         return ParseInt(v, &n) && n >= 1 && n <= 1000000 && (o->max_in_flight = int(n), true);
        }},
       {"duration",
-       [&](const std::string& v) { return ParseDouble(v, &o->duration_s) && o->duration_s >= 0; }},
+       [&](const std::string& v) {
+         return ParseDouble(v, &o->duration_s) && o->duration_s >= 0 &&
+                o->duration_s <= kMaxSeconds;
+       }},
       {"requests",
        [&](const std::string& v) { return ParseInt(v, &o->requests) && o->requests >= 0; }},
       {"warmup",
-       [&](const std::string& v) { return ParseDouble(v, &o->warmup_s) && o->warmup_s >= 0; }},
+       [&](const std::string& v) {
+         return ParseDouble(v, &o->warmup_s) && o->warmup_s >= 0 && o->warmup_s <= kMaxSeconds;
+       }},
       {"timeout-ms",
-       [&](const std::string& v) { return ParseInt(v, &o->timeout_ms) && o->timeout_ms >= 0; }},
+       [&](const std::string& v) {
+         return ParseInt(v, &o->timeout_ms) && o->timeout_ms >= 0 && o->timeout_ms <= kMaxTimeoutMs;
+       }},
       {"texts",
        [&](const std::string& v) {
          int64_t n;
-         return ParseInt(v, &n) && n >= 1 && (o->workload.texts_per_request = int(n), true);
+         return ParseInt(v, &n) && n >= 1 && n <= 1000000 &&
+                (o->workload.texts_per_request = int(n), true);
        }},
       {"words", [&](const std::string& v) { return ParseWords(v, &o->workload); }},
       {"text-file",

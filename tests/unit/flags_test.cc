@@ -35,8 +35,17 @@ TEST(FlagsTest, ReadsEveryKindAndNamesTheBadOne) {
   EXPECT_TRUE(json);
   EXPECT_EQ(mode, "b");
 
-  EXPECT_EQ(flags.Parse({"m", "--threads", "-1"}), "--threads: '-1' is not an integer >= 0");
-  EXPECT_EQ(flags.Parse({"m", "--threads", "2x"}), "--threads: '2x' is not an integer >= 0");
+  EXPECT_EQ(flags.Parse({"m", "--threads", "-1"}),
+            "--threads: '-1' is not an integer in 0..2147483647");
+  EXPECT_EQ(flags.Parse({"m", "--threads", "2x"}),
+            "--threads: '2x' is not an integer in 0..2147483647");
+  // Past the field's type: refused, not cut (2147483648 became INT_MIN, past
+  // the check for >= 0; 4294967297 became 1).
+  EXPECT_EQ(flags.Parse({"m", "--threads", "2147483648"}),
+            "--threads: '2147483648' is not an integer in 0..2147483647");
+  EXPECT_EQ(flags.Parse({"m", "--threads", "4294967297"}),
+            "--threads: '4294967297' is not an integer in 0..2147483647");
+  EXPECT_EQ(threads, 3);
   EXPECT_EQ(flags.Parse({"m", "--seconds"}), "--seconds needs a value");
   EXPECT_EQ(flags.Parse({"m", "--bogus"}), "unknown option --bogus");
   EXPECT_EQ(flags.Parse({"m", "n"}), "unexpected argument 'n'");

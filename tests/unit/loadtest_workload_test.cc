@@ -103,6 +103,20 @@ TEST(LoadtestWorkloadTest, OptionsParseAndRejectBadValues) {
             std::string::npos);
   EXPECT_NE(error({"--frobnicate"}).find("--frobnicate"), std::string::npos);
   EXPECT_NE(error({"--concurrency"}).find("needs a value"), std::string::npos);
+  // Values past an int or past nanoseconds' range are refused, not cut
+  // (--max-in-flight 4294967296 became 0: the run waited forever; --duration
+  // inf ended it at once).
+  for (const std::vector<const char*> bad :
+       {std::vector<const char*>{"--max-in-flight", "4294967296"},
+        {"--texts", "4294967297"},
+        {"--words", "4294967297"},
+        {"--words", "1-4294967297"},
+        {"--words", "-3"},
+        {"--duration", "inf"},
+        {"--warmup", "1e300"},
+        {"--timeout-ms", "9223372036854775807"}}) {
+    EXPECT_NE(error(bad).find(bad[0]), std::string::npos) << bad[0] << " " << bad[1];
+  }
 }
 
 TEST(LoadtestWorkloadTest, RecorderCountsAndSaturation) {
