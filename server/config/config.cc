@@ -2,6 +2,7 @@
 // validation and the start-up summary.
 #include "server/config/config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
@@ -223,8 +224,11 @@ Status ServerConfig::Validate() const {
     return bad("listen.max_concurrent_requests", "must be at least 1");
   if (listen.max_receive_message_bytes < 1024)
     return bad("listen.max_receive_message_bytes", "must be at least 1024");
-  if (listen.max_send_message_bytes < 1024)
-    return bad("listen.max_send_message_bytes", "must be at least 1024");
+  // A reply may be as large as a request (Rerank's return_texts echoes its
+  // texts), and an Encode reply keeps 64 KiB for framing.
+  if (listen.max_send_message_bytes < std::max(1 << 20, listen.max_receive_message_bytes))
+    return bad("listen.max_send_message_bytes",
+               "must be at least 1048576 and at least listen.max_receive_message_bytes");
   if (listen.health_port < 0 || listen.health_port > 65535)
     return bad("listen.health_port", "must be in 0..65535");
   if (listen.health_port != 0 && listen.health_port == listen.port)

@@ -59,11 +59,16 @@ struct ListenConfig {
   // Largest request message accepted, in bytes; a larger one is refused
   // (RESOURCE_EXHAUSTED) before it is parsed.
   int max_receive_message_bytes = 4 * 1024 * 1024;
-  // Largest reply message sent, in bytes. An Encode call whose hidden states
-  // would not fit (tokens x hidden_size x 4 bytes) is refused with
-  // INVALID_ARGUMENT before it is queued: a 300 KB request of 256 x 512
-  // token ids would otherwise make a BERT-base reply of 400 MB, held about
-  // three times over (results, message, serialized bytes) until it is sent.
+  // Largest reply message sent, in bytes: at least 1 MiB and at least
+  // max_receive_message_bytes (Rerank's return_texts echoes a request's
+  // texts). An Encode call whose hidden states would not fit (tokens x
+  // hidden_size x 4 bytes, and 64 KiB and 16 bytes a sequence of framing) is
+  // refused with INVALID_ARGUMENT before it is queued: a 300 KB request of
+  // 256 x 512 token ids would otherwise make a BERT-base reply of 400 MB,
+  // held about three times over (results, message, serialized bytes) until
+  // it is sent. Other replies are not checked: Embed's and Classify's are
+  // small, Rerank's at most its request, Tokenize's a few MB at most (256
+  // texts of 512 tokens).
   int max_send_message_bytes = 64 * 1024 * 1024;
   // TLS on the gRPC port (off while tls.cert_file is empty).
   TlsConfig tls;

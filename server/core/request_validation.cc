@@ -37,18 +37,21 @@ Status CheckCount(size_t count, const RequestLimits& limits, const char* field) 
   return Status::Ok();
 }
 
-Status CheckEncodeReplySize(int64_t tokens, int64_t hidden_size, int64_t max_send_message_bytes) {
-  // Room for the reply's other fields and each value's framing (packed
-  // repeated floats: a few bytes a sequence).
-  constexpr int64_t kFraming = 64 * 1024;
-  const int64_t room = std::max<int64_t>(max_send_message_bytes - kFraming, 0);
+Status CheckEncodeReplySize(int64_t tokens, int64_t sequences, int64_t hidden_size,
+                            int64_t max_send_message_bytes) {
+  // Room for the reply's other fields (timing, model name) and each
+  // sequence's framing (a TokenStates message: tags, lengths, two ints).
+  constexpr int64_t kFraming = 64 * 1024, kSequenceFraming = 16;
+  const int64_t framing = kFraming + kSequenceFraming * sequences;
+  const int64_t room = std::max<int64_t>(max_send_message_bytes - framing, 0);
   if (hidden_size <= 0 || tokens <= room / (4 * hidden_size)) return Status::Ok();
   return InvalidArgument("the reply would hold the hidden states of " + std::to_string(tokens) +
-                         " tokens (" + std::to_string(tokens) + " x " +
-                         std::to_string(hidden_size) + " x 4 bytes), more than the " +
+                         " tokens in " + std::to_string(sequences) + " sequences (" +
+                         std::to_string(tokens) + " x " + std::to_string(hidden_size) +
+                         " x 4 bytes and " + std::to_string(framing) +
+                         " of framing), more than listen.max_send_message_bytes (" +
                          std::to_string(max_send_message_bytes) +
-                         " bytes a reply may have (listen.max_send_message_bytes); send fewer "
-                         "or shorter sequences per call");
+                         ") allows; send fewer or shorter sequences per call");
 }
 
 Status CheckText(const std::string& text, size_t index, const char* field) {

@@ -79,9 +79,11 @@ Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences,
 Status CheckEncodeInputs(size_t num_texts, size_t num_token_ids);
 
 // An Encode reply holds 4 bytes per token and hidden value: `tokens` tokens
-// of `hidden_size` values must fit in max_send_message_bytes (less 64 KiB for
-// the message's framing), or INVALID_ARGUMENT naming the sizes and the key.
-Status CheckEncodeReplySize(int64_t tokens, int64_t hidden_size, int64_t max_send_message_bytes);
+// in `sequences` sequences of `hidden_size` values must fit in
+// max_send_message_bytes, less 64 KiB and 16 bytes a sequence for the
+// message's framing, or INVALID_ARGUMENT naming the sizes and the key.
+Status CheckEncodeReplySize(int64_t tokens, int64_t sequences, int64_t hidden_size,
+                            int64_t max_send_message_bytes);
 
 // The wire value of encoderd.v1.Pooling: nullopt for 0 (POOLING_DEFAULT),
 // else the Pooling it names (1 CLS ... 6 LAST_TOKEN, kAllPoolings' order).

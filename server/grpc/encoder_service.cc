@@ -688,7 +688,8 @@ grpc::ServerUnaryReactor* EncoderService::Encode(grpc::CallbackServerContext* co
         int64_t tokens = 0;
         for (const std::vector<int32_t>& ids : work.sequences)
           tokens += static_cast<int64_t>(ids.size());
-        RETURN_IF_ERROR(CheckEncodeReplySize(tokens, hidden, max_send_message_bytes_));
+        RETURN_IF_ERROR(CheckEncodeReplySize(tokens, static_cast<int64_t>(work.sequences.size()),
+                                             hidden, max_send_message_bytes_));
         work.fill = [out, hidden](const InferenceRequest& done) {
           for (int32_t i = 0; i < done.num_sequences(); ++i) {
             const auto& values = done.results()[i];

@@ -195,12 +195,13 @@ def check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
     """max_concurrent_requests=2: two open streams hold both slots, so the next
     calls are refused at once with RESOURCE_EXHAUSTED, and admitted again once a
     stream closes; a message over max_receive_message_bytes is refused, and an
-    Encode whose reply would exceed max_send_message_bytes (70,000 bytes: 64
-    KiB go to framing, leaving 17 tokens of 64 values) is refused before it runs."""
+    Encode whose reply would exceed max_send_message_bytes (1 MiB, less 64 KiB
+    and 16 bytes a sequence of framing: 3,839 tokens of 64 values in 16
+    sequences) is refused before it runs."""
     proc, port = start_server(args.binary, args.model_dir, tmp / "server3.log",
                               ["--max-concurrent-requests", "2",
                                "--max-receive-message-bytes", "65536",
-                               "--max-send-message-bytes", "70000"])
+                               "--max-send-message-bytes", "1048576"])
     try:
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         stub = pb_grpc.EncoderStub(channel)
@@ -236,14 +237,16 @@ def check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
         except grpc.RpcError as e:
             check(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
                   f"oversized message: RESOURCE_EXHAUSTED ({e.code()})")
-        small = stub.Encode(pb.EncodeRequest(token_ids=[pb.TokenIds(ids=[0] + [5] * 15 + [2])]), timeout=10)
-        check(small.sequences[0].num_tokens == 17, "an Encode reply of 17 tokens fits")
+        def sixteen(tokens):
+            return [pb.TokenIds(ids=[0] + [5] * (tokens - 2) + [2]) for _ in range(16)]
+        fits = stub.Encode(pb.EncodeRequest(token_ids=sixteen(239)), timeout=30)
+        check(sum(s.num_tokens for s in fits.sequences) == 3824, "an Encode reply of 16 x 239 tokens fits")
         try:
-            stub.Encode(pb.EncodeRequest(token_ids=[pb.TokenIds(ids=[0] + [5] * 16 + [2])]), timeout=10)
+            stub.Encode(pb.EncodeRequest(token_ids=sixteen(240)), timeout=30)
             check(False, "an Encode reply over max_send_message_bytes is refused")
         except grpc.RpcError as e:
             check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and
-                  "the reply would hold the hidden states of 18 tokens" in e.details() and
+                  "the reply would hold the hidden states of 3840 tokens in 16 sequences" in e.details() and
                   "listen.max_send_message_bytes" in e.details(),
                   f"an Encode reply over max_send_message_bytes: INVALID_ARGUMENT ({e.code()}: {e.details()})")
         check(health.Check(health_pb2.HealthCheckRequest(service="")).status ==

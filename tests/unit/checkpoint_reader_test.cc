@@ -178,5 +178,27 @@ TEST(CheckpointTorchScriptTest, ParametersAndBuffers) {
 #endif
 }
 
+#ifdef ENCODERD_WITH_TORCH
+// Each tensor of a TorchScript archive is copied out of LibTorch. A buffer
+// that repeats its storage (expand(): 3 KB of archive, a float32[2^17,
+// 2^17] view) was copied whole, 64 GiB; now refused. Names of one tensor
+// (tied weights) share one copy.
+TEST(CheckpointTorchScriptTest, ViewsThatRepeatTheirStorageAreRefusedAndTiesShareACopy) {
+  auto expanded = ReadCheckpoint(CheckpointPath("scripted_expanded.pt"));
+  ASSERT_FALSE(expanded.ok());
+  EXPECT_EQ(expanded.status().code(), StatusCode::kDataLoss) << expanded.status().ToString();
+  EXPECT_NE(expanded.status().message().find("'x'"), std::string::npos)
+      << expanded.status().ToString();
+  EXPECT_NE(expanded.status().message().find("repeats elements of its storage"), std::string::npos)
+      << expanded.status().ToString();
+  auto tied = ReadCheckpoint(CheckpointPath("scripted_tied.pt"));
+  ASSERT_TRUE(tied.ok()) << tied.status().ToString();
+  const Tensor& weight = tied->tensors.at("0.weight");
+  const Tensor& copy = tied->tensors.at("w_copy");
+  EXPECT_TRUE(weight.BitEqual(copy));
+  EXPECT_EQ(weight.raw_data(), copy.raw_data());
+}
+#endif
+
 }  // namespace
 }  // namespace encoderd

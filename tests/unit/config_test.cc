@@ -206,14 +206,19 @@ TEST(ConfigTest, BadValuesNameTheKey) {
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("listen.port"), std::string::npos);
 
-  c = LoadServerConfig({"--max-send-message-bytes", "1000"}, FakeEnv({}));
-  ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("'listen.max_send_message_bytes' must be at least 1024"),
-            std::string::npos)
-      << c.status().ToString();
-  c = LoadServerConfig({}, FakeEnv({{"ENCODERD_MAX_SEND_MESSAGE_BYTES", "2048"}}));
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--max-send-message-bytes", "1048575"},
+        {"--max-send-message-bytes", "4194304", "--max-receive-message-bytes", "4194305"}}) {
+    c = LoadServerConfig(flags, FakeEnv({}));
+    ASSERT_FALSE(c.ok()) << flags[1];
+    EXPECT_NE(c.status().message().find("'listen.max_send_message_bytes' must be at least "
+                                        "1048576 and at least listen.max_receive_message_bytes"),
+              std::string::npos)
+        << c.status().ToString();
+  }
+  c = LoadServerConfig({}, FakeEnv({{"ENCODERD_MAX_SEND_MESSAGE_BYTES", "4194304"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->listen.max_send_message_bytes, 2048);
+  EXPECT_EQ(c->listen.max_send_message_bytes, 4194304);
 
   c = LoadServerConfig({"--dtype", "int4"}, FakeEnv({}));
   ASSERT_FALSE(c.ok());

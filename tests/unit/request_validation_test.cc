@@ -87,16 +87,22 @@ TEST(RequestValidationTest, EncodeInputsAndPooling) {
 // made a BERT-base reply of 400 MB, held about three times over until sent.
 TEST(RequestValidationTest, EncodeRepliesFitTheSendLimit) {
   constexpr int64_t kLimit = 64 << 20;
-  // (64 MiB - 64 KiB) / (768 x 4) = 21,824 tokens fit.
-  EXPECT_TRUE(CheckEncodeReplySize(21824, 768, kLimit).ok());
-  ExpectInvalid(CheckEncodeReplySize(21825, 768, kLimit),
-                "the reply would hold the hidden states of 21825 tokens (21825 x 768 x 4 bytes), "
-                "more than the 67108864 bytes a reply may have (listen.max_send_message_bytes)");
-  ExpectInvalid(CheckEncodeReplySize(256 * 512, 768, kLimit), "131072 tokens");
-  // A limit under the framing's room holds no token; huge counts do not wrap.
-  ExpectInvalid(CheckEncodeReplySize(1, 64, 1024), "1 tokens");
-  ExpectInvalid(CheckEncodeReplySize(INT64_MAX / 2, 1 << 20, kLimit), "tokens");
-  EXPECT_TRUE(CheckEncodeReplySize(0, 768, 1024).ok());
+  // (64 MiB - 64 KiB - 16 x 16) / (768 x 4) = 21,823.9: 21,823 tokens in 16
+  // sequences fit, and in one sequence too ((64 MiB - 64 KiB - 16) / 3072 =
+  // 21,823.99).
+  EXPECT_TRUE(CheckEncodeReplySize(21823, 16, 768, kLimit).ok());
+  ExpectInvalid(CheckEncodeReplySize(21824, 16, 768, kLimit),
+                "the reply would hold the hidden states of 21824 tokens in 16 sequences (21824 x "
+                "768 x 4 bytes and 65792 of framing), more than listen.max_send_message_bytes "
+                "(67108864) allows");
+  EXPECT_TRUE(CheckEncodeReplySize(21823, 1, 768, kLimit).ok());
+  ExpectInvalid(CheckEncodeReplySize(21824, 1, 768, kLimit), "21824 tokens in 1 sequences");
+  // Each sequence's framing counts: 8,192 sequences take 128 KiB more.
+  ExpectInvalid(CheckEncodeReplySize(21800, 8192, 768, kLimit), "21800 tokens");
+  ExpectInvalid(CheckEncodeReplySize(256 * 512, 256, 768, kLimit), "131072 tokens");
+  // Huge counts do not wrap.
+  ExpectInvalid(CheckEncodeReplySize(INT64_MAX / 2, 1, 1 << 20, kLimit), "tokens");
+  EXPECT_TRUE(CheckEncodeReplySize(0, 0, 768, 1 << 20).ok());
 }
 
 TEST(RequestValidationTest, TokenizeTextsEnforcesMaxTokens) {
