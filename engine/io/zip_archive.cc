@@ -69,10 +69,12 @@ Status ApplyZip64Extra(const std::byte* extra, size_t len, bool need_size, bool 
   return Corrupt("zip64 sizes missing for '" + e->name + "'");
 }
 
-// Entries may not share bytes: each one's local header and data end before
-// the next header (by offset) or the central directory. N entries over one
-// region of D bytes would make the CRC checks N x D bytes of work from a
-// file of about D (as CPython's zipfile, each entry's bytes are its own).
+// Entries may not share bytes: each one's 30 fixed local-header bytes and
+// its data (the central directory's size) fit before the next header (by
+// offset) or the central directory. The local name and extra fields are not
+// counted, so this is looser than exact non-overlap, but the entries' sizes
+// add up to less than the file: N entries over one region of D bytes would
+// otherwise make the CRC checks N x D bytes of work from a file of about D.
 Status CheckNoOverlap(const std::vector<ZipArchive::Entry>& entries, uint64_t cd_offset) {
   std::vector<const ZipArchive::Entry*> by_offset;
   by_offset.reserve(entries.size());

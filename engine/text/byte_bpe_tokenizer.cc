@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/file.h"
-#include "engine/text/bounded_encoding.h"
 #include "core/json_depth.h"
+#include "engine/text/bounded_encoding.h"
 #include "engine/text/truncation.h"
 #include "engine/text/utf8.h"
 

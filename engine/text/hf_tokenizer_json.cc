@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/file.h"
-#include "engine/text/byte_bpe_tokenizer.h"
 #include "core/json_depth.h"
+#include "engine/text/byte_bpe_tokenizer.h"
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
 

@@ -437,8 +437,10 @@ TEST(CheckpointPickleTest, DistinctPlaceholderGlobalsAreBounded) {
 
 // One dict object may appear many times (the pickle's memo): D(i+1) = {K1:
 // D(i), K2: D(i)} with two 1 MiB keys, 20 levels, is a 2 MiB pickle whose
-// flattened names would be 2^20 strings of up to 20 MiB each. Building them
-// ran the machine out of memory; the names' bytes are bounded.
+// flattened names would be 2^20 strings of up to 20 MiB each. With None
+// leaves, as here, that was hours of copying names; with tensor leaves,
+// which keep their names, it ran the machine out of memory. The names'
+// bytes are bounded.
 TEST(CheckpointPickleTest, SharedDictsCannotMakeHugeNames) {
   const auto binunicode = [](const std::string& s) {
     const uint32_t n = static_cast<uint32_t>(s.size());

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -131,6 +133,74 @@ TEST(WordPieceLoadTest, RejectsBadOptions) {
   options.max_chars_per_word = 0;
   EXPECT_FALSE(
       CreateWordPieceTokenizerFromTokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]"}, options).ok());
+}
+
+// WordPiece tries no candidate longer than the vocabulary's longest token
+// (in characters, "##" included). Its pieces against a greedy longest-match
+// that tries every end, on random words over a vocabulary whose longest
+// token starts a word and whose tokens hold 2- and 3-byte characters.
+TEST(WordPieceLoadTest, PiecesMatchAnUnboundedLongestMatch) {
+  const std::vector<std::string> letters = {
+      "s",           "u", "p", "e", "r", "\xc3\x9f" /* ß */, "\xce\xbb" /* λ */, "\xd0\xb6" /* ж */,
+      "\xe1\xb8\x80" /* Ḁ */};
+  std::vector<std::string> tokens = {"[PAD]",
+                                     "[UNK]",
+                                     "[CLS]",
+                                     "[SEP]",
+                                     "superpersuper",
+                                     "\xce\xbb\xce\xbb\xd0\xb6",
+                                     "##\xd0\xb6\xd0\xb6",
+                                     "##per",
+                                     "##super",
+                                     "su",
+                                     "##\xc3\x9f\xe1\xb8\x80"};
+  for (const std::string& l : letters) {
+    tokens.push_back(l);
+    tokens.push_back("##" + l);
+  }
+  const std::set<std::string> vocab(tokens.begin(), tokens.end());
+  WordPieceOptions options;
+  options.lower_case = false;
+  options.max_chars_per_word = 1000;
+  auto t = CreateWordPieceTokenizerFromTokens(tokens, options);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  // The reference: every end from the word's end down, for each piece.
+  const auto greedy = [&vocab](const std::vector<std::string>& chars) {
+    std::vector<std::string> pieces;
+    for (size_t start = 0; start < chars.size();) {
+      size_t end = chars.size();
+      for (; end > start; --end) {
+        std::string candidate = start > 0 ? "##" : "";
+        for (size_t i = start; i < end; ++i) candidate += chars[i];
+        if (vocab.count(candidate)) {
+          pieces.push_back(candidate);
+          break;
+        }
+      }
+      if (end == start) return std::vector<std::string>{"[UNK]"};
+      start = end;
+    }
+    return pieces;
+  };
+  std::mt19937 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<std::string> chars;
+    const int length = 1 + static_cast<int>(rng() % 60);
+    while (static_cast<int>(chars.size()) < length) {
+      if (rng() % 8 == 0) {  // the long word-initial token's letters
+        for (const char* c : {"s", "u", "p", "e", "r", "p", "e", "r", "s", "u", "p", "e", "r"})
+          chars.push_back(c);
+      } else {
+        chars.push_back(letters[rng() % letters.size()]);
+      }
+    }
+    std::string word;
+    for (const std::string& c : chars) word += c;
+    auto e = (*t)->Encode(word, 1 << 20, false);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    const std::vector<std::string> pieces(e->pieces.begin() + 1, e->pieces.end() - 1);
+    ASSERT_EQ(pieces, greedy(chars)) << word;
+  }
 }
 
 TEST(SentencePieceLoadTest, MissingFileIsNotFound) {
