@@ -16,6 +16,7 @@
 
 #include "cli/flags.h"
 #include "core/file.h"
+#include "core/json_text.h"
 #include "engine/runtime/encoder.h"
 #include "engine/runtime/packed_batch.h"
 #include "engine/runtime/random_weights.h"
@@ -566,7 +567,7 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
                                   {"gflops", r.gflops}});
   }
   if (a.json) {
-    out << json.dump(2) << "\n";
+    out << JsonText(json, 2) << "\n";
     return 0;
   }
   out << "shape: " << config.num_layers << " layers, hidden " << config.hidden_size << ", "

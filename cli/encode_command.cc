@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cli/flags.h"
+#include "core/json_text.h"
 #include "engine/runtime/encoder.h"
 #include "engine/runtime/packed_batch.h"
 #include "server/config/model_card_yaml.h"
@@ -147,7 +148,7 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
     json["results"].push_back(r);
   }
   if (a.json) {
-    out << json.dump(2) << "\n";
+    out << JsonText(json, 2) << "\n";
     return 0;
   }
   out << std::fixed << std::setprecision(4);

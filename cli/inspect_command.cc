@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/flags.h"
+#include "core/json_text.h"
 #include "server/config/model_card_yaml.h"
 
 namespace encoderd::server {
@@ -186,7 +187,7 @@ int RunInspectCommand(const std::vector<std::string>& args, std::ostream& out, s
     return 1;
   }
   if (json) {
-    out << DescribeModelJson(*bundle).dump(1) << "\n";
+    out << JsonText(DescribeModelJson(*bundle), 1) << "\n";
   } else {
     out << DescribeModelText(*bundle);
   }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/json_text.h"
 #include "loadtest/load_options.h"
 #include "loadtest/load_runner.h"
 #include "loadtest/report_format.h"
@@ -19,7 +20,7 @@ namespace {
 int DumpWorkload(const LoadOptions& options, const Workload& workload) {
   for (int64_t i = 0; i < options.requests; ++i) {
     nlohmann::json line = {{"index", i}, {"texts", workload.Texts(static_cast<uint64_t>(i))}};
-    std::cout << line.dump() << "\n";
+    std::cout << JsonText(line) << "\n";
   }
   return 0;
 }
@@ -50,8 +51,8 @@ int Sweep(std::shared_ptr<grpc::Channel> channel, const LoadOptions& options,
       break;
     }
   }
-  if (options.json) std::cout << runs.dump(2) << "\n";
-  if (!options.json_file.empty() && !WriteFile(options.json_file, runs.dump(2) + "\n")) return 1;
+  if (options.json) std::cout << JsonText(runs, 2) << "\n";
+  if (!options.json_file.empty() && !WriteFile(options.json_file, JsonText(runs, 2) + "\n")) return 1;
   std::cout << "wrote " << options.sweep_csv << "\n";
   return 0;
 }
@@ -97,8 +98,8 @@ int Main(int argc, char** argv) {
   RunStats stats = RunLoad(channel, options, workload, options.rate);
   std::cout << FormatReportText(options, options.rate, stats);
   const nlohmann::json report = ReportJson(options, options.rate, stats);
-  if (options.json) std::cout << report.dump(2) << "\n";
-  if (!options.json_file.empty() && !WriteFile(options.json_file, report.dump(2) + "\n")) return 1;
+  if (options.json) std::cout << JsonText(report, 2) << "\n";
+  if (!options.json_file.empty() && !WriteFile(options.json_file, JsonText(report, 2) + "\n")) return 1;
   if (!options.per_second_csv.empty() && !WriteFile(options.per_second_csv, PerSecondCsv(stats)))
     return 1;
   return stats.ok > 0 ? 0 : 1;

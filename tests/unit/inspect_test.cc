@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include "cli/inspect_command.h"
@@ -102,6 +103,22 @@ TEST(InspectCommand, ErrorsGoToStderrWithNonZeroExit) {
   EXPECT_NE(err2.str().find("usage"), std::string::npos);
   std::ostringstream out3, err3;
   EXPECT_EQ(server::RunInspectCommand({"a", "--yaml"}, out3, err3), 2);
+}
+
+// A model folder whose name is not UTF-8 (Latin-1 "modèle"): its path is in
+// the JSON, and nlohmann's dump() threw on it, uncaught, and the command
+// aborted. Each bad byte becomes U+FFFD.
+TEST(InspectCommand, JsonOfAFolderNamedInLatin1) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "mod\xe8le";
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(ModelsDir() + "/hf_xlmr_zip", dir,
+                        std::filesystem::copy_options::recursive);
+  std::ostringstream out, err;
+  ASSERT_EQ(server::RunInspectCommand({dir.string(), "--json"}, out, err), 0) << err.str();
+  const nlohmann::json got = nlohmann::json::parse(out.str());
+  EXPECT_EQ(got["family"], "xlm-roberta");
+  EXPECT_NE(out.str().find("mod\xef\xbf\xbdle"), std::string::npos) << out.str().substr(0, 400);
+  std::filesystem::remove_all(dir);
 }
 
 std::string RunBinary(const std::string& args, int* exit_code) {
