@@ -282,7 +282,9 @@ StatusOr<Tensor> CudaEncoder::Forward(const PackedBatch& batch) {
 }
 
 StatusOr<Encoder::Result> CudaEncoder::Forward(const PackedBatch& batch, const Outputs& outputs) {
-  if (batch.num_sequences() > 65535) return InvalidArgument("more than 65535 sequences in a batch");
+  if (batch.num_sequences() > kMaxCudaBatchSequences)
+    return InvalidArgument("more than " + std::to_string(kMaxCudaBatchSequences) +
+                           " sequences in a batch");
   RETURN_IF_ERROR(ValidatePackedBatch(config(), batch, table_rows(EmbeddingTable::kPosition),
                                       table_rows(EmbeddingTable::kTokenType)));
   RETURN_IF_ERROR(CheckOutputs(outputs));

@@ -284,6 +284,11 @@ Status ServerConfig::Validate() const {
     if (m.replicas < 1) return bad(p + "replicas", "must be >= 1");
     if (m.max_batch_tokens < 1) return bad(p + "max_batch_tokens", "must be >= 1");
     if (m.max_batch_sequences < 1) return bad(p + "max_batch_sequences", "must be >= 1");
+    // Larger batches would be refused whole by the CUDA encoder, failing
+    // every request in them.
+    if (m.device == Device::kCuda && m.max_batch_sequences > kMaxCudaBatchSequences)
+      return bad(p + "max_batch_sequences",
+                 "must be at most " + std::to_string(kMaxCudaBatchSequences) + " on cuda");
     if (m.max_batch_time_us < 0 || m.max_batch_time_us > 3600000000)
       return bad(p + "max_batch_time_us", "must be 0 (off) to 3600000000 (an hour)");
     // Microseconds that become nanoseconds: at most an hour (2^63 - 1, a

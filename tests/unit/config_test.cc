@@ -257,6 +257,10 @@ TEST(ConfigTest, OutOfRangeValuesAreRefusedNotWrapped) {
        "'models[100000000000].name': models are numbered from 0 without gaps (the next is "
        "models[1])"},
       {{"--set", "models[9223372036854775807].name=x"}, "without gaps"},
+      // A batch the CUDA encoder refuses whole failed every request in it.
+      {{"--device", "cuda", "--dtype", "float16", "--max-batch-sequences", "65536",
+        "--max-batch-tokens", "262144"},
+       "'models[0].max_batch_sequences' must be at most 65535 on cuda"},
   };
   for (const auto& [flags, part] : cases) {
     auto c = LoadServerConfig(flags, FakeEnv({}));
