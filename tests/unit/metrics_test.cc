@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -375,6 +378,35 @@ TEST(MetricsHttpServerTest, SlowClientsDoNotDelayAScrape) {
   for (int fd : slow) open += fd >= 0 && !ClosedByServer(fd);
   EXPECT_EQ(open, 100);
   for (int fd : slow) close(fd);
+}
+
+// Every GET /metrics renders on the server's one thread, and the port is
+// open to anyone who can reach it: a client looping on new connections kept
+// that thread busy on a core the encoder needs. The thread runs at nice 10,
+// so under contention it gets a small share of a core (CFS weights 110
+// against 1024), while scrapes on an idle core run at full speed.
+TEST(MetricsHttpServerTest, TheServerThreadYieldsToInference) {
+  auto server = MetricsHttpServer::Start("127.0.0.1", 0, [] { return std::string("x 1\n"); });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  // Its first scrape: the thread has named itself and set its nice value.
+  ASSERT_EQ(HttpGet((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200", 0),
+            0u);
+  int found = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "metrics-http") continue;
+    ++found;
+    std::ifstream stat_file(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+    // Fields after "(comm) ": state is field 3, nice field 19.
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 19; ++i) fields >> field;
+    EXPECT_EQ(field, "10") << stat;
+  }
+  EXPECT_EQ(found, 1);
 }
 
 TEST(MetricsHttpServerTest, AConnectionWithoutARequestIsClosedAtItsTimeout) {
