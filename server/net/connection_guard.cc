@@ -166,6 +166,7 @@ class ConnectionGuard::Loop {
     bool client_eof = false;
     bool server_eof = false;
     bool server_shut = false;  // our write side to gRPC shut after the client's end
+    bool client_shut = false;  // our write side to the client shut after gRPC's end
     // Closed for abuse: the server side is gone; flushing to the client
     // until `close_by`.
     bool abusive = false;
@@ -518,6 +519,17 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
     if (!c->was_held) abusers_[c->ip] = Clock::now();
     return Finish(c);
   }
+  if (c->client_shut && (events & (EPOLLIN | EPOLLRDHUP))) {
+    // gRPC is gone and all it sent is out: the client's bytes answer no one
+    // and are dropped until its end (Update).
+    for (int reads = 0; reads < kReadsPerEvent && !c->client_eof; ++reads) {
+      const ssize_t n = recv(c->client, scratch_.data(), scratch_.size(), 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        c->client_eof = true;
+      if (n <= 0) break;
+    }
+    return Update(c);
+  }
   if (events & (EPOLLIN | EPOLLRDHUP)) {
     // At most kReadsPerEvent reads per event, so that one client sending
     // faster than the loop handles it (TLS records that decrypt to nothing,
@@ -647,7 +659,7 @@ void ConnectionGuard::Loop::Update(Conn* c) {
   }
   if (!c->to_client.empty() && !c->to_client.WriteTo(c->client)) return Finish(c);
   if (c->abusive || c->server_eof) {
-    if (c->to_client.empty()) return Finish(c);
+    if (c->abusive && c->to_client.empty()) return Finish(c);
     if (c->server >= 0) {  // gRPC is done: flush to the client, for a while
       epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->server, nullptr);
       close(c->server);
@@ -655,7 +667,21 @@ void ConnectionGuard::Loop::Update(Conn* c) {
       ServerGone(c);
       c->close_by = Clock::now() + kFlushAfterClose;
     }
-    SetInterest(c->client, Key(c->id, false), EPOLLOUT, &c->client_events);
+    if (!c->to_client.empty()) {
+      SetInterest(c->client, Key(c->id, false), EPOLLOUT, &c->client_events);
+      return;
+    }
+    // All of gRPC's bytes are with the kernel. Closing now, with bytes from
+    // the client unread (a WINDOW_UPDATE, a PING sent while it read), would
+    // send RST and drop what the kernel still queues for it: end our side
+    // instead, and read (and drop) the client's bytes until its end, or
+    // until close_by.
+    if (!c->client_shut) {
+      shutdown(c->client, SHUT_WR);
+      c->client_shut = true;
+    }
+    if (c->client_eof) return Finish(c);
+    SetInterest(c->client, Key(c->id, false), EPOLLIN | EPOLLRDHUP, &c->client_events);
     return;
   }
   if (c->server < 0) {  // not attached yet: reading the preface

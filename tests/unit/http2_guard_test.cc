@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -626,6 +628,77 @@ TEST(ConnectionGuardTest, DrainingClosesAConnectionOnceItsStreamsAreDone) {
   close(client);
   guard->reset();
   close(server_end);
+}
+
+// gRPC closes its end after its last answers (a drain, a connection's max
+// age) while a client that reads them slowly sends something more (a
+// WINDOW_UPDATE, a PING), which the guard no longer reads. Closing a socket
+// with unread bytes sends RST: the client lost the tail still queued in the
+// kernel and saw ECONNRESET. The guard shuts its side once all is flushed,
+// reads the client until its end, then closes: every byte arrives, then EOF.
+TEST(ConnectionGuardTest, TheLastAnswersReachASlowClientWholeAfterGrpcCloses) {
+  std::vector<int> grpc_ends;
+  std::mutex ends_mu;
+  std::condition_variable attached;
+  auto guard = ConnectionGuard::Start(
+      "127.0.0.1", 0,
+      [&](int fd) {
+        std::lock_guard<std::mutex> lock(ends_mu);
+        grpc_ends.push_back(fd);
+        attached.notify_all();
+      },
+      ConnectionGuardOptions(), nullptr);
+  ASSERT_TRUE(guard.ok()) << guard.status().ToString();
+  const int client = socket(AF_INET, SOCK_STREAM, 0);
+  const int small = 4096;  // a client that reads slowly: little room in its socket
+  setsockopt(client, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>((*guard)->port()));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  timeval tv{10, 0};
+  setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const std::string hello = std::string(kPreface) + Frame(0x4, 0, 0) + Headers(1);
+  ASSERT_EQ(send(client, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+  int server_end = -1;
+  {
+    std::unique_lock<std::mutex> lock(ends_mu);
+    ASSERT_TRUE(
+        attached.wait_for(lock, std::chrono::seconds(10), [&] { return !grpc_ends.empty(); }));
+    server_end = grpc_ends[0];
+  }
+  ASSERT_EQ(ReadExactly(server_end, hello.size()), hello);
+  // 160 KiB of answer (under the guard's 256 KiB buffer, so it reads all of
+  // it and then gRPC's end of stream), then gRPC closes.
+  std::string answer = Frame(0x4, 0, 0) + Headers(1, 0x4);
+  for (int i = 0; i < 10; ++i) answer += Data(1, 0, 16384);
+  answer += Headers(1, 0x5);
+  for (size_t sent = 0; sent < answer.size();) {
+    pollfd p{server_end, POLLOUT, 0};
+    ASSERT_EQ(poll(&p, 1, 10000), 1);
+    const ssize_t n = send(server_end, answer.data() + sent, answer.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EAGAIN) continue;
+    ASSERT_GT(n, 0);
+    sent += static_cast<size_t>(n);
+  }
+  close(server_end);
+  // Once the guard has seen gRPC's end (a second is ample: sequencing, not
+  // a speed requirement), the client sends a PING it will not read.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const std::string ping = Frame(0x6, 0, 0, std::string(8, 'p'));
+  ASSERT_EQ(send(client, ping.data(), ping.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(ping.size()));
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(client, buf, sizeof(buf), 0)) > 0) got.append(buf, static_cast<size_t>(n));
+  const int error = n < 0 ? errno : 0;
+  EXPECT_EQ(n, 0) << "not a clean end of stream: " << std::strerror(error);
+  EXPECT_EQ(got.size(), answer.size());
+  EXPECT_TRUE(got == answer);
+  close(client);
+  guard->reset();
 }
 
 // With a screen, a call it refuses is answered by the guard: the client gets
