@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -383,8 +384,11 @@ std::string ReadExactly(int fd, size_t n) {
   return out;
 }
 
-int Connect(int port) {
+// A client socket connected to the guard; rcvbuf > 0: that receive buffer
+// (a client that reads slowly).
+int Connect(int port, int rcvbuf = 0) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (rcvbuf > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -394,6 +398,30 @@ int Connect(int port) {
   EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
   return fd;
 }
+
+// The ends of the connections the guard hands to gRPC, as it hands them.
+class GrpcEnds {
+ public:
+  std::function<void(int)> Attach() {
+    return [this](int fd) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ends_.push_back(fd);
+      attached_.notify_all();
+    };
+  }
+  // The first end, waiting up to 10 s for it; -1 if none came.
+  int First() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!attached_.wait_for(lock, std::chrono::seconds(10), [&] { return !ends_.empty(); }))
+      return -1;
+    return ends_[0];
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable attached_;
+  std::vector<int> ends_;
+};
 
 std::string ReadAll(int fd) {
   std::string out;
@@ -580,28 +608,15 @@ namespace {
 // the client gets everything the server sent, then the close, and so does
 // the server's end. (Before Drain, the guard waited for the client.)
 TEST(ConnectionGuardTest, DrainingClosesAConnectionOnceItsStreamsAreDone) {
-  std::vector<int> grpc_ends;
-  std::mutex ends_mu;
-  std::condition_variable attached;
-  auto guard = ConnectionGuard::Start(
-      "127.0.0.1", 0,
-      [&](int fd) {
-        std::lock_guard<std::mutex> lock(ends_mu);
-        grpc_ends.push_back(fd);
-        attached.notify_all();
-      },
-      ConnectionGuardOptions(), nullptr);
+  GrpcEnds grpc_ends;
+  auto guard =
+      ConnectionGuard::Start("127.0.0.1", 0, grpc_ends.Attach(), ConnectionGuardOptions(), nullptr);
   ASSERT_TRUE(guard.ok()) << guard.status().ToString();
   const int client = Connect((*guard)->port());
   const std::string hello = std::string(kPreface) + Frame(0x4, 0, 0) + Headers(1);
   ASSERT_EQ(send(client, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
-  int server_end = -1;
-  {
-    std::unique_lock<std::mutex> lock(ends_mu);
-    ASSERT_TRUE(
-        attached.wait_for(lock, std::chrono::seconds(10), [&] { return !grpc_ends.empty(); }));
-    server_end = grpc_ends[0];
-  }
+  const int server_end = grpc_ends.First();
+  ASSERT_GE(server_end, 0);
   ASSERT_EQ(ReadExactly(server_end, hello.size()), hello);
   (*guard)->Drain();
   // The server's SETTINGS, a GOAWAY naming stream 1, as gRPC's Shutdown
@@ -637,37 +652,15 @@ TEST(ConnectionGuardTest, DrainingClosesAConnectionOnceItsStreamsAreDone) {
 // kernel and saw ECONNRESET. The guard shuts its side once all is flushed,
 // reads the client until its end, then closes: every byte arrives, then EOF.
 TEST(ConnectionGuardTest, TheLastAnswersReachASlowClientWholeAfterGrpcCloses) {
-  std::vector<int> grpc_ends;
-  std::mutex ends_mu;
-  std::condition_variable attached;
-  auto guard = ConnectionGuard::Start(
-      "127.0.0.1", 0,
-      [&](int fd) {
-        std::lock_guard<std::mutex> lock(ends_mu);
-        grpc_ends.push_back(fd);
-        attached.notify_all();
-      },
-      ConnectionGuardOptions(), nullptr);
+  GrpcEnds grpc_ends;
+  auto guard =
+      ConnectionGuard::Start("127.0.0.1", 0, grpc_ends.Attach(), ConnectionGuardOptions(), nullptr);
   ASSERT_TRUE(guard.ok()) << guard.status().ToString();
-  const int client = socket(AF_INET, SOCK_STREAM, 0);
-  const int small = 4096;  // a client that reads slowly: little room in its socket
-  setsockopt(client, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>((*guard)->port()));
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  timeval tv{10, 0};
-  setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const int client = Connect((*guard)->port(), /*rcvbuf=*/4096);  // reads slowly
   const std::string hello = std::string(kPreface) + Frame(0x4, 0, 0) + Headers(1);
   ASSERT_EQ(send(client, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
-  int server_end = -1;
-  {
-    std::unique_lock<std::mutex> lock(ends_mu);
-    ASSERT_TRUE(
-        attached.wait_for(lock, std::chrono::seconds(10), [&] { return !grpc_ends.empty(); }));
-    server_end = grpc_ends[0];
-  }
+  const int server_end = grpc_ends.First();
+  ASSERT_GE(server_end, 0);
   ASSERT_EQ(ReadExactly(server_end, hello.size()), hello);
   // 160 KiB of answer (under the guard's 256 KiB buffer, so it reads all of
   // it and then gRPC's end of stream), then gRPC closes.
