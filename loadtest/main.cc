@@ -52,7 +52,8 @@ int Sweep(std::shared_ptr<grpc::Channel> channel, const LoadOptions& options,
     }
   }
   if (options.json) std::cout << JsonText(runs, 2) << "\n";
-  if (!options.json_file.empty() && !WriteFile(options.json_file, JsonText(runs, 2) + "\n")) return 1;
+  if (!options.json_file.empty() && !WriteFile(options.json_file, JsonText(runs, 2) + "\n"))
+    return 1;
   std::cout << "wrote " << options.sweep_csv << "\n";
   return 0;
 }
@@ -99,7 +100,8 @@ int Main(int argc, char** argv) {
   std::cout << FormatReportText(options, options.rate, stats);
   const nlohmann::json report = ReportJson(options, options.rate, stats);
   if (options.json) std::cout << JsonText(report, 2) << "\n";
-  if (!options.json_file.empty() && !WriteFile(options.json_file, JsonText(report, 2) + "\n")) return 1;
+  if (!options.json_file.empty() && !WriteFile(options.json_file, JsonText(report, 2) + "\n"))
+    return 1;
   if (!options.per_second_csv.empty() && !WriteFile(options.per_second_csv, PerSecondCsv(stats)))
     return 1;
   return stats.ok > 0 ? 0 : 1;
