@@ -1,6 +1,7 @@
-// JSON written for people and scripts (encoderd inspect/encode/bench --json,
-// the load tool's reports). Strings that are not valid UTF-8 (a Latin-1
-// directory name, a checkpoint's tensor name, a line of a corpus file) get
+// JSON written for people and scripts (encoderd inspect/encode/bench
+// --json; the load tool, which uses nothing of core/, has its own copy in
+// loadtest/main.cc). Strings that are not valid UTF-8 (a Latin-1 directory
+// name, a checkpoint's tensor name, a line of a corpus file) get
 // U+FFFD in place of each bad byte: nlohmann's dump() throws on them by
 // default, and nothing caught it, so the command aborted.
 #pragma once

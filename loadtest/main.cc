@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/json_text.h"
 #include "loadtest/load_options.h"
 #include "loadtest/load_runner.h"
 #include "loadtest/report_format.h"
@@ -17,10 +16,18 @@
 namespace encoderd::loadtest {
 namespace {
 
+// A report as JSON text; bytes that are not UTF-8 (a corpus line, a file
+// name) become U+FFFD instead of making dump() throw (uncaught, the tool
+// aborted). The load tool uses nothing of the daemon's core/
+// (scripts/check_layers.py), so this is its own.
+std::string ReportText(const nlohmann::json& json, int indent = -1) {
+  return json.dump(indent, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+}
+
 int DumpWorkload(const LoadOptions& options, const Workload& workload) {
   for (int64_t i = 0; i < options.requests; ++i) {
     nlohmann::json line = {{"index", i}, {"texts", workload.Texts(static_cast<uint64_t>(i))}};
-    std::cout << JsonText(line) << "\n";
+    std::cout << ReportText(line) << "\n";
   }
   return 0;
 }
@@ -51,8 +58,8 @@ int Sweep(std::shared_ptr<grpc::Channel> channel, const LoadOptions& options,
       break;
     }
   }
-  if (options.json) std::cout << JsonText(runs, 2) << "\n";
-  if (!options.json_file.empty() && !WriteFile(options.json_file, JsonText(runs, 2) + "\n"))
+  if (options.json) std::cout << ReportText(runs, 2) << "\n";
+  if (!options.json_file.empty() && !WriteFile(options.json_file, ReportText(runs, 2) + "\n"))
     return 1;
   std::cout << "wrote " << options.sweep_csv << "\n";
   return 0;
@@ -99,8 +106,8 @@ int Main(int argc, char** argv) {
   RunStats stats = RunLoad(channel, options, workload, options.rate);
   std::cout << FormatReportText(options, options.rate, stats);
   const nlohmann::json report = ReportJson(options, options.rate, stats);
-  if (options.json) std::cout << JsonText(report, 2) << "\n";
-  if (!options.json_file.empty() && !WriteFile(options.json_file, JsonText(report, 2) + "\n"))
+  if (options.json) std::cout << ReportText(report, 2) << "\n";
+  if (!options.json_file.empty() && !WriteFile(options.json_file, ReportText(report, 2) + "\n"))
     return 1;
   if (!options.per_second_csv.empty() && !WriteFile(options.per_second_csv, PerSecondCsv(stats)))
     return 1;
