@@ -226,10 +226,14 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   std::optional<ConcurrencyLimiter::Slot>* slot() { return &slot_; }
 
   // Answers now with `status` (the response bytes, when OK, are written).
+  // The call keeps its concurrency slot until gRPC is done with it (OnDone:
+  // the answer sent, or the call cancelled): a client that never takes its
+  // answers (a flow-control window of 0, no deadline) held them in gRPC's
+  // queues without bound when the slot went back here, and now holds at
+  // most its connection's share of the slots.
   void Answer(const Status& status) {
     const grpc::Status answer =
         encoderd::server::Answer(observer_, context_, rpc_, id_, call_, status);
-    slot_.reset();
     Finish(answer);
   }
 

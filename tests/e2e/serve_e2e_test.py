@@ -129,6 +129,7 @@ def main():
             proc.kill()
     check_second_signal(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp)
     check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp)
+    check_unread_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp)
     print(f"{len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
 
@@ -189,6 +190,42 @@ def check_second_signal(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
             holder.close()
         if proc.poll() is None:
             proc.kill()
+
+
+def check_unread_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
+    """A client that never takes its answers: its flow-control window is 0
+    (SETTINGS_INITIAL_WINDOW_SIZE), so gRPC can send none of its replies, and
+    its calls have no deadline. Each call keeps its slot until gRPC is done
+    with it, so with max_concurrent_requests=4 the connection holds its share
+    (three) and its next calls are refused at once; until 2026-12-02 the slot
+    went back when the answer was handed to gRPC, and every call was
+    accepted, its reply held in gRPC's queues for good. Another client is
+    still served."""
+    proc, port = start_server(args.binary, args.model_dir, tmp / "server4.log",
+                              ["--max-concurrent-requests", "4"])
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        stub = pb_grpc.EncoderStub(channel)
+        health = health_pb2_grpc.HealthStub(channel)
+        if not check(wait_serving(health_pb2, health, [""]), "server for unread answers SERVING"):
+            return
+        hoarder = RawHttp2Client(port, settings={0x4: 0})
+        calls = list(range(1, 17, 2))  # 8 calls, one after another
+        for stream in calls:
+            hoarder.open([stream])
+            hoarder.finish(stream, "hello world")
+            hoarder.ping()
+            time.sleep(0.2)  # the call runs; its answer cannot be sent
+        hoarder.wait(lambda statuses: len(statuses) >= 5, timeout=10)
+        refused = sum(1 for code, _ in hoarder.statuses.values() if code == 8)
+        check(refused == 5 and len(hoarder.statuses) == 5,
+              f"a client taking no answers holds 3 slots; its 5 later calls are RESOURCE_EXHAUSTED "
+              f"({hoarder.statuses})")
+        r = stub.Embed(pb.EmbedRequest(texts=["another client"]), timeout=10)
+        check(len(r.embeddings) == 1, "another client is served beside it")
+        hoarder.close()
+    finally:
+        stop_process(proc, 20)
 
 
 def check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
