@@ -192,6 +192,16 @@ def check_second_signal(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
             proc.kill()
 
 
+def start_serving(args, pb_grpc, health_pb2, health_pb2_grpc, log_path, flags, what):
+    """A daemon with `flags`: (process, port, stub, health stub), the stub None
+    when it never reported SERVING."""
+    proc, port = start_server(args.binary, args.model_dir, log_path, flags)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stub, health = pb_grpc.EncoderStub(channel), health_pb2_grpc.HealthStub(channel)
+    serving = check(wait_serving(health_pb2, health, [""]), f"{what} SERVING")
+    return proc, port, (stub if serving else None), health
+
+
 def check_unread_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
     """A client that never takes its answers: its flow-control window is 0
     (SETTINGS_INITIAL_WINDOW_SIZE), so gRPC can send none of its replies, and
@@ -201,13 +211,11 @@ def check_unread_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
     went back when the answer was handed to gRPC, and every call was
     accepted, its reply held in gRPC's queues for good. Another client is
     still served."""
-    proc, port = start_server(args.binary, args.model_dir, tmp / "server4.log",
-                              ["--max-concurrent-requests", "4"])
+    proc, port, stub, _ = start_serving(args, pb_grpc, health_pb2, health_pb2_grpc,
+                                        tmp / "server4.log", ["--max-concurrent-requests", "4"],
+                                        "server for unread answers")
     try:
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        stub = pb_grpc.EncoderStub(channel)
-        health = health_pb2_grpc.HealthStub(channel)
-        if not check(wait_serving(health_pb2, health, [""]), "server for unread answers SERVING"):
+        if stub is None:
             return
         hoarder = RawHttp2Client(port, settings={0x4: 0})
         calls = list(range(1, 17, 2))  # 8 calls, one after another
@@ -235,17 +243,14 @@ def check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
     Encode whose reply would exceed max_send_message_bytes (1 MiB, less 64 KiB
     and 16 bytes a sequence of framing: 3,839 tokens of 64 values in 16
     sequences) is refused before it runs."""
-    proc, port = start_server(args.binary, args.model_dir, tmp / "server3.log",
-                              ["--max-concurrent-requests", "2",
-                               "--max-receive-message-bytes", "65536",
-                               "--max-send-message-bytes", "1048576"])
+    releases = [threading.Event(), threading.Event()]
+    proc, port, stub, health = start_serving(
+        args, pb_grpc, health_pb2, health_pb2_grpc, tmp / "server3.log",
+        ["--max-concurrent-requests", "2", "--max-receive-message-bytes", "65536",
+         "--max-send-message-bytes", "1048576"], "capped server")
     try:
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        stub = pb_grpc.EncoderStub(channel)
-        health = health_pb2_grpc.HealthStub(channel)
-        if not check(wait_serving(health_pb2, health, [""]), "capped server SERVING"):
+        if stub is None:
             return
-        releases = [threading.Event(), threading.Event()]
         streams = []
         for release in releases:
             def requests(release=release):
