@@ -12,7 +12,7 @@ namespace {
 // Bounds on the values that become ints or nanoseconds (a --max-in-flight
 // of 4294967296 became 0 and the run waited forever; --duration inf
 // overflowed its nanoseconds and the run ended at once).
-constexpr int64_t kMaxWords = 1000000;
+constexpr int64_t kMaxCount = 1000000;               // words, texts, calls in flight
 constexpr double kMaxSeconds = 7 * 24 * 3600;        // a week
 constexpr int64_t kMaxTimeoutMs = 24 * 3600 * 1000;  // a day
 
@@ -37,13 +37,14 @@ bool ParseWords(const std::string& s, WorkloadSpec* spec) {
   const size_t dash = s.find('-');
   int64_t a = 0, b = 0;
   if (dash == std::string::npos) {
-    if (!ParseInt(s, &a) || a < 1 || a > kMaxWords) return false;
+    if (!ParseInt(s, &a) || a > kMaxCount) return false;
     spec->length_mode = TextLengthMode::kFixed;
     spec->min_words = spec->max_words = static_cast<int>(a);
     return true;
   }
-  if (!ParseInt(s.substr(0, dash), &a) || !ParseInt(s.substr(dash + 1), &b) || a < 1 ||
-      b > kMaxWords)
+  // Beyond an int's reach only: below 1 and out of order are ValidateWorkloadSpec's.
+  if (!ParseInt(s.substr(0, dash), &a) || !ParseInt(s.substr(dash + 1), &b) || a > kMaxCount ||
+      b > kMaxCount)
     return false;
   spec->length_mode = a == b ? TextLengthMode::kFixed : TextLengthMode::kUniform;
   spec->min_words = static_cast<int>(a);
@@ -185,7 +186,7 @@ std::string ParseLoadOptions(int argc, const char* const* argv, LoadOptions* o) 
       {"max-in-flight",
        [&](const std::string& v) {
          int64_t n;
-         return ParseInt(v, &n) && n >= 1 && n <= 1000000 && (o->max_in_flight = int(n), true);
+         return ParseInt(v, &n) && n >= 1 && n <= kMaxCount && (o->max_in_flight = int(n), true);
        }},
       {"duration",
        [&](const std::string& v) {
@@ -205,7 +206,7 @@ std::string ParseLoadOptions(int argc, const char* const* argv, LoadOptions* o) 
       {"texts",
        [&](const std::string& v) {
          int64_t n;
-         return ParseInt(v, &n) && n >= 1 && n <= 1000000 &&
+         return ParseInt(v, &n) && n >= 1 && n <= kMaxCount &&
                 (o->workload.texts_per_request = int(n), true);
        }},
       {"words", [&](const std::string& v) { return ParseWords(v, &o->workload); }},

@@ -14,8 +14,8 @@ namespace {
 
 constexpr size_t kMaxMarkDepth = 4096;
 constexpr size_t kMaxStackDepth = size_t{1} << 20;
-// Distinct globals that become placeholders (real checkpoints name a few
-// dozen: fairseq's argparse and omegaconf classes).
+// Distinct globals that become placeholders (the fixtures' fairseq
+// checkpoints name 1 to 5: argparse's Namespace, omegaconf's classes).
 constexpr size_t kMaxPlaceholderGlobals = 4096;
 
 class Machine {

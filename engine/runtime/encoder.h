@@ -54,11 +54,11 @@ StatusOr<std::vector<std::string>> ParseFp32Linears(const std::string& list);
 // kFeedForward both of its Linear layers.
 enum class EncoderOp { kEmbed, kQkv, kAttention, kOut, kNorm, kFeedForward };
 constexpr int kNumEncoderOps = 6;
+const char* EncoderOpName(EncoderOp op);
 
 // The most sequences in one batch on CUDA: the attention kernel's grid holds
 // a batch's sequences in one dimension (kernels/cuda/attention.cu).
 constexpr int64_t kMaxCudaBatchSequences = 65535;
-const char* EncoderOpName(EncoderOp op);
 
 // Wall time and calls of each op, summed over the forwards that ran while
 // the profile was set (Encoder::ProfileOps).

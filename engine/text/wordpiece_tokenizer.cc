@@ -29,12 +29,8 @@ class WordPieceTokenizer final : public Tokenizer {
         special_(special),
         options_(options),
         lower_case_(lower_case) {
-    for (const auto& [token, id] : vocab_) {
-      const auto chars = static_cast<size_t>(std::count_if(token.begin(), token.end(), [](char c) {
-        return (static_cast<uint8_t>(c) & 0xc0) != 0x80;
-      }));
-      longest_token_chars_ = std::max(longest_token_chars_, chars);
-    }
+    for (const auto& [token, id] : vocab_)
+      longest_token_chars_ = std::max(longest_token_chars_, DecodeUtf8(token).size());
   }
 
   StatusOr<Encoding> Encode(std::string_view text, int64_t max_tokens,

@@ -57,7 +57,7 @@ std::optional<DType> FromScalarType(c10::ScalarType t) {
 
 // Copies the archive's tensors out of LibTorch, each view once: names of
 // one view (tied weights) share its copy. A view that repeats its storage's
-// elements (expand(): a 3 KB archive can hold a float32[2^17, 2^17] view,
+// elements (expand(): a 4 KB archive can hold a float32[2^17, 2^17] view,
 // 64 GiB once copied) is refused, and the copies may not add up to more
 // than twice the archive's bytes.
 class TensorCopier {

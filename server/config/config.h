@@ -66,9 +66,10 @@ struct ListenConfig {
   // refused with INVALID_ARGUMENT before it is queued: a 300 KB request of
   // 256 x 512 token ids would otherwise make a BERT-base reply of 400 MB,
   // held about three times over (results, message, serialized bytes) until
-  // it is sent. Other replies are not checked: Embed's and Classify's are
-  // small, Rerank's at most its request, Tokenize's a few MB at most (256
-  // texts of 512 tokens).
+  // it is sent. Other replies are not checked: Embed's and Classify's hold a
+  // vector or scores a text, Rerank's at most its request's texts, and
+  // Tokenize's ids and pieces for at most max_client_batch_size x
+  // max_tokens tokens.
   int max_send_message_bytes = 64 * 1024 * 1024;
   // TLS on the gRPC port (off while tls.cert_file is empty).
   TlsConfig tls;

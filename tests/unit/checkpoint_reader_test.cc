@@ -180,7 +180,7 @@ TEST(CheckpointTorchScriptTest, ParametersAndBuffers) {
 
 #ifdef ENCODERD_WITH_TORCH
 // Each tensor of a TorchScript archive is copied out of LibTorch. A buffer
-// that repeats its storage (expand(): 3 KB of archive, a float32[2^17,
+// that repeats its storage (expand(): 4 KB of archive, a float32[2^17,
 // 2^17] view) was copied whole, 64 GiB; now refused. Names of one tensor
 // (tied weights) share one copy.
 TEST(CheckpointTorchScriptTest, ViewsThatRepeatTheirStorageAreRefusedAndTiesShareACopy) {

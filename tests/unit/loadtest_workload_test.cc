@@ -111,6 +111,7 @@ TEST(LoadtestWorkloadTest, OptionsParseAndRejectBadValues) {
         {"--texts", "4294967297"},
         {"--words", "4294967297"},
         {"--words", "1-4294967297"},
+        {"--words", "4294967297-5"},
         {"--words", "-3"},
         {"--duration", "inf"},
         {"--warmup", "1e300"},
