@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -24,6 +25,9 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kMaxRequestBytes = 8192;
+// How long accepts stop after accept() fails for want of a descriptor or of
+// memory (the pending connection stays, so the socket stays readable).
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 
 std::string Response(const std::string& status, const std::string& type, const std::string& body) {
   return "HTTP/1.1 " + status + "\r\nContent-Type: " + type +
@@ -117,9 +121,13 @@ void MetricsHttpServer::Serve() {
     close(it->fd);
     return connections.erase(it);
   };
+  SteadyClock::time_point accept_paused_until;  // epoch: not paused
+  SteadyClock::time_point accept_failure_logged;
   while (true) {
-    fds.assign({{listen_fd_, POLLIN, 0}, {wake_read_fd_, POLLIN, 0}});
-    SteadyClock::time_point next = SteadyClock::time_point::max();
+    const bool accepting = SteadyClock::now() >= accept_paused_until;
+    fds.assign(
+        {{listen_fd_, static_cast<short>(accepting ? POLLIN : 0), 0}, {wake_read_fd_, POLLIN, 0}});
+    SteadyClock::time_point next = accepting ? SteadyClock::time_point::max() : accept_paused_until;
     for (const Connection& c : connections) {
       fds.push_back({c.fd, static_cast<short>(c.writing ? POLLOUT : POLLIN), 0});
       next = std::min(next, c.deadline);
@@ -132,6 +140,7 @@ void MetricsHttpServer::Serve() {
     }
     if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) break;
     if (fds[1].revents) break;
+    polls_.fetch_add(1, std::memory_order_relaxed);
     const SteadyClock::time_point now = SteadyClock::now();
 
     // Connections first (fds[2..] follow `connections` in order), then new ones.
@@ -170,7 +179,19 @@ void MetricsHttpServer::Serve() {
     if (fds[0].revents & POLLIN) {
       while (true) {
         const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) break;
+        if (fd < 0) {
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            // Out of descriptors or memory: the connection stays pending and
+            // the socket readable, so polling it again at once would spin.
+            accept_paused_until = now + kAcceptPause;
+            if (now - accept_failure_logged >= std::chrono::seconds(10)) {
+              spdlog::warn("metrics: cannot accept connections: {}; pausing accepts for {} ms",
+                           std::strerror(errno), kAcceptPause.count());
+              accept_failure_logged = now;
+            }
+          }
+          break;  // EAGAIN: accepted everything pending
+        }
         if (static_cast<int>(connections.size()) >= options_.max_connections) {
           auto oldest = std::find_if(connections.begin(), connections.end(),
                                      [](const Connection& c) { return !c.writing; });

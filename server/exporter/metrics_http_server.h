@@ -13,7 +13,9 @@
 // the linked libraries, e.g. OpenBLAS.)
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -49,6 +51,9 @@ class MetricsHttpServer {
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
   int port() const { return port_; }
+  // How many times the event loop has woken (for tests: a loop that spins
+  // on an error it cannot clear shows as a count that keeps climbing).
+  uint64_t polls() const { return polls_.load(std::memory_order_relaxed); }
 
  private:
   MetricsHttpServer(int listen_fd, int wake_fd, int port, std::function<std::string()> render,
@@ -61,6 +66,7 @@ class MetricsHttpServer {
   const int port_;
   const std::function<std::string()> render_;
   const MetricsHttpOptions options_;
+  std::atomic<uint64_t> polls_{0};
   std::thread thread_;
 };
 

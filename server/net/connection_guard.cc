@@ -113,6 +113,7 @@ class ConnectionGuard::Loop {
   }
 
   bool ok() const { return epoll_fd_ >= 0 && wake_fd_ >= 0; }
+  uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
 
   void Run();
   // From other threads.
@@ -271,6 +272,7 @@ class ConnectionGuard::Loop {
   const int wake_fd_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> wakeups_{0};
   std::mutex mu_;
   bool stop_accepting_requested_ = false;
   bool accepting_ = true;  // the loop thread's view: no Attach once false
@@ -331,6 +333,7 @@ void ConnectionGuard::Loop::Run() {
   Clock::time_point next_sweep = Clock::now();
   while (!stop_.load()) {
     const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), 100);
+    wakeups_.fetch_add(1, std::memory_order_relaxed);
     if (n < 0 && errno != EINTR) {
       spdlog::error("connection guard: epoll_wait: {}", std::strerror(errno));
       break;
@@ -849,6 +852,8 @@ ConnectionGuard::ConnectionGuard(int port, ConnectionGuardOptions options)
 void ConnectionGuard::Drain() {
   if (loop_) loop_->Drain();
 }
+
+uint64_t ConnectionGuard::wakeups() const { return loop_ ? loop_->wakeups() : 0; }
 
 void ConnectionGuard::StopAccepting() {
   if (loop_) loop_->StopAccepting();

@@ -72,6 +72,9 @@ class ConnectionGuard {
   int port() const { return port_; }
   // The cap in force (max_connections, lowered to what the fd limit allows).
   int max_connections() const { return options_.max_connections; }
+  // How many times the event loop has woken (at least every 100 ms; for
+  // tests: a loop spinning on an error it cannot clear keeps it climbing).
+  uint64_t wakeups() const;
   // Closes the listening socket (new clients are refused by the kernel);
   // open connections go on until either side closes them.
   void StopAccepting();

@@ -25,6 +25,7 @@
 
 #include "server/net/connection_guard.h"
 #include "server/net/hpack.h"
+#include "tests/unit/descriptor_exhaustion.h"
 
 namespace encoderd::server {
 namespace {
@@ -593,6 +594,26 @@ TEST(ConnectionGuardTest, ABurstAtTheCapNeverOpensMoreThanTheCap) {
   }
   EXPECT_TRUE(metrics.WaitOpen(4));
   for (int fd : fds) close(fd);
+}
+
+// accept() failing for want of a descriptor leaves the connection pending and
+// the listening socket readable: polled again at once, it spins the loop on
+// a core (the accept loop of CVE-2023-4785). The guard stops watching it for
+// 100 ms instead, and accepts the connection once descriptors are free.
+TEST(ConnectionGuardTest, RunningOutOfDescriptorsDoesNotSpinTheLoop) {
+  RecordingMetrics metrics;
+  auto guard = ConnectionGuard::Start(
+      "127.0.0.1", 0, [](int fd) { close(fd); }, ConnectionGuardOptions(), &metrics);
+  ASSERT_TRUE(guard.ok()) << guard.status().ToString();
+  const testing::StarvedAccept starved =
+      testing::ConnectWhileOutOfDescriptors((*guard)->port(), [&] { return (*guard)->wakeups(); });
+  ASSERT_GE(starved.client, 0);
+  // Waking every 100 ms, the loop wakes about 5 times in 500 ms; spinning,
+  // it would wake on every failed accept().
+  EXPECT_LT(starved.wakeups, 50u);
+  // Descriptors free again: the waiting connection is accepted.
+  EXPECT_TRUE(metrics.WaitOpen(1));
+  close(starved.client);
 }
 
 }  // namespace

@@ -18,6 +18,8 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "server/core/batch_executor.h"
 #include "server/core/dynamic_batcher.h"
@@ -25,6 +27,7 @@
 #include "server/metrics/process_stats.h"
 #include "server/metrics/prometheus_metrics.h"
 #include "server/metrics/request_observer.h"
+#include "tests/unit/descriptor_exhaustion.h"
 
 namespace encoderd::server {
 namespace {
@@ -447,6 +450,32 @@ TEST(MetricsHttpServerTest, OverTheCapTheOldestWaitingConnectionMakesRoom) {
   EXPECT_TRUE(ClosedWithin(slow[0], std::chrono::seconds(10)));
   for (int i = 1; i < 8; ++i) EXPECT_FALSE(ClosedByServer(slow[i])) << i;
   for (int fd : slow) close(fd);
+}
+
+// accept() failing for want of a descriptor leaves the connection pending and
+// the listening socket readable: a loop that polls it again at once spins on
+// a core for as long as the descriptors stay short (the accept loop of
+// CVE-2023-4785). The server stops watching the socket for 100 ms instead,
+// and accepts the connection once descriptors are free again.
+TEST(MetricsHttpServerTest, RunningOutOfDescriptorsDoesNotSpinTheLoop) {
+  auto server = MetricsHttpServer::Start("127.0.0.1", 0, [] { return std::string("x 1\n"); });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const testing::StarvedAccept starved =
+      testing::ConnectWhileOutOfDescriptors((*server)->port(), [&] { return (*server)->polls(); });
+  ASSERT_GE(starved.client, 0);
+  const int client = starved.client;
+  // Pausing 100 ms at a time, the loop wakes about 5 times in 500 ms; it
+  // woke hundreds of thousands of times before (each accept() failing).
+  EXPECT_LT(starved.wakeups, 50u);
+
+  // Descriptors free again: the waiting connection is accepted and answered.
+  const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
+  ASSERT_EQ(send(client, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  std::string response;
+  char buf[4096];
+  for (ssize_t n; (n = recv(client, buf, sizeof(buf), 0)) > 0;) response.append(buf, n);
+  close(client);
+  EXPECT_EQ(response.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << response;
 }
 
 TEST(MetricsHttpServerTest, ServesMetricsOnly) {
