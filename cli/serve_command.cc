@@ -115,20 +115,53 @@ void SetConnectionLifetime(const ListenConfig& listen, grpc::ServerBuilder* buil
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(listen.keepalive_timeout_s));
 }
 
-// A plaintext server on listen.health_port serving `health` (which must
-// outlive the server) and nothing else: no reflection; gRPC answers every
-// other method UNIMPLEMENTED. Null when it cannot listen.
-std::unique_ptr<grpc::Server> StartHealthServer(const ListenConfig& listen, HealthService* health,
-                                                int* port) {
+// The plaintext port listen.health_port: a server with `health` (which must
+// outlive it) and nothing else: no reflection; gRPC answers every other
+// method UNIMPLEMENTED. With listen.http2_guard, behind a connection guard of
+// its own, as the gRPC port is: the same connection cap and HTTP/2 checks
+// (gRPC 1.51 listening itself had neither: no cap on connections, and a
+// rapid-reset client could keep its threads busy). Its connections are not
+// in encoderd_connections_* (the gRPC port's); the guard's warnings name
+// the health port.
+struct HealthPort {
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<ConnectionGuard> guard;  // declared after the server: destroyed first
+  int port = 0;
+};
+
+StatusOr<HealthPort> StartHealthPort(const ListenConfig& listen, HealthService* health) {
+  const std::string address = HostPort(listen.address, listen.health_port);
   grpc::ServerBuilder builder;
   builder.SetOption(std::make_unique<WithoutReflection>());
   builder.RegisterService(health);
-  builder.AddListeningPort(HostPort(listen.address, listen.health_port),
-                           grpc::InsecureServerCredentials(), port);
+  HealthPort started;
+  if (!listen.http2_guard)
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &started.port);
   builder.SetMaxReceiveMessageSize(64 * 1024);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (*port == 0) return nullptr;
-  return server;
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams);
+  started.server = builder.BuildAndStart();
+  if (!started.server) return Unavailable("cannot start the health server (listen.health_port)");
+  if (listen.http2_guard) {
+    ConnectionGuardOptions options;
+    options.max_connections = listen.max_connections;
+    options.http2.premature_reset_rate = listen.http2_max_reset_rate;
+    auto guard = ConnectionGuard::Start(
+        listen.address, listen.health_port,
+        [s = started.server.get()](int fd) { grpc::AddInsecureChannelFromFd(s, fd); }, options,
+        nullptr);
+    if (!guard.ok()) {
+      started.server->Shutdown(std::chrono::system_clock::now());
+      return Status(guard.status().code(),
+                    "health port: " + guard.status().message() + " (listen.health_port)");
+    }
+    started.guard = std::move(guard).value();
+    started.port = started.guard->port();
+  }
+  if (started.port == 0) {
+    started.server->Shutdown(std::chrono::system_clock::now());
+    return Unavailable("cannot listen on " + address + " (listen.health_port)");
+  }
+  return started;
 }
 
 // Sets `service` ("" for the whole server) to `serving` on every server's
@@ -209,9 +242,12 @@ constexpr std::chrono::seconds kCloseIdleAfter{1};
 // headers until its status is sent, a request still arriving and an answer
 // still being written included), its connections are closed
 // (grpc_server_cancel_all_calls, which then finds no call to cancel). Only
-// for the servers close_idle names: the connections the guard hands its
-// server (AddInsecureChannelFromFd) are the guard's to close, and are not
-// in channelz's count.
+// for the servers without a guard (`guards[i]` null): the connections a
+// guard hands its server (AddInsecureChannelFromFd) are the guard's to
+// close, and are not in channelz's count. A server's guard stops accepting
+// and starts draining (ConnectionGuard::StopAccepting, Drain) just before
+// that server's Shutdown: the health port takes new connections (and
+// answers NOT_SERVING) while the gRPC port drains.
 // `/usr/bin/python3 loadtest/scripts/drain_time.py --no-guard [--tls]`,
 // one idle grpcio channel: exit 4.13 s after SIGTERM before, 1.22-1.27 s now
 // (docs/reliability.md).
@@ -226,8 +262,9 @@ constexpr std::chrono::seconds kCloseIdleAfter{1};
 // they are left out of the count then (they are the only long streams the
 // health port serves; read after channelz, so that a Watch ending in
 // between is counted open, not left out twice).
-void ShutDown(const std::vector<grpc::Server*>& servers, const std::vector<HealthService*>& health,
-              const std::vector<bool>& close_idle, EncoderService& service,
+void ShutDown(const std::vector<grpc::Server*>& servers,
+              const std::vector<ConnectionGuard*>& guards,
+              const std::vector<HealthService*>& health, EncoderService& service,
               std::chrono::system_clock::time_point deadline) {
   std::mutex mu;
   std::condition_variable cv;
@@ -251,7 +288,7 @@ void ShutDown(const std::vector<grpc::Server*>& servers, const std::vector<Healt
       // Every tick: a stream that held a message reads again once it is
       // answered, and is ended then.
       if (current == 0 && ended == 0) service.EndStreams();
-      if (current >= servers.size() || closed == current || !close_idle[current] ||
+      if (current >= servers.size() || closed == current || guards[current] ||
           std::chrono::steady_clock::now() - goaway < kCloseIdleAfter) {
         quiet = 0;
         continue;
@@ -276,6 +313,10 @@ void ShutDown(const std::vector<grpc::Server*>& servers, const std::vector<Healt
       std::lock_guard<std::mutex> lock(mu);
       current = i;
       goaway = std::chrono::steady_clock::now();
+    }
+    if (guards[i]) {
+      guards[i]->StopAccepting();
+      guards[i]->Drain();
     }
     servers[i]->Shutdown(deadline);
   }
@@ -422,20 +463,25 @@ int RunServeCommand(const std::vector<std::string>& args) {
   }
   std::vector<grpc::Server*> servers = {server.get()};
   std::vector<HealthService*> health_services = {&health};
-  std::unique_ptr<grpc::Server> health_server;
+  std::vector<ConnectionGuard*> guards = {guard.get()};
+  HealthPort health_port;
   if (config.listen.health_port != 0) {
-    int health_port = 0;
-    health_server = StartHealthServer(config.listen, &health_port_health, &health_port);
-    if (!health_server) {
-      spdlog::error("cannot listen on {} (listen.health_port)",
-                    HostPort(config.listen.address, config.listen.health_port));
+    auto started = StartHealthPort(config.listen, &health_port_health);
+    if (!started.ok()) {
+      spdlog::error("{}", started.status().message());
       server->Shutdown(std::chrono::system_clock::now());
       return 1;
     }
-    servers.push_back(health_server.get());
+    health_port = std::move(started).value();
+    servers.push_back(health_port.server.get());
+    guards.push_back(health_port.guard.get());
     health_services.push_back(&health_port_health);
-    spdlog::info("health (plaintext, grpc.health.v1.Health only) on {}",
-                 HostPort(config.listen.address, health_port));
+    spdlog::info("health (plaintext, grpc.health.v1.Health only) on {}{}",
+                 HostPort(config.listen.address, health_port.port),
+                 health_port.guard
+                     ? " (HTTP/2 guard, at most " +
+                           std::to_string(health_port.guard->max_connections()) + " connections)"
+                     : std::string());
   }
   std::string how;
   if (!secrets->tls_cert_pem.empty()) how = " (TLS)";
@@ -465,20 +511,10 @@ int RunServeCommand(const std::vector<std::string>& args) {
   registry.StartDraining();
   SetHealth(health_services, config, false);
   const auto start = std::chrono::steady_clock::now();
-  // New connections are refused from here on, and idle ones closed once
-  // gRPC's GOAWAY has reached them (ConnectionGuard::Drain).
-  if (guard) {
-    guard->StopAccepting();
-    guard->Drain();
-  }
   // Refuses new calls and waits for in-flight ones, cancelling what is left
   // at the deadline; the health port answers NOT_SERVING until the gRPC port
   // has drained.
-  // The guard's port closes its idle connections itself; the health port
-  // and a port gRPC listens on do not.
-  std::vector<bool> close_idle(servers.size(), true);
-  close_idle[0] = !guard;
-  ShutDown(servers, health_services, close_idle, service, std::chrono::system_clock::now() + grace);
+  ShutDown(servers, guards, health_services, service, std::chrono::system_clock::now() + grace);
   for (const auto& model : registry.Loaded()) model->batcher().Stop();
   int ended_watches = 0;
   for (HealthService* h : health_services) ended_watches += h->ended_watches();

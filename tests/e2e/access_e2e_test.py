@@ -301,6 +301,27 @@ def first_frame_on_stream(conn, stream, timeout):
     return None if kind == -1 else kind
 
 
+def rapid_reset_goaway(conn, path, scheme):
+    """Sends 3,000 streams opened and reset at once on `conn` (past the 2,000
+    premature resets an address may make in a burst, listen.http2_max_reset_rate)
+    and returns the error code of the GOAWAY that follows (None: none within
+    20 s). Closes `conn`."""
+    headers = b"".join(literal_header(n, v) for n, v in (
+        (b":method", b"POST"), (b":scheme", scheme), (b":path", path),
+        (b":authority", b"localhost"), (b"content-type", b"application/grpc"),
+        (b"te", b"trailers")))
+    burst = b"".join(h2_frame(0x1, 0x4, stream, headers) + h2_frame(0x3, 0, stream, (8).to_bytes(4, "big"))
+                     for stream in range(1, 6001, 2))
+    try:
+        conn.sendall(burst)
+    except OSError:
+        pass
+    goaway = read_frames(conn, 20, lambda kind, flags, stream, payload:
+                         int.from_bytes(payload[4:8], "big") if kind == 0x7 else None)
+    conn.close()
+    return goaway
+
+
 def literal_header(name, value):
     """HPACK: a literal header field without indexing, a new name, no Huffman."""
     return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
@@ -417,22 +438,8 @@ def check_tls_port_guarded(args, mods, certs, tmp):
         closed = lambda reason: daemon.metric("encoderd_connections_closed_total", {"reason": reason})
         resets_before, tls_before = closed("rapid_reset"), closed("tls")
 
-        conn = http2_over_tls(daemon.port, certs["ca.pem"])
-        headers = b"".join(literal_header(n, v) for n, v in (
-            (b":method", b"POST"), (b":scheme", b"https"), (b":path", b"/encoderd.v1.Encoder/Embed"),
-            (b":authority", b"localhost"), (b"content-type", b"application/grpc"),
-            (b"te", b"trailers")))
-        # 3,000 streams opened and reset at once, past the 2,000 premature
-        # resets an address may make in a burst (listen.http2_max_reset_rate).
-        burst = b"".join(h2_frame(0x1, 0x4, stream, headers) + h2_frame(0x3, 0, stream, (8).to_bytes(4, "big"))
-                         for stream in range(1, 6001, 2))
-        try:
-            conn.sendall(burst)
-        except OSError:
-            pass
-        goaway = read_frames(conn, 20, lambda kind, flags, stream, payload:
-                             int.from_bytes(payload[4:8], "big") if kind == 0x7 else None)
-        conn.close()
+        goaway = rapid_reset_goaway(http2_over_tls(daemon.port, certs["ca.pem"]),
+                                    b"/encoderd.v1.Encoder/Embed", b"https")
         check(goaway == 11, f"tls_guard: a rapid-reset client over TLS gets GOAWAY(ENHANCE_YOUR_CALM) "
                             f"(error code {goaway})")
         check(closed("rapid_reset") - resets_before == 1,
@@ -560,12 +567,14 @@ def check_health_watch_cap(args, mods, tmp):
     refused with RESOURCE_EXHAUSTED while other connections are still
     served, a Watch is served again once one of its connection's ends, and
     Check answers throughout. With --max-connections 2 the health port
-    (gRPC's own, no connection cap) takes 8: two connections of four, then
-    a third connection's first Watch is refused."""
+    takes 8: two connections of four, then a third connection's first Watch
+    is refused. (Without the HTTP/2 guard: with it, a third connection
+    holding Watches cannot open, check_health_port_guarded.)"""
     health_pb2, health_pb2_grpc = mods[2], mods[3]
     health_port = free_port()
     daemon = start(args, tmp / "watch_cap.log", ["--max-connections", "2", "--metrics", "false",
-                                                 "--health-port", str(health_port)])
+                                                 "--health-port", str(health_port),
+                                                 "--http2-guard", "false"])
     request = health_pb2.HealthCheckRequest(service="")
     serving = health_pb2.HealthCheckResponse.SERVING
 
@@ -622,6 +631,58 @@ def check_health_watch_cap(args, mods, tmp):
             call.cancel()
     finally:
         stop(daemon, "watch_cap")
+
+
+def check_health_port_guarded(args, mods, tmp):
+    """The health port has the gRPC port's connection guard (gRPC 1.51
+    listened on it itself before): a rapid-reset client is closed with
+    GOAWAY(ENHANCE_YOUR_CALM), and at listen.max_connections (2 here) with
+    a Watch open on each, a new connection is closed at once while the
+    Watches go on."""
+    health_pb2, health_pb2_grpc = mods[2], mods[3]
+    health_port = free_port()
+    daemon = start(args, tmp / "health_guard.log", ["--max-connections", "2", "--metrics", "false",
+                                                    "--health-port", str(health_port)])
+    request = health_pb2.HealthCheckRequest(service="")
+    serving = health_pb2.HealthCheckResponse.SERVING
+    try:
+        if not check(common.wait_serving(health_pb2, health_pb2_grpc.HealthStub(
+                open_channel(f"127.0.0.1:{health_port}", own_connection=True)), [""]),
+                     "health_guard: the health port SERVING"):
+            return
+        log = (tmp / "health_guard.log").read_text()
+        check(f"on 127.0.0.1:{health_port} (HTTP/2 guard, at most 2 connections)" in log,
+              "health_guard: the health port is behind the guard (log)")
+        while CHANNELS:
+            CHANNELS.pop().close()
+
+        conn = socket.create_connection(("127.0.0.1", health_port), timeout=10)
+        conn.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(0x4, 0, 0))
+        goaway = rapid_reset_goaway(conn, b"/grpc.health.v1.Health/Check", b"http")
+        check(goaway == 11, f"health_guard: a rapid-reset client gets GOAWAY(ENHANCE_YOUR_CALM) "
+                            f"(error code {goaway})")
+        time.sleep(1.5)  # the address is tarpitted for a second after the abuse
+
+        watches = []
+        for _ in range(2):
+            stub = health_pb2_grpc.HealthStub(open_channel(f"127.0.0.1:{health_port}", own_connection=True))
+            call = stub.Watch(request)
+            try:
+                first = next(call).status
+            except grpc.RpcError as e:
+                first = e.code()
+            watches.append((stub, call, first))
+        check([w[2] for w in watches] == [serving] * 2,
+              f"health_guard: a Watch on each of two connections ({[w[2] for w in watches]})")
+        extra = socket.create_connection(("127.0.0.1", health_port), timeout=10)
+        check(closed_by_server(extra, 5), "health_guard: a third connection is closed at the cap")
+        extra.close()
+        check(watches[0][0].Check(request, timeout=10).status == serving,
+              "health_guard: the connections at the cap are still answered")
+        for _, call, _ in watches:
+            call.cancel()
+    finally:
+        stop(daemon, "health_guard")
 
 
 def check_mutual_tls(args, mods, certs, tmp):
@@ -782,6 +843,7 @@ def main():
     check_tls_port_guarded(args, mods, certs, tmp)
     check_drain_ends_health_watches(args, mods, tmp)
     check_health_watch_cap(args, mods, tmp)
+    check_health_port_guarded(args, mods, tmp)
     check_mutual_tls(args, mods, certs, tmp)
     check_bearer(args, mods, tmp)
     print(f"access e2e: {time.time() - started:.1f} s, {len(common.FAILURES)} failure(s)", flush=True)
