@@ -19,7 +19,13 @@ for elf in "$@"; do
     case "$name" in
       libcuda.so* | libnvidia-*) echo "runtime_packages: $name: from the host driver" >&2; continue ;;
     esac
-    path=$(ldd "$elf" | awk -v n="$name" '$1 == n {print $3}')
+    # "name => path (address)", or for the dynamic loader (NEEDED by
+    # binaries that reference __tls_get_addr, as CUDA's static cudart does)
+    # "/lib64/name (address)".
+    path=$(ldd "$elf" | awk -v n="$name" '
+      $1 == n && $2 == "=>" {print $3; exit}
+      {base = $1; sub(/.*\//, "", base)}
+      base == n && $2 ~ /^\(/ {print $1; exit}')
     if [ -z "$path" ] || [ "$path" = "not" ]; then
       echo "runtime_packages: $elf: $name is not resolvable" >&2
       exit 1

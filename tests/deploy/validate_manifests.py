@@ -17,6 +17,7 @@ import copy
 import hashlib
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -220,6 +221,34 @@ def dockerfile_errors(facts: dict) -> list:
     return errors
 
 
+def runtime_packages_errors(repo: pathlib.Path) -> list:
+    """deploy/scripts/runtime_packages.sh on an ELF that links the dynamic
+    loader directly (NEEDED ld-linux-x86-64.so.2, as every CUDA build does:
+    CUDA's static cudart references __tls_get_addr) names libc6; ldd prints
+    the loader without "=>", and the script once failed on it, which failed
+    Dockerfile.cuda's build. A file that is not there fails it."""
+    script = repo / "deploy" / "scripts" / "runtime_packages.sh"
+    loader = pathlib.Path("/lib64/ld-linux-x86-64.so.2")
+    if not loader.exists() or not shutil.which("cc") or not shutil.which("dpkg"):
+        return []  # not an x86-64 Debian machine: nothing to check against
+    errors = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        (tmp / "main.c").write_text("int main(void) { return 0; }\n")
+        elf = tmp / "needs_loader"
+        subprocess.run(["cc", "-o", str(elf), str(tmp / "main.c"), "-Wl,--no-as-needed", str(loader)],
+                       check=True)
+        run = subprocess.run(["bash", str(script), str(elf)], capture_output=True, text=True)
+        if run.returncode != 0 or run.stdout.split() != ["libc6"]:
+            errors.append(f"runtime_packages.sh on an ELF that needs ld-linux-x86-64.so.2 and libc.so.6: "
+                          f"rc {run.returncode}, {run.stdout.split()} (want ['libc6']), "
+                          f"{run.stderr.strip()[:200]}")
+        run = subprocess.run(["bash", str(script), str(tmp / "absent")], capture_output=True, text=True)
+        if run.returncode == 0:
+            errors.append("runtime_packages.sh on a file that is not there exits 0")
+    return errors
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--source-dir", type=pathlib.Path, required=True)
@@ -234,7 +263,7 @@ def main() -> int:
     errors = yamllint(yaml_files)
     facts = source_facts(repo)
     hpa_metrics, adapter_errors = adapter_metrics(repo, facts)
-    errors += adapter_errors + dockerfile_errors(facts)
+    errors += adapter_errors + dockerfile_errors(facts) + runtime_packages_errors(repo)
 
     rendered = {}
     for k in KUSTOMIZATIONS:
