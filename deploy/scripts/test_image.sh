@@ -97,10 +97,14 @@ cleanup() {
   rm -f "/tmp/$NAME.err"
 }
 trap cleanup EXIT
-ARGS=(--port "$PORT" --metrics-port "$METRICS_PORT")
+# The ports through the environment, not flags after the image name: the
+# image's HEALTHCHECK (encoderd health) reads ENCODERD_PORT, and is run as
+# the image states it below.
+RUN_ENV=(ENCODERD_PORT="$PORT" ENCODERD_METRICS_PORT="$METRICS_PORT")
 
 if podman run -d --name "$NAME" --network host --read-only --tmpfs /tmp \
-  --cap-drop ALL --security-opt no-new-privileges "$TAG" "${ARGS[@]}" >/dev/null 2>/tmp/$NAME.err; then
+  --cap-drop ALL --security-opt no-new-privileges \
+  "${RUN_ENV[@]/#/--env=}" "$TAG" >/dev/null 2>/tmp/$NAME.err; then
   MODE=podman
   log "started with podman run (container $NAME)"
   in_image() { podman exec "$NAME" "$@"; }
@@ -114,13 +118,14 @@ else
   # /proc and /dev from the host in a private mount namespace, the
   # entrypoint exec'ed so that SIGTERM reaches encoderd itself.
   mapfile -t envs < <(inspect '{{range .Config.Env}}{{println .}}{{end}}' | sed '/^$/d')
+  envs+=("${RUN_ENV[@]}")
   unshare --mount --propagation private -- sh -c '
     mnt=$1; user=$2; dir=$3; shift 3
     mount -t proc proc "$mnt/proc" && mount --rbind /dev "$mnt/dev" &&
     mount -t tmpfs tmpfs "$mnt/tmp" || exit 97
     exec "$@"' sh "$MNT" "$user" "$workdir" \
     chroot --userspec="$user" "$MNT" /usr/bin/env -i "${envs[@]}" /bin/sh -c \
-    "cd '$workdir' && exec /opt/encoderd/bin/encoderd serve \"\$@\"" sh "${ARGS[@]}" &
+    "cd '$workdir' && exec /opt/encoderd/bin/encoderd serve" &
   PID=$!
   in_image() {
     nsenter --target "$PID" --mount -- chroot --userspec="$user" "$MNT" /usr/bin/env -i "${envs[@]}" "$@"
@@ -128,18 +133,20 @@ else
 fi
 
 log "waiting for SERVING on 127.0.0.1:$PORT"
-# The container's own HEALTHCHECK command (encoderd health), run inside the
-# image.
+# The container's own HEALTHCHECK command, exactly as the image states it
+# (CMD form), run inside the image with the container's environment.
+mapfile -t healthcheck < <(inspect '{{range .Config.Healthcheck.Test}}{{println .}}{{end}}' | sed '/^$/d')
+[ "${healthcheck[0]:-}" = CMD ] && ((${#healthcheck[@]} > 1)) ||
+  fail "HEALTHCHECK is not in CMD form: ${healthcheck[*]:-none}"
+healthcheck=("${healthcheck[@]:1}")
 for _ in $(seq 120); do
-  in_image /opt/encoderd/bin/encoderd health --port "$PORT" --timeout 1 >/dev/null 2>&1 && break
+  in_image "${healthcheck[@]}" >/dev/null 2>&1 && break
   if [ "$MODE" = chroot ] && ! kill -0 "$PID" 2>/dev/null; then fail "encoderd exited during start"; fi
   sleep 1
 done
-in_image /opt/encoderd/bin/encoderd health --port "$PORT" || fail "not SERVING after 120 s"
-log "health: SERVING"
-in_image /opt/encoderd/bin/encoderd health --port "$PORT" --service langid ||
-  fail "model langid not SERVING"
-log "HEALTHCHECK command inside the image: ok"
+in_image "${healthcheck[@]}" || fail "the image's HEALTHCHECK (${healthcheck[*]}) not passing after 120 s"
+log "health: SERVING (the image's HEALTHCHECK: ${healthcheck[*]})"
+in_image /opt/encoderd/bin/encoderd health --service langid || fail "model langid not SERVING"
 
 out=$($PY scripts/client.py --address "127.0.0.1:$PORT" embed "Hello from the container") ||
   fail "Embed failed"
@@ -171,9 +178,12 @@ if [ "$MODE" = podman ]; then
 else
   kill -TERM "$PID"
   set +e
-  timeout 60 tail --pid="$PID" -f /dev/null
-  wait "$PID"
-  rc=$?
+  if timeout 60 tail --pid="$PID" -f /dev/null; then
+    wait "$PID"
+    rc=$?
+  else
+    rc="still running 60 s after SIGTERM"
+  fi
   set -e
   PID=""
 fi

@@ -117,8 +117,10 @@ def kserve_errors(docs: dict, facts: dict) -> list:
 
 def fetch_script_errors(docs: list) -> list:
     """Runs the model-fetch init container's script (with sh, curl,
-    sha256sum and tar from the host) on a file:// archive: the right checksum
-    unpacks the model directory, a wrong one fails and leaves none."""
+    sha256sum and tar from the host) on a file:// archive (file:// allowed
+    beside https for the test): the right checksum unpacks the model
+    directory, a wrong one fails and leaves none. As written it downloads
+    over https only: an http:// URL fails before any connection is made."""
     dep = next(d for d in docs if d["kind"] == "Deployment")
     init = dep["spec"]["template"]["spec"]["initContainers"][0]
     mount = init["volumeMounts"][0]["mountPath"]
@@ -135,7 +137,7 @@ def fetch_script_errors(docs: list) -> list:
         for sha, want in ((digest, True), ("0" * 64, False)):
             out = tmp / ("ok" if want else "bad")
             out.mkdir()
-            script = init["command"][-1].replace(mount, str(out))
+            script = init["command"][-1].replace(mount, str(out)).replace("=https", "=https,file")
             env = {"PATH": "/usr/bin:/bin", "MODEL_URL": archive.as_uri(), "MODEL_SHA256": sha}
             run = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
             got = (out / "model" / "encoderd.yaml").is_file() and (out / "model" / "vocab.txt").is_file()
@@ -144,6 +146,15 @@ def fetch_script_errors(docs: list) -> list:
                               f"({run.returncode}: {run.stderr.strip()[:200]})")
             if not want and (run.returncode == 0 or (out / "model").exists()):
                 errors.append("model-fetch script: a wrong checksum was not refused")
+        out = tmp / "plain"
+        out.mkdir()
+        script = init["command"][-1].replace(mount, str(out))
+        env = {"PATH": "/usr/bin:/bin", "MODEL_URL": "http://127.0.0.1:9/model.tar.gz",
+               "MODEL_SHA256": digest}
+        run = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+        if run.returncode == 0 or "http" not in run.stderr.lower() or "disabled" not in run.stderr.lower():
+            errors.append(f"model-fetch script: an http:// URL was not refused as a protocol "
+                          f"({run.returncode}: {run.stderr.strip()[:200]})")
     return errors
 
 
@@ -249,6 +260,33 @@ def runtime_packages_errors(repo: pathlib.Path) -> list:
     return errors
 
 
+def prometheus_scrape_errors(repo: pathlib.Path, base: list, facts: dict) -> list:
+    """deploy/prometheus/prometheus.yml finds the replicas the manifests
+    deploy: through the DNS of a headless Service of deploy/k8s's base, at
+    the metrics port (it once listed encoderd-0.encoderd and
+    encoderd-1.encoderd, StatefulSet names that a Deployment's pods never
+    have)."""
+    config = yaml.safe_load((repo / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    headless = {d["metadata"]["name"] for d in base
+                if d["kind"] == "Service" and d["spec"].get("clusterIP") == "None"}
+    errors = []
+    for job in config.get("scrape_configs", []):
+        if job.get("static_configs"):
+            errors.append(f"prometheus.yml: job {job.get('job_name')}: static targets (pod names change "
+                          f"with every rollout); use dns_sd_configs on a headless Service")
+        for sd in job.get("dns_sd_configs", []):
+            for name in sd.get("names", []):
+                if name.split(".")[0] not in headless:
+                    errors.append(f"prometheus.yml: {name} is not a headless Service of deploy/k8s/base "
+                                  f"({sorted(headless)})")
+            if sd.get("type") != "A" or sd.get("port") != facts["metrics_port"]:
+                errors.append(f"prometheus.yml: dns_sd_configs must be type A at port "
+                              f"{facts['metrics_port']} ({sd.get('type')}, {sd.get('port')})")
+    if not any(job.get("dns_sd_configs") for job in config.get("scrape_configs", [])):
+        errors.append("prometheus.yml: no job finds the replicas (dns_sd_configs)")
+    return errors
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--source-dir", type=pathlib.Path, required=True)
@@ -276,6 +314,9 @@ def main() -> int:
         errors += [f"{k}: {e}" for e in check_rendered(
             rendered[k], facts, hpa_metrics, facts["dockerfiles"][image]["uid"],
             gpu=k in GPU_OVERLAYS)]
+
+    if "base" in rendered:
+        errors += prometheus_scrape_errors(repo, rendered["base"], facts)
 
     # Every mutation of the CPU overlay must be caught.
     if "overlays/cpu" in rendered:
