@@ -73,6 +73,15 @@ CpuFeatures DisableCpuFeatures(CpuFeatures detected, std::string_view disable,
       *unknown += name;
     }
   }
+  // What no real CPU has: AVX-512 without AVX2 and FMA, its extensions
+  // without AVX-512F, BF16 without BW. A feature turned off takes those that
+  // build on it along, so that every kernel's check of its own flags sees a
+  // CPU that exists (with avx512f off alone, the bf16 GEMMs, which check
+  // avx512_bf16 and avx512bw, still ran AVX-512 code).
+  detected.avx512f = detected.avx512f && detected.avx2 && detected.fma;
+  detected.avx512bw = detected.avx512bw && detected.avx512f;
+  detected.avx512_vnni = detected.avx512_vnni && detected.avx512f;
+  detected.avx512_bf16 = detected.avx512_bf16 && detected.avx512bw;
   return detected;
 }
 

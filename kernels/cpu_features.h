@@ -26,8 +26,10 @@ inline constexpr char kCpuDisableEnv[] = "ENCODERD_CPU_DISABLE";
 // less the features ENCODERD_CPU_DISABLE names.
 const CpuFeatures& GetCpuFeatures();
 
-// `detected` less the features named in `disable` (comma-separated). Names
-// that are not features are appended to `unknown` (comma-separated).
+// `detected` less the features named in `disable` (comma-separated), and
+// less those that build on one turned off (avx512f on avx2 and fma; avx512bw
+// and avx512_vnni on avx512f; avx512_bf16 on avx512bw). Names that are not
+// features are appended to `unknown` (comma-separated).
 CpuFeatures DisableCpuFeatures(CpuFeatures detected, std::string_view disable,
                                std::string* unknown);
 

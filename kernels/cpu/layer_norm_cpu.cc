@@ -4,14 +4,19 @@
 #include <vector>
 
 #include "kernels/cpu/bf16_convert.h"
+#include "kernels/cpu_features.h"
 
 namespace encoderd::kernels {
 
+namespace {
+
 // Three passes over a row that stays in L1: sum, centred sum of squares
-// (two-pass variance, as accurate as PyTorch's Welford), normalise.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void AddLayerNormRow(
-    const float* x, const float* residual, const float* gamma, const float* beta, int64_t n,
-    float eps, float* out) {
+// (two-pass variance, as accurate as PyTorch's Welford), normalise. Inlined
+// into one function per instruction set below, each vectorising it for its
+// own.
+__attribute__((always_inline)) inline void LayerNormRowBody(const float* x, const float* residual,
+                                                            const float* gamma, const float* beta,
+                                                            int64_t n, float eps, float* out) {
   float sum = 0.f;
   if (residual != nullptr) {
 #pragma omp simd reduction(+ : sum)
@@ -45,6 +50,52 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void AddLayerNormRo
       out[i] = v;
     }
   }
+}
+
+__attribute__((target("avx512f"))) void LayerNormRowAvx512(const float* x, const float* residual,
+                                                           const float* gamma, const float* beta,
+                                                           int64_t n, float eps, float* out) {
+  LayerNormRowBody(x, residual, gamma, beta, n, eps, out);
+}
+
+__attribute__((target("avx2"))) void LayerNormRowAvx2(const float* x, const float* residual,
+                                                      const float* gamma, const float* beta,
+                                                      int64_t n, float eps, float* out) {
+  LayerNormRowBody(x, residual, gamma, beta, n, eps, out);
+}
+
+void LayerNormRowGeneric(const float* x, const float* residual, const float* gamma,
+                         const float* beta, int64_t n, float eps, float* out) {
+  LayerNormRowBody(x, residual, gamma, beta, n, eps, out);
+}
+
+}  // namespace
+
+// Chosen by GetCpuFeatures(), so that ENCODERD_CPU_DISABLE reaches it (the
+// compiler's target_clones, used before, asked the CPU itself: the generic
+// and AVX2 test runs ran the AVX-512 version).
+LayerNormRowIsa LayerNormRowIsaInUse() {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  return cpu.avx512f ? LayerNormRowIsa::kAvx512
+                     : (cpu.avx2 ? LayerNormRowIsa::kAvx2 : LayerNormRowIsa::kGeneric);
+}
+
+void AddLayerNormRowWith(LayerNormRowIsa isa, const float* x, const float* residual,
+                         const float* gamma, const float* beta, int64_t n, float eps, float* out) {
+  switch (isa) {
+    case LayerNormRowIsa::kAvx512:
+      return LayerNormRowAvx512(x, residual, gamma, beta, n, eps, out);
+    case LayerNormRowIsa::kAvx2:
+      return LayerNormRowAvx2(x, residual, gamma, beta, n, eps, out);
+    case LayerNormRowIsa::kGeneric:
+      return LayerNormRowGeneric(x, residual, gamma, beta, n, eps, out);
+  }
+}
+
+void AddLayerNormRow(const float* x, const float* residual, const float* gamma, const float* beta,
+                     int64_t n, float eps, float* out) {
+  static const LayerNormRowIsa isa = LayerNormRowIsaInUse();
+  AddLayerNormRowWith(isa, x, residual, gamma, beta, n, eps, out);
 }
 
 void AddLayerNormCpu(const CpuContext& ctx, const float* x, const float* residual,

@@ -15,9 +15,18 @@ void AddLayerNormCpu(const CpuContext& ctx, const float* x, const float* residua
                      float* out, uint16_t* out_bf16);
 
 // out = LN(x + residual) * gamma + beta for one row of n values (see
-// kernels/layer_norm.h for null pointers and aliasing).
+// kernels/layer_norm.h for null pointers and aliasing), in the version
+// GetCpuFeatures() allows.
 void AddLayerNormRow(const float* x, const float* residual, const float* gamma, const float* beta,
                      int64_t n, float eps, float* out);
+
+// The versions of AddLayerNormRow, each the same code vectorised for its
+// instruction set (their sums round differently). For tests: call one only
+// where the CPU has its instructions.
+enum class LayerNormRowIsa { kAvx512, kAvx2, kGeneric };
+LayerNormRowIsa LayerNormRowIsaInUse();
+void AddLayerNormRowWith(LayerNormRowIsa isa, const float* x, const float* residual,
+                         const float* gamma, const float* beta, int64_t n, float eps, float* out);
 
 // Minimum elements per thread before a row loop is split across threads.
 constexpr int64_t kMinParallelElements = 1 << 15;

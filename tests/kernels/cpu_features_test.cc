@@ -19,13 +19,31 @@ CpuFeatures All() {
 
 TEST(CpuFeaturesTest, DisableTurnsOffTheNamedFeatures) {
   std::string unknown;
-  const CpuFeatures f = DisableCpuFeatures(All(), "avx512_bf16,,avx512f", &unknown);
+  const CpuFeatures f = DisableCpuFeatures(All(), "avx512_bf16,,avx512bw", &unknown);
   EXPECT_FALSE(f.avx512_bf16);
-  EXPECT_FALSE(f.avx512f);
-  EXPECT_TRUE(f.avx512bw && f.avx512_vnni && f.avx2 && f.fma);
+  EXPECT_FALSE(f.avx512bw);
+  EXPECT_TRUE(f.avx512f && f.avx512_vnni && f.avx2 && f.fma);
   EXPECT_EQ(unknown, "");
   const CpuFeatures none = DisableCpuFeatures(All(), "", &unknown);
   EXPECT_TRUE(none.avx512_bf16 && none.avx512f);
+}
+
+// A feature turned off takes along those that build on it: the kernels
+// check only their own flags (the bf16 GEMMs avx512_bf16 and avx512bw), so
+// with avx512f off alone they still ran AVX-512 code.
+TEST(CpuFeaturesTest, TurningAFeatureOffTakesThoseThatBuildOnIt) {
+  std::string unknown;
+  const CpuFeatures no512 = DisableCpuFeatures(All(), "avx512f", &unknown);
+  EXPECT_FALSE(no512.avx512f || no512.avx512bw || no512.avx512_bf16 || no512.avx512_vnni);
+  EXPECT_TRUE(no512.avx2 && no512.fma);
+  for (const char* base : {"avx2", "fma"}) {
+    const CpuFeatures f = DisableCpuFeatures(All(), base, &unknown);
+    EXPECT_FALSE(f.avx512f || f.avx512bw || f.avx512_bf16 || f.avx512_vnni) << base;
+  }
+  const CpuFeatures no_bw = DisableCpuFeatures(All(), "avx512bw", &unknown);
+  EXPECT_FALSE(no_bw.avx512_bf16);
+  EXPECT_TRUE(no_bw.avx512f && no_bw.avx512_vnni);
+  EXPECT_EQ(unknown, "");
 }
 
 TEST(CpuFeaturesTest, UnknownNamesAreReported) {

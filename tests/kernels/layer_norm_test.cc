@@ -4,10 +4,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 
 #include "kernels/cpu/bf16_convert.h"
+#include "kernels/cpu/layer_norm_cpu.h"
 #include "kernels/cpu_context.h"
+#include "kernels/cpu_features.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace encoderd::kernels {
@@ -34,6 +37,45 @@ std::vector<double> Reference(const std::vector<float>& x, const std::vector<flo
     }
   }
   return out;
+}
+
+// Each version of the row kernel the CPU can run matches the reference
+// (a row of 777: 48 vectors of 16 and a tail), and the one in use is the one
+// GetCpuFeatures() names, to the bit: ctest runs this binary with
+// ENCODERD_CPU_DISABLE turning AVX-512, then AVX2, off. The versions'
+// sums round differently, so the bits tell them apart; with the
+// compiler's target_clones, which asked the CPU itself, those runs got the
+// AVX-512 version's bits.
+TEST(LayerNormTest, TheRowKernelInUseIsTheOneTheFeaturesAllow) {
+  const int64_t n = 777;
+  const auto x = RandomVector(n, 5, 10.f, 12.f), res = RandomVector(n, 6);
+  const auto gamma = RandomVector(n, 7), beta = RandomVector(n, 8);
+  const auto run = [&](LayerNormRowIsa isa) {
+    std::vector<float> out(n);
+    AddLayerNormRowWith(isa, x.data(), res.data(), gamma.data(), beta.data(), n, 1e-5f, out.data());
+    return out;
+  };
+  std::vector<float> in_use(n);
+  AddLayerNormRow(x.data(), res.data(), gamma.data(), beta.data(), n, 1e-5f, in_use.data());
+  const CpuFeatures& cpu = GetCpuFeatures();
+  const LayerNormRowIsa expected = LayerNormRowIsaInUse();
+  EXPECT_EQ(expected, cpu.avx512f
+                          ? LayerNormRowIsa::kAvx512
+                          : (cpu.avx2 ? LayerNormRowIsa::kAvx2 : LayerNormRowIsa::kGeneric));
+  EXPECT_EQ(std::memcmp(in_use.data(), run(expected).data(), n * sizeof(float)), 0);
+  const std::vector<double> want = Reference(x, &res, gamma, beta, 1, n, 1e-5);
+  const std::vector<float> generic = run(LayerNormRowIsa::kGeneric);
+  EXPECT_LT(ScaledMaxError(generic, want), 1e-4);
+  if (cpu.avx2) {
+    EXPECT_LT(ScaledMaxError(run(LayerNormRowIsa::kAvx2), want), 1e-4);
+  }
+  if (cpu.avx512f) {
+    const std::vector<float> wide = run(LayerNormRowIsa::kAvx512);
+    EXPECT_LT(ScaledMaxError(wide, want), 1e-4);
+    // The row tells the versions apart, or the bit comparison above proves
+    // nothing about which one ran.
+    EXPECT_NE(std::memcmp(wide.data(), generic.data(), n * sizeof(float)), 0);
+  }
 }
 
 TEST(LayerNormTest, AddLayerNormMatchesReference) {
