@@ -84,8 +84,9 @@ void Int8GemmVnniFewRows(const uint8_t* x, int64_t rows, int64_t ldx, const int8
 
 // The same Linear on a CPU with AVX2 and FMA but not AVX512-VNNI
 // (int8_gemm_avx2.cc), on the same packed weights: the same int32 sums,
-// exactly, and the same epilogue, so the same results bit for bit (GELU
-// the same polynomial, within 1e-6 of erf). Its inputs are each row's uint8 values
+// exactly, and the same epilogue, so the same results bit for bit, except
+// after GELU, whose erf it evaluates another way (avx2_math.h: the two
+// differ in the last bits, each within 1e-6 of erf). Its inputs are each row's uint8 values
 // widened to 16 bits in pairs for vpmaddwd: step s (inputs 4s..4s+3, x0..x3)
 // as two 32-bit words, x0 | x2 << 16 and x1 | x3 << 16, so a row is
 // 2 * Int8VnniSteps(k) words; rows ldx words apart. out [rows, n] for the

@@ -264,11 +264,17 @@ void QuantizeWeights(const float* weight, int64_t out_features, int64_t in_featu
                 in_features * sizeof(float));
     float amax = 0.f;
     for (int64_t i = 0; i < in_features; ++i) amax = std::max(amax, std::fabs(row[i]));
-    const float s = amax > 0.f ? amax / 127.f : 1.f;
+    // A row of zeros, or of values so small that amax / 127 is no normal
+    // float (at most 8.9e-44: the scale rounded to 0, and 0 / 0 made NaN),
+    // or a row holding an infinity: scale 1, and the row's values round to
+    // 0 (an infinity to +-127).
+    float s = amax / 127.f;
+    if (!(s >= std::numeric_limits<float>::min()) || !std::isfinite(s)) s = 1.f;
     (*scale)[n] = s;
     for (int64_t i = 0; i < in_features; ++i) {
-      (*q)[n * in_features + i] =
-          static_cast<int8_t>(std::clamp(std::nearbyint(row[i] / s), -127.f, 127.f));
+      const float v = std::nearbyint(row[i] / s);
+      // NaN (a NaN weight) to 0: converting it to an integer is undefined.
+      (*q)[n * in_features + i] = static_cast<int8_t>(v == v ? std::clamp(v, -127.f, 127.f) : 0.f);
     }
   }
 }

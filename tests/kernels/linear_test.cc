@@ -239,6 +239,36 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(Epilogue::kNone, Epilogue::kGelu, Epilogue::kRelu,
                                          Epilogue::kResidual)));
 
+// int8 weights are quantized per output row with scale amax / 127; a row of
+// values too small for that to be a normal float (here 1e-44, a subnormal:
+// the scale rounded to 0, and 0 / 0 made NaN, converted to int8 undefined)
+// gets scale 1 and quantizes to zeros, as an all-zero row does; a row
+// holding an infinity gets scale 1 too, and NaN weights quantize to 0.
+TEST(LinearTest, Int8RowScalesArePositiveAndFiniteForEveryRow) {
+  CpuContext ctx;
+  const int64_t n = 4, k = 40;
+  std::vector<float> w = RandomVector(n * k, 61, -0.1f, 0.1f);
+  for (int64_t i = 0; i < k; ++i) w[i] = (i % 2 ? -1 : 1) * 1e-44f;  // row 0: subnormals
+  w[2 * k + 3] = INFINITY;                                           // row 2: an infinity
+  w[3 * k + 5] = NAN;                                                // row 3: a NaN
+  const std::vector<float> b = {0.5f, -0.25f, 0.125f, 1.f};
+  const auto packed = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, DType::kInt8);
+  const auto& impl = static_cast<const CpuPackedWeight&>(packed->impl());
+  ASSERT_GE(impl.weight_scale.size(), static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    EXPECT_TRUE(impl.weight_scale[r] >= 1e-38f && std::isfinite(impl.weight_scale[r])) << r;
+  }
+  EXPECT_EQ(impl.weight_scale[0], 1.f);
+  EXPECT_EQ(impl.weight_scale[2], 1.f);
+  const auto x = RandomVector(3 * k, 62);
+  std::vector<float> y(3 * n, NAN);
+  Linear(ctx, DType::kFloat32, x.data(), 3, *packed, Epilogue::kNone, nullptr, y.data());
+  for (int64_t m = 0; m < 3; ++m) {
+    EXPECT_NEAR(y[m * n], b[0], 1e-6) << m;  // the subnormal row: its bias
+    EXPECT_TRUE(std::isfinite(y[m * n + 1])) << m;
+  }
+}
+
 // In place (residual == y), as the encoder layers call it. K > 512 makes
 // oneDNN split the reduction, which once corrupted an aliased residual.
 TEST(LinearTest, NoBiasAndResidualAliasingOutput) {
