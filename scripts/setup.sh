@@ -4,6 +4,13 @@
 # Usage: sudo scripts/setup.sh   (root is required for apt-get)
 set -euo pipefail
 
+# The CPU kernels are x86-64 code (AVX2/AVX-512 with runtime checks, and a
+# generic path for x86-64 without them): say so rather than fail halfway.
+if [ "$(uname -m)" != x86_64 ]; then
+  echo "setup.sh: encoderd builds for x86-64 (amd64) only; this machine is $(uname -m)" >&2
+  exit 1
+fi
+
 PACKAGES=(
   # toolchain and build
   build-essential cmake ninja-build ccache pkg-config git clang-format
@@ -67,7 +74,7 @@ fi
 # PyTorch and LibTorch use whatever libblas.so.3 the alternatives system
 # selects; make sure it is OpenBLAS, not the slow reference BLAS, so that
 # baselines are fair.
-blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/{print $2}')
+blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/{print $2}' || true)
 case "$blas" in
   *openblas*) ;;
   *)

@@ -287,6 +287,22 @@ def prometheus_scrape_errors(repo: pathlib.Path, base: list, facts: dict) -> lis
     return errors
 
 
+def dashboard_errors(repo: pathlib.Path) -> list:
+    """Every series a Grafana panel selects is filtered by the dashboard's
+    $instance variable (the request, latency, queue, batch and error panels
+    once filtered by $model only: picking a pod changed nothing there)."""
+    import json
+    dash = json.loads((repo / "deploy" / "grafana" / "encoderd-dashboard.json").read_text())
+    errors = []
+    for panel in dash["panels"]:
+        for target in panel.get("targets", []):
+            for m in re.finditer(r"(encoderd_[a-z0-9_]+)(\{[^}]*\})?", target["expr"]):
+                if 'instance=~"$instance"' not in (m.group(2) or ""):
+                    errors.append(f"grafana: panel {panel.get('title')!r}: {m.group(1)} is not "
+                                  f"filtered by $instance")
+    return errors
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--source-dir", type=pathlib.Path, required=True)
@@ -302,6 +318,7 @@ def main() -> int:
     facts = source_facts(repo)
     hpa_metrics, adapter_errors = adapter_metrics(repo, facts)
     errors += adapter_errors + dockerfile_errors(facts) + runtime_packages_errors(repo)
+    errors += dashboard_errors(repo)
 
     rendered = {}
     for k in KUSTOMIZATIONS:

@@ -17,7 +17,6 @@ import json
 import pathlib
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,9 @@ import urllib.parse
 import urllib.request
 
 import yaml
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from e2e_common import free_port  # noqa: E402  (below the ephemeral range)
 
 SKIP = 77
 FAILURES = []
@@ -40,12 +42,6 @@ def check(condition, what):
     else:
         print("ok:", what, flush=True)
     return condition
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(url, timeout=5):
