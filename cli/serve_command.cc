@@ -53,6 +53,15 @@ constexpr int kMaxConcurrentStreams = 1000;
 // Health Watch streams one client connection may hold open at once
 // (HealthService).
 constexpr int kWatchesPerConnection = 4;
+// Connections the health port's guard keeps open at most (or
+// listen.max_connections if lower): probes and load balancers' health
+// checkers, not clients. Its own small share of the fd limit, so that
+// connections to the health port cannot take the gRPC port's.
+constexpr int kHealthMaxConnections = 256;
+
+int HealthMaxConnections(const ListenConfig& listen) {
+  return std::min(listen.max_connections, kHealthMaxConnections);
+}
 
 void SetUpLogging(const LogConfig& log) {
   auto logger = spdlog::stderr_logger_mt("encoderd");
@@ -120,9 +129,9 @@ void SetConnectionLifetime(const ListenConfig& listen, grpc::ServerBuilder* buil
 // method UNIMPLEMENTED. With listen.http2_guard, behind a connection guard of
 // its own, as the gRPC port is: the same connection cap and HTTP/2 checks
 // (gRPC 1.51 listening itself had neither: no cap on connections, and a
-// rapid-reset client could keep its threads busy). Its connections are not
-// in encoderd_connections_* (the gRPC port's); the guard's warnings name
-// the health port.
+// rapid-reset client could keep its threads busy), with a cap of its own
+// (HealthMaxConnections). Its connections are not in encoderd_connections_*
+// (the gRPC port's); the guard's warnings name the health port.
 struct HealthPort {
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<ConnectionGuard> guard;  // declared after the server: destroyed first
@@ -143,7 +152,10 @@ StatusOr<HealthPort> StartHealthPort(const ListenConfig& listen, HealthService* 
   if (!started.server) return Unavailable("cannot start the health server (listen.health_port)");
   if (listen.http2_guard) {
     ConnectionGuardOptions options;
-    options.max_connections = listen.max_connections;
+    options.name = "health port";
+    options.cap_setting = "listen.max_connections, at most " +
+                          std::to_string(kHealthMaxConnections) + " on the health port";
+    options.max_connections = HealthMaxConnections(listen);
     options.http2.premature_reset_rate = listen.http2_max_reset_rate;
     auto guard = ConnectionGuard::Start(
         listen.address, listen.health_port,
@@ -379,7 +391,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   // many connections as the gRPC port's guard allows.
   const int64_t max_watches = int64_t{kWatchesPerConnection} * config.listen.max_connections;
   HealthService health(max_watches, kWatchesPerConnection);
-  HealthService health_port_health(max_watches, kWatchesPerConnection);
+  HealthService health_port_health(
+      int64_t{kWatchesPerConnection} * HealthMaxConnections(config.listen), kWatchesPerConnection);
   // NOT_SERVING from the start, until the models are loaded.
   SetHealth({&health, &health_port_health}, config, false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

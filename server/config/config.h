@@ -78,11 +78,12 @@ struct ListenConfig {
   int health_port = 0;
   // Bearer-token authentication of the inference calls.
   AuthConfig auth;
-  // Relay the gRPC port through the HTTP/2 guard (server/net/): connections
-  // whose client resets most streams right after opening them (rapid reset)
-  // or opens too many at once are closed, and at most max_connections are
-  // open. With TLS on, the guard terminates it (off: gRPC listens itself,
-  // TLS or not).
+  // Relay the gRPC port, and the health port if set, through the HTTP/2
+  // guard (server/net/): connections whose client resets most streams right
+  // after opening them (rapid reset) or opens too many at once are closed,
+  // and at most max_connections are open (on the health port at most 256).
+  // With TLS on, the guard terminates it (off: gRPC listens itself, TLS or
+  // not).
   bool http2_guard = true;
   // Rapid reset is a connection resetting at least half its streams within
   // 1 s of opening them while its address resets more than this many such

@@ -400,8 +400,8 @@ void ConnectionGuard::Loop::Accept() {
         epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
         accept_paused_until_ = Clock::now() + kAcceptPause;
         if (Clock::now() - fds_logged_ >= std::chrono::seconds(10)) {
-          spdlog::warn("cannot accept connections: {}; pausing accepts for {} ms",
-                       std::strerror(errno), kAcceptPause.count());
+          spdlog::warn("{}: cannot accept connections: {}; pausing accepts for {} ms",
+                       options_.name, std::strerror(errno), kAcceptPause.count());
           fds_logged_ = Clock::now();
         }
       }
@@ -427,10 +427,10 @@ void ConnectionGuard::Loop::Accept() {
       const Clock::time_point now = Clock::now();
       if (now - cap_logged_ >= std::chrono::seconds(10)) {
         spdlog::warn(
-            "connection cap reached: {} connections open (listen.max_connections); since the last "
-            "such line {} idle connection(s) (no stream opened) closed for new ones, {} new "
-            "connection(s) closed at once",
-            Open(), evicted_at_cap_, refused_at_cap_);
+            "{}: connection cap reached: {} connections open ({}); since the last such line {} "
+            "idle connection(s) (no stream opened) closed for new ones, {} new connection(s) "
+            "closed at once",
+            options_.name, Open(), options_.cap_setting, evicted_at_cap_, refused_at_cap_);
         evicted_at_cap_ = refused_at_cap_ = 0;
         cap_logged_ = now;
       }
@@ -714,11 +714,11 @@ void ConnectionGuard::Loop::Update(Conn* c) {
 
 void ConnectionGuard::Loop::Abuse(Conn* c, Http2Verdict verdict) {
   spdlog::warn(
-      "closing the connection from {}: {} ({} streams opened, {} reset within {} ms of opening, "
-      "faster than {}/s; {} open, {} of them with their requests incomplete)",
-      c->peer, Http2VerdictName(verdict), c->guard.streams(), c->guard.premature_resets(),
-      options_.http2.premature_reset_lifetime.count(), options_.http2.premature_reset_rate,
-      c->guard.open_streams(), c->guard.incomplete_requests());
+      "{}: closing the connection from {}: {} ({} streams opened, {} reset within {} ms of "
+      "opening, faster than {}/s; {} open, {} of them with their requests incomplete)",
+      options_.name, c->peer, Http2VerdictName(verdict), c->guard.streams(),
+      c->guard.premature_resets(), options_.http2.premature_reset_lifetime.count(),
+      options_.http2.premature_reset_rate, c->guard.open_streams(), c->guard.incomplete_requests());
   Closed(verdict == Http2Verdict::kRapidReset           ? ConnectionClose::kRapidReset
          : verdict == Http2Verdict::kTooManyStreams     ? ConnectionClose::kTooManyStreams
          : verdict == Http2Verdict::kIncompleteRequests ? ConnectionClose::kIncompleteRequests
@@ -771,11 +771,11 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
       now - incomplete_logged_ >= std::chrono::seconds(10)) {
     const IncompleteRequestLimits& limits = incomplete_.limits;
     spdlog::warn(
-        "refused {} new call(s) since the last such line: their connection held {} calls whose "
-        "requests had not fully arrived, or all connections {} and it {} or more ({} such calls "
-        "held now)",
-        incomplete_.refused - incomplete_refusals_logged_, limits.per_connection, limits.total,
-        limits.fair_share, incomplete_.open);
+        "{}: refused {} new call(s) since the last such line: their connection held {} calls "
+        "whose requests had not fully arrived, or all connections {} and it {} or more ({} such "
+        "calls held now)",
+        options_.name, incomplete_.refused - incomplete_refusals_logged_, limits.per_connection,
+        limits.total, limits.fair_share, incomplete_.open);
     incomplete_refusals_logged_ = incomplete_.refused;
     incomplete_logged_ = now;
   }
@@ -830,9 +830,10 @@ StatusOr<std::unique_ptr<ConnectionGuard>> ConnectionGuard::Start(
       const int fits = static_cast<int>(std::min<rlim_t>(room / kFdsPerConnection, 1 << 30));
       if (fits < options.max_connections) {
         spdlog::warn(
-            "listen.max_connections lowered from {} to {}: the fd limit is {} (ulimit -n) and each "
-            "connection takes {}",
-            options.max_connections, fits, limit.rlim_cur, kFdsPerConnection);
+            "{}: {} lowered from {} to {}: the fd limit is {} (ulimit -n) and each connection "
+            "takes {}",
+            options.name, options.cap_setting, options.max_connections, fits, limit.rlim_cur,
+            kFdsPerConnection);
         options.max_connections = std::max(fits, 1);
       }
     }

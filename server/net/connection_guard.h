@@ -34,6 +34,10 @@
 namespace encoderd::server {
 
 struct ConnectionGuardOptions {
+  // The port, as warnings name it, and the setting that caps its
+  // connections.
+  std::string name = "gRPC port";
+  std::string cap_setting = "listen.max_connections";
   // Connections open at once.
   int max_connections = 4096;
   // Time a new connection has to send the 24-byte HTTP/2 preface.

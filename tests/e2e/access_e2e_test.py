@@ -661,7 +661,8 @@ def check_health_port_guarded(args, mods, tmp):
         goaway = rapid_reset_goaway(conn, b"/grpc.health.v1.Health/Check", b"http")
         check(goaway == 11, f"health_guard: a rapid-reset client gets GOAWAY(ENHANCE_YOUR_CALM) "
                             f"(error code {goaway})")
-        time.sleep(1.5)  # the address is tarpitted for a second after the abuse
+        # For 10 s after the abuse each new connection from the address is
+        # held a second before it is read; the Watches below are served late.
 
         watches = []
         for _ in range(2):

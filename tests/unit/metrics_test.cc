@@ -468,7 +468,10 @@ TEST(MetricsHttpServerTest, RunningOutOfDescriptorsDoesNotSpinTheLoop) {
   // woke hundreds of thousands of times before (each accept() failing).
   EXPECT_LT(starved.wakeups, 50u);
 
-  // Descriptors free again: the waiting connection is accepted and answered.
+  // Descriptors free again: the waiting connection is accepted and answered
+  // (a guard of 10 s against a hang, not a speed requirement).
+  timeval timeout{10, 0};
+  setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
   ASSERT_EQ(send(client, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
   std::string response;
