@@ -14,10 +14,10 @@ namespace encoderd::kernels {
 // biased variance, as torch.nn.LayerNorm. Statistics in fp32. x, residual and
 // out: [rows, hidden] row-major activations of `dtype` on ctx's device;
 // gamma/beta: fp32 [hidden] on ctx's device, null meaning 1/0
-// (elementwise_affine=False). out may alias x or residual (in place).
-// Throws std::invalid_argument on non-positive hidden (or one over
-// kCudaMaxNormHidden on CUDA), negative rows, eps < 0, null x/out or a dtype
-// the device's activations are not.
+// (elementwise_affine=False; on CUDA gamma is required). out may alias x or
+// residual (in place). Throws std::invalid_argument on non-positive hidden
+// (or one over kCudaMaxNormHidden on CUDA), negative rows, eps < 0, null
+// x/out, null gamma on CUDA or a dtype the device's activations are not.
 void AddLayerNorm(const Context& ctx, DType dtype, const void* x, const void* residual,
                   const float* gamma, const float* beta, int64_t rows, int64_t hidden, float eps,
                   void* out);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/runtime/encoder_backend.h"
+#include "engine/runtime/grow_only_buffer.h"
 #include "engine/runtime/host_head.h"
 #include "kernels/cast.h"
 #include "kernels/context.h"
@@ -33,23 +34,7 @@ namespace {
 namespace k = kernels;
 
 // Page-locked host memory that grows on demand.
-class PinnedBuffer {
- public:
-  ~PinnedBuffer() { k::CudaContext::FreeHost(ptr_); }
-  void* Reserve(size_t bytes) {
-    if (bytes > bytes_) {
-      k::CudaContext::FreeHost(ptr_);
-      ptr_ = nullptr;
-      ptr_ = k::CudaContext::AllocateHost(bytes);
-      bytes_ = bytes;
-    }
-    return ptr_;
-  }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+using PinnedBuffer = GrowOnlyBuffer<k::CudaContext::AllocateHost, k::CudaContext::FreeHost>;
 
 // Page-locked blocks that Forward's outputs live in: the device copies the
 // hidden states straight into the returned Tensor's memory (no second copy,
@@ -133,7 +118,16 @@ class CudaEncoder final : public BackendEncoder {
 
   Status Init(TensorMap& weights) {
     // The head runs on the host in fp32 (a few rows per batch).
-    return Load(weights, DType::kFloat32, /*head_threads=*/1);
+    RETURN_IF_ERROR(Load(weights, DType::kFloat32, /*head_threads=*/1));
+    // The fp32 staging blocks of the uploads (each table's and weight's
+    // size: an XLM-R-large vocabulary's ~1 GB) would stay in the context's
+    // cache for good, out of reach of another replica's allocations.
+    try {
+      ctx_->ReleaseCached();
+    } catch (const std::exception& e) {
+      return Internal(std::string("device cuda: ") + e.what());
+    }
+    return Status::Ok();
   }
 
   using BackendEncoder::Forward;

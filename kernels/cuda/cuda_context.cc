@@ -94,6 +94,21 @@ void CudaContext::Free(void* ptr) {
   live_.erase(it);
 }
 
+void CudaContext::ReleaseCached() {
+  ENCODERD_CUDA_CHECK(cudaStreamSynchronize(AsStream(stream_)));
+  ENCODERD_CUDA_CHECK(cudaSetDevice(device_));
+  for (auto& [size, blocks] : cached_) {
+    for (void* b : blocks) cudaFree(b);
+    blocks.clear();
+  }
+}
+
+size_t CudaContext::cached_bytes() const {
+  size_t bytes = 0;
+  for (const auto& [size, blocks] : cached_) bytes += size * blocks.size();
+  return bytes;
+}
+
 void* CudaContext::AllocateHost(size_t bytes) {
   void* p = nullptr;
   ENCODERD_CUDA_CHECK(cudaMallocHost(&p, bytes == 0 ? 1 : bytes));

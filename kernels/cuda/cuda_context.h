@@ -62,6 +62,11 @@ class CudaContext {
   // the block is only handed out again to work queued later on that stream.
   void* Allocate(size_t bytes);
   void Free(void* ptr);
+  // Waits for stream() and returns every cached (freed) block to CUDA: after
+  // loading, whose staging blocks no later allocation reuses.
+  void ReleaseCached();
+  // Bytes of the blocks in the cache.
+  size_t cached_bytes() const;
   // Page-locked host memory (for asynchronous copies); tied to no context.
   static void* AllocateHost(size_t bytes);
   static void FreeHost(void* ptr);

@@ -27,8 +27,9 @@ void CudaEmbeddingLayerNorm(CudaContext& ctx, DType dtype, const EmbeddingTables
                             const float* beta, float eps, void* out);
 
 // out = LN(x + residual) per row, as kernels::AddLayerNorm: residual may be
-// null, gamma/beta fp32 (null: 1/0), out may alias x or residual;
-// hidden <= kCudaMaxNormHidden.
+// null, gamma fp32 (required: the row kernels take a null gamma for "no
+// LayerNorm", the embeddings' case, and stored the sum unnormalised), beta
+// fp32 (null: 0), out may alias x or residual; hidden <= kCudaMaxNormHidden.
 void CudaAddLayerNorm(CudaContext& ctx, DType dtype, const void* x, const void* residual,
                       const float* gamma, const float* beta, int64_t rows, int64_t hidden,
                       float eps, void* out);

@@ -110,6 +110,7 @@ void CudaAddLayerNorm(CudaContext& ctx, DType dtype, const void* x, const void* 
   }
   if (rows == 0) return;
   if (!x || !out) throw std::invalid_argument("CudaAddLayerNorm: null x or out");
+  if (!gamma) throw std::invalid_argument("CudaAddLayerNorm: null gamma (CUDA needs the weights)");
   if (rows > 0x7fffffff) throw std::invalid_argument("CudaAddLayerNorm: too many rows");
   auto stream = static_cast<cudaStream_t>(ctx.stream());
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };

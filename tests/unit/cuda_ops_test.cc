@@ -311,6 +311,31 @@ TEST_P(CudaOpsTest, AllocatorReusesFreedBlocks) {
   ctx_->Free(c);
 }
 
+// The row kernels take a null gamma for "no LayerNorm" (the embeddings'
+// case): AddLayerNorm without gamma stored x + residual unnormalised on
+// CUDA, where the CPU normalises (gamma 1). It is refused there instead.
+TEST_P(CudaOpsTest, AddLayerNormWithoutGammaIsRefused) {
+  k::DeviceBuffer x(ctx_.get(), 4 * 64 * DTypeSize(dtype()));
+  EXPECT_THROW(
+      k::AddLayerNorm(*ctx_, dtype(), x.get(), nullptr, nullptr, nullptr, 4, 64, 1e-5f, x.get()),
+      std::invalid_argument);
+}
+
+// Uploading a weight leaves its fp32 staging block in the cache, where no
+// later allocation of the encoder reuses it (XLM-R-large's vocabulary: ~1 GB
+// per replica); the encoder releases the cache once loaded.
+TEST_P(CudaOpsTest, ReleaseCachedReturnsTheUploadsStagingBlocks) {
+  const std::vector<float> host = Random(1 << 20, -1.f, 1.f, 31);
+  k::DeviceBuffer out(ctx_.get(), host.size() * DTypeSize(dtype()));
+  k::CudaUploadAs(*ctx_, dtype(), host.data(), static_cast<int64_t>(host.size()), out.get());
+  EXPECT_GE(ctx_->cached_bytes(), host.size() * sizeof(float));
+  ctx_->ReleaseCached();
+  EXPECT_EQ(ctx_->cached_bytes(), 0u);
+  void* again = ctx_->Allocate(host.size() * sizeof(float));  // from CUDA again
+  EXPECT_NE(again, nullptr);
+  ctx_->Free(again);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOpsTest, testing::Values(DType::kFloat16, DType::kBFloat16),
                          [](const testing::TestParamInfo<DType>& info) {
                            return std::string(cuda_test::Name(info.param));
