@@ -265,9 +265,9 @@ void QuantizeWeights(const float* weight, int64_t out_features, int64_t in_featu
     float amax = 0.f;
     for (int64_t i = 0; i < in_features; ++i) amax = std::max(amax, std::fabs(row[i]));
     // A row of zeros, or of values so small that amax / 127 is no normal
-    // float (at most 8.9e-44: the scale rounded to 0, and 0 / 0 made NaN),
-    // or a row holding an infinity: scale 1, and the row's values round to
-    // 0 (an infinity to +-127).
+    // float (amax under 127 x FLT_MIN, 1.5e-36; under 8.9e-44 the scale
+    // rounded to 0, and 0 / 0 made NaN), or a row holding an infinity:
+    // scale 1, and the row's values round to 0 (an infinity to +-127).
     float s = amax / 127.f;
     if (!(s >= std::numeric_limits<float>::min()) || !std::isfinite(s)) s = 1.f;
     (*scale)[n] = s;
