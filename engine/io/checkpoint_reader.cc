@@ -2,6 +2,10 @@
 // dict, flattening names, converting float64 to float32.
 #include "engine/io/checkpoint_reader.h"
 
+#include <map>
+#include <tuple>
+#include <vector>
+
 #include "engine/io/checkpoint_formats.h"
 #include "engine/io/state_dict.h"
 
@@ -111,21 +115,28 @@ StatusOr<Checkpoint> ReadCheckpointBytes(std::shared_ptr<const Storage> bytes,
   if (!bytes) return InvalidArgument(name + ": no data");
   auto ckpt = Dispatch(bytes, options);
   if (!ckpt.ok()) return ckpt.status().WithContext(name);
-  // float64 tensors become float32 copies, each name its own: names that
-  // share one storage are copied once each, so their copies may not add up
-  // to more than the file's bytes (two names of one storage, tied weights,
-  // stay under them).
+  // float64 tensors become float32 copies, one per view: names of one view
+  // (the same bytes, shape and strides: weights tied across layers) share
+  // one copy. The copies may not add up to more than the file's bytes, so
+  // that views overlapping in one storage cannot multiply them.
+  using View = std::tuple<const std::byte*, std::vector<int64_t>, std::vector<int64_t>>;
+  std::map<View, Tensor> converted;
   uint64_t copied = 0;
   for (const auto& [tensor_name, t] : ckpt->tensors) {
-    if (t.dtype() == DType::kFloat64) copied += t.nbytes() / 2;
+    if (t.dtype() != DType::kFloat64) continue;
+    if (converted.emplace(View{t.raw_data(), t.shape(), t.strides()}, Tensor()).second)
+      copied += t.nbytes() / 2;
   }
   if (copied > bytes->size()) {
     return DataLoss(name + ": its float64 tensors would be copied to " + std::to_string(copied) +
                     " bytes of float32, more than the file's " + std::to_string(bytes->size()) +
-                    " (names sharing one storage are copied one by one)");
+                    " (views overlapping in one storage are copied one by one)");
   }
   for (auto& [tensor_name, t] : ckpt->tensors) {
-    if (t.dtype() == DType::kFloat64) t = t.To(DType::kFloat32);
+    if (t.dtype() != DType::kFloat64) continue;
+    Tensor& copy = converted.at(View{t.raw_data(), t.shape(), t.strides()});
+    if (!copy.defined()) copy = t.To(DType::kFloat32);
+    t = copy;
   }
   return ckpt;
 }

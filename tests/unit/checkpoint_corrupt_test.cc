@@ -235,11 +235,12 @@ TEST(CheckpointCorruptPickleTest, ViewsThatRepeatTheirStorageAreRefused) {
   for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(copy.data<int64_t>()[i], i);
 }
 
-// float64 tensors become float32 copies at load. Names sharing one storage
-// are copied one by one: 16 names of one 32 KiB storage would make 256 KiB
-// from a 35 KiB file, and a pickle of many names a copy per name. The copies
-// may not exceed the file's bytes; two names of one storage (tied weights)
-// load.
+// float64 tensors become float32 copies at load, one per view. Views that
+// overlap in one storage are copied one by one: 16 views of 4,000 of one
+// 4,096-element storage would make 256 KB from a 35 KiB file, and a pickle
+// of many views a copy each. The copies may not exceed the file's bytes.
+// Names of one view (weights tied across layers) share one copy: 2 of them
+// loaded before, 16 (an ALBERT-style stack) were refused as 16 copies.
 TEST(CheckpointCorruptPickleTest, Float64CopiesBeyondTheFileAreRefused) {
   auto r = ReadCheckpoint(CheckpointPath("f64_shared_zip.pt"));
   ExpectNamedError(r, "f64_shared_zip.pt");
@@ -249,6 +250,14 @@ TEST(CheckpointCorruptPickleTest, Float64CopiesBeyondTheFileAreRefused) {
   ASSERT_TRUE(tied.ok()) << tied.status().ToString();
   EXPECT_EQ(tied->tensors.at("a").dtype(), DType::kFloat32);
   EXPECT_EQ(tied->tensors.at("b").numel(), 4096);
+  auto stack = ReadCheckpoint(CheckpointPath("f64_tied_16_zip.pt"));
+  ASSERT_TRUE(stack.ok()) << stack.status().ToString();
+  ASSERT_EQ(stack->tensors.size(), 16u);
+  const Tensor& first = stack->tensors.at("layer.0.w");
+  EXPECT_EQ(first.dtype(), DType::kFloat32);
+  for (const auto& [name, t] : stack->tensors) {
+    EXPECT_EQ(t.raw_data(), first.raw_data()) << name;  // one copy
+  }
 }
 
 TEST(CheckpointCorruptSafetensorsTest, HugeShapeAndOverlaps) {
