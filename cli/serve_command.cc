@@ -138,7 +138,8 @@ struct HealthPort {
   int port = 0;
 };
 
-StatusOr<HealthPort> StartHealthPort(const ListenConfig& listen, HealthService* health) {
+StatusOr<HealthPort> StartHealthPort(const ListenConfig& listen, HealthService* health,
+                                     int grpc_port_connections) {
   const std::string address = HostPort(listen.address, listen.health_port);
   grpc::ServerBuilder builder;
   builder.SetOption(std::make_unique<WithoutReflection>());
@@ -156,6 +157,8 @@ StatusOr<HealthPort> StartHealthPort(const ListenConfig& listen, HealthService* 
     options.cap_setting = "listen.max_connections, at most " +
                           std::to_string(kHealthMaxConnections) + " on the health port";
     options.max_connections = HealthMaxConnections(listen);
+    // The gRPC port's guard, started first, and the connections it may hold.
+    options.others_connections = grpc_port_connections;
     options.http2.premature_reset_rate = listen.http2_max_reset_rate;
     auto guard = ConnectionGuard::Start(
         listen.address, listen.health_port,
@@ -442,6 +445,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (server && guarded) {
     ConnectionGuardOptions options;
     options.max_connections = config.listen.max_connections;
+    if (config.listen.health_port != 0)
+      options.others_connections = HealthMaxConnections(config.listen);
     options.http2.premature_reset_rate = config.listen.http2_max_reset_rate;
     options.tls = guard_tls;
     // An EmbedStream holds a concurrency slot from its start, which bounds
@@ -479,7 +484,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   std::vector<ConnectionGuard*> guards = {guard.get()};
   HealthPort health_port;
   if (config.listen.health_port != 0) {
-    auto started = StartHealthPort(config.listen, &health_port_health);
+    auto started =
+        StartHealthPort(config.listen, &health_port_health, guard ? guard->max_connections() : 0);
     if (!started.ok()) {
       spdlog::error("{}", started.status().message());
       server->Shutdown(std::chrono::system_clock::now());

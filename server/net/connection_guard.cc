@@ -813,6 +813,13 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
   }
 }
 
+int ConnectionsTheFdLimitAllows(uint64_t fd_limit, int others_connections) {
+  const uint64_t reserved = kSpareFds + uint64_t{kFdsPerConnection} *
+                                            static_cast<uint64_t>(std::max(others_connections, 0));
+  const uint64_t room = fd_limit > reserved ? fd_limit - reserved : 0;
+  return static_cast<int>(std::min<uint64_t>(room / kFdsPerConnection, 1 << 30));
+}
+
 StatusOr<std::unique_ptr<ConnectionGuard>> ConnectionGuard::Start(
     const std::string& address, int port, std::function<void(int fd)> attach,
     ConnectionGuardOptions options, ServingMetrics* metrics) {
@@ -826,8 +833,8 @@ StatusOr<std::unique_ptr<ConnectionGuard>> ConnectionGuard::Start(
       getrlimit(RLIMIT_NOFILE, &limit);
     }
     if (limit.rlim_cur != RLIM_INFINITY) {
-      const rlim_t room = limit.rlim_cur > kSpareFds ? limit.rlim_cur - kSpareFds : 0;
-      const int fits = static_cast<int>(std::min<rlim_t>(room / kFdsPerConnection, 1 << 30));
+      const int fits = ConnectionsTheFdLimitAllows(static_cast<uint64_t>(limit.rlim_cur),
+                                                   options.others_connections);
       if (fits < options.max_connections) {
         spdlog::warn(
             "{}: {} lowered from {} to {}: the fd limit is {} (ulimit -n) and each connection "

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -40,6 +41,9 @@ struct ConnectionGuardOptions {
   std::string cap_setting = "listen.max_connections";
   // Connections open at once.
   int max_connections = 4096;
+  // Connections another guard of the process may hold (the health port's):
+  // their fds are left out of what this one's cap may use.
+  int others_connections = 0;
   // Time a new connection has to send the 24-byte HTTP/2 preface.
   std::chrono::milliseconds preface_timeout{10000};
   Http2GuardOptions http2;
@@ -57,6 +61,11 @@ struct ConnectionGuardOptions {
   // Set: the port speaks TLS only, terminated here (tls_terminator.h).
   std::shared_ptr<TlsContext> tls;
 };
+
+// The connections a process with `fd_limit` fds (ulimit -n) may give one
+// guard: three fds each, less 256 kept for everything else and the fds of
+// `others_connections` connections of another guard.
+int ConnectionsTheFdLimitAllows(uint64_t fd_limit, int others_connections);
 
 class ConnectionGuard {
  public:

@@ -75,6 +75,9 @@ TEST(LayerNormTest, TheRowKernelInUseIsTheOneTheFeaturesAllow) {
   const auto differ = [&](LayerNormRowIsa a, LayerNormRowIsa b) {
     return std::memcmp(run(a).data(), run(b).data(), n * sizeof(float)) != 0;
   };
+  if (__builtin_cpu_supports("avx2")) {
+    EXPECT_TRUE(differ(LayerNormRowIsa::kAvx2, LayerNormRowIsa::kGeneric));
+  }
   if (__builtin_cpu_supports("avx512f")) {
     EXPECT_LT(ScaledMaxError(run(LayerNormRowIsa::kAvx512), want), 1e-4);
     EXPECT_TRUE(differ(LayerNormRowIsa::kAvx512, LayerNormRowIsa::kGeneric));

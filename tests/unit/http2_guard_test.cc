@@ -567,6 +567,21 @@ TEST(ConnectionGuardTest, RelaysClosesRapidResetWithGoAwayAndCapsConnections) {
   for (int fd : grpc_ends) close(fd);
 }
 
+// Each guard sized its cap against the whole fd limit, so the gRPC port at
+// its cap and the health port at its own could together need more fds than
+// the process has. A guard now leaves out the fds of the other guard's
+// connections (three each) beside the 256 kept for everything else.
+TEST(ConnectionGuardTest, TwoGuardsShareTheFdLimit) {
+  EXPECT_EQ(ConnectionsTheFdLimitAllows(1 << 20, 0), ((1 << 20) - 256) / 3);
+  // ulimit -n 4096: the gRPC port, leaving room for 256 health connections,
+  // gets 1,024; the health port, beside those 1,024, 256.
+  EXPECT_EQ(ConnectionsTheFdLimitAllows(4096, 256), 1024);
+  EXPECT_EQ(ConnectionsTheFdLimitAllows(4096, 1024), 256);
+  EXPECT_LE(3 * (1024 + 256) + 256, 4096);
+  EXPECT_EQ(ConnectionsTheFdLimitAllows(200, 0), 0);
+  EXPECT_EQ(ConnectionsTheFdLimitAllows(4096, 5000), 0);
+}
+
 // At the cap, every connection of a burst evicts an idle one: never more
 // than the cap open. (An evicted connection was once counted twice until the
 // loop's next pass, so the second connection of a burst went in past the
