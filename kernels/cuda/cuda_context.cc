@@ -74,11 +74,7 @@ void* CudaContext::Allocate(size_t bytes) {
     if (e == cudaErrorMemoryAllocation) {
       // Give the cache back and try once more before failing.
       cudaGetLastError();
-      ENCODERD_CUDA_CHECK(cudaStreamSynchronize(AsStream(stream_)));
-      for (auto& [s, blocks] : cached_) {
-        for (void* b : blocks) cudaFree(b);
-        blocks.clear();
-      }
+      ReleaseCached();
       e = cudaMalloc(&p, size);
     }
     ENCODERD_CUDA_CHECK(e);
