@@ -15,6 +15,7 @@ Exit status 0 when everything holds; the failures are printed otherwise.
 import argparse
 import copy
 import hashlib
+import json
 import pathlib
 import re
 import shutil
@@ -291,7 +292,6 @@ def dashboard_errors(repo: pathlib.Path) -> list:
     """Every series a Grafana panel selects is filtered by the dashboard's
     $instance variable (the request, latency, queue, batch and error panels
     once filtered by $model only: picking a pod changed nothing there)."""
-    import json
     dash = json.loads((repo / "deploy" / "grafana" / "encoderd-dashboard.json").read_text())
     errors = []
     for panel in dash["panels"]:
