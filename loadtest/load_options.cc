@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -43,8 +44,9 @@ bool ParseWords(const std::string& s, WorkloadSpec* spec) {
     return true;
   }
   // Beyond an int's reach only: below 1 and out of order are ValidateWorkloadSpec's.
+  constexpr int64_t kIntMin = std::numeric_limits<int>::min();
   if (!ParseInt(s.substr(0, dash), &a) || !ParseInt(s.substr(dash + 1), &b) || a > kMaxCount ||
-      b > kMaxCount)
+      b > kMaxCount || a < kIntMin || b < kIntMin)
     return false;
   spec->length_mode = a == b ? TextLengthMode::kFixed : TextLengthMode::kUniform;
   spec->min_words = static_cast<int>(a);

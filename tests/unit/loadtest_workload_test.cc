@@ -106,13 +106,14 @@ TEST(LoadtestWorkloadTest, OptionsParseAndRejectBadValues) {
   // Values past an int or past nanoseconds' range are refused, not cut
   // (--max-in-flight 4294967296 became 0: the run waited forever; --duration
   // inf ended it at once).
-  for (const std::vector<const char*> bad :
+  for (const std::vector<const char*>& bad :
        {std::vector<const char*>{"--max-in-flight", "4294967296"},
         {"--texts", "4294967297"},
         {"--words", "4294967297"},
         {"--words", "1-4294967297"},
         {"--words", "4294967297-5"},
         {"--words", "-3"},
+        {"--words", "1--4294967295"},
         {"--duration", "inf"},
         {"--warmup", "1e300"},
         {"--timeout-ms", "9223372036854775807"}}) {
