@@ -112,9 +112,8 @@ void MetricsHttpServer::Serve() {
   // them in a loop: at nice 10 this thread takes a small share of a core the
   // encoder needs (CFS weight 110 against 1024) and all of an idle one.
   pthread_setname_np(pthread_self(), "metrics-http");
-  if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10) != 0) {
-    // Lowering one's own priority is always allowed; nothing to do if not.
-  }
+  // Lowering one's own priority is always allowed; nothing to do if not.
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
   std::list<Connection> connections;  // oldest first
   std::vector<pollfd> fds;
   const auto close_connection = [&](std::list<Connection>::iterator it) {

@@ -43,9 +43,8 @@ class EncoderService final : public EncoderServiceBase {
   // needs the bearer token when `auth` is enabled (checked before anything
   // else).
   EncoderService(const ModelRegistry* registry, int64_t max_concurrent_requests,
-                 ServingMetrics* metrics = nullptr, double access_log_sample = 0,
-                 BearerAuth auth = BearerAuth(), bool fair_share = false,
-                 int64_t max_send_message_bytes = int64_t{1} << 31)
+                 ServingMetrics* metrics, double access_log_sample, BearerAuth auth,
+                 bool fair_share, int64_t max_send_message_bytes)
       : registry_(registry),
         max_send_message_bytes_(max_send_message_bytes),
         limiter_(max_concurrent_requests, fair_share),

@@ -237,7 +237,7 @@ TEST(CheckpointCorruptPickleTest, ViewsThatRepeatTheirStorageAreRefused) {
 
 // float64 tensors become float32 copies at load, one per view. Views that
 // overlap in one storage are copied one by one: 16 views of 4,000 of one
-// 4,096-element storage would make 256 KB from a 35 KiB file, and a pickle
+// 4,096-element storage would make 256 KB from a 34 KB file, and a pickle
 // of many views a copy each. The copies may not exceed the file's bytes.
 // Names of one view (weights tied across layers) share one copy: 2 of them
 // loaded before, 16 (an ALBERT-style stack) were refused as 16 copies.
