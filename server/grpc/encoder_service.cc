@@ -85,10 +85,17 @@ grpc::Status Answer(RequestObserver& observer, grpc::ServerContextBase* context,
   return answer;
 }
 
+// Tokens of all of a call's sequences.
+int64_t TokenCount(const std::vector<std::vector<int32_t>>& sequences) {
+  int64_t tokens = 0;
+  for (const std::vector<int32_t>& ids : sequences) tokens += static_cast<int64_t>(ids.size());
+  return tokens;
+}
+
 // The batcher's request for `work`, recorded in `call`.
 std::shared_ptr<InferenceRequest> MakeRequest(grpc::ServerContextBase* context, uint64_t id,
                                               ModelWork& work, Call* call) {
-  for (const auto& s : work.sequences) call->token_count += static_cast<int64_t>(s.size());
+  call->token_count += TokenCount(work.sequences);
   call->request =
       std::make_shared<InferenceRequest>(id, std::move(work.sequences), work.spec, Clock::now(),
                                          SteadyDeadline(context), std::move(work.token_types));
@@ -689,11 +696,9 @@ grpc::ServerUnaryReactor* EncoderService::Encode(grpc::CallbackServerContext* co
         }
         work.spec = {OutputKind::kHiddenStates, Pooling::kCls, false};
         const int32_t hidden = static_cast<int32_t>(call.model->encoder_config().hidden_size);
-        int64_t tokens = 0;
-        for (const std::vector<int32_t>& ids : work.sequences)
-          tokens += static_cast<int64_t>(ids.size());
-        RETURN_IF_ERROR(CheckEncodeReplySize(tokens, static_cast<int64_t>(work.sequences.size()),
-                                             hidden, max_send_message_bytes_));
+        RETURN_IF_ERROR(CheckEncodeReplySize(TokenCount(work.sequences),
+                                             static_cast<int64_t>(work.sequences.size()), hidden,
+                                             max_send_message_bytes_));
         work.fill = [out, hidden](const InferenceRequest& done) {
           for (int32_t i = 0; i < done.num_sequences(); ++i) {
             const auto& values = done.results()[i];
