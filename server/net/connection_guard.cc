@@ -194,6 +194,9 @@ class ConnectionGuard::Loop {
   // starts relaying; false when no socketpair could be made.
   bool Attach(Conn* c);
   void OnClient(Conn* c, uint32_t events);
+  // One read of the client's bytes into scratch_: how many (0 or less:
+  // none; client_eof set at its end or on an error).
+  ssize_t RecvClient(Conn* c);
   void OnServer(Conn* c, uint32_t events);
   void Update(Conn* c);
   void Abuse(Conn* c, Http2Verdict verdict);
@@ -497,6 +500,13 @@ bool ConnectionGuard::Loop::Attach(Conn* c) {
   return true;
 }
 
+ssize_t ConnectionGuard::Loop::RecvClient(Conn* c) {
+  const ssize_t n = recv(c->client, scratch_.data(), scratch_.size(), 0);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+    c->client_eof = true;
+  return n;
+}
+
 void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
   if (c->held_until != Clock::time_point()) {
     if (events & (EPOLLHUP | EPOLLERR)) Finish(c);  // gave up while held
@@ -526,10 +536,7 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
     // gRPC is gone and all it sent is out: the client's bytes answer no one
     // and are dropped until its end (Update).
     for (int reads = 0; reads < kReadsPerEvent && !c->client_eof; ++reads) {
-      const ssize_t n = recv(c->client, scratch_.data(), scratch_.size(), 0);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-        c->client_eof = true;
-      if (n <= 0) break;
+      if (RecvClient(c) <= 0) break;
     }
     return Update(c);
   }
@@ -540,12 +547,8 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
     // rest is read on the loop's next pass (epoll is level-triggered).
     for (int reads = 0;
          reads < kReadsPerEvent && !c->client_eof && !c->abusive && ClientReadable(*c); ++reads) {
-      const ssize_t n = recv(c->client, scratch_.data(), scratch_.size(), 0);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        c->client_eof = true;
-        break;
-      }
-      if (n < 0) break;
+      const ssize_t n = RecvClient(c);
+      if (n <= 0) break;
       const char* got = scratch_.data();
       size_t got_n = static_cast<size_t>(n);
       if (c->tls) {
