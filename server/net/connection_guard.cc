@@ -56,6 +56,16 @@ constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 constexpr auto kDrainLinger = std::chrono::seconds(1);
 // Reads of a client's socket (64 KiB each) per epoll event.
 constexpr int kReadsPerEvent = 4;
+// What a client's bytes read become is passed through the parsers in
+// slices, each no larger than the room left in the buffers over
+// kGrowthPerClientByte (at least kMinSliceBytes, at most kMaxSliceBytes):
+// a refused call's 10-byte HEADERS frame becomes an answer of up to ~300
+// bytes (call_gate.cc, TrailersOnlyResponse), so a whole 64 KiB read of
+// them once put up to 2 MB in a 256 KiB buffer. What does not fit waits,
+// unparsed, until the buffers drain (FeedClient).
+constexpr size_t kGrowthPerClientByte = 64;
+constexpr size_t kMinSliceBytes = 256;
+constexpr size_t kMaxSliceBytes = 16 * 1024;
 
 // A byte queue: appended at the back, written from the front.
 struct Buffer {
@@ -114,6 +124,7 @@ class ConnectionGuard::Loop {
 
   bool ok() const { return epoll_fd_ >= 0 && wake_fd_ >= 0; }
   uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
+  uint64_t peak_buffered_bytes() const { return peak_buffered_.load(std::memory_order_relaxed); }
 
   void Run();
   // From other threads.
@@ -154,6 +165,9 @@ class ConnectionGuard::Loop {
     Clock::time_point held_until;
     Buffer to_server;
     Buffer to_client;  // as sent: TLS records on a TLS port
+    // The client's bytes read (decrypted, on a TLS port) but not yet passed
+    // through the parsers: they wait for room in the buffers (FeedClient).
+    std::string held;
     // The connection's TLS (options.tls); null on a plaintext port.
     std::unique_ptr<TlsSession> tls;
     Http2Guard guard;
@@ -217,6 +231,7 @@ class ConnectionGuard::Loop {
   // however often it is called).
   void Finish(Conn* c) {
     CloseBoth(c);
+    c->held = std::string();
     ServerGone(c);
     idle_.erase(c->id);
     if (c->finished) return;
@@ -241,14 +256,37 @@ class ConnectionGuard::Loop {
     return draining_.load() && !c.abusive && c.server >= 0 && c.goaway_at != Clock::time_point() &&
            now - c.goaway_at >= kDrainLinger && c.guard.open_streams() == 0 &&
            c.guard.server_at_frame_boundary() && c.to_server.empty() && c.to_client.empty() &&
-           c.gate->pending_bytes() == 0;
+           c.gate->pending_bytes() == 0 && c.held.empty();
   }
-  // Room for what the client's next bytes become: gRPC's buffer, and the
-  // guard's answers to the client (a client that does not read them stops
-  // being read).
-  bool ClientReadable(const Conn& c) const {
-    return c.to_server.size() < options_.buffer_bytes &&
-           c.to_client.size() + c.gate->pending_bytes() < options_.buffer_bytes;
+  // Room for what the client's next bytes become, in bytes: in gRPC's
+  // buffer, and for the guard's answers to the client (a client that does
+  // not read them stops being read).
+  size_t Room(const Conn& c) const {
+    const size_t used = std::max(c.to_server.size(), c.to_client.size() + c.gate->pending_bytes());
+    return used < options_.buffer_bytes ? options_.buffer_bytes - used : 0;
+  }
+  // Whether to read the client's socket: nothing of it is held, and there
+  // is room.
+  bool ClientReadable(const Conn& c) const { return c.held.empty() && Room(c) > 0; }
+  // Passes n plaintext bytes of the client through the parsers, a slice at
+  // a time while there is room (kGrowthPerClientByte); the rest goes to
+  // c->held. False when the connection was closed on the way (for abuse,
+  // or finished): then nothing is held.
+  bool FeedClient(Conn* c, const char* data, size_t n);
+  // One slice: false when the connection was closed.
+  bool RelayFromClient(Conn* c, const char* data, size_t n);
+  // Feeds the held bytes of a connection whose buffers drained (drain_).
+  void FeedHeld(Conn* c);
+  // Queues the connection for FeedHeld at the end of the loop's pass if it
+  // holds bytes and its buffers have room for some.
+  void QueueHeld(const Conn& c) {
+    if (!c.held.empty() && Room(c) > 0) drain_.push_back(c.id);
+  }
+  // The most a connection's buffers held one way, so far (peak_buffered_).
+  void NotePeak(const Conn& c) {
+    const uint64_t now = std::max(c.to_server.size(), c.to_client.size() + c.gate->pending_bytes());
+    if (now > peak_buffered_.load(std::memory_order_relaxed))
+      peak_buffered_.store(now, std::memory_order_relaxed);
   }
   void SetInterest(int fd, uint64_t key, uint32_t want, uint32_t* have) {
     if (fd < 0 || want == *have) return;
@@ -276,6 +314,7 @@ class ConnectionGuard::Loop {
   std::atomic<bool> stop_{false};
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> wakeups_{0};
+  std::atomic<uint64_t> peak_buffered_{0};
   std::mutex mu_;
   bool stop_accepting_requested_ = false;
   bool accepting_ = true;  // the loop thread's view: no Attach once false
@@ -289,6 +328,9 @@ class ConnectionGuard::Loop {
   Clock::time_point incomplete_logged_;
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
   std::vector<uint64_t> done_;
+  // Connections with bytes held whose buffers have room again (Update):
+  // fed at the end of the loop's pass.
+  std::vector<uint64_t> drain_;
   // Connections that have not opened a stream, oldest (lowest id) first.
   std::set<uint64_t> idle_;
   // Addresses whose connection was closed for abuse, and when.
@@ -335,7 +377,8 @@ void ConnectionGuard::Loop::Run() {
   std::vector<epoll_event> events(256);
   Clock::time_point next_sweep = Clock::now();
   while (!stop_.load()) {
-    const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), 100);
+    const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()),
+                             drain_.empty() ? 100 : 0);
     wakeups_.fetch_add(1, std::memory_order_relaxed);
     if (n < 0 && errno != EINTR) {
       spdlog::error("connection guard: epoll_wait: {}", std::strerror(errno));
@@ -368,6 +411,12 @@ void ConnectionGuard::Loop::Run() {
           OnClient(it->second.get(), events[i].events);
         }
       }
+    }
+    std::vector<uint64_t> drain;
+    drain.swap(drain_);
+    for (uint64_t id : drain) {
+      auto it = conns_.find(id);
+      if (it != conns_.end()) FeedHeld(it->second.get());
     }
     const Clock::time_point now = Clock::now();
     if (now >= next_sweep) {
@@ -573,43 +622,7 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
         got_n = plain_.size();
         if (got_n == 0) continue;
       }
-      const uint8_t* bytes = reinterpret_cast<const uint8_t*>(got);
-      const size_t preface = std::min(c->guard.preface_left(), got_n);
-      const Http2Verdict verdict = c->guard.FromClient(bytes, got_n, Clock::now());
-      if (verdict != Http2Verdict::kOk) {
-        Abuse(c, verdict);
-        return;
-      }
-      if (c->guard.not_http2()) {
-        spdlog::debug("closing the connection from {}: not HTTP/2", c->peer);
-        Closed(ConnectionClose::kBadPreface);
-        return Finish(c);
-      }
-      // gRPC sees a connection only once its client sent the preface.
-      if (c->server < 0 && c->guard.preface_received() && (!accepting_ || !Attach(c)))
-        return Finish(c);
-      relay_.assign(got, preface);
-      c->gate->FromClient(bytes + preface, got_n - preface, &relay_);
-      c->to_server.Append(relay_.data(), relay_.size());
-      const std::vector<uint32_t> answered = c->gate->TakeAnswered();
-      for (uint32_t stream : answered) c->guard.Ended(stream);
-      const int64_t refused = c->gate->TakeRefusedIncomplete();
-      if (metrics_) {
-        for (size_t i = static_cast<size_t>(refused); i < answered.size(); ++i)
-          metrics_->ObserveAnsweredByGuard();
-        for (int64_t i = 0; i < refused; ++i) metrics_->ObserveRefusedIncomplete();
-      }
-      relay_.clear();
-      c->gate->Flush(&relay_);
-      ToClient(c, relay_.data(), relay_.size());
-      if (!CountWhileOff(c)) return;
-      if (c->gate->broken()) {
-        spdlog::debug("closing the connection from {}: its header blocks can no longer be followed",
-                      c->peer);
-        Closed(ConnectionClose::kBadHeaders);
-        return Finish(c);
-      }
-      if (c->guard.streams() > 0) idle_.erase(c->id);
+      if (!FeedClient(c, got, got_n)) return;
     }
   }
   if (events & EPOLLOUT || !c->to_client.empty()) {
@@ -618,6 +631,76 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
       return;
     }
   }
+  Update(c);
+}
+
+bool ConnectionGuard::Loop::FeedClient(Conn* c, const char* data, size_t n) {
+  while (n > 0) {
+    const size_t room = Room(*c);
+    if (room == 0) {
+      c->held.append(data, n);
+      return true;
+    }
+    const size_t slice =
+        std::min(n, std::clamp(room / kGrowthPerClientByte, kMinSliceBytes, kMaxSliceBytes));
+    if (!RelayFromClient(c, data, slice)) return false;
+    NotePeak(*c);
+    data += slice;
+    n -= slice;
+  }
+  return true;
+}
+
+bool ConnectionGuard::Loop::RelayFromClient(Conn* c, const char* got, size_t got_n) {
+  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(got);
+  const size_t preface = std::min(c->guard.preface_left(), got_n);
+  const Http2Verdict verdict = c->guard.FromClient(bytes, got_n, Clock::now());
+  if (verdict != Http2Verdict::kOk) {
+    Abuse(c, verdict);
+    return false;
+  }
+  if (c->guard.not_http2()) {
+    spdlog::debug("closing the connection from {}: not HTTP/2", c->peer);
+    Closed(ConnectionClose::kBadPreface);
+    Finish(c);
+    return false;
+  }
+  // gRPC sees a connection only once its client sent the preface.
+  if (c->server < 0 && c->guard.preface_received() && (!accepting_ || !Attach(c))) {
+    Finish(c);
+    return false;
+  }
+  relay_.assign(got, preface);
+  c->gate->FromClient(bytes + preface, got_n - preface, &relay_);
+  c->to_server.Append(relay_.data(), relay_.size());
+  const std::vector<uint32_t> answered = c->gate->TakeAnswered();
+  for (uint32_t stream : answered) c->guard.Ended(stream);
+  const int64_t refused = c->gate->TakeRefusedIncomplete();
+  if (metrics_) {
+    for (size_t i = static_cast<size_t>(refused); i < answered.size(); ++i)
+      metrics_->ObserveAnsweredByGuard();
+    for (int64_t i = 0; i < refused; ++i) metrics_->ObserveRefusedIncomplete();
+  }
+  relay_.clear();
+  c->gate->Flush(&relay_);
+  ToClient(c, relay_.data(), relay_.size());
+  if (!CountWhileOff(c)) return false;
+  if (c->gate->broken()) {
+    spdlog::debug("closing the connection from {}: its header blocks can no longer be followed",
+                  c->peer);
+    Closed(ConnectionClose::kBadHeaders);
+    Finish(c);
+    return false;
+  }
+  if (c->guard.streams() > 0) idle_.erase(c->id);
+  return true;
+}
+
+void ConnectionGuard::Loop::FeedHeld(Conn* c) {
+  if (c->held.empty() || c->client < 0 || c->abusive) return;
+  const std::string held = std::move(c->held);
+  c->held.clear();
+  if (!FeedClient(c, held.data(), held.size())) return;
   Update(c);
 }
 
@@ -663,8 +746,10 @@ void ConnectionGuard::Loop::Update(Conn* c) {
     Closed(ConnectionClose::kTls);
     return Finish(c);
   }
+  NotePeak(*c);
   if (!c->to_client.empty() && !c->to_client.WriteTo(c->client)) return Finish(c);
   if (c->abusive || c->server_eof) {
+    c->held = std::string();  // answers no one now
     if (c->abusive && c->to_client.empty()) return Finish(c);
     if (c->server >= 0) {  // gRPC is done: flush to the client, for a while
       epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->server, nullptr);
@@ -691,7 +776,8 @@ void ConnectionGuard::Loop::Update(Conn* c) {
     return;
   }
   if (c->server < 0) {  // not attached yet: reading the preface
-    if (c->client_eof) return Finish(c);
+    if (c->client_eof && c->held.empty()) return Finish(c);
+    QueueHeld(*c);
     // With TLS the server's handshake records go out before the preface
     // comes: what did not fit in the socket waits for EPOLLOUT.
     SetInterest(c->client, Key(c->id, false),
@@ -701,7 +787,7 @@ void ConnectionGuard::Loop::Update(Conn* c) {
     return;
   }
   if (!c->to_server.empty() && !c->to_server.WriteTo(c->server)) return Finish(c);
-  if (c->client_eof && c->to_server.empty() && !c->server_shut) {
+  if (c->client_eof && c->to_server.empty() && c->held.empty() && !c->server_shut) {
     shutdown(c->server, SHUT_WR);
     c->server_shut = true;
   }
@@ -713,6 +799,7 @@ void ConnectionGuard::Loop::Update(Conn* c) {
   if (!c->to_server.empty()) server |= EPOLLOUT;
   SetInterest(c->client, Key(c->id, false), client, &c->client_events);
   SetInterest(c->server, Key(c->id, true), server, &c->server_events);
+  QueueHeld(*c);
 }
 
 void ConnectionGuard::Loop::Abuse(Conn* c, Http2Verdict verdict) {
@@ -865,6 +952,10 @@ void ConnectionGuard::Drain() {
 }
 
 uint64_t ConnectionGuard::wakeups() const { return loop_ ? loop_->wakeups() : 0; }
+
+uint64_t ConnectionGuard::peak_buffered_bytes() const {
+  return loop_ ? loop_->peak_buffered_bytes() : 0;
+}
 
 void ConnectionGuard::StopAccepting() {
   if (loop_) loop_->StopAccepting();

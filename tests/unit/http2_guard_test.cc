@@ -742,6 +742,25 @@ TEST(ConnectionGuardTest, TheLastAnswersReachASlowClientWholeAfterGrpcCloses) {
 // the answer after the server's SETTINGS and its DATA back as window, gRPC
 // gets the preface and SETTINGS only, and the screen sees the connection as
 // gRPC names it ("fd:N", N the fd handed to gRPC).
+// gRPC's end for the screen's tests: it sends its SETTINGS first (the gate
+// answers only between gRPC's frames), then `then(fd)` if set.
+std::function<void(int)> GrpcSendsSettings(std::function<void(int)> then = nullptr) {
+  return [then](int fd) {
+    const std::string settings = Frame(0x4, 0, 0);
+    EXPECT_EQ(send(fd, settings.data(), settings.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(settings.size()));
+    if (then) then(fd);
+  };
+}
+
+// A screen's refusal: RESOURCE_EXHAUSTED with `message`, and `request_id`.
+CallVerdict Refusal(const std::string& message, uint64_t request_id) {
+  CallVerdict verdict;
+  verdict.status = ResourceExhausted(message);
+  verdict.request_id = request_id;
+  return verdict;
+}
+
 TEST(ConnectionGuardTest, AnswersTheCallsTheScreenRefuses) {
   RecordingMetrics metrics;
   std::mutex mu;
@@ -751,21 +770,13 @@ TEST(ConnectionGuardTest, AnswersTheCallsTheScreenRefuses) {
   options.screen = [&](const CallHead& call) {
     std::lock_guard<std::mutex> lock(mu);
     peers.emplace_back(call.peer);
-    CallVerdict verdict;
-    verdict.status = ResourceExhausted("busy");
-    verdict.request_id = 7;
-    return verdict;
+    return Refusal("busy", 7);
   };
-  auto guard = ConnectionGuard::Start(
-      "127.0.0.1", 0,
-      [&](int fd) {
-        const std::string settings = Frame(0x4, 0, 0);
-        EXPECT_EQ(send(fd, settings.data(), settings.size(), MSG_NOSIGNAL),
-                  static_cast<ssize_t>(settings.size()));
-        std::lock_guard<std::mutex> lock(mu);
-        grpc_ends.push_back(fd);
-      },
-      options, &metrics);
+  auto guard = ConnectionGuard::Start("127.0.0.1", 0, GrpcSendsSettings([&](int fd) {
+                                        std::lock_guard<std::mutex> lock(mu);
+                                        grpc_ends.push_back(fd);
+                                      }),
+                                      options, &metrics);
   ASSERT_TRUE(guard.ok()) << guard.status().ToString();
   const int client = Connect((*guard)->port());
   std::string block;
@@ -814,6 +825,78 @@ TEST(ConnectionGuardTest, AnswersTheCallsTheScreenRefuses) {
   {
     std::lock_guard<std::mutex> lock(metrics.mu);
     EXPECT_EQ(metrics.answered, 1);
+  }
+  close(client);
+}
+
+// A client that sends refused calls as fast as it can and never reads the
+// answers: each 41-byte HEADERS frame (one byte of header block, the path
+// from the HPACK table, and 30 of padding) becomes an answer of ~290 bytes.
+// The guard's buffers hold at most buffer_bytes and one read; the client's
+// bytes past that wait unparsed, and once it reads, every call it sent gets
+// its answer. Before, each 64 KiB read was parsed whole: ~460 KB of answers
+// in a 64 KiB buffer.
+TEST(ConnectionGuardTest, AClientNotReadingItsAnswersFillsNoMoreThanTheBuffer) {
+  RecordingMetrics metrics;
+  ConnectionGuardOptions options;
+  options.buffer_bytes = 64 * 1024;
+  options.screen = [](const CallHead&) { return Refusal(std::string(200, 'm'), 123456789); };
+  auto guard = ConnectionGuard::Start("127.0.0.1", 0, GrpcSendsSettings(), options, &metrics);
+  ASSERT_TRUE(guard.ok()) << guard.status().ToString();
+  const int client = Connect((*guard)->port(), /*rcvbuf=*/4096);
+  // Stream 1 puts the path in the HPACK table (a literal with incremental
+  // indexing, name ":path" from the static table); the others refer to it
+  // (index 62, the table's first entry), padded (PADDED, 30 bytes) so that
+  // a 64 KiB read opens fewer streams than Http2Guard's max_open_streams
+  // (the gate answers, and so ends, them only after the guard counted them).
+  const std::string path = "/encoderd.v1.Encoder/Embed";
+  std::string calls = std::string(kPreface) + Frame(0x4, 0, 0) +
+                      Frame(0x1, 0x5, 1, "\x44" + std::string(1, char(path.size())) + path);
+  constexpr int kCalls = 30000;
+  const std::string padded = "\x1e\xbe" + std::string(30, '\0');
+  for (uint32_t i = 1; i < kCalls; ++i) calls += Frame(0x1, 0xd, 2 * i + 1, padded);
+  size_t sent = 0;
+  while (sent < calls.size()) {
+    const ssize_t n = send(client, calls.data() + sent, calls.size() - sent, MSG_NOSIGNAL);
+    ASSERT_GT(n, 0) << std::strerror(errno);
+    sent += static_cast<size_t>(n);
+  }
+  shutdown(client, SHUT_WR);
+  // The answers fill the kernel's buffers (a few MB), then the guard's.
+  for (int i = 0; i < 1000 && (*guard)->peak_buffered_bytes() < options.buffer_bytes / 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const uint64_t peak = (*guard)->peak_buffered_bytes();
+  std::printf("guard: at most %llu bytes buffered for a client not reading its answers\n",
+              static_cast<unsigned long long>(peak));
+  EXPECT_GE(peak, options.buffer_bytes / 2);
+  EXPECT_LE(peak, options.buffer_bytes + 64 * 1024);
+  // Read: every call gets its whole answer (after gRPC's SETTINGS, and
+  // among WINDOW_UPDATEs, if any).
+  std::string got;
+  int answers = 0;
+  char buf[65536];
+  while (answers < kCalls) {
+    const ssize_t n = recv(client, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+    size_t at = 0;
+    while (got.size() - at >= 9) {
+      const size_t length = (size_t{uint8_t(got[at])} << 16) | (size_t{uint8_t(got[at + 1])} << 8) |
+                            uint8_t(got[at + 2]);
+      if (got.size() - at < 9 + length) break;
+      if (got[at + 3] == 0x1) {
+        EXPECT_EQ(got[at + 4], 0x5);  // END_STREAM | END_HEADERS
+        ++answers;
+      }
+      at += 9 + length;
+    }
+    got.erase(0, at);
+  }
+  EXPECT_EQ(answers, kCalls);
+  {
+    std::lock_guard<std::mutex> lock(metrics.mu);
+    EXPECT_EQ(metrics.answered, kCalls);
   }
   close(client);
 }
