@@ -135,6 +135,7 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
       {"load_ms", std::chrono::duration<double, std::milli>(loaded - start).count()},
       {"inference_ms", std::chrono::duration<double, std::milli>(done - loaded).count()},
       {"results", nlohmann::json::array()}};
+  if (classify) json["labels"] = config.labels;
   for (size_t i = 0; i < a.texts.size(); ++i) {
     const float* row = values + i * width;
     nlohmann::json r = {{"text", a.texts[i]}, {"tokens", token_counts[i]}};
@@ -156,8 +157,9 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
     out << r["text"].get<std::string>() << "\n  tokens: " << r["tokens"].get<int64_t>() << "\n";
     if (classify) {
       out << "  label:  " << r["label"].get<std::string>() << "\n  scores:";
-      for (const auto& [label, p] : r["scores"].items())
-        out << " " << label << "=" << p.get<float>();
+      const auto& scores = r["scores"];
+      for (size_t j = 0; j < scores.size(); ++j)
+        out << " " << config.labels[j] << "=" << scores[j].get<float>();
       out << "\n";
     } else {
       const auto& e = r["embedding"];

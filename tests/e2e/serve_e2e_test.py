@@ -321,10 +321,20 @@ def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None, 
     # Classify and Embed equal the offline engine.
     cls = stub.Classify(pb.ClassifyRequest(texts=TEXTS, truncate=True))
     ref = offline(args.binary, args.model_dir, TEXTS)
+    check(len(cls.results) == len(ref) == len(TEXTS),
+          f"Classify and the offline engine give one result a text ({len(cls.results)}, {len(ref)})")
     for r, want in zip(cls.results, ref):
         check(r.label == want["label"] and close(r.scores, want["scores"], 1e-5),
               f"Classify equals offline engine for {want['text'][:20]!r}")
     check(abs(sum(cls.results[0].scores) - 1) < 1e-5, "Classify scores are probabilities")
+    # `encode`'s text output names each score's label, in --json's "labels"
+    # order (it printed 0=, 1=, ... until 2026-12-02, and --json had no labels).
+    run = lambda *extra: subprocess.run([args.binary, "encode", args.model_dir, "--text", TEXTS[0],
+                                         *extra], capture_output=True, text=True, check=True).stdout
+    labels = json.loads(run("--json")).get("labels")
+    line = next((l for l in run().splitlines() if l.strip().startswith("scores:")), "")
+    check(labels and [kv.split("=")[0] for kv in line.split()[1:]] == labels,
+          f"encode names each score's label: {line[:60]!r} for labels {str(labels)[:60]}")
     check(cls.timing.total_us > 0 and cls.timing.inference_us > 0 and
           cls.timing.total_us >= cls.timing.inference_us, f"Classify timing {cls.timing}")
     check(cls.token_count == sum(r["tokens"] for r in ref), "Classify token_count")
@@ -335,10 +345,13 @@ def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None, 
                                 ("last_token", pb.POOLING_LAST_TOKEN)):
         emb = stub.Embed(pb.EmbedRequest(texts=TEXTS, pooling=pb_pooling, truncate=True))
         ref = offline(args.binary, args.model_dir, TEXTS, pooling)
+        check(len(emb.embeddings) == len(ref) == len(TEXTS),
+              f"Embed {pooling} and the offline engine give one row a text")
         for e, want in zip(emb.embeddings, ref):
             check(close(e.values, want["embedding"], 1e-5),
                   f"Embed {pooling} equals offline engine for {want['text'][:20]!r}")
     normed = stub.Embed(pb.EmbedRequest(texts=TEXTS[:2], normalize=True))
+    check(len(normed.embeddings) == 2, "normalize: one row a text")
     for e in normed.embeddings:
         check(abs(sum(v * v for v in e.values) - 1) < 1e-4, "normalize gives unit rows")
 
@@ -347,6 +360,8 @@ def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None, 
         inputs, outputs = read_reference(args.reference)
         seqs = [s for s in inputs if len(s) <= m.max_tokens]
         enc = stub.Encode(pb.EncodeRequest(token_ids=[pb.TokenIds(ids=s) for s in seqs]))
+        check(seqs and len(enc.sequences) == len(seqs),
+              f"Encode: one state list a sequence ({len(enc.sequences)} for {len(seqs)})")
         for i, (s, states) in enumerate(zip(seqs, enc.sequences)):
             want = outputs[f"hidden.{inputs.index(s)}"]
             check(states.num_tokens == len(s) and states.hidden_size == 64 and
