@@ -230,7 +230,8 @@ def check_rendered(docs: list, facts: dict, hpa_metrics: set, image_uid, gpu: bo
             if resolved not in container_ports.values():
                 errors.append(f"Service/{sname}: targetPort {target} is no container port")
             names[p.get("name")] = resolved
-        if names.get("grpc") != container_ports.get("grpc"):
+        # A Service for scraping alone (service-metrics.yaml) has no gRPC port.
+        if names.get("grpc") != container_ports.get("grpc") and set(names) != {"metrics"}:
             errors.append(f"Service/{sname}: no 'grpc' port to the gRPC container port")
         if s["spec"].get("clusterIP") == "None":
             headless += 1

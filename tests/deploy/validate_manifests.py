@@ -263,13 +263,15 @@ def runtime_packages_errors(repo: pathlib.Path) -> list:
 
 def prometheus_scrape_errors(repo: pathlib.Path, base: list, facts: dict) -> list:
     """deploy/prometheus/prometheus.yml finds the replicas the manifests
-    deploy: through the DNS of a headless Service of deploy/k8s's base, at
-    the metrics port (it once listed encoderd-0.encoderd and
-    encoderd-1.encoderd, StatefulSet names that a Deployment's pods never
-    have)."""
+    deploy: through the DNS of a headless Service of deploy/k8s's base that
+    publishes pods that are not ready, at the metrics port (it once listed
+    encoderd-0.encoderd and encoderd-1.encoderd, StatefulSet names that a
+    Deployment's pods never have; then encoderd-headless, which lists ready
+    pods only: EncoderdModelNotReady could never fire)."""
     config = yaml.safe_load((repo / "deploy" / "prometheus" / "prometheus.yml").read_text())
     headless = {d["metadata"]["name"] for d in base
-                if d["kind"] == "Service" and d["spec"].get("clusterIP") == "None"}
+                if d["kind"] == "Service" and d["spec"].get("clusterIP") == "None" and
+                d["spec"].get("publishNotReadyAddresses") is True}
     errors = []
     for job in config.get("scrape_configs", []):
         if job.get("static_configs"):
@@ -279,7 +281,7 @@ def prometheus_scrape_errors(repo: pathlib.Path, base: list, facts: dict) -> lis
             for name in sd.get("names", []):
                 if name.split(".")[0] not in headless:
                     errors.append(f"prometheus.yml: {name} is not a headless Service of deploy/k8s/base "
-                                  f"({sorted(headless)})")
+                                  f"that publishes pods not ready ({sorted(headless)})")
             if sd.get("type") != "A" or sd.get("port") != facts["metrics_port"]:
                 errors.append(f"prometheus.yml: dns_sd_configs must be type A at port "
                               f"{facts['metrics_port']} ({sd.get('type')}, {sd.get('port')})")
