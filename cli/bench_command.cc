@@ -390,6 +390,10 @@ std::string Parse(const std::vector<std::string>& args, BenchArgs* a) {
 }  // namespace
 
 int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+    out << kUsage;
+    return 0;
+  }
   BenchArgs a;
   if (const std::string error = Parse(args, &a); !error.empty()) {
     err << "encoderd bench: " << error << "\n" << kUsage;

@@ -12,14 +12,17 @@
 namespace {
 
 int Usage(FILE* out) {
-  std::fprintf(out,
-               "usage: encoderd <command> [args]\n"
-               "commands:\n"
-               "  inspect MODEL_DIR [--json]   describe a model directory\n"
-               "  encode MODEL_DIR --text T    offline inference: label scores or embeddings\n"
-               "  serve [flags]                run the gRPC daemon (serve --help)\n"
-               "  health [--address A] [--port P] [--service NAME] [--timeout S]\n"
-               "                               ask a running daemon's health (exit 0: SERVING)\n");
+  std::fprintf(
+      out,
+      "usage: encoderd <command> [args]\n"
+      "commands:\n"
+      "  inspect MODEL_DIR [--json]   describe a model directory\n"
+      "  encode MODEL_DIR --text T    offline inference: label scores or embeddings\n"
+      "  serve [flags]                run the gRPC daemon (serve --help)\n"
+      "  bench [flags]                encoderd's engine (and PyTorch's, with LibTorch) on\n"
+      "                               seeded or given weights and token ids (bench --help)\n"
+      "  health [--address A] [--port P] [--service NAME] [--timeout S]\n"
+      "                               ask a running daemon's health (exit 0: SERVING)\n");
   return out == stdout ? 0 : 2;
 }
 

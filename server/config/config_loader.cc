@@ -45,7 +45,8 @@ constexpr Option kOptions[] = {
     {"--http2-guard", "ENCODERD_HTTP2_GUARD", "listen.http2_guard",
      "true|false: relay the gRPC port through the rapid-reset guard (TLS: it terminates it)"},
     {"--http2-max-reset-rate", "ENCODERD_HTTP2_MAX_RESET_RATE", "listen.http2_max_reset_rate",
-     "streams a connection may reset right after opening them, a second (guard)"},
+     "streams the connections of one client address may reset right after opening them, "
+     "together, a second (guard)"},
     {"--max-connections", "ENCODERD_MAX_CONNECTIONS", "listen.max_connections",
      "client connections open at once (with the guard)"},
     {"--refuse-in-guard", "ENCODERD_REFUSE_IN_GUARD", "listen.refuse_in_guard",

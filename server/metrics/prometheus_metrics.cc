@@ -31,8 +31,8 @@ struct PrometheusMetrics::Families {
                      .Register(*r)),
         failures(BuildCounter()
                      .Name("encoderd_request_failures_total")
-                     .Help("Failed requests by reason: invalid_argument, overloaded, deadline, "
-                           "cancelled, unavailable, internal.")
+                     .Help("Failed requests by reason: invalid_argument, unauthenticated, "
+                           "overloaded, deadline, cancelled, unavailable, internal.")
                      .Register(*r)),
         sequences(BuildCounter()
                       .Name("encoderd_sequences_total")

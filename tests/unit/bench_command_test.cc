@@ -33,6 +33,15 @@ fs::path TempDir(const std::string& name) {
   return dir;
 }
 
+// `bench --help`, as `encoderd`'s usage points to it: the flags on stdout,
+// exit 0 (it was an unknown option, exit 2).
+TEST(BenchCommandTest, HelpPrintsTheUsage) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunBenchCommand({"--help"}, out, err), 0);
+  EXPECT_NE(out.str().find("usage: encoderd bench"), std::string::npos) << out.str();
+  EXPECT_EQ(err.str(), "");
+}
+
 TEST(BenchCommandTest, RunsTheGivenTokenIdsAndWritesEveryValidRow) {
   const fs::path dir = TempDir("rows");
   std::ofstream(dir / "workloads.json") << R"({"W2": [[5, 6, 7], [8, 9]], "W1": [[10]]})";
