@@ -30,6 +30,7 @@ import os
 os.environ["GRPC_DNS_RESOLVER"] = "ares"
 
 import pathlib  # noqa: E402
+import shutil  # noqa: E402
 import socket  # noqa: E402
 import struct  # noqa: E402
 import subprocess  # noqa: E402
@@ -225,42 +226,46 @@ def idle_connections_closed(args, pb2, pb2_grpc, tmp, idle_s):
 def main():
     args = common.parse_daemon_test_args(__doc__.split("\n")[0])
     source = args.source
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = pathlib.Path(tmp)
-        common.generate_stubs(source, tmp)
-        from proto import encoderd_pb2 as pb2, encoderd_pb2_grpc as pb2_grpc
+    # Kept when a check fails: the daemons' logs are in it (a
+    # TemporaryDirectory took them away with the failure).
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="encoderd_scaleout_"))
+    common.generate_stubs(source, tmp)
+    from proto import encoderd_pb2 as pb2, encoderd_pb2_grpc as pb2_grpc
 
-        b_calls, a_calls, errors = spreads_to_new_replica(args, pb2, pb2_grpc, tmp, 1.5, 8)
-        print(f"max_connection_age_s 1.5: after B joined, A served {a_calls:.0f} and B "
-              f"{b_calls:.0f} calls; errors {errors}")
-        check(b_calls >= 0.2 * (a_calls + b_calls),
-              f"with max_connection_age_s, the new replica gets its share ({b_calls:.0f} of "
-              f"{a_calls + b_calls:.0f} calls)")
-        check(not errors, f"no call fails when connections age out ({errors})")
+    b_calls, a_calls, errors = spreads_to_new_replica(args, pb2, pb2_grpc, tmp, 1.5, 8)
+    print(f"max_connection_age_s 1.5: after B joined, A served {a_calls:.0f} and B "
+          f"{b_calls:.0f} calls; errors {errors}")
+    check(b_calls >= 0.2 * (a_calls + b_calls),
+          f"with max_connection_age_s, the new replica gets its share ({b_calls:.0f} of "
+          f"{a_calls + b_calls:.0f} calls)")
+    check(not errors, f"no call fails when connections age out ({errors})")
 
-        b_calls, a_calls, errors = spreads_to_new_replica(args, pb2, pb2_grpc, tmp, 0, 4)
-        print(f"max_connection_age_s 0 (control): A served {a_calls:.0f} and B {b_calls:.0f}; "
-              f"errors {errors}")
-        check(b_calls == 0 and a_calls > 0,
-              f"without it, the long-lived channel never reaches the new replica "
-              f"(B served {b_calls:.0f})")
+    b_calls, a_calls, errors = spreads_to_new_replica(args, pb2, pb2_grpc, tmp, 0, 4)
+    print(f"max_connection_age_s 0 (control): A served {a_calls:.0f} and B {b_calls:.0f}; "
+          f"errors {errors}")
+    check(b_calls == 0 and a_calls > 0,
+          f"without it, the long-lived channel never reaches the new replica "
+          f"(B served {b_calls:.0f})")
 
-        codes = call_across_goaway(args, pb2, pb2_grpc, tmp, 10)
-        print(f"grace 10 s: the call held across the GOAWAY and the next call: {codes}")
-        check(codes == ["OK", "OK"], f"a call in flight finishes within the grace ({codes})")
-        codes = call_across_goaway(args, pb2, pb2_grpc, tmp, 0.5)
-        print(f"grace 0.5 s: {codes}")
-        check(codes[0] == "UNAVAILABLE" and codes[1] == "OK",
-              f"past a shorter grace the call is cut off and the next one reconnects ({codes})")
+    codes = call_across_goaway(args, pb2, pb2_grpc, tmp, 10)
+    print(f"grace 10 s: the call held across the GOAWAY and the next call: {codes}")
+    check(codes == ["OK", "OK"], f"a call in flight finishes within the grace ({codes})")
+    codes = call_across_goaway(args, pb2, pb2_grpc, tmp, 0.5)
+    print(f"grace 0.5 s: {codes}")
+    check(codes[0] == "UNAVAILABLE" and codes[1] == "OK",
+          f"past a shorter grace the call is cut off and the next one reconnects ({codes})")
 
-        connected, later = idle_connections_closed(args, pb2, pb2_grpc, tmp, 1)
-        print(f"max_connection_idle_s 1: daemon fds with 10 quiet clients {connected}, "
-              f"3 s later {later}")
-        check(later <= connected - 10, "quiet connections are closed after max_connection_idle_s")
-        connected, later = idle_connections_closed(args, pb2, pb2_grpc, tmp, 0)
-        print(f"max_connection_idle_s 0 (control): {connected}, 3 s later {later}")
-        check(later == connected, "without it they stay open")
-    return common.report("scaleout_e2e_test", tmp)
+    connected, later = idle_connections_closed(args, pb2, pb2_grpc, tmp, 1)
+    print(f"max_connection_idle_s 1: daemon fds with 10 quiet clients {connected}, "
+          f"3 s later {later}")
+    check(later <= connected - 10, "quiet connections are closed after max_connection_idle_s")
+    connected, later = idle_connections_closed(args, pb2, pb2_grpc, tmp, 0)
+    print(f"max_connection_idle_s 0 (control): {connected}, 3 s later {later}")
+    check(later == connected, "without it they stay open")
+    status = common.report("scaleout_e2e_test", tmp)
+    if status == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return status
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-// Helpers shared by the checkpoint_*_test.cc files.
+// Helpers shared by the checkpoint_*_test.cc files and model_fixtures.h.
 #pragma once
 
 #include <fstream>
@@ -23,7 +23,8 @@ inline std::vector<std::byte> ReadFileBytes(const std::string& path) {
   return bytes;
 }
 
-// Reads a dump written by fxcommon.write_tensor_dump (no reader under test involved).
+// Reads a dump written by fxcommon.write_tensor_dump (no reader under test
+// involved); an entry it cannot read throws (it was once left out, silently).
 inline TensorMap ReadTensorDump(const std::string& dir) {
   std::ifstream in(dir + "/index.json");
   const nlohmann::json index = nlohmann::json::parse(in);

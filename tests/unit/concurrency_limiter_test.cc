@@ -27,7 +27,7 @@ TEST(ConcurrencyLimiterTest, AdmitsExactlyTheLimitAndReleasesOnDestruction) {
 TEST(ConcurrencyLimiterTest, ConcurrentCallersNeverExceedTheLimit) {
   for (const bool fair : {false, true}) {
     ConcurrencyLimiter limiter(4, fair);
-    std::atomic<int> inside{0}, peak{0}, refused{0};
+    std::atomic<int> inside{0}, peak{0}, refused{0}, admitted{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < 8; ++t) {
       threads.emplace_back([&, peer = static_cast<uint64_t>(t % 3)] {
@@ -37,6 +37,7 @@ TEST(ConcurrencyLimiterTest, ConcurrentCallersNeverExceedTheLimit) {
             ++refused;
             continue;
           }
+          ++admitted;
           const int now = ++inside;
           int seen = peak.load();
           while (now > seen && !peak.compare_exchange_weak(seen, now)) {
@@ -46,7 +47,9 @@ TEST(ConcurrencyLimiterTest, ConcurrentCallersNeverExceedTheLimit) {
       });
     }
     for (auto& t : threads) t.join();
+    EXPECT_GE(peak.load(), 1);  // a limiter refusing everything passes no other check
     EXPECT_LE(peak.load(), 4);
+    EXPECT_EQ(admitted.load() + refused.load(), 8 * 2000);
     EXPECT_EQ(limiter.in_flight(), 0);
   }
 }

@@ -10,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "tests/unit/checkpoint_test_util.h"  // ReadTensorDump
 
 namespace encoderd::testing {
 
@@ -56,21 +57,6 @@ inline std::string ReadTextFile(const std::string& path) {
 
 inline nlohmann::json ReadJsonFile(const std::string& path) {
   return nlohmann::json::parse(ReadTextFile(path));
-}
-
-// A fxcommon.write_tensor_dump directory, read without any reader under test.
-inline TensorMap ReadTensorDump(const std::string& dir) {
-  TensorMap out;
-  const nlohmann::json index = ReadJsonFile(dir + "/index.json");
-  for (const auto& [name, entry] : index.items()) {
-    const std::string bytes = ReadTextFile(dir + "/" + entry["file"].get<std::string>());
-    auto storage = std::make_shared<OwnedStorage>(bytes.size());
-    std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(storage->mutable_data()));
-    const DType dtype = *ParseDType(entry["dtype"].get<std::string>());
-    auto tensor = Tensor::Contiguous(storage, dtype, entry["shape"].get<std::vector<int64_t>>());
-    if (tensor.ok()) out[name] = *tensor;
-  }
-  return out;
 }
 
 }  // namespace encoderd::testing
