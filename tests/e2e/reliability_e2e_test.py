@@ -13,6 +13,7 @@ usage: reliability_e2e_test.py --binary build/cli/encoderd --source-dir REPO
 Exits 0 when every check passed; prints each failed check and the figures.
 """
 import argparse
+import math
 import pathlib
 import random
 import signal
@@ -99,6 +100,18 @@ def code_of(future):
         return e.code()
 
 
+# The big batch of check_deadline: about BIG_SECONDS of work on one thread,
+# 256 to BIG_MAX_TEXTS texts of 128 tokens.
+BIG_SECONDS = 1.5
+BIG_MAX_TEXTS = 1024
+
+
+def big_texts(batch64_s):
+    """Texts (a multiple of 64) for ~BIG_SECONDS, given a 64-text batch's time."""
+    n = 64 * math.ceil(BIG_SECONDS / max(batch64_s, 1e-3))
+    return min(max(n, 256), BIG_MAX_TEXTS)
+
+
 def details_of(future):
     """The status message of a failed call ('' for OK or a local cancel)."""
     try:
@@ -115,16 +128,19 @@ def check_concurrency_cap(args, tmp):
     refused with RESOURCE_EXHAUSTED, before any admitted call is answered,
     counted as overloaded; the server stays SERVING and answers a later call."""
     cap, extra = 3, 4
+    # A 1 s batching delay holds the admitted calls in the queue, with their
+    # slots, while the others arrive, on a machine of any speed (the engine
+    # time of 16 texts, ~0.1 s here, held them before: a CPU a few times
+    # faster would have answered one before the last ones came).
     daemon, channel, health = start(args, tmp, "cap", [
-        "--max-concurrent-requests", str(cap), "--num-threads", "1"])
+        "--max-concurrent-requests", str(cap), "--num-threads", "1",
+        "--max-queue-delay-us", "1000000"])
     if not daemon:
         return
     try:
         stub = pb_grpc.EncoderStub(channel)
         stub.Embed(pb.EmbedRequest(texts=["warm up"]), timeout=30)
         overloaded = daemon.metric("encoderd_request_failures_total", {"reason": "overloaded"})
-        # 16 texts of 128 tokens: ~0.1 s of engine time each on one thread,
-        # so the admitted calls hold their slots while the others arrive.
         slow = pb.EmbedRequest(texts=[LONG_TEXT] * 16, truncate=True)
         calls = [timed_future(stub.Embed, slow, 60) for _ in range(cap + extra)]
         codes = [code_of(f) for f, _ in calls]
@@ -147,18 +163,20 @@ def check_concurrency_cap(args, tmp):
 
 
 def check_deadlines_and_cancellation(args, tmp):
-    """One executor with one thread, max_concurrent_requests = 2. A 256-text
-    batch (~3 s) fills the executor; behind it a call whose deadline expires
-    in the queue and a call cancelled in the queue are never computed; a call
-    expired before queuing and a call cancelled while running are counted."""
+    """One executor with one thread, max_concurrent_requests = 2. A big batch
+    (~1.5 s: 256 to 1,024 texts, as many as this machine needs for that)
+    fills the executor; behind it a call whose deadline expires in the queue
+    and a call cancelled in the queue are never computed; a call expired
+    before queuing and a call cancelled while running are counted."""
     # Admission by predicted finish is off here: these calls must reach the
     # queue (check_admission covers the refusals). Each request is one batch
     # (max_batch_time_us off): the checks count batches and wait for a big
     # request to leave the queue while it runs.
     daemon, channel, health = start(args, tmp, "deadline", [
         "--max-concurrent-requests", "2", "--num-threads", "1", "--max-queue-delay-us", "2000",
-        "--max-batch-tokens", "65536", "--max-batch-time-us", "0", "--predict-deadlines", "false",
-        "--max-queue-time-us", "0"])
+        "--max-batch-tokens", str(BIG_MAX_TEXTS * 128), "--max-batch-sequences",
+        str(BIG_MAX_TEXTS), "--max-client-batch-size", str(BIG_MAX_TEXTS),
+        "--max-batch-time-us", "0", "--predict-deadlines", "false", "--max-queue-time-us", "0"])
     if not daemon:
         return
     try:
@@ -169,11 +187,18 @@ def check_deadlines_and_cancellation(args, tmp):
 
         warm_up_batches0 = batch_count()
         stub.Embed(pb.EmbedRequest(texts=["warm up"]), timeout=30)
+        # The big batch's texts: enough for ~BIG_SECONDS at the speed of a
+        # 64-text batch, so that the checks below run while it does on any
+        # machine (with 256 always, a 4x faster CPU would finish it first).
+        t = time.perf_counter()
+        stub.Embed(pb.EmbedRequest(texts=[LONG_TEXT] * 64, truncate=True), timeout=60)
+        n_big = big_texts(time.perf_counter() - t)
+        print(f"deadline: the big batch is {n_big} texts", flush=True)
         # A batch's metrics are observed after its answers go out: on a busy
         # machine the warm-up's batch was once counted after the baselines
-        # below were read (258 sequences for 257). Wait for it first.
-        check(wait_until(lambda: batch_count() == warm_up_batches0 + 1, 10),
-              "deadline: the warm-up's batch is counted")
+        # below were read (258 sequences for 257). Wait for them first.
+        check(wait_until(lambda: batch_count() == warm_up_batches0 + 2, 10),
+              "deadline: the warm-up's batches are counted")
         before = {r: drops(daemon, r) for r in ("deadline_before_queue", "deadline_in_queue",
                                                 "cancelled_in_queue", "cancelled_while_running")}
         batches0 = batch_count()
@@ -184,8 +209,9 @@ def check_deadlines_and_cancellation(args, tmp):
             return in_flight == 1 and depth == 0
 
         # The big batch: dispatched once it is in flight with an empty queue.
-        big = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * 256, truncate=True), timeout=60)
-        check(wait_until(running, 10), "deadline: the 256-text batch is running")
+        big = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * n_big, truncate=True),
+                                timeout=60)
+        check(wait_until(running, 10), "deadline: the big batch is running")
         # (a) deadline expires while queued behind it.
         t = time.perf_counter()
         code = code_of(stub.Embed.future(pb.EmbedRequest(texts=["late"]), timeout=0.2))
@@ -216,10 +242,10 @@ def check_deadlines_and_cancellation(args, tmp):
         def batched():
             return (batch_count() - batches0,
                     daemon.metric("encoderd_batch_size_sequences_sum", {"model": MODEL}) - batch_seqs0)
-        wait_until(lambda: batched()[1] >= 256 + 1, 5)
+        wait_until(lambda: batched()[1] >= n_big + 1, 5)
         batches, seqs = batched()
-        check(seqs == 256 + 1, f"never computed: batches held the 256 + 1 admitted sequences only "
-                               f"({batches} batches, {seqs} sequences)")
+        check(seqs == n_big + 1, f"never computed: batches held the {n_big} + 1 admitted sequences "
+                                 f"only ({batches} batches, {seqs} sequences)")
 
         # (c) the deadline passes before the request reaches the queue: a call
         # written frame by frame with a grpc-timeout of 0 (gRPC libraries fail
@@ -247,7 +273,7 @@ def check_deadlines_and_cancellation(args, tmp):
               "cancel running: counted as cancelled_while_running")
         check(wait_until(lambda: batch_count() == batches0 + 1, 10),
               "cancel running: its batch ran to the end")
-        # A 64-text batch's time: a quarter of the 256-text batch below.
+        # A 64-text batch's time: a quarter or less of the big batch below.
         batch64_s = time.perf_counter() - victim_started
         check(daemon.metric("encoderd_sequences_total", {"model": MODEL}) == seqs_ok0,
               "cancel running: no sequences delivered for it")
@@ -257,8 +283,9 @@ def check_deadlines_and_cancellation(args, tmp):
         # message queued behind a running batch is dropped when the client
         # cancels the stream, and when the stream's deadline passes.
         check(wait_until(lambda: idle_state(daemon) == (0, 0, 0, 0), 10), "stream: idle first")
-        big = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * 256, truncate=True), timeout=60)
-        check(wait_until(running, 10), "stream: a 256-text batch is running")
+        big = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * n_big, truncate=True),
+                                timeout=60)
+        check(wait_until(running, 10), "stream: the big batch is running")
         cancelled0 = drops(daemon, "cancelled_in_queue")
         stream = stub.EmbedStream(iter([pb.EmbedRequest(texts=["streamed, then cancelled"])]),
                                   timeout=60)
@@ -369,16 +396,16 @@ def run_mixed(stub, calls, clients, seed):
 
 
 def check_admission(args, tmp):
-    """Overload control: while a 256-text batch (~3 s), a new daemon's first
-    call, runs on one thread, a call whose deadline is shorter than the
-    predicted wait and a call without a deadline (max_queue_time_us = 100 ms)
-    are refused at once with RESOURCE_EXHAUSTED, each counted by its reason,
+    """Overload control: while a 256-text batch (~0.8 s on the development
+    machine), a new daemon's first call, runs on one thread, a call whose
+    deadline (100 ms) is shorter than the predicted wait and a call without
+    a deadline (max_queue_time_us = 50 ms) are refused at once with RESOURCE_EXHAUSTED, each counted by its reason,
     by the HTTP/2 guard, before the batch ends; a call with a long deadline is
     admitted and served. The 256 texts run as one batch (max_batch_time_us
     off)."""
     daemon, channel, health = start(args, tmp, "admission", [
         "--num-threads", "1", "--max-queue-delay-us", "2000", "--max-batch-tokens", "65536",
-        "--max-batch-time-us", "0", "--max-queue-time-us", "100000"])
+        "--max-batch-time-us", "0", "--max-queue-time-us", "50000"])
     if not daemon:
         return
     try:
@@ -393,13 +420,16 @@ def check_admission(args, tmp):
         big = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * 256, truncate=True), timeout=60)
         check(wait_until(lambda: idle_state(daemon)[1] == 1 and idle_state(daemon)[2] == 0, 10),
               "admission: the 256-text batch is running")
-        late = answer_of(lambda: stub.Embed(pb.EmbedRequest(texts=["hurry"]), timeout=0.3))
+        # The limits are 8x under the batch's time on the development machine
+        # (with 300 and 100 ms, a CPU 1.4x faster a thread would have admitted
+        # the first call).
+        late = answer_of(lambda: stub.Embed(pb.EmbedRequest(texts=["hurry"]), timeout=0.1))
         endless = answer_of(lambda: stub.Embed(pb.EmbedRequest(texts=["no deadline"])))
         patient = stub.Embed.future(pb.EmbedRequest(texts=["patient"]), timeout=60)
         print(f"admission: short deadline -> {late}; no deadline -> {endless}", flush=True)
         check(not big.done(), "admission: the refusals came while the big batch ran")
         check(late[0] == Code.RESOURCE_EXHAUSTED and "would finish in" in late[1],
-              f"admission: a 300 ms deadline behind ~3 s of work is refused at once ({late})")
+              f"admission: a 100 ms deadline behind ~0.8 s of work is refused at once ({late})")
         check(endless[0] == Code.RESOURCE_EXHAUSTED and "would wait" in endless[1],
               f"admission: a call without deadline over max_queue_time_us is refused ({endless})")
         check(code_of(big) == Code.OK and code_of(patient) == Code.OK,
