@@ -624,7 +624,9 @@ def context_switches(pid):
 
 
 def check_waiting_is_free(args, tmp):
-    """--waiting calls (200) wait in the queue (held by a 5 s batching delay):
+    """--waiting calls (200) wait in the queue (held by a 60 s batching delay,
+    which a call filling the batch ends once the checks are done; with a 5 s
+    delay the setup and checks had to fit in it, on a slow machine too):
     in a second of waiting, only a few of the daemon's threads wake up at
     all (pollers, timers), not one per call: a waiting call costs no
     periodic wake-ups (its client's cancellation is watched by one thread for
@@ -637,7 +639,7 @@ def check_waiting_is_free(args, tmp):
     room = max(256, waiting * 4 // 3 + 56)
     daemon, channel, health = start(args, tmp, "waiting", [
         "--max-concurrent-requests", str(room), "--max-queue-size", str(max(1024, room)),
-        "--max-queue-delay-us", "5000000", "--max-batch-sequences", str(room),
+        "--max-queue-delay-us", "60000000", "--max-batch-sequences", str(room),
         "--max-batch-tokens", str(max(8192, 16 * room))])
     if not daemon:
         return
@@ -646,11 +648,16 @@ def check_waiting_is_free(args, tmp):
         pid = daemon.proc.pid
         rss_idle = proc_rss_bytes(pid)
         if args.waiting_rpc == "embed_stream":  # each an open stream with one message waiting
-            futures = [stub.EmbedStream(iter([pb.EmbedRequest(texts=[f"waiting {i}"])]), timeout=30)
+            futures = [stub.EmbedStream(iter([pb.EmbedRequest(texts=[f"waiting {i}"])]), timeout=90)
                        for i in range(waiting)]
         else:
-            futures = [stub.Embed.future(pb.EmbedRequest(texts=[f"waiting {i}"]), timeout=30)
+            futures = [stub.Embed.future(pb.EmbedRequest(texts=[f"waiting {i}"]), timeout=90)
                        for i in range(waiting)]
+
+        def fill_the_batch():
+            """A call whose texts fill the batch (max_batch_sequences): it
+            runs at once, with every call waiting."""
+            return stub.Embed.future(pb.EmbedRequest(texts=["filler"] * (room - waiting)), timeout=90)
         check(wait_until(lambda: idle_state(daemon)[2] == waiting, 10, 0.005),
               f"waiting: {waiting} calls queued ({idle_state(daemon)})")
         time.sleep(0.2)  # past the first, denser polls of any per-call loop
@@ -672,6 +679,8 @@ def check_waiting_is_free(args, tmp):
         if args.waiting_rpc == "embed_stream":
             # A stream ends once its response is read (part deadline checks
             # a cancelled stream).
+            filler = fill_the_batch()
+            check(code_of(filler) == Code.OK, "waiting: the call filling the batch is served")
             answered = sum(1 for s in futures if len(list(s)) == 1)
             check(answered == waiting, f"waiting: every stream answered afterwards ({answered})")
             return
@@ -686,6 +695,8 @@ def check_waiting_is_free(args, tmp):
               f"waiting: cancelled without a deadline: cancelled_in_queue +1, queue and slots "
               f"back to {waiting} ({idle_state(daemon)})")
         check(code_of(endless) == Code.CANCELLED, "waiting: the cancelled call got CANCELLED")
+        filler = fill_the_batch()
+        check(code_of(filler) == Code.OK, "waiting: the call filling the batch is served")
         codes = [code_of(f) for f in futures]
         check(all(c == Code.OK for c in codes), "waiting: all calls answered OK afterwards")
         wait_until(lambda: proc_threads(pid) <= 25, 10, 0.1)  # handler threads gone
