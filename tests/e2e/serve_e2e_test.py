@@ -113,14 +113,20 @@ def main():
         while (t.is_alive() and time.monotonic() < held
                and daemon.metric("encoderd_in_flight_requests") < 1):
             time.sleep(0.001)
-        print("SIGTERM " + ("with the call held by the server" if t.is_alive() else
-                            "after the call was answered"), flush=True)
+        held = t.is_alive() and daemon.metric("encoderd_in_flight_requests") >= 1
+        print("SIGTERM " + ("with the call held by the server" if held else
+                            "with the call not held (yet, or any more)"), flush=True)
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=30)
         t.join(timeout=30)
         check(rc == 0, f"exit status 0 after SIGTERM (got {rc})")
-        check(inflight.get("ok") or inflight.get("error") == grpc.StatusCode.UNAVAILABLE,
-              f"call racing SIGTERM completed or was refused as UNAVAILABLE ({inflight})")
+        # A call the server held when the drain began is completed; one it had
+        # not seen yet may be refused as UNAVAILABLE.
+        if held:
+            check(inflight.get("ok"), f"the call held at SIGTERM completed ({inflight})")
+        else:
+            check(inflight.get("ok") or inflight.get("error") == grpc.StatusCode.UNAVAILABLE,
+                  f"call racing SIGTERM completed or was refused as UNAVAILABLE ({inflight})")
         log = (tmp / "server.log").read_text()
         check("loaded model 'xlmr'" in log and "encoderd serve: listen=" in log,
               "start-up log has the effective config and the model load line")
@@ -463,10 +469,9 @@ def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None, 
         "negative pooling": (lambda: stub.Embed(pb.EmbedRequest(texts=["a"], pooling=-1)), invalid, "pooling -1"),
         "1 MB word, no truncation": (lambda: stub.Tokenize(pb.TokenizeRequest(texts=["x" * 1_000_000])), invalid,
                                      too_long),
-        # A 0.1 ms deadline expires (DEADLINE_EXCEEDED) or is refused at once as
-        # too short for the call (RESOURCE_EXHAUSTED, overload control).
-        "expired deadline": (lambda: stub.Embed(pb.EmbedRequest(texts=["a"] * MAX_CLIENT_BATCH), timeout=0.0001),
-                             (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED), ""),
+        # (A deadline past before the call arrives: reliability_e2e's raw
+        # call with grpc-timeout 0n; a gRPC client fails a 0.1 ms deadline
+        # on its own side, whatever the server does.)
     }
     for name, (call, want, part) in cases.items():
         code, details = answer_of(call)
