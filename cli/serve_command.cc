@@ -130,8 +130,10 @@ void SetConnectionLifetime(const ListenConfig& listen, grpc::ServerBuilder* buil
 // its own, as the gRPC port is: the same connection cap and HTTP/2 checks
 // (gRPC 1.51 listening itself had neither: no cap on connections, and a
 // rapid-reset client could keep its threads busy), with a cap of its own
-// (HealthMaxConnections). Its connections are not in encoderd_connections_*
-// (the gRPC port's); the guard's warnings name the health port.
+// (HealthMaxConnections). Its connections are counted with port="health"
+// in encoderd_open_connections and encoderd_connections_closed_total (until
+// 2026-12-02 they were in neither); the guard's warnings name the health
+// port.
 struct HealthPort {
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<ConnectionGuard> guard;  // declared after the server: destroyed first
@@ -139,7 +141,7 @@ struct HealthPort {
 };
 
 StatusOr<HealthPort> StartHealthPort(const ListenConfig& listen, HealthService* health,
-                                     int grpc_port_connections) {
+                                     int grpc_port_connections, ServingMetrics* metrics) {
   const std::string address = HostPort(listen.address, listen.health_port);
   grpc::ServerBuilder builder;
   builder.SetOption(std::make_unique<WithoutReflection>());
@@ -154,6 +156,7 @@ StatusOr<HealthPort> StartHealthPort(const ListenConfig& listen, HealthService* 
   if (listen.http2_guard) {
     ConnectionGuardOptions options;
     options.name = "health port";
+    options.port = GuardPort::kHealth;
     options.cap_setting = "listen.max_connections, at most " +
                           std::to_string(kHealthMaxConnections) + " on the health port";
     options.max_connections = HealthMaxConnections(listen);
@@ -163,7 +166,7 @@ StatusOr<HealthPort> StartHealthPort(const ListenConfig& listen, HealthService* 
     auto guard = ConnectionGuard::Start(
         listen.address, listen.health_port,
         [s = started.server.get()](int fd) { grpc::AddInsecureChannelFromFd(s, fd); }, options,
-        nullptr);
+        metrics);
     if (!guard.ok()) {
       started.server->Shutdown(std::chrono::system_clock::now());
       return Status(guard.status().code(),
@@ -484,8 +487,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   std::vector<ConnectionGuard*> guards = {guard.get()};
   HealthPort health_port;
   if (config.listen.health_port != 0) {
-    auto started =
-        StartHealthPort(config.listen, &health_port_health, guard ? guard->max_connections() : 0);
+    auto started = StartHealthPort(config.listen, &health_port_health,
+                                   guard ? guard->max_connections() : 0, sink);
     if (!started.ok()) {
       spdlog::error("{}", started.status().message());
       server->Shutdown(std::chrono::system_clock::now());

@@ -107,7 +107,8 @@ struct PrometheusMetrics::Families {
                      .Register(*r)),
         connections_closed(BuildCounter()
                                .Name("encoderd_connections_closed_total")
-                               .Help("Connections the gRPC port's guard closed, by reason: "
+                               .Help("Connections a port's guard closed, by port (grpc, "
+                                     "health) and reason: "
                                      "rapid_reset, too_many_streams, oversized_headers (abuse), "
                                      "preface_timeout, "
                                      "connection_cap (closed at once: listen.max_connections "
@@ -136,7 +137,8 @@ struct PrometheusMetrics::Families {
                                .Register(*r)),
         connections_open(BuildGauge()
                              .Name("encoderd_open_connections")
-                             .Help("Client connections open on the gRPC port (with the guard).")
+                             .Help("Client connections open, by port (grpc, health; with the "
+                                   "guard).")
                              .Register(*r)) {}
 
   Family<Counter>& requests;
@@ -258,11 +260,14 @@ const Histogram::BucketBoundaries& PrometheusMetrics::LatencyBuckets() {
 PrometheusMetrics::PrometheusMetrics(prometheus::Registry* registry,
                                      const std::vector<std::string>& models)
     : families_(std::make_unique<Families>(registry)) {
-  for (int i = 0; i < kNumConnectionCloses; ++i) {
-    connections_closed_[i] = &families_->connections_closed.Add(
-        {{"reason", ConnectionCloseName(static_cast<ConnectionClose>(i))}});
+  for (int p = 0; p < kNumGuardPorts; ++p) {
+    const std::string port = GuardPortName(static_cast<GuardPort>(p));
+    for (int i = 0; i < kNumConnectionCloses; ++i) {
+      connections_closed_[p][i] = &families_->connections_closed.Add(
+          {{"port", port}, {"reason", ConnectionCloseName(static_cast<ConnectionClose>(i))}});
+    }
+    connections_open_[p] = &families_->connections_open.Add({{"port", port}});
   }
-  connections_open_ = &families_->connections_open.Add({});
   answered_by_guard_ = &families_->answered_by_guard.Add({});
   refused_incomplete_ = &families_->refused_incomplete.Add({});
   for (const std::string& m : models)
@@ -320,15 +325,15 @@ void PrometheusMetrics::ObserveAdmitted(const std::string& model) {
   if (c) c->Increment();
 }
 
-void PrometheusMetrics::ObserveConnectionClosed(ConnectionClose reason) {
-  connections_closed_[static_cast<int>(reason)]->Increment();
+void PrometheusMetrics::ObserveConnectionClosed(GuardPort port, ConnectionClose reason) {
+  connections_closed_[static_cast<int>(port)][static_cast<int>(reason)]->Increment();
 }
 
 void PrometheusMetrics::ObserveAnsweredByGuard() { answered_by_guard_->Increment(); }
 void PrometheusMetrics::ObserveRefusedIncomplete() { refused_incomplete_->Increment(); }
 
-void PrometheusMetrics::SetOpenConnections(int64_t open) {
-  connections_open_->Set(static_cast<double>(open));
+void PrometheusMetrics::SetOpenConnections(GuardPort port, int64_t open) {
+  connections_open_[static_cast<int>(port)]->Set(static_cast<double>(open));
 }
 
 void PrometheusMetrics::ObserveDrop(const std::string& model, DropReason reason) {

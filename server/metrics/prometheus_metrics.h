@@ -36,10 +36,10 @@ class PrometheusMetrics final : public ServingMetrics {
   void AddInFlight(const std::string& model, int delta) override;
   void ObserveDrop(const std::string& model, DropReason reason) override;
   void ObserveAdmitted(const std::string& model) override;
-  void ObserveConnectionClosed(ConnectionClose reason) override;
+  void ObserveConnectionClosed(GuardPort port, ConnectionClose reason) override;
   void ObserveAnsweredByGuard() override;
   void ObserveRefusedIncomplete() override;
-  void SetOpenConnections(int64_t open) override;
+  void SetOpenConnections(GuardPort port, int64_t open) override;
 
   // Bucket bounds, exposed for tests and the docs.
   static const prometheus::Histogram::BucketBoundaries& LatencyBuckets();
@@ -53,10 +53,11 @@ class PrometheusMetrics final : public ServingMetrics {
   // Built in the constructor, read-only afterwards.
   std::map<std::string, std::unique_ptr<ModelSeries>> models_;
   std::unique_ptr<ModelSeries> no_model_;
-  std::array<prometheus::Counter*, kNumConnectionCloses> connections_closed_{};
+  std::array<std::array<prometheus::Counter*, kNumConnectionCloses>, kNumGuardPorts>
+      connections_closed_{};
   prometheus::Counter* answered_by_guard_ = nullptr;
   prometheus::Counter* refused_incomplete_ = nullptr;
-  prometheus::Gauge* connections_open_ = nullptr;
+  std::array<prometheus::Gauge*, kNumGuardPorts> connections_open_{};
 };
 
 }  // namespace encoderd::server

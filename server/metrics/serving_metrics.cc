@@ -17,6 +17,8 @@ const char* DropReasonName(DropReason reason) {
   return kNames[static_cast<int>(reason)];
 }
 
+const char* GuardPortName(GuardPort port) { return port == GuardPort::kGrpc ? "grpc" : "health"; }
+
 const char* ConnectionCloseName(ConnectionClose reason) {
   static const char* kNames[] = {
       "rapid_reset", "too_many_streams",  "preface_timeout", "connection_cap",      "evicted_idle",

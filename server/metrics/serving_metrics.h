@@ -37,7 +37,14 @@ inline constexpr int kNumDropReasons = 9;
 // "deadline_before_queue", "deadline_in_queue", ...
 const char* DropReasonName(DropReason reason);
 
-// Why the gRPC port's guard closed a connection (server/net/connection_guard.h).
+// The port whose guard (server/net/connection_guard.h) reports a connection:
+// the metrics' `port` label.
+enum class GuardPort { kGrpc, kHealth };
+inline constexpr int kNumGuardPorts = 2;
+// "grpc", "health".
+const char* GuardPortName(GuardPort port);
+
+// Why a port's guard closed a connection (server/net/connection_guard.h).
 enum class ConnectionClose {
   kRapidReset,        // most of its streams reset by the client right after opening
   kTooManyStreams,    // more streams open at once than allowed
@@ -100,15 +107,15 @@ class ServingMetrics {
   virtual void ObserveDrop(const std::string& /*model*/, DropReason /*reason*/) {}
   // Any thread: the batcher admitted a request into its queue.
   virtual void ObserveAdmitted(const std::string& /*model*/) {}
-  // The connection guard's thread: it closed a connection, and how many
-  // are open.
-  virtual void ObserveConnectionClosed(ConnectionClose /*reason*/) {}
+  // A connection guard's thread: it closed a connection of its port, and
+  // how many are open there (SetOpenConnections).
+  virtual void ObserveConnectionClosed(GuardPort /*port*/, ConnectionClose /*reason*/) {}
   // The guard answered a call itself (server/net/call_gate.h).
   virtual void ObserveAnsweredByGuard() {}
   // The guard refused a new call: its connection, or all of them, held too
   // many calls whose requests had not fully arrived (call_gate.h).
   virtual void ObserveRefusedIncomplete() {}
-  virtual void SetOpenConnections(int64_t /*open*/) {}
+  virtual void SetOpenConnections(GuardPort /*port*/, int64_t /*open*/) {}
 };
 
 }  // namespace encoderd::server

@@ -297,12 +297,12 @@ class ConnectionGuard::Loop {
     *have = want;
   }
   void Closed(ConnectionClose reason) {
-    if (metrics_) metrics_->ObserveConnectionClosed(reason);
+    if (metrics_) metrics_->ObserveConnectionClosed(options_.port, reason);
   }
   // Connections open: those in conns_ not yet reaped after Finish().
   int64_t Open() const { return static_cast<int64_t>(conns_.size() - done_.size()); }
   void ReportOpen() {
-    if (metrics_) metrics_->SetOpenConnections(Open());
+    if (metrics_) metrics_->SetOpenConnections(options_.port, Open());
   }
 
   int listen_fd_;

@@ -39,6 +39,8 @@ struct ConnectionGuardOptions {
   // connections.
   std::string name = "gRPC port";
   std::string cap_setting = "listen.max_connections";
+  // The `port` label of its connection metrics.
+  GuardPort port = GuardPort::kGrpc;
   // Connections open at once.
   int max_connections = 4096;
   // Connections another guard of the process may hold (the health port's):

@@ -28,7 +28,7 @@ import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import e2e_common as common  # noqa: E402
-from e2e_common import check, free_port  # noqa: E402
+from e2e_common import check, free_port, wait_until  # noqa: E402
 
 MODEL = "langid"
 
@@ -640,11 +640,16 @@ def check_health_port_guarded(args, mods, tmp):
     listened on it itself before): a rapid-reset client is closed with
     GOAWAY(ENHANCE_YOUR_CALM), and at listen.max_connections (2 here) with
     a Watch open on each, a new connection is closed at once while the
-    Watches go on."""
+    Watches go on; the metrics count them with port="health" (they were in
+    no metric before 2026-12-02)."""
     health_pb2, health_pb2_grpc = mods[2], mods[3]
     health_port = free_port()
-    daemon = start(args, tmp / "health_guard.log", ["--max-connections", "2", "--metrics", "false",
+    daemon = start(args, tmp / "health_guard.log", ["--max-connections", "2",
                                                     "--health-port", str(health_port)])
+
+    def closed(reason):
+        return daemon.metric("encoderd_connections_closed_total",
+                             {"port": "health", "reason": reason})
     request = health_pb2.HealthCheckRequest(service="")
     serving = health_pb2.HealthCheckResponse.SERVING
     try:
@@ -663,6 +668,11 @@ def check_health_port_guarded(args, mods, tmp):
         goaway = rapid_reset_goaway(conn, b"/grpc.health.v1.Health/Check", b"http")
         check(goaway == 11, f"health_guard: a rapid-reset client gets GOAWAY(ENHANCE_YOUR_CALM) "
                             f"(error code {goaway})")
+        check(wait_until(lambda: closed("rapid_reset") == 1, 5),
+              "health_guard: counted in encoderd_connections_closed_total{port=health,"
+              "reason=rapid_reset}")
+        check(daemon.metric("encoderd_connections_closed_total", {"port": "grpc"}) == 0,
+              "health_guard: nothing counted for the gRPC port")
         # For 10 s after the abuse each new connection from the address is
         # held a second before it is read; the Watches below are served late.
 
@@ -680,6 +690,10 @@ def check_health_port_guarded(args, mods, tmp):
         extra = socket.create_connection(("127.0.0.1", health_port), timeout=10)
         check(closed_by_server(extra, 5), "health_guard: a third connection is closed at the cap")
         extra.close()
+        check(wait_until(lambda: closed("connection_cap") == 1, 5),
+              "health_guard: counted as port=health, reason=connection_cap")
+        check(daemon.metric("encoderd_open_connections", {"port": "health"}) == 2,
+              "health_guard: encoderd_open_connections{port=health} 2")
         check(watches[0][0].Check(request, timeout=10).status == serving,
               "health_guard: the connections at the cap are still answered")
         for _, call, _ in watches:

@@ -40,6 +40,16 @@ def check(condition, what):
     return condition
 
 
+def wait_until(predicate, timeout, step=0.01):
+    """Whether `predicate()` held within `timeout` s (polled every `step`)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
 def report(name, logs):
     """The exit status of a test named `name` after its checks; `logs` is
     where a failure's server log is to be found."""

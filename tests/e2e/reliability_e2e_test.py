@@ -27,7 +27,7 @@ import grpc
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from e2e_common import (FAILURES, RawHttp2Client, check, generate_stubs,  # noqa: E402
                         proc_cpu_seconds, proc_fds, proc_rss_bytes, proc_threads, raw_grpc_call,
-                        start_daemon, wait_serving)
+                        start_daemon, wait_serving, wait_until)
 
 MODEL = "langid"
 SENTENCE = "the quick brown fox jumps over the lazy dog and keeps running far away "
@@ -43,15 +43,6 @@ pb = pb_grpc = health_pb2 = health_pb2_grpc = None
 
 def drops(daemon, reason):
     return daemon.metric("encoderd_requests_dropped_total", {"model": MODEL, "reason": reason})
-
-
-def wait_until(predicate, timeout, step=0.01):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return predicate()
 
 
 def idle_state(daemon):
@@ -731,7 +722,7 @@ def check_fairness(args, tmp):
             flooder.Embed(pb.EmbedRequest(texts=["warm up"]), timeout=30)
             client.Embed(pb.EmbedRequest(texts=["warm up"]), timeout=30)
             from e2e_common import metric_value
-            check(metric_value(daemon.metrics_text(), "encoderd_open_connections") == 2,
+            check(metric_value(daemon.metrics_text(), "encoderd_open_connections", {"port": "grpc"}) == 2,
                   f"{name}: the two clients hold two connections")
             slow = pb.EmbedRequest(texts=[LONG_TEXT] * 8, truncate=True)
             futures = [flooder.Embed.future(slow, timeout=300) for _ in range(flood)]

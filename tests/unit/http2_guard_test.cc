@@ -341,7 +341,7 @@ class RecordingMetrics : public ServingMetrics {
   void ObserveRequest(const std::string&, const RequestSample&) override {}
   void ObserveBatch(const std::string&, const BatchSample&) override {}
   void AddInFlight(const std::string&, int) override {}
-  void ObserveConnectionClosed(ConnectionClose reason) override {
+  void ObserveConnectionClosed(GuardPort, ConnectionClose reason) override {
     std::lock_guard<std::mutex> lock(mu);
     closed.push_back(reason);
     cv.notify_all();
@@ -350,7 +350,7 @@ class RecordingMetrics : public ServingMetrics {
     std::lock_guard<std::mutex> lock(mu);
     ++answered;
   }
-  void SetOpenConnections(int64_t n) override {
+  void SetOpenConnections(GuardPort, int64_t n) override {
     std::lock_guard<std::mutex> lock(mu);
     open = n;
     max_open = std::max(max_open, n);
