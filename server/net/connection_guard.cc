@@ -56,15 +56,16 @@ constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 constexpr auto kDrainLinger = std::chrono::seconds(1);
 // Reads of a client's socket (64 KiB each) per epoll event.
 constexpr int kReadsPerEvent = 4;
-// What a client's bytes read become is passed through the parsers in
-// slices, each no larger than the room left in the buffers over
-// kGrowthPerClientByte (at least kMinSliceBytes, at most kMaxSliceBytes):
-// a refused call's 10-byte HEADERS frame becomes an answer of up to ~300
-// bytes (call_gate.cc, TrailersOnlyResponse), so a whole 64 KiB read of
-// them once put up to 2 MB in a 256 KiB buffer. What does not fit waits,
-// unparsed, until the buffers drain (FeedClient).
-constexpr size_t kGrowthPerClientByte = 64;
-constexpr size_t kMinSliceBytes = 256;
+// A client's bytes read are passed through the parsers a frame at a time
+// (at most kMaxSliceBytes of one), each only while the buffers have room:
+// what one frame becomes is bounded (a refused call's answer, ~300 bytes;
+// a header block the gate re-encodes as literals, at most its 64 KiB
+// decoded), what many do is not. A 10-byte HEADERS frame of a refused call
+// becomes an answer of up to ~300 bytes (call_gate.cc,
+// TrailersOnlyResponse), and one of a few bytes that the gate re-encodes up
+// to 64 KiB (table entries referred to by index, written out): a whole 64
+// KiB read of them once put 2 MB, or gigabytes, in a 256 KiB buffer. What
+// does not fit waits, unparsed, until the buffers drain (FeedClient).
 constexpr size_t kMaxSliceBytes = 16 * 1024;
 
 // A byte queue: appended at the back, written from the front.
@@ -158,6 +159,8 @@ class ConnectionGuard::Loop {
     uint64_t id = 0;
     int client = -1;
     int server = -1;
+    // gRPC's end of the socketpair until HandOver gives it to gRPC; -1 then.
+    int grpc_end = -1;
     std::string ip;  // the address's bytes (PeerAddress's key)
     std::string peer;
     Clock::time_point accepted;
@@ -204,9 +207,12 @@ class ConnectionGuard::Loop {
     (void)!write(wake_fd_, &one, sizeof(one));
   }
   void Accept();
-  // Gives the connection its socketpair, hands gRPC the other end and
-  // starts relaying; false when no socketpair could be made.
+  // Gives the connection its socketpair and starts relaying; false when no
+  // socketpair could be made. gRPC gets the other end from HandOver.
   bool Attach(Conn* c);
+  // Hands gRPC its end of an attached connection, unless the connection
+  // was closed meanwhile (then closes it): at the end of each Update.
+  void HandOver(Conn* c);
   void OnClient(Conn* c, uint32_t events);
   // One read of the client's bytes into scratch_: how many (0 or less:
   // none; client_eof set at its end or on an error).
@@ -225,7 +231,8 @@ class ConnectionGuard::Loop {
   void CloseBoth(Conn* c) {
     if (c->client >= 0) close(c->client);
     if (c->server >= 0) close(c->server);
-    c->client = c->server = -1;
+    if (c->grpc_end >= 0) close(c->grpc_end);
+    c->client = c->server = c->grpc_end = -1;
   }
   // Closes the connection; reaped at the end of the loop's pass (once,
   // however often it is called).
@@ -268,8 +275,8 @@ class ConnectionGuard::Loop {
   // Whether to read the client's socket: nothing of it is held, and there
   // is room.
   bool ClientReadable(const Conn& c) const { return c.held.empty() && Room(c) > 0; }
-  // Passes n plaintext bytes of the client through the parsers, a slice at
-  // a time while there is room (kGrowthPerClientByte); the rest goes to
+  // Passes n plaintext bytes of the client through the parsers, a frame
+  // at a time while there is room (kMaxSliceBytes); the rest goes to
   // c->held. False when the connection was closed on the way (for abuse,
   // or finished): then nothing is held.
   bool FeedClient(Conn* c, const char* data, size_t n);
@@ -544,9 +551,23 @@ bool ConnectionGuard::Loop::Attach(Conn* c) {
   }
   // gRPC names the connection after its fd (the peer string the screen gets).
   c->gate->set_peer("fd:" + std::to_string(pair[1]));
-  // gRPC's end stays non-blocking: its event engine expects that.
-  attach_(pair[1]);
+  // Handed to gRPC once the bytes read with the preface are through the
+  // guard (HandOver): a client whose preface and abuse come in one read
+  // never reaches gRPC.
+  c->grpc_end = pair[1];
   return true;
+}
+
+void ConnectionGuard::Loop::HandOver(Conn* c) {
+  if (c->grpc_end < 0) return;
+  const int fd = c->grpc_end;
+  c->grpc_end = -1;
+  if (c->abusive || c->server < 0) {
+    close(fd);
+    return;
+  }
+  // gRPC's end stays non-blocking: its event engine expects that.
+  attach_(fd);
 }
 
 ssize_t ConnectionGuard::Loop::RecvClient(Conn* c) {
@@ -636,13 +657,12 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
 
 bool ConnectionGuard::Loop::FeedClient(Conn* c, const char* data, size_t n) {
   while (n > 0) {
-    const size_t room = Room(*c);
-    if (room == 0) {
+    if (Room(*c) == 0) {
       c->held.append(data, n);
       return true;
     }
-    const size_t slice =
-        std::min(n, std::clamp(room / kGrowthPerClientByte, kMinSliceBytes, kMaxSliceBytes));
+    const size_t slice = std::min(
+        c->guard.ClientToFrameEnd(reinterpret_cast<const uint8_t*>(data), n), kMaxSliceBytes);
     if (!RelayFromClient(c, data, slice)) return false;
     NotePeak(*c);
     data += slice;
@@ -747,6 +767,7 @@ void ConnectionGuard::Loop::Update(Conn* c) {
     return Finish(c);
   }
   NotePeak(*c);
+  HandOver(c);
   if (!c->to_client.empty() && !c->to_client.WriteTo(c->client)) return Finish(c);
   if (c->abusive || c->server_eof) {
     c->held = std::string();  // answers no one now

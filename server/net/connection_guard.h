@@ -49,8 +49,10 @@ struct ConnectionGuardOptions {
   // Time a new connection has to send the 24-byte HTTP/2 preface.
   std::chrono::milliseconds preface_timeout{10000};
   Http2GuardOptions http2;
-  // Bytes buffered per connection and direction, give or take one read
-  // (64 KiB); a client's bytes that would overfill them wait unparsed.
+  // Bytes buffered per connection and direction, give or take what one of
+  // the client's frames becomes (at most ~64 KiB: a header block written
+  // out) or one read of gRPC's (64 KiB); a client's bytes that would
+  // overfill them wait unparsed.
   size_t buffer_bytes = 256 * 1024;
   // How long new connections from an address closed for abuse (or opening
   // too many a second) wait before anything of theirs is read.
@@ -93,8 +95,8 @@ class ConnectionGuard {
   uint64_t wakeups() const;
   // The most bytes a connection's buffer held at once, over every
   // connection and both ways so far: the answers the guard wrote for the
-  // client count with the client's side. At most buffer_bytes plus one read
-  // (64 KiB).
+  // client count with the client's side. At most buffer_bytes and ~64 KiB
+  // (buffer_bytes).
   uint64_t peak_buffered_bytes() const;
   // Closes the listening socket (new clients are refused by the kernel);
   // open connections go on until either side closes them.

@@ -128,6 +128,18 @@ class Http2FrameReader {
   }
   // Between frames: nothing of a frame read and nothing more of one owed.
   bool at_boundary() const { return header_have_ == 0 && payload_left_ == 0; }
+  // Of the next `size` bytes at `data`, those up to the end of the frame
+  // being read (or of the one they start: its header and payload), or all
+  // `size` where it does not end within them.
+  size_t ToFrameEnd(const uint8_t* data, size_t size) const {
+    if (payload_left_ > 0) return static_cast<size_t>(std::min<uint64_t>(payload_left_, size));
+    const size_t header_left = sizeof(header_) - header_have_;
+    if (size < header_left) return size;
+    uint64_t length = 0;
+    for (size_t i = 0; i < 3; ++i)
+      length = length << 8 | (i < header_have_ ? header_[i] : data[i - header_have_]);
+    return static_cast<size_t>(std::min<uint64_t>(header_left + length, size));
+  }
 
  private:
   uint8_t header_[9] = {};
@@ -175,6 +187,12 @@ class Http2Guard {
   // The client sent the whole connection preface, or something else.
   bool preface_received() const { return preface_left_ == 0; }
   size_t preface_left() const { return preface_left_; }
+  // Of the client's next `size` bytes at `data`, those up to the end of the
+  // preface, or of the frame they are in (Http2FrameReader::ToFrameEnd).
+  size_t ClientToFrameEnd(const uint8_t* data, size_t size) const {
+    if (preface_left_ > 0) return std::min(preface_left_, size);
+    return client_.ToFrameEnd(data, size);
+  }
   bool not_http2() const { return not_http2_; }
   // The server's bytes seen so far end between frames: a frame of our own
   // (GOAWAY) can follow them.

@@ -742,6 +742,64 @@ TEST(ConnectionGuardTest, TheLastAnswersReachASlowClientWholeAfterGrpcCloses) {
 // the answer after the server's SETTINGS and its DATA back as window, gRPC
 // gets the preface and SETTINGS only, and the screen sees the connection as
 // gRPC names it ("fd:N", N the fd handed to gRPC).
+// The stream of each header block (a HEADERS or CONTINUATION frame with
+// END_HEADERS) read from `fd` after its first `skip` bytes, until `want`
+// of them came, the other end closed, or nothing came for 10 s; `flags`
+// gets each block's last frame's flags.
+std::vector<uint32_t> ReadHeaderBlocks(int fd, size_t want, size_t skip,
+                                       std::vector<uint8_t>* flags = nullptr) {
+  std::vector<uint32_t> streams;
+  std::string got;
+  char buf[65536];
+  while (streams.size() < want) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 10000) <= 0) break;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n < 0 && errno == EAGAIN) continue;
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+    size_t at = std::min(skip, got.size());
+    skip -= at;
+    while (skip == 0 && got.size() - at >= 9) {
+      const auto byte = [&](size_t i) { return static_cast<uint8_t>(got[at + i]); };
+      const size_t length = (size_t{byte(0)} << 16) | (size_t{byte(1)} << 8) | byte(2);
+      if (got.size() - at < 9 + length) break;
+      if ((byte(3) == 0x1 || byte(3) == 0x9) && (byte(4) & 0x4)) {
+        streams.push_back(
+            (uint32_t{byte(5)} << 24 | uint32_t{byte(6)} << 16 | uint32_t{byte(7)} << 8 | byte(8)) &
+            0x7fffffffu);
+        if (flags) flags->push_back(byte(4));
+      }
+      at += 9 + length;
+    }
+    got.erase(0, at);
+  }
+  return streams;
+}
+
+// Streams 1, 3, 5, ...: `count` of them.
+std::vector<uint32_t> OddStreams(size_t count) {
+  std::vector<uint32_t> streams(count);
+  for (size_t i = 0; i < count; ++i) streams[i] = static_cast<uint32_t>(2 * i + 1);
+  return streams;
+}
+
+// Sends `bytes` on `fd` in a thread of its own (blocking sends: the peer
+// may stop reading for a while), then ends its side.
+std::thread SendAll(int fd, std::string bytes) {
+  return std::thread([fd, bytes = std::move(bytes)] {
+    for (size_t sent = 0; sent < bytes.size();) {
+      const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) {
+        ADD_FAILURE() << "send: " << std::strerror(errno);
+        return;
+      }
+      sent += static_cast<size_t>(n);
+    }
+    shutdown(fd, SHUT_WR);
+  });
+}
+
 // gRPC's end for the screen's tests: it sends its SETTINGS first (the gate
 // answers only between gRPC's frames), then `then(fd)` if set.
 std::function<void(int)> GrpcSendsSettings(std::function<void(int)> then = nullptr) {
@@ -855,13 +913,7 @@ TEST(ConnectionGuardTest, AClientNotReadingItsAnswersFillsNoMoreThanTheBuffer) {
   constexpr int kCalls = 30000;
   const std::string padded = "\x1e\xbe" + std::string(30, '\0');
   for (uint32_t i = 1; i < kCalls; ++i) calls += Frame(0x1, 0xd, 2 * i + 1, padded);
-  size_t sent = 0;
-  while (sent < calls.size()) {
-    const ssize_t n = send(client, calls.data() + sent, calls.size() - sent, MSG_NOSIGNAL);
-    ASSERT_GT(n, 0) << std::strerror(errno);
-    sent += static_cast<size_t>(n);
-  }
-  shutdown(client, SHUT_WR);
+  std::thread sender = SendAll(client, calls);
   // The answers fill the kernel's buffers (a few MB), then the guard's.
   for (int i = 0; i < 1000 && (*guard)->peak_buffered_bytes() < options.buffer_bytes / 2; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -871,33 +923,84 @@ TEST(ConnectionGuardTest, AClientNotReadingItsAnswersFillsNoMoreThanTheBuffer) {
               static_cast<unsigned long long>(peak));
   EXPECT_GE(peak, options.buffer_bytes / 2);
   EXPECT_LE(peak, options.buffer_bytes + 64 * 1024);
-  // Read: every call gets its whole answer (after gRPC's SETTINGS, and
-  // among WINDOW_UPDATEs, if any).
-  std::string got;
-  int answers = 0;
-  char buf[65536];
-  while (answers < kCalls) {
-    const ssize_t n = recv(client, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    got.append(buf, static_cast<size_t>(n));
-    size_t at = 0;
-    while (got.size() - at >= 9) {
-      const size_t length = (size_t{uint8_t(got[at])} << 16) | (size_t{uint8_t(got[at + 1])} << 8) |
-                            uint8_t(got[at + 2]);
-      if (got.size() - at < 9 + length) break;
-      if (got[at + 3] == 0x1) {
-        EXPECT_EQ(got[at + 4], 0x5);  // END_STREAM | END_HEADERS
-        ++answers;
-      }
-      at += 9 + length;
-    }
-    got.erase(0, at);
-  }
-  EXPECT_EQ(answers, kCalls);
+  // Read: every call gets its whole answer, in order (after gRPC's
+  // SETTINGS, and among WINDOW_UPDATEs, if any).
+  std::vector<uint8_t> flags;
+  EXPECT_EQ(ReadHeaderBlocks(client, kCalls, 0, &flags), OddStreams(kCalls));
+  EXPECT_EQ(std::count(flags.begin(), flags.end(), 0x5), kCalls);  // END_STREAM | END_HEADERS
+  sender.join();
   {
     std::lock_guard<std::mutex> lock(metrics.mu);
     EXPECT_EQ(metrics.answered, kCalls);
   }
+  close(client);
+}
+
+// A client whose header blocks the gate writes out as literals (after a
+// refused call's block inserted into the HPACK table and was kept from
+// gRPC) sends 29-byte HEADERS frames that each refer 15 times to a
+// 4,000-byte table entry: each becomes a ~60 KB block for gRPC, which does
+// not read. The buffer toward gRPC holds at most buffer_bytes and about one
+// block; once gRPC reads, every call arrives. Before, the bytes were parsed
+// 4 KiB or a whole read at a time: ~140 or ~2,000 such frames at once, 8 MB
+// or more in a 64 KiB buffer.
+TEST(ConnectionGuardTest, HeaderBlocksWrittenOutFillNoMoreThanTheBuffer) {
+  RecordingMetrics metrics;
+  std::mutex mu;
+  int grpc_end = -1;
+  ConnectionGuardOptions options;
+  options.buffer_bytes = 64 * 1024;
+  options.screen = [](const CallHead& call) {
+    return call.path == "/refused" ? Refusal("no", 0) : CallVerdict{};
+  };
+  auto guard = ConnectionGuard::Start("127.0.0.1", 0, GrpcSendsSettings([&](int fd) {
+                                        std::lock_guard<std::mutex> lock(mu);
+                                        grpc_end = fd;
+                                      }),
+                                      options, &metrics);
+  ASSERT_TRUE(guard.ok()) << guard.status().ToString();
+  const int client = Connect((*guard)->port());
+  auto string_literal = [](const std::string& s, std::string* out) {
+    HpackAppendInteger(s.size(), 7, 0x00, out);
+    *out += s;
+  };
+  // Stream 1 (refused): "x-big: 4000 bytes" and ":path: /refused", both
+  // inserted into the table (x-big at index 63 once the path is at 62).
+  std::string inserting;
+  inserting += '\x40';
+  string_literal("x-big", &inserting);
+  string_literal(std::string(4000, 'v'), &inserting);
+  inserting += '\x44';
+  string_literal("/refused", &inserting);
+  // The others: ":path: /ok" without indexing, and 15 references to x-big
+  // (index 63: the path went in after it).
+  std::string referring = "\x04";
+  string_literal("/ok", &referring);
+  referring += std::string(15, '\xbf');
+  std::string calls = std::string(kPreface) + Frame(0x4, 0, 0) + Frame(0x1, 0x5, 1, inserting);
+  constexpr int kForwarded = 200;
+  for (uint32_t i = 1; i <= kForwarded; ++i) calls += Frame(0x1, 0x5, 2 * i + 1, referring);
+  std::thread sender = SendAll(client, calls);
+  for (int i = 0; i < 1000 && (*guard)->peak_buffered_bytes() < options.buffer_bytes / 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const uint64_t peak = (*guard)->peak_buffered_bytes();
+  std::printf("guard: at most %llu bytes buffered for gRPC not reading written-out blocks\n",
+              static_cast<unsigned long long>(peak));
+  EXPECT_GE(peak, options.buffer_bytes / 2);
+  EXPECT_LE(peak, options.buffer_bytes + 96 * 1024);
+  // gRPC reads: every forwarded call's HEADERS arrives, in order, each
+  // block ~60 KB.
+  int fd = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    fd = grpc_end;
+  }
+  ASSERT_GE(fd, 0);
+  const std::vector<uint32_t> odd = OddStreams(kForwarded + 1);
+  EXPECT_EQ(ReadHeaderBlocks(fd, kForwarded, std::string(kPreface).size()),
+            std::vector<uint32_t>(odd.begin() + 1, odd.end()));
+  sender.join();
   close(client);
 }
 
