@@ -800,6 +800,18 @@ std::thread SendAll(int fd, std::string bytes) {
   });
 }
 
+// The guard's peak_buffered_bytes() once it reached `at_least` (waiting up
+// to 10 s: the kernel's buffers fill first) and 200 ms more went by.
+uint64_t SettledPeak(const ConnectionGuard& guard, uint64_t at_least, const char* what) {
+  for (int i = 0; i < 1000 && guard.peak_buffered_bytes() < at_least; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const uint64_t peak = guard.peak_buffered_bytes();
+  std::printf("guard: at most %llu bytes buffered for %s\n", static_cast<unsigned long long>(peak),
+              what);
+  return peak;
+}
+
 // gRPC's end for the screen's tests: it sends its SETTINGS first (the gate
 // answers only between gRPC's frames), then `then(fd)` if set.
 std::function<void(int)> GrpcSendsSettings(std::function<void(int)> then = nullptr) {
@@ -915,12 +927,8 @@ TEST(ConnectionGuardTest, AClientNotReadingItsAnswersFillsNoMoreThanTheBuffer) {
   for (uint32_t i = 1; i < kCalls; ++i) calls += Frame(0x1, 0xd, 2 * i + 1, padded);
   std::thread sender = SendAll(client, calls);
   // The answers fill the kernel's buffers (a few MB), then the guard's.
-  for (int i = 0; i < 1000 && (*guard)->peak_buffered_bytes() < options.buffer_bytes / 2; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const uint64_t peak = (*guard)->peak_buffered_bytes();
-  std::printf("guard: at most %llu bytes buffered for a client not reading its answers\n",
-              static_cast<unsigned long long>(peak));
+  const uint64_t peak =
+      SettledPeak(**guard, options.buffer_bytes / 2, "a client not reading its answers");
   EXPECT_GE(peak, options.buffer_bytes / 2);
   EXPECT_LE(peak, options.buffer_bytes + 64 * 1024);
   // Read: every call gets its whole answer, in order (after gRPC's
@@ -981,12 +989,8 @@ TEST(ConnectionGuardTest, HeaderBlocksWrittenOutFillNoMoreThanTheBuffer) {
   constexpr int kForwarded = 200;
   for (uint32_t i = 1; i <= kForwarded; ++i) calls += Frame(0x1, 0x5, 2 * i + 1, referring);
   std::thread sender = SendAll(client, calls);
-  for (int i = 0; i < 1000 && (*guard)->peak_buffered_bytes() < options.buffer_bytes / 2; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const uint64_t peak = (*guard)->peak_buffered_bytes();
-  std::printf("guard: at most %llu bytes buffered for gRPC not reading written-out blocks\n",
-              static_cast<unsigned long long>(peak));
+  const uint64_t peak =
+      SettledPeak(**guard, options.buffer_bytes / 2, "gRPC not reading written-out blocks");
   EXPECT_GE(peak, options.buffer_bytes / 2);
   EXPECT_LE(peak, options.buffer_bytes + 96 * 1024);
   // gRPC reads: every forwarded call's HEADERS arrives, in order, each
