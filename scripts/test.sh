@@ -8,6 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
+# CI must not lose the sanitizer and fuzz runs below without a word
+# (setup.sh installs clang): say so before the build, not after it, unless
+# ENCODERD_SKIP_SANITIZERS is set.
+if [ -n "${CI:-}" ] && [ -z "${ENCODERD_SKIP_SANITIZERS:-}" ] && ! command -v clang++ >/dev/null 2>&1; then
+  echo "test.sh: clang++ not found in CI; install it (scripts/setup.sh) or set ENCODERD_SKIP_SANITIZERS=1" >&2
+  exit 1
+fi
 # ccache hits across checkouts in different directories (fresh clones, CI).
 export CCACHE_BASEDIR="$PWD"
 
@@ -38,11 +45,6 @@ if command -v clang++ >/dev/null 2>&1; then
   cmake --build "$TSAN_BUILD" --target encoderd_concurrency_tests -j"$JOBS"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     "$TSAN_BUILD/tests/encoderd_concurrency_tests" --gtest_color=no
-elif [ -n "${CI:-}" ] && [ -z "${ENCODERD_SKIP_SANITIZERS:-}" ]; then
-  # CI's runs must not lose the sanitizer and fuzz runs without a word
-  # (scripts/setup.sh installs clang): opt out with ENCODERD_SKIP_SANITIZERS=1.
-  echo "test.sh: clang++ not found in CI; install it (scripts/setup.sh) or set ENCODERD_SKIP_SANITIZERS=1" >&2
-  exit 1
 else
   echo "test.sh: clang++ not found, sanitizer and fuzz runs skipped"
 fi

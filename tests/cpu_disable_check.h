@@ -39,9 +39,16 @@ inline void ExpectCpuDisableHonoured() {
   if (!in_use.avx512f) {
     kernels::CpuContext context(1);  // caps oneDNN before its first primitive
     const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-    EXPECT_TRUE(isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx ||
-                isa == dnnl::cpu_isa::sse41)
-        << "oneDNN runs ISA " << static_cast<int>(isa) << " with avx512f off";
+    // The cap CapOneDnnIsa sets (kernels/cpu/cpu_context.cc): AVX2 with
+    // AVX2 and FMA on, else SSE4.1 (or less, on a CPU without AVX2).
+    if (in_use.avx2 && in_use.fma) {
+      EXPECT_TRUE(isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx ||
+                  isa == dnnl::cpu_isa::sse41)
+          << "oneDNN runs ISA " << static_cast<int>(isa) << " with avx512f off";
+    } else {
+      EXPECT_EQ(isa, dnnl::cpu_isa::sse41)
+          << "oneDNN runs ISA " << static_cast<int>(isa) << " with avx2 or fma off";
+    }
   }
 }
 

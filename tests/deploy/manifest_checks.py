@@ -233,12 +233,15 @@ def check_rendered(docs: list, facts: dict, hpa_metrics: set, image_uid, gpu: bo
         # A Service for scraping alone (service-metrics.yaml) has no gRPC port.
         if names.get("grpc") != container_ports.get("grpc") and set(names) != {"metrics"}:
             errors.append(f"Service/{sname}: no 'grpc' port to the gRPC container port")
+        # Headless for gRPC clients (client-side balancing): a gRPC port; a
+        # scraping one alone (service-metrics.yaml) does not count.
         if s["spec"].get("clusterIP") == "None":
-            headless += 1
+            headless += names.get("grpc") == container_ports.get("grpc")
         elif names.get("metrics") == container_ports.get("metrics"):
             cluster_ip += 1
     if not headless or not cluster_ip:
-        errors.append("need a ClusterIP Service with grpc+metrics ports and a headless Service")
+        errors.append("need a ClusterIP Service with grpc+metrics ports and a headless Service "
+                      "with a grpc port")
 
     if not any(_subset(p["spec"].get("selector", {}).get("matchLabels", {}), pod_labels) and
                ("maxUnavailable" in p["spec"] or "minAvailable" in p["spec"])

@@ -16,6 +16,7 @@ import argparse
 import math
 import pathlib
 import random
+import re
 import signal
 import sys
 import tempfile
@@ -387,16 +388,19 @@ def run_mixed(stub, calls, clients, seed):
 
 
 def check_admission(args, tmp):
-    """Overload control: while a 256-text batch (~0.8 s on the development
-    machine), a new daemon's first call, runs on one thread, a call whose
-    deadline (100 ms) is shorter than the predicted wait and a call without
-    a deadline (max_queue_time_us = 50 ms) are refused at once with RESOURCE_EXHAUSTED, each counted by its reason,
+    """Overload control: while a big batch (a new daemon's first call, of
+    about 2 s at the rate its calibration measured: 256 to 1,024 texts)
+    runs on one thread, a call whose deadline (300 ms) is shorter than the
+    predicted wait and a call without a deadline (max_queue_time_us = 100
+    ms) are refused at once with RESOURCE_EXHAUSTED, each counted by its reason,
     by the HTTP/2 guard, before the batch ends; a call with a long deadline is
     admitted and served. The 256 texts run as one batch (max_batch_time_us
     off)."""
     daemon, channel, health = start(args, tmp, "admission", [
-        "--num-threads", "1", "--max-queue-delay-us", "2000", "--max-batch-tokens", "65536",
-        "--max-batch-time-us", "0", "--max-queue-time-us", "50000"])
+        "--num-threads", "1", "--max-queue-delay-us", "2000",
+        "--max-batch-tokens", str(BIG_MAX_TEXTS * 128), "--max-batch-sequences", str(BIG_MAX_TEXTS),
+        "--max-client-batch-size", str(BIG_MAX_TEXTS), "--max-batch-time-us", "0",
+        "--max-queue-time-us", "100000"])
     if not daemon:
         return
     try:
@@ -408,19 +412,28 @@ def check_admission(args, tmp):
         before = {r: drops(daemon, r) for r in reasons}
         admitted0 = daemon.metric("encoderd_requests_admitted_total", {"model": MODEL})
         guard0 = daemon.metric("encoderd_guard_answered_calls_total")
-        big = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * 256, truncate=True), timeout=60)
+        # The big batch's texts: 2 s at the calibrated rate of the largest
+        # batch (so the prediction, made a moment after it started, is well
+        # over the deadline on any machine).
+        sizes = re.findall(r"(\d+) tokens in ([\d.]+) ms", daemon.log_path.read_text())
+        tokens, ms = max((int(t), float(m)) for t, m in sizes) if sizes else (1, 1.0)
+        n_big = min(max(64 * math.ceil(2 * tokens / ms * 1000 / 128 / 64), 256), BIG_MAX_TEXTS)
+        print(f"admission: calibrated {tokens} tokens in {ms} ms; the big batch is {n_big} texts",
+              flush=True)
+        check(sizes, "admission: the log has the calibration")
+        big = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * n_big, truncate=True),
+                                timeout=60)
         check(wait_until(lambda: idle_state(daemon)[1] == 1 and idle_state(daemon)[2] == 0, 10),
-              "admission: the 256-text batch is running")
-        # The limits are 8x under the batch's time on the development machine
-        # (with 300 and 100 ms, a CPU 1.4x faster a thread would have admitted
-        # the first call).
-        late = answer_of(lambda: stub.Embed(pb.EmbedRequest(texts=["hurry"]), timeout=0.1))
+              "admission: the big batch is running")
+        # (With 256 texts always, a CPU 1.4x faster a thread would have
+        # admitted this call.)
+        late = answer_of(lambda: stub.Embed(pb.EmbedRequest(texts=["hurry"]), timeout=0.3))
         endless = answer_of(lambda: stub.Embed(pb.EmbedRequest(texts=["no deadline"])))
         patient = stub.Embed.future(pb.EmbedRequest(texts=["patient"]), timeout=60)
         print(f"admission: short deadline -> {late}; no deadline -> {endless}", flush=True)
         check(not big.done(), "admission: the refusals came while the big batch ran")
         check(late[0] == Code.RESOURCE_EXHAUSTED and "would finish in" in late[1],
-              f"admission: a 100 ms deadline behind ~0.8 s of work is refused at once ({late})")
+              f"admission: a 300 ms deadline behind ~2 s of work is refused at once ({late})")
         check(endless[0] == Code.RESOURCE_EXHAUSTED and "would wait" in endless[1],
               f"admission: a call without deadline over max_queue_time_us is refused ({endless})")
         check(code_of(big) == Code.OK and code_of(patient) == Code.OK,
@@ -631,6 +644,7 @@ def check_waiting_is_free(args, tmp):
     daemon, channel, health = start(args, tmp, "waiting", [
         "--max-concurrent-requests", str(room), "--max-queue-size", str(max(1024, room)),
         "--max-queue-delay-us", "60000000", "--max-batch-sequences", str(room),
+        "--max-client-batch-size", str(room),
         "--max-batch-tokens", str(max(8192, 16 * room))])
     if not daemon:
         return
