@@ -52,7 +52,10 @@ def main():
     config, state = bert_torch.load_checkpoint(model)
     (out / "workloads.json").write_text(json.dumps(workloads(config["vocab_size"])))
     onnx_path = out / "model.onnx"
-    if not onnx_path.exists():
+    # Exported again when the checkpoint is newer: ONNX Runtime must run the
+    # weights every other system loads.
+    checkpoint = model / "pytorch_model.bin"
+    if not onnx_path.exists() or onnx_path.stat().st_mtime < checkpoint.stat().st_mtime:
         net = bert_torch.ExplicitBert(config, state).eval()
         ids, mask = bert_torch.padded([[7, 8, 9], [10, 11]])
         torch.onnx.export(net, (ids, mask), str(onnx_path), opset_version=14,

@@ -45,7 +45,12 @@ function validRows(output, sequences) {
   return rows;
 }
 
-const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+// The middle value, or the mean of the two middle ones (as Python's
+// statistics.median and encoderd bench take it).
+const median = (xs) => {
+  const s = [...xs].sort((x, y) => x - y), n = s.length;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+};
 
 const a = parseArgs(process.argv);
 const session = await ort.InferenceSession.create(path.join(a.inputs, 'model.onnx'), {

@@ -28,10 +28,12 @@ reading as well (the "paired" columns).
 import argparse
 import copy
 import datetime
+import hashlib
 import json
 import os
 import pathlib
 import platform
+import random
 import shutil
 import statistics
 import subprocess
@@ -145,11 +147,13 @@ def run_system(a, system, rep, log):
     return parse_lines(key, done.stdout)
 
 
-def machine_limits(a, dtype=None):
+def machine_limits(a, dtype=None, read_only=False):
     """The machine's limits: every dtype's GEMM peak and the read bandwidth,
-    or with `dtype` that dtype's peak alone and the bandwidth (~6 s)."""
+    or with `dtype` that dtype's peak alone and the bandwidth (~6 s), or
+    with `read_only` the read bandwidth alone."""
     cmd = ["taskset", "-c", f"0-{a.threads - 1}", str(REPO / a.machine_limits),
-           "--threads", str(a.threads)] + (["--dtypes", dtype] if dtype else [])
+           "--threads", str(a.threads)] + (["--dtypes", dtype] if dtype else []) + (
+               ["--read-only", "1"] if read_only else [])
     print(f"[machine limits] {' '.join(cmd)}", file=sys.stderr, flush=True)
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
@@ -198,8 +202,12 @@ def useful_flops(config, sequences):
 
 
 def accuracy(a, key, reference_key, workloads):
-    """(max abs error, lowest per-sequence cosine) of `key`'s outputs against the
-    reference's, over every workload."""
+    """(max abs error, lowest per-token cosine) of `key`'s outputs against the
+    reference's, over every workload; (inf, nan) when an output is missing
+    values or holds one that is not finite, or a token's state is all zeros
+    (max() and min() pass NaN by unseen: a NaN output once read as 0 error
+    and cosine 1). Until 2026-12-02 the cosine was one per sequence, in which
+    a single bad token of 256 moved it by ~2e-4."""
     worst, lowest = 0.0, 1.0
     for name, sequences in workloads.items():
         ref = np.fromfile(a.out / "outputs" / f"{reference_key}.1" / f"{name}.f32", np.float32)
@@ -207,17 +215,54 @@ def accuracy(a, key, reference_key, workloads):
         if not path.exists():
             return None
         got = np.fromfile(path, np.float32)
-        if got.size != ref.size:
+        if got.size != ref.size or not np.isfinite(got).all():
             return (float("inf"), float("nan"))
         worst = max(worst, float(np.abs(got - ref).max()))
-        offset = 0
         hidden = ref.size // sum(len(s) for s in sequences)
-        for s in sequences:
-            n = len(s) * hidden
-            x, y = got[offset:offset + n].astype(np.float64), ref[offset:offset + n].astype(np.float64)
-            lowest = min(lowest, float(x @ y / np.sqrt((x @ x) * (y @ y))))
-            offset += n
+        x = got.reshape(-1, hidden).astype(np.float64)
+        y = ref.reshape(-1, hidden).astype(np.float64)
+        norms = np.sqrt((x * x).sum(1) * (y * y).sum(1))
+        if not (norms > 0).all():
+            return (float("inf"), float("nan"))
+        lowest = min(lowest, float(((x * y).sum(1) / norms).min()))
     return worst, lowest
+
+
+def provenance(a, log_text):
+    """What the figures came from: the commit (and whether the tree had
+    changes), the encoderd binary's hash, the checkpoint's and ONNX file's
+    hashes, and the versions the peers printed."""
+    def run(*cmd):
+        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    def sha256(path):
+        path = pathlib.Path(path)
+        if not path.exists():
+            return None
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+
+    versions = {}
+    for line in log_text.splitlines():
+        if line.startswith("{") and ("torch" in line or "onnxruntime" in line):
+            try:
+                doc = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            for name in ("torch", "onnxruntime"):
+                if name in doc:
+                    versions[name] = doc[name]
+    checkpoint = next(iter(sorted((a.inputs / "model").glob("pytorch_model.bin"))), None)
+    return {"commit": run("git", "rev-parse", "HEAD"),
+            "tree_changed": bool(run("git", "status", "--porcelain", "--untracked-files=no")),
+            "encoderd_sha256": sha256(REPO / a.encoderd),
+            "checkpoint_sha256": sha256(checkpoint) if checkpoint else None,
+            "onnx_sha256": sha256(a.inputs / "model.onnx"),
+            "versions": versions}
 
 
 def machine_description(a, limits):
@@ -321,19 +366,22 @@ def write_report(a, doc):
         "% of GEMM peak: the encoder layers' useful FLOPs (no padding) per second over the "
         "peak of the system's dtype (the mean of its readings above); paired: the median "
         "over the processes of each one's rate over the peak of its dtype measured right "
-        "after it (`machine_limits --dtypes DTYPE`, which reads the bandwidth too). "
+        "after it (`machine_limits --dtypes DTYPE`). "
         "W2 × floor: the median W2 time over the floor at the "
         "mean read bandwidth above; paired: the median over the processes of each one's W2 "
-        "time over the floor at the read bandwidth measured right after it "
-        "(with --workloads W1,W2, W2 is each process's last workload). "
+        "time over the floor at the mean of the read bandwidth measured right before and "
+        "right after it (`machine_limits --read-only 1`; with --workloads W1,W2, W2 is each "
+        "process's last workload). Each round runs the systems in its own (seeded) order. "
         "Accuracy: last hidden states of every token of every "
-        f"workload against the {doc['reference_label']}.",
+        f"workload against the {doc['reference_label']}: the largest absolute error and "
+        "the lowest cosine of one token's state (a value that is not finite: inf and nan).",
     ]
     beside = sorted(g for r in doc["rows"] for g in r["workloads"].get("W2", {}).get(
         "read_gbs_beside", []))
     if beside:
-        lines += ["", f"Read bandwidth right after each process: {beside[0]:.1f} to "
-                      f"{beside[-1]:.1f} GB/s (median {statistics.median(beside):.1f})."]
+        lines += ["", f"Read bandwidth beside each process (the mean of before and after): "
+                      f"{beside[0]:.1f} to {beside[-1]:.1f} GB/s (median "
+                      f"{statistics.median(beside):.1f})."]
     for dtype in VALUE_BYTES:
         peaks = sorted(p for r in doc["rows"] if r["dtype"] == dtype
                        for w in r["workloads"].values() for p in w.get("peak_beside", []) or []
@@ -415,7 +463,9 @@ def main():
         write_chart(a, doc)
         print((a.out / "results.md").read_text())
         return
-    if not (a.inputs / "model.onnx").exists() or not (a.inputs / "workloads.json").exists():
+    onnx, checkpoint = a.inputs / "model.onnx", a.inputs / "model/pytorch_model.bin"
+    if (not onnx.exists() or not (a.inputs / "workloads.json").exists() or
+            not checkpoint.exists() or onnx.stat().st_mtime < checkpoint.stat().st_mtime):
         subprocess.run([PYTHON, str(BENCH / "make_inputs.py"), str(a.inputs)], check=True)
     if not (BENCH / "node_modules/onnxruntime-node").exists():
         # --ignore-scripts: the package's install script only fetches GPU
@@ -432,16 +482,28 @@ def main():
     # The read bandwidth and the GEMM peak of the system's dtype right after
     # each process (its last workload ran just before): key -> [GB/s per
     # rep] and [GFLOP/s per rep] (None: no oneDNN GEMM of that dtype here).
+    # ... and the read bandwidth right before and right after each process
+    # (read alone, before the GEMMs of the peak: key -> [(before, after)
+    # GB/s per rep]), whose mean the process's W2 is paired with.
     beside = {s[0]: [] for s in chosen}
     peak_beside = {s[0]: [] for s in chosen}
+    order = []  # each round's systems, in the order they ran
     with (a.out / "runs.log").open("w") as log:
-        for rep in range(1, a.reps + 1):  # round-robin: drift hits every system alike
-            for system in chosen:
+        for rep in range(1, a.reps + 1):
+            # Each round in its own order (seeded): the host's memory and
+            # clocks drift in bursts, and a fixed order paired each system
+            # with the same part of every round (until 2026-12-02).
+            round_systems = list(chosen)
+            random.Random(1000 + rep).shuffle(round_systems)
+            order.append([system[0] for system in round_systems])
+            for system in round_systems:
+                before = machine_limits(a, read_only=True)["read_bandwidth_gbs"]
                 for w, value in run_system(a, system, rep, log).items():
                     timings[system[0]].setdefault(w, []).append(value)
-                after = machine_limits(a, dtype=system[2])
-                beside[system[0]].append(after["read_bandwidth_gbs"])
-                peak_beside[system[0]].append(after["gemm"][system[2]]["peak_gflops"])
+                after = machine_limits(a, read_only=True)["read_bandwidth_gbs"]
+                beside[system[0]].append((before, after))
+                peak = machine_limits(a, dtype=system[2])
+                peak_beside[system[0]].append(peak["gemm"][system[2]]["peak_gflops"])
             # The limits drift as the systems do: read them between rounds too.
             readings.append(machine_limits(a))
     limits = combined_limits(readings)
@@ -469,17 +531,20 @@ def main():
             cell["pct_peak_paired"] = None if None in peak_beside[key] else statistics.median(
                 100 * flops / v / 1e6 / p for v, p in zip(ms, peak_beside[key]))
             cell["x_floor"] = med / floors[dtype]
-            # Each process against the floor at the bandwidth read right
-            # after it: the host's memory moves by tens of percent within a
-            # run, and a process's time with it.
-            cell["read_gbs_beside"] = beside[key]
+            # Each process against the floor at the mean of the bandwidth
+            # read right before and right after it: the host's memory moves
+            # by tens of percent within a run. (Until 2026-12-02 the reading
+            # came after the process and the GEMMs of its dtype's peak.)
+            cell["read_gbs_before_after"] = beside[key]
+            cell["read_gbs_beside"] = [statistics.mean(pair) for pair in beside[key]]
             cell["x_floor_paired"] = statistics.median(
-                v / floor_ms(params, dtype, gbs) for v, gbs in zip(ms, beside[key]))
+                v / floor_ms(params, dtype, gbs) for v, gbs in zip(ms, cell["read_gbs_beside"]))
             row["workloads"][w] = cell
         if reference and key != reference and not key.startswith("inprocess"):
             row["accuracy"] = accuracy(a, key, reference, workloads)
         rows.append(row)
     doc = {"machine": machine_description(a, limits), "limits": limits, "floor_ms": floors,
+           "order": order, "provenance": provenance(a, log_text=(a.out / "runs.log").read_text()),
            "workloads": list(workloads), "reps": a.reps, "min_seconds": a.min_seconds, "reference": reference,
            "reference_label": "PyTorch fp32 slow path", "pytorch_env": PYTORCH_ENV, "rows": rows}
     (a.out / "results.json").write_text(json.dumps(doc, indent=1))

@@ -154,12 +154,13 @@ struct Measurement {
   std::vector<double> runs_ms = {};  // every timed forward, in order
   double ms = 0;                     // their median
   double max_abs_diff = NAN;         // against the fp32 nested fastpath output
-  double min_cosine = NAN;           // lowest per-sequence cosine similarity against it
+  double min_cosine = NAN;           // lowest per-token cosine similarity against it
   double tokens_per_s() const { return tokens / (ms / 1000.0); }
 };
 
 // Runs `fn` once to warm up, then until min_seconds have passed (at least 3
-// times); records every time and the median in `m`.
+// times); records every time and the median in `m` (of an even count, the
+// mean of the middle two, as the peers' scripts take it).
 void Time(const std::function<void()>& fn, double min_seconds, Measurement* m) {
   fn();
   const auto start = std::chrono::steady_clock::now();
@@ -173,7 +174,8 @@ void Time(const std::function<void()>& fn, double min_seconds, Measurement* m) {
   }
   std::vector<double> sorted = m->runs_ms;
   std::sort(sorted.begin(), sorted.end());
-  m->ms = sorted[sorted.size() / 2];
+  const size_t n = sorted.size();
+  m->ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
 // One op's share of encoderd's forwards (--op-profile).
@@ -239,33 +241,37 @@ Status WriteRows(const Tensor& t, const std::filesystem::path& path) {
   return Status::Ok();
 }
 
+// The largest absolute difference; infinite where a value is not finite
+// (std::max passes NaN by unseen).
 double MaxAbsDiff(const Tensor& a, const Tensor& b) {
   if (a.numel() != b.numel()) return INFINITY;
   double m = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
-    m = std::max(m, std::fabs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]));
+    const double d = std::fabs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]);
+    if (!std::isfinite(d)) return INFINITY;
+    m = std::max(m, d);
   }
   return m;
 }
 
-// Lowest cosine similarity between the rows of a and b belonging to one
-// sequence (sequences packed end to end, `lengths` tokens each).
-double MinSequenceCosine(const Tensor& a, const Tensor& b, const Sequences& sequences,
-                         int64_t hidden) {
+// Lowest cosine similarity between a row (one token's state) of a and the
+// same row of b; NaN where a value is not finite or a row is all zeros.
+// (Until 2026-12-02 one cosine per sequence, in which one bad token of 256
+// moved it by ~2e-4, and NaN passed std::min by unseen.)
+double MinTokenCosine(const Tensor& a, const Tensor& b, int64_t hidden) {
   if (a.numel() != b.numel()) return NAN;
   double lowest = 1.0;
-  int64_t offset = 0;
-  for (const auto& sequence : sequences) {
-    const int64_t n = static_cast<int64_t>(sequence.size()) * hidden;
+  for (int64_t row = 0; row < a.numel() / hidden; ++row) {
     double ab = 0, aa = 0, bb = 0;
-    for (int64_t i = offset; i < offset + n; ++i) {
+    for (int64_t i = row * hidden; i < (row + 1) * hidden; ++i) {
       const double x = a.data<float>()[i], y = b.data<float>()[i];
       ab += x * y;
       aa += x * x;
       bb += y * y;
     }
-    lowest = std::min(lowest, ab / std::sqrt(aa * bb + 1e-30));
-    offset += n;
+    const double cosine = ab / std::sqrt(aa * bb);
+    if (!std::isfinite(cosine)) return NAN;
+    lowest = std::min(lowest, cosine);
   }
   return lowest;
 }
@@ -464,7 +470,7 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
     auto compare = [&](const Tensor& output, Measurement* m) {
       if (!reference.defined()) return;
       m->max_abs_diff = MaxAbsDiff(output, reference);
-      m->min_cosine = MinSequenceCosine(output, reference, sequences, config.hidden_size);
+      m->min_cosine = MinTokenCosine(output, reference, config.hidden_size);
     };
     for (DType dtype : a.dtypes) {
       const std::string name(DTypeName(dtype));

@@ -27,7 +27,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +55,31 @@ struct Gflops {
   double best, median;
 };
 
+// `m` (of data type `type`) filled with values in [-1, 1]: fp32, bf16 (the
+// same values rounded), or random bytes for int8 and uint8.
+void FillRandom(const dnnl::memory& m, Dt type) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  const size_t bytes = m.get_desc().get_size();
+  char* data = static_cast<char*>(m.get_data_handle());
+  if (type == Dt::f32) {
+    for (size_t i = 0; i + sizeof(float) <= bytes; i += sizeof(float)) {
+      const float v = dist(rng);
+      std::memcpy(data + i, &v, sizeof(v));
+    }
+  } else if (type == Dt::bf16) {
+    for (size_t i = 0; i + sizeof(uint16_t) <= bytes; i += sizeof(uint16_t)) {
+      const float v = dist(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &v, sizeof(bits));
+      const uint16_t high = static_cast<uint16_t>(bits >> 16);
+      std::memcpy(data + i, &high, sizeof(high));
+    }
+  } else {
+    for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<char>(rng());
+  }
+}
+
 // GFLOP/s of an M x K by K x N matmul with source/weights of `src`/`wei`:
 // its best call and its median one.
 Gflops MatmulGflops(dnnl::engine& engine, dnnl::stream& stream, int64_t m, int64_t n, int64_t k,
@@ -61,10 +88,12 @@ Gflops MatmulGflops(dnnl::engine& engine, dnnl::stream& stream, int64_t m, int64
       dnnl::matmul::desc({{m, k}, src, Tag::ab}, {{k, n}, wei, Tag::any}, {{m, n}, dst, Tag::ab}),
       engine);
   memory a(pd.src_desc(), engine), w(pd.weights_desc(), engine), c(pd.dst_desc(), engine);
-  // Small non-zero inputs (the timings do not depend on the values).
-  std::memset(a.get_data_handle(), 1, pd.src_desc().get_size());
+  // Values in [-1, 1] (bytes of any value for int8), as gemm_bench's: bytes
+  // of 1, fp32 values of ~2e-38, once made every product underflow, which
+  // some CPUs run slower (microcode assists) and all draw less power on.
+  FillRandom(a, src);
   memory w_plain({{k, n}, wei, Tag::ab}, engine);
-  std::memset(w_plain.get_data_handle(), 1, w_plain.get_desc().get_size());
+  FillRandom(w_plain, wei);
   dnnl::reorder(w_plain, w).execute(stream, w_plain, w);
   stream.wait();
   dnnl::matmul prim(pd);
@@ -90,11 +119,13 @@ struct Reader {
 // each reader's best pass counts. Returns the readers with their GB/s.
 std::vector<std::pair<std::string, double>> ReadBandwidth(size_t bytes, double budget) {
   const size_t words = bytes / sizeof(uint64_t) / 32 * 32;
-  std::vector<uint64_t> data(words);
+  // Not value-initialized: the first touch below is the reading thread's,
+  // over the share it reads (a std::vector zeroed every page on the main
+  // thread before).
+  std::unique_ptr<uint64_t[]> data(new uint64_t[words]);
 #pragma omp parallel
   {
     const size_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    // First touch by the reading thread, over the share it reads.
     for (size_t i = words / 32 * t / nt * 32; i < words / 32 * (t + 1) / nt * 32; ++i) data[i] = i;
   }
   const auto& cpu = encoderd::kernels::GetCpuFeatures();
@@ -116,7 +147,7 @@ std::vector<std::pair<std::string, double>> ReadBandwidth(size_t bytes, double b
       {
         const size_t nt = omp_get_num_threads(), t = omp_get_thread_num();
         const size_t begin = words / 32 * t / nt * 32, end = words / 32 * (t + 1) / nt * 32;
-        total += r.read(data.data() + begin, end - begin);
+        total += r.read(data.get() + begin, end - begin);
       }
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       sink += total;

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""bench/run_peers.py's accuracy cross-check, on outputs written here: a
+non-finite value, a token whose state is all zeros, and one bad token of a
+long sequence each show (the per-sequence cosine, max() and min() once let
+NaN read as 0 error and cosine 1, and one bad token of 256 move the cosine by
+~2e-4)."""
+import math
+import pathlib
+import sys
+import tempfile
+import types
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+import run_peers  # noqa: E402
+
+FAILURES = []
+
+
+def check(condition, what):
+    print(("ok: " if condition else "FAIL: ") + what, flush=True)
+    if not condition:
+        FAILURES.append(what)
+
+
+def main():
+    rng = np.random.default_rng(7)
+    hidden, workloads = 8, {"W1": [[1] * 256, [2] * 3]}
+    tokens = sum(len(s) for s in workloads["W1"])
+    ref = rng.standard_normal((tokens, hidden)).astype(np.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        a = types.SimpleNamespace(out=pathlib.Path(tmp))
+
+        def accuracy_of(got):
+            for key, values in (("ref", ref), ("sys", got)):
+                path = a.out / "outputs" / f"{key}.1"
+                path.mkdir(parents=True, exist_ok=True)
+                values.astype(np.float32).tofile(path / "W1.f32")
+            return run_peers.accuracy(a, "sys", "ref", workloads)
+
+        worst, lowest = accuracy_of(ref.copy())
+        check(worst == 0 and abs(lowest - 1) < 1e-12, f"the reference itself: {worst}, {lowest}")
+        nan = ref.copy()
+        nan[5, 3] = np.nan
+        worst, lowest = accuracy_of(nan)
+        check(math.isinf(worst) and math.isnan(lowest), f"a NaN shows: {worst}, {lowest}")
+        zero = ref.copy()
+        zero[7] = 0
+        worst, lowest = accuracy_of(zero)
+        check(math.isinf(worst) and math.isnan(lowest), f"an all-zero token shows: {worst}, {lowest}")
+        bad = ref.copy()
+        bad[100] = -bad[100]  # one token of the 256-token sequence flipped
+        worst, lowest = accuracy_of(bad)
+        check(lowest < -0.99, f"one bad token of 256 sets the lowest cosine ({lowest:.4f})")
+    print(f"{len(FAILURES)} failure(s)")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
