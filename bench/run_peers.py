@@ -308,7 +308,7 @@ def write_report(a, doc):
     lim = doc["limits"]
     lines = [
         f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs; {m['features']}; "
-        f"{m['threads']} threads per system, pinned with `{m['pinned']}`; {m['date']}.",
+        f"{m['threads']} threads per system, each process under `{m['pinned']}`; {m['date']}.",
         "",
         f"Limits measured in the same run (`build/kernels/machine_limits --threads {m['threads']}` "
         f"before the systems and after each round of them, the mean of the readings): "
