@@ -256,11 +256,10 @@ def provenance(a, log_text):
             for name in ("torch", "onnxruntime"):
                 if name in doc:
                     versions[name] = doc[name]
-    checkpoint = next(iter(sorted((a.inputs / "model").glob("pytorch_model.bin"))), None)
     return {"commit": run("git", "rev-parse", "HEAD"),
             "tree_changed": bool(run("git", "status", "--porcelain", "--untracked-files=no")),
             "encoderd_sha256": sha256(REPO / a.encoderd),
-            "checkpoint_sha256": sha256(checkpoint) if checkpoint else None,
+            "checkpoint_sha256": sha256(a.inputs / "model/pytorch_model.bin"),
             "onnx_sha256": sha256(a.inputs / "model.onnx"),
             "versions": versions}
 

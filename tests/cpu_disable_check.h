@@ -30,12 +30,11 @@ inline void ExpectCpuDisableHonoured() {
   const CpuFeatures allowed = kernels::DisableCpuFeatures(all, env, &unknown);
   EXPECT_EQ(unknown, "") << kernels::kCpuDisableEnv << "=" << env << " names no such feature";
   const CpuFeatures& in_use = kernels::GetCpuFeatures();
-  EXPECT_TRUE(allowed.avx2 || !in_use.avx2);
-  EXPECT_TRUE(allowed.fma || !in_use.fma);
-  EXPECT_TRUE(allowed.avx512f || !in_use.avx512f);
-  EXPECT_TRUE(allowed.avx512bw || !in_use.avx512bw);
-  EXPECT_TRUE(allowed.avx512_bf16 || !in_use.avx512_bf16);
-  EXPECT_TRUE(allowed.avx512_vnni || !in_use.avx512_vnni);
+  for (bool CpuFeatures::*feature :
+       {&CpuFeatures::avx2, &CpuFeatures::fma, &CpuFeatures::avx512f, &CpuFeatures::avx512bw,
+        &CpuFeatures::avx512_bf16, &CpuFeatures::avx512_vnni}) {
+    EXPECT_TRUE(allowed.*feature || !(in_use.*feature)) << kernels::DescribeCpuFeatures();
+  }
   if (!in_use.avx512f) {
     kernels::CpuContext context(1);  // caps oneDNN before its first primitive
     const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();

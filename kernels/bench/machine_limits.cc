@@ -56,7 +56,7 @@ struct Gflops {
 };
 
 // `m` (of data type `type`) filled with values in [-1, 1]: fp32, bf16 (the
-// same values rounded), or random bytes for int8 and uint8.
+// same values truncated), or random bytes for int8 and uint8.
 void FillRandom(const dnnl::memory& m, Dt type) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);

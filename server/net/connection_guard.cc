@@ -58,13 +58,12 @@ constexpr auto kDrainLinger = std::chrono::seconds(1);
 constexpr int kReadsPerEvent = 4;
 // A client's bytes read are passed through the parsers a frame at a time
 // (at most kMaxSliceBytes of one), each only while the buffers have room:
-// what one frame becomes is bounded (a refused call's answer, ~300 bytes;
-// a header block the gate re-encodes as literals, at most its 64 KiB
-// decoded), what many do is not. A 10-byte HEADERS frame of a refused call
-// becomes an answer of up to ~300 bytes (call_gate.cc,
-// TrailersOnlyResponse), and one of a few bytes that the gate re-encodes up
-// to 64 KiB (table entries referred to by index, written out): a whole 64
-// KiB read of them once put 2 MB, or gigabytes, in a 256 KiB buffer. What
+// what one frame becomes is bounded, what many do is not. A refused call's
+// 10-byte HEADERS frame becomes an answer of up to ~300 bytes (call_gate.cc,
+// TrailersOnlyResponse); a HEADERS frame of a few bytes whose table entries
+// the gate writes out as literals, a block of up to 64 KiB. A whole 64 KiB
+// read parsed at once put ~460 KB of answers in a 64 KiB buffer (measured:
+// http2_guard_test.cc), and could put ~130 MB of blocks toward gRPC. What
 // does not fit waits, unparsed, until the buffers drain (FeedClient).
 constexpr size_t kMaxSliceBytes = 16 * 1024;
 
@@ -269,8 +268,13 @@ class ConnectionGuard::Loop {
   // buffer, and for the guard's answers to the client (a client that does
   // not read them stops being read).
   size_t Room(const Conn& c) const {
-    const size_t used = std::max(c.to_server.size(), c.to_client.size() + c.gate->pending_bytes());
+    const size_t used = Used(c);
     return used < options_.buffer_bytes ? options_.buffer_bytes - used : 0;
+  }
+  // The fuller of the connection's two buffers, in bytes (the guard's
+  // answers waiting for a frame boundary count with the client's side).
+  static size_t Used(const Conn& c) {
+    return std::max(c.to_server.size(), c.to_client.size() + c.gate->pending_bytes());
   }
   // Whether to read the client's socket: nothing of it is held, and there
   // is room.
@@ -291,7 +295,7 @@ class ConnectionGuard::Loop {
   }
   // The most a connection's buffers held one way, so far (peak_buffered_).
   void NotePeak(const Conn& c) {
-    const uint64_t now = std::max(c.to_server.size(), c.to_client.size() + c.gate->pending_bytes());
+    const uint64_t now = Used(c);
     if (now > peak_buffered_.load(std::memory_order_relaxed))
       peak_buffered_.store(now, std::memory_order_relaxed);
   }
@@ -656,18 +660,16 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
 }
 
 bool ConnectionGuard::Loop::FeedClient(Conn* c, const char* data, size_t n) {
-  while (n > 0) {
-    if (Room(*c) == 0) {
-      c->held.append(data, n);
-      return true;
-    }
+  while (n > 0 && Room(*c) > 0) {
     const size_t slice = std::min(
         c->guard.ClientToFrameEnd(reinterpret_cast<const uint8_t*>(data), n), kMaxSliceBytes);
     if (!RelayFromClient(c, data, slice)) return false;
-    NotePeak(*c);
     data += slice;
     n -= slice;
   }
+  c->held.append(data, n);
+  // The buffers only grew meanwhile (nothing was written): their peak.
+  NotePeak(*c);
   return true;
 }
 

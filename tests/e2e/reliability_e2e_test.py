@@ -98,9 +98,10 @@ BIG_SECONDS = 1.5
 BIG_MAX_TEXTS = 1024
 
 
-def big_texts(batch64_s):
-    """Texts (a multiple of 64) for ~BIG_SECONDS, given a 64-text batch's time."""
-    n = 64 * math.ceil(BIG_SECONDS / max(batch64_s, 1e-3))
+def big_texts(text_s, seconds=BIG_SECONDS):
+    """Texts of 128 tokens (a multiple of 64, 256 to BIG_MAX_TEXTS) for
+    about `seconds` of work at `text_s` seconds a text."""
+    n = 64 * math.ceil(seconds / max(text_s, 1e-6) / 64)
     return min(max(n, 256), BIG_MAX_TEXTS)
 
 
@@ -184,7 +185,7 @@ def check_deadlines_and_cancellation(args, tmp):
         # machine (with 256 always, a 4x faster CPU would finish it first).
         t = time.perf_counter()
         stub.Embed(pb.EmbedRequest(texts=[LONG_TEXT] * 64, truncate=True), timeout=60)
-        n_big = big_texts(time.perf_counter() - t)
+        n_big = big_texts((time.perf_counter() - t) / 64)
         print(f"deadline: the big batch is {n_big} texts", flush=True)
         # A batch's metrics are observed after its answers go out: on a busy
         # machine the warm-up's batch was once counted after the baselines
@@ -417,7 +418,7 @@ def check_admission(args, tmp):
         # over the deadline on any machine).
         sizes = re.findall(r"(\d+) tokens in ([\d.]+) ms", daemon.log_path.read_text())
         tokens, ms = max((int(t), float(m)) for t, m in sizes) if sizes else (1, 1.0)
-        n_big = min(max(64 * math.ceil(2 * tokens / ms * 1000 / 128 / 64), 256), BIG_MAX_TEXTS)
+        n_big = big_texts(128 * ms / 1000 / tokens, seconds=2)
         print(f"admission: calibrated {tokens} tokens in {ms} ms; the big batch is {n_big} texts",
               flush=True)
         check(sizes, "admission: the log has the calibration")
