@@ -43,8 +43,21 @@ namespace encoderd::kernels {
 // CUDA, whose activations are 16-bit anyway.
 bool AttentionTakesBf16Values(const Context& ctx, int64_t head_dim);
 
+// A bias on the scores by relative position (MPNet's relative attention
+// bias): the score of query i and key j of a sequence, in head h, gets
+// values[h * width + center + (j - i)] added after the scaling, before the
+// softmax. fp32 values on the host; width = 2 * center + 1, and every
+// sequence at most center + 1 tokens long. Only the CPU takes one (CUDA
+// throws std::invalid_argument).
+struct RelativeBias {
+  const float* values = nullptr;
+  int64_t center = 0;
+  int64_t width() const { return 2 * center + 1; }
+};
+
 void Attention(const Context& ctx, DType dtype, DType matmul_dtype, const void* qkv,
                const int32_t* cu_seqlens, int64_t batch, int64_t total_tokens, int32_t max_seqlen,
-               int64_t heads, int64_t head_dim, float scale, void* out);
+               int64_t heads, int64_t head_dim, float scale, void* out,
+               const RelativeBias* bias = nullptr);
 
 }  // namespace encoderd::kernels

@@ -242,11 +242,13 @@ void ValueRows(const float* p, int64_t pw, const float* vp, int64_t d, int64_t w
 // once into thread-local scratch; then for each sub-block of sub_rows query
 // rows, the sub_rows x L scores (register-blocked 4 x 64, each K block reused
 // from L1 by the whole sub-block), an exact fp32 softmax, and P V (each
-// 64-row block of V reused by the whole sub-block). See attention_avx512.h.
+// 64-row block of V reused by the whole sub-block), the relative position
+// bias added to the scores first where there is one. See attention_avx512.h.
 template <class Format, typename Value = typename Format::Value>
 void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int64_t head,
                           int64_t heads, int64_t d, float scale, int64_t row_begin, int64_t row_end,
-                          int64_t sub_rows, Value* out, const AttentionItem* next) {
+                          int64_t sub_rows, Value* out, const float* bias,
+                          const AttentionItem* next) {
   constexpr int64_t pack = Format::kPack;
   const int64_t hidden = heads * d, ld = 3 * hidden;
   const int64_t lp = (len + 15) / 16 * 16;  // a multiple of 16 (and of pack)
@@ -305,6 +307,7 @@ void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int6
     }
     const int64_t p_stride = pack == 1 ? lp : pw;
     for (int64_t r = 0; r < rows; ++r) {
+      AddRelativeBias(s + r * lp, bias, i0 + r, len);
       if constexpr (pack > 1) {
         inv[r] = SoftmaxRowPacked<Format>(s + r * lp, len, lp, pp + r * pw);
       } else {

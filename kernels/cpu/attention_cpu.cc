@@ -37,7 +37,7 @@ float* AttentionScratch(int64_t floats) {
 
 void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
                           int64_t heads, int64_t head_dim, float scale, int64_t row_begin,
-                          int64_t row_end, float* out) {
+                          int64_t row_end, float* out, const float* bias) {
   const int64_t hidden = heads * head_dim, ld = 3 * hidden;
   const float* q = qkv + seq_begin * ld + head * head_dim;
   const float* k = q + hidden;
@@ -49,8 +49,9 @@ void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int6
       float dot = 0.f;
       for (int64_t c = 0; c < head_dim; ++c) dot += q[i * ld + c] * k[j * ld + c];
       p[j] = dot * scale;
-      max = std::max(max, p[j]);
     }
+    AddRelativeBias(p.data(), bias, i, len);
+    for (int64_t j = 0; j < len; ++j) max = std::max(max, p[j]);
     float sum = 0.f;
     for (int64_t j = 0; j < len; ++j) {
       p[j] = std::exp(p[j] - max);
@@ -73,7 +74,7 @@ bool AttentionCpuTakesBf16Values(int64_t head_dim) {
 
 void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const int32_t* cu_seqlens,
                   int64_t batch, int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls,
-                  void* out) {
+                  void* out, const RelativeBias* bias) {
   const CpuFeatures& cpu = GetCpuFeatures();
   const bool fast = head_dim % 16 == 0 && cpu.avx512f;
   const bool avx2 = head_dim % 16 == 0 && cpu.avx2 && cpu.fma;
@@ -85,7 +86,7 @@ void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const in
     std::vector<float> wide(tokens * 3 * hidden), result(tokens * hidden);
     ConvertBFloat16ToFloat(static_cast<const uint16_t*>(qkv), wide.data(), tokens * 3 * hidden);
     AttentionCpu(ctx, DType::kFloat32, wide.data(), cu_seqlens, batch, heads, head_dim, scale,
-                 bf16_matmuls, result.data());
+                 bf16_matmuls, result.data(), bias);
     ConvertFloatToBFloat16(result.data(), static_cast<uint16_t*>(out), tokens * hidden);
     return;
   }
@@ -122,22 +123,24 @@ void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const in
   const float* qkv32 = static_cast<const float*>(qkv);
   float* out32 = static_cast<float*>(out);
   const auto RunItem = [&](const AttentionItem& it, const AttentionItem* next) {
+    const float* b =
+        bias == nullptr ? nullptr : bias->values + it.head * bias->width() + bias->center;
     if (bf16_values) {
       AttentionRowsAvx512Bf16Values(static_cast<const uint16_t*>(qkv), it.seq_begin, it.len,
                                     it.head, heads, head_dim, scale, it.row_begin, it.row_end,
-                                    kAttentionSubRows, static_cast<uint16_t*>(out), next);
+                                    kAttentionSubRows, static_cast<uint16_t*>(out), b, next);
     } else if (bf16) {
       AttentionRowsAvx512Bf16(qkv32, it.seq_begin, it.len, it.head, heads, head_dim, scale,
-                              it.row_begin, it.row_end, kAttentionSubRows, out32, next);
+                              it.row_begin, it.row_end, kAttentionSubRows, out32, b, next);
     } else if (fast) {
       AttentionRowsAvx512(qkv32, it.seq_begin, it.len, it.head, heads, head_dim, scale,
-                          it.row_begin, it.row_end, kAttentionSubRows, out32, next);
+                          it.row_begin, it.row_end, kAttentionSubRows, out32, b, next);
     } else if (avx2) {
       AttentionRowsAvx2(qkv32, it.seq_begin, it.len, it.head, heads, head_dim, scale, it.row_begin,
-                        it.row_end, kAttentionSubRows, out32, next);
+                        it.row_end, kAttentionSubRows, out32, b, next);
     } else {
       AttentionRowsGeneric(qkv32, it.seq_begin, it.len, it.head, heads, head_dim, scale,
-                           it.row_begin, it.row_end, out32);
+                           it.row_begin, it.row_end, out32, b);
     }
   };
   const int64_t n = static_cast<int64_t>(items.size());

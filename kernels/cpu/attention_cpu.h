@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_context.h"
 
 namespace encoderd::kernels {
@@ -20,10 +21,10 @@ struct AttentionItem {
 // head_dim % 16 == 0, else on the generic path below. values: qkv's and
 // out's type, float32, or bfloat16 with bf16_matmuls (read and written as
 // they are by the bf16 kernel; elsewhere widened to fp32 first, and the
-// output rounded).
+// output rounded). bias: kernels/attention.h's, or nullptr.
 void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const int32_t* cu_seqlens,
                   int64_t batch, int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls,
-                  void* out);
+                  void* out, const RelativeBias* bias = nullptr);
 
 // Whether the bf16 kernel runs for this head_dim on this CPU (AVX512-F,
 // -BW and -BF16, head_dim % 32 == 0): bf16 matmuls, and bf16 values read
@@ -46,10 +47,24 @@ float* AttentionScratch(int64_t floats);
 // faster, whole forwards within noise; outputs bit for bit the same.
 constexpr int64_t KeyRowStride(int64_t lp) { return (lp / 16) % 2 == 0 ? lp + 16 : lp; }
 
+namespace {
+// s[j] += bias[j - i] for j < len: the relative position bias of query row
+// i (bias: the head's values at distance 0, RelativeBias::center; nullptr:
+// none). Internal linkage, so that the copy compiled into an AVX-512 kernel
+// is never the one generic code calls.
+inline void AddRelativeBias(float* s, const float* bias, int64_t i, int64_t len) {
+  if (bias == nullptr) return;
+  const float* row = bias - i;
+  for (int64_t j = 0; j < len; ++j) s[j] += row[j];
+}
+}  // namespace
+
 // Single-threaded reference-style path for any head_dim (also used where the
 // CPU lacks AVX2 + FMA or head_dim % 16 != 0). Exposed for the benchmark/tests.
+// bias: the head's relative position bias at distance 0 (AddRelativeBias),
+// or nullptr; the same argument in every row kernel.
 void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
                           int64_t heads, int64_t head_dim, float scale, int64_t row_begin,
-                          int64_t row_end, float* out);
+                          int64_t row_end, float* out, const float* bias = nullptr);
 
 }  // namespace encoderd::kernels

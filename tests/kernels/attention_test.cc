@@ -33,8 +33,10 @@ float RoundToBf16(float x) {
 
 // With bf16_matmuls, the matmuls' inputs are rounded as the kernel's are:
 // q * scale, k, v and the unnormalised probabilities (their sum is not).
+// bias: a relative position bias (kernels/attention.h) or nullptr.
 std::vector<double> Reference(const std::vector<float>& qkv, const std::vector<int32_t>& cu,
-                              int64_t heads, int64_t d, double scale, bool bf16_matmuls = false) {
+                              int64_t heads, int64_t d, double scale, bool bf16_matmuls = false,
+                              const RelativeBias* bias = nullptr) {
   const auto in = [&](float x) { return bf16_matmuls ? RoundToBf16(x) : x; };
   const int64_t hidden = heads * d, ld = 3 * hidden, total = cu.back();
   std::vector<double> out(total * hidden);
@@ -52,6 +54,7 @@ std::vector<double> Reference(const std::vector<float>& qkv, const std::vector<i
                    in(qkv[(begin + j) * ld + hidden + h * d + c]);
           }
           p[j] = bf16_matmuls ? dot : dot * scale;
+          if (bias) p[j] += bias->values[h * bias->width() + bias->center + j - i];
           max = std::max(max, p[j]);
         }
         for (double& x : p) sum += (x = std::exp(x - max));
@@ -78,7 +81,8 @@ struct Case {
 // 1e-4 of the exact one, or with `rounds`, within 2e-3 of the one over
 // bf16-rounded inputs and more than 1e-4 from the exact one (so the rounding
 // path ran).
-void CheckAttention(const Case& c, DType matmul_dtype, bool rounds) {
+void CheckAttention(const Case& c, DType matmul_dtype, bool rounds,
+                    const RelativeBias* bias = nullptr) {
   CpuContext ctx;
   const auto cu = CuSeqlens(c.lengths);
   const int64_t total = cu.back(), hidden = c.heads * c.head_dim;
@@ -88,13 +92,14 @@ void CheckAttention(const Case& c, DType matmul_dtype, bool rounds) {
   const int32_t longest = *std::max_element(c.lengths.begin(), c.lengths.end());
   Attention(ctx, DType::kFloat32, matmul_dtype, qkv.data(), cu.data(),
             static_cast<int64_t>(c.lengths.size()), total, longest, c.heads, c.head_dim, scale,
-            out.data());
-  const double exact = ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale));
+            out.data(), bias);
+  const double exact =
+      ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale, false, bias));
   if (!rounds) {
     EXPECT_LT(exact, 1e-4);
     return;
   }
-  EXPECT_LT(ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale, true)), 2e-3);
+  EXPECT_LT(ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale, true, bias)), 2e-3);
   EXPECT_GT(exact, 1e-4);
   EXPECT_LT(exact, 3e-2);
 }
@@ -288,6 +293,71 @@ TEST(AttentionTest, Bf16ValuesHoldTheFloat32CallsBitsRounded) {
       }
     }
   }
+}
+
+// A relative position bias (MPNet's) is added to the scores of every kernel:
+// the AVX-512 fp32 and bf16 ones, AVX2 and the generic one (ctest runs this
+// binary with ENCODERD_CPU_DISABLE for each), with bf16 values too. The
+// bias spreads +-3, as much as the scores, so that a kernel leaving it out
+// or taking it for the wrong distance is far off.
+TEST(AttentionTest, AddsTheRelativePositionBiasInEveryKernel) {
+  const int64_t center = 140;
+  for (const int64_t heads : {2, 3}) {
+    const auto values = RandomVector(heads * (2 * center + 1), 51, -3.f, 3.f);
+    const RelativeBias bias{values.data(), center};
+    CheckAttention({{1, 2, 7, 33, 16, 17, 130}, heads, 64}, DType::kFloat32, false, &bias);
+    CheckAttention({{5, 130, 1}, heads, 48}, DType::kFloat32, false, &bias);
+    CheckAttention({{1, 2, 7, 33}, heads, 24}, DType::kFloat32, false, &bias);  // generic
+    CheckAttention({{1, 2, 7, 33, 16, 17, 130}, heads, 64}, DType::kBFloat16, HasBf16Attention(),
+                   &bias);
+  }
+  // bf16 values in and out: the same bits as the float32 call on them widened.
+  CpuContext ctx;
+  const std::vector<int32_t> lengths = {3, 130, 20};
+  const int64_t heads = 2, d = 64, hidden = heads * d;
+  const auto cu = CuSeqlens(lengths);
+  const int64_t total = cu.back();
+  const auto values = RandomVector(heads * (2 * center + 1), 52, -3.f, 3.f);
+  const RelativeBias bias{values.data(), center};
+  auto qkv = RandomVector(total * 3 * hidden, 53, -2.f, 2.f);
+  for (float& x : qkv) x = RoundToBf16(x);
+  std::vector<uint16_t> qkv16(qkv.size()), out16(total * hidden);
+  for (size_t i = 0; i < qkv.size(); ++i) qkv16[i] = Bf16Bits(qkv[i]);
+  std::vector<float> out32(total * hidden);
+  Attention(ctx, DType::kFloat32, DType::kBFloat16, qkv.data(), cu.data(), 3, total, 130, heads, d,
+            0.125f, out32.data(), &bias);
+  if (AttentionTakesBf16Values(ctx, d)) {
+    Attention(ctx, DType::kBFloat16, DType::kBFloat16, qkv16.data(), cu.data(), 3, total, 130,
+              heads, d, 0.125f, out16.data(), &bias);
+    int64_t differ = 0;
+    for (size_t i = 0; i < out16.size(); ++i) differ += out16[i] != Bf16Bits(out32[i]);
+    EXPECT_EQ(differ, 0);
+  }
+  const auto want = Reference(qkv, cu, heads, d, 0.125, false, &bias);
+  EXPECT_LT(ScaledMaxError(out32, want), 3e-2);
+  // Without the bias the output is far from the biased reference.
+  Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 3, total, 130, heads, d,
+            0.125f, out32.data());
+  EXPECT_GT(ScaledMaxError(out32, want), 0.1);
+}
+
+TEST(AttentionTest, RefusesABiasShorterThanASequence) {
+  CpuContext ctx;
+  const auto cu = CuSeqlens({4, 6});
+  const auto qkv = RandomVector(10 * 3 * 32, 12);
+  std::vector<float> out(10 * 32);
+  const auto values = RandomVector(2 * 11, 13);
+  const RelativeBias covers{values.data(), 5};  // sequences up to 6 tokens
+  EXPECT_NO_THROW(Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 2, 10, 6,
+                            2, 16, 0.25f, out.data(), &covers));
+  const RelativeBias short_bias{values.data(), 4};
+  EXPECT_THROW(Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 2, 10, 6, 2,
+                         16, 0.25f, out.data(), &short_bias),
+               std::invalid_argument);
+  const RelativeBias null_bias{nullptr, 5};
+  EXPECT_THROW(Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 2, 10, 6, 2,
+                         16, 0.25f, out.data(), &null_bias),
+               std::invalid_argument);
 }
 
 TEST(AttentionTest, EmptySequencesAndBadShapes) {
