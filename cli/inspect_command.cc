@@ -25,6 +25,7 @@ Json ConfigJson(const EncoderConfig& c) {
       {"max_positions", c.max_positions},
       {"max_tokens", c.max_tokens},
       {"type_vocab_size", c.type_vocab_size},
+      {"relative_attention_buckets", c.relative_attention_buckets},
       {"layer_norm_eps", c.layer_norm_eps},
       {"activation", ActivationName(c.activation)},
       {"norm_first", c.norm_first},
@@ -123,7 +124,12 @@ std::string DescribeModelText(const ModelBundle& bundle) {
     << "ffn size:        " << c.intermediate_size << " (" << ActivationName(c.activation) << ")\n"
     << "vocab size:      " << c.vocab_size << "\n"
     << "positions:       " << c.max_positions << " (" << PositionRuleName(c.position_rule)
-    << "), max tokens " << c.max_tokens << "\n"
+    << "), max tokens " << c.max_tokens
+    << (c.relative_attention_buckets > 0
+            ? "; relative attention bias, " + std::to_string(c.relative_attention_buckets) +
+                  " buckets up to distance " + std::to_string(c.relative_attention_max_distance)
+            : std::string())
+    << "\n"
     << "token types:     " << c.type_vocab_size << "\n"
     << "layer norm eps:  " << c.layer_norm_eps << "; embedding norm "
     << (c.embedding_norm ? "yes" : "no") << ", final norm " << (c.final_norm ? "yes" : "no") << "\n"

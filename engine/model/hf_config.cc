@@ -69,9 +69,9 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
   HfConfig config;
   auto type = json.find("model_type");
   if (type == json.end() || !type->is_string()) {
-    return InvalidArgument(
-        path +
-        ": model_type is missing (expected bert, roberta, xlm-roberta, distilbert or electra)");
+    return InvalidArgument(path +
+                           ": model_type is missing (expected bert, roberta, xlm-roberta, "
+                           "distilbert, electra or mpnet)");
   }
   config.model_type = type->get<std::string>();
   if (config.model_type == "bert") {
@@ -84,10 +84,12 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
     config.family = ModelFamily::kDistilbert;
   } else if (config.model_type == "electra") {
     config.family = ModelFamily::kElectra;
+  } else if (config.model_type == "mpnet") {
+    config.family = ModelFamily::kMpnet;
   } else {
     return InvalidArgument(
         path + ": model_type \"" + config.model_type +
-        "\" is not supported (expected bert, roberta, xlm-roberta, distilbert or electra)");
+        "\" is not supported (expected bert, roberta, xlm-roberta, distilbert, electra or mpnet)");
   }
   const HfKeys& keys = HfKeysFor(config.family);
   RETURN_IF_ERROR(ReadInt(json, path, "vocab_size", 1, &config.vocab_size));
@@ -99,6 +101,8 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
   RETURN_IF_ERROR(
       ReadInt(json, path, "max_position_embeddings", 1, &config.max_position_embeddings));
   RETURN_IF_ERROR(ReadInt(json, path, "type_vocab_size", 0, &config.type_vocab_size));
+  RETURN_IF_ERROR(ReadInt(json, path, "relative_attention_num_buckets", 1,
+                          &config.relative_attention_num_buckets));
   RETURN_IF_ERROR(ReadInt(json, path, "pad_token_id", 0, &config.pad_token_id));
   if (auto eps = json.find("layer_norm_eps"); eps != json.end() && !eps->is_null()) {
     if (!eps->is_number() || !(eps->get<double>() > 0.0)) {

@@ -15,9 +15,9 @@ namespace encoderd {
 
 struct HfConfig {
   // From model_type: bert -> kBert, roberta -> kRoberta, xlm-roberta -> kXlmRoberta,
-  // electra -> kElectra, distilbert -> kDistilbert (whose keys dim, n_layers, n_heads, hidden_dim
-  // and activation fill hidden_size, num_hidden_layers, num_attention_heads, intermediate_size and
-  // hidden_act).
+  // electra -> kElectra, mpnet -> kMpnet, distilbert -> kDistilbert (whose keys dim, n_layers,
+  // n_heads, hidden_dim and activation fill hidden_size, num_hidden_layers, num_attention_heads,
+  // intermediate_size and hidden_act).
   ModelFamily family = ModelFamily::kBert;
   std::string model_type;
   std::optional<int64_t> vocab_size;
@@ -28,6 +28,7 @@ struct HfConfig {
   std::optional<int64_t> intermediate_size;
   std::optional<int64_t> max_position_embeddings;
   std::optional<int64_t> type_vocab_size;
+  std::optional<int64_t> relative_attention_num_buckets;  // MPNet
   std::optional<int64_t> pad_token_id;
   std::optional<float> layer_norm_eps;
   std::optional<Activation> hidden_act;

@@ -137,6 +137,11 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
                              c->max_positions, checkpoint));
   RETURN_IF_ERROR(
       CrossCheck(path, "type_vocab_size", hf.type_vocab_size, c->type_vocab_size, checkpoint));
+  if (c->family == ModelFamily::kMpnet) {
+    RETURN_IF_ERROR(CrossCheck(path, "relative_attention_num_buckets",
+                               hf.relative_attention_num_buckets, c->relative_attention_buckets,
+                               checkpoint));
+  }
   if (!hf.num_attention_heads) {
     return InvalidArgument(path + ": " + keys.num_attention_heads + " is missing");
   }
@@ -157,7 +162,8 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
   c->pad_token_id = hf.pad_token_id.value_or(bert ? 0 : 1);
   c->position_rule = bert ? PositionRule::kFromZero : PositionRule::kAfterPaddingIdx;
   // DistilBertForSequenceClassification: pre_classifier, ReLU, classifier;
-  // ElectraClassificationHead: dense, GELU, out_proj.
+  // ElectraClassificationHead: dense, GELU, out_proj; MPNet's, RoBERTa's:
+  // dense, tanh, out_proj.
   c->head_activation = distil ? Activation::kRelu : electra ? Activation::kGelu : Activation::kTanh;
   if (!hf.labels.empty() && c->num_labels > 0) {
     if (static_cast<int64_t>(hf.labels.size()) != c->num_labels) {
@@ -287,6 +293,8 @@ Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card,
       return MapDistilbertWeights(mapper, config);
     case ModelFamily::kElectra:
       return MapElectraWeights(mapper, config);
+    case ModelFamily::kMpnet:
+      return MapMpnetWeights(mapper, config);
     case ModelFamily::kTorchtextRoberta:
       return MapTorchtextRobertaWeights(mapper, config);
     case ModelFamily::kFairseqRoberta: {

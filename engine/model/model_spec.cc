@@ -24,7 +24,7 @@ Status Bad(const std::string& field, const std::string& why) {
 bool IsHuggingFaceFamily(ModelFamily family) {
   return family == ModelFamily::kBert || family == ModelFamily::kRoberta ||
          family == ModelFamily::kXlmRoberta || family == ModelFamily::kDistilbert ||
-         family == ModelFamily::kElectra;
+         family == ModelFamily::kElectra || family == ModelFamily::kMpnet;
 }
 
 const char* HeadOutputName(HeadOutput output) {
@@ -54,6 +54,7 @@ std::optional<PairTemplate> TextPairTemplate(ModelFamily family) {
       return PairTemplate::kBert;
     case ModelFamily::kRoberta:
     case ModelFamily::kXlmRoberta:
+    case ModelFamily::kMpnet:
     case ModelFamily::kTorchtextRoberta:
     case ModelFamily::kFairseqRoberta:
       return PairTemplate::kRoberta;
@@ -75,6 +76,8 @@ const char* ModelFamilyName(ModelFamily family) {
       return "distilbert";
     case ModelFamily::kElectra:
       return "electra";
+    case ModelFamily::kMpnet:
+      return "mpnet";
     case ModelFamily::kTorchtextRoberta:
       return "torchtext-roberta";
     case ModelFamily::kFairseqRoberta:
@@ -128,10 +131,15 @@ const char* PositionRuleName(PositionRule rule) {
 }
 
 std::optional<ModelFamily> ParseModelFamily(const std::string& name) {
-  static constexpr ModelFamily kAll[] = {
-      ModelFamily::kBert,           ModelFamily::kRoberta,           ModelFamily::kXlmRoberta,
-      ModelFamily::kDistilbert,     ModelFamily::kElectra,           ModelFamily::kTorchtextRoberta,
-      ModelFamily::kFairseqRoberta, ModelFamily::kTransformerEncoder};
+  static constexpr ModelFamily kAll[] = {ModelFamily::kBert,
+                                         ModelFamily::kRoberta,
+                                         ModelFamily::kXlmRoberta,
+                                         ModelFamily::kDistilbert,
+                                         ModelFamily::kElectra,
+                                         ModelFamily::kMpnet,
+                                         ModelFamily::kTorchtextRoberta,
+                                         ModelFamily::kFairseqRoberta,
+                                         ModelFamily::kTransformerEncoder};
   return ParseByName(name, kAll, ModelFamilyName);
 }
 
@@ -188,6 +196,19 @@ Status EncoderConfig::Validate() const {
     }
     width = pool_dense[i].out;
   }
+  if (relative_attention_buckets < 0 || relative_attention_buckets % 4 != 0 ||
+      relative_attention_buckets > 4096) {
+    return Bad("relative_attention_buckets",
+               "= " + std::to_string(relative_attention_buckets) +
+                   " is not 0 or a positive multiple of 4 up to 4096");
+  }
+  if (relative_attention_buckets > 0 &&
+      (relative_attention_max_distance <= relative_attention_buckets / 4 ||
+       relative_attention_max_distance > (int64_t{1} << 20))) {
+    return Bad("relative_attention_max_distance",
+               "= " + std::to_string(relative_attention_max_distance) + " is not above " +
+                   std::to_string(relative_attention_buckets / 4) + " and at most 2^20");
+  }
   if (num_labels < 0) return Bad("num_labels", "must not be negative");
   if (static_cast<int64_t>(labels.size()) != num_labels) {
     return Bad("labels", "has " + std::to_string(labels.size()) + " names but the head has " +
@@ -201,6 +222,23 @@ Status EncoderConfig::Validate() const {
     }
   }
   return Status::Ok();
+}
+
+int64_t RelativePositionBucket(int64_t relative, int64_t buckets, int64_t max_distance) {
+  // relative_position_bucket: n = -(j - i); half the buckets for n < 0.
+  const int64_t half = buckets / 2, max_exact = half / 2;
+  const int64_t n = -relative;
+  const int64_t base = n < 0 ? half : 0;
+  const int64_t distance = n < 0 ? -n : n;
+  if (distance < max_exact) return base + distance;
+  // torch.log(n.float() / max_exact) / math.log(max_distance / max_exact)
+  // * (num_buckets - max_exact), each step in float32, then truncated.
+  const float log_ratio =
+      std::log(static_cast<float>(distance) / static_cast<float>(max_exact)) /
+      static_cast<float>(std::log(static_cast<double>(max_distance) / max_exact)) *
+      static_cast<float>(half - max_exact);
+  const int64_t large = max_exact + static_cast<int64_t>(log_ratio);
+  return base + (large < half - 1 ? large : half - 1);
 }
 
 std::string LayerWeightName(int64_t layer, const std::string& suffix) {

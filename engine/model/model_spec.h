@@ -25,6 +25,7 @@ enum class ModelFamily {
   kXlmRoberta,          // Hugging Face XLMRobertaModel / ...ForSequenceClassification
   kDistilbert,          // Hugging Face DistilBertModel / DistilBertForSequenceClassification
   kElectra,             // Hugging Face ElectraModel / ElectraForSequenceClassification
+  kMpnet,               // Hugging Face MPNetModel / MPNetForSequenceClassification
   kTorchtextRoberta,    // torchtext.models.RobertaModel (XLM-R / RoBERTa bundles)
   kFairseqRoberta,      // fairseq's RobertaModel checkpoints (RoBERTa, XLM-R)
   kTransformerEncoder,  // any nn.Embedding + nn.TransformerEncoder stack
@@ -42,14 +43,14 @@ enum class PositionRule {
 };
 
 // Names as written in encoderd.yaml and printed by `encoderd inspect`:
-// "bert", "roberta", "xlm-roberta", "distilbert", "electra", "torchtext-roberta",
+// "bert", "roberta", "xlm-roberta", "distilbert", "electra", "mpnet", "torchtext-roberta",
 // "fairseq-roberta", "transformer-encoder";
 // "gelu", "relu", "tanh"; "cls", "mean"; "none", "from_zero", "after_padding_idx".
 // The families described by a Hugging Face config.json (and tokenizer files).
 bool IsHuggingFaceFamily(ModelFamily family);
 // How the family joins two texts into one sequence: BERT's template for BERT,
-// DistilBERT and ELECTRA, RoBERTa's for RoBERTa, XLM-R and torchtext's and
-// fairseq's RoBERTa; none for generic nn.TransformerEncoder stacks, which define no
+// DistilBERT and ELECTRA, RoBERTa's for RoBERTa, XLM-R, MPNet and torchtext's
+// and fairseq's RoBERTa; none for generic nn.TransformerEncoder stacks, which define no
 // pair format.
 std::optional<PairTemplate> TextPairTemplate(ModelFamily family);
 const char* ModelFamilyName(ModelFamily family);
@@ -83,6 +84,11 @@ struct EncoderConfig {
   int64_t max_tokens = 512;
   // Rows of the token-type table; 0 when the model has none.
   int64_t type_vocab_size = 0;
+  // MPNet's relative attention bias: every layer's scores of query i and key
+  // j get "encoder.relative_attention_bias" [buckets, heads] at the row
+  // RelativePositionBucket(j - i, buckets, max_distance). 0: no such bias.
+  int64_t relative_attention_buckets = 0;
+  int64_t relative_attention_max_distance = 128;
   float layer_norm_eps = 1e-12f;
   Activation activation = Activation::kGelu;
   // Pre-norm layers (nn.TransformerEncoderLayer(norm_first=True)).
@@ -153,7 +159,15 @@ struct EncoderConfig {
 //   layers.N.norm2.{weight,bias}  after the FFN (post-norm) / before it (pre-norm)
 //   final_norm.{weight,bias}
 //   head.dense.{weight [H,H], bias}   head.out.{weight [L,H], bias [L]}
+//   encoder.relative_attention_bias [buckets, heads]  (MPNet; shared by the layers)
 std::string LayerWeightName(int64_t layer, const std::string& suffix);
+
+// The row of the relative attention bias for key j of query i (relative =
+// j - i), as transformers' MPNet computes it (relative_position_bucket):
+// half the buckets for keys after the query, half for those at or before
+// it; distances under buckets / 4 exactly, longer ones on a log scale up to
+// max_distance, in float32 as PyTorch computes them.
+int64_t RelativePositionBucket(int64_t relative, int64_t buckets, int64_t max_distance);
 
 // Everything needed to build an engine for one model directory.
 struct ModelBundle {

@@ -91,6 +91,7 @@ FastClass FastClassOf(const std::optional<std::string>& tokenizer_class, ModelFa
       case ModelFamily::kBert:
       case ModelFamily::kDistilbert:
       case ModelFamily::kElectra:
+      case ModelFamily::kMpnet:
         return FastClass::kBertLike;
       case ModelFamily::kRoberta:
         return FastClass::kRobertaLike;
@@ -183,9 +184,14 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   if (!card) return result;
   RETURN_IF_ERROR(CheckCardKeys(*card));
   result.path = dir + "/" + card->file;
+  // An MPNet model's vocab.txt is read by MPNetTokenizer: <s> and </s>
+  // around a text, RoBERTa's pair template.
+  const bool mpnet_vocab =
+      config.family == ModelFamily::kMpnet && card->kind == TokenizerKind::kWordPiece;
   if (card->kind == TokenizerKind::kWordPiece) {
     WordPieceOptions options;
     options.lower_case = card->lower_case;  // unset: the vocabulary's
+    if (mpnet_vocab) options.specials = WordPieceSpecials::Mpnet();
     ASSIGN_OR_RETURN(result.tokenizer, CreateWordPieceTokenizer(result.path, options));
   } else if (card->kind == TokenizerKind::kTokenizerJson) {
     ASSIGN_OR_RETURN(HfJsonTokenizer t,
@@ -210,13 +216,14 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     ASSIGN_OR_RETURN(result.tokenizer, CreateSentencePieceTokenizer(result.path, options));
   }
   // Found by name in a Hugging Face folder, the file is read as transformers
-  // reads it: vocab.txt by BertTokenizer, sentencepiece.bpe.model by
+  // reads it: vocab.txt by BertTokenizer (MPNetTokenizer in an MPNet
+  // folder), sentencepiece.bpe.model by
   // XLMRobertaTokenizer, vocab.json + merges.txt by RobertaTokenizer, and each
   // joins pairs its own way whatever the model. Named by a card, they follow
   // the family (a tokenizer.json's template is its own either way).
   if (!card_in) {
-    result.pairs =
-        card->kind == TokenizerKind::kWordPiece ? PairTemplate::kBert : PairTemplate::kRoberta;
+    result.pairs = card->kind == TokenizerKind::kWordPiece && !mpnet_vocab ? PairTemplate::kBert
+                                                                           : PairTemplate::kRoberta;
   }
   return FittingEmbedding(std::move(result), config);
 }

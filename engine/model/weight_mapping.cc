@@ -37,6 +37,15 @@ const LayerKeys kDistilbertLayer = {
     "sa_layer_norm",
     "output_layer_norm"};
 
+const LayerKeys kMpnetLayer = {
+    {"attention.attn.q.weight", "attention.attn.k.weight", "attention.attn.v.weight"},
+    {"attention.attn.q.bias", "attention.attn.k.bias", "attention.attn.v.bias"},
+    "attention.attn.o",
+    "intermediate.dense",
+    "output.dense",
+    "attention.LayerNorm",
+    "output.LayerNorm"};
+
 // torch.nn.TransformerEncoderLayer.
 const LayerKeys kTorchLayer = {{"self_attn.in_proj_weight"},
                                {"self_attn.in_proj_bias"},
@@ -157,6 +166,22 @@ Status MapHuggingFaceBody(WeightMapper& m, const std::string& prefix, EncoderCon
   return MapLayers(m, prefix + "encoder.layer.", kHuggingFaceLayer, c);
 }
 
+// DistilBERT's and MPNet's body under `prefix`: word and position
+// embeddings (no token types) and their LayerNorm, then the layers under
+// prefix + `layers` named by `keys`.
+Status MapBodyWithoutTokenTypes(WeightMapper& m, const std::string& prefix,
+                                const std::string& layers, const LayerKeys& keys,
+                                EncoderConfig* c) {
+  RETURN_IF_ERROR(MapTokenEmbedding(m, prefix + "embeddings.word_embeddings.weight", c));
+  RETURN_IF_ERROR(MapPositionEmbedding(m, prefix + "embeddings.position_embeddings.weight", c));
+  c->type_vocab_size = 0;
+  RETURN_IF_ERROR(m.AddNorm("embeddings.norm", prefix + "embeddings.LayerNorm", c->hidden_size));
+  c->embedding_norm = true;
+  c->final_norm = false;
+  c->num_labels = 0;
+  return MapLayers(m, prefix + layers, keys, c);
+}
+
 // "bert." for *ForSequenceClassification checkpoints, "" for the base model.
 std::string HuggingFacePrefix(const WeightMapper& m, const std::string& prefix) {
   return m.Has(prefix + "embeddings.word_embeddings.weight") ? prefix : "";
@@ -180,16 +205,29 @@ Status MapRobertaWeights(WeightMapper& m, EncoderConfig* c) {
 
 Status MapDistilbertWeights(WeightMapper& m, EncoderConfig* c) {
   const std::string prefix = HuggingFacePrefix(m, "distilbert.");
-  RETURN_IF_ERROR(MapTokenEmbedding(m, prefix + "embeddings.word_embeddings.weight", c));
-  RETURN_IF_ERROR(MapPositionEmbedding(m, prefix + "embeddings.position_embeddings.weight", c));
-  c->type_vocab_size = 0;
-  RETURN_IF_ERROR(m.AddNorm("embeddings.norm", prefix + "embeddings.LayerNorm", c->hidden_size));
-  c->embedding_norm = true;
-  c->final_norm = false;
-  c->num_labels = 0;
-  RETURN_IF_ERROR(MapLayers(m, prefix + "transformer.layer.", kDistilbertLayer, c));
+  RETURN_IF_ERROR(MapBodyWithoutTokenTypes(m, prefix, "transformer.layer.", kDistilbertLayer, c));
   if (!m.Has("classifier.weight")) return Status::Ok();
   return MapHead(m, "pre_classifier", "classifier", c);
+}
+
+Status MapMpnetWeights(WeightMapper& m, EncoderConfig* c) {
+  const std::string prefix = HuggingFacePrefix(m, "mpnet.");
+  RETURN_IF_ERROR(MapBodyWithoutTokenTypes(m, prefix, "encoder.layer.", kMpnetLayer, c));
+  // compute_position_bias is called without num_buckets: 32, whatever
+  // relative_attention_num_buckets (the table's rows) says.
+  constexpr int64_t kBuckets = 32;
+  const std::string bias = prefix + "encoder.relative_attention_bias.weight";
+  ASSIGN_OR_RETURN(Tensor table, m.Find(bias, {kAnySize, kAnySize}));
+  if (table.size(0) != kBuckets) {
+    return InvalidArgument(m.file() + ": " + bias + " has " + std::to_string(table.size(0)) +
+                           " rows, but transformers' MPNet buckets relative positions into " +
+                           std::to_string(kBuckets));
+  }
+  c->relative_attention_buckets = kBuckets;
+  c->relative_attention_max_distance = 128;
+  RETURN_IF_ERROR(m.Add("encoder.relative_attention_bias", bias, table.shape()));
+  if (!m.Has("classifier.out_proj.weight")) return Status::Ok();
+  return MapHead(m, "classifier.dense", "classifier.out_proj", c);
 }
 
 Status MapElectraWeights(WeightMapper& m, EncoderConfig* c) {

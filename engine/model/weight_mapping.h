@@ -27,6 +27,12 @@ Status MapDistilbertWeights(WeightMapper& mapper, EncoderConfig* config);
 // embeddings of embedding_size with embeddings_project to the hidden size
 // when the two differ. The discriminator's prediction head is not read.
 Status MapElectraWeights(WeightMapper& mapper, EncoderConfig* config);
+// MPNetModel / MPNetForSequenceClassification ("mpnet." prefix,
+// classifier.dense + classifier.out_proj): embeddings without token types,
+// attention.attn.{q,k,v,o}, attention.LayerNorm, BERT's feed-forward names,
+// and encoder.relative_attention_bias [32, heads] (transformers buckets
+// relative positions into 32 whatever the config says).
+Status MapMpnetWeights(WeightMapper& mapper, EncoderConfig* config);
 
 // Hugging Face RobertaModel / XLMRobertaModel and their
 // *ForSequenceClassification (keys with or without "roberta."). The head is

@@ -369,6 +369,11 @@ StatusOr<std::unique_ptr<Encoder>> CreateCudaEncoder(const EncoderConfig& config
   }
   RETURN_IF_ERROR(CheckDeviceDType(Device::kCuda, options.dtype));
   RETURN_IF_ERROR(config.Validate());
+  if (config.relative_attention_buckets > 0) {
+    return InvalidArgument(std::string("device cuda: the relative attention bias of ") +
+                           ModelFamilyName(config.family) +
+                           " models runs only on the CPU (device: cpu)");
+  }
   if (!k::CudaAttentionSupports(config.head_dim())) {
     return InvalidArgument(
         "device cuda: head size " + std::to_string(config.head_dim()) +

@@ -62,6 +62,15 @@ class WeightWalk {
     return Status::Ok();
   }
 
+  Status RelativeBias() {
+    const std::string name = "encoder.relative_attention_bias";
+    ASSIGN_OR_RETURN(Tensor t,
+                     Checked(weights_, name, {c_.relative_attention_buckets, c_.num_heads}));
+    RETURN_IF_ERROR(backend_.LoadRelativeBias(t).WithContext(name));
+    weights_.erase(name);
+    return Status::Ok();
+  }
+
  private:
   const EncoderConfig& c_;
   TensorMap& weights_;
@@ -119,6 +128,7 @@ class TimedOps final : public EncoderBackend {
   Status LoadNorm(int64_t layer, NormSlot slot, const Tensor& gamma, const Tensor& beta) override {
     return ops_.LoadNorm(layer, slot, gamma, beta);
   }
+  Status LoadRelativeBias(const Tensor& table) override { return ops_.LoadRelativeBias(table); }
   void Embed(Buffer out) override {
     Timed(EncoderOp::kEmbed, [&] { ops_.Embed(out); });
   }
@@ -327,6 +337,7 @@ Status LoadEncoderWeights(const EncoderConfig& c, TensorMap& weights, EncoderBac
     RETURN_IF_ERROR(walk.Norm(i, NormSlot::kNorm2, LayerWeightName(i, "norm2")));
   }
   if (c.final_norm) RETURN_IF_ERROR(walk.Norm(-1, NormSlot::kFinal, "final_norm"));
+  if (c.relative_attention_buckets > 0) RETURN_IF_ERROR(walk.RelativeBias());
   return Status::Ok();
 }
 
@@ -437,6 +448,21 @@ Status BackendEncoder::LoadLinear(int64_t layer, LinearSlot slot, const Tensor& 
   return Status::Ok();
 }
 
+Status BackendEncoder::LoadRelativeBias(const Tensor& table) {
+  const EncoderConfig& c = config();
+  const Tensor t = table.To(DType::kFloat32).ToContiguous();
+  const float* rows = t.data<float>();
+  const int64_t heads = c.num_heads, center = c.max_tokens - 1, width = 2 * center + 1;
+  relative_bias_.assign(static_cast<size_t>(heads * width), 0.f);
+  for (int64_t d = -center; d <= center; ++d) {
+    const int64_t bucket =
+        RelativePositionBucket(d, c.relative_attention_buckets, c.relative_attention_max_distance);
+    for (int64_t h = 0; h < heads; ++h)
+      relative_bias_[static_cast<size_t>(h * width + center + d)] = rows[bucket * heads + h];
+  }
+  return Status::Ok();
+}
+
 void BackendEncoder::Embed(Buffer out) {
   Wrote(out);
   const EncoderConfig& c = config();
@@ -511,9 +537,10 @@ void BackendEncoder::Attention(Buffer qkv, Buffer out) {
                             ? DType::kBFloat16
                             : activations_;
   Wrote(out);
+  const kernels::RelativeBias bias{relative_bias_.data(), c.max_tokens - 1};
   kernels::Attention(context(), BufferType(qkv), matmuls, Data(qkv), run_.cu_seqlens,
                      run_.sequences, run_.tokens, run_.max_seqlen, c.num_heads, c.head_dim(), scale,
-                     Data(out));
+                     Data(out), relative_bias_.empty() ? nullptr : &bias);
 }
 
 }  // namespace encoderd

@@ -63,6 +63,9 @@ class EncoderBackend {
   // gamma, beta: [hidden].
   virtual Status LoadNorm(int64_t layer, NormSlot slot, const Tensor& gamma,
                           const Tensor& beta) = 0;
+  // table: [relative_attention_buckets, heads], the model's relative
+  // attention bias (EncoderConfig::relative_attention_buckets > 0).
+  virtual Status LoadRelativeBias(const Tensor& table) = 0;
 
   // Ops of one forward, on the batch the backend set up before RunEncoder.
   // out = the embeddings of the batch's tokens (LayerNorm'd by the
@@ -84,7 +87,8 @@ class EncoderBackend {
   // read those rows anyway (AddNorm), rather than to the out projection's
   // and ffn.out's epilogues (RunLayer).
   virtual bool NormsAddResiduals() const = 0;
-  // out = multi-head self-attention of each sequence over the packed q|k|v.
+  // out = multi-head self-attention of each sequence over the packed q|k|v
+  // (with the relative attention bias where the model has one).
   virtual void Attention(Buffer qkv, Buffer out) = 0;
 };
 
@@ -238,6 +242,9 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
 
   // The device's part of LoadEncoderWeights besides the Linear layers.
   Status LoadLinear(int64_t layer, LinearSlot slot, const Tensor& weight, const Tensor& bias) final;
+  // Expands the table to each head's bias by distance j - i over the
+  // model's longest sequence (host fp32: only the CPU's attention takes one).
+  Status LoadRelativeBias(const Tensor& table) final;
   void Embed(Buffer out) final;
   void Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue, Buffer out) final;
   void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden, Buffer out,
@@ -263,6 +270,9 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   bool bf16_attention_ = false;       // kQkv and kContext are bf16 (BufferType)
   bool norms_add_residuals_ = false;  // NormsAddResiduals
   Table tables_[3];                   // by EmbeddingTable
+  // [heads, 2 * (max_tokens - 1) + 1]: kernels::RelativeBias's values, with
+  // center max_tokens - 1; empty without a relative attention bias.
+  std::vector<float> relative_bias_;
   SlotWeights<std::unique_ptr<kernels::PackedWeight>, NormRef> weights_;
   std::unique_ptr<HostHead> head_;
 };

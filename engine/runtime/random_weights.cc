@@ -62,6 +62,10 @@ TensorMap RandomEncoderWeights(const EncoderConfig& c, uint32_t seed) {
     norm(LayerWeightName(i, "norm2"), h);
   }
   if (c.final_norm) norm("final_norm", h);
+  if (c.relative_attention_buckets > 0) {
+    w["encoder.relative_attention_bias"] =
+        RandomTensor(rng, {c.relative_attention_buckets, c.num_heads}, 0.0f, 0.5f);
+  }
   if (c.num_labels > 0) {
     linear("head.dense", h, h);
     linear("head.out", c.num_labels, h);

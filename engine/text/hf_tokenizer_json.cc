@@ -233,9 +233,14 @@ Status CheckTokens(const Reader& r, const json& root, const json& vocab,
   return Status::Ok();
 }
 
+// A WordPiece pipeline: BERT's, or MPNet's (its converter writes <s> and
+// </s> around a text and RoBERTa's pair template, as a RobertaProcessing or
+// a TemplateProcessing with type ids on the second text; MPNet reads none).
+// Sets *pairs to the template's join.
 StatusOr<std::unique_ptr<Tokenizer>> WordPiece(const Reader& r, const json& root, const json& model,
                                                const std::string& source,
-                                               const HfJsonOverrides& overrides) {
+                                               const HfJsonOverrides& overrides,
+                                               PairTemplate* pairs) {
   const json& vocab = model.at("vocab");
   ASSIGN_OR_RETURN(const std::string prefix, r.Text(model, "model", "continuing_subword_prefix"));
   if (prefix != "##") {
@@ -286,9 +291,22 @@ StatusOr<std::unique_ptr<Tokenizer>> WordPiece(const Reader& r, const json& root
     return r.Unsupported("a WordPiece model's pre_tokenizer is \"" + pre +
                          "\", not BertPreTokenizer");
   }
+  ASSIGN_OR_RETURN(const auto templates, r.Templates(root, vocab));
+  const bool mpnet =
+      templates.first == "<s> $A </s>" && (templates.second == "<s> $A </s> </s> $B </s>" ||
+                                           templates.second == "<s> $A </s> </s> $B:1 </s>:1");
+  if (mpnet) {
+    options.specials = WordPieceSpecials::Mpnet();
+    *pairs = PairTemplate::kRoberta;
+  } else {
+    RETURN_IF_ERROR(
+        r.ExpectTemplates(root, vocab, "[CLS] $A [SEP]", "[CLS] $A [SEP] $B:1 [SEP]:1", "BERT"));
+    *pairs = PairTemplate::kBert;
+  }
+  const WordPieceSpecials& names = options.specials;
   RETURN_IF_ERROR(
-      r.ExpectTemplates(root, vocab, "[CLS] $A [SEP]", "[CLS] $A [SEP] $B:1 [SEP]:1", "BERT"));
-  RETURN_IF_ERROR(CheckTokens(r, root, vocab, {"[CLS]", "[SEP]", "[PAD]", "[UNK]"}));
+      CheckTokens(r, root, vocab,
+                  {names.cls.c_str(), names.sep.c_str(), names.pad.c_str(), names.unk.c_str()}));
   ASSIGN_OR_RETURN(std::vector<std::string> tokens, TokensById(r, vocab));
   return CreateWordPieceTokenizerFromTokens(std::move(tokens), options, source);
 }
@@ -630,8 +648,8 @@ StatusOr<HfJsonTokenizer> CreateTokenizerFromHfJsonData(std::string_view text,
   }
   HfJsonTokenizer result;
   if (type == "WordPiece") {
-    ASSIGN_OR_RETURN(result.tokenizer, WordPiece(r, root, *model, source, overrides));
-    result.pairs = PairTemplate::kBert;
+    ASSIGN_OR_RETURN(result.tokenizer,
+                     WordPiece(r, root, *model, source, overrides, &result.pairs));
     return result;
   }
   if (type == "BPE") {

@@ -14,11 +14,6 @@
 namespace encoderd {
 namespace {
 
-constexpr char kCls[] = "[CLS]";
-constexpr char kSep[] = "[SEP]";
-constexpr char kPad[] = "[PAD]";
-constexpr char kUnk[] = "[UNK]";
-
 class WordPieceTokenizer final : public Tokenizer {
  public:
   // lower_case: options.lower_case, or the vocabulary's where that is unset.
@@ -36,7 +31,8 @@ class WordPieceTokenizer final : public Tokenizer {
   StatusOr<Encoding> Encode(std::string_view text, int64_t max_tokens,
                             bool truncate) const override {
     RETURN_IF_ERROR(CheckUtf8(text));
-    return EncodeBounded(text, max_tokens, truncate, {special_.bos, kCls}, {special_.eos, kSep},
+    return EncodeBounded(text, max_tokens, truncate, {special_.bos, options_.specials.cls},
+                         {special_.eos, options_.specials.sep},
                          [this](const TextWindow& window) { return EncodeWindow(window); });
   }
 
@@ -143,7 +139,7 @@ class WordPieceTokenizer final : public Tokenizer {
 
   void AppendUnk(Encoding* enc) const {
     enc->ids.push_back(special_.unk);
-    enc->pieces.emplace_back(kUnk);
+    enc->pieces.emplace_back(options_.specials.unk);
   }
 
   std::unordered_map<std::string, int32_t> vocab_;
@@ -214,12 +210,15 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizerFromTokens(
     vocab[std::move(tokens[i])] = static_cast<int32_t>(i);
   }
   SpecialTokens special;
-  const std::pair<const char*, int32_t*> required[] = {
-      {kCls, &special.bos}, {kSep, &special.eos}, {kPad, &special.pad}, {kUnk, &special.unk}};
+  const WordPieceSpecials& names = options.specials;
+  const std::pair<const std::string*, int32_t*> required[] = {{&names.cls, &special.bos},
+                                                              {&names.sep, &special.eos},
+                                                              {&names.pad, &special.pad},
+                                                              {&names.unk, &special.unk}};
   for (const auto& [name, id] : required) {
-    const auto it = vocab.find(name);
+    const auto it = vocab.find(*name);
     if (it == vocab.end()) {
-      return InvalidArgument(source + ": the vocabulary has no " + name + " token");
+      return InvalidArgument(source + ": the vocabulary has no " + *name + " token");
     }
     *id = it->second;
   }

@@ -12,16 +12,28 @@
 
 namespace encoderd {
 
+// The names of the special tokens: BERT's, or MPNet's (<s> and </s> around
+// a text, <pad>, and BERT's [UNK] for what the vocabulary lacks).
+struct WordPieceSpecials {
+  std::string cls = "[CLS]", sep = "[SEP]", pad = "[PAD]", unk = "[UNK]";
+  static WordPieceSpecials Mpnet() { return {"<s>", "</s>", "<pad>", "[UNK]"}; }
+  bool operator==(const WordPieceSpecials& o) const {
+    return cls == o.cls && sep == o.sep && pad == o.pad && unk == o.unk;
+  }
+};
+
 struct WordPieceOptions {
   // Lower-case and strip accents (uncased checkpoints). Unset: as the
   // vocabulary says (VocabularyIsCased), for a folder or card that does not.
   std::optional<bool> lower_case = true;
   // Words longer than this many characters become [UNK], as in BERT.
   int64_t max_chars_per_word = 100;
+  // Must all be in the vocabulary.
+  WordPieceSpecials specials;
 };
 
-// Reads a vocab.txt (one token per line, id = line number). [CLS], [SEP],
-// [PAD], [UNK] must be present.
+// Reads a vocab.txt (one token per line, id = line number). The special
+// tokens (options.specials: [CLS], [SEP], [PAD], [UNK]) must be present.
 // Lines are split as Python's universal newlines do (\n, \r\n or \r); a token
 // listed twice gets its last line number, as in Hugging Face's load_vocab.
 StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizer(const std::string& vocab_path,

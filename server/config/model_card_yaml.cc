@@ -138,11 +138,11 @@ Status ReadWeights(const YAML::Node& node, const std::string& source, WeightPref
 Status ReadEntry(const std::string& key, const YAML::Node& value, const Where& where,
                  const std::string& source, ModelCard* card) {
   if (key == "family") {
-    return ReadEnum(
-        value, where, ParseModelFamily,
-        "bert, roberta, xlm-roberta, distilbert, electra, torchtext-roberta, fairseq-roberta, "
-        "transformer-encoder",
-        &card->family);
+    return ReadEnum(value, where, ParseModelFamily,
+                    "bert, roberta, xlm-roberta, distilbert, electra, mpnet, torchtext-roberta, "
+                    "fairseq-roberta, "
+                    "transformer-encoder",
+                    &card->family);
   }
   if (key == "checkpoint") return ReadString(value, where, &card->checkpoint);
   if (key == "state_dict_key") return ReadString(value, where, &card->state_dict_key);

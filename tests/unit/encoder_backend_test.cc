@@ -71,6 +71,10 @@ class RecordingBackend : public EncoderBackend {
     calls.push_back("norm " + std::to_string(layer) + " " + std::to_string(int(slot)));
     return Status::Ok();
   }
+  Status LoadRelativeBias(const Tensor& t) override {
+    calls.push_back("relative bias " + ShapeToString(t.shape()));
+    return Status::Ok();
+  }
   void Embed(Buffer out) override { calls.push_back(std::string("embed ") + Name(out)); }
   void Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue e, Buffer out) override {
     calls.push_back(std::to_string(layer) + " " + LinearSlotName(slot) + " " + Name(in) + "->" +
@@ -124,6 +128,26 @@ TEST(EncoderBackendTest, LoadsEveryWeightOnceInOrderAndLeavesTheHead) {
   EXPECT_EQ(backend.calls, want);
   ASSERT_EQ(weights.size(), 1u);
   EXPECT_EQ(weights.begin()->first, "head.dense.weight");
+}
+
+// MPNet-style: the relative attention bias loads last, checked against the
+// buckets and heads.
+TEST(EncoderBackendTest, LoadsTheRelativeAttentionBias) {
+  EncoderConfig c = Tiny(/*norm_first=*/false);
+  c.relative_attention_buckets = 32;
+  TensorMap weights = RandomEncoderWeights(c, 1);
+  RecordingBackend backend;
+  ASSERT_TRUE(LoadEncoderWeights(c, weights, backend).ok());
+  EXPECT_EQ(backend.calls.back(), "relative bias [32, " + std::to_string(c.num_heads) + "]");
+  EXPECT_TRUE(weights.empty());
+
+  weights = RandomEncoderWeights(c, 1);
+  weights["encoder.relative_attention_bias"] = Tensor::Zeros(DType::kFloat32, {32, 3});
+  const Status wrong = LoadEncoderWeights(c, weights, backend);
+  EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.message().find("encoder.relative_attention_bias"), std::string::npos);
+  weights.erase("encoder.relative_attention_bias");
+  EXPECT_EQ(LoadEncoderWeights(c, weights, backend).code(), StatusCode::kNotFound);
 }
 
 // ELECTRA-style: narrower embeddings, then a Linear to the hidden size.

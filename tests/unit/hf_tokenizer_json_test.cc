@@ -271,6 +271,47 @@ TEST(HfTokenizerJson, BertVariantsReadAsTheirFiles) {
   }
 }
 
+// MPNet's files: BERT's WordPiece pipeline with <s> and </s> around a text
+// and RoBERTa's pair template, as the hub's tokenizer.json writes it
+// (RobertaProcessing) and as transformers' converter does (a template with
+// type ids), and as MPNetTokenizer reads vocab.txt: the same encodings,
+// those of the Python reference (tests/fixtures/fx_tokenizers.py).
+TEST(HfTokenizerJson, MpnetReadsAsItsVocabularyWithSAndSlashS) {
+  WordPieceOptions options;
+  options.specials = WordPieceSpecials::Mpnet();
+  auto files = CreateWordPieceTokenizer((kDir / "wordpiece" / "vocab_mpnet.txt").string(), options);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  const json expected = ReadJson(kDir / "expected.json")["wordpiece_mpnet"];
+  const std::vector<std::string> samples = Samples();
+  ASSERT_EQ(expected.size(), samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    auto e = (*files)->Encode(samples[i], kNoLimit, false);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    EXPECT_EQ(e->ids, expected[i]["ids"].get<std::vector<int32_t>>()) << samples[i];
+    EXPECT_EQ(e->pieces, expected[i]["pieces"].get<std::vector<std::string>>());
+  }
+  EXPECT_EQ((*files)->special_tokens().bos, 0);  // <s>
+  EXPECT_EQ((*files)->special_tokens().pad, 1);  // <pad>
+  EXPECT_EQ((*files)->special_tokens().eos, 2);  // </s>
+  for (const char* name : {"mpnet.json", "mpnet_template.json"}) {
+    SCOPED_TRACE(name);
+    auto t = CreateTokenizerFromHfJsonData(ReadJson(kDir / "tokenizer_json" / name).dump(),
+                                           "tokenizer.json", {});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_EQ(t->pairs, PairTemplate::kRoberta);
+    ExpectSameEncodings(**files, *t->tokenizer);
+  }
+  // BERT's files still join pairs BERT's way.
+  auto bert = CreateTokenizerFromHfJsonData(
+      ReadJson(kDir / "tokenizer_json" / "wordpiece_uncased.json").dump(), "tokenizer.json", {});
+  ASSERT_TRUE(bert.ok()) << bert.status().ToString();
+  EXPECT_EQ(bert->pairs, PairTemplate::kBert);
+  // Another template around a WordPiece model is not MPNet's or BERT's.
+  json other = ReadJson(kDir / "tokenizer_json" / "mpnet.json");
+  other["post_processor"]["type"] = "BertProcessing";
+  ExpectRefused(other, "not BERT's", StatusCode::kUnimplemented);
+}
+
 // A tokenizer.json may raise max_input_chars_per_word (up to 2^30), so one
 // word of a client's text reaches the longest-match loop whole. That loop
 // tried every end from the word's end down, rebuilding each candidate:

@@ -124,6 +124,20 @@ TEST_P(ModelDirectoryTest, WeightsShareCheckpointStorage) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelDirectoryTest, ::testing::ValuesIn(FixtureModelNames()));
 
+// The bucket of every relative position, as transformers' MPNet computes it
+// in PyTorch (tests/fixtures/fx_models.py): the log-scaled buckets'
+// boundaries (distance 64 is bucket 14 there only if each step is float32).
+TEST(RelativePositionBucketTest, MatchesTransformersMpnetAtEveryDistance) {
+  const nlohmann::json want =
+      testing::ReadJsonFile(ModelsDir() + "/hf_mpnet_base.reference/relative_buckets.json");
+  const auto relative = want["relative"].get<std::vector<int64_t>>();
+  const auto bucket = want["bucket"].get<std::vector<int64_t>>();
+  ASSERT_EQ(relative.size(), bucket.size());
+  ASSERT_GT(relative.size(), 1000u);
+  for (size_t i = 0; i < relative.size(); ++i)
+    EXPECT_EQ(RelativePositionBucket(relative[i], 32, 128), bucket[i]) << relative[i];
+}
+
 struct BadCase {
   const char* dir;
   StatusCode code;

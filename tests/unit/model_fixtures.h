@@ -31,6 +31,8 @@ inline const std::vector<std::string>& FixtureModelNames() {
       "hf_distilbert_classifier",
       "hf_distilbert_base",
       "hf_electra_classifier",
+      "hf_mpnet_classifier",
+      "hf_mpnet_base",
       "torchtext_xlmr_legacy",
       "torchtext_xlmr_fairseq",
       "fairseq_xlmr_legacy",
