@@ -33,6 +33,7 @@ inline const std::vector<std::string>& FixtureModelNames() {
       "hf_electra_classifier",
       "hf_mpnet_classifier",
       "hf_mpnet_base",
+      "hf_st_mpnet",
       "torchtext_xlmr_legacy",
       "torchtext_xlmr_fairseq",
       "fairseq_xlmr_legacy",
