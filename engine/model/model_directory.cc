@@ -141,6 +141,12 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
     RETURN_IF_ERROR(CrossCheck(path, "relative_attention_num_buckets",
                                hf.relative_attention_num_buckets, c->relative_attention_buckets,
                                checkpoint));
+    // MPNetEmbeddings counts positions from its padding_idx, 1, whatever
+    // pad_token_id says: another pad id would move every position.
+    if (hf.pad_token_id && *hf.pad_token_id != 1) {
+      return InvalidArgument(path + ": pad_token_id = " + std::to_string(*hf.pad_token_id) +
+                             ", but transformers' MPNet counts positions from padding index 1");
+    }
   }
   if (!hf.num_attention_heads) {
     return InvalidArgument(path + ": " + keys.num_attention_heads + " is missing");

@@ -30,8 +30,10 @@ Status MapElectraWeights(WeightMapper& mapper, EncoderConfig* config);
 // MPNetModel / MPNetForSequenceClassification ("mpnet." prefix,
 // classifier.dense + classifier.out_proj): embeddings without token types,
 // attention.attn.{q,k,v,o}, attention.LayerNorm, BERT's feed-forward names,
-// and encoder.relative_attention_bias [32, heads] (transformers buckets
-// relative positions into 32 whatever the config says).
+// and encoder.relative_attention_bias [32, heads]. transformers buckets
+// relative positions into 32 whatever relative_attention_num_buckets says
+// (it reads only the table's first 32 rows); a table of other than 32 rows
+// is refused.
 Status MapMpnetWeights(WeightMapper& mapper, EncoderConfig* config);
 
 // Hugging Face RobertaModel / XLMRobertaModel and their

@@ -220,6 +220,12 @@ StatusOr<std::unique_ptr<TorchEncoderBaseline>> TorchEncoderBaseline::Create(
   if (dtype != DType::kFloat32 && dtype != DType::kBFloat16) {
     return InvalidArgument("baseline supports float32 and bfloat16 only");
   }
+  if (config.relative_attention_buckets > 0) {
+    // PyTorch's encoder layers have no relative attention bias: their
+    // outputs would be another model's.
+    return InvalidArgument(std::string("the LibTorch baseline has no relative attention bias (") +
+                           ModelFamilyName(config.family) + "): run --engines encoderd");
+  }
   auto impl = std::make_unique<TorchEncoderBaselineImpl>(config, ToTorch(dtype));
   RETURN_IF_ERROR(impl->Init(weights));
   return std::unique_ptr<TorchEncoderBaseline>(std::move(impl));

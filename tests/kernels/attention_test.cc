@@ -81,9 +81,10 @@ struct Case {
 // 1e-4 of the exact one, or with `rounds`, within 2e-3 of the one over
 // bf16-rounded inputs and more than 1e-4 from the exact one (so the rounding
 // path ran).
+// threads: the context's (0: every processor).
 void CheckAttention(const Case& c, DType matmul_dtype, bool rounds,
-                    const RelativeBias* bias = nullptr) {
-  CpuContext ctx;
+                    const RelativeBias* bias = nullptr, int threads = 0) {
+  CpuContext ctx(threads);
   const auto cu = CuSeqlens(c.lengths);
   const int64_t total = cu.back(), hidden = c.heads * c.head_dim;
   const auto qkv = RandomVector(total * 3 * hidden, 11, -2.f, 2.f);
@@ -305,11 +306,13 @@ TEST(AttentionTest, AddsTheRelativePositionBiasInEveryKernel) {
   for (const int64_t heads : {2, 3}) {
     const auto values = RandomVector(heads * (2 * center + 1), 51, -3.f, 3.f);
     const RelativeBias bias{values.data(), center};
-    CheckAttention({{1, 2, 7, 33, 16, 17, 130}, heads, 64}, DType::kFloat32, false, &bias);
-    CheckAttention({{5, 130, 1}, heads, 48}, DType::kFloat32, false, &bias);
+    // 4 threads: the 130-token sequence's rows split between items, each
+    // adding the bias from its own first row.
+    CheckAttention({{1, 2, 7, 33, 16, 17, 130}, heads, 64}, DType::kFloat32, false, &bias, 4);
+    CheckAttention({{5, 130, 1}, heads, 48}, DType::kFloat32, false, &bias, 4);
     CheckAttention({{1, 2, 7, 33}, heads, 24}, DType::kFloat32, false, &bias);  // generic
     CheckAttention({{1, 2, 7, 33, 16, 17, 130}, heads, 64}, DType::kBFloat16, HasBf16Attention(),
-                   &bias);
+                   &bias, 4);
   }
   // bf16 values in and out: the same bits as the float32 call on them widened.
   CpuContext ctx;

@@ -26,6 +26,18 @@ struct Variant {
 
 class EncoderVsTorchTest : public ::testing::TestWithParam<Variant> {};
 
+// PyTorch's layers have no relative attention bias: the baseline refuses an
+// MPNet-style config rather than time and compare another model.
+TEST(EncoderVsTorchTest, RefusesARelativeAttentionBias) {
+  EncoderConfig config = BertBaseConfig();
+  config.num_layers = 1;
+  config.relative_attention_buckets = 32;
+  const TensorMap weights = RandomEncoderWeights(config, /*seed=*/7);
+  auto torch = TorchEncoderBaseline::Create(config, weights, DType::kFloat32);
+  ASSERT_FALSE(torch.ok());
+  EXPECT_NE(torch.status().message().find("relative attention bias"), std::string::npos);
+}
+
 TEST_P(EncoderVsTorchTest, MatchesPyTorchNestedFastpath) {
   const Variant v = GetParam();
   EncoderConfig config = BertBaseConfig();

@@ -202,7 +202,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"fairseq_norm_first",
                 StatusCode::kInvalidArgument,
                 {"fairseq_norm_first/encoderd.yaml", "norm_first = true contradicts",
-                 "fairseq_norm_first/model.pt", "has no final layer_norm"}}),
+                 "fairseq_norm_first/model.pt", "has no final layer_norm"}},
+        BadCase{"mpnet_64_buckets",
+                StatusCode::kInvalidArgument,
+                {"mpnet_64_buckets/pytorch_model.bin", "encoder.relative_attention_bias.weight",
+                 "64 rows", "into 32"}},
+        BadCase{"mpnet_bucket_mismatch",
+                StatusCode::kInvalidArgument,
+                {"mpnet_bucket_mismatch/config.json", "relative_attention_num_buckets = 16", "32"}},
+        BadCase{"mpnet_pad_2",
+                StatusCode::kInvalidArgument,
+                {"mpnet_pad_2/config.json", "pad_token_id = 2", "padding index 1"}}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.dir); });
 
 // A config.json of a million nested brackets: nlohmann's dump() recursed
