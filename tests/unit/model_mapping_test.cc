@@ -156,10 +156,21 @@ TEST(EncoderConfig, Validate) {
   EncoderConfig special = ValidConfig();
   special.special_tokens.unk = 100;
   EXPECT_NE(special.Validate().message().find("special_tokens"), std::string::npos);
+  EncoderConfig relative = ValidConfig();
+  relative.relative_attention_buckets = 32;
+  EXPECT_TRUE(relative.Validate().ok());
+  relative.relative_attention_buckets = 30;  // halves, then halves again
+  EXPECT_NE(relative.Validate().message().find("relative_attention_buckets = 30"),
+            std::string::npos);
+  relative.relative_attention_buckets = 32;
+  relative.relative_attention_max_distance = 8;  // not beyond the exact distances
+  EXPECT_NE(relative.Validate().message().find("relative_attention_max_distance = 8"),
+            std::string::npos);
 }
 
 TEST(ModelSpecNames, RoundTrip) {
   for (ModelFamily f : {ModelFamily::kBert, ModelFamily::kRoberta, ModelFamily::kXlmRoberta,
+                        ModelFamily::kDistilbert, ModelFamily::kElectra, ModelFamily::kMpnet,
                         ModelFamily::kTorchtextRoberta, ModelFamily::kFairseqRoberta,
                         ModelFamily::kTransformerEncoder}) {
     EXPECT_EQ(ParseModelFamily(ModelFamilyName(f)), f);
