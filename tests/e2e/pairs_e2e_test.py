@@ -2,7 +2,8 @@
 """End-to-end test of text pairs and Rerank: the real `encoderd serve` with a
 BERT cross-encoder (one-output head), an XLM-R pair classifier, a DistilBERT
 model (no token types) and a generic nn.TransformerEncoder stack (no pair
-format), fairseq's checkpoint of an XLM-R classifier, plus a BERT folder
+format), fairseq's checkpoint of an XLM-R classifier, an MPNet classifier
+(RoBERTa's pair form, the relative attention bias), plus a BERT folder
 whose only tokenizer file is a tokenizer.json of a pipeline encoderd does
 not read (it serves token ids; text requests are refused without the
 server's paths), checked against PyTorch on the fixtures' own weights
@@ -35,7 +36,7 @@ from e2e_common import (check, generate_stubs, report, run_loadtest,  # noqa: E4
 MAX_TOKENS = 32
 MODELS = {"cross": "hf_bert_cross_encoder", "xlmr": "hf_xlmr_zip",
           "distil": "hf_distilbert_base", "generic": "generic_postnorm_gelu",
-          "fairseq": "fairseq_xlmr_legacy"}
+          "fairseq": "fairseq_xlmr_legacy", "mpnet": "hf_mpnet_classifier"}
 QUERY = "how do foxes hunt"
 TEXTS = ["the quick brown fox jumps over the lazy dog", "foxes hunt mice at night",
          "a recipe for bread", "x", "the fox", "hunting " * 40]
@@ -204,6 +205,21 @@ def main():
             got = list(cls.results[i].scores)
             check(max(abs(x - y) for x, y in zip(got, want)) <= 1e-4,
                   f"fairseq pair {i}: {got} vs PyTorch {want}")
+        # MPNet (its tokenizer.json): <s> a </s></s> b </s>, no token types,
+        # every layer's relative attention bias; against hf_forward.
+        cls = stub.Classify(pb.ClassifyRequest(model="mpnet", texts=firsts, text_pairs=seconds,
+                                               truncate=True))
+        toks = stub.Tokenize(pb.TokenizeRequest(model="mpnet", texts=firsts, text_pairs=seconds,
+                                                truncate=True)).tokenizations
+        check(all(len(t.token_type_ids) == 0 for t in toks), "mpnet pair: no token types")
+        check(all(t.ids[0] == 0 and t.ids[-1] == 2 and
+                  any(a == b == 2 for a, b in zip(t.ids, t.ids[1:])) for t in toks),
+              "mpnet pair: <s> a </s></s> b </s>")
+        for i, logits in enumerate(torch_logits(args.models_dir, MODELS["mpnet"], "roberta", toks)):
+            want = softmax(logits)
+            got = list(cls.results[i].scores)
+            check(max(abs(x - y) for x, y in zip(got, want)) <= 1e-4,
+                  f"mpnet pair {i}: {got} vs PyTorch {want}")
         emb = stub.Embed(pb.EmbedRequest(model="distil", texts=["the fox"], text_pairs=["at night"]))
         check(len(emb.embeddings) == 1, "DistilBERT embeds a pair")
 
