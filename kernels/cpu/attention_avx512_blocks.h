@@ -66,19 +66,34 @@ inline void PackKeyWords(int64_t len, int64_t lp, int64_t ldk, int64_t d, float*
 // The lanes of the 16 entries from j on that are below len.
 inline __mmask16 LanesBelow(int64_t len, int64_t j) { return j >= len ? 0 : FirstLanes(len - j); }
 
-// max(s) over the first len entries, in every lane.
-inline __m512 RowMax(const float* s, int64_t len) {
+// max(s) over the first len entries, in every lane. With `bias` (a query
+// row's relative position bias from key 0 on, AddRelativeBias's row), s[j]
+// += bias[j] first, in the same pass.
+inline __m512 RowMax(float* s, int64_t len, const float* bias) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   int64_t j = 0;
-  for (; j + 16 <= len; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(s + j));
-  const __mmask16 tail = LanesBelow(len, j);
-  vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, s + j));
+  const __mmask16 tail = LanesBelow(len, len / 16 * 16);
+  if (bias != nullptr) {
+    for (; j + 16 <= len; j += 16) {
+      const __m512 x = _mm512_add_ps(_mm512_loadu_ps(s + j), _mm512_loadu_ps(bias + j));
+      _mm512_storeu_ps(s + j, x);
+      vmax = _mm512_max_ps(vmax, x);
+    }
+    const __m512 x =
+        _mm512_add_ps(_mm512_maskz_loadu_ps(tail, s + j), _mm512_maskz_loadu_ps(tail, bias + j));
+    _mm512_mask_storeu_ps(s + j, tail, x);
+    vmax = _mm512_mask_max_ps(vmax, tail, vmax, x);
+  } else {
+    for (; j + 16 <= len; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(s + j));
+    vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, s + j));
+  }
   return _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
 }
 
-// p = exp(s - max(s)) over the first len entries, in place; returns 1 / sum(p).
-inline float SoftmaxRow(float* s, int64_t len) {
-  const __m512 m = RowMax(s, len);
+// p = exp(s - max(s)) over the first len entries, in place (s += bias
+// first where there is one: RowMax); returns 1 / sum(p).
+inline float SoftmaxRow(float* s, int64_t len, const float* bias) {
+  const __m512 m = RowMax(s, len, bias);
   __m512 vsum = _mm512_setzero_ps();
   int64_t j = 0;
   for (; j + 16 <= len; j += 16) {
@@ -100,9 +115,9 @@ inline float SoftmaxRow(float* s, int64_t len) {
 // of 16) instead of in place; returns SoftmaxRow's 1 / sum(p), the same
 // bits (the same sums in the same order, the lanes from len on adding 0).
 template <class Format>
-inline float SoftmaxRowPacked(const float* s, int64_t len, int64_t lp, float* pp) {
+inline float SoftmaxRowPacked(float* s, int64_t len, int64_t lp, float* pp, const float* bias) {
   static_assert(Format::kPack == 2);
-  const __m512 m = RowMax(s, len);
+  const __m512 m = RowMax(s, len, bias);
   __m512 vsum = _mm512_setzero_ps();
   for (int64_t j = 0; j < lp; j += 32) {
     const __mmask16 lo = LanesBelow(len, j), hi = LanesBelow(len, j + 16);
@@ -307,11 +322,12 @@ void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int6
     }
     const int64_t p_stride = pack == 1 ? lp : pw;
     for (int64_t r = 0; r < rows; ++r) {
-      AddRelativeBias(s + r * lp, bias, i0 + r, len);
+      // The row's relative position bias from key 0 on (AddRelativeBias).
+      const float* bias_row = bias == nullptr ? nullptr : bias - (i0 + r);
       if constexpr (pack > 1) {
-        inv[r] = SoftmaxRowPacked<Format>(s + r * lp, len, lp, pp + r * pw);
+        inv[r] = SoftmaxRowPacked<Format>(s + r * lp, len, lp, pp + r * pw, bias_row);
       } else {
-        inv[r] = SoftmaxRow(s + r * lp, len);
+        inv[r] = SoftmaxRow(s + r * lp, len, bias_row);
       }
     }
     const int64_t len_words = (len + pack - 1) / pack, block = kValueBlock / pack;
