@@ -17,9 +17,6 @@ namespace encoderd {
 struct WordPieceSpecials {
   std::string cls = "[CLS]", sep = "[SEP]", pad = "[PAD]", unk = "[UNK]";
   static WordPieceSpecials Mpnet() { return {"<s>", "</s>", "<pad>", "[UNK]"}; }
-  bool operator==(const WordPieceSpecials& o) const {
-    return cls == o.cls && sep == o.sep && pad == o.pad && unk == o.unk;
-  }
 };
 
 struct WordPieceOptions {

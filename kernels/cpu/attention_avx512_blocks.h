@@ -258,7 +258,8 @@ void ValueRows(const float* p, int64_t pw, const float* vp, int64_t d, int64_t w
 // rows, the sub_rows x L scores (register-blocked 4 x 64, each K block reused
 // from L1 by the whole sub-block), an exact fp32 softmax, and P V (each
 // 64-row block of V reused by the whole sub-block), the relative position
-// bias added to the scores first where there is one. See attention_avx512.h.
+// bias added to the scores in the softmax's first pass (RowMax) where there
+// is one. See attention_avx512.h.
 template <class Format, typename Value = typename Format::Value>
 void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int64_t head,
                           int64_t heads, int64_t d, float scale, int64_t row_begin, int64_t row_end,
