@@ -311,8 +311,9 @@ void ShutDown(const std::vector<grpc::Server*>& servers,
         quiet = 0;
         continue;
       }
-      // A call holding a slot is a stream open: the channelz walk, which
-      // renders every connection's JSON, waits until none does.
+      // A call holding a slot or a place among the answers being sent is a
+      // stream open: the channelz walk, which renders every connection's
+      // JSON, waits until none does.
       int64_t open = service.in_flight() == 0 ? OpenStreams(servers.size()) : -1;
       for (size_t i = current + 1; i < servers.size() && open > 0; ++i)
         open -= health[i]->open_watches();

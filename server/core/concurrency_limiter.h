@@ -42,9 +42,14 @@ class ConcurrencyLimiter {
     uint64_t peer_;
   };
 
+  // What a limiter's slots stand for, summed by kind over the process for
+  // the scrape-time gauges: calls in progress, or places among the answers
+  // being sent (encoder_service.h).
+  enum class Kind { kCalls = 0, kAnswersSending = 1 };
+
   // `limit` <= 0 means no limit (and nothing to share).
-  explicit ConcurrencyLimiter(int64_t limit, bool fair_share = false)
-      : limit_(limit), fair_share_(fair_share && limit > 0) {}
+  explicit ConcurrencyLimiter(int64_t limit, bool fair_share = false, Kind kind = Kind::kCalls)
+      : limit_(limit), fair_share_(fair_share && limit > 0), held_total_(HeldTotal(kind)) {}
 
   // Thread-safe. Exactly `limit` concurrent callers get a held slot; with
   // fair sharing, fewer when one `peer` asks for more than its share (then
@@ -70,9 +75,11 @@ class ConcurrencyLimiter {
     return it == held_.end() ? 0 : it->second;
   }
   int64_t limit() const { return limit_; }
-  // Slots held now, summed over every limiter of the process (for the
-  // scrape-time gauge; the daemon has one limiter).
-  static int64_t HeldInProcess() { return held_total_.load(std::memory_order_relaxed); }
+  // Slots held now, summed over every limiter of `kind` in the process (the
+  // daemon has one of each).
+  static int64_t HeldInProcess(Kind kind = Kind::kCalls) {
+    return HeldTotal(kind).load(std::memory_order_relaxed);
+  }
 
  private:
   Slot TryAcquireShared(uint64_t peer, bool* over_share) {
@@ -106,14 +113,18 @@ class ConcurrencyLimiter {
     }
     held_total_.fetch_sub(1, std::memory_order_relaxed);
   }
+  static std::atomic<int64_t>& HeldTotal(Kind kind) {
+    static std::atomic<int64_t> totals[2];
+    return totals[static_cast<int>(kind)];
+  }
 
   const int64_t limit_;
   const bool fair_share_;
+  std::atomic<int64_t>& held_total_;  // this limiter's kind's, in the process
   std::atomic<int64_t> in_flight_{0};
   std::mutex mu_;
   // With fair sharing: the slots each peer holds (peers holding none absent).
   std::unordered_map<uint64_t, int64_t> held_;
-  static inline std::atomic<int64_t> held_total_{0};
 };
 
 }  // namespace encoderd::server

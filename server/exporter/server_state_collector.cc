@@ -106,11 +106,19 @@ std::vector<MetricFamily> ServerStateCollector::Collect() const {
                               "slots.",
                               MetricType::Gauge);
   AddGauge(&slots, {}, static_cast<double>(ConcurrencyLimiter::HeldInProcess()));
+  MetricFamily sending = Family("encoderd_answers_sending",
+                                "Unary calls answered and not yet sent by gRPC that gave their "
+                                "slot back for one of as many places (0 when idle).",
+                                MetricType::Gauge);
+  AddGauge(&sending, {},
+           static_cast<double>(
+               ConcurrencyLimiter::HeldInProcess(ConcurrencyLimiter::Kind::kAnswersSending)));
   std::vector<MetricFamily> families = {std::move(build), std::move(ready),    std::move(info),
                                         std::move(depth), std::move(capacity), std::move(standing)};
   families.push_back(std::move(pace));
   families.push_back(std::move(live));
   families.push_back(std::move(slots));
+  families.push_back(std::move(sending));
 
   auto stats = ReadProcessStats();
   if (!stats.ok()) {

@@ -225,22 +225,37 @@ StatusOr<ModelWork> EmbedWork(const ModelRegistry& registry, const v1::EmbedRequ
 // which abandons the request. Deletes itself when gRPC is done with it.
 class UnaryCall final : public grpc::ServerUnaryReactor {
  public:
-  UnaryCall(grpc::CallbackServerContext* context, Rpc rpc, uint64_t id, RequestObserver& observer)
-      : context_(context), rpc_(rpc), id_(id), observer_(observer) {}
+  UnaryCall(grpc::CallbackServerContext* context, Rpc rpc, uint64_t id, RequestObserver& observer,
+            ConcurrencyLimiter& sending)
+      : context_(context), rpc_(rpc), id_(id), observer_(observer), sending_(sending) {}
 
   Call& call() { return call_; }
   uint64_t id() const { return id_; }
   std::optional<ConcurrencyLimiter::Slot>* slot() { return &slot_; }
 
   // Answers now with `status` (the response bytes, when OK, are written).
-  // The call keeps its concurrency slot until gRPC is done with it (OnDone:
-  // the answer sent, or the call cancelled): a client that never takes its
-  // answers (a flow-control window of 0, no deadline) held them in gRPC's
-  // queues without bound when the slot went back here, and now holds at
-  // most its connection's share of the slots.
+  // The call's concurrency slot goes back before the answer is handed to
+  // gRPC, in exchange for a place among the answers being sent (`sending_`,
+  // held until OnDone): a client that calls again as soon as it has its
+  // answer finds the slot free (when the slot went back in OnDone, a moment
+  // after the client had the answer, 16 clients calling one after another
+  // under max_concurrent_requests=16 got 1% RESOURCE_EXHAUSTED). Without a
+  // place the call keeps its slot until gRPC is done with it (OnDone: the
+  // answer sent, or the call cancelled): a client that never takes its
+  // answers (a flow-control window of 0, no deadline) holds at most its
+  // connection's share of the places and of the slots, where its replies
+  // piled up in gRPC's queues without bound when the slot went back
+  // unconditionally.
   void Answer(const Status& status) {
     const grpc::Status answer =
         encoderd::server::Answer(observer_, context_, rpc_, id_, call_, status);
+    if (slot_ && slot_->held()) {
+      ConcurrencyLimiter::Slot place = sending_.TryAcquire(call_.peer);
+      if (place.held()) {
+        slot_.reset();
+        slot_.emplace(std::move(place));
+      }
+    }
     Finish(answer);
   }
 
@@ -265,7 +280,9 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   const Rpc rpc_;
   const uint64_t id_;
   RequestObserver& observer_;
+  ConcurrencyLimiter& sending_;
   Call call_;
+  // A concurrency slot from Admit; once answered, maybe a place in sending_.
   std::optional<ConcurrencyLimiter::Slot> slot_;
 };
 
@@ -503,11 +520,12 @@ Status EncoderService::ScreenCall(std::string_view path, std::string_view author
       !timeout || *timeout >= Clock::time_point::max() - now
           ? Clock::time_point::max()
           : now + std::chrono::duration_cast<Clock::duration>(*timeout);
-  // This connection's admitted calls that hold no handler's slot yet (its
-  // slots: with fair_share off, every peer's, which can only make this
-  // smaller).
+  // This connection's admitted calls that hold no handler's slot yet, nor
+  // a place among the answers being sent (its slots and places: with
+  // fair_share off, every peer's, which can only make this smaller).
   const uint64_t peer_key = PeerKey(peer);
-  const int64_t in_grpc = std::max<int64_t>(0, forwarded_open - limiter_.held_by(peer_key));
+  const int64_t in_grpc = std::max<int64_t>(
+      0, forwarded_open - limiter_.held_by(peer_key) - sending_.held_by(peer_key));
   Status refused = (*model)->batcher().Precheck(deadline, peer_key, in_grpc);
   if (refused.ok()) {
     *forwarded_work = true;
@@ -545,7 +563,7 @@ template <typename Request, typename Response, typename Body>
 grpc::ServerUnaryReactor* EncoderService::Unary(grpc::CallbackServerContext* context, Rpc rpc,
                                                 bool takes_slot, const grpc::ByteBuffer* bytes,
                                                 grpc::ByteBuffer* response_bytes, Body&& body) {
-  auto* reactor = new UnaryCall(context, rpc, next_request_id_++, observer_);
+  auto* reactor = new UnaryCall(context, rpc, next_request_id_++, observer_, sending_);
   Call& call = reactor->call();
   call.peer = PeerKey(*context);
   // The response outlives this function when the call waits for the model.

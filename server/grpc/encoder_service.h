@@ -48,11 +48,13 @@ class EncoderService final : public EncoderServiceBase {
       : registry_(registry),
         max_send_message_bytes_(max_send_message_bytes),
         limiter_(max_concurrent_requests, fair_share),
+        sending_(max_concurrent_requests, fair_share, ConcurrencyLimiter::Kind::kAnswersSending),
         observer_(metrics, access_log_sample),
         auth_(std::move(auth)) {
     RouteProtobufLogsToSpdlog();  // request parse errors: debug level only
   }
-  int64_t in_flight() const { return limiter_.in_flight(); }
+  // Calls holding a slot or a place among the answers being sent.
+  int64_t in_flight() const { return limiter_.in_flight() + sending_.in_flight(); }
 
   // The drain's end of the EmbedStreams (cli/serve_command.cc calls it every
   // 100 ms from the moment the gRPC port's GOAWAY went out): each open one
@@ -132,6 +134,10 @@ class EncoderService final : public EncoderServiceBase {
   // are refused before they are queued.
   int64_t max_send_message_bytes_;
   ConcurrencyLimiter limiter_;
+  // Places for unary calls answered and not yet sent, which gave their slot
+  // back: as many as slots, shared between connections as they are
+  // (UnaryCall::Answer in encoder_service.cc).
+  ConcurrencyLimiter sending_;
   // The open EmbedStreams (each removes itself when gRPC is done with it);
   // ending_streams_: EndStreams was called. Lock order: streams_mu_, then a
   // stream's own.

@@ -218,11 +218,11 @@ def check_deadlines_and_cancellation(args, tmp):
         check(code == Code.DEADLINE_EXCEEDED, f"deadline: queued call DEADLINE_EXCEEDED ({code})")
         check(wait_until(lambda: drops(daemon, "deadline_in_queue") == before["deadline_in_queue"] + 1, 10),
               "deadline: counted as deadline_in_queue")
-        # Its queue entry goes at once, its concurrency slot once gRPC is done
-        # with the call, a moment later: the next call must find the slot
-        # free. In CI it once did not: refused at the cap, never queued, and
-        # "third" admitted in its place waited for the big batch and failed
-        # every check after it.
+        # Its queue entry and its concurrency slot go at once: the next call
+        # must find the slot free. In CI it once did not (the slot went back
+        # when gRPC was done with the call, a moment later): refused at the
+        # cap, never queued, and "third" admitted in its place waited for the
+        # big batch and failed every check after it.
         check(wait_until(lambda: idle_state(daemon)[1:] == (1, 0, 1), 10),
               f"deadline: its queue entry and slot are gone ({idle_state(daemon)})")
         # (b) cancelled while queued: at the cap (big + this one), a third call is
@@ -524,6 +524,8 @@ def check_no_leaks(args, tmp):
         check(not unexpected, f"leaks: zero unexpected codes ({len(unexpected)}: {unexpected[:10]})")
         settled = wait_until(lambda: idle_state(daemon) == (0, 0, 0, 0), 10, 0.05)
         check(settled, f"leaks: live requests, in flight, queue depth, slots all 0 ({idle_state(daemon)})")
+        check(wait_until(lambda: daemon.metric("encoderd_answers_sending") == 0, 10, 0.05),
+              "leaks: no answer left holding a place among the answers being sent")
         # gRPC's synchronous server lets surplus worker threads exit once idle.
         settle_deadline = time.time() + 10
         while time.time() < settle_deadline and (proc_threads(pid) > threads0 + THREAD_SLACK or

@@ -24,6 +24,27 @@ TEST(ConcurrencyLimiterTest, AdmitsExactlyTheLimitAndReleasesOnDestruction) {
   EXPECT_EQ(limiter.in_flight(), 2);
 }
 
+// The scrape-time gauges: the calls in progress and the places among the
+// answers being sent, each summed over its own kind of limiter.
+TEST(ConcurrencyLimiterTest, EachKindHasItsOwnProcessCount) {
+  using Kind = ConcurrencyLimiter::Kind;
+  for (const bool fair : {false, true}) {
+    ConcurrencyLimiter slots(2, fair), sending(2, fair, Kind::kAnswersSending);
+    const int64_t calls0 = ConcurrencyLimiter::HeldInProcess(Kind::kCalls);
+    const int64_t sending0 = ConcurrencyLimiter::HeldInProcess(Kind::kAnswersSending);
+    {
+      auto slot = slots.TryAcquire(1);
+      auto place = sending.TryAcquire(1);
+      auto other = sending.TryAcquire(2);
+      ASSERT_TRUE(slot.held() && place.held() && other.held());
+      EXPECT_EQ(ConcurrencyLimiter::HeldInProcess(Kind::kCalls), calls0 + 1);
+      EXPECT_EQ(ConcurrencyLimiter::HeldInProcess(Kind::kAnswersSending), sending0 + 2);
+    }
+    EXPECT_EQ(ConcurrencyLimiter::HeldInProcess(Kind::kCalls), calls0);
+    EXPECT_EQ(ConcurrencyLimiter::HeldInProcess(Kind::kAnswersSending), sending0);
+  }
+}
+
 TEST(ConcurrencyLimiterTest, ConcurrentCallersNeverExceedTheLimit) {
   for (const bool fair : {false, true}) {
     ConcurrencyLimiter limiter(4, fair);
