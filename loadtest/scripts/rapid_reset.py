@@ -206,7 +206,8 @@ def main():
         print(f"legitimate after:        {summary(after)}")
     for line in metrics.splitlines():
         if line.startswith(("encoderd_in_flight_requests", "encoderd_queue_depth",
-                            "encoderd_concurrency_slots_in_use", "encoderd_connections_closed_total")):
+                            "encoderd_concurrency_slots_in_use", "encoderd_answers_sending",
+                            "encoderd_connections_closed_total")):
             print(f"daemon after: {line}")
     print(f"attack: {counter.value} streams opened and reset in {args.seconds + 2} s by "
           f"{args.attackers} process(es) x {args.connections} connection(s) "

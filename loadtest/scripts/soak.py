@@ -241,7 +241,8 @@ def idle_state(daemon):
     text = daemon.metrics_text()
     return tuple(metric_value(text, n) for n in ("encoderd_live_requests", "encoderd_in_flight_requests",
                                                  "encoderd_queue_depth",
-                                                 "encoderd_concurrency_slots_in_use"))
+                                                 "encoderd_concurrency_slots_in_use",
+                                                 "encoderd_answers_sending"))
 
 
 def settle(daemon, pid, timeout=15):
@@ -253,7 +254,7 @@ def settle(daemon, pid, timeout=15):
         sample = (proc_threads(pid), proc_fds(pid), state)
         if best is None or sample[:2] < best[:2]:
             best = sample
-        if state == (0, 0, 0, 0) and time.time() > end - timeout + 2:
+        if state == (0, 0, 0, 0, 0) and time.time() > end - timeout + 2:
             return sample if sample[:2] <= best[:2] else best
         time.sleep(0.2)
     return best
@@ -341,7 +342,7 @@ def main():
               f"idle before {threads0} after {threads1}")
         print(f"fds under load: first {fds[0]} last {fds[-1]} max {max(fds)}; "
               f"idle before {fds0} after {fds1}")
-        print(f"idle state after (live, in flight, queue, slots): {state}; samples in {args.csv}")
+        print(f"idle state after (live, in flight, queue, slots, answers sending): {state}; samples in {args.csv}")
         steal = [r["steal_cores"] for r in samples]
         stolen = sum(1 for x in steal if x >= STEAL_CORES)
         print(f"host CPU steal: {sum(steal):.0f} core-seconds in all, max {max(steal):.2f} cores in "
@@ -360,7 +361,7 @@ def main():
             failures.append(f"fds grew: idle {fds0} -> {fds1}")
         if unexpected:
             failures.append(f"{len(unexpected)} unexpected codes")
-        if state != (0, 0, 0, 0):
+        if state != (0, 0, 0, 0, 0):
             failures.append(f"request state left behind: {state}")
     finally:
         daemon.stop()
