@@ -238,23 +238,19 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   // gRPC, in exchange for a place among the answers being sent (`sending_`,
   // held until OnDone): a client that calls again as soon as it has its
   // answer finds the slot free (when the slot went back in OnDone, a moment
-  // after the client had the answer, 16 clients calling one after another
-  // under max_concurrent_requests=16 got 1% RESOURCE_EXHAUSTED). Without a
-  // place the call keeps its slot until gRPC is done with it (OnDone: the
-  // answer sent, or the call cancelled): a client that never takes its
-  // answers (a flow-control window of 0, no deadline) holds at most its
-  // connection's share of the places and of the slots, where its replies
-  // piled up in gRPC's queues without bound when the slot went back
-  // unconditionally.
+  // after the client had the answer, the next call could find it taken:
+  // e2e_serve's check_calls_after_answers). Without a place the call keeps
+  // its slot until gRPC is done with it (OnDone: the answer sent, or the
+  // call cancelled): a client that never takes its answers (a flow-control
+  // window of 0, no deadline) holds at most its connection's share of the
+  // places and of the slots, where its replies piled up in gRPC's queues
+  // without bound when the slot went back unconditionally.
   void Answer(const Status& status) {
     const grpc::Status answer =
         encoderd::server::Answer(observer_, context_, rpc_, id_, call_, status);
     if (slot_ && slot_->held()) {
       ConcurrencyLimiter::Slot place = sending_.TryAcquire(call_.peer);
-      if (place.held()) {
-        slot_.reset();
-        slot_.emplace(std::move(place));
-      }
+      if (place.held()) slot_.emplace(std::move(place));  // the slot goes back first
     }
     Finish(answer);
   }

@@ -184,7 +184,7 @@ def check_deadlines_and_cancellation(args, tmp):
         # 64-text batch, so that the checks below run while it does on any
         # machine (with 256 always, a 4x faster CPU would finish it first).
         # The faster of two: the first one's time holds one-off costs (its
-        # shapes' first run, memory first touched; 1.4-2.4x the second here).
+        # shapes' first run, memory first touched; 1.6-2.1x the second here).
         batch64 = []
         for _ in range(2):
             t = time.perf_counter()
