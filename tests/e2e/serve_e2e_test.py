@@ -23,7 +23,8 @@ import grpc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from e2e_common import (FAILURES, RawHttp2Client, check, generate_stubs,  # noqa: E402
-                        raw_grpc_call, start_daemon, stop_process, wait_serving)
+                        raw_grpc_call, start_daemon, stop_process, wait_serving,
+                        wait_until)
 
 MODEL = "xlmr"
 MAX_CLIENT_BATCH = 16
@@ -200,13 +201,13 @@ def check_second_signal(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
 
 
 def start_serving(args, pb_grpc, health_pb2, health_pb2_grpc, log_path, flags, what):
-    """A daemon with `flags`: (process, port, stub, health stub), the stub None
-    when it never reported SERVING."""
-    proc, port = start_server(args.binary, args.model_dir, log_path, flags)
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    """A daemon with `flags`: (e2e_common.Daemon, stub, health stub), the stub
+    None when it never reported SERVING."""
+    daemon = start_server_daemon(args.binary, args.model_dir, log_path, flags)
+    channel = grpc.insecure_channel(f"127.0.0.1:{daemon.port}")
     stub, health = pb_grpc.EncoderStub(channel), health_pb2_grpc.HealthStub(channel)
     serving = check(wait_serving(health_pb2, health, [""]), f"{what} SERVING")
-    return proc, port, (stub if serving else None), health
+    return daemon, (stub if serving else None), health
 
 
 def check_unread_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
@@ -219,22 +220,29 @@ def check_unread_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
     and 3 slots, and its next calls are refused at once (until 2026-12-02
     the slot went back when the answer was handed to gRPC, and every call
     was accepted, its reply held in gRPC's queues for good). Another client
-    is still served. The counts take each call to be answered within the
-    0.2 s before the next (the fixture model: milliseconds); a call still
-    running would hold a slot and refuse one more."""
-    proc, port, stub, _ = start_serving(args, pb_grpc, health_pb2, health_pb2_grpc,
-                                        tmp / "server4.log", ["--max-concurrent-requests", "4"],
-                                        "server for unread answers")
+    is still served. Each call is made once the daemon has answered the one
+    before (encoderd_requests_total), so that none is still running and
+    holding a slot when the next arrives (until 2026-12-02 the check slept
+    0.2 s instead, and a machine slower than that would have refused one
+    call more)."""
+    daemon, stub, _ = start_serving(args, pb_grpc, health_pb2, health_pb2_grpc,
+                                    tmp / "server4.log", ["--max-concurrent-requests", "4"],
+                                    "server for unread answers")
+    proc, port = daemon.proc, daemon.port
     try:
         if stub is None:
             return
         hoarder = RawHttp2Client(port, settings={0x4: 0})
         calls = list(range(1, 21, 2))  # 10 calls, one after another
-        for stream in calls:
+        for made, stream in enumerate(calls, 1):
             hoarder.open([stream])
             hoarder.finish(stream, "hello world")
             hoarder.ping()
-            time.sleep(0.2)  # the call runs; its answer cannot be sent
+            # The call runs, or is refused; its answer cannot be sent.
+            if not check(wait_until(lambda: daemon.metric("encoderd_requests_total",
+                                                          {"rpc": "Embed"}) >= made, 60),
+                         f"the daemon answered call {made} of the client taking no answers"):
+                break
         hoarder.wait(lambda statuses: len(statuses) >= 4, timeout=10)
         refused = sum(1 for code, _ in hoarder.statuses.values() if code == 8)
         check(refused == 4 and len(hoarder.statuses) == 4,
@@ -255,10 +263,11 @@ def check_calls_after_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tm
     back when gRPC was done with it, a moment after the client had the
     answer, and the next call could find it taken (6 of these 2,000 calls
     were refused)."""
-    proc, port, stub, _ = start_serving(args, pb_grpc, health_pb2, health_pb2_grpc,
-                                        tmp / "server5.log",
-                                        ["--max-concurrent-requests", str(clients)],
-                                        "server for calls right after answers")
+    daemon, stub, _ = start_serving(args, pb_grpc, health_pb2, health_pb2_grpc,
+                                    tmp / "server5.log",
+                                    ["--max-concurrent-requests", str(clients)],
+                                    "server for calls right after answers")
+    proc, port = daemon.proc, daemon.port
     try:
         if stub is None:
             return
@@ -299,10 +308,11 @@ def check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
     and 16 bytes a sequence of framing: 3,839 tokens of 64 values in 16
     sequences) is refused before it runs."""
     releases = [threading.Event(), threading.Event()]
-    proc, port, stub, health = start_serving(
+    daemon, stub, health = start_serving(
         args, pb_grpc, health_pb2, health_pb2_grpc, tmp / "server3.log",
         ["--max-concurrent-requests", "2", "--max-receive-message-bytes", "65536",
          "--max-send-message-bytes", "1048576"], "capped server")
+    proc, port = daemon.proc, daemon.port
     try:
         if stub is None:
             return
