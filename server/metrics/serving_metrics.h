@@ -52,7 +52,7 @@ enum class ConnectionClose {
   kConnectionCap,     // opened while listen.max_connections, each with a stream, were open
   kEvictedIdle,       // had opened no stream when a new connection needed its place
   kBadPreface,        // sent something other than the HTTP/2 preface
-  kOversizedHeaders,  // a header block over 64 KiB (HEADERS + CONTINUATION)
+  kOversizedHeaders,  // a header block over 64 KiB or 64 frames (HEADERS + CONTINUATION)
   kBadHeaders,        // header blocks the guard answering calls could no longer follow
   // more calls whose requests had not fully arrived than allowed, with the
   // guard unable to refuse new ones (http2_guard.h)

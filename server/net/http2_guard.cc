@@ -86,9 +86,14 @@ void Http2Guard::FromServer(const uint8_t* data, size_t size) {
 
 void Http2Guard::OnClientFrame(const Http2Frame& f, Clock::time_point now) {
   if (f.type == kHeaders || (f.type == kContinuation && header_block_ >= 0)) {
-    header_block_ = (f.type == kHeaders ? 0 : header_block_) + static_cast<int64_t>(f.length);
-    if (header_block_ > options_.max_header_block_bytes && verdict_ == Http2Verdict::kOk)
+    if (f.type == kHeaders) header_block_ = header_block_frames_ = 0;
+    header_block_ += static_cast<int64_t>(f.length);
+    ++header_block_frames_;
+    if ((header_block_ > options_.max_header_block_bytes ||
+         header_block_frames_ > options_.max_header_block_frames) &&
+        verdict_ == Http2Verdict::kOk) {
       verdict_ = Http2Verdict::kOversizedHeaders;
+    }
     if (f.flags & kEndHeaders) header_block_ = -1;
   }
   if (f.type == kHeaders && (f.stream & 1) && f.stream > last_client_stream_) {

@@ -19,7 +19,8 @@
 // call gate counts the calls it let through for that reason). A client that
 // keeps more than `max_open_streams` streams open at once is abusive too (the
 // server advertises a lower limit in its SETTINGS), and so is one whose
-// header block outgrows `max_header_block_bytes`. The guard also counts the
+// header block outgrows `max_header_block_bytes` or
+// `max_header_block_frames`. The guard also counts the
 // open streams whose request the client has not finished (its side of the
 // stream still open): gRPC holds ~12 KB for each. The call gate refuses new
 // calls past a lower bound (call_gate.h); where the gate is off, the
@@ -51,6 +52,11 @@ struct Http2GuardOptions {
   // gRPC 1.51 spends unbounded memory and CPU on endless blocks
   // (CVE-2023-33953; CONTINUATION floods).
   int64_t max_header_block_bytes = 64 * 1024;
+  // A header block of more frames than this is abuse too, whatever its
+  // bytes: empty CONTINUATION frames add none, and gRPC 1.51 parses its
+  // unparsed bytes again on each frame. A client at the smallest frame size
+  // a server may allow (16 KiB) needs 4 frames for 64 KiB.
+  int64_t max_header_block_frames = 64;
   // Twice the call gate's per-connection limit (IncompleteRequestLimits).
   int64_t max_incomplete_requests = 512;
 };
@@ -246,8 +252,10 @@ class Http2Guard {
   const std::shared_ptr<ResetBudget> budget_;
   int64_t server_frames_ = 0;
   bool server_goaway_ = false;
-  // Bytes of the client's header block in progress; -1: none.
+  // Bytes and frames of the client's header block in progress (bytes -1:
+  // none).
   int64_t header_block_ = -1;
+  int64_t header_block_frames_ = 0;
   Http2Verdict verdict_ = Http2Verdict::kOk;
 };
 

@@ -288,6 +288,37 @@ TEST(Http2GuardTest, EndlessHeaderBlocksAreAbuse) {
   EXPECT_STREQ(Http2VerdictName(Http2Verdict::kOversizedHeaders), "oversized_headers");
 }
 
+// Empty CONTINUATION frames add no bytes to a header block: until
+// 2026-12-02 a block could go on for ever in 9-byte frames, each of which
+// gRPC 1.51 parses its unparsed bytes again for. A block of more than
+// max_header_block_frames frames is abuse too.
+TEST(Http2GuardTest, EmptyContinuationFloodsAreAbuse) {
+  Http2GuardOptions o = Small();
+  o.max_header_block_frames = 8;
+  Http2Guard g(o);
+  Feed(&g, kPreface, kT0);
+  // 8 frames in a block are fine: HEADERS and 7 CONTINUATIONs.
+  std::string block = Frame(0x1, 0x0, 1, std::string(40, 'h'));
+  for (int i = 0; i < 6; ++i) block += Frame(0x9, 0x0, 1);
+  block += Frame(0x9, 0x4, 1, std::string(40, 'h'));
+  EXPECT_EQ(Feed(&g, block, kT0), Http2Verdict::kOk);
+  // A ninth is not, however small.
+  std::string flood = Frame(0x1, 0x0, 3);
+  for (int i = 0; i < 7; ++i) flood += Frame(0x9, 0x0, 3);
+  EXPECT_EQ(Feed(&g, flood, kT0), Http2Verdict::kOk);
+  EXPECT_EQ(Feed(&g, Frame(0x9, 0x0, 3), kT0), Http2Verdict::kOversizedHeaders);
+  // The default allows what a client needs for the largest block at the
+  // smallest frame size a server may set (16 KiB).
+  EXPECT_GE(Http2GuardOptions().max_header_block_frames,
+            Http2GuardOptions().max_header_block_bytes / 16384 + 1);
+  // With the defaults, 10,000 empty CONTINUATIONs (kOk before) are abuse.
+  Http2Guard d{Http2GuardOptions()};
+  Feed(&d, kPreface, kT0);
+  std::string endless = Frame(0x1, 0x0, 1);
+  for (int i = 0; i < 10000; ++i) endless += Frame(0x9, 0x0, 1);
+  EXPECT_EQ(Feed(&d, endless, kT0), Http2Verdict::kOversizedHeaders);
+}
+
 TEST(Http2GuardTest, FramesSplitAtEveryByteReadTheSame) {
   std::string client = kPreface;
   std::string server;
