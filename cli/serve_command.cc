@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -107,6 +108,12 @@ std::shared_ptr<grpc::ServerCredentials> MainPortCredentials(const TlsConfig& tl
   return grpc::SslServerCredentials(options);
 }
 
+// Seconds of the config (0 to a year: ServerConfig::Validate) as the
+// guard's milliseconds.
+std::chrono::milliseconds SecondsToMs(double seconds) {
+  return std::chrono::milliseconds(std::llround(seconds * 1000.0));
+}
+
 // listen.max_connection_* and listen.keepalive_* as gRPC's arguments (ms).
 void SetConnectionLifetime(const ListenConfig& listen, grpc::ServerBuilder* builder) {
   const auto ms = [](double seconds) {
@@ -163,6 +170,7 @@ StatusOr<HealthPort> StartHealthPort(const ListenConfig& listen, HealthService* 
     // The gRPC port's guard, started first, and the connections it may hold.
     options.others_connections = grpc_port_connections;
     options.http2.premature_reset_rate = listen.http2_max_reset_rate;
+    options.send_timeout = SecondsToMs(listen.send_timeout_s);
     auto guard = ConnectionGuard::Start(
         listen.address, listen.health_port,
         [s = started.server.get()](int fd) { grpc::AddInsecureChannelFromFd(s, fd); }, options,
@@ -452,6 +460,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
     if (config.listen.health_port != 0)
       options.others_connections = HealthMaxConnections(config.listen);
     options.http2.premature_reset_rate = config.listen.http2_max_reset_rate;
+    options.send_timeout = SecondsToMs(config.listen.send_timeout_s);
     options.tls = guard_tls;
     // An EmbedStream holds a concurrency slot from its start, which bounds
     // the open ones (call_gate.h).

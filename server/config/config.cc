@@ -154,6 +154,7 @@ std::map<std::string, Setter> TopLevelFields(ServerConfig* c) {
           {"listen.max_connection_idle_s", DoubleField(&c->listen.max_connection_idle_s)},
           {"listen.keepalive_time_s", DoubleField(&c->listen.keepalive_time_s)},
           {"listen.keepalive_timeout_s", DoubleField(&c->listen.keepalive_timeout_s)},
+          {"listen.send_timeout_s", DoubleField(&c->listen.send_timeout_s)},
           {"log.level", StringField(&c->log.level)},
           {"log.format", StringField(&c->log.format)},
           {"log.access_log_sample", DoubleField(&c->log.access_log_sample)},
@@ -236,14 +237,16 @@ Status ServerConfig::Validate() const {
   if (!(listen.http2_max_reset_rate >= 1))
     return bad("listen.http2_max_reset_rate", "must be at least 1 (resets a second)");
   if (listen.max_connections < 1) return bad("listen.max_connections", "must be at least 1");
-  // Seconds that become gRPC's millisecond arguments: 0 or more, at most a
-  // year (an int of milliseconds holds 24 days; longer means never).
+  // Seconds that become gRPC's (and the guard's) millisecond arguments: 0 or
+  // more, at most a year (an int of milliseconds holds 24 days; longer means
+  // never).
   for (const auto& [key, seconds] :
        {std::pair<const char*, double>{"listen.max_connection_age_s", listen.max_connection_age_s},
         {"listen.max_connection_age_grace_s", listen.max_connection_age_grace_s},
         {"listen.max_connection_idle_s", listen.max_connection_idle_s},
         {"listen.keepalive_time_s", listen.keepalive_time_s},
-        {"listen.keepalive_timeout_s", listen.keepalive_timeout_s}}) {
+        {"listen.keepalive_timeout_s", listen.keepalive_timeout_s},
+        {"listen.send_timeout_s", listen.send_timeout_s}}) {
     if (!(seconds >= 0 && seconds <= 365 * 24 * 3600.0))
       return bad(key, "must be in 0..31536000 seconds");
   }
@@ -329,8 +332,9 @@ std::string ServerConfig::Summary() const {
     << " max_connection_age_grace_s=" << listen.max_connection_age_grace_s
     << " max_connection_idle_s=" << listen.max_connection_idle_s
     << " keepalive_time_s=" << listen.keepalive_time_s
-    << " keepalive_timeout_s=" << listen.keepalive_timeout_s << " log=" << log.level << "/"
-    << log.format << " access_log_sample=" << log.access_log_sample
+    << " keepalive_timeout_s=" << listen.keepalive_timeout_s
+    << " send_timeout_s=" << listen.send_timeout_s << " log=" << log.level << "/" << log.format
+    << " access_log_sample=" << log.access_log_sample
     << " metrics=" << (metrics.enabled ? "true" : "false")
     << " shutdown.grace_s=" << shutdown.grace_s;
   for (const ModelConfig& m : models) {

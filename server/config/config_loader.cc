@@ -61,6 +61,9 @@ constexpr Option kOptions[] = {
      "ping a quiet client after this long (0: gRPC's 2 h)"},
     {"--keepalive-timeout-s", "ENCODERD_KEEPALIVE_TIMEOUT_S", "listen.keepalive_timeout_s",
      "close the connection when a ping is unanswered this long"},
+    {"--send-timeout-s", "ENCODERD_SEND_TIMEOUT_S", "listen.send_timeout_s",
+     "close a connection whose client does not take what waits for it within this long "
+     "(guard; 0: never)"},
     {"--log-level", "ENCODERD_LOG_LEVEL", "log.level", "trace|debug|info|warn|error|off"},
     {"--log-format", "ENCODERD_LOG_FORMAT", "log.format", "text|json"},
     {"--access-log-sample", "ENCODERD_ACCESS_LOG_SAMPLE", "log.access_log_sample",

@@ -120,7 +120,9 @@ struct PrometheusMetrics::Families {
                                      "not fully arrived, where the guard could not refuse "
                                      "new ones), tls (on a TLS port: the handshake failed, "
                                      "e.g. a plaintext client or a client certificate "
-                                     "refused, or a record did not decrypt).")
+                                     "refused, or a record did not decrypt), send_timeout "
+                                     "(its client took none of the bytes waiting for it for "
+                                     "listen.send_timeout_s).")
                                .Register(*r)),
         answered_by_guard(BuildCounter()
                               .Name("encoderd_guard_answered_calls_total")

@@ -60,11 +60,14 @@ enum class ConnectionClose {
   // on a TLS port: the handshake failed (a plaintext client, a client
   // certificate refused) or a record did not decrypt
   kTls,
+  // its client took none of the bytes waiting for it for
+  // listen.send_timeout_s (it stopped reading)
+  kSendTimeout,
 };
-inline constexpr int kNumConnectionCloses = 10;
+inline constexpr int kNumConnectionCloses = 11;
 // "rapid_reset", "too_many_streams", "preface_timeout", "connection_cap",
 // "evicted_idle", "bad_preface", "oversized_headers", "bad_headers",
-// "incomplete_requests", "tls".
+// "incomplete_requests", "tls", "send_timeout".
 const char* ConnectionCloseName(ConnectionClose reason);
 
 struct RequestSample {

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
@@ -191,6 +192,19 @@ class ConnectionGuard::Loop {
     Clock::time_point close_by;
     // When gRPC's first GOAWAY came through; epoch: none yet.
     Clock::time_point goaway_at;
+    // Bytes written to the client's socket so far. Once bytes wait in
+    // to_client (the kernel's buffer for the client full), or the kernel
+    // queues more than buffer_bytes for it, the client must take everything
+    // queued for it at `owed_since` (the kernel's queue and to_client),
+    // `owed_through` bytes in all, within send_timeout (OwesTooLong);
+    // epoch: it owes nothing.
+    uint64_t client_written = 0;
+    Clock::time_point owed_since;
+    uint64_t owed_through = 0;
+    // client_written when the kernel's queue for the client was last looked
+    // at (OwesTooLong), and when.
+    uint64_t written_at_check = 0;
+    Clock::time_point queue_checked;
     uint32_t client_events = 0;
     uint32_t server_events = 0;
     Conn(const Http2GuardOptions& o, std::shared_ptr<ResetBudget> budget)
@@ -227,6 +241,21 @@ class ConnectionGuard::Loop {
     c->tls->ToClient(data, n, &tls_out_);
     c->to_client.Append(tls_out_.data(), tls_out_.size());
   }
+  // Writes what the client's socket takes of to_client; false on an error.
+  // What is left waits: from now the client owes what is queued for it,
+  // unless it already owes something (OwesTooLong).
+  bool FlushToClient(Conn* c) {
+    const size_t before = c->to_client.size();
+    if (!c->to_client.WriteTo(c->client)) return false;
+    c->client_written += before - c->to_client.size();
+    if (!c->to_client.empty() && c->owed_since == Clock::time_point()) Owe(c, Clock::now());
+    return true;
+  }
+  // From `now`, the client owes what is queued for it.
+  static void Owe(Conn* c, Clock::time_point now) {
+    c->owed_since = now;
+    c->owed_through = c->client_written + c->to_client.size();
+  }
   void CloseBoth(Conn* c) {
     if (c->client >= 0) close(c->client);
     if (c->server >= 0) close(c->server);
@@ -245,6 +274,43 @@ class ConnectionGuard::Loop {
     done_.push_back(c->id);
   }
   void Sweep(Clock::time_point now);
+  // Bytes waited for the client in the guard send_timeout ago, and it has
+  // not taken all that was queued for it then (a client that stopped
+  // reading, or reads a trickle to look alive). One that took it all owes
+  // what is queued now, if bytes still wait in the guard, for send_timeout
+  // more. A client reading as fast as its link allows never owes more than
+  // the kernel's buffer (sized to the link) and the guard's; a gRPC client
+  // reads its socket whatever its application does (HTTP/2 flow control
+  // holds gRPC's answers back instead).
+  bool OwesTooLong(Conn* c, Clock::time_point now) {
+    // What the kernel holds for the client: written, not yet acknowledged.
+    const auto kernel_queue = [c] {
+      int queued = 0;
+      return ioctl(c->client, SIOCOUTQ, &queued) == 0 ? static_cast<uint64_t>(std::max(queued, 0))
+                                                      : uint64_t{0};
+    };
+    if (c->owed_since == Clock::time_point()) {
+      // The kernel's buffer for a client grows to megabytes (net.ipv4.tcp_wmem)
+      // before anything waits in the guard's: a client that stopped reading
+      // holds those too. Looked at once a second, if bytes were written since.
+      if (c->client_written != c->written_at_check &&
+          now - c->queue_checked >= std::chrono::seconds(1)) {
+        c->written_at_check = c->client_written;
+        c->queue_checked = now;
+        if (kernel_queue() > options_.buffer_bytes) Owe(c, now);
+      }
+      return false;
+    }
+    if (now - c->owed_since < options_.send_timeout) return false;
+    const uint64_t queued = kernel_queue();
+    if (c->client_written - queued < c->owed_through) return true;
+    if (c->to_client.empty()) {
+      c->owed_since = Clock::time_point();
+    } else {
+      Owe(c, now);
+    }
+    return false;
+  }
   // gRPC's end of the connection is closed: none of its calls counts as
   // incomplete any more.
   void ServerGone(Conn* c) {
@@ -363,6 +429,10 @@ class ConnectionGuard::Loop {
   Clock::time_point fds_logged_;
   int64_t refused_at_cap_ = 0;
   Clock::time_point cap_logged_;
+  // Connections closed for send_timeout since the last log line, and when
+  // that was.
+  int64_t send_timeouts_ = 0;
+  Clock::time_point send_timeouts_logged_;
   std::vector<char> scratch_ = std::vector<char>(64 * 1024);
   std::string relay_;    // what a CallGate passes on, per read
   std::string plain_;    // what a TlsSession decrypted, per read
@@ -638,7 +708,7 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
           // Its address's next connections wait the tarpit, as an abuser's:
           // each failed handshake cost the loop a private-key operation.
           abusers_[c->ip] = Clock::now();
-          (void)c->to_client.WriteTo(c->client);
+          (void)FlushToClient(c);
           return Finish(c);
         }
         // A close_notify: what came before it is relayed, then the end.
@@ -651,7 +721,7 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
     }
   }
   if (events & EPOLLOUT || !c->to_client.empty()) {
-    if (!c->to_client.WriteTo(c->client)) {
+    if (!FlushToClient(c)) {
       Finish(c);
       return;
     }
@@ -770,7 +840,7 @@ void ConnectionGuard::Loop::Update(Conn* c) {
   }
   NotePeak(*c);
   HandOver(c);
-  if (!c->to_client.empty() && !c->to_client.WriteTo(c->client)) return Finish(c);
+  if (!c->to_client.empty() && !FlushToClient(c)) return Finish(c);
   if (c->abusive || c->server_eof) {
     c->held = std::string();  // answers no one now
     if (c->abusive && c->to_client.empty()) return Finish(c);
@@ -892,6 +962,15 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
     incomplete_refusals_logged_ = incomplete_.refused;
     incomplete_logged_ = now;
   }
+  if (send_timeouts_ > 0 && now - send_timeouts_logged_ >= std::chrono::seconds(10)) {
+    spdlog::warn(
+        "{}: closed {} connection(s) since the last such line whose client did not take what "
+        "was queued for it within {} ms (listen.send_timeout_s): it stopped reading, or reads "
+        "a trickle",
+        options_.name, send_timeouts_, options_.send_timeout.count());
+    send_timeouts_ = 0;
+    send_timeouts_logged_ = now;
+  }
   for (auto it = abusers_.begin(); it != abusers_.end();)
     it = now - it->second >= kAbuserMemory ? abusers_.erase(it) : std::next(it);
   for (auto it = new_connections_.begin(); it != new_connections_.end();)
@@ -915,6 +994,19 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
       Finish(c);
     } else if (Drained(*c, now)) {
       spdlog::debug("closing the connection from {}: drained", c->peer);
+      Finish(c);
+    } else if (!c->abusive && options_.send_timeout.count() > 0 && OwesTooLong(c, now)) {
+      spdlog::debug(
+          "closing the connection from {}: it did not take what was queued for it in {} "
+          "ms ({} bytes waiting in the guard)",
+          c->peer, options_.send_timeout.count(), c->to_client.size());
+      Closed(ConnectionClose::kSendTimeout);
+      ++send_timeouts_;
+      // Reset, not closed: what the kernel still queues for the client is
+      // dropped at once (closed, it would stay queued for as long as the
+      // client keeps reading a trickle).
+      const linger reset{1, 0};
+      setsockopt(c->client, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
       Finish(c);
     } else if (!c->abusive && !c->guard.preface_received() &&
                now - c->accepted >= options_.preface_timeout) {

@@ -7,7 +7,8 @@
 // when the server's bytes allow one, and counts it. It also caps the open
 // connections (a new one beyond the cap is closed at once, with a log line),
 // raises the fd limit to what the cap needs, and closes a connection that
-// has not sent the HTTP/2 preface within `preface_timeout`. With a screen,
+// has not sent the HTTP/2 preface within `preface_timeout` or does not take
+// what waits for it within `send_timeout`. With a screen,
 // it answers the calls the server would refuse at once itself (CallGate),
 // so that refusing costs no call through gRPC; and it refuses new calls
 // while too many calls' requests have not fully arrived (CallGate again).
@@ -48,6 +49,13 @@ struct ConnectionGuardOptions {
   int others_connections = 0;
   // Time a new connection has to send the 24-byte HTTP/2 preface.
   std::chrono::milliseconds preface_timeout{10000};
+  // Once bytes wait for a client in the guard's buffer (the kernel's for
+  // it being full), or the kernel queues more than buffer_bytes for it, it
+  // must take all that was queued for it then within this long, and so on
+  // while bytes wait; a connection whose client did not is reset. Such a client stopped reading or
+  // reads a trickle, and gRPC would keep the answers it computed for it meanwhile (a client
+  // granting the largest HTTP/2 windows gets them all). 0: never.
+  std::chrono::milliseconds send_timeout{30000};
   Http2GuardOptions http2;
   // Bytes buffered per connection and direction, give or take what one of
   // the client's frames becomes (at most ~64 KiB: a header block written

@@ -407,6 +407,7 @@ TEST(ConfigTest, ConnectionLifetimeFromYamlEnvironmentAndFlags) {
   ASSERT_TRUE(defaults.ok());
   EXPECT_EQ(defaults->listen.max_connection_age_s, 0);  // off unless set
   EXPECT_EQ(defaults->listen.max_connection_age_grace_s, 30);
+  EXPECT_EQ(defaults->listen.send_timeout_s, 30);
   const std::string path = WriteTemp("lifetime.yaml",
                                      "listen:\n"
                                      "  max_connection_age_s: 300\n"
@@ -414,7 +415,8 @@ TEST(ConfigTest, ConnectionLifetimeFromYamlEnvironmentAndFlags) {
   auto c = LoadServerConfig({"--config", path, "--max-connection-age-grace-s", "2.5"},
                             FakeEnv({{"ENCODERD_MAX_CONNECTION_AGE_S", "120"},
                                      {"ENCODERD_KEEPALIVE_TIME_S", "60"},
-                                     {"ENCODERD_KEEPALIVE_TIMEOUT_S", "5"}}));
+                                     {"ENCODERD_KEEPALIVE_TIMEOUT_S", "5"},
+                                     {"ENCODERD_SEND_TIMEOUT_S", "7.5"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->listen.max_connection_age_s,
             120);  // the environment over the file
@@ -422,10 +424,12 @@ TEST(ConfigTest, ConnectionLifetimeFromYamlEnvironmentAndFlags) {
   EXPECT_EQ(c->listen.max_connection_idle_s, 600);
   EXPECT_EQ(c->listen.keepalive_time_s, 60);
   EXPECT_EQ(c->listen.keepalive_timeout_s, 5);
+  EXPECT_EQ(c->listen.send_timeout_s, 7.5);
   EXPECT_NE(c->Summary().find("max_connection_age_s=120"), std::string::npos) << c->Summary();
+  EXPECT_NE(c->Summary().find("send_timeout_s=7.5"), std::string::npos) << c->Summary();
   for (const char* flag :
        {"--max-connection-age-s", "--max-connection-age-grace-s", "--max-connection-idle-s",
-        "--keepalive-time-s", "--keepalive-timeout-s"}) {
+        "--keepalive-time-s", "--keepalive-timeout-s", "--send-timeout-s"}) {
     for (const char* bad : {"-1", "1e9", "nan"}) {
       auto refused = LoadServerConfig({flag, bad}, FakeEnv({}));
       ASSERT_FALSE(refused.ok()) << flag << " " << bad;

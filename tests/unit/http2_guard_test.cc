@@ -1039,5 +1039,183 @@ TEST(ConnectionGuardTest, HeaderBlocksWrittenOutFillNoMoreThanTheBuffer) {
   close(client);
 }
 
+// gRPC's answers to stream 1 as gRPC's end writes them: its SETTINGS, the
+// stream's HEADERS, then `data_bytes` of DATA in 16 KiB frames.
+std::string Answers(size_t data_bytes) {
+  std::string answer = Frame(0x4, 0, 0) + Headers(1, 0x4);
+  for (size_t sent = 0; sent < data_bytes; sent += 16384) answer += Data(1, 0, 16384);
+  return answer;
+}
+
+// Writes `bytes` on the non-blocking `fd` as fast as its reader takes them,
+// until all are written, nothing was taken for `patience`, or the other end
+// closed; returns how many were written.
+size_t Push(int fd, const std::string& bytes, std::chrono::milliseconds patience) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    pollfd p{fd, POLLOUT, 0};
+    if (poll(&p, 1, static_cast<int>(patience.count())) != 1) break;
+    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  return sent;
+}
+
+// Whether the guard reported closing a connection for `reason`, waiting up
+// to 10 s for it.
+bool WaitClosed(RecordingMetrics* metrics, ConnectionClose reason) {
+  std::unique_lock<std::mutex> lock(metrics->mu);
+  return metrics->cv.wait_for(lock, std::chrono::seconds(10), [&] {
+    return std::count(metrics->closed.begin(), metrics->closed.end(), reason) > 0;
+  });
+}
+
+// A guard (send_timeout as given, 64 KiB buffers) relaying one call,
+// stream 1: the client's socket (an `rcvbuf` receive buffer) and gRPC's
+// end, once the client's preface, SETTINGS and HEADERS went through.
+struct OneCall {
+  RecordingMetrics metrics;
+  GrpcEnds grpc_ends;  // outlives the guard
+  std::unique_ptr<ConnectionGuard> guard;
+  int client = -1;
+  int server_end = -1;
+
+  void Start(std::chrono::milliseconds send_timeout, int rcvbuf) {
+    ConnectionGuardOptions options;
+    options.buffer_bytes = 64 * 1024;
+    options.send_timeout = send_timeout;
+    auto started = ConnectionGuard::Start("127.0.0.1", 0, grpc_ends.Attach(), options, &metrics);
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    guard = std::move(started).value();
+    client = Connect(guard->port(), rcvbuf);
+    const std::string hello = std::string(kPreface) + Frame(0x4, 0, 0) + Headers(1);
+    ASSERT_EQ(send(client, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+    server_end = grpc_ends.First();
+    ASSERT_GE(server_end, 0);
+    ASSERT_EQ(ReadExactly(server_end, hello.size()), hello);
+  }
+  int64_t SendTimeouts() {
+    std::lock_guard<std::mutex> lock(metrics.mu);
+    return std::count(metrics.closed.begin(), metrics.closed.end(), ConnectionClose::kSendTimeout);
+  }
+  ~OneCall() {
+    if (client >= 0) close(client);
+    guard.reset();
+    if (server_end >= 0) close(server_end);
+  }
+};
+
+// OneCall whose answer gRPC's end writes from a thread of its own, to a
+// client that reads it `chunk` bytes at a time, `pause` apart, until it has
+// it all or the connection closes.
+struct SlowReader : OneCall {
+  size_t pushed = 0;    // what gRPC's end wrote
+  std::string got;      // what the client read
+  bool closed = false;  // the connection closed before all came
+  int error = 0;        // then: the error the read gave (0: end of stream)
+
+  void Run(std::chrono::milliseconds send_timeout, size_t answer_bytes, int rcvbuf, size_t chunk,
+           std::chrono::milliseconds pause) {
+    ASSERT_NO_FATAL_FAILURE(Start(send_timeout, rcvbuf));
+    const std::string answer = Answers(answer_bytes);
+    std::thread grpc([&] { pushed = Push(server_end, answer, std::chrono::seconds(10)); });
+    const auto start = std::chrono::steady_clock::now();
+    std::string buf(chunk, '\0');
+    while (got.size() < answer.size()) {
+      const ssize_t n = recv(client, buf.data(), chunk, 0);  // SO_RCVTIMEO: 5 s
+      if (n <= 0) {
+        closed = true;
+        error = n < 0 ? errno : 0;
+        break;
+      }
+      got.append(buf.data(), static_cast<size_t>(n));
+      std::this_thread::sleep_for(pause);
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    close(client);  // gRPC's end stops waiting, if it still does
+    client = -1;
+    grpc.join();
+    std::printf("guard: a client reading %zu bytes every %lld ms read %zu bytes in %.1f s%s\n",
+                chunk, static_cast<long long>(pause.count()), got.size(), seconds,
+                closed ? ", then the connection closed" : "");
+    EXPECT_EQ(got, answer.substr(0, got.size()));
+    EXPECT_GE(guard->peak_buffered_bytes(), 32u * 1024) << "no bytes waited in the guard";
+  }
+};
+
+// A client that stops reading (granting gRPC every HTTP/2 window first)
+// would have gRPC keep every answer it computes for it, for as long as the
+// connection lasts. Once bytes wait for it in the guard and it has not
+// taken what was queued for it within send_timeout, the connection is
+// closed: gRPC's end sees its end, and gRPC frees what it held.
+TEST(ConnectionGuardTest, AClientThatStopsReadingIsClosedAtTheSendTimeout) {
+  OneCall call;
+  ASSERT_NO_FATAL_FAILURE(call.Start(std::chrono::milliseconds(300), /*rcvbuf=*/4096));
+  // gRPC writes until the guard, its buffer full, stops reading it (the
+  // kernel's buffers toward the client fill first), or closes it.
+  const size_t pushed = Push(call.server_end, Answers(64 << 20), std::chrono::seconds(2));
+  std::printf("guard: gRPC wrote %zu bytes to a client not reading\n", pushed);
+  EXPECT_LT(pushed, size_t{64} << 20);
+  EXPECT_TRUE(WaitClosed(&call.metrics, ConnectionClose::kSendTimeout));
+  // The client is reset (nothing of what the kernel queued for it is kept
+  // for it), and gRPC's end is closed (what it wrote meanwhile went unread:
+  // a reset too).
+  char buf[65536];
+  ssize_t got;
+  while ((got = recv(call.client, buf, sizeof(buf), 0)) > 0) {
+  }
+  EXPECT_EQ(got, -1);
+  EXPECT_EQ(errno, ECONNRESET) << std::strerror(errno);
+  ssize_t n;
+  do {
+    pollfd p{call.server_end, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 10000), 1) << "gRPC's end was not closed";
+    n = recv(call.server_end, buf, sizeof(buf), 0);
+  } while (n > 0 || (n < 0 && errno == EAGAIN));
+  EXPECT_TRUE(n == 0 || errno == ECONNRESET) << std::strerror(errno);
+}
+
+// The kernel's buffer for a client grows to megabytes before anything waits
+// in the guard's: 1 MB of answers that a client never reads all sit there.
+// Its connection is closed at the send timeout all the same.
+TEST(ConnectionGuardTest, AnswersTheKernelQueuesForAClientNotReadingCountToo) {
+  OneCall call;
+  ASSERT_NO_FATAL_FAILURE(call.Start(std::chrono::milliseconds(300), /*rcvbuf=*/4096));
+  const std::string answer = Answers(1 << 20);
+  ASSERT_EQ(Push(call.server_end, answer, std::chrono::seconds(10)), answer.size());
+  EXPECT_TRUE(WaitClosed(&call.metrics, ConnectionClose::kSendTimeout));
+}
+
+// A client reading a trickle (1 KiB every 20 ms) takes bytes all along, so
+// a timeout counted from the last byte taken would never close it; it is
+// closed for not taking what waited for it within send_timeout, with a
+// reset: the megabytes the kernel queued for it are dropped, not read out
+// at its pace.
+TEST(ConnectionGuardTest, AClientReadingATrickleIsClosedAtTheSendTimeout) {
+  SlowReader reader;
+  reader.Run(std::chrono::milliseconds(500), 32 << 20, 16384, 1024, std::chrono::milliseconds(20));
+  EXPECT_TRUE(reader.closed);
+  EXPECT_EQ(reader.SendTimeouts(), 1);
+  EXPECT_EQ(reader.error, ECONNRESET) << std::strerror(reader.error);
+  EXPECT_LT(reader.got.size(), size_t{4} << 20);
+}
+
+// A client that takes what waits for it within send_timeout is never
+// closed for it, however long the answer takes: here 24 MB read up to
+// 64 KiB every 5 ms (2-3 s), with the guard's buffer full before it,
+// against a timeout of 1 s. A timeout counted from when bytes first waited
+// would close it.
+TEST(ConnectionGuardTest, AClientTakingWhatWaitsInTimeIsNotClosed) {
+  SlowReader reader;
+  reader.Run(std::chrono::milliseconds(1000), 24 << 20, 256 * 1024, 65536,
+             std::chrono::milliseconds(5));
+  EXPECT_FALSE(reader.closed);
+  EXPECT_EQ(reader.got.size(), reader.pushed);
+  EXPECT_EQ(reader.SendTimeouts(), 0);
+}
+
 }  // namespace
 }  // namespace encoderd::server
