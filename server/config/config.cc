@@ -237,6 +237,9 @@ Status ServerConfig::Validate() const {
   if (!(listen.http2_max_reset_rate >= 1))
     return bad("listen.http2_max_reset_rate", "must be at least 1 (resets a second)");
   if (listen.max_connections < 1) return bad("listen.max_connections", "must be at least 1");
+  // Below a second a client pausing for a moment would be reset.
+  if (listen.send_timeout_s > 0 && listen.send_timeout_s < 1)
+    return bad("listen.send_timeout_s", "must be 0 (never) or at least 1 second");
   // Seconds that become gRPC's (and the guard's) millisecond arguments: 0 or
   // more, at most a year (an int of milliseconds holds 24 days; longer means
   // never).

@@ -116,10 +116,12 @@ struct ListenConfig {
   // 0: gRPC's default (2 hours).
   double keepalive_time_s = 0;
   double keepalive_timeout_s = 20;
-  // With the guard: once bytes wait for a client (the kernel's buffer for
-  // it full), it must take all that was queued for it then within this
-  // long, or its connection is closed: it stopped reading or reads a
-  // trickle, and gRPC frees the answers it held for it. 0: never.
+  // With the guard: once bytes wait for a client in the guard (the
+  // kernel's buffer for it full), or the kernel queues more than the
+  // guard's buffer for it, it must take all that was queued for it then
+  // within this long, or its connection is reset: it stopped reading or
+  // reads a trickle, and gRPC frees the answers it held for it. 0: never;
+  // else at least 1.
   double send_timeout_s = 30;
 };
 

@@ -121,8 +121,8 @@ struct PrometheusMetrics::Families {
                                      "new ones), tls (on a TLS port: the handshake failed, "
                                      "e.g. a plaintext client or a client certificate "
                                      "refused, or a record did not decrypt), send_timeout "
-                                     "(its client took none of the bytes waiting for it for "
-                                     "listen.send_timeout_s).")
+                                     "(its client did not take all that was queued for it "
+                                     "within listen.send_timeout_s).")
                                .Register(*r)),
         answered_by_guard(BuildCounter()
                               .Name("encoderd_guard_answered_calls_total")

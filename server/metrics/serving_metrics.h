@@ -60,8 +60,8 @@ enum class ConnectionClose {
   // on a TLS port: the handshake failed (a plaintext client, a client
   // certificate refused) or a record did not decrypt
   kTls,
-  // its client took none of the bytes waiting for it for
-  // listen.send_timeout_s (it stopped reading)
+  // its client did not take all that was queued for it within
+  // listen.send_timeout_s (it stopped reading, or reads a trickle)
   kSendTimeout,
 };
 inline constexpr int kNumConnectionCloses = 11;

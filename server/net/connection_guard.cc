@@ -302,7 +302,7 @@ class ConnectionGuard::Loop {
       return false;
     }
     if (now - c->owed_since < options_.send_timeout) return false;
-    const uint64_t queued = kernel_queue();
+    const uint64_t queued = std::min(kernel_queue(), c->client_written);
     if (c->client_written - queued < c->owed_through) return true;
     if (c->to_client.empty()) {
       c->owed_since = Clock::time_point();
@@ -995,7 +995,10 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
     } else if (Drained(*c, now)) {
       spdlog::debug("closing the connection from {}: drained", c->peer);
       Finish(c);
-    } else if (!c->abusive && options_.send_timeout.count() > 0 && OwesTooLong(c, now)) {
+    } else if (!c->abusive && !c->server_eof && options_.send_timeout.count() > 0 &&
+               OwesTooLong(c, now)) {
+      // (Once gRPC's end closed, close_by bounds the flush instead; and
+      // after our SHUT_WR the kernel's queue counts the FIN as a byte.)
       spdlog::debug(
           "closing the connection from {}: it did not take what was queued for it in {} "
           "ms ({} bytes waiting in the guard)",

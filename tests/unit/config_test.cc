@@ -427,6 +427,10 @@ TEST(ConfigTest, ConnectionLifetimeFromYamlEnvironmentAndFlags) {
   EXPECT_EQ(c->listen.send_timeout_s, 7.5);
   EXPECT_NE(c->Summary().find("max_connection_age_s=120"), std::string::npos) << c->Summary();
   EXPECT_NE(c->Summary().find("send_timeout_s=7.5"), std::string::npos) << c->Summary();
+  auto too_short = LoadServerConfig({"--send-timeout-s", "0.5"}, FakeEnv({}));
+  ASSERT_FALSE(too_short.ok());
+  EXPECT_NE(too_short.status().message().find("listen.send_timeout_s"), std::string::npos)
+      << too_short.status().ToString();
   for (const char* flag :
        {"--max-connection-age-s", "--max-connection-age-grace-s", "--max-connection-idle-s",
         "--keepalive-time-s", "--keepalive-timeout-s", "--send-timeout-s"}) {
