@@ -1073,6 +1073,48 @@ bool WaitClosed(RecordingMetrics* metrics, ConnectionClose reason) {
   });
 }
 
+// A client that sends nothing within preface_timeout, and one that sends
+// something other than the HTTP/2 preface (an HTTP/1.1 request), are
+// closed, each counted under its reason, and gRPC never gets either; a
+// client that sends the preface in two pieces 50 ms apart, well within the
+// timeout, is handed to gRPC.
+TEST(ConnectionGuardTest, ClosesClientsThatSendNoPrefaceOrAnother) {
+  RecordingMetrics metrics;
+  GrpcEnds grpc_ends;
+  ConnectionGuardOptions options;
+  options.preface_timeout = std::chrono::milliseconds(2000);
+  auto guard = ConnectionGuard::Start("127.0.0.1", 0, grpc_ends.Attach(), options, &metrics);
+  ASSERT_TRUE(guard.ok()) << guard.status().ToString();
+  const int silent = Connect((*guard)->port());
+  const int other = Connect((*guard)->port());
+  const std::string http1 = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(other, http1.data(), http1.size(), 0), static_cast<ssize_t>(http1.size()));
+  const int slow = Connect((*guard)->port());
+  const std::string preface(kPreface);
+  ASSERT_EQ(send(slow, preface.data(), 5, 0), 5);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(send(slow, preface.data() + 5, preface.size() - 5, 0),
+            static_cast<ssize_t>(preface.size() - 5));
+  const int server_end = grpc_ends.First();
+  ASSERT_GE(server_end, 0) << "the client that sent the preface was not handed to gRPC";
+  EXPECT_EQ(ReadExactly(server_end, preface.size()), preface);
+  EXPECT_TRUE(WaitClosed(&metrics, ConnectionClose::kBadPreface));
+  EXPECT_TRUE(WaitClosed(&metrics, ConnectionClose::kPrefaceTimeout));
+  // Both closed by the guard (SO_RCVTIMEO: 5 s), nothing answered.
+  char buf[64];
+  EXPECT_EQ(recv(other, buf, sizeof(buf), 0), 0);
+  EXPECT_EQ(recv(silent, buf, sizeof(buf), 0), 0);
+  {
+    std::lock_guard<std::mutex> lock(metrics.mu);
+    EXPECT_EQ(metrics.closed.size(), 2u);  // not the one handed to gRPC
+  }
+  close(silent);
+  close(other);
+  close(slow);
+  guard->reset();
+  close(server_end);
+}
+
 // A guard (send_timeout as given, 64 KiB buffers) relaying one call,
 // stream 1: the client's socket (an `rcvbuf` receive buffer) and gRPC's
 // end, once the client's preface, SETTINGS and HEADERS went through.
