@@ -138,6 +138,7 @@ def main():
     check_overload_caps(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp)
     check_unread_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp)
     check_calls_after_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp)
+    check_send_timeout(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp)
     print(f"{len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
 
@@ -250,6 +251,56 @@ def check_unread_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
               f"RESOURCE_EXHAUSTED ({hoarder.statuses})")
         r = stub.Embed(pb.EmbedRequest(texts=["another client"]), timeout=10)
         check(len(r.embeddings) == 1, "another client is served beside it")
+        hoarder.close()
+    finally:
+        stop_process(proc, 20)
+
+
+def check_send_timeout(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
+    """A client that grants gRPC the largest HTTP/2 windows, sends Embed
+    calls of 16 texts (about 2 MiB of answers) and reads nothing: its
+    answers pile up in the kernel's queue toward it, and with
+    --send-timeout-s 1 its connection is reset
+    (encoderd_connections_closed_total{reason="send_timeout"}), while a
+    client that reads is served before and after. With the timeout off (as
+    before 2026-12-02) no connection is reset within the minute waited."""
+    daemon, stub, _ = start_serving(args, pb_grpc, health_pb2, health_pb2_grpc,
+                                    tmp / "server6.log", ["--send-timeout-s", "1"],
+                                    "server with a 1 s send timeout")
+    proc = daemon.proc
+    try:
+        if stub is None:
+            return
+        texts = [f"text number {i}" for i in range(16)]
+        first = stub.Embed(pb.EmbedRequest(texts=texts), timeout=30)
+        check(len(first.embeddings) == 16, "a client that reads is served")
+        answer_bytes = len(first.SerializeToString())
+        import hyperframe.frame as hf
+        hoarder = RawHttp2Client(daemon.port, settings={0x4: 2**31 - 1})
+        hoarder.sock.sendall(hf.WindowUpdateFrame(0, window_increment=2**31 - 1 - 65535)
+                             .serialize())
+        body = pb.EmbedRequest(texts=texts).SerializeToString()
+        streams = [1 + 2 * i for i in range(min(400, (2 << 20) // answer_bytes + 1))]
+        hoarder.open(streams)
+        hoarder.sock.sendall(b"".join(
+            hf.DataFrame(s, data=b"\x00" + len(body).to_bytes(4, "big") + body,
+                         flags=["END_STREAM"]).serialize() for s in streams))
+        closed = wait_until(lambda: daemon.metric("encoderd_connections_closed_total",
+                                                  {"reason": "send_timeout"}) == 1, 60, 0.2)
+        check(closed, "the connection of a client reading nothing is reset at the send timeout")
+        if closed:
+            hoarder.sock.settimeout(5)
+            try:
+                while hoarder.sock.recv(1 << 20):
+                    pass
+                reset = False
+            except ConnectionResetError:
+                reset = True
+            except OSError:
+                reset = False
+            check(reset, "the client sees a reset (ECONNRESET)")
+        check(len(stub.Embed(pb.EmbedRequest(texts=texts), timeout=30).embeddings) == 16,
+              "a client that reads is served after the reset")
         hoarder.close()
     finally:
         stop_process(proc, 20)
