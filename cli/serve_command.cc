@@ -457,6 +457,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (server && guarded) {
     ConnectionGuardOptions options;
     options.max_connections = config.listen.max_connections;
+    options.max_connections_per_address = config.listen.max_connections_per_address;
     if (config.listen.health_port != 0)
       options.others_connections = HealthMaxConnections(config.listen);
     options.http2.premature_reset_rate = config.listen.http2_max_reset_rate;

@@ -148,6 +148,7 @@ std::map<std::string, Setter> TopLevelFields(ServerConfig* c) {
           {"listen.http2_guard", BoolField(&c->listen.http2_guard)},
           {"listen.http2_max_reset_rate", DoubleField(&c->listen.http2_max_reset_rate)},
           {"listen.max_connections", IntField(&c->listen.max_connections)},
+          {"listen.max_connections_per_address", IntField(&c->listen.max_connections_per_address)},
           {"listen.refuse_in_guard", BoolField(&c->listen.refuse_in_guard)},
           {"listen.max_connection_age_s", DoubleField(&c->listen.max_connection_age_s)},
           {"listen.max_connection_age_grace_s", DoubleField(&c->listen.max_connection_age_grace_s)},
@@ -237,6 +238,8 @@ Status ServerConfig::Validate() const {
   if (!(listen.http2_max_reset_rate >= 1))
     return bad("listen.http2_max_reset_rate", "must be at least 1 (resets a second)");
   if (listen.max_connections < 1) return bad("listen.max_connections", "must be at least 1");
+  if (listen.max_connections_per_address < 0)
+    return bad("listen.max_connections_per_address", "must be 0 (no limit) or more");
   // Below a second a client pausing for a moment would be reset.
   if (listen.send_timeout_s > 0 && listen.send_timeout_s < 1)
     return bad("listen.send_timeout_s", "must be 0 (never) or at least 1 second");
@@ -330,6 +333,7 @@ std::string ServerConfig::Summary() const {
     << " http2_guard=" << (listen.http2_guard ? "true" : "false")
     << " http2_max_reset_rate=" << listen.http2_max_reset_rate
     << " max_connections=" << listen.max_connections
+    << " max_connections_per_address=" << listen.max_connections_per_address
     << " refuse_in_guard=" << (listen.refuse_in_guard ? "true" : "false")
     << " max_connection_age_s=" << listen.max_connection_age_s
     << " max_connection_age_grace_s=" << listen.max_connection_age_grace_s

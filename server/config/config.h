@@ -92,6 +92,11 @@ struct ListenConfig {
   // Also bounds the health Watch streams open at once on each port: 4 times
   // this, and 4 a connection (server/grpc/health_service.h).
   int max_connections = 4096;
+  // With the guard: connections one client address (an IPv6 client's /64)
+  // may hold at once on the gRPC port; 0: no limit. Without one, clients of
+  // one address holding a stream on every connection can fill
+  // max_connections and keep everyone else out.
+  int max_connections_per_address = 0;
   // The guard answers the calls the server would refuse at once (overload:
   // predicted late, standing queue) itself, before gRPC parses them, so a
   // refusal costs the daemon a few microseconds instead of a call

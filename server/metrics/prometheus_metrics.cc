@@ -122,7 +122,9 @@ struct PrometheusMetrics::Families {
                                      "e.g. a plaintext client or a client certificate "
                                      "refused, or a record did not decrypt), send_timeout "
                                      "(its client did not take all that was queued for it "
-                                     "within listen.send_timeout_s).")
+                                     "within listen.send_timeout_s), address_cap (closed at "
+                                     "once: its address held "
+                                     "listen.max_connections_per_address).")
                                .Register(*r)),
         answered_by_guard(BuildCounter()
                               .Name("encoderd_guard_answered_calls_total")

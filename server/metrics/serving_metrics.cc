@@ -21,9 +21,9 @@ const char* GuardPortName(GuardPort port) { return port == GuardPort::kGrpc ? "g
 
 const char* ConnectionCloseName(ConnectionClose reason) {
   static const char* kNames[] = {
-      "rapid_reset", "too_many_streams",  "preface_timeout", "connection_cap",      "evicted_idle",
-      "bad_preface", "oversized_headers", "bad_headers",     "incomplete_requests", "tls",
-      "send_timeout"};
+      "rapid_reset",  "too_many_streams",  "preface_timeout", "connection_cap",      "evicted_idle",
+      "bad_preface",  "oversized_headers", "bad_headers",     "incomplete_requests", "tls",
+      "send_timeout", "address_cap"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumConnectionCloses);
   return kNames[static_cast<int>(reason)];
 }

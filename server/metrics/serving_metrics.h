@@ -63,11 +63,13 @@ enum class ConnectionClose {
   // its client did not take all that was queued for it within
   // listen.send_timeout_s (it stopped reading, or reads a trickle)
   kSendTimeout,
+  // opened while its address held listen.max_connections_per_address
+  kAddressCap,
 };
-inline constexpr int kNumConnectionCloses = 11;
+inline constexpr int kNumConnectionCloses = 12;
 // "rapid_reset", "too_many_streams", "preface_timeout", "connection_cap",
 // "evicted_idle", "bad_preface", "oversized_headers", "bad_headers",
-// "incomplete_requests", "tls", "send_timeout".
+// "incomplete_requests", "tls", "send_timeout", "address_cap".
 const char* ConnectionCloseName(ConnectionClose reason);
 
 struct RequestSample {

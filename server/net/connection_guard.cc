@@ -272,6 +272,10 @@ class ConnectionGuard::Loop {
     if (c->finished) return;
     c->finished = true;
     done_.push_back(c->id);
+    if (options_.max_connections_per_address > 0) {
+      auto held = per_address_.find(c->ip);
+      if (held != per_address_.end() && --held->second <= 0) per_address_.erase(held);
+    }
   }
   void Sweep(Clock::time_point now);
   // Bytes waited for the client in the guard send_timeout ago, and it has
@@ -429,6 +433,11 @@ class ConnectionGuard::Loop {
   Clock::time_point fds_logged_;
   int64_t refused_at_cap_ = 0;
   Clock::time_point cap_logged_;
+  // Connections each address holds (with max_connections_per_address), and
+  // those refused for it since the last log line, and when that was.
+  std::unordered_map<std::string, int> per_address_;
+  int64_t refused_per_address_ = 0;
+  Clock::time_point address_cap_logged_;
   // Connections closed for send_timeout since the last log line, and when
   // that was.
   int64_t send_timeouts_ = 0;
@@ -540,6 +549,27 @@ void ConnectionGuard::Loop::Accept() {
       }
       return;  // EAGAIN: accepted everything pending
     }
+    std::string ip, peer_text;
+    PeerAddress(peer, &ip, &peer_text);
+    // An address holding its share is refused before anyone makes room.
+    if (options_.max_connections_per_address > 0) {
+      auto held = per_address_.find(ip);
+      if (held != per_address_.end() && held->second >= options_.max_connections_per_address) {
+        close(fd);
+        Closed(ConnectionClose::kAddressCap);
+        ++refused_per_address_;
+        const Clock::time_point now = Clock::now();
+        if (now - address_cap_logged_ >= std::chrono::seconds(10)) {
+          spdlog::warn(
+              "{}: refused {} new connection(s) since the last such line from addresses "
+              "holding {} already (listen.max_connections_per_address), the last from {}",
+              options_.name, refused_per_address_, options_.max_connections_per_address, peer_text);
+          refused_per_address_ = 0;
+          address_cap_logged_ = now;
+        }
+        continue;
+      }
+    }
     // At the cap, the oldest connection that has not opened a stream (no
     // preface yet, only a preface, or held) makes room: idle junk cannot
     // lock legitimate clients out. With none such, the new one is closed.
@@ -572,8 +602,6 @@ void ConnectionGuard::Loop::Accept() {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     const Clock::time_point now = Clock::now();
-    std::string ip, peer_text;
-    PeerAddress(peer, &ip, &peer_text);
     std::shared_ptr<ResetBudget>& budget = reset_budgets_[ip];
     if (!budget) budget = std::make_shared<ResetBudget>(options_.http2.premature_reset_rate);
     auto c = std::make_unique<Conn>(options_.http2, budget);
@@ -604,6 +632,7 @@ void ConnectionGuard::Loop::Accept() {
       continue;
     }
     idle_.insert(c->id);
+    if (options_.max_connections_per_address > 0) ++per_address_[c->ip];
     conns_.emplace(c->id, std::move(c));
     ReportOpen();
   }

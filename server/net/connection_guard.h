@@ -44,6 +44,9 @@ struct ConnectionGuardOptions {
   GuardPort port = GuardPort::kGrpc;
   // Connections open at once.
   int max_connections = 4096;
+  // Connections one client address (an IPv6 client's /64) may hold at once;
+  // a new one past this is closed at once. 0: no limit.
+  int max_connections_per_address = 0;
   // Connections another guard of the process may hold (the health port's):
   // their fds are left out of what this one's cap may use.
   int others_connections = 0;

@@ -246,6 +246,7 @@ TEST(ConfigTest, OutOfRangeValuesAreRefusedNotWrapped) {
        "in -2147483648..2147483647)"},
       {{"--replicas", "4294967297"}, "'model.replicas'"},
       {{"--max-connections", "-4294967295"}, "'listen.max_connections'"},
+      {{"--max-connections-per-address", "-1"}, "'listen.max_connections_per_address'"},
       {{"--set", "model.max_queue_time_us=9223372036854775807"},
        "'models[0].max_queue_time_us' must be 0 to 3600000000 (an hour)"},
       {{"--max-queue-delay-us", "3600000001"}, "'models[0].max_queue_delay_us'"},

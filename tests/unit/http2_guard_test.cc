@@ -1073,6 +1073,52 @@ bool WaitClosed(RecordingMetrics* metrics, ConnectionClose reason) {
   });
 }
 
+// With max_connections_per_address 2, a third connection from 127.0.0.1 is
+// closed at once (address_cap), before anyone makes room for it, while
+// another address (127.0.0.2) still gets in; once one of the first two
+// closes, 127.0.0.1 has room again.
+TEST(ConnectionGuardTest, AnAddressHoldsAtMostItsShareOfConnections) {
+  RecordingMetrics metrics;
+  GrpcEnds grpc_ends;
+  ConnectionGuardOptions options;
+  options.max_connections = 4;
+  options.max_connections_per_address = 2;
+  auto guard = ConnectionGuard::Start("0.0.0.0", 0, grpc_ends.Attach(), options, &metrics);
+  ASSERT_TRUE(guard.ok()) << guard.status().ToString();
+  const auto connect_from = [&](const char* address) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    inet_pton(AF_INET, address, &a.sin_addr);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
+    a.sin_port = htons(static_cast<uint16_t>((*guard)->port()));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    timeval tv{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+  };
+  const int first = connect_from("127.0.0.1");
+  const int second = connect_from("127.0.0.1");
+  ASSERT_TRUE(metrics.WaitOpen(2));
+  const int third = connect_from("127.0.0.1");
+  EXPECT_TRUE(WaitClosed(&metrics, ConnectionClose::kAddressCap));
+  char buf[16];
+  EXPECT_EQ(recv(third, buf, sizeof(buf), 0), 0) << "the third connection was not closed";
+  const int other = connect_from("127.0.0.2");
+  EXPECT_TRUE(metrics.WaitOpen(3));
+  close(first);
+  ASSERT_TRUE(metrics.WaitOpen(2));
+  const int again = connect_from("127.0.0.1");
+  EXPECT_TRUE(metrics.WaitOpen(3));
+  {
+    std::lock_guard<std::mutex> lock(metrics.mu);
+    EXPECT_EQ(metrics.closed.size(), 1u);  // the third only
+  }
+  for (int fd : {second, third, other, again}) close(fd);
+  guard->reset();
+}
+
 // A client that sends nothing within preface_timeout, and one that sends
 // something other than the HTTP/2 preface (an HTTP/1.1 request), are
 // closed, each counted under its reason, and gRPC never gets either; a
