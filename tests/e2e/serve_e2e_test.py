@@ -258,7 +258,10 @@ def check_unread_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
 
 def check_send_timeout(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
     """A client that grants gRPC the largest HTTP/2 windows, sends Embed
-    calls of 16 texts (about 2 MiB of answers) and reads nothing: its
+    calls of 16 texts (up to 2 MiB of answers, at most 400 calls; each
+    call's HEADERS and request together, so that none counts as a request
+    still arriving, of which the guard lets a connection hold 256) and
+    reads nothing: its
     answers pile up in the kernel's queue toward it, and with
     --send-timeout-s 1 its connection is reset
     (encoderd_connections_closed_total{reason="send_timeout"}), while a
@@ -281,10 +284,10 @@ def check_send_timeout(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
                              .serialize())
         body = pb.EmbedRequest(texts=texts).SerializeToString()
         streams = [1 + 2 * i for i in range(min(400, (2 << 20) // answer_bytes + 1))]
-        hoarder.open(streams)
-        hoarder.sock.sendall(b"".join(
-            hf.DataFrame(s, data=b"\x00" + len(body).to_bytes(4, "big") + body,
-                         flags=["END_STREAM"]).serialize() for s in streams))
+        for s in streams:
+            hoarder.open([s])
+            hoarder.sock.sendall(hf.DataFrame(s, data=b"\x00" + len(body).to_bytes(4, "big") + body,
+                                              flags=["END_STREAM"]).serialize())
         closed = wait_until(lambda: daemon.metric("encoderd_connections_closed_total",
                                                   {"reason": "send_timeout"}) == 1, 60, 0.2)
         check(closed, "the connection of a client reading nothing is reset at the send timeout")
