@@ -139,6 +139,8 @@ void Http2Guard::OnClientFrame(const Http2Frame& f, Clock::time_point now) {
 void Http2Guard::OnServerFrame(const Http2Frame& f) {
   ++server_frames_;
   if (f.type == kHttp2GoAway) server_goaway_ = true;
+  if (f.type == kHeaders) server_in_block_ = !(f.flags & kEndHeaders);
+  if (f.type == kContinuation && (f.flags & kEndHeaders)) server_in_block_ = false;
   const bool ends =
       ((f.type == kData || f.type == kHeaders) && (f.flags & kEndStream)) || f.type == kRstStream;
   if (ends && f.stream != 0) Close(f.stream);

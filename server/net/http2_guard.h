@@ -200,9 +200,10 @@ class Http2Guard {
     return client_.ToFrameEnd(data, size);
   }
   bool not_http2() const { return not_http2_; }
-  // The server's bytes seen so far end between frames: a frame of our own
-  // (GOAWAY) can follow them.
-  bool server_at_frame_boundary() const { return server_.at_boundary(); }
+  // The server's bytes seen so far end between frames, and not inside a
+  // header block (HEADERS without END_HEADERS, then its CONTINUATIONs, which
+  // nothing may come between): a frame of our own (GOAWAY) can follow them.
+  bool server_at_frame_boundary() const { return server_.at_boundary() && !server_in_block_; }
   // A stream the connection guard answered itself (call_gate.h): gRPC never
   // saw it; in the rapid-reset ratio it counts at most as much as the
   // streams that reached gRPC (FromClient).
@@ -252,6 +253,7 @@ class Http2Guard {
   const std::shared_ptr<ResetBudget> budget_;
   int64_t server_frames_ = 0;
   bool server_goaway_ = false;
+  bool server_in_block_ = false;  // inside one of the server's header blocks
   // Bytes and frames of the client's header block in progress (bytes -1:
   // none).
   int64_t header_block_ = -1;

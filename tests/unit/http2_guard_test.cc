@@ -354,6 +354,30 @@ TEST(Http2GuardTest, NotHttp2IsFlaggedAndNotRead) {
   EXPECT_EQ(g.streams(), 0);
 }
 
+// A header block of the server's (HEADERS without END_HEADERS, then its
+// CONTINUATIONs) may not be interrupted by any frame: the guard's GOAWAY
+// waits for its end. Before, the guard took the end of any frame as a place
+// for it, and a client got a PROTOCOL_ERROR instead of the GOAWAY.
+TEST(Http2GuardTest, NoFrameOfOursInsideTheServersHeaderBlock) {
+  Http2Guard g;
+  const auto server = [&](const std::string& bytes) {
+    g.FromServer(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  };
+  server(Frame(0x4, 0, 0));
+  EXPECT_TRUE(g.server_at_frame_boundary());
+  server(Headers(1, 0x0));  // no END_HEADERS
+  EXPECT_FALSE(g.server_at_frame_boundary());
+  server(Frame(0x9, 0x0, 1, "cc"));
+  EXPECT_FALSE(g.server_at_frame_boundary());
+  server(Frame(0x9, 0x4, 1, "cc"));  // END_HEADERS
+  EXPECT_TRUE(g.server_at_frame_boundary());
+  const std::string data = Data(1, 0);
+  server(data.substr(0, 5));  // inside a frame
+  EXPECT_FALSE(g.server_at_frame_boundary());
+  server(data.substr(5));
+  EXPECT_TRUE(g.server_at_frame_boundary());
+}
+
 TEST(Http2GuardTest, GoAwayFrameCarriesTheLastStreamAndTheCode) {
   const std::string f = GoAwayFrame(0x12345, kEnhanceYourCalm);
   ASSERT_EQ(f.size(), 17u);
