@@ -68,6 +68,20 @@ constexpr int kReadsPerEvent = 4;
 // does not fit waits, unparsed, until the buffers drain (FeedClient).
 constexpr size_t kMaxSliceBytes = 16 * 1024;
 
+// Events of one kind counted between log lines, a line at most every 10 s,
+// written by the loop's sweep: Due hands the count over and restarts it.
+struct LogTally {
+  int64_t count = 0;
+  Clock::time_point logged;
+  bool Due(Clock::time_point now, int64_t* n) {
+    if (count == 0 || now - logged < std::chrono::seconds(10)) return false;
+    *n = count;
+    count = 0;
+    logged = now;
+    return true;
+  }
+};
+
 // A byte queue: appended at the back, written from the front.
 struct Buffer {
   std::string bytes;
@@ -434,14 +448,12 @@ class ConnectionGuard::Loop {
   int64_t refused_at_cap_ = 0;
   Clock::time_point cap_logged_;
   // Connections each address holds (with max_connections_per_address), and
-  // those refused for it since the last log line, and when that was.
+  // those refused for it since the last log line (and the last one's peer).
   std::unordered_map<std::string, int> per_address_;
-  int64_t refused_per_address_ = 0;
-  Clock::time_point address_cap_logged_;
-  // Connections closed for send_timeout since the last log line, and when
-  // that was.
-  int64_t send_timeouts_ = 0;
-  Clock::time_point send_timeouts_logged_;
+  LogTally refused_per_address_;
+  std::string refused_peer_;
+  // Connections closed for send_timeout since the last log line.
+  LogTally send_timeouts_;
   std::vector<char> scratch_ = std::vector<char>(64 * 1024);
   std::string relay_;    // what a CallGate passes on, per read
   std::string plain_;    // what a TlsSession decrypted, per read
@@ -557,16 +569,8 @@ void ConnectionGuard::Loop::Accept() {
       if (held != per_address_.end() && held->second >= options_.max_connections_per_address) {
         close(fd);
         Closed(ConnectionClose::kAddressCap);
-        ++refused_per_address_;
-        const Clock::time_point now = Clock::now();
-        if (now - address_cap_logged_ >= std::chrono::seconds(10)) {
-          spdlog::warn(
-              "{}: refused {} new connection(s) since the last such line from addresses "
-              "holding {} already (listen.max_connections_per_address), the last from {}",
-              options_.name, refused_per_address_, options_.max_connections_per_address, peer_text);
-          refused_per_address_ = 0;
-          address_cap_logged_ = now;
-        }
+        ++refused_per_address_.count;
+        refused_peer_ = std::move(peer_text);
         continue;
       }
     }
@@ -991,14 +995,19 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
     incomplete_refusals_logged_ = incomplete_.refused;
     incomplete_logged_ = now;
   }
-  if (send_timeouts_ > 0 && now - send_timeouts_logged_ >= std::chrono::seconds(10)) {
+  int64_t n = 0;
+  if (send_timeouts_.Due(now, &n)) {
     spdlog::warn(
         "{}: closed {} connection(s) since the last such line whose client did not take what "
         "was queued for it within {} ms (listen.send_timeout_s): it stopped reading, or reads "
         "a trickle",
-        options_.name, send_timeouts_, options_.send_timeout.count());
-    send_timeouts_ = 0;
-    send_timeouts_logged_ = now;
+        options_.name, n, options_.send_timeout.count());
+  }
+  if (refused_per_address_.Due(now, &n)) {
+    spdlog::warn(
+        "{}: refused {} new connection(s) since the last such line from addresses holding {} "
+        "already (listen.max_connections_per_address), the last from {}",
+        options_.name, n, options_.max_connections_per_address, refused_peer_);
   }
   for (auto it = abusers_.begin(); it != abusers_.end();)
     it = now - it->second >= kAbuserMemory ? abusers_.erase(it) : std::next(it);
@@ -1033,7 +1042,7 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
           "ms ({} bytes waiting in the guard)",
           c->peer, options_.send_timeout.count(), c->to_client.size());
       Closed(ConnectionClose::kSendTimeout);
-      ++send_timeouts_;
+      ++send_timeouts_.count;
       // Reset, not closed: what the kernel still queues for the client is
       // dropped at once (closed, it would stay queued for as long as the
       // client keeps reading a trickle).

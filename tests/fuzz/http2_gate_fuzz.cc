@@ -29,18 +29,11 @@
 #include "server/net/call_gate.h"
 #include "server/net/hpack.h"
 #include "server/net/http2_guard.h"
+#include "tests/fuzz/fuzz_require.h"
 
 namespace {
 
 namespace sv = encoderd::server;
-
-#define REQUIRE(cond)                                                         \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      std::fprintf(stderr, "http2_gate_fuzz: invariant failed: %s\n", #cond); \
-      __builtin_trap();                                                       \
-    }                                                                         \
-  } while (0)
 
 struct Block {
   uint32_t stream = 0;

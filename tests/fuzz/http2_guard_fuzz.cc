@@ -22,18 +22,11 @@
 #include <string>
 
 #include "server/net/http2_guard.h"
+#include "tests/fuzz/fuzz_require.h"
 
 namespace {
 
 namespace sv = encoderd::server;
-
-#define REQUIRE(cond)                                                          \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      std::fprintf(stderr, "http2_guard_fuzz: invariant failed: %s\n", #cond); \
-      __builtin_trap();                                                        \
-    }                                                                          \
-  } while (0)
 
 constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 // One instant for every frame: a reset is premature, and the reset budget

@@ -22,6 +22,7 @@
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "proto/encoderd.pb.h"
 #include "server/core/request_validation.h"
+#include "tests/fuzz/fuzz_require.h"
 
 namespace {
 
@@ -32,14 +33,6 @@ using encoderd::Tokenizer;
 using encoderd::server::RequestLimits;
 namespace v1 = encoderd::v1;
 namespace sv = encoderd::server;
-
-#define REQUIRE(cond)                                                      \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      std::fprintf(stderr, "request_fuzz: invariant failed: %s\n", #cond); \
-      __builtin_trap();                                                    \
-    }                                                                      \
-  } while (0)
 
 const Tokenizer& LangidTokenizer() {
   static const Tokenizer* const tokenizer = [] {
