@@ -180,10 +180,18 @@ def combined_limits(readings):
     bandwidths = [r["read_bandwidth_gbs"] for r in readings]
     out["read_bandwidth_gbs"] = statistics.mean(bandwidths)
     out["read_bandwidth_readings"] = bandwidths
-    readers = readings[0].get("read_bandwidth_readers_gbs", {})
+    # The readers over 2 MiB pages ("..._2m") are in a reading only when the
+    # kernel granted those pages: each reader's mean is over the readings
+    # that have it.
+    names = []
+    for r in readings:
+        for name in r.get("read_bandwidth_readers_gbs", {}):
+            if name not in names:
+                names.append(name)
     out["read_bandwidth_readers_gbs"] = {
-        name: statistics.mean(r["read_bandwidth_readers_gbs"][name] for r in readings)
-        for name in readers}
+        name: statistics.mean(r["read_bandwidth_readers_gbs"][name] for r in readings
+                              if name in r.get("read_bandwidth_readers_gbs", {}))
+        for name in names}
     return out
 
 

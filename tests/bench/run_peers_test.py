@@ -53,6 +53,21 @@ def main():
         bad[100] = -bad[100]  # one token of the 256-token sequence flipped
         worst, lowest = accuracy_of(bad)
         check(lowest < -0.99, f"one bad token of 256 sets the lowest cosine ({lowest:.4f})")
+    # machine_limits lists its readers over 2 MiB pages only when the kernel
+    # granted them, so readings may name different readers.
+    def reading(peak, gbs, readers):
+        return {"gemm": {"float32": {"peak_gflops": peak}}, "read_bandwidth_gbs": gbs,
+                "read_bandwidth_readers_gbs": readers}
+    limits = run_peers.combined_limits([
+        reading(400.0, 60.0, {"scalar": 50.0, "avx512": 60.0}),
+        reading(420.0, 70.0, {"scalar": 52.0, "avx512": 58.0, "avx512_2m": 70.0}),
+        reading(440.0, 80.0, {"scalar": 54.0, "avx512": 62.0, "avx512_2m": 80.0})])
+    check(limits["read_bandwidth_readers_gbs"] == {"scalar": 52.0, "avx512": 60.0,
+                                                   "avx512_2m": 75.0},
+          f"each reader's mean over the readings that have it: "
+          f"{limits['read_bandwidth_readers_gbs']}")
+    check(limits["read_bandwidth_gbs"] == 70.0 and limits["gemm"]["float32"]["peak_gflops"] == 420.0,
+          "the read bandwidth and GEMM peak are the readings' means")
     print(f"{len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
 
