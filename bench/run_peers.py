@@ -20,7 +20,8 @@ bench/peer_ort.mjs), and with --with-inprocess the LibTorch path inside
 (build/kernels/machine_limits) are measured before the systems and after
 each round of them, and the figures taken against the mean of the readings;
 the read bandwidth of a reading is the best of its readers (a plain loop,
-and vector loads with and without software prefetch). Right after each
+and vector loads with and without software prefetch, over memory in 4 KiB
+pages and, where the kernel grants them, in 2 MiB pages). Right after each
 process the GEMM peak of its dtype and the read bandwidth are measured once
 more, and W1's % of peak and W2's multiple of its floor taken against that
 reading as well (the "paired" columns).
@@ -180,6 +181,7 @@ def combined_limits(readings):
     bandwidths = [r["read_bandwidth_gbs"] for r in readings]
     out["read_bandwidth_gbs"] = statistics.mean(bandwidths)
     out["read_bandwidth_readings"] = bandwidths
+    out["read_huge_pages_readings"] = [bool(r.get("read_huge_pages")) for r in readings]
     # The readers over 2 MiB pages ("..._2m") are in a reading only when the
     # kernel granted those pages: each reader's mean is over the readings
     # that have it.
@@ -272,12 +274,23 @@ def provenance(a, log_text):
             "versions": versions}
 
 
-def machine_description(a, limits):
-    model = "unknown CPU"
-    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
+def cpu_identity(cpuinfo):
+    """The first CPU's model name and its family, model and stepping from
+    /proc/cpuinfo's text (a VM may name only the vendor's line, "AMD EPYC",
+    for CPUs of different generations)."""
+    fields = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
             break
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name", "unknown CPU")
+    ids = [f"{k} {fields[k]}" for k in ("cpu family", "model", "stepping") if k in fields]
+    return f"{name} ({', '.join(ids)})" if ids else name
+
+
+def machine_description(a, limits):
+    model = cpu_identity(pathlib.Path("/proc/cpuinfo").read_text())
     return {
         "cpu": model, "features": limits["cpu_features"], "threads": a.threads,
         "pinned": f"taskset -c 0-{a.threads - 1}", "logical_cpus": os.cpu_count(),
@@ -310,6 +323,18 @@ def peak_text(limits, dtype, unit=""):
             + readings_text(g.get("peak_readings", []), ".0f"))
 
 
+def huge_pages_text(granted):
+    """Whether the readings' "..._2m" readers had 2 MiB pages (machine_limits'
+    read_huge_pages); empty for a run recorded before they were measured."""
+    if not granted:
+        return ""
+    if all(granted):
+        return "2 MiB pages granted in every reading"
+    if not any(granted):
+        return "no 2 MiB pages granted: 4 KiB pages only"
+    return f"2 MiB pages granted in {sum(granted)} of {len(granted)} readings"
+
+
 def write_report(a, doc):
     m = doc["machine"]
     lim = doc["limits"]
@@ -327,6 +352,7 @@ def write_report(a, doc):
         f"each reading the best of its readers (their means: "
         + ", ".join(f"{name} {gbs:.1f}"
                     for name, gbs in lim.get("read_bandwidth_readers_gbs", {}).items())
+        + "".join("; " + t for t in [huge_pages_text(lim.get("read_huge_pages_readings", []))] if t)
         + "). "
         f"W2 floor = encoder-layer weight bytes / read bandwidth: "
         f"fp32 {doc['floor_ms']['float32']:.1f} ms, bf16 {doc['floor_ms']['bfloat16']:.1f} ms, "

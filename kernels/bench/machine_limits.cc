@@ -133,16 +133,31 @@ long AnonHugeKib() {
   return kib;
 }
 
-// `words` words aligned to 2 MiB, in 2 MiB pages where the kernel grants
-// them (madvise(MADV_HUGEPAGE), which "madvise" mode, the default of many
-// distributions, needs), else in 4 KiB pages; each thread first touches the
-// share it will read.
+// Whether this kernel may give transparent huge pages at all: false where
+// they are off ("[never]") or it has none.
+bool HugePagesPossible() {
+  std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (f == nullptr) return false;
+  char line[128] = {};
+  const bool read = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  return read && std::strstr(line, "[never]") == nullptr;
+}
+
+// `words` words aligned to 2 MiB (and so to 64 bytes), advised into 2 MiB
+// pages (madvise(MADV_HUGEPAGE), which the "madvise" mode of many
+// distributions needs) or, without huge_pages, out of them (under the
+// "always" mode); each thread first touches the share it will read. Null
+// where the kernel refuses the advice for huge pages.
 Words AllocateWords(size_t words, bool huge_pages) {
   constexpr size_t kHuge = size_t{2} << 20;
   const size_t bytes = (words * sizeof(uint64_t) + kHuge - 1) / kHuge * kHuge;
-  Words data(static_cast<uint64_t*>(std::aligned_alloc(huge_pages ? kHuge : 64, bytes)));
+  Words data(static_cast<uint64_t*>(std::aligned_alloc(kHuge, bytes)));
   if (!data) throw std::bad_alloc();
-  ::madvise(data.get(), bytes, huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  if (::madvise(data.get(), bytes, huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0 &&
+      huge_pages) {
+    return nullptr;
+  }
 #pragma omp parallel
   {
     const size_t nt = omp_get_num_threads(), t = omp_get_thread_num();
@@ -153,27 +168,30 @@ Words AllocateWords(size_t words, bool huge_pages) {
 
 // GB/s of reading `bytes` once with every thread, each its contiguous share,
 // by each reader the CPU has, over memory in 4 KiB pages and, where the
-// kernel grants them, over memory in 2 MiB pages (readers named "..._2m"),
-// both 64-byte aligned. With 4 KiB pages each page costs a TLB miss and the
-// CPU's prefetchers stop at every page's end; on the 2-vCPU EPYC the 2 MiB
-// pages read up to 10% faster in some minutes and as fast in others. Until
-// 2026-12-02 the buffer came from new[], 16 bytes past a page's start, so
-// that every 64-byte load of the AVX-512 readers spanned two cache lines:
-// 54-60 GB/s against 67-70 aligned in the same minutes (README, "Against
-// the machine"). The readers' passes take turns until
-// `budget` seconds have passed (so that each sees the host as the others
-// do), and each reader's best pass counts. Returns the readers with their
-// GB/s, and sets *huge_pages to whether the 2 MiB pages were granted.
+// kernel grants them, again over memory in 2 MiB pages (readers named
+// "..._2m"; two buffers of `bytes`, 2 GiB at machine_limits' 1 GiB). With 4
+// KiB pages the reads walk the page tables for every page; on the 2-vCPU
+// EPYC the best reader over 2 MiB pages read 1-18% faster than the best
+// over 4 KiB ones in the same runs (10 runs, 2026-12-02). Until 2026-12-02 the one buffer came from
+// new[], 16 bytes past a cache line, so that every 64-byte load of the AVX-512 readers spanned two
+// lines: the same binary with its reads put 16 bytes off read 48.8-52.3
+// GB/s with the AVX-512 reader against 65.0-68.3 aligned, in alternate
+// runs. The readers' passes take turns until `budget` seconds have passed
+// (so that each sees the host as the others do), and each reader's best
+// pass counts. Returns the readers with their GB/s, and sets *huge_pages to
+// whether the 2 MiB pages were granted (most of the buffer in them).
 std::vector<std::pair<std::string, double>> ReadBandwidth(size_t bytes, double budget,
                                                           bool* huge_pages) {
   const size_t words = bytes / sizeof(uint64_t) / 32 * 32;
   Words small = AllocateWords(words, /*huge_pages=*/false);
-  const long huge_before = AnonHugeKib();
-  Words huge = AllocateWords(words, /*huge_pages=*/true);
-  // Granted: most of the buffer is in huge pages (the kernel may split or
-  // refuse some).
-  *huge_pages =
-      huge_before >= 0 && static_cast<double>(AnonHugeKib() - huge_before) * 1024 >= 0.9 * bytes;
+  Words huge;
+  *huge_pages = false;
+  if (HugePagesPossible()) {
+    const long before = AnonHugeKib();
+    huge = AllocateWords(words, /*huge_pages=*/true);
+    *huge_pages =
+        huge && before >= 0 && static_cast<double>(AnonHugeKib() - before) * 1024 >= 0.9 * bytes;
+  }
   const auto& cpu = encoderd::kernels::GetCpuFeatures();
   std::vector<std::pair<std::string, uint64_t (*)(const uint64_t*, size_t)>> kinds = {
       {"scalar", ReadScalar}};

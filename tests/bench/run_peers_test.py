@@ -68,6 +68,19 @@ def main():
           f"{limits['read_bandwidth_readers_gbs']}")
     check(limits["read_bandwidth_gbs"] == 70.0 and limits["gemm"]["float32"]["peak_gflops"] == 420.0,
           "the read bandwidth and GEMM peak are the readings' means")
+    check(limits["read_huge_pages_readings"] == [False, False, False] and
+          run_peers.huge_pages_text(limits["read_huge_pages_readings"]) ==
+          "no 2 MiB pages granted: 4 KiB pages only",
+          f"readings without read_huge_pages count as 4 KiB pages only "
+          f"({limits['read_huge_pages_readings']})")
+    check(run_peers.huge_pages_text([True, False, True]) == "2 MiB pages granted in 2 of 3 readings",
+          "a report says in how many readings 2 MiB pages were granted")
+    check(run_peers.huge_pages_text([]) == "", "a run recorded without read_huge_pages says nothing")
+    two_cpus = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+                "model name\t: AMD EPYC\nstepping\t: 1\n\nprocessor\t: 1\ncpu family\t: 25\n")
+    check(run_peers.cpu_identity(two_cpus) == "AMD EPYC (cpu family 26, model 2, stepping 1)",
+          f"the machine names the first CPU's family, model and stepping "
+          f"({run_peers.cpu_identity(two_cpus)})")
     print(f"{len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
 
