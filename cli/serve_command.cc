@@ -254,7 +254,9 @@ int64_t OpenStreams(size_t servers) {
 // as the connection guard closes idle ones (ConnectionGuard::Drain).
 constexpr std::chrono::seconds kCloseIdleAfter{1};
 
-// Shuts the servers down one after the other by `deadline`: each refuses new
+// Shuts the servers down one after the other by `deadline` (`flushed_by`
+// is the same instant on the steady clock, for the guards' flush at the
+// end): each refuses new
 // calls (GOAWAY) and waits for the calls in flight, cancelling what is left
 // at the deadline. gRPC's Shutdown also waits for every connection to
 // close: it closes one itself once the client has answered the PING that
@@ -291,7 +293,8 @@ constexpr std::chrono::seconds kCloseIdleAfter{1};
 void ShutDown(const std::vector<grpc::Server*>& servers,
               const std::vector<ConnectionGuard*>& guards,
               const std::vector<HealthService*>& health, EncoderService& service,
-              std::chrono::system_clock::time_point deadline) {
+              std::chrono::system_clock::time_point deadline,
+              std::chrono::steady_clock::time_point flushed_by) {
   std::mutex mu;
   std::condition_variable cv;
   size_t current = 0;  // the server shutting down; servers.size() once all are done
@@ -353,6 +356,14 @@ void ShutDown(const std::vector<grpc::Server*>& servers,
   }
   cv.notify_one();
   closer.join();
+  // gRPC is done with its calls once their answers are with the guard, not
+  // with the client: each guard's connections flush and close before the
+  // process ends them (ConnectionGuard::AwaitClosed), by the same deadline.
+  for (size_t i = 0; i < guards.size(); ++i) {
+    if (guards[i] && !guards[i]->AwaitClosed(flushed_by))
+      spdlog::warn("{}: connections still flushing at the end of shutdown.grace_s; closing them",
+                   i == 0 ? "gRPC port" : "health port");
+  }
 }
 
 }  // namespace
@@ -547,7 +558,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   // Refuses new calls and waits for in-flight ones, cancelling what is left
   // at the deadline; the health port answers NOT_SERVING until the gRPC port
   // has drained.
-  ShutDown(servers, guards, health_services, service, std::chrono::system_clock::now() + grace);
+  ShutDown(servers, guards, health_services, service, std::chrono::system_clock::now() + grace,
+           std::chrono::steady_clock::now() + grace);
   for (const auto& model : registry.Loaded()) model->batcher().Stop();
   int ended_watches = 0;
   for (HealthService* h : health_services) ended_watches += h->ended_watches();

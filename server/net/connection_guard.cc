@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -55,6 +56,13 @@ constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 // arrived by then (gRPC clients retry those the GOAWAY left unprocessed
 // anyway).
 constexpr auto kDrainLinger = std::chrono::seconds(1);
+// Once our side to a client is ended, the connection is closed when the
+// client ends its own, or once the client's kernel has acknowledged all we
+// sent and the FIN for this long: acknowledged is in its receive buffer,
+// not yet read, and a client that writes (a WINDOW_UPDATE) to a closed
+// socket is reset, and may drop what it had not read yet. An idle grpcio
+// channel does not close on the FIN for seconds.
+constexpr auto kAckedLinger = std::chrono::seconds(1);
 // Reads of a client's socket (64 KiB each) per epoll event.
 constexpr int kReadsPerEvent = 4;
 // A client's bytes read are passed through the parsers a frame at a time
@@ -110,9 +118,12 @@ struct Buffer {
       }
       front += static_cast<size_t>(n);
     }
+    Clear();
+    return true;
+  }
+  void Clear() {
     bytes.clear();
     front = 0;
-    return true;
   }
 };
 
@@ -150,6 +161,11 @@ class ConnectionGuard::Loop {
   void Drain() {
     draining_.store(true);
     Wake();
+  }
+  bool AwaitClosed(Clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return closed_cv_.wait_until(lock, deadline, [this] { return open_ == 0 || exited_; }) &&
+           open_ == 0;
   }
   void StopAccepting() {
     std::future<void> closed;
@@ -204,6 +220,10 @@ class ConnectionGuard::Loop {
     bool abusive = false;
     bool finished = false;  // in done_
     Clock::time_point close_by;
+    // Draining: since when the client's kernel has acknowledged all we sent
+    // (after client_shut, the FIN too), as Sweep saw it; epoch: not yet, or
+    // bytes were written since.
+    Clock::time_point acked_since;
     // When gRPC's first GOAWAY came through; epoch: none yet.
     Clock::time_point goaway_at;
     // Bytes written to the client's socket so far. Once bytes wait in
@@ -261,6 +281,7 @@ class ConnectionGuard::Loop {
   bool FlushToClient(Conn* c) {
     const size_t before = c->to_client.size();
     if (!c->to_client.WriteTo(c->client)) return false;
+    if (c->to_client.size() < before) c->acked_since = Clock::time_point();
     c->client_written += before - c->to_client.size();
     if (!c->to_client.empty() && c->owed_since == Clock::time_point()) Owe(c, Clock::now());
     return true;
@@ -269,6 +290,33 @@ class ConnectionGuard::Loop {
   static void Owe(Conn* c, Clock::time_point now) {
     c->owed_since = now;
     c->owed_through = c->client_written + c->to_client.size();
+  }
+  // What the kernel holds for the client on `fd`: written, not yet
+  // acknowledged (after our SHUT_WR, the FIN counts as a byte).
+  static uint64_t Unacknowledged(int fd) {
+    int queued = 0;
+    return ioctl(fd, SIOCOUTQ, &queued) == 0 ? static_cast<uint64_t>(std::max(queued, 0))
+                                             : uint64_t{0};
+  }
+  // How long the client's kernel has held all we sent (once our side is
+  // ended, the FIN included), as seen at each Sweep since the last write;
+  // zero while it does not.
+  static Clock::duration AckedFor(Conn* c, Clock::time_point now) {
+    if (Unacknowledged(c->client) > 0) {
+      c->acked_since = Clock::time_point();
+      return Clock::duration::zero();
+    }
+    if (c->acked_since == Clock::time_point()) c->acked_since = now;
+    return now - c->acked_since;
+  }
+  // Writes what gRPC's end takes of to_server. An error there is gRPC's end
+  // gone (it closes after its last answers: a drain, a connection's max
+  // age): then what the client sent it is dropped, and what gRPC sent is
+  // still flushed to the client (Update), not dropped with the connection.
+  void FlushToServer(Conn* c) {
+    if (c->to_server.WriteTo(c->server)) return;
+    c->to_server.Clear();
+    c->server_eof = true;
   }
   void CloseBoth(Conn* c) {
     if (c->client >= 0) close(c->client);
@@ -301,12 +349,7 @@ class ConnectionGuard::Loop {
   // reads its socket whatever its application does (HTTP/2 flow control
   // holds gRPC's answers back instead).
   bool OwesTooLong(Conn* c, Clock::time_point now) {
-    // What the kernel holds for the client: written, not yet acknowledged.
-    const auto kernel_queue = [c] {
-      int queued = 0;
-      return ioctl(c->client, SIOCOUTQ, &queued) == 0 ? static_cast<uint64_t>(std::max(queued, 0))
-                                                      : uint64_t{0};
-    };
+    const auto kernel_queue = [c] { return Unacknowledged(c->client); };
     if (c->owed_since == Clock::time_point()) {
       // The kernel's buffer for a client grows to megabytes (net.ipv4.tcp_wmem)
       // before anything waits in the guard's: a client that stopped reading
@@ -398,6 +441,11 @@ class ConnectionGuard::Loop {
   int64_t Open() const { return static_cast<int64_t>(conns_.size() - done_.size()); }
   void ReportOpen() {
     if (metrics_) metrics_->SetOpenConnections(options_.port, Open());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = Open();
+    }
+    closed_cv_.notify_all();
   }
 
   int listen_fd_;
@@ -415,6 +463,8 @@ class ConnectionGuard::Loop {
   bool accepting_ = true;  // the loop thread's view: no Attach once false
   bool exited_ = false;
   std::promise<void> listen_closed_;
+  int64_t open_ = 0;  // Open(), as the loop last reported it
+  std::condition_variable closed_cv_;
   // Calls whose request has not fully arrived, every gate's (declared
   // before conns_: the gates give theirs back as they go); and the refusals
   // logged so far, and when.
@@ -531,13 +581,16 @@ void ConnectionGuard::Loop::Run() {
       ReportOpen();
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  exited_ = true;
-  if (stop_accepting_requested_ && listen_fd_ >= 0) {
-    close(listen_fd_);
-    listen_fd_ = -1;
-    listen_closed_.set_value();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exited_ = true;
+    if (stop_accepting_requested_ && listen_fd_ >= 0) {
+      close(listen_fd_);
+      listen_fd_ = -1;
+      listen_closed_.set_value();
+    }
   }
+  closed_cv_.notify_all();
 }
 
 void ConnectionGuard::Loop::Accept() {
@@ -689,9 +742,13 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
     if (events & (EPOLLHUP | EPOLLERR)) Finish(c);  // gave up while held
     return;
   }
-  if (events & (EPOLLHUP | EPOLLERR)) {
+  if ((events & EPOLLERR) || ((events & EPOLLHUP) && !c->client_shut)) {
     // The client is gone both ways (a reset or a full close): nothing more
-    // can reach it, and what it sent last would answer no one.
+    // can reach it, and what it sent last would answer no one. (Once our
+    // side is ended, EPOLLHUP is only the client ending its own, which a
+    // client may do while still reading: closed with its last bytes unread,
+    // the connection would be reset and what it had not read dropped. Its
+    // bytes are read to the end first, below.)
     return Finish(c);
   }
   int pending = 0;
@@ -709,7 +766,7 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
     if (!c->was_held) abusers_[c->ip] = Clock::now();
     return Finish(c);
   }
-  if (c->client_shut && (events & (EPOLLIN | EPOLLRDHUP))) {
+  if (c->client_shut && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))) {
     // gRPC is gone and all it sent is out: the client's bytes answer no one
     // and are dropped until its end (Update).
     for (int reads = 0; reads < kReadsPerEvent && !c->client_eof; ++reads) {
@@ -852,12 +909,7 @@ void ConnectionGuard::Loop::OnServer(Conn* c, uint32_t events) {
     }
     if (!CountWhileOff(c)) return;
   }
-  if (events & EPOLLOUT || !c->to_server.empty()) {
-    if (!c->to_server.WriteTo(c->server)) {
-      Finish(c);
-      return;
-    }
-  }
+  if (!c->server_eof && (events & EPOLLOUT || !c->to_server.empty())) FlushToServer(c);
   Update(c);
 }
 
@@ -891,8 +943,9 @@ void ConnectionGuard::Loop::Update(Conn* c) {
     // All of gRPC's bytes are with the kernel. Closing now, with bytes from
     // the client unread (a WINDOW_UPDATE, a PING sent while it read), would
     // send RST and drop what the kernel still queues for it: end our side
-    // instead, and read (and drop) the client's bytes until its end, or
-    // until close_by.
+    // instead, and read (and drop) the client's bytes until its end, until
+    // kAckedLinger after the client's kernel has acknowledged everything
+    // (Sweep), or until close_by.
     if (!c->client_shut) {
       shutdown(c->client, SHUT_WR);
       c->client_shut = true;
@@ -912,7 +965,10 @@ void ConnectionGuard::Loop::Update(Conn* c) {
                 &c->client_events);
     return;
   }
-  if (!c->to_server.empty() && !c->to_server.WriteTo(c->server)) return Finish(c);
+  if (!c->to_server.empty()) {
+    FlushToServer(c);
+    if (c->server_eof) return Update(c);
+  }
   if (c->client_eof && c->to_server.empty() && c->held.empty() && !c->server_shut) {
     shutdown(c->server, SHUT_WR);
     c->server_shut = true;
@@ -1028,11 +1084,32 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
       }
       continue;
     }
+    // Draining, how long the client's kernel has held all it was sent is
+    // followed from the start (Drained below).
+    if (draining_.load() && !c->client_shut) (void)AckedFor(c, now);
     if ((c->abusive || c->server_eof) && now >= c->close_by) {
       Finish(c);
-    } else if (Drained(*c, now)) {
-      spdlog::debug("closing the connection from {}: drained", c->peer);
+    } else if (c->client_shut && AckedFor(c, now) >= kAckedLinger) {
       Finish(c);
+    } else if (Drained(*c, now)) {
+      const Clock::duration acked = AckedFor(c, now);
+      if (acked >= kAckedLinger) {
+        // All it was sent has been with its kernel for kAckedLinger (an
+        // idle connection: a grpcio channel does not close on a FIN for
+        // seconds): closed at once.
+        spdlog::debug("closing the connection from {}: drained", c->peer);
+        Finish(c);
+      } else if (acked == Clock::duration::zero()) {
+        // Bytes still on their way: as if gRPC had closed its end (Update).
+        // Closing with the client's latest bytes unread (a WINDOW_UPDATE
+        // for what it just read) would send RST and drop what the kernel
+        // still queues for it. Our side ends instead, and the connection
+        // closes at the client's end, kAckedLinger after the client's
+        // kernel has it all, or at close_by.
+        spdlog::debug("closing the connection from {}: drained", c->peer);
+        c->server_eof = true;
+        Update(c);
+      }  // else acknowledged lately: closed at a later sweep
     } else if (!c->abusive && !c->server_eof && options_.send_timeout.count() > 0 &&
                OwesTooLong(c, now)) {
       // (Once gRPC's end closed, close_by bounds the flush instead; and
@@ -1115,6 +1192,10 @@ uint64_t ConnectionGuard::peak_buffered_bytes() const {
 
 void ConnectionGuard::StopAccepting() {
   if (loop_) loop_->StopAccepting();
+}
+
+bool ConnectionGuard::AwaitClosed(std::chrono::steady_clock::time_point deadline) {
+  return !loop_ || loop_->AwaitClosed(deadline);
 }
 
 ConnectionGuard::~ConnectionGuard() {

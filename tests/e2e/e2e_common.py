@@ -379,14 +379,25 @@ class RawHttp2Client:
     """One HTTP/2 connection written frame by frame (python3-hyperframe and
     hpack), for what a gRPC library will not do: open calls and leave their
     requests unfinished. It answers the server's SETTINGS and PINGs and
-    records the grpc-status and grpc-message of every stream it hears of."""
+    records the grpc-status and grpc-message of every stream it hears of.
+    With `window_updates`, it also gives back the flow-control window of the
+    DATA it reads, as a gRPC client does; `rcvbuf` sets the socket's receive
+    buffer (SO_RCVBUF) before it connects."""
 
-    def __init__(self, port, settings=None):
+    def __init__(self, port, settings=None, window_updates=False, rcvbuf=None):
         import socket
         import hpack
         import hyperframe.frame as hf
         self.hf = hf
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.window_updates = window_updates
+        self.window_update_failed = False
+        if rcvbuf is None:
+            self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        else:
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self.sock.settimeout(30)
+            self.sock.connect(("127.0.0.1", port))
         self.encoder, self.decoder = hpack.Encoder(), hpack.Decoder()
         self.statuses, self.buf, self.goaway, self.closed = {}, b"", None, False
         self.ping_acks = 0
@@ -460,6 +471,16 @@ class RawHttp2Client:
                 self.sock.sendall(self.hf.SettingsFrame(0, flags=["ACK"]).serialize())
             elif isinstance(frame, self.hf.GoAwayFrame):
                 self.goaway = frame.error_code
+            elif isinstance(frame, self.hf.DataFrame) and self.window_updates and length > 0:
+                # The whole frame counts against the windows, padding included.
+                update = self.hf.WindowUpdateFrame(0, window_increment=length).serialize()
+                if "END_STREAM" not in frame.flags:
+                    update += self.hf.WindowUpdateFrame(frame.stream_id,
+                                                        window_increment=length).serialize()
+                try:
+                    self.sock.sendall(update)
+                except OSError:  # what came before the reset is still read
+                    self.window_update_failed = True
             elif isinstance(frame, self.hf.PingFrame) and "ACK" in frame.flags:
                 self.ping_acks += 1
             elif isinstance(frame, self.hf.PingFrame):

@@ -794,6 +794,147 @@ TEST(ConnectionGuardTest, TheLastAnswersReachASlowClientWholeAfterGrpcCloses) {
   guard->reset();
 }
 
+// A guard (Start: send_timeout as given, 64 KiB buffers; StartWith: the
+// options given) relaying one call, stream 1: the client's socket (an
+// `rcvbuf` receive buffer) and gRPC's end, once the client's preface,
+// SETTINGS and HEADERS went through.
+struct OneCall {
+  RecordingMetrics metrics;
+  GrpcEnds grpc_ends;  // outlives the guard
+  std::unique_ptr<ConnectionGuard> guard;
+  int client = -1;
+  int server_end = -1;
+
+  void Start(std::chrono::milliseconds send_timeout, int rcvbuf) {
+    ConnectionGuardOptions options;
+    options.buffer_bytes = 64 * 1024;
+    options.send_timeout = send_timeout;
+    StartWith(options, rcvbuf);
+  }
+  void StartWith(const ConnectionGuardOptions& options, int rcvbuf) {
+    auto started = ConnectionGuard::Start("127.0.0.1", 0, grpc_ends.Attach(), options, &metrics);
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    guard = std::move(started).value();
+    client = Connect(guard->port(), rcvbuf);
+    const std::string hello = std::string(kPreface) + Frame(0x4, 0, 0) + Headers(1);
+    ASSERT_EQ(send(client, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+    server_end = grpc_ends.First();
+    ASSERT_GE(server_end, 0);
+    ASSERT_EQ(ReadExactly(server_end, hello.size()), hello);
+  }
+  int64_t SendTimeouts() {
+    std::lock_guard<std::mutex> lock(metrics.mu);
+    return std::count(metrics.closed.begin(), metrics.closed.end(), ConnectionClose::kSendTimeout);
+  }
+  ~OneCall() {
+    if (client >= 0) close(client);
+    guard.reset();
+    if (server_end >= 0) close(server_end);
+  }
+};
+
+// A client reading slowly as a gRPC client does: up to 4 KiB at a time, 2 ms
+// apart, each read followed by something of its own (a PING, where a gRPC
+// client sends a WINDOW_UPDATE), until the end of stream or an error.
+struct PingingReader {
+  explicit PingingReader(int fd)
+      : thread([this, fd] {
+          const std::string ping = Frame(0x6, 0, 0, std::string(8, 'p'));
+          char buf[4096];
+          ssize_t n;
+          while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+            got.append(buf, static_cast<size_t>(n));
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            (void)send(fd, ping.data(), ping.size(), MSG_NOSIGNAL);
+          }
+          error = n < 0 ? errno : 0;
+        }) {}
+  void Join() { thread.join(); }
+  std::string got;
+  int error = -1;  // 0: a clean end of stream
+  std::thread thread;
+};
+
+// 160 KiB of answer on stream 1 and its end (trailers), after the server's
+// SETTINGS and `before`, sent on `server_end` in full.
+std::string SendAnswer(int server_end, const std::string& before = "") {
+  std::string answer = Frame(0x4, 0, 0) + before + Headers(1, 0x4);
+  for (int i = 0; i < 10; ++i) answer += Data(1, 0, 16384);
+  answer += Headers(1, 0x5);
+  for (size_t sent = 0; sent < answer.size();) {
+    pollfd p{server_end, POLLOUT, 0};
+    if (poll(&p, 1, 10000) != 1) break;
+    const ssize_t n = send(server_end, answer.data() + sent, answer.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EAGAIN) continue;
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  return answer;
+}
+
+// The daemon's exit: gRPC's Shutdown returns once it has handed its last
+// answers to the guard and closed its end; the process then ended the
+// guard, closing the connection with those answers still queued for a
+// client reading slowly, and the client's next bytes reset it (5 to 65 of
+// 100 calls answered during a drain were lost, 1 run in 13). AwaitClosed
+// holds the exit until the client has them all and the connection closed.
+TEST(ConnectionGuardTest, AwaitClosedHoldsTheExitUntilTheLastAnswersAreWithTheClient) {
+  OneCall call;
+  ASSERT_NO_FATAL_FAILURE(call.StartWith(ConnectionGuardOptions(), /*rcvbuf=*/4096));
+  call.guard->StopAccepting();
+  call.guard->Drain();
+  PingingReader reader(call.client);
+  const std::string answer = SendAnswer(call.server_end);
+  close(call.server_end);
+  call.server_end = -1;
+  EXPECT_TRUE(call.guard->AwaitClosed(std::chrono::steady_clock::now() + std::chrono::seconds(30)));
+  call.guard.reset();  // the process ends
+  reader.Join();
+  EXPECT_EQ(reader.error, 0) << "not a clean end of stream: " << std::strerror(reader.error);
+  EXPECT_EQ(reader.got.size(), answer.size());
+  EXPECT_TRUE(reader.got == answer);
+}
+
+// AwaitClosed gives up at its deadline: a client that neither reads nor
+// closes holds its connection (until kFlushAfterClose), not the exit.
+TEST(ConnectionGuardTest, AwaitClosedReturnsFalseAtItsDeadline) {
+  GrpcEnds grpc_ends;
+  auto idle =
+      ConnectionGuard::Start("127.0.0.1", 0, grpc_ends.Attach(), ConnectionGuardOptions(), nullptr);
+  ASSERT_TRUE(idle.ok()) << idle.status().ToString();
+  EXPECT_TRUE((*idle)->AwaitClosed(std::chrono::steady_clock::now()));  // none open
+  OneCall call;
+  ASSERT_NO_FATAL_FAILURE(call.StartWith(ConnectionGuardOptions(), /*rcvbuf=*/4096));
+  SendAnswer(call.server_end);
+  close(call.server_end);
+  call.server_end = -1;
+  EXPECT_FALSE(
+      call.guard->AwaitClosed(std::chrono::steady_clock::now() + std::chrono::milliseconds(200)));
+}
+
+// Draining, the guard closes a connection whose streams are done while gRPC
+// still holds its end (DrainingClosesAConnectionOnceItsStreamsAreDone). It
+// closed as soon as the last answer was with the kernel: to a client
+// reading slowly, the tail of that answer was still queued, and the
+// client's next bytes reached a closed socket, which reset the connection
+// and dropped the tail. Now it ends its side, and closes once the client's
+// kernel has acknowledged everything or the client has closed.
+TEST(ConnectionGuardTest, DrainingLetsASlowClientReadTheLastAnswerWhole) {
+  OneCall call;
+  ASSERT_NO_FATAL_FAILURE(call.StartWith(ConnectionGuardOptions(), /*rcvbuf=*/4096));
+  call.guard->Drain();
+  // gRPC's GOAWAY naming stream 1, then the answer; gRPC keeps its end open.
+  const std::string answer = SendAnswer(call.server_end, GoAwayFrame(1, 0));
+  // Past the guard's linger (a second: sequencing, not a speed requirement),
+  // the client starts reading.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  PingingReader reader(call.client);
+  reader.Join();
+  EXPECT_EQ(reader.error, 0) << "not a clean end of stream: " << std::strerror(reader.error);
+  EXPECT_EQ(reader.got.size(), answer.size());
+  EXPECT_TRUE(reader.got == answer);
+}
+
 // With a screen, a call it refuses is answered by the guard: the client gets
 // the answer after the server's SETTINGS and its DATA back as window, gRPC
 // gets the preface and SETTINGS only, and the screen sees the connection as
@@ -866,6 +1007,66 @@ uint64_t SettledPeak(const ConnectionGuard& guard, uint64_t at_least, const char
   std::printf("guard: at most %llu bytes buffered for %s\n", static_cast<unsigned long long>(peak),
               what);
   return peak;
+}
+
+// gRPC closes its end after its last answers while the guard still holds
+// client bytes for it (gRPC had stopped reading them). Writing those to the
+// closed end failed, and the guard then closed the connection, its unread
+// client bytes making that a reset: the answers still queued for a client
+// reading slowly were lost. gRPC's end gone is now its end of stream: what
+// the client sent it is dropped, and its answers reach the client whole.
+TEST(ConnectionGuardTest, GrpcGoneWithClientBytesStillForItFlushesItsAnswers) {
+  OneCall call;
+  ASSERT_NO_FATAL_FAILURE(call.StartWith(ConnectionGuardOptions(), /*rcvbuf=*/4096));
+  const std::string answer = SendAnswer(call.server_end);
+  // 4 MiB of DATA on stream 1, which gRPC's end does not read: past what the
+  // socketpair takes, the guard holds the rest for it, up to its 256 KiB
+  // buffer (the answer, which it holds for the client, is 160 KiB).
+  std::string flood;
+  for (int i = 0; i < 256; ++i) flood += Data(1, 0, 16384);
+  std::thread sender = SendAll(call.client, flood);
+  ASSERT_GE(SettledPeak(*call.guard, 200 * 1024, "the client's bytes gRPC does not read"),
+            200 * 1024u);
+  close(call.server_end);
+  call.server_end = -1;
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(call.client, buf, sizeof(buf), 0)) > 0) got.append(buf, static_cast<size_t>(n));
+  const int error = n < 0 ? errno : 0;
+  sender.join();
+  EXPECT_EQ(n, 0) << "not a clean end of stream: " << std::strerror(error);
+  EXPECT_EQ(got.size(), answer.size());
+  EXPECT_TRUE(got == answer);
+}
+
+// After gRPC closed its end, a client that ends its own side (TCP half
+// close) while its last answers are still on their way, a PING of its
+// unread: once the guard had ended its side too, EPOLLHUP came, which it
+// took for the client being gone, and it closed at once, the PING unread,
+// so with a reset that dropped what was still queued for the client. It now
+// reads the client to its end first, and the client gets it all.
+TEST(ConnectionGuardTest, AClientEndingItsSideStillGetsTheLastAnswersWhole) {
+  OneCall call;
+  ASSERT_NO_FATAL_FAILURE(call.StartWith(ConnectionGuardOptions(), /*rcvbuf=*/4096));
+  const std::string answer = SendAnswer(call.server_end);
+  close(call.server_end);
+  call.server_end = -1;
+  // Once the guard has seen gRPC's end (sequencing, not a speed
+  // requirement): a PING, then the client's end.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string ping = Frame(0x6, 0, 0, std::string(8, 'p'));
+  ASSERT_EQ(send(call.client, ping.data(), ping.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(ping.size()));
+  shutdown(call.client, SHUT_WR);
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(call.client, buf, sizeof(buf), 0)) > 0) got.append(buf, static_cast<size_t>(n));
+  const int error = n < 0 ? errno : 0;
+  EXPECT_EQ(n, 0) << "not a clean end of stream: " << std::strerror(error);
+  EXPECT_EQ(got.size(), answer.size());
+  EXPECT_TRUE(got == answer);
 }
 
 // gRPC's end for the screen's tests: it sends its SETTINGS first (the gate
@@ -1184,41 +1385,6 @@ TEST(ConnectionGuardTest, ClosesClientsThatSendNoPrefaceOrAnother) {
   guard->reset();
   close(server_end);
 }
-
-// A guard (send_timeout as given, 64 KiB buffers) relaying one call,
-// stream 1: the client's socket (an `rcvbuf` receive buffer) and gRPC's
-// end, once the client's preface, SETTINGS and HEADERS went through.
-struct OneCall {
-  RecordingMetrics metrics;
-  GrpcEnds grpc_ends;  // outlives the guard
-  std::unique_ptr<ConnectionGuard> guard;
-  int client = -1;
-  int server_end = -1;
-
-  void Start(std::chrono::milliseconds send_timeout, int rcvbuf) {
-    ConnectionGuardOptions options;
-    options.buffer_bytes = 64 * 1024;
-    options.send_timeout = send_timeout;
-    auto started = ConnectionGuard::Start("127.0.0.1", 0, grpc_ends.Attach(), options, &metrics);
-    ASSERT_TRUE(started.ok()) << started.status().ToString();
-    guard = std::move(started).value();
-    client = Connect(guard->port(), rcvbuf);
-    const std::string hello = std::string(kPreface) + Frame(0x4, 0, 0) + Headers(1);
-    ASSERT_EQ(send(client, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
-    server_end = grpc_ends.First();
-    ASSERT_GE(server_end, 0);
-    ASSERT_EQ(ReadExactly(server_end, hello.size()), hello);
-  }
-  int64_t SendTimeouts() {
-    std::lock_guard<std::mutex> lock(metrics.mu);
-    return std::count(metrics.closed.begin(), metrics.closed.end(), ConnectionClose::kSendTimeout);
-  }
-  ~OneCall() {
-    if (client >= 0) close(client);
-    guard.reset();
-    if (server_end >= 0) close(server_end);
-  }
-};
 
 // OneCall whose answer gRPC's end writes from a thread of its own, to a
 // client that reads it `chunk` bytes at a time, `pause` apart, until it has
