@@ -277,8 +277,9 @@ constexpr std::chrono::seconds kCloseIdleAfter{1};
 // that server's Shutdown: the health port takes new connections (and
 // answers NOT_SERVING) while the gRPC port drains.
 // `/usr/bin/python3 loadtest/scripts/drain_time.py --no-guard [--tls]`,
-// one idle grpcio channel: exit 4.13 s after SIGTERM before, 1.22-1.27 s now
-// (docs/reliability.md).
+// one idle grpcio channel: exit 4.13 s after SIGTERM before, 1.22-1.27 s
+// then, 1.47-1.58 s (guarded) since the guard waits for the client's kernel
+// to acknowledge what it was sent (docs/reliability.md).
 //
 // Each server's health Watch streams are ended (HealthService::EndWatches)
 // once its GOAWAY went out, within 100 ms: before it, a client with

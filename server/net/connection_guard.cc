@@ -265,6 +265,11 @@ class ConnectionGuard::Loop {
   // none; client_eof set at its end or on an error).
   ssize_t RecvClient(Conn* c);
   void OnServer(Conn* c, uint32_t events);
+  // Reads what gRPC's end wrote and passes it on toward the client: while
+  // to_client has room, or all of it once that end is closed (`closed`:
+  // nothing else will read it, and it holds at most a socket buffer more).
+  // Sets server_eof at its end.
+  void ReadServer(Conn* c, bool closed);
   void Update(Conn* c);
   void Abuse(Conn* c, Http2Verdict verdict);
   // Queues n plaintext bytes for the client (as TLS records on a TLS port).
@@ -311,10 +316,13 @@ class ConnectionGuard::Loop {
   }
   // Writes what gRPC's end takes of to_server. An error there is gRPC's end
   // gone (it closes after its last answers: a drain, a connection's max
-  // age): then what the client sent it is dropped, and what gRPC sent is
-  // still flushed to the client (Update), not dropped with the connection.
+  // age): then what the client sent it is dropped, and what gRPC sent, read
+  // to its end first (a write fails as soon as gRPC closes, its last bytes
+  // perhaps still unread), is flushed to the client (Update), not dropped
+  // with the connection.
   void FlushToServer(Conn* c) {
     if (c->to_server.WriteTo(c->server)) return;
+    ReadServer(c, /*closed=*/true);
     c->to_server.Clear();
     c->server_eof = true;
   }
@@ -766,9 +774,11 @@ void ConnectionGuard::Loop::OnClient(Conn* c, uint32_t events) {
     if (!c->was_held) abusers_[c->ip] = Clock::now();
     return Finish(c);
   }
-  if (c->client_shut && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))) {
-    // gRPC is gone and all it sent is out: the client's bytes answer no one
-    // and are dropped until its end (Update).
+  if ((c->client_shut || c->server_eof) && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))) {
+    // gRPC is gone (and all it sent is out, or being flushed): the client's
+    // bytes answer no one and are dropped until its end (Update). Relayed,
+    // they would find no gRPC end: one more connection to gRPC (Attach),
+    // or, draining, the connection closed with its answers still queued.
     for (int reads = 0; reads < kReadsPerEvent && !c->client_eof; ++reads) {
       if (RecvClient(c) <= 0) break;
     }
@@ -889,28 +899,29 @@ void ConnectionGuard::Loop::FeedHeld(Conn* c) {
 void ConnectionGuard::Loop::OnServer(Conn* c, uint32_t events) {
   if (c->abusive || c->server < 0) return;
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-    // gRPC's end closed: what it wrote is read whatever the buffer holds
-    // (at most a socket buffer more), since nothing else will read it.
-    const bool closed = events & (EPOLLHUP | EPOLLERR);
-    while (!c->server_eof && (closed || c->to_client.size() < options_.buffer_bytes)) {
-      const ssize_t n = recv(c->server, scratch_.data(), scratch_.size(), 0);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        c->server_eof = true;
-        break;
-      }
-      if (n < 0) break;
-      const uint8_t* bytes = reinterpret_cast<const uint8_t*>(scratch_.data());
-      c->guard.FromServer(bytes, static_cast<size_t>(n));
-      if (c->goaway_at == Clock::time_point() && c->guard.server_goaway())
-        c->goaway_at = Clock::now();
-      relay_.clear();
-      c->gate->FromServer(bytes, static_cast<size_t>(n), &relay_);
-      ToClient(c, relay_.data(), relay_.size());
-    }
+    ReadServer(c, events & (EPOLLHUP | EPOLLERR));
     if (!CountWhileOff(c)) return;
   }
   if (!c->server_eof && (events & EPOLLOUT || !c->to_server.empty())) FlushToServer(c);
   Update(c);
+}
+
+void ConnectionGuard::Loop::ReadServer(Conn* c, bool closed) {
+  while (!c->server_eof && (closed || c->to_client.size() < options_.buffer_bytes)) {
+    const ssize_t n = recv(c->server, scratch_.data(), scratch_.size(), 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      c->server_eof = true;
+      break;
+    }
+    if (n < 0) break;
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(scratch_.data());
+    c->guard.FromServer(bytes, static_cast<size_t>(n));
+    if (c->goaway_at == Clock::time_point() && c->guard.server_goaway())
+      c->goaway_at = Clock::now();
+    relay_.clear();
+    c->gate->FromServer(bytes, static_cast<size_t>(n), &relay_);
+    ToClient(c, relay_.data(), relay_.size());
+  }
 }
 
 // Flushes what can be flushed and sets what each fd is watched for. The
@@ -949,6 +960,7 @@ void ConnectionGuard::Loop::Update(Conn* c) {
     if (!c->client_shut) {
       shutdown(c->client, SHUT_WR);
       c->client_shut = true;
+      c->acked_since = Clock::time_point();  // the FIN's acknowledgement counts
     }
     if (c->client_eof) return Finish(c);
     SetInterest(c->client, Key(c->id, false), EPOLLIN | EPOLLRDHUP, &c->client_events);
