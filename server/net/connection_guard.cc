@@ -357,7 +357,6 @@ class ConnectionGuard::Loop {
   // reads its socket whatever its application does (HTTP/2 flow control
   // holds gRPC's answers back instead).
   bool OwesTooLong(Conn* c, Clock::time_point now) {
-    const auto kernel_queue = [c] { return Unacknowledged(c->client); };
     if (c->owed_since == Clock::time_point()) {
       // The kernel's buffer for a client grows to megabytes (net.ipv4.tcp_wmem)
       // before anything waits in the guard's: a client that stopped reading
@@ -366,12 +365,12 @@ class ConnectionGuard::Loop {
           now - c->queue_checked >= std::chrono::seconds(1)) {
         c->written_at_check = c->client_written;
         c->queue_checked = now;
-        if (kernel_queue() > options_.buffer_bytes) Owe(c, now);
+        if (Unacknowledged(c->client) > options_.buffer_bytes) Owe(c, now);
       }
       return false;
     }
     if (now - c->owed_since < options_.send_timeout) return false;
-    const uint64_t queued = std::min(kernel_queue(), c->client_written);
+    const uint64_t queued = std::min(Unacknowledged(c->client), c->client_written);
     if (c->client_written - queued < c->owed_through) return true;
     if (c->to_client.empty()) {
       c->owed_since = Clock::time_point();
@@ -1096,15 +1095,15 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
       }
       continue;
     }
-    // Draining, how long the client's kernel has held all it was sent is
-    // followed from the start (Drained below).
-    if (draining_.load() && !c->client_shut) (void)AckedFor(c, now);
+    // How long the client's kernel has held all it was sent: once our side is
+    // ended, and while draining from the start (Drained below).
+    const Clock::duration acked =
+        c->client_shut || draining_.load() ? AckedFor(c, now) : Clock::duration::zero();
     if ((c->abusive || c->server_eof) && now >= c->close_by) {
       Finish(c);
-    } else if (c->client_shut && AckedFor(c, now) >= kAckedLinger) {
+    } else if (c->client_shut && acked >= kAckedLinger) {
       Finish(c);
     } else if (Drained(*c, now)) {
-      const Clock::duration acked = AckedFor(c, now);
       if (acked >= kAckedLinger) {
         // All it was sent has been with its kernel for kAckedLinger (an
         // idle connection: a grpcio channel does not close on a FIN for

@@ -129,11 +129,11 @@ class ConnectionGuard {
   // none is left open. After gRPC's Shutdown: each connection then flushes
   // what gRPC sent it, ends our side, and closes at the client's end, a
   // second after the client's kernel has acknowledged all of it and the FIN
-  // (kAckedLinger), or 5 s on (kFlushAfterClose). The process exiting before that closed them
-  // with answers still queued for the client, and the client's next
-  // WINDOW_UPDATE reset the connection, dropping the rest (5 of 100 calls
-  // answered during a drain, 1 run in 13, in e2e_reliability's shutdown
-  // part).
+  // (kAckedLinger), or 5 s on (kFlushAfterClose). The process exiting before
+  // that closed them with answers still queued for the client, and the
+  // client's next WINDOW_UPDATE reset the connection, dropping the rest (5
+  // of 100 calls answered during a drain, 1 run in 13, in e2e_reliability's
+  // shutdown part).
   bool AwaitClosed(std::chrono::steady_clock::time_point deadline);
 
  private:

@@ -429,22 +429,24 @@ class RawHttp2Client:
         self.sock.sendall(self.hf.PingFrame(0, opaque_data=b"encoderd").serialize())
         return self.wait(lambda _: self.ping_acks > before, timeout)
 
-    def wait(self, predicate, timeout=30):
+    def wait(self, predicate, timeout=30, chunk=65536, pause=0.0):
         """Reads frames until predicate(statuses) holds; False on timeout or
-        once the server closed the connection (then `closed`)."""
+        once the server closed the connection (then `closed`). Reads at most
+        `chunk` bytes at a time, `pause` s apart (a client reading slowly)."""
         deadline = time.time() + timeout
         while not predicate(self.statuses):
             if time.time() > deadline:
                 return False
             self.sock.settimeout(max(0.01, deadline - time.time()))
             try:
-                data = self.sock.recv(65536)
+                data = self.sock.recv(chunk)
             except TimeoutError:
                 continue
             except OSError:
                 data = b""
             if not self.take(data):
                 return False
+            time.sleep(pause)
         return True
 
     def take(self, data):

@@ -662,18 +662,7 @@ def check_drain_flushes_answers(args, tmp):
                      f"drain_flush: 100 live requests before the signal ({idle_state(daemon)})"):
             return
         daemon.proc.send_signal(signal.SIGTERM)
-        deadline = time.time() + 60
-        while not client.closed and len(client.statuses) < 100 and time.time() < deadline:
-            client.sock.settimeout(1)
-            try:
-                data = client.sock.recv(4096)
-            except TimeoutError:
-                continue
-            except OSError:
-                data = b""
-            if not client.take(data):
-                break
-            time.sleep(0.005)
+        client.wait(lambda st: len(st) >= 100, timeout=60, chunk=4096, pause=0.005)
         codes = {}
         for s in streams:
             code = client.statuses.get(s, ("none",))[0]
