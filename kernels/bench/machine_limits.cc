@@ -13,6 +13,8 @@
 // --read-only 1 measures the read bandwidth alone ("gemm" is empty), and
 // --dtypes only the GEMMs of those dtypes (float32, bfloat16, int8): the
 // readings taken beside each benchmark process (bench/run_peers.py).
+// "omp_region_us" is what an empty OpenMP region of 1 and of N threads
+// takes (kernels/cpu/parallel.h).
 // GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
 // uninitialised (GCC bug 105593); the warning says nothing about this code.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -234,6 +236,26 @@ std::vector<std::pair<std::string, double>> ReadBandwidth(size_t bytes, double b
   return out;
 }
 
+// Microseconds an empty OpenMP region of `threads` threads takes in its
+// caller, from entering it to leaving it (the median of 51 rounds of 200):
+// what each parallel region of the kernels costs beyond its work.
+double RegionMicroseconds(int threads) {
+  std::vector<double> rounds;
+  for (int round = 0; round < 51; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 200; ++i) {
+#pragma omp parallel num_threads(threads)
+      asm volatile("" ::: "memory");
+    }
+    rounds.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count() /
+        200);
+  }
+  std::nth_element(rounds.begin(), rounds.begin() + 25, rounds.end());
+  return rounds[25];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -314,7 +336,8 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "},\n \"read_bandwidth_gbs\": %.1f, \"read_bandwidth_readers_gbs\": {%s}, "
-      "\"read_huge_pages\": %s}\n",
-      gbs, per_reader.c_str(), huge_pages ? "true" : "false");
+      "\"read_huge_pages\": %s,\n \"omp_region_us\": {\"1\": %.2f, \"%d\": %.2f}}\n",
+      gbs, per_reader.c_str(), huge_pages ? "true" : "false", RegionMicroseconds(1), threads,
+      RegionMicroseconds(threads));
   return 0;
 }

@@ -10,6 +10,7 @@
 #include "kernels/cpu/attention_avx2.h"
 #include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/bf16_convert.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu_features.h"
 
 namespace encoderd::kernels {
@@ -148,8 +149,7 @@ void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const in
   // items in order, whichever thread is free), so that the AVX-512 and AVX2
   // kernels can fetch the next one's rows meanwhile.
   std::atomic<int64_t> claimed{0};
-#pragma omp parallel num_threads(threads)
-  {
+  InParallel(threads, [&](int64_t /*t*/, int64_t /*nt*/) {
     for (int64_t i = claimed.fetch_add(1); i < n;) {
       const int64_t following = claimed.fetch_add(1);
       const AttentionItem* next = following < n ? &items[following] : nullptr;
@@ -159,7 +159,7 @@ void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const in
     // The AVX-512 and AVX2 kernels stream their outputs past the caches:
     // those stores are complete before the threads leave.
     _mm_sfence();
-  }
+  });
 }
 
 }  // namespace encoderd::kernels

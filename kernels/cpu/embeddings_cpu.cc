@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/layer_norm_cpu.h"
+#include "kernels/cpu/parallel.h"
 
 namespace encoderd::kernels {
 namespace {
@@ -44,11 +45,10 @@ void EmbeddingLayerNormCpu(const CpuContext& ctx, const EmbeddingTables& tables,
     std::memcpy(dst, reinterpret_cast<const char*>(table) + index * h * sizeof(float),
                 static_cast<size_t>(h) * sizeof(float));
   };
-#pragma omp parallel num_threads(threads)
-  {
+  InParallel(threads, [&](int64_t thread, int64_t nt) {
     std::vector<float> other(static_cast<size_t>(h));
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < tokens; ++t) {
+    const Share share = ShareOf(tokens, thread, nt);
+    for (int64_t t = share.begin; t < share.end; ++t) {
       float* row = out + t * h;
       read_row(tables.word, ids[t], row);
       if (tables.position != nullptr) {
@@ -63,7 +63,7 @@ void EmbeddingLayerNormCpu(const CpuContext& ctx, const EmbeddingTables& tables,
       }
       if (gamma != nullptr) AddLayerNormRow(row, nullptr, gamma, beta, h, eps, row);
     }
-  }
+  });
 }
 
 }  // namespace encoderd::kernels

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16_convert.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu_features.h"
 
 namespace encoderd::kernels {
@@ -102,18 +103,17 @@ void AddLayerNormCpu(const CpuContext& ctx, const float* x, const float* residua
                      const float* gamma, const float* beta, int64_t rows, int64_t hidden, float eps,
                      float* out, uint16_t* out_bf16) {
   const int threads = rows * hidden >= 2 * kMinParallelElements ? ctx.num_threads() : 1;
-#pragma omp parallel num_threads(threads)
-  {
+  InParallel(threads, [&](int64_t t, int64_t nt) {
     // Without out, each row is normalised into a row of this thread's own.
     std::vector<float> row(out == nullptr ? hidden : 0);
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
+    const Share share = ShareOf(rows, t, nt);
+    for (int64_t r = share.begin; r < share.end; ++r) {
       float* y = out != nullptr ? out + r * hidden : row.data();
       AddLayerNormRow(x + r * hidden, residual ? residual + r * hidden : nullptr, gamma, beta,
                       hidden, eps, y);
       if (out_bf16 != nullptr) ConvertFloatToBFloat16(y, out_bf16 + r * hidden, hidden);
     }
-  }
+  });
 }
 
 }  // namespace encoderd::kernels

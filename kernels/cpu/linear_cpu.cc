@@ -1,7 +1,5 @@
 #include "kernels/cpu/linear_cpu.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,6 +16,7 @@
 #include "kernels/cpu/gelu_bf16_avx512.h"
 #include "kernels/cpu/int8_avx512.h"
 #include "kernels/cpu/int8_gemm_avx512.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu_features.h"
 
 namespace encoderd::kernels {
@@ -138,11 +137,10 @@ T* Scratch(size_t n) {
 template <typename Fn>
 void SplitBetweenThreads(const CpuContext& ctx, int64_t n, Fn&& fn) {
   const int threads = n >= (1 << 16) ? ctx.num_threads() : 1;
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    fn(n * t / nt, n * (t + 1) / nt);
-  }
+  InParallel(threads, [&](int64_t t, int64_t nt) {
+    const Share share = ShareOf(n, t, nt);
+    fn(share.begin, share.end);
+  });
 }
 
 // Rounds x to bf16 into scratch (as uint16 for bf16 GEMMs, as fp32 values
@@ -230,23 +228,25 @@ void QuantizeRows(const CpuContext& ctx, const float* x, int64_t rows, int64_t k
   const CpuFeatures& cpu = GetCpuFeatures();
   const bool avx512 = cpu.avx512f && cpu.avx512bw;
   const int threads = rows * k >= (1 << 16) ? ctx.num_threads() : 1;
-#pragma omp parallel for num_threads(threads)
-  for (int64_t m = 0; m < rows; ++m) {
-    const float* row = x + m * k;
-    if (q) {
-      params[m] = QuantizeRow(row, k, avx512, q + m * ldq);
-      std::memset(q + m * ldq + k, 0, ldq - k);
-      if (pairs) PairInputs(q + m * ldq, Int8VnniSteps(k), pairs + m * ldp);
-      continue;
+  InParallel(threads, [&](int64_t t, int64_t nt) {
+    const Share share = ShareOf(rows, t, nt);
+    for (int64_t m = share.begin; m < share.end; ++m) {
+      const float* row = x + m * k;
+      if (q) {
+        params[m] = QuantizeRow(row, k, avx512, q + m * ldq);
+        std::memset(q + m * ldq + k, 0, ldq - k);
+        if (pairs) PairInputs(q + m * ldq, Int8VnniSteps(k), pairs + m * ldp);
+        continue;
+      }
+      const RowQuant p = ChooseRowQuant(row, k, /*avx512=*/false);
+      params[m] = p;
+      const float inv = 1.f / p.scale;
+      for (int64_t i = 0; i < k; ++i) {
+        const float v = std::clamp(RoundedProduct(row[i], inv) + p.zero, 0.f, 255.f);
+        dequantized[m * k + i] = (v - p.zero) * p.scale;
+      }
     }
-    const RowQuant p = ChooseRowQuant(row, k, /*avx512=*/false);
-    params[m] = p;
-    const float inv = 1.f / p.scale;
-    for (int64_t i = 0; i < k; ++i) {
-      const float v = std::clamp(RoundedProduct(row[i], inv) + p.zero, 0.f, 255.f);
-      dequantized[m * k + i] = (v - p.zero) * p.scale;
-    }
-  }
+  });
 }
 
 // Symmetric per-output-channel int8: weight row n -> q[n, :], scale[n].
@@ -400,12 +400,10 @@ void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const Int8Inputs&
   const int64_t n = w.out_features, k = w.in_features, groups = Int8VnniGroups(n);
   const Int8Epilogue e = MakeInt8Epilogue(w, params, epilogue, residual);
   const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+  InParallel(threads, [&](int64_t t, int64_t nt) {
     const int64_t row_parts = Int8RowParts(groups, nt, rows);
-    const int64_t items = groups * row_parts;
-    for (int64_t i = items * t / nt; i < items * (t + 1) / nt; ++i) {
+    const Share share = ShareOf(groups * row_parts, t, nt);
+    for (int64_t i = share.begin; i < share.end; ++i) {
       const int64_t g = i / row_parts, part = i % row_parts;
       const int64_t begin = rows * part / row_parts, end = rows * (part + 1) / row_parts;
       if (in.pairs) {
@@ -414,7 +412,7 @@ void Int8Gemm(const CpuContext& ctx, const CpuPackedWeight& w, const Int8Inputs&
         Int8GemmVnni(in.q, begin, end, w.int8_weight.get(), n, k, g, g + 1, e, y);
       }
     }
-  }
+  });
 }
 
 // Whether bf16 weights without bf16 instructions get the few-row kernels'
@@ -513,10 +511,8 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
   const void* packed = w.weight.get_data_handle();
   const bool avx512 = GetCpuFeatures().avx512f;
   const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t begin = groups * t / nt, end = groups * (t + 1) / nt;
+  InParallel(threads, [&](int64_t t, int64_t nt) {
+    const auto [begin, end] = ShareOf(groups, t, nt);
     if (w.bf16_compute) {
       FewRowsGemmBf16(static_cast<const uint16_t*>(src), rows, ldx,
                       static_cast<const uint16_t*>(packed), n, k, begin, end, e, y);
@@ -533,7 +529,7 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
       FewRowsGemmF32Avx2(static_cast<const float*>(src), rows, ldx,
                          static_cast<const float*>(packed), n, k, begin, end, e, y);
     }
-  }
+  });
 }
 
 void LinearInt8(const CpuContext& ctx, const CpuPackedWeight& w, const float* x, int64_t rows,
@@ -553,12 +549,10 @@ void LinearInt8(const CpuContext& ctx, const CpuPackedWeight& w, const float* x,
     const Int8Epilogue e = MakeInt8Epilogue(w, params, epilogue, residual);
     const int64_t groups = Int8VnniGroups(n);
     const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
-#pragma omp parallel num_threads(threads)
-    {
-      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-      Int8GemmVnniFewRows(q, rows, ldq, w.int8_weight.get(), n, k, groups * t / nt,
-                          groups * (t + 1) / nt, e, y);
-    }
+    InParallel(threads, [&](int64_t t, int64_t nt) {
+      const Share share = ShareOf(groups, t, nt);
+      Int8GemmVnniFewRows(q, rows, ldq, w.int8_weight.get(), n, k, share.begin, share.end, e, y);
+    });
     return;
   }
   for (int64_t r0 = 0; r0 < rows; r0 += kChunkRows) {

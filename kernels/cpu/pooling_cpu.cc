@@ -1,10 +1,12 @@
 #include "kernels/cpu/pooling_cpu.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/layer_norm_cpu.h"
+#include "kernels/cpu/parallel.h"
 
 namespace encoderd::kernels {
 
@@ -12,15 +14,14 @@ void PoolCpu(const CpuContext& ctx, const float* hidden_states, const int32_t* c
              int64_t batch, int64_t hidden, Pooling mode, float* out) {
   const int threads =
       int64_t{cu_seqlens[batch]} * hidden >= 2 * kMinParallelElements ? ctx.num_threads() : 1;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t b = 0; b < batch; ++b) {
+  const auto pool = [&](int64_t b) {
     const float* first = hidden_states + int64_t{cu_seqlens[b]} * hidden;
     float* dst = out + b * hidden;
     const int64_t len = cu_seqlens[b + 1] - cu_seqlens[b];
     if (mode == Pooling::kCls || mode == Pooling::kLastToken) {
       const float* row = mode == Pooling::kCls ? first : first + (len - 1) * hidden;
       std::memcpy(dst, row, hidden * sizeof(float));
-      continue;
+      return;
     }
     if (mode == Pooling::kMax) {
       std::memcpy(dst, first, hidden * sizeof(float));
@@ -29,7 +30,7 @@ void PoolCpu(const CpuContext& ctx, const float* hidden_states, const int32_t* c
 #pragma omp simd
         for (int64_t i = 0; i < hidden; ++i) dst[i] = std::max(dst[i], row[i]);
       }
-      continue;
+      return;
     }
     // Weighted sums: token t weighs t + 1 for kWeightedMean, 1 otherwise.
     const bool by_position = mode == Pooling::kWeightedMean;
@@ -46,7 +47,12 @@ void PoolCpu(const CpuContext& ctx, const float* hidden_states, const int32_t* c
                                                                        : 1.0 / n);
 #pragma omp simd
     for (int64_t i = 0; i < hidden; ++i) dst[i] *= inv;
-  }
+  };
+  // Sequences one at a time, to whichever thread is free.
+  std::atomic<int64_t> claimed{0};
+  InParallel(threads, [&](int64_t /*t*/, int64_t /*nt*/) {
+    for (int64_t b = claimed.fetch_add(1); b < batch; b = claimed.fetch_add(1)) pool(b);
+  });
 }
 
 }  // namespace encoderd::kernels
