@@ -1,6 +1,7 @@
 // Per-replica CPU execution context shared by the CPU kernels.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 namespace encoderd::kernels {
@@ -25,6 +26,14 @@ class CpuContext {
   CpuContext& operator=(const CpuContext&) = delete;
 
   int num_threads() const { return num_threads_; }
+
+  // Runs work() with the context's threads held for it in one OpenMP
+  // region, the CPU kernels' parallel regions handed to them at less cost
+  // than libgomp's own (kernels/cpu/parallel.h, WithTeam): for a forward of
+  // a few rows whose Linear layers all run on the project's own kernels
+  // (kernels::LinearRunsOnTeam); oneDNN called in work() runs on one thread.
+  // ENCODERD_CPU_TEAM=0 in the environment makes it a plain call of work().
+  void RunAsTeam(const std::function<void()>& work) const;
 
   // Backend state (oneDNN engine and stream); defined in kernels/cpu/.
   struct Backend;

@@ -111,6 +111,10 @@ void Linear(const Context& ctx, DType x_dtype, const void* x, int64_t rows,
                    LinearCuda(ctx.cuda(), x_dtype, x, rows, weight, epilogue, residual, y));
 }
 
+bool LinearRunsOnTeam(const PackedWeight& weight, int64_t rows) {
+  return weight.device() == Device::kCpu && LinearRunsOnTeamCpu(weight, rows);
+}
+
 void FeedForward(const Context& ctx, DType dtype, const void* x, int64_t rows,
                  const PackedWeight& w_in, Epilogue activation, const PackedWeight& w_out,
                  void* hidden, void* y) {

@@ -81,6 +81,12 @@ struct PackedWeight::Impl {
 void Linear(const Context& ctx, DType dtype, const void* x, int64_t rows,
             const PackedWeight& weight, Epilogue epilogue, const void* residual, void* y);
 
+// Whether Linear of up to `rows` rows runs every parallel region of it on
+// the CPU kernels' own (kernels/cpu/parallel.h), not on oneDNN's, so that
+// all the threads of a CpuContext::RunAsTeam stretch work on it: the
+// few-row kernels and the int8 kernels. False on other devices.
+bool LinearRunsOnTeam(const PackedWeight& weight, int64_t rows);
+
 // Linear with an input and an output of their own dtypes. On the CPU, x and
 // y may also be bfloat16 (bf16 values, as uint16) for a bfloat16 weight, y
 // not with kResidual (whose residual and y are float32): x is then used as

@@ -44,6 +44,11 @@ struct CacheLineAllocator {
   }
 };
 
+// Forwards of up to this many tokens run as a team (CpuContext::RunAsTeam)
+// where every Linear layer allows it: the most rows the few-row kernels
+// take (kernels/cpu/few_rows_gemm_avx512.h).
+constexpr int64_t kTeamMaxTokens = 36;
+
 class CpuEncoder final : public BackendEncoder {
  public:
   CpuEncoder(const EncoderConfig& config, const EncoderOptions& options)
@@ -122,7 +127,13 @@ StatusOr<Tensor> CpuEncoder::Forward(const PackedBatch& batch) {
     run_.tokens = tokens;
     run_.sequences = batch.num_sequences();
     run_.max_seqlen = batch.max_seqlen;
-    RunEncoder(c, *this, profile_);
+    // A few rows: dozens of short parallel regions, on threads held for the
+    // whole forward (docs/architecture.md, "Few rows").
+    if (tokens <= kTeamMaxTokens && LinearsRunOnTeam(tokens)) {
+      ctx_.RunAsTeam([&] { RunEncoder(c, *this, profile_); });
+    } else {
+      RunEncoder(c, *this, profile_);
+    }
   } catch (const std::exception& e) {
     run_ = Run{};
     return Internal(std::string("encoder forward failed: ") + e.what());

@@ -434,6 +434,20 @@ int64_t BackendEncoder::table_rows(EmbeddingTable table) const {
   return tables_[static_cast<int>(table)].rows;
 }
 
+bool BackendEncoder::LinearsRunOnTeam(int64_t rows) const {
+  const auto runs = [rows](const std::unique_ptr<kernels::PackedWeight>& w) {
+    return w == nullptr || kernels::LinearRunsOnTeam(*w, rows);
+  };
+  if (!runs(weights_.linear(0, LinearSlot::kEmbeddingProject))) return false;
+  for (int64_t l = 0; l < config().num_layers; ++l) {
+    for (const LinearSlot slot :
+         {LinearSlot::kQkv, LinearSlot::kOut, LinearSlot::kFfnIn, LinearSlot::kFfnOut}) {
+      if (!runs(weights_.linear(l, slot))) return false;
+    }
+  }
+  return true;
+}
+
 Status BackendEncoder::LoadLinear(int64_t layer, LinearSlot slot, const Tensor& weight,
                                   const Tensor& bias) {
   // int8 keeps the layers fp32_linears names in fp32; every other weight is

@@ -210,6 +210,9 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   void SetNorm(int64_t layer, NormSlot slot, const float* gamma, const float* beta);
   // Rows of a registered table (0: the model has none).
   int64_t table_rows(EmbeddingTable table) const;
+  // Whether each Linear layer of the stack runs on the kernels' own
+  // parallel regions at `rows` rows (kernels::LinearRunsOnTeam).
+  bool LinearsRunOnTeam(int64_t rows) const;
 
   // The forward in progress, on the device: set before RunEncoder.
   struct Run {

@@ -3,8 +3,10 @@
 #include <omp.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "kernels/cpu/dnnl_backend.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu_features.h"
 
 namespace encoderd::kernels {
@@ -61,5 +63,17 @@ CpuContext::CpuContext(int num_threads)
       backend_((CapOneDnnIsa(), SizeOneDnnPrimitiveCache(), std::make_unique<Backend>())) {}
 
 CpuContext::~CpuContext() = default;
+
+void CpuContext::RunAsTeam(const std::function<void()>& work) const {
+  static const bool off = [] {
+    const char* env = std::getenv("ENCODERD_CPU_TEAM");
+    return env != nullptr && std::string(env) == "0";
+  }();
+  if (off) {
+    work();
+    return;
+  }
+  WithTeam(num_threads_, work);
+}
 
 }  // namespace encoderd::kernels

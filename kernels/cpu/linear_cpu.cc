@@ -722,6 +722,13 @@ void LinearCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t rows
               static_cast<float*>(y));
 }
 
+bool LinearRunsOnTeamCpu(const PackedWeight& weight, int64_t rows) {
+  const CpuPackedWeight& w = static_cast<const CpuPackedWeight&>(weight.impl());
+  // LinearInt8 runs on the int8 kernels at any row count (VNNI's few-row
+  // one, the VNNI or AVX2 one in chunks); LinearFewRows on the few-row ones.
+  return w.int8_compute || (w.few_rows && rows <= FewRowsLimit(w));
+}
+
 bool FeedForwardCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t rows,
                     const PackedWeight& w_in, Epilogue activation, const PackedWeight& w_out,
                     float* hidden, float* y, bool add_to_y) {

@@ -82,6 +82,9 @@ void LinearCpu(const CpuContext& ctx, DType x_dtype, const void* x, int64_t rows
                const PackedWeight& weight, Epilogue epilogue, const float* residual, DType y_dtype,
                void* y);
 
+// kernels/linear.h's LinearRunsOnTeam for a CPU weight.
+bool LinearRunsOnTeamCpu(const PackedWeight& weight, int64_t rows);
+
 // kernels/linear.h's FeedForward when both weights run on bf16 GEMMs
 // (bf16_compute) and the rows are more than the few-row kernels take, fused
 // (linear_cpu.cc); false, having done nothing, otherwise: the pair then runs

@@ -966,3 +966,44 @@ TEST(LinearTest, RejectsBadArguments) {
 
 }  // namespace
 }  // namespace encoderd::kernels
+
+namespace encoderd::kernels {
+namespace {
+
+using testing::RandomVector;
+
+// A forward of a few rows runs as a team (CpuContext::RunAsTeam): the
+// Linear layers that allow it give the same bits there, the others the
+// same values on one thread.
+TEST(LinearTeamTest, AFewRowsInATeamAreTheSameBits) {
+  CpuContext ctx(2);
+  const int64_t n = 768, k = 768, rows = 10;
+  const auto w = RandomVector(n * k, 11, -0.05f, 0.05f), b = RandomVector(n, 12);
+  const auto x = RandomVector(rows * k, 13);
+  for (const DType type : {DType::kFloat32, DType::kBFloat16, DType::kInt8}) {
+    SCOPED_TRACE(DTypeName(type));
+    const auto packed = PackedWeight::Pack(ctx, w.data(), b.data(), n, k, type);
+    std::vector<float> alone(rows * n), in_team(rows * n, -1.f);
+    Linear(ctx, DType::kFloat32, x.data(), rows, *packed, Epilogue::kGelu, nullptr, alone.data());
+    ctx.RunAsTeam([&] {
+      Linear(ctx, DType::kFloat32, x.data(), rows, *packed, Epilogue::kGelu, nullptr,
+             in_team.data());
+    });
+    if (LinearRunsOnTeam(*packed, rows)) {
+      EXPECT_EQ(alone, in_team);
+    } else {
+      for (size_t i = 0; i < alone.size(); ++i) ASSERT_NEAR(alone[i], in_team[i], 1e-4) << i;
+    }
+    // On AVX-512 the few-row kernels take these weights (and int8's take
+    // any rows); oneDNN takes more than 36 rows of fp32 and bf16 weights.
+    if (GetCpuFeatures().avx512f) {
+      EXPECT_TRUE(LinearRunsOnTeam(*packed, rows));
+    }
+    if (type != DType::kInt8) {
+      EXPECT_FALSE(LinearRunsOnTeam(*packed, kFewRowsMax + 1));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace encoderd::kernels

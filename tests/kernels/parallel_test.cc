@@ -4,7 +4,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
+#include <set>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -69,6 +72,89 @@ TEST(InParallelTest, SharesCoverTheItemsInOrderAndEvenly) {
       EXPECT_LE(largest - smallest, 1) << n << " items, " << nt << " threads";
     }
   }
+}
+
+TEST(WithTeamTest, TheWorksRegionsRunOnTheThreadsItHolds) {
+  const std::thread::id caller = std::this_thread::get_id();
+  std::set<std::thread::id> others;
+  int levels_seen = 0;
+  WithTeam(2, [&] {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    std::vector<int64_t> out(1000);
+    for (int region = 0; region < 2000; ++region) {
+      std::mutex mu;
+      InParallel(2, [&](int64_t t, int64_t nt) {
+        EXPECT_EQ(nt, 2);
+        const Share share = ShareOf(static_cast<int64_t>(out.size()), t, nt);
+        for (int64_t i = share.begin; i < share.end; ++i) out[i] = region;
+        std::lock_guard<std::mutex> lock(mu);
+        // Inside WithTeam's region, not one of its own.
+        if (omp_get_level() == 1) ++levels_seen;
+        if (t == 0) {
+          EXPECT_EQ(std::this_thread::get_id(), caller);
+        } else {
+          others.insert(std::this_thread::get_id());
+        }
+      });
+      // Every thread's writes are done when InParallel returns.
+      for (const int64_t v : out) ASSERT_EQ(v, region);
+    }
+  });
+  // One held thread took every region's other share.
+  EXPECT_EQ(others.size(), 1u);
+  EXPECT_EQ(others.count(caller), 0u);
+  EXPECT_EQ(levels_seen, 2 * 2000);
+}
+
+TEST(WithTeamTest, ThrowsWhatTheWorkThrowsOnceTheThreadsAreLetGo) {
+  EXPECT_THROW(WithTeam(2,
+                        [] {
+                          InParallel(2, [](int64_t, int64_t) {});
+                          throw std::runtime_error("work failed");
+                        }),
+               std::runtime_error);
+  // The threads were let go: a new team has them.
+  std::atomic<int> calls{0};
+  WithTeam(2, [&] { InParallel(2, [&](int64_t, int64_t) { calls.fetch_add(1); }); });
+  EXPECT_EQ(calls.load(), 2);
+}
+
+TEST(WithTeamTest, NestedWorkAndRegionsRunWhereTheyCan) {
+  std::atomic<int> outer_calls{0}, nested_calls{0}, other_count_calls{0};
+  bool nested_work_ran = false;
+  WithTeam(2, [&] {
+    // Another WithTeam inside: its work runs here, on the same team.
+    WithTeam(2, [&] {
+      nested_work_ran = true;
+      InParallel(2, [&](int64_t, int64_t nt) { outer_calls.fetch_add(nt == 2); });
+    });
+    // A region inside a region of the team: the caller's share runs it
+    // alone (OpenMP's nested region of one thread).
+    InParallel(2, [&](int64_t t, int64_t) {
+      if (t == 0) InParallel(2, [&](int64_t, int64_t nt) { nested_calls.fetch_add(nt == 1); });
+    });
+    // Another thread count than the team's: OpenMP, nested, one thread.
+    InParallel(3, [&](int64_t, int64_t nt) { other_count_calls.fetch_add(nt == 1); });
+  });
+  EXPECT_TRUE(nested_work_ran);
+  EXPECT_EQ(outer_calls.load(), 2);
+  EXPECT_EQ(nested_calls.load(), 1);
+  EXPECT_EQ(other_count_calls.load(), 1);
+}
+
+TEST(WithTeamTest, OneThreadIsAPlainCall) {
+  const std::thread::id caller = std::this_thread::get_id();
+  bool ran = false;
+  std::atomic<int> regions_of_openmp{0};
+  WithTeam(1, [&] {
+    ran = true;
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    EXPECT_EQ(omp_get_level(), 0);
+    // No team: OpenMP's region.
+    InParallel(2, [&](int64_t, int64_t) { regions_of_openmp.fetch_add(omp_get_level() == 1); });
+  });
+  EXPECT_TRUE(ran);
+  EXPECT_GE(regions_of_openmp.load(), 1);
 }
 
 }  // namespace

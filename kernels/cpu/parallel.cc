@@ -1,0 +1,103 @@
+#include "kernels/cpu/parallel.h"
+
+#include <immintrin.h>
+
+#include <atomic>
+#include <exception>
+#include <thread>
+
+namespace encoderd::kernels {
+namespace {
+
+// The threads of a WithTeam. The caller (thread 0) starts a region by
+// setting call and body and bumping `epoch`, which the others spin on; each
+// counts itself in `done` when its share returns, and the caller waits for
+// all of them before the next region. `stop` (then an epoch bump) lets them
+// go.
+struct Team {
+  int threads = 1;
+  bool busy = false;  // a region is running (the caller's alone)
+  parallel_internal::Call call = nullptr;
+  const void* body = nullptr;
+  std::atomic<uint32_t> epoch{0};
+  std::atomic<int> done{0};
+  std::atomic<bool> stop{false};
+};
+
+// The team whose work this thread runs.
+thread_local Team* current_team = nullptr;
+
+// Spins with pause while `waiting()`, yielding the CPU after the first
+// 2^16 rounds (a thread preempted by the host).
+template <class Waiting>
+void SpinWhile(const Waiting& waiting) {
+  for (int spins = 0; waiting(); ++spins) {
+    if (spins < (1 << 16)) {
+      _mm_pause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+void Serve(Team& team, int64_t t, int64_t nt) {
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t now = seen;
+    SpinWhile([&] { return (now = team.epoch.load(std::memory_order_acquire)) == seen; });
+    seen = now;
+    if (team.stop.load(std::memory_order_relaxed)) return;
+    team.call(team.body, t, nt);
+    team.done.fetch_add(1, std::memory_order_release);
+  }
+}
+
+}  // namespace
+
+namespace parallel_internal {
+
+bool RunOnTeam(int threads, Call call, const void* body) noexcept {
+  Team* team = current_team;
+  if (team == nullptr || team->busy || threads != team->threads) return false;
+  team->busy = true;
+  team->call = call;
+  team->body = body;
+  team->done.store(0, std::memory_order_relaxed);
+  team->epoch.fetch_add(1, std::memory_order_release);
+  call(body, 0, team->threads);
+  SpinWhile([&] { return team->done.load(std::memory_order_acquire) < team->threads - 1; });
+  team->busy = false;
+  return true;
+}
+
+}  // namespace parallel_internal
+
+void WithTeam(int threads, const std::function<void()>& work) {
+  if (threads <= 1 || current_team != nullptr || omp_in_parallel()) {
+    work();
+    return;
+  }
+  Team team;
+  std::exception_ptr error;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    if (t == 0) {
+      team.threads = static_cast<int>(nt);
+      current_team = nt > 1 ? &team : nullptr;
+      try {
+        work();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      current_team = nullptr;
+      team.stop.store(true, std::memory_order_relaxed);
+      team.epoch.fetch_add(1, std::memory_order_release);
+    } else {
+      Serve(team, t, nt);
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace encoderd::kernels
