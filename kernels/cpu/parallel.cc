@@ -19,21 +19,25 @@ struct Team {
   bool busy = false;  // a region is running (the caller's alone)
   parallel_internal::Call call = nullptr;
   const void* body = nullptr;
-  std::atomic<uint32_t> epoch{0};
-  std::atomic<int> done{0};
   std::atomic<bool> stop{false};
+  // On lines of their own: the workers spin on epoch while done counts them.
+  alignas(64) std::atomic<uint32_t> epoch{0};
+  alignas(64) std::atomic<int> done{0};
 };
 
 // The team whose work this thread runs.
 thread_local Team* current_team = nullptr;
 
-// Spins with pause while `waiting()`, yielding the CPU after the first
-// 2^16 rounds (a thread preempted by the host).
+// Spins with pause while `waiting()`, then from the 4096th round on also
+// yields the CPU each round: to a thread of the team that is waiting for
+// one, where the threads are more than the CPUs.
 template <class Waiting>
 void SpinWhile(const Waiting& waiting) {
-  for (int spins = 0; waiting(); ++spins) {
-    if (spins < (1 << 16)) {
-      _mm_pause();
+  constexpr int kPausesBeforeYield = 1 << 12;
+  for (int spins = 0; waiting();) {
+    _mm_pause();
+    if (spins < kPausesBeforeYield) {
+      ++spins;
     } else {
       std::this_thread::yield();
     }
@@ -58,7 +62,9 @@ namespace parallel_internal {
 
 bool RunOnTeam(int threads, Call call, const void* body) noexcept {
   Team* team = current_team;
-  if (team == nullptr || team->busy || threads != team->threads) return false;
+  // A team of fewer threads than asked (what the runtime gave WithTeam)
+  // takes the region as an OpenMP region of that many would.
+  if (team == nullptr || team->busy || threads < team->threads) return false;
   team->busy = true;
   team->call = call;
   team->body = body;

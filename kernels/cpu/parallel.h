@@ -13,7 +13,8 @@ namespace parallel_internal {
 using Call = void (*)(const void* body, int64_t t, int64_t nt);
 // Runs call(body, t, nt) on the team of the WithTeam this thread is running
 // the work of, and returns true; false, having done nothing, where there is
-// none, it has not `threads` threads, or it is running a region already.
+// none, it has more threads than `threads`, or it is running a region
+// already.
 bool RunOnTeam(int threads, Call call, const void* body) noexcept;
 }  // namespace parallel_internal
 
