@@ -280,6 +280,14 @@ class ConnectionGuard::Loop {
     c->tls->ToClient(data, n, &tls_out_);
     c->to_client.Append(tls_out_.data(), tls_out_.size());
   }
+  // On a TLS port, queues the session's close_notify for the client (once;
+  // TlsSession::Close): before our side of an orderly end, after all else.
+  void EndTls(Conn* c) {
+    if (!c->tls) return;
+    tls_out_.clear();
+    c->tls->Close(&tls_out_);
+    c->to_client.Append(tls_out_.data(), tls_out_.size());
+  }
   // Writes what the client's socket takes of to_client; false on an error.
   // What is left waits: from now the client owes what is queued for it,
   // unless it already owes something (OwesTooLong).
@@ -938,6 +946,7 @@ void ConnectionGuard::Loop::Update(Conn* c) {
   if (!c->to_client.empty() && !FlushToClient(c)) return Finish(c);
   if (c->abusive || c->server_eof) {
     c->held = std::string();  // answers no one now
+    EndTls(c);
     if (c->abusive && c->to_client.empty()) return Finish(c);
     if (c->server >= 0) {  // gRPC is done: flush to the client, for a while
       epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->server, nullptr);
@@ -1109,6 +1118,10 @@ void ConnectionGuard::Loop::Sweep(Clock::time_point now) {
         // idle connection: a grpcio channel does not close on a FIN for
         // seconds): closed at once.
         spdlog::debug("closing the connection from {}: drained", c->peer);
+        // Its close_notify goes with the close: the kernel's queue for it is
+        // empty, so the few bytes fit.
+        EndTls(c);
+        if (!c->to_client.empty()) FlushToClient(c);
         Finish(c);
       } else if (acked == Clock::duration::zero()) {
         // Bytes still on their way: as if gRPC had closed its end (Update).

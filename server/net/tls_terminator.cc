@@ -308,7 +308,7 @@ bool TlsSession::FromClient(const char* data, size_t n, std::string* plain,
 }
 
 void TlsSession::ToClient(const char* data, size_t n, std::string* to_client) {
-  if (failed_) return;
+  if (failed_ || closed_) return;
   if (!handshake_done_) {
     Fail("TLS: plaintext for the client before the handshake completed");
     return;
@@ -324,6 +324,17 @@ void TlsSession::ToClient(const char* data, size_t n, std::string* to_client) {
     data += chunk;
     n -= static_cast<size_t>(chunk);
   }
+  Drain(to_client);
+}
+
+void TlsSession::Close(std::string* to_client) {
+  if (closed_ || failed_ || !handshake_done_) return;
+  closed_ = true;
+  ERR_clear_error();
+  // Writes the alert into the memory BIO and returns 0: the client's own
+  // close_notify is not waited for (the guard closes the socket).
+  SSL_shutdown(impl_->ssl);
+  ERR_clear_error();
   Drain(to_client);
 }
 

@@ -65,7 +65,14 @@ class TlsSession {
   // Appends n plaintext bytes for the client, as TLS records, to *to_client.
   // Only once handshake_done() (the guard has plaintext to send only after
   // the client's first plaintext bytes); before, the session fails.
+  // After Close, nothing: the bytes are dropped.
   void ToClient(const char* data, size_t n, std::string* to_client);
+  // Appends a close_notify alert to *to_client, once: the end of what the
+  // session sends, so that the client's TLS sees the connection end in
+  // order and not cut off (OpenSSL reports an end without one as "unexpected
+  // eof while reading", Python's ssl as SSLEOFError). Nothing before the
+  // handshake completed or once the session failed.
+  void Close(std::string* to_client);
 
   bool handshake_done() const { return handshake_done_; }
   // Bytes FromClient took before the handshake completed.
@@ -90,6 +97,7 @@ class TlsSession {
   std::unique_ptr<Impl> impl_;
   bool handshake_done_ = false;
   bool client_closed_ = false;
+  bool closed_ = false;  // Close was called
   bool failed_ = false;
   size_t handshake_bytes_ = 0;            // the client's, before handshake_done_
   int64_t handshake_messages_after_ = 0;  // the client's, after handshake_done_

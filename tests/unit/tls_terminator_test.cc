@@ -398,6 +398,33 @@ TEST(TlsSessionTest, CloseNotify) {
   EXPECT_TRUE(session.client_closed());
 }
 
+// The server's end: a close_notify the client reads as TLS's orderly end
+// (SSL_ERROR_ZERO_RETURN, not "unexpected eof"), after everything sent
+// before it; nothing more goes out after it, and nothing before the
+// handshake.
+TEST(TlsSessionTest, CloseSendsCloseNotifyOnce) {
+  TlsSession session(ServerContext());
+  std::string out;
+  session.Close(&out);
+  EXPECT_TRUE(out.empty()) << "a close_notify before the handshake";
+  Client client;
+  std::string plain;
+  ASSERT_TRUE(Pump(&client, &session, &plain));
+  session.ToClient("bye", 3, &out);
+  session.Close(&out);
+  const size_t closed = out.size();
+  session.Close(&out);
+  session.ToClient("more", 4, &out);
+  EXPECT_EQ(out.size(), closed) << "bytes after the close_notify";
+  EXPECT_FALSE(session.failed()) << session.error();
+  client.Give(out);
+  EXPECT_EQ(client.Read(), "bye");
+  char byte;
+  EXPECT_EQ(SSL_read(client.ssl(), &byte, 1), 0);
+  EXPECT_EQ(SSL_get_error(client.ssl(), 0), SSL_ERROR_ZERO_RETURN);
+  EXPECT_TRUE(SSL_get_shutdown(client.ssl()) & SSL_RECEIVED_SHUTDOWN);
+}
+
 TEST(TlsSessionTest, GarbageAfterTheHandshakeFails) {
   TlsSession session(ServerContext());
   Client client;
