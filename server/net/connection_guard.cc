@@ -282,8 +282,10 @@ class ConnectionGuard::Loop {
   }
   // On a TLS port, queues the session's close_notify for the client (once;
   // TlsSession::Close): before our side of an orderly end, after all else.
+  // Only after whole frames of gRPC's: an end inside one (gRPC gone, or the
+  // guard closing it for abuse mid-frame) stays a cut to the client's TLS.
   void EndTls(Conn* c) {
-    if (!c->tls) return;
+    if (!c->tls || !c->guard.server_at_frame_boundary()) return;
     tls_out_.clear();
     c->tls->Close(&tls_out_);
     c->to_client.Append(tls_out_.data(), tls_out_.size());
@@ -947,6 +949,7 @@ void ConnectionGuard::Loop::Update(Conn* c) {
   if (c->abusive || c->server_eof) {
     c->held = std::string();  // answers no one now
     EndTls(c);
+    if (!c->to_client.empty() && !FlushToClient(c)) return Finish(c);
     if (c->abusive && c->to_client.empty()) return Finish(c);
     if (c->server >= 0) {  // gRPC is done: flush to the client, for a while
       epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->server, nullptr);

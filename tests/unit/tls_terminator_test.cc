@@ -403,26 +403,30 @@ TEST(TlsSessionTest, CloseNotify) {
 // before it; nothing more goes out after it, and nothing before the
 // handshake.
 TEST(TlsSessionTest, CloseSendsCloseNotifyOnce) {
-  TlsSession session(ServerContext());
-  std::string out;
-  session.Close(&out);
-  EXPECT_TRUE(out.empty()) << "a close_notify before the handshake";
-  Client client;
-  std::string plain;
-  ASSERT_TRUE(Pump(&client, &session, &plain));
-  session.ToClient("bye", 3, &out);
-  session.Close(&out);
-  const size_t closed = out.size();
-  session.Close(&out);
-  session.ToClient("more", 4, &out);
-  EXPECT_EQ(out.size(), closed) << "bytes after the close_notify";
-  EXPECT_FALSE(session.failed()) << session.error();
-  client.Give(out);
-  EXPECT_EQ(client.Read(), "bye");
-  char byte;
-  EXPECT_EQ(SSL_read(client.ssl(), &byte, 1), 0);
-  EXPECT_EQ(SSL_get_error(client.ssl(), 0), SSL_ERROR_ZERO_RETURN);
-  EXPECT_TRUE(SSL_get_shutdown(client.ssl()) & SSL_RECEIVED_SHUTDOWN);
+  for (const int max_version : {0, TLS1_2_VERSION}) {
+    SCOPED_TRACE(max_version == 0 ? "TLS 1.3" : "TLS 1.2");
+    TlsSession session(ServerContext());
+    std::string out;
+    session.Close(&out);
+    EXPECT_TRUE(out.empty()) << "a close_notify before the handshake";
+    Client client(std::string("\x02h2", 3), nullptr, max_version);
+    std::string plain;
+    ASSERT_TRUE(Pump(&client, &session, &plain));
+    session.ToClient("bye", 3, &out);
+    session.Close(&out);
+    const size_t closed = out.size();
+    session.Close(&out);
+    session.ToClient("more", 4, &out);
+    EXPECT_EQ(out.size(), closed) << "bytes after the close_notify";
+    EXPECT_FALSE(session.failed()) << session.error();
+    client.Give(out);
+    EXPECT_EQ(client.Read(), "bye");
+    char byte;
+    const int n = SSL_read(client.ssl(), &byte, 1);
+    EXPECT_EQ(n, 0);
+    EXPECT_EQ(SSL_get_error(client.ssl(), n), SSL_ERROR_ZERO_RETURN);
+    EXPECT_TRUE(SSL_get_shutdown(client.ssl()) & SSL_RECEIVED_SHUTDOWN);
+  }
 }
 
 TEST(TlsSessionTest, GarbageAfterTheHandshakeFails) {
