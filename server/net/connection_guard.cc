@@ -945,11 +945,10 @@ void ConnectionGuard::Loop::Update(Conn* c) {
   }
   NotePeak(*c);
   HandOver(c);
+  if (c->abusive || c->server_eof) EndTls(c);  // flushed with the rest
   if (!c->to_client.empty() && !FlushToClient(c)) return Finish(c);
   if (c->abusive || c->server_eof) {
     c->held = std::string();  // answers no one now
-    EndTls(c);
-    if (!c->to_client.empty() && !FlushToClient(c)) return Finish(c);
     if (c->abusive && c->to_client.empty()) return Finish(c);
     if (c->server >= 0) {  // gRPC is done: flush to the client, for a while
       epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->server, nullptr);

@@ -964,14 +964,6 @@ TEST(LinearTest, RejectsBadArguments) {
       std::invalid_argument);
 }
 
-}  // namespace
-}  // namespace encoderd::kernels
-
-namespace encoderd::kernels {
-namespace {
-
-using testing::RandomVector;
-
 // A forward of a few rows runs as a team (CpuContext::RunAsTeam): the
 // Linear layers that allow it give the same bits there, the others the
 // same values on one thread.
