@@ -319,7 +319,14 @@ def peak_text(limits, dtype, unit=""):
     g = limits["gemm"][dtype]
     if g["peak_gflops"] is None:
         return "none (no oneDNN GEMM for it on this CPU: % of the fp32 peak)"
-    return (f"{g['peak_gflops']:.0f}{unit}{'' if g['native_instructions'] else ' (emulated)'}"
+    if g["native_instructions"]:
+        how = ""
+    elif dtype == "bfloat16":
+        # machine_limits times bf16 on fp32 GEMMs where encoderd runs it so.
+        how = " (on fp32 GEMMs, as encoderd runs bf16 on this CPU)"
+    else:
+        how = " (emulated)"
+    return (f"{g['peak_gflops']:.0f}{unit}{how}"
             + readings_text(g.get("peak_readings", []), ".0f"))
 
 

@@ -3,8 +3,11 @@
 #include <cpuid.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <utility>
+
+#include "kernels/cpu/bf16_probe_avx512.h"
 
 namespace encoderd::kernels {
 namespace {
@@ -15,7 +18,7 @@ uint64_t ReadXcr0() {
   return (static_cast<uint64_t>(edx) << 32) | eax;
 }
 
-CpuFeatures Detect() {
+CpuFeatures DetectFeatures() {
   CpuFeatures f;
   unsigned eax, ebx, ecx, edx;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
@@ -52,6 +55,34 @@ std::string_view DisableList() {
   return env == nullptr ? std::string_view() : std::string_view(env);
 }
 
+std::string_view Bf16Choice() {
+  const char* env = std::getenv(kCpuBf16Env);
+  return env == nullptr ? std::string_view() : std::string_view(env);
+}
+
+// The features in use, and the bf16 dot product's rates where they were
+// measured (avx512_bf16 left on by ENCODERD_CPU_DISABLE, ENCODERD_CPU_BF16
+// not `native`).
+struct Choice {
+  CpuFeatures features;
+  bool bf16_measured = false;
+  Bf16DotRates bf16_rates;
+};
+
+const Choice& Chosen() {
+  static const Choice choice = [] {
+    Choice c;
+    c.features = DisableCpuFeatures(DetectFeatures(), DisableList(), nullptr);
+    if (c.features.avx512_bf16 && Bf16Choice() != "native") {
+      c.bf16_measured = true;
+      c.bf16_rates = MeasureBf16DotRatesAvx512();
+      c.features.avx512_bf16 = NativeBf16Pays(c.bf16_rates);
+    }
+    return c;
+  }();
+  return choice;
+}
+
 }  // namespace
 
 CpuFeatures DisableCpuFeatures(CpuFeatures detected, std::string_view disable,
@@ -85,25 +116,48 @@ CpuFeatures DisableCpuFeatures(CpuFeatures detected, std::string_view disable,
   return detected;
 }
 
-const CpuFeatures& GetCpuFeatures() {
-  static const CpuFeatures features = DisableCpuFeatures(Detect(), DisableList(), nullptr);
-  return features;
+bool NativeBf16Pays(const Bf16DotRates& rates) {
+  return rates.native_gmacs >= kNativeBf16MinShare * rates.fma_gmacs;
+}
+
+CpuFeatures DetectCpuFeatures() { return DetectFeatures(); }
+
+const CpuFeatures& GetCpuFeatures() { return Chosen().features; }
+
+const Bf16DotRates* MeasuredBf16DotRates() {
+  const Choice& c = Chosen();
+  return c.bf16_measured ? &c.bf16_rates : nullptr;
 }
 
 std::string DescribeCpuFeatures() {
-  const CpuFeatures detected = Detect();
-  const CpuFeatures& used = GetCpuFeatures();
+  const CpuFeatures detected = DetectFeatures();
+  std::string unknown;
+  const CpuFeatures allowed = DisableCpuFeatures(detected, DisableList(), &unknown);
+  const Choice& chosen = Chosen();
   std::string in_use, off;
   for (const auto& [name, member] : kFeatures) {
-    std::string& list = used.*member ? in_use : off;
-    if (!(used.*member) && !(detected.*member)) continue;
+    if (!(allowed.*member) && !(detected.*member)) continue;
+    if (allowed.*member && !(chosen.features.*member)) continue;  // the bf16 choice, below
+    std::string& list = allowed.*member ? in_use : off;
     list += list.empty() ? "" : " ";
     list += name;
   }
   std::string line = "CPU features: " + (in_use.empty() ? std::string("none") : in_use);
   if (!off.empty()) line += std::string("; turned off by ") + kCpuDisableEnv + ": " + off;
-  std::string unknown;
-  DisableCpuFeatures(detected, DisableList(), &unknown);
+  if (chosen.bf16_measured) {
+    char rates[160];
+    std::snprintf(rates, sizeof rates, "%.1f GMAC/s against fp32 FMA's %.1f",
+                  chosen.bf16_rates.native_gmacs, chosen.bf16_rates.fma_gmacs);
+    line += std::string("; avx512_bf16 ") +
+            (chosen.features.avx512_bf16 ? "used: its dot product made "
+                                         : "not used: its dot product made only ") +
+            rates + " (" + kCpuBf16Env + "=native " +
+            (chosen.features.avx512_bf16 ? "skips the measurement)" : "uses it)");
+  }
+  const std::string_view bf16 = Bf16Choice();
+  if (!bf16.empty() && bf16 != "auto" && bf16 != "native") {
+    line += std::string("; ") + kCpuBf16Env + " is neither auto nor native: " + std::string(bf16);
+  }
   if (!unknown.empty())
     line += std::string("; ") + kCpuDisableEnv + " names no feature: " + unknown;
   return line;
