@@ -287,7 +287,8 @@ int main(int argc, char** argv) {
   // matmul at exactly as many rows on the same packed weights (int8: oneDNN's
   // uint8 x int8 matmul, weights in the layout it picks for 512 rows, as
   // encoderd packed them when it used oneDNN for int8). Without AVX512-BF16
-  // (or with ENCODERD_CPU_DISABLE=avx512_bf16) the bf16 line is "bf16 as
+  // (with ENCODERD_CPU_DISABLE=avx512_bf16, or where the process finds it
+  // does not pay: kernels/cpu_features.h) the bf16 line is "bf16 as
   // fp32": kernels::Linear reads the bf16 copy of the weights (up to
   // kFewRowsMax rows; the fp32 ones beyond), oneDNN the fp32 ones.
   const int64_t stream_layers = 12;

@@ -1,15 +1,17 @@
-// How fast this CPU's native bf16 dot product (VDPBF16PS) runs against its
-// fp32 FMA, so that bf16 models take the faster of the two (cpu_features.h).
+// The timed loops of the measurement of the native bf16 dot product against
+// fp32 FMA (MeasureBf16DotRates, kernels/cpu_features.cc): the instructions
+// alone, so that this file, compiled for AVX-512, holds no standard-library
+// code; the clock and the arithmetic stay in generic code.
 #pragma once
 
-#include "kernels/cpu_features.h"
+#include <cstdint>
 
 namespace encoderd::kernels {
 
-// One thread's rates (VDPBF16PS: 32 products an instruction; VFMADD231PS:
-// 16), each the best of a few short timed loops over 512-bit registers
-// (about a millisecond in all). Only on a CPU with AVX-512 F, BW and BF16
-// (the caller checks).
-Bf16DotRates MeasureBf16DotRatesAvx512();
+// 16 x iterations VDPBF16PS (32 products each) on 16 independent
+// accumulators, or as many VFMADD231PS (16 products each). Only on a CPU
+// with AVX-512 F, BW and BF16 (the caller checks).
+void Bf16DotLoopAvx512(int64_t iterations);
+void FmaLoopAvx512(int64_t iterations);
 
 }  // namespace encoderd::kernels
