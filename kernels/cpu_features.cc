@@ -20,7 +20,9 @@ uint64_t ReadXcr0() {
   return (static_cast<uint64_t>(edx) << 32) | eax;
 }
 
-CpuFeatures DetectFeatures() {
+}  // namespace
+
+CpuFeatures DetectCpuFeatures() {
   CpuFeatures f;
   unsigned eax, ebx, ecx, edx;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
@@ -42,7 +44,7 @@ CpuFeatures DetectFeatures() {
   return f;
 }
 
-bool DetectAmx() {
+bool DetectAmxBf16() {
   unsigned eax, ebx, ecx, edx;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_OSXSAVE)) return false;
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
@@ -50,6 +52,8 @@ bool DetectAmx() {
   constexpr uint64_t kTileState = (1ull << 17) | (1ull << 18);  // XTILECFG, XTILEDATA
   return (edx & kAmxBf16) && (edx & kAmxTile) && (ReadXcr0() & kTileState) == kTileState;
 }
+
+namespace {
 
 // Seconds one call of loop(iterations) takes.
 double SecondsOf(void (*loop)(int64_t), int64_t iterations) {
@@ -152,13 +156,9 @@ CpuChoice ChooseCpuFeatures(const CpuFeatures& detected, bool amx_bf16, std::str
   return c;
 }
 
-CpuFeatures DetectCpuFeatures() { return DetectFeatures(); }
-
-bool DetectAmxBf16() { return DetectAmx(); }
-
 const CpuChoice& GetCpuChoice() {
-  static const CpuChoice choice = ChooseCpuFeatures(DetectFeatures(), DetectAmx(), DisableList(),
-                                                    Bf16Choice(), MeasureBf16DotRates);
+  static const CpuChoice choice = ChooseCpuFeatures(
+      DetectCpuFeatures(), DetectAmxBf16(), DisableList(), Bf16Choice(), MeasureBf16DotRates);
   return choice;
 }
 
@@ -200,7 +200,7 @@ std::string DescribeCpuChoice(const CpuFeatures& detected, std::string_view disa
 }
 
 std::string DescribeCpuFeatures() {
-  return DescribeCpuChoice(DetectFeatures(), DisableList(), Bf16Choice(), GetCpuChoice());
+  return DescribeCpuChoice(DetectCpuFeatures(), DisableList(), Bf16Choice(), GetCpuChoice());
 }
 
 }  // namespace encoderd::kernels
