@@ -89,14 +89,15 @@ std::pair<double, double> TimeBestAlternating(const std::function<void()>& a,
 }
 
 // The bytes kernels::Linear reads of w at `rows` rows: its int8 kernel's
-// weights, the bf16 copy of the few-row kernels, or oneDNN's packed ones.
+// weights, the bf16 copy (of the few-row kernels, or widened for oneDNN's
+// GEMMs), or oneDNN's packed ones.
 std::pair<const char*, size_t> ReadBytes(const PackedWeight& weight, int64_t rows) {
   const auto& w = static_cast<const encoderd::kernels::CpuPackedWeight&>(weight.impl());
   if (w.int8_compute) {
     return {reinterpret_cast<const char*>(w.int8_weight.get()),
             encoderd::kernels::Int8VnniPackedBytes(w.out_features, w.in_features)};
   }
-  if (w.few_rows_bf16 && rows <= encoderd::kernels::kFewRowsMax) {
+  if (w.few_rows_bf16 && (rows <= encoderd::kernels::kFewRowsMax || w.widened_for_gemm)) {
     return {reinterpret_cast<const char*>(w.few_rows_bf16.get()),
             encoderd::kernels::FewRowsBf16PackedBytes(w.out_features, w.in_features)};
   }
@@ -332,7 +333,13 @@ int main(int argc, char** argv) {
           const auto& impl =
               static_cast<const encoderd::kernels::CpuPackedWeight&>(weights.back()->impl());
           wd = impl.weight_desc;
-          dnnl_w.push_back(impl.weight);
+          if (impl.weight) {
+            dnnl_w.push_back(impl.weight);
+          } else {  // widened_for_gemm: oneDNN's fp32 weights, for its own pass
+            memory wm(wd, be.engine);
+            std::memset(wm.get_data_handle(), 0, wd.get_size());
+            dnnl_w.push_back(wm);
+          }
         }
         dnnl_mm.emplace_back(dnnl::matmul::primitive_desc(
             dnnl::matmul::desc({{stream_rows, s.k}, src_dt, Tag::ab}, wd,
@@ -340,10 +347,11 @@ int main(int argc, char** argv) {
             attr, be.engine));
         shape.push_back(s);
         const double size = type == DType::kInt8 ? 1 : bf16 ? 2 : 4;
+        const auto& impl =
+            static_cast<const encoderd::kernels::CpuPackedWeight&>(weights.back()->impl());
         const bool bf16_copy =
-            bf16_as_fp32 && stream_rows <= encoderd::kernels::kFewRowsMax &&
-            static_cast<const encoderd::kernels::CpuPackedWeight&>(weights.back()->impl())
-                .few_rows_bf16;
+            bf16_as_fp32 && impl.few_rows_bf16 &&
+            (stream_rows <= encoderd::kernels::kFewRowsMax || impl.widened_for_gemm);
         bytes += static_cast<double>(s.n) * s.k * (bf16_copy ? 2 : size);
         dnnl_bytes += static_cast<double>(s.n) * s.k * size;
       }

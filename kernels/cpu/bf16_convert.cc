@@ -103,7 +103,55 @@ __attribute__((target("avx2"))) void RoundAvx2(const float* src, float* dst, int
   }
 }
 
+// WidenBFloat16Pairs's pairs from i on (the loops' tail), one at a time.
+void WidenPairsFrom(const uint16_t* pairs, int64_t i, int64_t n, float* even, float* odd) {
+  for (; i < n; ++i) {
+    const uint32_t lo = static_cast<uint32_t>(pairs[2 * i]) << 16;
+    std::memcpy(even + i, &lo, sizeof(lo));
+    if (odd) {
+      const uint32_t hi = static_cast<uint32_t>(pairs[2 * i + 1]) << 16;
+      std::memcpy(odd + i, &hi, sizeof(hi));
+    }
+  }
+}
+
+// Each 32-bit lane holds a pair, the even value in its low half: shifted
+// up, that is the even value's fp32; with the low half cleared, the odd's.
+__attribute__((target("avx512f"))) void WidenPairsAvx512(const uint16_t* pairs, int64_t n,
+                                                         float* even, float* odd) {
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i v = _mm512_loadu_si512(pairs + 2 * i);
+    _mm512_storeu_si512(even + i, _mm512_slli_epi32(v, 16));
+    if (odd) _mm512_storeu_si512(odd + i, _mm512_and_si512(v, high));
+  }
+  WidenPairsFrom(pairs, i, n, even, odd);
+}
+
+__attribute__((target("avx2"))) void WidenPairsAvx2(const uint16_t* pairs, int64_t n, float* even,
+                                                    float* odd) {
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pairs + 2 * i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(even + i), _mm256_slli_epi32(v, 16));
+    if (odd) _mm256_storeu_si256(reinterpret_cast<__m256i*>(odd + i), _mm256_and_si256(v, high));
+  }
+  WidenPairsFrom(pairs, i, n, even, odd);
+}
+
 }  // namespace
+
+void WidenBFloat16Pairs(const uint16_t* pairs, int64_t n, float* even, float* odd) {
+  if (GetCpuFeatures().avx512f) {
+    WidenPairsAvx512(pairs, n, even, odd);
+  } else if (GetCpuFeatures().avx2) {
+    WidenPairsAvx2(pairs, n, even, odd);
+  } else {
+    WidenPairsFrom(pairs, 0, n, even, odd);
+  }
+}
 
 void RoundToBFloat16(const float* src, float* dst, int64_t n) {
   if (GetCpuFeatures().avx512bw) {

@@ -17,4 +17,10 @@ void RoundToBFloat16(const float* src, float* dst, int64_t n);  // src may be un
 // dst[i] = float(src[i]) for i < n, exactly. Single-threaded.
 void ConvertBFloat16ToFloat(const uint16_t* src, float* dst, int64_t n);
 
+// n pairs of bf16 values (pairs[2i], pairs[2i + 1]) widened to fp32, exactly:
+// even[i] = float(pairs[2i]) and, unless odd is null, odd[i] =
+// float(pairs[2i + 1]). Vectorised with AVX-512 or AVX2 when the CPU has
+// it. Single-threaded.
+void WidenBFloat16Pairs(const uint16_t* pairs, int64_t n, float* even, float* odd);
+
 }  // namespace encoderd::kernels

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
 #include <type_traits>
@@ -114,7 +116,7 @@ dnnl::matmul::primitive_desc MakeMatmul(const dnnl::engine& engine, const CpuPac
 
 dnnl::matmul GetPrimitive(const CpuContext& ctx, CpuPackedWeight& w, int64_t rows,
                           Epilogue epilogue, bool bf16_out = false) {
-  const auto key = std::make_tuple(rows, static_cast<int>(epilogue), bf16_out);
+  const auto key = std::make_tuple(rows, static_cast<int>(epilogue), bf16_out, w.out_features);
   std::lock_guard<std::mutex> lock(w.mu);
   auto it = w.primitives.find(key);
   if (it != w.primitives.end()) return it->second;
@@ -291,6 +293,70 @@ void GeluOfBf16(const CpuContext& ctx, void* y, int64_t count, bool bf16_out) {
   });
 }
 
+// The fp32 layouts of oneDNN's GEMMs into which a bf16 copy in the few-row
+// layout is widened (WidenFewRowsBf16): BA16a64b, where oneDNN runs AVX-512
+// ([n/64][k rounded up to 16][64], the fp32 few-row layout), and plain ab
+// ([k][n]), which it takes on AVX2. kNone: another layout, which keeps its
+// own fp32 copy.
+enum class WideLayout { kNone, kBlocked, kPlain };
+
+WideLayout WideLayoutOf(const memory::desc& desc, int64_t n, int64_t k) {
+  const memory::dims dims = {k, n};
+  if (desc == memory::desc(dims, Dt::f32, Tag::BA16a64b)) return WideLayout::kBlocked;
+  if (desc == memory::desc(dims, Dt::f32, Tag::ab)) return WideLayout::kPlain;
+  return WideLayout::kNone;
+}
+
+// The fp32 weight of columns [64 * group_begin, 64 * group_end) (up to n)
+// in `layout` (not kNone), as a weight of its own.
+memory::desc WidePanelDesc(WideLayout layout, int64_t n, int64_t k, int64_t group_begin,
+                           int64_t group_end) {
+  const int64_t cols =
+      std::min(n, group_end * kFewRowsGroupColumns) - group_begin * kFewRowsGroupColumns;
+  return memory::desc({k, cols}, Dt::f32, layout == WideLayout::kBlocked ? Tag::BA16a64b : Tag::ab);
+}
+
+// Column groups [group_begin, group_end) of the bf16 weight `packed` [n, k]
+// (PackFewRowsBf16's layout) widened to fp32 into `out`: those columns as a
+// weight of their own in `layout` (WidePanelDesc). Exact: a bf16 value is
+// the high half of its fp32 one; BA16a64b's padding (inputs up to a
+// multiple of 16, columns up to one of 64) is the copy's zeros.
+void WidenFewRowsBf16(const uint16_t* packed, int64_t n, int64_t k, WideLayout layout,
+                      int64_t group_begin, int64_t group_end, float* out) {
+  constexpr int64_t kCols = kFewRowsGroupColumns;
+  const bool blocked = layout == WideLayout::kBlocked;
+  const int64_t pairs = FewRowsBf16Inputs(k) / 2;
+  const int64_t inputs = blocked ? FewRowsF32Inputs(k) : k;  // rows of the fp32 weight
+  const int64_t panel = std::min(n, group_end * kCols) - group_begin * kCols;
+  const int64_t stride = blocked ? kCols : panel;  // between the rows
+  for (int64_t g = group_begin; g < group_end; ++g) {
+    const uint16_t* group = packed + g * pairs * kCols * 2;
+    float* dst = out + (g - group_begin) * (blocked ? inputs * kCols : kCols);
+    const int64_t cols = blocked ? kCols : std::min(kCols, n - g * kCols);
+    for (int64_t i = 0; i < inputs; i += 2) {
+      WidenBFloat16Pairs(group + i * kCols, cols, dst + i * stride,
+                         i + 1 < inputs ? dst + (i + 1) * stride : nullptr);
+    }
+  }
+}
+
+// This thread's scratch of at least `bytes`, one buffer per slot, 4 KiB
+// aligned as oneDNN's own weights are: valid until the same thread asks
+// that slot for more.
+template <int kSlot>
+void* AlignedScratch(size_t bytes) {
+  constexpr size_t kAlign = 4096;
+  thread_local std::unique_ptr<char[], CpuPackedWeight::FreeBytes> buffer;
+  thread_local size_t size = 0;
+  if (size < bytes) {
+    const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+    buffer.reset(static_cast<char*>(std::aligned_alloc(kAlign, rounded)));
+    if (!buffer) throw std::bad_alloc();
+    size = rounded;
+  }
+  return buffer.get();
+}
+
 // y = epilogue(src W^T + b) over `rows` rows of src (w's compute type:
 // bf16 as uint16 for bf16 GEMMs, else fp32), in row chunks; y is fp32, or
 // bf16 (uint16) when bf16_out, which takes no residual.
@@ -330,6 +396,107 @@ void GemmChunks(const CpuContext& ctx, CpuPackedWeight& w, const void* src, int6
     r0 += chunk;
   }
   be.stream.wait();
+}
+
+// A matmul over `rows` rows and the columns of the fp32 weight `panel`
+// (WidePanelDesc), into rows of those columns.
+dnnl::matmul GetPanelPrimitive(const CpuContext& ctx, CpuPackedWeight& w, int64_t rows,
+                               Epilogue epilogue, const memory::desc& panel) {
+  const int64_t k = w.in_features, cols = panel.dims()[1];
+  const auto key = std::make_tuple(rows, static_cast<int>(epilogue), false, cols);
+  std::lock_guard<std::mutex> lock(w.mu);
+  auto it = w.primitives.find(key);
+  if (it != w.primitives.end()) return it->second;
+  const memory::desc src({rows, k}, Dt::f32, Tag::ab);
+  const memory::desc dst({rows, cols}, Dt::f32, Tag::ab);
+  // The threads run these at once: each with its own scratchpad
+  // (oneDNN's own one is shared by all).
+  dnnl::primitive_attr attr = EpilogueAttr(epilogue, rows, cols);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const auto& engine = ctx.backend().engine;
+  dnnl::matmul prim(
+      w.bias ? dnnl::matmul::primitive_desc(
+                   dnnl::matmul::desc(src, panel, memory::desc({1, cols}, Dt::f32, Tag::ab), dst),
+                   attr, engine)
+             : dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, panel, dst), attr, engine));
+  w.primitives.emplace(key, prim);
+  return prim;
+}
+
+// GemmChunks for a widened_for_gemm weight, on fp32 src: each thread
+// widens its share of the column groups and runs oneDNN's GEMMs over them
+// alone (oneDNN takes one thread inside a parallel region), so that each
+// widened column is read from the cache of the core that wrote it. A
+// thread's GEMMs write its columns of up to kChunkRows rows into its own
+// scratch, copied into y after: oneDNN 2.6 has no brgemm matmul into rows
+// further apart than their columns (it picks its reference matmul, ~100x
+// slower), and its jit GEMM there, on plain weights, made 64-512 rows
+// slower still. The widening, the copies and the threads' waits cost what
+// docs/architecture.md ("bf16 weights without bf16 instructions") measures
+// against the fp32 copy these weights kept before.
+void GemmWidened(const CpuContext& ctx, CpuPackedWeight& w, const float* src, int64_t rows,
+                 Epilogue epilogue, const float* residual, float* y) {
+  const int64_t n = w.out_features, k = w.in_features, groups = FewRowsGroups(n);
+  const WideLayout layout = WideLayoutOf(w.weight_desc, n, k);
+  // Each thread's share at its groups' offset: a group is 64 columns of
+  // FewRowsF32Inputs(k) >= k inputs in either layout.
+  float* wide = static_cast<float*>(AlignedScratch<0>(
+      static_cast<size_t>(groups * kFewRowsGroupColumns * FewRowsF32Inputs(k)) * sizeof(float)));
+  const auto& engine = ctx.backend().engine;
+  const float* bias = w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr;
+  std::mutex error_mu;
+  std::exception_ptr error;
+  InParallel(ctx.num_threads(), [&](int64_t t, int64_t nt) {
+    const Share share = ShareOf(groups, t, nt);
+    if (share.begin == share.end) return;
+    try {
+      const int64_t col0 = share.begin * kFewRowsGroupColumns;
+      const memory::desc panel = WidePanelDesc(layout, n, k, share.begin, share.end);
+      const int64_t cols = panel.dims()[1];
+      float* mine = wide + col0 * FewRowsF32Inputs(k);
+      WidenFewRowsBf16(w.few_rows_bf16.get(), n, k, layout, share.begin, share.end, mine);
+      const memory weight(panel, engine, mine);
+      memory bias_mem;
+      if (bias) {
+        bias_mem = memory({{1, cols}, Dt::f32, Tag::ab}, engine, const_cast<float*>(bias + col0));
+      }
+      dnnl::stream stream(engine);  // a stream of this thread's own
+      float* out = Scratch<float, 4>(std::min(rows, kChunkRows) * cols);
+      const size_t row_bytes = sizeof(float) * cols;
+      for (int64_t r0 = 0; r0 < rows;) {
+        const int64_t chunk = ChunkRows(rows - r0, kChunkRows);
+        if (epilogue == Epilogue::kResidual) {  // the sum post-op adds out's values
+          for (int64_t r = 0; r < chunk; ++r) {
+            std::memcpy(out + r * cols, residual + (r0 + r) * n + col0, row_bytes);
+          }
+        }
+        dnnl::matmul prim = GetPanelPrimitive(ctx, w, chunk, epilogue, panel);
+        const size_t scratchpad_bytes = dnnl_memory_desc_get_size(
+            dnnl_primitive_desc_query_md(prim.get_primitive_desc(), dnnl_query_scratchpad_md, 0));
+        const memory src_mem({{chunk, k}, Dt::f32, Tag::ab}, engine,
+                             const_cast<float*>(src + r0 * k));
+        const memory dst_mem({{chunk, cols}, Dt::f32, Tag::ab}, engine, out);
+        std::unordered_map<int, memory> args = {
+            {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, weight}, {DNNL_ARG_DST, dst_mem}};
+        if (bias) args.emplace(DNNL_ARG_BIAS, bias_mem);
+        if (scratchpad_bytes > 0) {
+          args.emplace(DNNL_ARG_SCRATCHPAD,
+                       memory({{static_cast<int64_t>(scratchpad_bytes)}, Dt::u8, Tag::a}, engine,
+                              AlignedScratch<1>(scratchpad_bytes)));
+        }
+        prim.execute(stream, args);
+        stream.wait();
+        for (int64_t r = 0; r < chunk; ++r) {
+          std::memcpy(y + (r0 + r) * n + col0, out + r * cols, row_bytes);
+        }
+        r0 += chunk;
+      }
+    } catch (...) {  // not out of the parallel region: thrown once it is over
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (!error) error = std::current_exception();
+    }
+  });
+  if (error) std::rethrow_exception(error);
 }
 
 // The int8 kernel's epilogue for w's Linear over rows with these parameters.
@@ -508,7 +675,7 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
       std::memcpy(static_cast<float*>(src) + m * ldx, x + m * k, k * sizeof(float));
     }
   }
-  const void* packed = w.weight.get_data_handle();
+  const void* packed = w.few_rows_bf16 ? nullptr : w.weight.get_data_handle();
   const bool avx512 = GetCpuFeatures().avx512f;
   const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
   InParallel(threads, [&](int64_t t, int64_t nt) {
@@ -565,8 +732,9 @@ void LinearInt8(const CpuContext& ctx, const CpuPackedWeight& w, const float* x,
 }  // namespace
 
 size_t CpuPackedWeight::bytes() const {
-  size_t n =
-      int8_compute ? Int8VnniPackedBytes(out_features, in_features) : weight.get_desc().get_size();
+  size_t n = int8_compute ? Int8VnniPackedBytes(out_features, in_features)
+             : weight     ? weight.get_desc().get_size()
+                          : 0;
   if (bias) n += bias.get_desc().get_size();
   if (few_rows_bf16) n += FewRowsBf16PackedBytes(out_features, in_features);
   n += (weight_scale.size() + weight_comp.size()) * sizeof(float);
@@ -633,15 +801,19 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
   memory::desc chosen({in_features, out_features}, ComputeType(*w), columns ? Tag::ba : Tag::any);
   const auto pd = MakeMatmul(be.engine, *w, kChunkRows, chosen, Epilogue::kNone);
   w->weight_desc = pd.weights_desc();
-  w->weight = memory(w->weight_desc, be.engine);
-  // torch's [out, in] row-major is the matmul's [in, out] weight with tag ba;
-  // the reorder also rounds to bf16 (nearest even) for bf16 GEMMs.
-  memory user({{in_features, out_features}, Dt::f32, Tag::ba}, be.engine,
-              const_cast<float*>(weight));
-  dnnl::reorder(user, w->weight).execute(be.stream, user, w->weight);
-  be.stream.wait();
   if (type == DType::kBFloat16 && !w->bf16_compute && FewRowsBf16AsF32(cpu)) {
     w->few_rows_bf16 = PackFewRowsBf16(weight, out_features, in_features);
+    w->widened_for_gemm =
+        WideLayoutOf(w->weight_desc, out_features, in_features) != WideLayout::kNone;
+  }
+  if (!w->widened_for_gemm) {
+    w->weight = memory(w->weight_desc, be.engine);
+    // torch's [out, in] row-major is the matmul's [in, out] weight with tag
+    // ba; the reorder also rounds to bf16 (nearest even) for bf16 GEMMs.
+    memory user({{in_features, out_features}, Dt::f32, Tag::ba}, be.engine,
+                const_cast<float*>(weight));
+    dnnl::reorder(user, w->weight).execute(be.stream, user, w->weight);
+    be.stream.wait();
   }
   w->few_rows = FewRowsLayout(*w);
   return w;
@@ -679,6 +851,10 @@ void LinearFloat(const CpuContext& ctx, const float* x, int64_t rows, CpuPackedW
     float* dequantized = Scratch<float>(rows * k);
     QuantizeRows(ctx, x, rows, k, nullptr, 0, nullptr, 0, dequantized, Scratch<RowQuant>(rows));
     src = dequantized;
+  }
+  if (w.widened_for_gemm) {
+    GemmWidened(ctx, w, static_cast<const float*>(src), rows, epilogue, residual, y);
+    return;
   }
   GemmChunks(ctx, w, src, rows, epilogue, residual, y, /*bf16_out=*/false);
 }

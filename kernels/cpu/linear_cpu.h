@@ -22,10 +22,11 @@ namespace encoderd::kernels {
 struct CpuPackedWeight final : PackedWeight::Impl {
   size_t bytes() const override;
   bool bf16_values() const override { return bf16_compute; }
-  // bf16 weights run on bf16 GEMMs only where the CPU has AVX512-BF16;
-  // elsewhere they are kept as bf16-rounded fp32 values and the input is
-  // rounded the same way, which gives bf16 products with fp32 accumulation
-  // at fp32 GEMM speed (oneDNN's bf16 emulation is ~5x slower here).
+  // bf16 weights run on bf16 GEMMs only where the CPU has AVX512-BF16 (and
+  // it pays: cpu_features.h); elsewhere fp32 GEMMs multiply their values
+  // (few_rows_bf16, widened) by inputs rounded the same way, which gives
+  // bf16 products with fp32 accumulation at fp32 GEMM speed (oneDNN's bf16
+  // emulation is ~5x slower here).
   bool bf16_compute = false;
   // int8 weights (DType::kInt8): quantized once per output channel,
   // symmetric, w[n, k] ~ weight_scale[n] * q[n, k] with q in [-127, 127].
@@ -51,19 +52,28 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   // few_rows_bf16.
   bool few_rows = false;
   // bf16 weights where the CPU has AVX-512 or AVX2 + FMA but not
-  // AVX512-BF16: a bf16 copy of `weight` in the few-row layout
-  // (PackFewRowsBf16), so that a few rows read half the bytes of the fp32
-  // weights oneDNN keeps for more rows; such a weight takes 1.5x the memory
-  // of an fp32 one (3x a bf16_compute one).
+  // AVX512-BF16: the weight in bf16 in the few-row layout
+  // (PackFewRowsBf16), which a few rows read widened in registers. More
+  // rows run on oneDNN's fp32 GEMMs, on `weight` where it is kept, else
+  // (widened_for_gemm) on the copy widened at each call.
   std::unique_ptr<uint16_t[], FreeBytes> few_rows_bf16;
-  dnnl::memory weight;  // null handle when int8_compute
+  // few_rows_bf16 is the only copy (where weight_desc's layout is one that
+  // linear_cpu.cc's WidenFewRowsBf16 writes): `weight` is a null handle,
+  // and each thread widens its share of the columns into scratch for its
+  // own GEMMs (GemmWidened). Such a weight takes the memory of a
+  // bf16_compute one, half an fp32 one.
+  bool widened_for_gemm = false;
+  dnnl::memory weight;  // null handle when int8_compute or widened_for_gemm
   dnnl::memory bias;    // [1, out] fp32, null handle: no bias (int8_compute: added by the epilogue)
-  // One matmul per (rows, epilogue, bf16 output): oneDNN JITs per shape.
-  // Rows are split into chunks from a small set of sizes (see linear_cpu.cc)
-  // so the cache stays bounded whatever batch sizes arrive: at most
-  // kMaxPrimitivesPerEpilogue for each (epilogue, bf16 output).
+  // One matmul per (rows, epilogue, bf16 output, columns): oneDNN JITs per
+  // shape. Rows are split into chunks from a small set of sizes (see
+  // linear_cpu.cc) so the cache stays bounded whatever batch sizes arrive:
+  // at most kMaxPrimitivesPerEpilogue for each (epilogue, bf16 output,
+  // columns). The columns are out_features, but for widened_for_gemm,
+  // whose threads each run their own share of the columns (GemmWidened):
+  // two share widths at most for a given thread count.
   std::mutex mu;
-  std::map<std::tuple<int64_t, int, bool>, dnnl::matmul> primitives;
+  std::map<std::tuple<int64_t, int, bool, int64_t>, dnnl::matmul> primitives;
 };
 
 // The most row counts a weight's oneDNN GEMMs are called with, per

@@ -322,7 +322,11 @@ TEST(LinearTest, GemmChunksComeFromABoundedSetOfRowCounts) {
         EXPECT_LT(ScaledMaxError(got, want), 1e-4) << DTypeName(type) << " rows " << m;
       }
     }
-    EXPECT_EQ(impl.primitives.size(), static_cast<size_t>(kMaxPrimitivesPerEpilogue))
+    // A weight widened for the GEMMs (widened_for_gemm: a bf16 weight
+    // without AVX512-BF16) takes at most kChunkRows rows at a time: none of
+    // 2048 or 1024 rows. Its one column group is one thread's.
+    EXPECT_EQ(impl.primitives.size(),
+              static_cast<size_t>(kMaxPrimitivesPerEpilogue) - (impl.widened_for_gemm ? 2 : 0))
         << DTypeName(type);
   }
   // oneDNN's cache, which weights of one shape share, holds many such sets.
@@ -390,12 +394,15 @@ TEST(LinearTest, FewRowsMatchDoubleReference) {
 }
 
 // A bf16 weight [n, k] whose few rows run on a kernel that widens its bf16
-// copy (the two tests below): the copy counted in its bytes, oneDNN's fp32
-// weights overwritten with NaN (so that only the copy can give finite
-// results), the same bf16-rounded values packed as fp32, and a bf16 weight
-// of k + 1 inputs, whose few-row Linear (the same path, the same row
-// stride for an odd k) leaves NaN just past each row's k inputs in the row
-// scratch, which at an odd k the kernel must not multiply.
+// copy (the tests below): the same bf16-rounded values packed as fp32, and
+// a bf16 weight of k + 1 inputs, whose few-row Linear (the same path, the
+// same row stride for an odd k) leaves NaN just past each row's k inputs in
+// the row scratch, which at an odd k the kernel must not multiply. The copy
+// is the weight's only one where oneDNN's fp32 layout is one it is widened
+// into (widened_for_gemm: BA16a64b on AVX-512, plain on AVX2): its bytes
+// are then the copy's and the bias's, half the fp32 weight's. Elsewhere
+// oneDNN's fp32 weights are kept too, and overwritten here with NaN, so
+// that only the copy can give a few rows finite results.
 struct WidenedBf16 {
   std::vector<float> b, rounded_w;
   std::unique_ptr<PackedWeight> bf16, fp32, poison;
@@ -418,12 +425,24 @@ void MakeWidenedBf16(const CpuContext& ctx, int64_t n, int64_t k, uint32_t seed,
   auto& impl = static_cast<CpuPackedWeight&>(out->bf16->impl());
   ASSERT_TRUE(impl.few_rows_bf16 != nullptr) << "n " << n << " k " << k;
   ASSERT_TRUE(impl.few_rows);
-  // oneDNN's fp32 weights plus the bf16 copy (k padded to 32, n to 64).
-  EXPECT_EQ(out->bf16->bytes(), out->fp32->bytes() + static_cast<size_t>(FewRowsGroups(n) * 64 *
-                                                                         FewRowsBf16Inputs(k) * 2))
-      << "n " << n << " k " << k;
-  std::fill_n(static_cast<float*>(impl.weight.get_data_handle()),
-              impl.weight.get_desc().get_size() / sizeof(float), NAN);
+  // The bf16 copy: k padded to 32, n to 64.
+  const size_t copy = static_cast<size_t>(FewRowsGroups(n) * 64 * FewRowsBf16Inputs(k) * 2);
+  const size_t fp32_weight =
+      static_cast<const CpuPackedWeight&>(out->fp32->impl()).weight_desc.get_size();
+  // oneDNN 2.6 packs fp32 weights as BA16a64b on AVX-512 (the fp32 few-row
+  // layout, which the tests below assert).
+  if (GetCpuFeatures().avx512f) {
+    EXPECT_TRUE(impl.widened_for_gemm) << "n " << n << " k " << k;
+  }
+  if (impl.widened_for_gemm) {
+    EXPECT_FALSE(impl.weight);
+    EXPECT_EQ(out->bf16->bytes(), out->fp32->bytes() - fp32_weight + copy)
+        << "n " << n << " k " << k;
+  } else {
+    EXPECT_EQ(out->bf16->bytes(), out->fp32->bytes() + copy) << "n " << n << " k " << k;
+    std::fill_n(static_cast<float*>(impl.weight.get_data_handle()),
+                impl.weight.get_desc().get_size() / sizeof(float), NAN);
+  }
   const auto poison_w = RandomVector(64 * (k + 1), seed + 2);
   out->poison = PackedWeight::Pack(ctx, poison_w.data(), nullptr, 64, k + 1, DType::kBFloat16);
   ASSERT_TRUE(static_cast<const CpuPackedWeight&>(out->poison->impl()).few_rows);
@@ -546,6 +565,58 @@ TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
       ExpectFmaChainsOnAvx2(ctx, *wb.bf16, wb.rounded_w, wb.b, n, k, 63, /*round_x=*/true,
                             /*eight_lanes=*/false, [&](int64_t m) { wb.PoisonScratch(ctx, m, k); });
       if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// bf16 weights on a CPU with AVX-512 or AVX2 + FMA but not AVX512-BF16
+// (here, or with ctest kernels_without_bf16_vnni and kernels_avx2): more
+// rows than the few-row kernels take run on oneDNN's fp32 GEMMs over the
+// bf16 copy widened at each call (widened_for_gemm), each thread its share
+// of the columns: the GEMMs of the same bf16-rounded values packed as fp32,
+// bit for bit on AVX-512 (oneDNN's brgemm sums each column's products in
+// the same order whatever the columns and threads), and within fp32
+// summation on AVX2 (its GEMM there splits the inputs by thread count and
+// shape). One chunk of 37 and of 100 rows, and 600 rows in two (512 + 88),
+// at 1, 2 and 3 threads.
+TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsRunOneDnnOnTheWidenedCopy) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (!(cpu.avx512f || (cpu.avx2 && cpu.fma)) || (cpu.avx512_bf16 && cpu.avx512bw)) {
+    GTEST_SKIP() << "runs where the CPU has AVX-512 or AVX2 + FMA, and no AVX512-BF16 (or it is "
+                    "disabled)";
+  }
+  for (const int threads : {1, 2, 3}) {
+    CpuContext ctx(threads);
+    for (const auto& [n, k] : kWidenedShapes) {
+      WidenedBf16 wb;
+      MakeWidenedBf16(ctx, n, k, 71, &wb);
+      if (HasFatalFailure()) return;
+      const auto& impl = static_cast<const CpuPackedWeight&>(wb.bf16->impl());
+      if (!impl.widened_for_gemm) continue;  // its own fp32 weights, NaN now (MakeWidenedBf16)
+      for (const int64_t m : {int64_t{37}, int64_t{100}, int64_t{600}}) {
+        const auto x = RandomVector(m * k, 73 + m);
+        const auto rounded_x = RoundedToBFloat16(x);
+        const auto residual = RandomVector(m * n, 74, -2.f, 2.f);
+        for (const Epilogue ep :
+             {Epilogue::kNone, Epilogue::kGelu, Epilogue::kRelu, Epilogue::kResidual}) {
+          const bool res = ep == Epilogue::kResidual;
+          std::vector<float> got = res ? residual : std::vector<float>(m * n, NAN);
+          std::vector<float> want = got;
+          Linear(ctx, DType::kFloat32, x.data(), m, *wb.bf16, ep, res ? got.data() : nullptr,
+                 got.data());
+          Linear(ctx, DType::kFloat32, rounded_x.data(), m, *wb.fp32, ep,
+                 res ? want.data() : nullptr, want.data());
+          if (cpu.avx512f) {
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+                << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
+                << static_cast<int>(ep);
+          } else {
+            EXPECT_LT(ScaledMaxError(got, std::vector<double>(want.begin(), want.end())), 1e-5)
+                << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
+                << static_cast<int>(ep);
+          }
+        }
+      }
     }
   }
 }
