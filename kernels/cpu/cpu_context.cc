@@ -34,7 +34,8 @@ void CapOneDnnIsa() {
 // kOneDnnPrimitiveCacheEntries, unless ONEDNN_PRIMITIVE_CACHE_CAPACITY or
 // DNNL_PRIMITIVE_CACHE_CAPACITY (oneDNN reads both) sets it. A weight shape
 // takes up to kMaxPrimitivesPerEpilogue (154) entries for each epilogue,
-// output type and thread count it runs with, so oneDNN's default of 1024
+// output type and thread count it runs with (a bf16 weight widened for
+// fp32 GEMMs, linear_cpu.h, up to three times as many), so oneDNN's default of 1024
 // holds about six such sets, fewer than two models of different shapes use
 // (a BERT-like model four); past it, a weight whose primitives were evicted
 // compiles and keeps copies of its own (0.1-0.3 MB a primitive in a

@@ -14,7 +14,7 @@
 //   bf16 values, k rounded up to 32 (FewRowsBf16Inputs).
 // The padding (columns past n, inputs past k) is zero. The bf16 weights of
 // a CPU without AVX512-BF16 are packed in the same bf16 layout by
-// PackFewRowsBf16 (linear_cpu.cc): oneDNN keeps fp32 ones for its GEMMs there.
+// PackFewRowsBf16 (linear_cpu.cc), widened there for oneDNN's fp32 GEMMs.
 // - fp32 on AVX2 (oneDNN's GEMM there takes plain layouts): ba, [n][k]
 //   floats (torch's own layout), no padding, which linear_cpu.cc asks
 //   oneDNN for where FewRowsGemmF32Avx2 reads the weight.

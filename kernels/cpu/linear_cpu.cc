@@ -1,5 +1,7 @@
 #include "kernels/cpu/linear_cpu.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -33,8 +35,9 @@ using Dt = memory::data_type;
 // left; then a remainder r < 512 is one chunk of exactly r rows up to
 // kExactRows, and beyond that 16 * (r / 16) rows and r % 16 rows. A weight
 // thus needs at most kMaxPrimitivesPerEpilogue (3 + 23 + 128) primitives
-// per epilogue and output type, whatever the batch sizes (a new primitive
-// costs 0.3-1.5 ms to create; kernels/bench/gemm_bench compares chunked
+// per epilogue and output type (and column share, for a weight widened for
+// them: GemmWidened, which takes chunks of up to 512), whatever the batch
+// sizes (a new primitive costs 0.3-1.5 ms to create; kernels/bench/gemm_bench compares chunked
 // calls with one exact-size primitive). Each chunk reads the whole weight
 // once (from L3 when the chunk before has just read it): `encoderd
 // bench`'s W1 (4345 rows) reads it 4 times (2048, 2048, 240, 9 rows), and
@@ -350,8 +353,9 @@ void* AlignedScratch(size_t bytes) {
   thread_local size_t size = 0;
   if (size < bytes) {
     const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-    buffer.reset(static_cast<char*>(std::aligned_alloc(kAlign, rounded)));
-    if (!buffer) throw std::bad_alloc();
+    char* grown = static_cast<char*>(std::aligned_alloc(kAlign, rounded));
+    if (grown == nullptr) throw std::bad_alloc();  // the old buffer stays, and its size
+    buffer.reset(grown);
     size = rounded;
   }
   return buffer.get();
@@ -423,37 +427,64 @@ dnnl::matmul GetPanelPrimitive(const CpuContext& ctx, CpuPackedWeight& w, int64_
   return prim;
 }
 
+// How GemmWidened splits `rows` rows of `groups` column groups between
+// `threads`: into `columns` shares of the groups by `parts` of the rows
+// (columns x parts <= threads), the split whose largest share of groups x
+// rows is smallest, a part having 48 rows at least (each part widens its
+// share's weights again); of equal ones, the fewest parts.
+struct WideSplit {
+  int64_t columns, parts;
+};
+
+WideSplit SplitWide(int64_t groups, int64_t threads, int64_t rows) {
+  constexpr int64_t kMinPartRows = 48;
+  WideSplit best{1, 1};
+  int64_t best_cost = std::numeric_limits<int64_t>::max();
+  for (int64_t parts = 1; parts <= std::max<int64_t>(1, rows / kMinPartRows); ++parts) {
+    const int64_t columns = std::min(groups, threads / parts);
+    if (columns < 1) break;
+    const int64_t cost = (groups + columns - 1) / columns * ((rows + parts - 1) / parts);
+    if (cost < best_cost) best = {columns, parts}, best_cost = cost;
+  }
+  return best;
+}
+
 // GemmChunks for a widened_for_gemm weight, on fp32 src: each thread
 // widens its share of the column groups and runs oneDNN's GEMMs over them
-// alone (oneDNN takes one thread inside a parallel region), so that each
-// widened column is read from the cache of the core that wrote it. A
-// thread's GEMMs write its columns of up to kChunkRows rows into its own
-// scratch, copied into y after: oneDNN 2.6 has no brgemm matmul into rows
-// further apart than their columns (it picks its reference matmul, ~100x
-// slower), and its jit GEMM there, on plain weights, made 64-512 rows
-// slower still. The widening, the copies and the threads' waits cost what
-// docs/architecture.md ("bf16 weights without bf16 instructions") measures
-// against the fp32 copy these weights kept before.
+// and its part of the rows alone (oneDNN takes one thread inside a parallel
+// region), so that each widened column is read from the cache of the core
+// that wrote it; where the threads outnumber the groups, the rows are split
+// too (SplitWide). A thread's GEMMs write its columns of up to kChunkRows
+// rows into its own scratch, copied into y after: oneDNN 2.6 has no brgemm
+// matmul into rows further apart than their columns (it picks its
+// reference matmul, ~100x slower), and its jit GEMM there, on plain
+// weights, made 64-512 rows slower still. Each thread keeps its largest
+// share of a weight widened in scratch (BERT-base: 9.4 MB / threads, or
+// more with row parts). The widening, the copies and the threads' waits
+// cost what docs/architecture.md ("bf16 weights without bf16 instructions")
+// measures against the fp32 copy these weights kept before.
 void GemmWidened(const CpuContext& ctx, CpuPackedWeight& w, const float* src, int64_t rows,
                  Epilogue epilogue, const float* residual, float* y) {
   const int64_t n = w.out_features, k = w.in_features, groups = FewRowsGroups(n);
   const WideLayout layout = WideLayoutOf(w.weight_desc, n, k);
-  // Each thread's share at its groups' offset: a group is 64 columns of
-  // FewRowsF32Inputs(k) >= k inputs in either layout.
-  float* wide = static_cast<float*>(AlignedScratch<0>(
-      static_cast<size_t>(groups * kFewRowsGroupColumns * FewRowsF32Inputs(k)) * sizeof(float)));
   const auto& engine = ctx.backend().engine;
   const float* bias = w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr;
   std::mutex error_mu;
   std::exception_ptr error;
   InParallel(ctx.num_threads(), [&](int64_t t, int64_t nt) {
-    const Share share = ShareOf(groups, t, nt);
-    if (share.begin == share.end) return;
+    const WideSplit split = SplitWide(groups, nt, rows);
+    if (t >= split.columns * split.parts) return;
+    const Share share = ShareOf(groups, t / split.parts, split.columns);
+    const Share part = ShareOf(rows, t % split.parts, split.parts);
+    if (share.begin == share.end || part.begin == part.end) return;
     try {
+      // oneDNN sizes a primitive's scratchpad and work for its threads:
+      // here, this one (the region's own count is back when it ends).
+      if (omp_in_parallel()) omp_set_num_threads(1);
       const int64_t col0 = share.begin * kFewRowsGroupColumns;
       const memory::desc panel = WidePanelDesc(layout, n, k, share.begin, share.end);
       const int64_t cols = panel.dims()[1];
-      float* mine = wide + col0 * FewRowsF32Inputs(k);
+      float* mine = static_cast<float*>(AlignedScratch<0>(panel.get_size()));
       WidenFewRowsBf16(w.few_rows_bf16.get(), n, k, layout, share.begin, share.end, mine);
       const memory weight(panel, engine, mine);
       memory bias_mem;
@@ -461,10 +492,10 @@ void GemmWidened(const CpuContext& ctx, CpuPackedWeight& w, const float* src, in
         bias_mem = memory({{1, cols}, Dt::f32, Tag::ab}, engine, const_cast<float*>(bias + col0));
       }
       dnnl::stream stream(engine);  // a stream of this thread's own
-      float* out = Scratch<float, 4>(std::min(rows, kChunkRows) * cols);
+      float* out = Scratch<float, 4>(std::min(part.end - part.begin, kChunkRows) * cols);
       const size_t row_bytes = sizeof(float) * cols;
-      for (int64_t r0 = 0; r0 < rows;) {
-        const int64_t chunk = ChunkRows(rows - r0, kChunkRows);
+      for (int64_t r0 = part.begin; r0 < part.end;) {
+        const int64_t chunk = ChunkRows(part.end - r0, kChunkRows);
         if (epilogue == Epilogue::kResidual) {  // the sum post-op adds out's values
           for (int64_t r = 0; r < chunk; ++r) {
             std::memcpy(out + r * cols, residual + (r0 + r) * n + col0, row_bytes);

@@ -71,7 +71,8 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   // at most kMaxPrimitivesPerEpilogue for each (epilogue, bf16 output,
   // columns). The columns are out_features, but for widened_for_gemm,
   // whose threads each run their own share of the columns (GemmWidened):
-  // two share widths at most for a given thread count.
+  // three share widths at most for a given thread count (two from the
+  // split, a third where the last share ends in a partial group).
   std::mutex mu;
   std::map<std::tuple<int64_t, int, bool, int64_t>, dnnl::matmul> primitives;
 };

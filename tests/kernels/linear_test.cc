@@ -578,7 +578,8 @@ TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
 // the same order whatever the columns and threads), and within fp32
 // summation on AVX2 (its GEMM there splits the inputs by thread count and
 // shape). One chunk of 37 and of 100 rows, and 600 rows in two (512 + 88),
-// at 1, 2 and 3 threads.
+// at 1, 2 and 3 threads (3 threads on one or two column groups split the
+// rows as well: GemmWidened); the residual in place and apart.
 TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsRunOneDnnOnTheWidenedCopy) {
   const CpuFeatures& cpu = GetCpuFeatures();
   if (!(cpu.avx512f || (cpu.avx2 && cpu.fma)) || (cpu.avx512_bf16 && cpu.avx512bw)) {
@@ -606,14 +607,21 @@ TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsRunOneDnnOnTheWidenedCopy) {
                  got.data());
           Linear(ctx, DType::kFloat32, rounded_x.data(), m, *wb.fp32, ep,
                  res ? want.data() : nullptr, want.data());
-          if (cpu.avx512f) {
-            EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-                << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
-                << static_cast<int>(ep);
-          } else {
-            EXPECT_LT(ScaledMaxError(got, std::vector<double>(want.begin(), want.end())), 1e-5)
-                << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
-                << static_cast<int>(ep);
+          std::vector<float> apart(m * n, NAN);  // the residual in its own buffer
+          if (res) {
+            Linear(ctx, DType::kFloat32, x.data(), m, *wb.bf16, ep, residual.data(), apart.data());
+          }
+          for (const std::vector<float>* y : {&got, &apart}) {
+            if (y == &apart && !res) continue;
+            if (cpu.avx512f) {
+              EXPECT_EQ(std::memcmp(y->data(), want.data(), want.size() * sizeof(float)), 0)
+                  << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
+                  << static_cast<int>(ep);
+            } else {
+              EXPECT_LT(ScaledMaxError(*y, std::vector<double>(want.begin(), want.end())), 1e-5)
+                  << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
+                  << static_cast<int>(ep);
+            }
           }
         }
       }
