@@ -457,7 +457,7 @@ WideSplit SplitWide(int64_t groups, int64_t threads, int64_t rows) {
 // too (SplitWide). A thread's GEMMs write its columns of up to kChunkRows
 // rows into its own scratch, copied into y after: oneDNN 2.6 has no brgemm
 // matmul into rows further apart than their columns (it picks its
-// reference matmul, ~100x slower), and its jit GEMM there, on plain
+// reference matmul, about 2,500x slower), and its jit GEMM there, on plain
 // weights, made 64-512 rows slower still. Each thread keeps its largest
 // share of a weight widened in scratch (BERT-base: 9.4 MB / threads, or
 // more with row parts). The widening, the copies and the threads' waits
