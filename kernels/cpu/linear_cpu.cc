@@ -674,8 +674,32 @@ std::unique_ptr<uint16_t[], CpuPackedWeight::FreeBytes> PackFewRowsBf16(const fl
   return packed;
 }
 
+// LinearFewRows' kernel over the column group g of y.
+void FewRowsGroup(const CpuPackedWeight& w, const void* src, int64_t rows, int64_t ldx,
+                  const void* packed, bool avx512, int64_t g, const FewRowsEpilogue& e, float* y) {
+  const int64_t n = w.out_features, k = w.in_features, begin = g, end = g + 1;
+  if (w.bf16_compute) {
+    FewRowsGemmBf16(static_cast<const uint16_t*>(src), rows, ldx,
+                    static_cast<const uint16_t*>(packed), n, k, begin, end, e, y);
+  } else if (w.few_rows_bf16 && avx512) {
+    FewRowsGemmBf16AsF32(static_cast<const float*>(src), rows, ldx, w.few_rows_bf16.get(), n, k,
+                         begin, end, e, y);
+  } else if (w.few_rows_bf16) {
+    FewRowsGemmBf16AsF32Avx2(static_cast<const float*>(src), rows, ldx, w.few_rows_bf16.get(), n, k,
+                             begin, end, e, y);
+  } else if (avx512) {
+    FewRowsGemmF32(static_cast<const float*>(src), rows, ldx, static_cast<const float*>(packed), n,
+                   k, begin, end, e, y);
+  } else {
+    FewRowsGemmF32Avx2(static_cast<const float*>(src), rows, ldx, static_cast<const float*>(packed),
+                       n, k, begin, end, e, y);
+  }
+}
+
 // y = epilogue(x W^T + b) for rows <= FewRowsLimit(w) on the few-row kernels:
-// the column groups split between the threads, each weight read once. x16:
+// the column groups claimed by the threads one at a time (ClaimedShares:
+// each thread its own range in order, then the back half of another's),
+// each weight read once. x16:
 // for a bf16_compute weight, bf16 rows in place of x, copied as they are.
 void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float* x, int64_t rows,
                    Epilogue epilogue, const float* residual, float* y,
@@ -709,24 +733,9 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
   const void* packed = w.few_rows_bf16 ? nullptr : w.weight.get_data_handle();
   const bool avx512 = GetCpuFeatures().avx512f;
   const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
-  InParallel(threads, [&](int64_t t, int64_t nt) {
-    const auto [begin, end] = ShareOf(groups, t, nt);
-    if (w.bf16_compute) {
-      FewRowsGemmBf16(static_cast<const uint16_t*>(src), rows, ldx,
-                      static_cast<const uint16_t*>(packed), n, k, begin, end, e, y);
-    } else if (w.few_rows_bf16 && avx512) {
-      FewRowsGemmBf16AsF32(static_cast<const float*>(src), rows, ldx, w.few_rows_bf16.get(), n, k,
-                           begin, end, e, y);
-    } else if (w.few_rows_bf16) {
-      FewRowsGemmBf16AsF32Avx2(static_cast<const float*>(src), rows, ldx, w.few_rows_bf16.get(), n,
-                               k, begin, end, e, y);
-    } else if (avx512) {
-      FewRowsGemmF32(static_cast<const float*>(src), rows, ldx, static_cast<const float*>(packed),
-                     n, k, begin, end, e, y);
-    } else {
-      FewRowsGemmF32Avx2(static_cast<const float*>(src), rows, ldx,
-                         static_cast<const float*>(packed), n, k, begin, end, e, y);
-    }
+  ClaimedShares claims(groups, threads);
+  InParallel(threads, [&](int64_t t, int64_t /*nt*/) {
+    for (int64_t g; claims.Next(t, &g);) FewRowsGroup(w, src, rows, ldx, packed, avx512, g, e, y);
   });
 }
 
@@ -743,13 +752,16 @@ void LinearInt8(const CpuContext& ctx, const CpuPackedWeight& w, const float* x,
   QuantizeRows(ctx, x, rows, k, q, ldq, pairs, ldp, nullptr, params);
   const Int8Inputs in{q, ldq, pairs, ldp};
   if (few_rows) {
-    // Every row in one tile, the column groups split between the threads.
+    // Every row in one tile, the column groups claimed by the threads
+    // (ClaimedShares), as LinearFewRows claims them.
     const Int8Epilogue e = MakeInt8Epilogue(w, params, epilogue, residual);
     const int64_t groups = Int8VnniGroups(n);
     const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
-    InParallel(threads, [&](int64_t t, int64_t nt) {
-      const Share share = ShareOf(groups, t, nt);
-      Int8GemmVnniFewRows(q, rows, ldq, w.int8_weight.get(), n, k, share.begin, share.end, e, y);
+    ClaimedShares claims(groups, threads);
+    InParallel(threads, [&](int64_t t, int64_t /*nt*/) {
+      for (int64_t g; claims.Next(t, &g);) {
+        Int8GemmVnniFewRows(q, rows, ldq, w.int8_weight.get(), n, k, g, g + 1, e, y);
+      }
     });
     return;
   }

@@ -2,8 +2,10 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
+#include <stdexcept>
 #include <thread>
 
 namespace encoderd::kernels {
@@ -77,6 +79,63 @@ bool RunOnTeam(int threads, Call call, const void* body) noexcept {
 }
 
 }  // namespace parallel_internal
+
+namespace {
+
+constexpr uint64_t PackRange(int64_t begin, int64_t end) {
+  return static_cast<uint64_t>(begin) << 32 | static_cast<uint64_t>(end);
+}
+constexpr int64_t RangeBegin(uint64_t r) { return static_cast<int64_t>(r >> 32); }
+constexpr int64_t RangeEnd(uint64_t r) { return static_cast<int64_t>(r & 0xffffffffu); }
+
+}  // namespace
+
+ClaimedShares::ClaimedShares(int64_t n, int64_t threads)
+    : ranges_(static_cast<size_t>(std::max<int64_t>(threads, 1))) {
+  if (n < 0 || n > int64_t{0xffffffff}) throw std::invalid_argument("ClaimedShares: item count");
+  const int64_t nt = static_cast<int64_t>(ranges_.size());
+  for (int64_t t = 0; t < nt; ++t) {
+    const Share share = ShareOf(n, t, nt);
+    ranges_[static_cast<size_t>(t)].items.store(PackRange(share.begin, share.end),
+                                                std::memory_order_relaxed);
+  }
+}
+
+bool ClaimedShares::Next(int64_t t, int64_t* item) {
+  std::atomic<uint64_t>& mine = ranges_[static_cast<size_t>(t)].items;
+  uint64_t r = mine.load(std::memory_order_relaxed);
+  while (RangeBegin(r) < RangeEnd(r)) {
+    if (mine.compare_exchange_weak(r, PackRange(RangeBegin(r) + 1, RangeEnd(r)),
+                                   std::memory_order_relaxed)) {
+      *item = RangeBegin(r);
+      return true;
+    }
+  }
+  // The others only shrink a share; only its own thread refills it (below),
+  // once it is empty, with the back of another share's range less the item
+  // it claims at once. So no share holds the same range twice, and a
+  // compare-exchange that succeeds found the range it read.
+  for (;;) {
+    size_t victim = ranges_.size();
+    uint64_t seen = 0;
+    int64_t most = 0;
+    for (size_t u = 0; u < ranges_.size(); ++u) {
+      const uint64_t v = ranges_[u].items.load(std::memory_order_relaxed);
+      if (RangeEnd(v) - RangeBegin(v) > most) {
+        victim = u, seen = v, most = RangeEnd(v) - RangeBegin(v);
+      }
+    }
+    if (victim == ranges_.size()) return false;
+    const int64_t end = RangeEnd(seen), from = end - (most + 1) / 2;
+    if (!ranges_[victim].items.compare_exchange_strong(seen, PackRange(RangeBegin(seen), from),
+                                                       std::memory_order_relaxed)) {
+      continue;  // its owner or another thread took some first: look again
+    }
+    mine.store(PackRange(from + 1, end), std::memory_order_relaxed);
+    *item = from;
+    return true;
+  }
+}
 
 void WithTeam(int threads, const std::function<void()>& work) {
   if (threads <= 1 || current_team != nullptr || omp_in_parallel()) {

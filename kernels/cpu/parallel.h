@@ -4,8 +4,10 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace encoderd::kernels {
 
@@ -57,5 +59,30 @@ struct Share {
   int64_t begin, end;
 };
 inline Share ShareOf(int64_t n, int64_t t, int64_t nt) { return {n * t / nt, n * (t + 1) / nt}; }
+
+// n items split between `threads` threads as ShareOf splits them, for the
+// threads of one region to claim: each takes its own share's items from
+// the front, one at a time, in order; one whose share is done takes the
+// back half of the largest share left (the larger half of an odd count)
+// and goes on with it in the same way. So a thread that falls behind (a
+// preempted vCPU, a core another process shares) leaves its last items to
+// the others instead of holding them all at the region's end. Every item
+// is claimed once, also where the runtime runs fewer threads than
+// `threads`: the shares of those never started are taken. Any thread may
+// call Next for its own t; a claim is one atomic operation on the share's
+// cache line.
+class ClaimedShares {
+ public:
+  ClaimedShares(int64_t n, int64_t threads);
+  // Thread t's next item: true and *item; false once no share has any left.
+  bool Next(int64_t t, int64_t* item);
+
+ private:
+  // [begin, end) of a share's unclaimed items, packed begin << 32 | end.
+  struct alignas(64) Range {
+    std::atomic<uint64_t> items{0};
+  };
+  std::vector<Range> ranges_;
+};
 
 }  // namespace encoderd::kernels

@@ -74,6 +74,83 @@ TEST(InParallelTest, SharesCoverTheItemsInOrderAndEvenly) {
   }
 }
 
+// Claims made one after another, as threads that take turns would make
+// them.
+TEST(ClaimedSharesTest, EachThreadClaimsItsShareInOrderThenTheBackHalfOfTheLargestLeft) {
+  ClaimedShares claims(10, 2);  // shares [0, 5) and [5, 10)
+  int64_t item = -1;
+  for (int64_t expected = 0; expected < 5; ++expected) {
+    ASSERT_TRUE(claims.Next(0, &item));
+    EXPECT_EQ(item, expected);
+  }
+  ASSERT_TRUE(claims.Next(1, &item));  // thread 1 has begun its own
+  EXPECT_EQ(item, 5);
+  // Thread 0's share is done: it takes [8, 10) of thread 1's [6, 10).
+  ASSERT_TRUE(claims.Next(0, &item));
+  EXPECT_EQ(item, 8);
+  ASSERT_TRUE(claims.Next(1, &item));
+  EXPECT_EQ(item, 6);
+  ASSERT_TRUE(claims.Next(0, &item));
+  EXPECT_EQ(item, 9);
+  // Thread 0 is done again and thread 1 has [7, 8) left: the larger half
+  // of one is that one.
+  ASSERT_TRUE(claims.Next(0, &item));
+  EXPECT_EQ(item, 7);
+  EXPECT_FALSE(claims.Next(1, &item));
+  EXPECT_FALSE(claims.Next(0, &item));
+}
+
+TEST(ClaimedSharesTest, SharesOfThreadsThatNeverRunAreTaken) {
+  // The runtime may run fewer threads than the shares were made for.
+  for (const int64_t n : {0, 1, 7, 36, 48}) {
+    for (const int64_t threads : {1, 2, 3, 8}) {
+      ClaimedShares claims(n, threads);
+      std::vector<int> seen(static_cast<size_t>(n), 0);
+      int64_t item = -1;
+      for (int64_t count = 0; claims.Next(0, &item); ++count) {
+        ASSERT_LT(count, n) << n << " items, " << threads << " shares";
+        ASSERT_GE(item, 0);
+        ASSERT_LT(item, n);
+        ++seen[static_cast<size_t>(item)];
+      }
+      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(seen[static_cast<size_t>(i)], 1) << "item " << i;
+    }
+  }
+}
+
+TEST(ClaimedSharesTest, ThreadsClaimingAtOnceClaimEveryItemOnce) {
+  for (const int64_t n : {1, 12, 48, 1000}) {
+    for (const int threads : {2, 3, 4}) {
+      ClaimedShares claims(n, threads);
+      std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+      std::vector<int64_t> claimed(static_cast<size_t>(threads), 0);
+      std::vector<std::thread> team;
+      for (int t = 0; t < threads; ++t) {
+        team.emplace_back([&, t] {
+          for (int64_t item; claims.Next(t, &item);) {
+            seen[static_cast<size_t>(item)].fetch_add(1);
+            ++claimed[static_cast<size_t>(t)];
+            // Thread 0 dawdles, so that the others take from its share.
+            if (t == 0) std::this_thread::yield();
+          }
+        });
+      }
+      for (std::thread& thread : team) thread.join();
+      int64_t total = 0;
+      for (const int64_t c : claimed) total += c;
+      EXPECT_EQ(total, n) << n << " items, " << threads << " threads";
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_EQ(seen[static_cast<size_t>(i)].load(), 1) << "item " << i << " of " << n;
+      }
+    }
+  }
+}
+
+TEST(ClaimedSharesTest, RefusesMoreItemsThanItCounts) {
+  EXPECT_THROW(ClaimedShares(int64_t{1} << 32, 2), std::invalid_argument);
+  EXPECT_THROW(ClaimedShares(-1, 2), std::invalid_argument);
+}
+
 TEST(WithTeamTest, TheWorksRegionsRunOnTheThreadsItHolds) {
   const std::thread::id caller = std::this_thread::get_id();
   std::set<std::thread::id> others;
