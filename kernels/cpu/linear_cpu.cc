@@ -674,10 +674,11 @@ std::unique_ptr<uint16_t[], CpuPackedWeight::FreeBytes> PackFewRowsBf16(const fl
   return packed;
 }
 
-// LinearFewRows' kernel over the column group g of y.
-void FewRowsGroup(const CpuPackedWeight& w, const void* src, int64_t rows, int64_t ldx,
-                  const void* packed, bool avx512, int64_t g, const FewRowsEpilogue& e, float* y) {
-  const int64_t n = w.out_features, k = w.in_features, begin = g, end = g + 1;
+// LinearFewRows' kernel over the column groups [begin, end) of y.
+void RunFewRowsKernel(const CpuPackedWeight& w, const void* src, int64_t rows, int64_t ldx,
+                      const void* packed, bool avx512, int64_t begin, int64_t end,
+                      const FewRowsEpilogue& e, float* y) {
+  const int64_t n = w.out_features, k = w.in_features;
   if (w.bf16_compute) {
     FewRowsGemmBf16(static_cast<const uint16_t*>(src), rows, ldx,
                     static_cast<const uint16_t*>(packed), n, k, begin, end, e, y);
@@ -733,9 +734,15 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
   const void* packed = w.few_rows_bf16 ? nullptr : w.weight.get_data_handle();
   const bool avx512 = GetCpuFeatures().avx512f;
   const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
+  if (threads <= 1) {
+    RunFewRowsKernel(w, src, rows, ldx, packed, avx512, 0, groups, e, y);
+    return;
+  }
   ClaimedShares claims(groups, threads);
   InParallel(threads, [&](int64_t t, int64_t /*nt*/) {
-    for (int64_t g; claims.Next(t, &g);) FewRowsGroup(w, src, rows, ldx, packed, avx512, g, e, y);
+    for (int64_t g; claims.Next(t, &g);) {
+      RunFewRowsKernel(w, src, rows, ldx, packed, avx512, g, g + 1, e, y);
+    }
   });
 }
 
@@ -757,6 +764,10 @@ void LinearInt8(const CpuContext& ctx, const CpuPackedWeight& w, const float* x,
     const Int8Epilogue e = MakeInt8Epilogue(w, params, epilogue, residual);
     const int64_t groups = Int8VnniGroups(n);
     const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
+    if (threads <= 1) {
+      Int8GemmVnniFewRows(q, rows, ldq, w.int8_weight.get(), n, k, 0, groups, e, y);
+      return;
+    }
     ClaimedShares claims(groups, threads);
     InParallel(threads, [&](int64_t t, int64_t /*nt*/) {
       for (int64_t g; claims.Next(t, &g);) {

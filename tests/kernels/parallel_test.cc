@@ -146,6 +146,17 @@ TEST(ClaimedSharesTest, ThreadsClaimingAtOnceClaimEveryItemOnce) {
   }
 }
 
+TEST(ClaimedSharesTest, CountsUpToTheLargestItsRangesHold) {
+  ClaimedShares claims(0xffffffff, 2);  // [0, 0x7fffffff) and [0x7fffffff, 0xffffffff)
+  int64_t item = -1;
+  ASSERT_TRUE(claims.Next(1, &item));
+  EXPECT_EQ(item, 0x7fffffff);
+  ASSERT_TRUE(claims.Next(1, &item));
+  EXPECT_EQ(item, 0x80000000);
+  ASSERT_TRUE(claims.Next(0, &item));
+  EXPECT_EQ(item, 0);
+}
+
 TEST(ClaimedSharesTest, RefusesMoreItemsThanItCounts) {
   EXPECT_THROW(ClaimedShares(int64_t{1} << 32, 2), std::invalid_argument);
   EXPECT_THROW(ClaimedShares(-1, 2), std::invalid_argument);
