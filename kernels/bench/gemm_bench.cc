@@ -97,7 +97,7 @@ std::pair<const char*, size_t> ReadBytes(const PackedWeight& weight, int64_t row
     return {reinterpret_cast<const char*>(w.int8_weight.get()),
             encoderd::kernels::Int8VnniPackedBytes(w.out_features, w.in_features)};
   }
-  if (w.few_rows_bf16 && (rows <= encoderd::kernels::kFewRowsMax || w.widened_for_gemm)) {
+  if (w.few_rows_bf16 && (rows <= encoderd::kernels::kFewRowsMax || w.widened_for_gemm())) {
     return {reinterpret_cast<const char*>(w.few_rows_bf16.get()),
             encoderd::kernels::FewRowsBf16PackedBytes(w.out_features, w.in_features)};
   }
@@ -335,7 +335,7 @@ int main(int argc, char** argv) {
           wd = impl.weight_desc;
           if (impl.weight) {
             dnnl_w.push_back(impl.weight);
-          } else {  // widened_for_gemm: oneDNN's fp32 weights, for its own pass
+          } else {  // widened_for_gemm(): oneDNN's fp32 weights, for its own pass
             memory wm(wd, be.engine);
             std::memset(wm.get_data_handle(), 0, wd.get_size());
             dnnl_w.push_back(wm);
@@ -351,7 +351,7 @@ int main(int argc, char** argv) {
             static_cast<const encoderd::kernels::CpuPackedWeight&>(weights.back()->impl());
         const bool bf16_copy =
             bf16_as_fp32 && impl.few_rows_bf16 &&
-            (stream_rows <= encoderd::kernels::kFewRowsMax || impl.widened_for_gemm);
+            (stream_rows <= encoderd::kernels::kFewRowsMax || impl.widened_for_gemm());
         bytes += static_cast<double>(s.n) * s.k * (bf16_copy ? 2 : size);
         dnnl_bytes += static_cast<double>(s.n) * s.k * size;
       }

@@ -117,15 +117,25 @@ dnnl::matmul::primitive_desc MakeMatmul(const dnnl::engine& engine, const CpuPac
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weight_desc, dst), attr, engine);
 }
 
-dnnl::matmul GetPrimitive(const CpuContext& ctx, CpuPackedWeight& w, int64_t rows,
-                          Epilogue epilogue, bool bf16_out = false) {
-  const auto key = std::make_tuple(rows, static_cast<int>(epilogue), bf16_out, w.out_features);
+// The matmul w caches under (rows, epilogue, bf16 output, columns), made
+// by make() the first time (under w.mu, which the oneDNN JIT then holds).
+template <class Make>
+dnnl::matmul CachedMatmul(CpuPackedWeight& w, int64_t rows, Epilogue epilogue, bool bf16_out,
+                          int64_t cols, const Make& make) {
+  const auto key = std::make_tuple(rows, static_cast<int>(epilogue), bf16_out, cols);
   std::lock_guard<std::mutex> lock(w.mu);
   auto it = w.primitives.find(key);
   if (it != w.primitives.end()) return it->second;
-  dnnl::matmul prim(MakeMatmul(ctx.backend().engine, w, rows, w.weight_desc, epilogue, bf16_out));
+  dnnl::matmul prim(make());
   w.primitives.emplace(key, prim);
   return prim;
+}
+
+dnnl::matmul GetPrimitive(const CpuContext& ctx, CpuPackedWeight& w, int64_t rows,
+                          Epilogue epilogue, bool bf16_out = false) {
+  return CachedMatmul(w, rows, epilogue, bf16_out, w.out_features, [&] {
+    return MakeMatmul(ctx.backend().engine, w, rows, w.weight_desc, epilogue, bf16_out);
+  });
 }
 
 // Per-thread scratch, one buffer per (type, slot): a pointer stays valid
@@ -296,13 +306,9 @@ void GeluOfBf16(const CpuContext& ctx, void* y, int64_t count, bool bf16_out) {
   });
 }
 
-// The fp32 layouts of oneDNN's GEMMs into which a bf16 copy in the few-row
-// layout is widened (WidenFewRowsBf16): BA16a64b, where oneDNN runs AVX-512
-// ([n/64][k rounded up to 16][64], the fp32 few-row layout), and plain ab
-// ([k][n]), which it takes on AVX2. kNone: another layout, which keeps its
-// own fp32 copy.
-enum class WideLayout { kNone, kBlocked, kPlain };
+using WideLayout = CpuPackedWeight::WideLayout;
 
+// The layout of oneDNN's fp32 weights `desc` [k, n] as a WideLayout.
 WideLayout WideLayoutOf(const memory::desc& desc, int64_t n, int64_t k) {
   const memory::dims dims = {k, n};
   if (desc == memory::desc(dims, Dt::f32, Tag::BA16a64b)) return WideLayout::kBlocked;
@@ -310,13 +316,17 @@ WideLayout WideLayoutOf(const memory::desc& desc, int64_t n, int64_t k) {
   return WideLayout::kNone;
 }
 
-// The fp32 weight of columns [64 * group_begin, 64 * group_end) (up to n)
+// How many of n columns the column groups [group_begin, group_end) hold.
+int64_t GroupColumns(int64_t n, int64_t group_begin, int64_t group_end) {
+  return std::min(n, group_end * kFewRowsGroupColumns) - group_begin * kFewRowsGroupColumns;
+}
+
+// The fp32 weight of column groups [group_begin, group_end) of n columns
 // in `layout` (not kNone), as a weight of its own.
 memory::desc WidePanelDesc(WideLayout layout, int64_t n, int64_t k, int64_t group_begin,
                            int64_t group_end) {
-  const int64_t cols =
-      std::min(n, group_end * kFewRowsGroupColumns) - group_begin * kFewRowsGroupColumns;
-  return memory::desc({k, cols}, Dt::f32, layout == WideLayout::kBlocked ? Tag::BA16a64b : Tag::ab);
+  return memory::desc({k, GroupColumns(n, group_begin, group_end)}, Dt::f32,
+                      layout == WideLayout::kBlocked ? Tag::BA16a64b : Tag::ab);
 }
 
 // Column groups [group_begin, group_end) of the bf16 weight `packed` [n, k]
@@ -330,8 +340,7 @@ void WidenFewRowsBf16(const uint16_t* packed, int64_t n, int64_t k, WideLayout l
   const bool blocked = layout == WideLayout::kBlocked;
   const int64_t pairs = FewRowsBf16Inputs(k) / 2;
   const int64_t inputs = blocked ? FewRowsF32Inputs(k) : k;  // rows of the fp32 weight
-  const int64_t panel = std::min(n, group_end * kCols) - group_begin * kCols;
-  const int64_t stride = blocked ? kCols : panel;  // between the rows
+  const int64_t stride = blocked ? kCols : GroupColumns(n, group_begin, group_end);  // between rows
   for (int64_t g = group_begin; g < group_end; ++g) {
     const uint16_t* group = packed + g * pairs * kCols * 2;
     float* dst = out + (g - group_begin) * (blocked ? inputs * kCols : kCols);
@@ -407,24 +416,21 @@ void GemmChunks(const CpuContext& ctx, CpuPackedWeight& w, const void* src, int6
 dnnl::matmul GetPanelPrimitive(const CpuContext& ctx, CpuPackedWeight& w, int64_t rows,
                                Epilogue epilogue, const memory::desc& panel) {
   const int64_t k = w.in_features, cols = panel.dims()[1];
-  const auto key = std::make_tuple(rows, static_cast<int>(epilogue), false, cols);
-  std::lock_guard<std::mutex> lock(w.mu);
-  auto it = w.primitives.find(key);
-  if (it != w.primitives.end()) return it->second;
-  const memory::desc src({rows, k}, Dt::f32, Tag::ab);
-  const memory::desc dst({rows, cols}, Dt::f32, Tag::ab);
-  // The threads run these at once: each with its own scratchpad
-  // (oneDNN's own one is shared by all).
-  dnnl::primitive_attr attr = EpilogueAttr(epilogue, rows, cols);
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const auto& engine = ctx.backend().engine;
-  dnnl::matmul prim(
-      w.bias ? dnnl::matmul::primitive_desc(
-                   dnnl::matmul::desc(src, panel, memory::desc({1, cols}, Dt::f32, Tag::ab), dst),
-                   attr, engine)
-             : dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, panel, dst), attr, engine));
-  w.primitives.emplace(key, prim);
-  return prim;
+  // A widened weight has no primitive of GetPrimitive's in the cache, whose
+  // columns these could be.
+  return CachedMatmul(w, rows, epilogue, /*bf16_out=*/false, cols, [&] {
+    const memory::desc src({rows, k}, Dt::f32, Tag::ab);
+    const memory::desc dst({rows, cols}, Dt::f32, Tag::ab);
+    // The threads run these at once: each with its own scratchpad
+    // (oneDNN's own one is shared by all).
+    dnnl::primitive_attr attr = EpilogueAttr(epilogue, rows, cols);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const auto& engine = ctx.backend().engine;
+    if (!w.bias)
+      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, panel, dst), attr, engine);
+    const memory::desc bias({1, cols}, Dt::f32, Tag::ab);
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, panel, bias, dst), attr, engine);
+  });
 }
 
 // How GemmWidened splits `rows` rows of `groups` column groups between
@@ -449,7 +455,7 @@ WideSplit SplitWide(int64_t groups, int64_t threads, int64_t rows) {
   return best;
 }
 
-// GemmChunks for a widened_for_gemm weight, on fp32 src: each thread
+// GemmChunks for a widened_for_gemm() weight, on fp32 src: each thread
 // widens its share of the column groups and runs oneDNN's GEMMs over them
 // and its part of the rows alone (oneDNN takes one thread inside a parallel
 // region), so that each widened column is read from the cache of the core
@@ -466,7 +472,7 @@ WideSplit SplitWide(int64_t groups, int64_t threads, int64_t rows) {
 void GemmWidened(const CpuContext& ctx, CpuPackedWeight& w, const float* src, int64_t rows,
                  Epilogue epilogue, const float* residual, float* y) {
   const int64_t n = w.out_features, k = w.in_features, groups = FewRowsGroups(n);
-  const WideLayout layout = WideLayoutOf(w.weight_desc, n, k);
+  const WideLayout layout = w.widened;
   const auto& engine = ctx.backend().engine;
   const float* bias = w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr;
   std::mutex error_mu;
@@ -857,10 +863,9 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
   w->weight_desc = pd.weights_desc();
   if (type == DType::kBFloat16 && !w->bf16_compute && FewRowsBf16AsF32(cpu)) {
     w->few_rows_bf16 = PackFewRowsBf16(weight, out_features, in_features);
-    w->widened_for_gemm =
-        WideLayoutOf(w->weight_desc, out_features, in_features) != WideLayout::kNone;
+    w->widened = WideLayoutOf(w->weight_desc, out_features, in_features);
   }
-  if (!w->widened_for_gemm) {
+  if (!w->widened_for_gemm()) {
     w->weight = memory(w->weight_desc, be.engine);
     // torch's [out, in] row-major is the matmul's [in, out] weight with tag
     // ba; the reorder also rounds to bf16 (nearest even) for bf16 GEMMs.
@@ -906,7 +911,7 @@ void LinearFloat(const CpuContext& ctx, const float* x, int64_t rows, CpuPackedW
     QuantizeRows(ctx, x, rows, k, nullptr, 0, nullptr, 0, dequantized, Scratch<RowQuant>(rows));
     src = dequantized;
   }
-  if (w.widened_for_gemm) {
+  if (w.widened_for_gemm()) {
     GemmWidened(ctx, w, static_cast<const float*>(src), rows, epilogue, residual, y);
     return;
   }

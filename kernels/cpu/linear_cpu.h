@@ -55,21 +55,27 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   // AVX512-BF16: the weight in bf16 in the few-row layout
   // (PackFewRowsBf16), which a few rows read widened in registers. More
   // rows run on oneDNN's fp32 GEMMs, on `weight` where it is kept, else
-  // (widened_for_gemm) on the copy widened at each call.
+  // (widened_for_gemm()) on the copy widened at each call.
   std::unique_ptr<uint16_t[], FreeBytes> few_rows_bf16;
-  // few_rows_bf16 is the only copy (where weight_desc's layout is one that
-  // linear_cpu.cc's WidenFewRowsBf16 writes): `weight` is a null handle,
-  // and each thread widens its share of the columns into scratch for its
-  // own GEMMs (GemmWidened). Such a weight takes the memory of a
-  // bf16_compute one, half an fp32 one.
-  bool widened_for_gemm = false;
-  dnnl::memory weight;  // null handle when int8_compute or widened_for_gemm
+  // The fp32 layouts of oneDNN's GEMMs that linear_cpu.cc's
+  // WidenFewRowsBf16 writes: BA16a64b, oneDNN's choice where it runs
+  // AVX-512 ([n/64][k rounded up to 16][64], the fp32 few-row layout), and
+  // plain ab ([k][n]), its choice on AVX2.
+  enum class WideLayout { kNone, kBlocked, kPlain };
+  // Not kNone where weight_desc's layout is one of those: few_rows_bf16 is
+  // the only copy, `weight` a null handle, and each thread widens its
+  // share of the columns into scratch in this layout for its own GEMMs
+  // (GemmWidened). Such a weight takes the memory of a bf16_compute one,
+  // half an fp32 one.
+  WideLayout widened = WideLayout::kNone;
+  bool widened_for_gemm() const { return widened != WideLayout::kNone; }
+  dnnl::memory weight;  // null handle when int8_compute or widened_for_gemm()
   dnnl::memory bias;    // [1, out] fp32, null handle: no bias (int8_compute: added by the epilogue)
   // One matmul per (rows, epilogue, bf16 output, columns): oneDNN JITs per
   // shape. Rows are split into chunks from a small set of sizes (see
   // linear_cpu.cc) so the cache stays bounded whatever batch sizes arrive:
   // at most kMaxPrimitivesPerEpilogue for each (epilogue, bf16 output,
-  // columns). The columns are out_features, but for widened_for_gemm,
+  // columns). The columns are out_features, but for widened_for_gemm(),
   // whose threads each run their own share of the columns (GemmWidened):
   // three share widths at most for a given thread count (two from the
   // split, a third where the last share ends in a partial group).

@@ -322,11 +322,11 @@ TEST(LinearTest, GemmChunksComeFromABoundedSetOfRowCounts) {
         EXPECT_LT(ScaledMaxError(got, want), 1e-4) << DTypeName(type) << " rows " << m;
       }
     }
-    // A weight widened for the GEMMs (widened_for_gemm: a bf16 weight
+    // A weight widened for the GEMMs (widened_for_gemm(): a bf16 weight
     // without AVX512-BF16) takes at most kChunkRows rows at a time: none of
     // 2048 or 1024 rows. Its one column group is one thread's.
     EXPECT_EQ(impl.primitives.size(),
-              static_cast<size_t>(kMaxPrimitivesPerEpilogue) - (impl.widened_for_gemm ? 2 : 0))
+              static_cast<size_t>(kMaxPrimitivesPerEpilogue) - (impl.widened_for_gemm() ? 2 : 0))
         << DTypeName(type);
   }
   // oneDNN's cache, which weights of one shape share, holds many such sets.
@@ -399,7 +399,7 @@ TEST(LinearTest, FewRowsMatchDoubleReference) {
 // same row stride for an odd k) leaves NaN just past each row's k inputs in
 // the row scratch, which at an odd k the kernel must not multiply. The copy
 // is the weight's only one where oneDNN's fp32 layout is one it is widened
-// into (widened_for_gemm: BA16a64b on AVX-512, plain on AVX2): its bytes
+// into (widened_for_gemm(): BA16a64b on AVX-512, plain on AVX2): its bytes
 // are then the copy's and the bias's, half the fp32 weight's. Elsewhere
 // oneDNN's fp32 weights are kept too, and overwritten here with NaN, so
 // that only the copy can give a few rows finite results.
@@ -432,9 +432,9 @@ void MakeWidenedBf16(const CpuContext& ctx, int64_t n, int64_t k, uint32_t seed,
   // oneDNN 2.6 packs fp32 weights as BA16a64b on AVX-512 (the fp32 few-row
   // layout, which the tests below assert).
   if (GetCpuFeatures().avx512f) {
-    EXPECT_TRUE(impl.widened_for_gemm) << "n " << n << " k " << k;
+    EXPECT_TRUE(impl.widened_for_gemm()) << "n " << n << " k " << k;
   }
-  if (impl.widened_for_gemm) {
+  if (impl.widened_for_gemm()) {
     EXPECT_FALSE(impl.weight);
     EXPECT_EQ(out->bf16->bytes(), out->fp32->bytes() - fp32_weight + copy)
         << "n " << n << " k " << k;
@@ -572,7 +572,7 @@ TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
 // bf16 weights on a CPU with AVX-512 or AVX2 + FMA but not AVX512-BF16
 // (here, or with ctest kernels_without_bf16_vnni and kernels_avx2): more
 // rows than the few-row kernels take run on oneDNN's fp32 GEMMs over the
-// bf16 copy widened at each call (widened_for_gemm), each thread its share
+// bf16 copy widened at each call (widened_for_gemm()), each thread its share
 // of the columns: the GEMMs of the same bf16-rounded values packed as fp32,
 // bit for bit on AVX-512 (oneDNN's brgemm sums each column's products in
 // the same order whatever the columns and threads), and within fp32
@@ -593,7 +593,7 @@ TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsRunOneDnnOnTheWidenedCopy) {
       MakeWidenedBf16(ctx, n, k, 71, &wb);
       if (HasFatalFailure()) return;
       const auto& impl = static_cast<const CpuPackedWeight&>(wb.bf16->impl());
-      if (!impl.widened_for_gemm) continue;  // its own fp32 weights, NaN now (MakeWidenedBf16)
+      if (!impl.widened_for_gemm()) continue;  // its own fp32 weights, NaN now (MakeWidenedBf16)
       for (const int64_t m : {int64_t{37}, int64_t{100}, int64_t{600}}) {
         const auto x = RandomVector(m * k, 73 + m);
         const auto rounded_x = RoundedToBFloat16(x);
