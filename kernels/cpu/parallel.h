@@ -71,9 +71,10 @@ inline Share ShareOf(int64_t n, int64_t t, int64_t nt) { return {n * t / nt, n *
 // `threads`: the shares of those never started are taken. Any thread may
 // call Next for its own t; a claim is one atomic operation on the share's
 // cache line. Next may find nothing left while a thread that has just
-// taken a back half is still putting it in its own share (with three
-// threads or more): that thread then claims it all itself, so every item
-// is still claimed, and the finding thread only stops early.
+// taken a back half is still putting it in its own share (two threads
+// are enough: the one it was taken from runs out meanwhile): that thread
+// then claims it all itself, so every item is still claimed, and the
+// finding thread only stops early.
 class ClaimedShares {
  public:
   ClaimedShares(int64_t n, int64_t threads);
