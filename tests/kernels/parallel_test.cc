@@ -197,6 +197,34 @@ TEST(WithTeamTest, TheWorksRegionsRunOnTheThreadsItHolds) {
   EXPECT_EQ(levels_seen, 2 * 2000);
 }
 
+TEST(WithTeamTest, EveryShareOfEveryRegionRunsOnce) {
+  // Short regions of three threads, more than this host's two vCPUs give
+  // where it has two: each share of each region runs once, none is lost
+  // or run twice while a thread waits for the CPU. (The runtime may give
+  // fewer threads: then every region has as many.)
+  constexpr int kRegions = 20000;
+  std::vector<std::atomic<int>> runs(3 * kRegions);
+  std::atomic<int64_t> team_size{0};
+  WithTeam(3, [&] {
+    for (int region = 0; region < kRegions; ++region) {
+      InParallel(3, [&](int64_t t, int64_t nt) {
+        int64_t expected = 0;
+        team_size.compare_exchange_strong(expected, nt);
+        ASSERT_EQ(nt, team_size.load());
+        runs[static_cast<size_t>(3 * region + t)].fetch_add(1, std::memory_order_relaxed);
+      });
+    }
+  });
+  const int64_t nt = team_size.load();
+  ASSERT_GE(nt, 1);
+  for (int region = 0; region < kRegions; ++region) {
+    for (int64_t t = 0; t < 3; ++t) {
+      ASSERT_EQ(runs[static_cast<size_t>(3 * region + t)].load(), t < nt ? 1 : 0)
+          << "region " << region << ", share " << t;
+    }
+  }
+}
+
 TEST(WithTeamTest, ThrowsWhatTheWorkThrowsOnceTheThreadsAreLetGo) {
   EXPECT_THROW(WithTeam(2,
                         [] {
