@@ -172,7 +172,12 @@ Status EncoderConfig::Validate() const {
   if (!(layer_norm_eps > 0.0f) || !std::isfinite(layer_norm_eps)) {
     return Bad("layer_norm_eps", "must be a positive number");
   }
-  if (max_tokens <= 0) return Bad("max_tokens", "must be positive");
+  // No encoder takes a million tokens at once; the bound keeps the sizes
+  // made from max_tokens (the relative attention table below) in range.
+  if (max_tokens <= 0 || max_tokens > kMaxTokensLimit) {
+    return Bad("max_tokens", "= " + std::to_string(max_tokens) + " is not in [1, " +
+                                 std::to_string(kMaxTokensLimit) + "]");
+  }
   if (pad_token_id < 0 || pad_token_id >= vocab_size) {
     return Bad("pad_token_id", "= " + std::to_string(pad_token_id) +
                                    " is outside the vocabulary (" + std::to_string(vocab_size) +
@@ -208,6 +213,14 @@ Status EncoderConfig::Validate() const {
     return Bad("relative_attention_max_distance",
                "= " + std::to_string(relative_attention_max_distance) + " is not above " +
                    std::to_string(relative_attention_buckets / 4) + " and at most 2^20");
+  }
+  // The relative attention bias is kept as a table of heads x every
+  // distance a max_tokens-long sequence has (BackendEncoder::LoadRelativeBias).
+  if (relative_attention_buckets > 0 && num_heads > kMaxRelativeBiasValues / (2 * max_tokens - 1)) {
+    return Bad("max_tokens", "= " + std::to_string(max_tokens) + " with " +
+                                 std::to_string(num_heads) +
+                                 " heads makes a relative attention table of more than " +
+                                 std::to_string(kMaxRelativeBiasValues) + " values");
   }
   if (num_labels < 0) return Bad("num_labels", "must not be negative");
   if (static_cast<int64_t>(labels.size()) != num_labels) {

@@ -67,6 +67,11 @@ std::optional<Activation> ParseActivation(const std::string& name);
 std::optional<Pooling> ParsePooling(const std::string& name);
 std::optional<PositionRule> ParsePositionRule(const std::string& name);
 
+// The largest max_tokens a model may have.
+inline constexpr int64_t kMaxTokensLimit = int64_t{1} << 20;
+// The most values (heads x distances) of a relative attention bias table.
+inline constexpr int64_t kMaxRelativeBiasValues = int64_t{1} << 26;
+
 struct EncoderConfig {
   ModelFamily family = ModelFamily::kBert;
   int64_t vocab_size = 0;

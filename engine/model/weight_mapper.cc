@@ -1,7 +1,9 @@
 #include "engine/model/weight_mapper.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace encoderd {
 namespace {
@@ -23,7 +25,40 @@ std::string ExpectedToString(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// The bytes of the storages under the checkpoint's tensors, each byte once
+// however many storages or tensors cover it.
+size_t DistinctBytes(const TensorMap& checkpoint) {
+  std::vector<std::pair<const std::byte*, const std::byte*>> spans;
+  for (const auto& [name, t] : checkpoint) {
+    if (!t.defined()) continue;
+    const std::byte* begin = t.storage()->data();
+    spans.emplace_back(begin, begin + t.storage()->size());
+  }
+  std::sort(spans.begin(), spans.end());
+  size_t bytes = 0;
+  const std::byte* covered = nullptr;  // the end of what is counted
+  for (const auto& [begin, end] : spans) {
+    const std::byte* from = covered && covered > begin ? covered : begin;
+    if (end > from) bytes += static_cast<size_t>(end - from), covered = end;
+  }
+  return bytes;
+}
+
 }  // namespace
+
+Status WeightMapper::Spend(const std::string& key, size_t bytes) {
+  // Twice, and a MiB: no family maps a tensor twice, but the weights' own
+  // bytes and the checkpoint's may differ by small tables.
+  if (mapped_bytes_ == 0) checkpoint_bytes_ = DistinctBytes(checkpoint_);
+  mapped_bytes_ += bytes;
+  if (mapped_bytes_ > 2 * checkpoint_bytes_ + (size_t{1} << 20)) {
+    return DataLoss(file_ + ": the weights mapped up to '" + key + "' are " +
+                    std::to_string(mapped_bytes_) + " bytes, more than twice the " +
+                    std::to_string(checkpoint_bytes_) +
+                    " bytes the checkpoint holds (tensors shared between layers?)");
+  }
+  return Status::Ok();
+}
 
 StatusOr<Tensor> WeightMapper::Find(const std::string& key,
                                     const std::vector<int64_t>& shape) const {
@@ -47,6 +82,7 @@ StatusOr<Tensor> WeightMapper::Find(const std::string& key,
 Status WeightMapper::Add(const std::string& canonical, const std::string& key,
                          const std::vector<int64_t>& shape) {
   ASSIGN_OR_RETURN(Tensor t, Find(key, shape));
+  RETURN_IF_ERROR(Spend(key, t.nbytes()));
   weights_[canonical] = std::move(t);
   return Status::Ok();
 }
@@ -82,6 +118,7 @@ Status WeightMapper::AddConcat(const std::string& canonical, const std::vector<s
   }
   std::vector<int64_t> shape = part_shape;
   shape[0] *= static_cast<int64_t>(parts.size());
+  for (const Tensor& part : parts) RETURN_IF_ERROR(Spend(keys.front(), part.nbytes()));
   Tensor stacked = Tensor::Zeros(parts.front().dtype(), shape);
   std::byte* dst = stacked.mutable_data<std::byte>();
   for (const Tensor& part : parts) {

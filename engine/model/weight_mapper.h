@@ -51,9 +51,18 @@ class WeightMapper {
   TensorMap Release() { return std::move(weights_); }
 
  private:
+  // Counts `bytes` more of mapped weights against the checkpoint's bytes:
+  // DataLoss once they pass twice its distinct bytes. Each mapped tensor is
+  // packed on its own later, so tensors shared between layers (or views of
+  // one storage under many layers' names) would multiply a small file into
+  // any amount of memory.
+  Status Spend(const std::string& key, size_t bytes);
+
   const TensorMap& checkpoint_;
   std::string file_;
   TensorMap weights_;
+  size_t mapped_bytes_ = 0;
+  size_t checkpoint_bytes_ = 0;  // computed on the first Spend
 };
 
 }  // namespace encoderd

@@ -148,12 +148,16 @@ StatusOr<std::unique_ptr<Encoder>> Encoder::Create(const EncoderConfig& config, 
                                                    const EncoderOptions& options) {
   RETURN_IF_ERROR(CheckDeviceDType(options.device, options.dtype));
   RETURN_IF_ERROR(CheckFp32Linears(config, options.fp32_linears));
-  if (options.device == Device::kCuda) {
-    return CreateCudaEncoder(config, std::move(weights), options);
+  try {
+    if (options.device == Device::kCuda) {
+      return CreateCudaEncoder(config, std::move(weights), options);
+    }
+    auto encoder = std::make_unique<CpuEncoder>(config, options);
+    RETURN_IF_ERROR(encoder->Init(weights));
+    return std::unique_ptr<Encoder>(std::move(encoder));
+  } catch (const std::bad_alloc&) {  // weights packed beyond this host's memory
+    return ResourceExhausted("not enough host memory for the model's packed weights");
   }
-  auto encoder = std::make_unique<CpuEncoder>(config, options);
-  RETURN_IF_ERROR(encoder->Init(weights));
-  return std::unique_ptr<Encoder>(std::move(encoder));
 }
 
 }  // namespace encoderd

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
+#include <new>
 #include <optional>
 
 #include "core/file.h"
@@ -228,7 +229,11 @@ StatusOr<ModelBundle> LoadModelDirectory(const std::string& dir) {
   if (IsFile(card_path)) {
     ASSIGN_OR_RETURN(card, ReadModelCard(card_path));
   }
-  return LoadModelBundle(dir, card);
+  try {
+    return LoadModelBundle(dir, card);
+  } catch (const std::bad_alloc&) {  // a model too large for this memory
+    return ResourceExhausted(dir + ": not enough memory to load the model");
+  }
 }
 
 }  // namespace encoderd::server

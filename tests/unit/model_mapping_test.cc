@@ -31,6 +31,47 @@ TEST(WeightMapper, ConcatenatesQkvInOrder) {
   EXPECT_EQ(d[17], 205);
 }
 
+// Each mapped weight is packed on its own, so one tensor under many layers'
+// names multiplied a small checkpoint into any amount of memory (a 12.8 MB
+// file of 10,000 such layers ended in bad_alloc, an abort). The mapper
+// refuses once the weights it mapped pass twice the checkpoint's bytes
+// (and a MiB).
+TEST(WeightMapper, RefusesToMultiplySharedTensors) {
+  const Tensor shared = Iota({512, 512}, 0);  // 1 MiB
+  TensorMap ckpt;
+  for (int layer = 0; layer < 10; ++layer) ckpt.emplace("l" + std::to_string(layer), shared);
+  WeightMapper mapper(ckpt, "f.bin");
+  for (int layer = 0; layer < 3; ++layer)
+    ASSERT_TRUE(
+        mapper.Add("w" + std::to_string(layer), "l" + std::to_string(layer), {512, 512}).ok());
+  const Status fourth = mapper.Add("w3", "l3", {512, 512});
+  EXPECT_EQ(fourth.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(fourth.message(),
+            "f.bin: the weights mapped up to 'l3' are 4194304 bytes, more than twice the 1048576 "
+            "bytes the checkpoint holds (tensors shared between layers?)");
+
+  WeightMapper concat(ckpt, "f.bin");  // AddConcat's copies count before they are made
+  ASSERT_TRUE(concat.AddConcat("qkv0", {"l0", "l1", "l2"}, {512, 512}).ok());
+  EXPECT_EQ(concat.AddConcat("qkv1", {"l3", "l4", "l5"}, {512, 512}).code(), StatusCode::kDataLoss);
+}
+
+// Distinct tensors, and views that split one storage, map whole.
+TEST(WeightMapper, MapsDistinctTensorsAndSplitViewsWhole) {
+  TensorMap ckpt;
+  for (int layer = 0; layer < 10; ++layer)
+    ckpt.emplace("l" + std::to_string(layer), Iota({512, 512}, static_cast<float>(layer)));
+  const Tensor stacked = Iota({3 * 512, 512}, 0);  // fairseq 0.8's in_proj_weight, say
+  for (int part = 0; part < 3; ++part) {
+    auto view = Tensor::View(stacked.storage(), DType::kFloat32, {512, 512}, {512, 1},
+                             int64_t{part} * 512 * 512);
+    ASSERT_TRUE(view.ok());
+    ckpt.emplace("part" + std::to_string(part), *view);
+  }
+  WeightMapper mapper(ckpt, "f.bin");
+  for (const auto& [key, t] : ckpt) EXPECT_TRUE(mapper.Add(key, key, {512, 512}).ok()) << key;
+  EXPECT_EQ(mapper.Release().size(), 13u);
+}
+
 TEST(WeightMapper, ErrorsNameFileAndKey) {
   TensorMap ckpt = {{"w", Iota({2, 3}, 0)}, {"ids", Tensor::Zeros(DType::kInt64, {4})}};
   WeightMapper mapper(ckpt, "f.bin");
@@ -166,6 +207,38 @@ TEST(EncoderConfig, Validate) {
   relative.relative_attention_max_distance = 8;  // not beyond the exact distances
   EXPECT_NE(relative.Validate().message().find("relative_attention_max_distance = 8"),
             std::string::npos);
+}
+
+// A card's max_tokens is bounded: a relative attention table is made from
+// it (heads x 2 max_tokens - 1 values), so a huge one failed to allocate
+// (an abort) or, past 2^62, overflowed into a small table written out of
+// bounds.
+TEST(EncoderConfig, MaxTokensIsBounded) {
+  EncoderConfig none = ValidConfig();
+  none.position_rule = PositionRule::kNone;
+  none.max_positions = 0;
+  none.max_tokens = kMaxTokensLimit;
+  EXPECT_TRUE(none.Validate().ok());
+  for (int64_t tokens : {kMaxTokensLimit + 1, int64_t{1} << 31, (int64_t{1} << 62) + 1}) {
+    none.max_tokens = tokens;
+    EXPECT_NE(none.Validate().message().find("max_tokens = " + std::to_string(tokens) +
+                                             " is not in [1, 1048576]"),
+              std::string::npos)
+        << none.Validate().message();
+  }
+  EncoderConfig relative = ValidConfig();
+  relative.position_rule = PositionRule::kNone;
+  relative.max_positions = 0;
+  relative.relative_attention_buckets = 32;
+  relative.max_tokens = kMaxTokensLimit;  // 4 heads x 2^21 - 1 distances: within the bound
+  EXPECT_TRUE(relative.Validate().ok());
+  relative.hidden_size = relative.num_heads = 64;  // 64 heads x 2^21 - 1: beyond it
+  EXPECT_NE(relative.Validate().message().find(
+                "max_tokens = 1048576 with 64 heads makes a relative attention table"),
+            std::string::npos)
+      << relative.Validate().message();
+  relative.hidden_size = relative.num_heads = int64_t{1} << 60;  // no overflow on the way
+  EXPECT_FALSE(relative.Validate().ok());
 }
 
 TEST(ModelSpecNames, RoundTrip) {
