@@ -120,6 +120,26 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
     }
     config.hidden_act = *ParseActivation(name);
   }
+  // Settings of BERT's family that change what the layers compute, which
+  // encoderd does not reproduce: refused, not ignored.
+  if (auto type = json.find("position_embedding_type"); type != json.end() && !type->is_null()) {
+    const std::string name = type->is_string() ? type->get<std::string>() : type->dump();
+    if (name != "absolute") {
+      return InvalidArgument(path + ": position_embedding_type \"" + name +
+                             "\" is not supported (expected absolute: relative_key and "
+                             "relative_key_query add distance embeddings to the attention scores)");
+    }
+  }
+  if (auto decoder = json.find("is_decoder"); decoder != json.end() && !decoder->is_null()) {
+    if (!decoder->is_boolean()) {
+      return InvalidArgument(path + ": is_decoder must be true or false, got " + decoder->dump());
+    }
+    if (decoder->get<bool>()) {
+      return InvalidArgument(path +
+                             ": is_decoder is true: a decoder's attention is causal, which "
+                             "encoderd does not run (it serves encoders)");
+    }
+  }
   RETURN_IF_ERROR(ReadLabels(json, path, &config.labels));
   if (auto problem = json.find("problem_type"); problem != json.end() && !problem->is_null()) {
     const std::string name = problem->is_string() ? problem->get<std::string>() : problem->dump();

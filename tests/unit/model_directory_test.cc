@@ -235,5 +235,34 @@ TEST(ModelDirectoryJsonTest, DeeplyNestedConfigIsRefused) {
       << config.status().message();
 }
 
+// BERT-family settings that change what the layers compute were read past,
+// so a relative_key model or a decoder ran as an absolute-position encoder
+// and answered with wrong embeddings. They are refused, naming the key.
+TEST(ModelDirectoryJsonTest, SettingsEncoderdDoesNotRunAreRefused) {
+  const std::filesystem::path path =
+      std::filesystem::path(::testing::TempDir()) / "settings_config.json";
+  const auto read = [&](const std::string& extra) {
+    std::ofstream(path) << R"({"model_type": "bert", "hidden_size": 64)" << extra << "}";
+    return ReadHfConfig(path.string());
+  };
+  EXPECT_TRUE(read("").ok());
+  EXPECT_TRUE(read(R"(, "position_embedding_type": "absolute", "is_decoder": false)").ok());
+  EXPECT_TRUE(read(R"(, "position_embedding_type": null)").ok());
+  for (const char* type : {"relative_key", "relative_key_query"}) {
+    auto config = read(std::string(R"(, "position_embedding_type": ")") + type + "\"");
+    ASSERT_FALSE(config.ok()) << type;
+    EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(config.status().message().find(path.string() + ": position_embedding_type \"" + type +
+                                             "\" is not supported"),
+              std::string::npos)
+        << config.status().message();
+  }
+  auto decoder = read(R"(, "is_decoder": true)");
+  ASSERT_FALSE(decoder.ok());
+  EXPECT_NE(decoder.status().message().find("is_decoder is true"), std::string::npos)
+      << decoder.status().message();
+  EXPECT_FALSE(read(R"(, "is_decoder": "yes")").ok());
+}
+
 }  // namespace
 }  // namespace encoderd
