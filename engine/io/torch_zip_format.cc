@@ -39,6 +39,20 @@ StatusOr<PickledCheckpoint> ReadTorchZip(const ZipArchive& zip) {
   if (!prefix) return DataLoss("zip archive has no data.pkl (not a torch.save file)");
   const ZipArchive::Entry* pkl_entry = zip.Find(*prefix + "data.pkl");
   ASSIGN_OR_RETURN(std::shared_ptr<const Storage> pkl, zip.Read(*pkl_entry));
+  // PyTorch 2.1 and later record the byte order the storages were written
+  // in; torch.load swaps a big-endian file's bytes. Read as they are, those
+  // would be other numbers: refused, as the legacy reader refuses them.
+  if (const ZipArchive::Entry* order = zip.Find(*prefix + "byteorder")) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const Storage> bytes, zip.Read(*order));
+    const std::string value(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+    if (value == "big") {
+      return Unimplemented("zip checkpoint was saved on a big-endian machine (" + order->name +
+                           " is \"big\")");
+    }
+    if (value != "little") {
+      return DataLoss(order->name + " is neither \"little\" nor \"big\"");
+    }
+  }
 
   PickledCheckpoint ckpt;
   StorageTable table;

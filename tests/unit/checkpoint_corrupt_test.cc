@@ -260,6 +260,23 @@ TEST(CheckpointCorruptPickleTest, Float64CopiesBeyondTheFileAreRefused) {
   }
 }
 
+// A zip checkpoint's byteorder record (PyTorch 2.1 on) was not read, so a
+// file saved big-endian loaded its numbers byte-swapped (NaNs and nonsense
+// out). "little" loads as before; "big" is refused as the legacy reader
+// refuses big-endian files.
+TEST(CheckpointCorruptZipTest, BigEndianByteOrderIsRefused) {
+  auto little = ReadCheckpoint(CheckpointPath("byteorder_little_zip.pt"));
+  ASSERT_TRUE(little.ok()) << little.status().ToString();
+  auto plain = ReadCheckpoint(CheckpointPath("sd_zip.pt"));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_TRUE(little->tensors.at("enc.weight").BitEqual(plain->tensors.at("enc.weight")));
+  auto big = ReadCheckpoint(CheckpointPath("byteorder_big_zip.pt"));
+  ExpectNamedError(big, "byteorder_big_zip.pt");
+  EXPECT_EQ(big.status().code(), StatusCode::kUnimplemented) << big.status().ToString();
+  EXPECT_NE(big.status().message().find("saved on a big-endian machine"), std::string::npos)
+      << big.status().ToString();
+}
+
 TEST(CheckpointCorruptSafetensorsTest, HugeShapeAndOverlaps) {
   auto make = [](const std::string& header, size_t data_bytes) {
     std::vector<std::byte> b(8 + header.size() + data_bytes);
