@@ -19,6 +19,14 @@ namespace encoderd::server {
 
 using Clock = std::chrono::steady_clock;
 
+// now + left, or Clock::time_point::max() (no deadline) where the sum is past
+// what the clock holds: gRPC's timeouts go up to 99,999,999 hours, beyond
+// the steady clock's range once a host has been up a while.
+inline Clock::time_point DeadlineAfter(Clock::time_point now, std::chrono::nanoseconds left) {
+  if (left >= Clock::time_point::max() - now) return Clock::time_point::max();
+  return now + std::chrono::duration_cast<Clock::duration>(left);
+}
+
 enum class OutputKind {
   kEmbedding,       // one pooled row per sequence
   kClassification,  // label probabilities per sequence

@@ -26,8 +26,8 @@ int64_t MicrosSince(Clock::time_point start) {
 Clock::time_point SteadyDeadline(const grpc::ServerContextBase* context) {
   const auto deadline = context->deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) return Clock::time_point::max();
-  const auto left = deadline - std::chrono::system_clock::now();
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
+  return DeadlineAfter(Clock::now(), std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         deadline - std::chrono::system_clock::now()));
 }
 
 // One model call in flight: tokenized sequences, the batcher's request and
@@ -511,11 +511,8 @@ Status EncoderService::ScreenCall(std::string_view path, std::string_view author
   StatusOr<std::shared_ptr<ServedModel>> model = registry_->Find("");
   if (!model.ok()) return Status::Ok();  // several models, or none ready
   const Clock::time_point now = Clock::now();
-  // A deadline too far to represent is none (as gRPC reads it).
   const Clock::time_point deadline =
-      !timeout || *timeout >= Clock::time_point::max() - now
-          ? Clock::time_point::max()
-          : now + std::chrono::duration_cast<Clock::duration>(*timeout);
+      timeout ? DeadlineAfter(now, *timeout) : Clock::time_point::max();
   // This connection's admitted calls that hold no handler's slot yet, nor
   // a place among the answers being sent (its slots and places: with
   // fair_share off, every peer's, which can only make this smaller).

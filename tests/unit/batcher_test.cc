@@ -647,6 +647,22 @@ TEST(InferenceRequestTest, ACancelAtTheDeadlineTimersGranularityIsTheDeadlines) 
   EXPECT_FALSE(MakeRequest(2, {2}, kT0, kNever)->DeadlineReachedAt(kT0 + std::chrono::hours(1)));
 }
 
+// A call's deadline was now + its timeout on the steady clock, which
+// wrapped into the past for timeouts gRPC allows (up to 99,999,999 hours,
+// read as nanoseconds' most; from 2,562,024 hours on a host up for a day),
+// so such calls failed at once with DEADLINE_EXCEEDED. Past the clock's
+// range there is no deadline.
+TEST(InferenceRequestTest, ATimeoutBeyondTheClocksRangeIsNoDeadline) {
+  const Clock::time_point day_up = Clock::time_point(std::chrono::hours(24));
+  EXPECT_EQ(DeadlineAfter(day_up, std::chrono::hours(2'562'024)), Clock::time_point::max());
+  EXPECT_EQ(DeadlineAfter(day_up, std::chrono::hours(2'562'047)), Clock::time_point::max());
+  EXPECT_EQ(DeadlineAfter(day_up, std::chrono::nanoseconds::max()), Clock::time_point::max());
+  EXPECT_EQ(DeadlineAfter(day_up, std::chrono::seconds(10)), day_up + std::chrono::seconds(10));
+  EXPECT_EQ(DeadlineAfter(day_up, std::chrono::hours(1'000'000)),
+            day_up + std::chrono::hours(1'000'000));
+  EXPECT_EQ(DeadlineAfter(day_up, -std::chrono::seconds(1)), day_up - std::chrono::seconds(1));
+}
+
 TEST(DynamicBatcherTest, TheFinishCallbackRunsOnceOutsideTheBatchersLock) {
   std::vector<std::unique_ptr<BatchEngine>> replicas;
   auto gate = std::make_unique<GateEngine>();
