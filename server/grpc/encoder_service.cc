@@ -153,8 +153,20 @@ void TakeEncodings(std::vector<Encoding> encodings, ModelWork* work) {
   }
 }
 
-Texts ToTexts(const google::protobuf::RepeatedPtrField<std::string>& texts) {
-  return {texts.begin(), texts.end()};
+using Strings = google::protobuf::RepeatedPtrField<std::string>;
+
+Texts ToTexts(const Strings& texts) { return {texts.begin(), texts.end()}; }
+
+// The counts `model` takes, checked before a request's strings are copied
+// out of it: a 4 MB request of 2,000,000 empty texts was copied whole
+// before its count was read. The same answers as the checks after
+// (request_validation.h), which still run.
+Status CheckCounts(const ServedModel& model, int texts, int pairs) {
+  const RequestLimits limits = model.limits();
+  RETURN_IF_ERROR(CheckCount(static_cast<size_t>(texts), limits));
+  if (pairs > limits.max_client_batch_size)
+    return CheckCount(static_cast<size_t>(pairs), limits, "text_pairs");
+  return Status::Ok();
 }
 
 // Runs `tokenize` on call->model (timed into the call) and makes its
@@ -172,12 +184,14 @@ Status TokenizeInto(Clock::time_point deadline, Call* call, ModelWork* work,
 
 // Looks up the model and tokenizes `texts` (with `pairs`, when not empty:
 // one sequence per pair) into `work` (TokenizeInto).
-Status Prepare(const ModelRegistry& registry, const std::string& model_name, const Texts& texts,
-               const Texts& pairs, bool truncate, Clock::time_point deadline, Call* call,
+Status Prepare(const ModelRegistry& registry, const std::string& model_name, const Strings& texts,
+               const Strings& pairs, bool truncate, Clock::time_point deadline, Call* call,
                ModelWork* work) {
   ASSIGN_OR_RETURN(call->model, registry.Find(model_name));
-  return TokenizeInto(deadline, call, work,
-                      [&] { return call->model->Tokenize(texts, pairs, truncate); });
+  RETURN_IF_ERROR(CheckCounts(*call->model, texts.size(), pairs.size()));
+  return TokenizeInto(deadline, call, work, [&] {
+    return call->model->Tokenize(ToTexts(texts), ToTexts(pairs), truncate);
+  });
 }
 
 // The fields every successful response carries: token count, model name and
@@ -203,9 +217,8 @@ StatusOr<ModelWork> EmbedWork(const ModelRegistry& registry, const v1::EmbedRequ
                               Clock::time_point deadline, v1::EmbedResponse* response, Call& call) {
   ASSIGN_OR_RETURN(const std::optional<Pooling> pooling, CheckPooling(request.pooling()));
   ModelWork work;
-  RETURN_IF_ERROR(Prepare(registry, request.model(), ToTexts(request.texts()),
-                          ToTexts(request.text_pairs()), request.truncate(), deadline, &call,
-                          &work));
+  RETURN_IF_ERROR(Prepare(registry, request.model(), request.texts(), request.text_pairs(),
+                          request.truncate(), deadline, &call, &work));
   const EncoderConfig& config = call.model->encoder_config();
   // A model whose folder normalizes (sentence-transformers' Normalize) always does.
   work.spec = {OutputKind::kEmbedding, pooling.value_or(config.default_pooling),
@@ -615,8 +628,8 @@ grpc::ServerUnaryReactor* EncoderService::Classify(grpc::CallbackServerContext* 
       [&](const v1::ClassifyRequest& r, v1::ClassifyResponse* out,
           Call& call) -> StatusOr<std::optional<ModelWork>> {
         ModelWork work;
-        RETURN_IF_ERROR(Prepare(*registry_, r.model(), ToTexts(r.texts()), ToTexts(r.text_pairs()),
-                                r.truncate(), SteadyDeadline(context), &call, &work));
+        RETURN_IF_ERROR(Prepare(*registry_, r.model(), r.texts(), r.text_pairs(), r.truncate(),
+                                SteadyDeadline(context), &call, &work));
         const EncoderConfig& config = call.model->encoder_config();
         if (config.num_labels <= 0)
           return FailedPrecondition("model '" + call.model->config().name +
@@ -654,6 +667,7 @@ grpc::ServerUnaryReactor* EncoderService::Rerank(grpc::CallbackServerContext* co
         }
         if (r.top_n() < 0)
           return InvalidArgument("top_n must not be negative, got " + std::to_string(r.top_n()));
+        RETURN_IF_ERROR(CheckCounts(*call.model, r.texts_size(), 0));
         Texts texts = ToTexts(r.texts());
         ModelWork work;
         RETURN_IF_ERROR(TokenizeInto(SteadyDeadline(context), &call, &work, [&] {
@@ -697,13 +711,13 @@ grpc::ServerUnaryReactor* EncoderService::Encode(grpc::CallbackServerContext* co
         ModelWork work;
         if (r.token_ids_size() > 0) {
           ASSIGN_OR_RETURN(call.model, registry_->Find(r.model()));
+          RETURN_IF_ERROR(CheckCount(r.token_ids_size(), call.model->limits(), "token_ids"));
           for (const v1::TokenIds& ids : r.token_ids())
             work.sequences.emplace_back(ids.ids().begin(), ids.ids().end());
           RETURN_IF_ERROR(call.model->CheckTokenIds(work.sequences));
         } else {
-          RETURN_IF_ERROR(Prepare(*registry_, r.model(), ToTexts(r.texts()),
-                                  ToTexts(r.text_pairs()), r.truncate(), SteadyDeadline(context),
-                                  &call, &work));
+          RETURN_IF_ERROR(Prepare(*registry_, r.model(), r.texts(), r.text_pairs(), r.truncate(),
+                                  SteadyDeadline(context), &call, &work));
         }
         work.spec = {OutputKind::kHiddenStates, Pooling::kCls, false};
         const int32_t hidden = static_cast<int32_t>(call.model->encoder_config().hidden_size);
@@ -731,6 +745,7 @@ grpc::ServerUnaryReactor* EncoderService::Tokenize(grpc::CallbackServerContext* 
       [&](const v1::TokenizeRequest& r, v1::TokenizeResponse* out,
           Call& call) -> StatusOr<std::optional<ModelWork>> {
         ASSIGN_OR_RETURN(call.model, registry_->Find(r.model()));
+        RETURN_IF_ERROR(CheckCounts(*call.model, r.texts_size(), r.text_pairs_size()));
         ASSIGN_OR_RETURN(
             std::vector<Encoding> encodings,
             call.model->Tokenize(ToTexts(r.texts()), ToTexts(r.text_pairs()), r.truncate()));
