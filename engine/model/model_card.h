@@ -46,6 +46,8 @@ struct TokenizerCard {
   // WordPiece: lower-case and strip accents; unset: as the vocabulary says
   // (VocabularyIsCased, engine/text/wordpiece_tokenizer.h).
   std::optional<bool> lower_case;
+  // WordPiece: strip accents; unset: as lower_case.
+  std::optional<bool> strip_accents;
   // SentencePiece: added to every sentencepiece id (default 1, fairseq).
   std::optional<int32_t> id_offset;
   // Special token ids; WordPiece reads them from the vocabulary instead.

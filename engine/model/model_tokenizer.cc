@@ -28,6 +28,19 @@ StatusOr<std::optional<TokenizerCard>> SlowTokenizerFiles(const std::string& dir
     if (IsFile(tokenizer_config)) {
       ASSIGN_OR_RETURN(const TokenizerConfig read, ReadTokenizerConfig(tokenizer_config));
       card.lower_case = read.do_lower_case;
+      card.strip_accents = read.strip_accents;
+      // What BertTokenizer reads beside vocab.txt and encoderd does not
+      // reproduce: the folder then takes token ids only (LoadModelTokenizer).
+      if (read.tokenize_chinese_chars == false) {
+        return Unimplemented(tokenizer_config +
+                             ": tokenize_chinese_chars = false (CJK characters left inside "
+                             "words) is not supported");
+      }
+      if (read.tokenizer_class == "BertJapaneseTokenizer") {
+        return Unimplemented(tokenizer_config +
+                             ": tokenizer_class BertJapaneseTokenizer (MeCab or character word "
+                             "splitting) is not supported");
+      }
     }
     return std::optional<TokenizerCard>(card);
   }
@@ -58,6 +71,7 @@ Status CheckCardKeys(const TokenizerCard& card) {
     TokenizerKind reader;
   } keys[] = {
       {"lower_case", card.lower_case.has_value(), TokenizerKind::kWordPiece},
+      {"strip_accents", card.strip_accents.has_value(), TokenizerKind::kWordPiece},
       {"id_offset", card.id_offset.has_value(), TokenizerKind::kSentencePiece},
       {"{bos,eos,pad,unk}_id", card.bos || card.eos || card.pad || card.unk,
        TokenizerKind::kSentencePiece},
@@ -179,7 +193,12 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
       if (t.status().code() != StatusCode::kUnimplemented) return t.status();
       result.note = t.status().message();
     }
-    ASSIGN_OR_RETURN(card, SlowTokenizerFiles(dir));
+    StatusOr<std::optional<TokenizerCard>> slow = SlowTokenizerFiles(dir);
+    if (!slow.ok() && slow.status().code() == StatusCode::kUnimplemented) {
+      result.note += (result.note.empty() ? "" : "; ") + slow.status().message();
+      return result;
+    }
+    ASSIGN_OR_RETURN(card, std::move(slow));
   }
   if (!card) return result;
   RETURN_IF_ERROR(CheckCardKeys(*card));
@@ -191,6 +210,7 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   if (card->kind == TokenizerKind::kWordPiece) {
     WordPieceOptions options;
     options.lower_case = card->lower_case;  // unset: the vocabulary's
+    options.strip_accents = card->strip_accents;
     if (mpnet_vocab) options.specials = WordPieceSpecials::Mpnet();
     ASSIGN_OR_RETURN(result.tokenizer, CreateWordPieceTokenizer(result.path, options));
   } else if (card->kind == TokenizerKind::kTokenizerJson) {

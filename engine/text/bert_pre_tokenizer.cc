@@ -87,19 +87,29 @@ const UNormalizer2* Nfd() {
   return kNfd;
 }
 
-// Python's str.lower() (full case mapping with Final_Sigma; root locale)
-// followed by NFD and removal of category Mn: _run_strip_accents.
-std::u32string LowerAndStripAccents(std::u32string_view word) {
-  const std::u16string lowered =
-      RunIcu(ToUtf16(word), [](const std::u16string& in, std::u16string* out, UErrorCode* e) {
-        return u_strToLower(out->data(), static_cast<int32_t>(out->size()), in.data(),
-                            static_cast<int32_t>(in.size()), "", e);
-      });
+// Python's str.lower() (full case mapping with Final_Sigma; root locale).
+std::u16string Lower(const std::u16string& word) {
+  return RunIcu(word, [](const std::u16string& in, std::u16string* out, UErrorCode* e) {
+    return u_strToLower(out->data(), static_cast<int32_t>(out->size()), in.data(),
+                        static_cast<int32_t>(in.size()), "", e);
+  });
+}
+
+// NFD and removal of category Mn: _run_strip_accents.
+std::u32string StripAccents(const std::u16string& word) {
   std::u32string out;
-  for (char32_t c : ToUtf32(Normalize(Nfd(), lowered))) {
+  for (char32_t c : ToUtf32(Normalize(Nfd(), word))) {
     if (u_charType(static_cast<UChar32>(c)) != U_NON_SPACING_MARK) out.push_back(c);
   }
   return out;
+}
+
+// BasicTokenizer.tokenize's casing of one word: lower-cased, then accents
+// stripped, each if asked.
+std::u32string Cased(const std::u32string& word, bool lower_case, bool strip_accents) {
+  std::u16string utf16 = ToUtf16(word);
+  if (lower_case) utf16 = Lower(utf16);
+  return strip_accents ? StripAccents(utf16) : ToUtf32(utf16);
 }
 
 }  // namespace
@@ -142,7 +152,8 @@ bool IsBertCjk(char32_t c) {
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
-std::vector<std::u32string> BertPreTokenize(std::u32string_view text, bool lower_case) {
+std::vector<std::u32string> BertPreTokenize(std::u32string_view text, bool lower_case,
+                                            bool strip_accents) {
   // _clean_text and _tokenize_chinese_chars.
   std::u32string cleaned;
   cleaned.reserve(text.size());
@@ -169,7 +180,7 @@ std::vector<std::u32string> BertPreTokenize(std::u32string_view text, bool lower
     if (end == i) break;
     std::u32string token = normalized.substr(i, end - i);
     i = end;
-    if (lower_case) token = LowerAndStripAccents(token);
+    if (lower_case || strip_accents) token = Cased(token, lower_case, strip_accents);
     // _run_split_on_punc; the final whitespace_tokenize drops empty pieces
     // and splits again on any whitespace that case mapping produced.
     std::u32string current;

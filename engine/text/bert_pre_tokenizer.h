@@ -1,8 +1,9 @@
 // The BasicTokenizer half of BERT's tokenizer, as Hugging Face's
 // BasicTokenizer.tokenize does it: drop NUL, U+FFFD and control characters,
 // map whitespace to ' ', surround CJK ideographs with spaces, NFC, split on
-// Python's whitespace, optionally lower-case + NFD + drop non-spacing marks,
-// then split every punctuation character into its own word.
+// Python's whitespace, optionally lower-case and optionally NFD + drop
+// non-spacing marks (strip accents), then split every punctuation character
+// into its own word.
 #pragma once
 
 #include <string>
@@ -13,7 +14,8 @@ namespace encoderd {
 
 // `text` is a sequence of Unicode scalar values. Returns the words, in order,
 // none of them empty. Thread-safe (ICU's normalizers are immutable singletons).
-std::vector<std::u32string> BertPreTokenize(std::u32string_view text, bool lower_case);
+std::vector<std::u32string> BertPreTokenize(std::u32string_view text, bool lower_case,
+                                            bool strip_accents);
 
 // Whether lower-casing (Python's str.lower()) changes `word`: it has a
 // capital letter, in any script.

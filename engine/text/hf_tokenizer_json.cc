@@ -281,10 +281,8 @@ StatusOr<std::unique_ptr<Tokenizer>> WordPiece(const Reader& r, const json& root
         "normalizer.clean_text and normalizer.handle_chinese_chars are not both "
         "true");
   }
-  if (strip_accents != lowercase) {
-    return r.Unsupported("normalizer.strip_accents differs from normalizer.lowercase");
-  }
   options.lower_case = lowercase;
+  options.strip_accents = strip_accents;
 
   ASSIGN_OR_RETURN(const std::string pre, r.Type(root, "pre_tokenizer"));
   if (pre != "BertPreTokenizer") {

@@ -23,7 +23,8 @@ class WordPieceTokenizer final : public Tokenizer {
         vocab_size_(vocab_size),
         special_(special),
         options_(options),
-        lower_case_(lower_case) {
+        lower_case_(lower_case),
+        strip_accents_(options.strip_accents.value_or(lower_case)) {
     for (const auto& [token, id] : vocab_)
       longest_token_chars_ = std::max(longest_token_chars_, DecodeUtf8(token).size());
   }
@@ -39,7 +40,10 @@ class WordPieceTokenizer final : public Tokenizer {
   int64_t vocab_size() const override { return vocab_size_; }
   const SpecialTokens& special_tokens() const override { return special_; }
   std::string Describe() const override {
-    return std::string("wordpiece (") + (lower_case_ ? "uncased" : "cased") +
+    const char* accents = strip_accents_ == lower_case_ ? ""
+                          : strip_accents_              ? ", accents stripped"
+                                                        : ", accents kept";
+    return std::string("wordpiece (") + (lower_case_ ? "uncased" : "cased") + accents +
            (options_.lower_case.has_value() ? "" : ", from its vocabulary") + ", " +
            std::to_string(vocab_size_) + " tokens)";
   }
@@ -55,8 +59,8 @@ class WordPieceTokenizer final : public Tokenizer {
     WindowEncoding out;
     Encoding enc;
     const std::vector<char32_t> chars = DecodeUtf8(window.text);
-    const std::vector<std::u32string> words =
-        BertPreTokenize(std::u32string_view(chars.data(), chars.size()), lower_case_);
+    const std::vector<std::u32string> words = BertPreTokenize(
+        std::u32string_view(chars.data(), chars.size()), lower_case_, strip_accents_);
     const size_t first = window.in_unknown_run && !words.empty() ? 1 : 0;
     const char32_t last = chars.empty() ? U' ' : chars.back();
     const bool cut = !window.whole && !window.at_space;
@@ -147,6 +151,7 @@ class WordPieceTokenizer final : public Tokenizer {
   SpecialTokens special_;
   WordPieceOptions options_;
   bool lower_case_;
+  bool strip_accents_;
   // The longest vocabulary token, in characters.
   size_t longest_token_chars_ = 0;
 };

@@ -20,9 +20,13 @@ struct WordPieceSpecials {
 };
 
 struct WordPieceOptions {
-  // Lower-case and strip accents (uncased checkpoints). Unset: as the
+  // Lower-case (and strip accents, unless strip_accents says otherwise:
+  // uncased checkpoints). Unset: as the
   // vocabulary says (VocabularyIsCased), for a folder or card that does not.
   std::optional<bool> lower_case = true;
+  // Strip accents (NFD, then drop non-spacing marks). Unset: as lower_case
+  // (BERT's BasicTokenizer with strip_accents None).
+  std::optional<bool> strip_accents;
   // Words longer than this many characters become [UNK], as in BERT.
   int64_t max_chars_per_word = 100;
   // Must all be in the vocabulary.

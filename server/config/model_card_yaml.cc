@@ -96,6 +96,8 @@ Status ReadTokenizer(const YAML::Node& node, const std::string& source, Tokenize
       RETURN_IF_ERROR(ReadBool(value, where, &card->add_prefix_space));
     } else if (key == "lower_case") {
       RETURN_IF_ERROR(ReadBool(value, where, &card->lower_case));
+    } else if (key == "strip_accents") {
+      RETURN_IF_ERROR(ReadBool(value, where, &card->strip_accents));
     } else if (key == "id_offset") {
       RETURN_IF_ERROR(ReadInt(value, where, 0, &card->id_offset));
     } else if (key == "bos_id") {

@@ -235,6 +235,44 @@ TEST(ModelDirectoryJsonTest, DeeplyNestedConfigIsRefused) {
       << config.status().message();
 }
 
+// tokenizer_config.json beside a vocab.txt: strip_accents was read past
+// (lower_case always stripped accents too), and tokenize_chinese_chars
+// false and BertJapaneseTokenizer, which split words otherwise, were
+// tokenized as BERT's. strip_accents is honoured now; the other two leave
+// the folder without a tokenizer (token ids only), saying why.
+TEST(ModelDirectoryTokenizerTest, TokenizerConfigBesideAVocabulary) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "bert_tokenizer_config";
+  fs::remove_all(dir);
+  fs::copy(ModelsDir() + "/hf_bert_legacy", dir);
+  const auto load = [&](const std::string& tokenizer_config) {
+    std::ofstream(dir / "tokenizer_config.json") << tokenizer_config;
+    return server::LoadModelDirectory(dir.string());
+  };
+  const auto ids = [](const ModelBundle& bundle, const std::string& text) {
+    auto e = bundle.tokenizer->Encode(text, 64, false);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? e->ids : std::vector<int32_t>{};
+  };
+  auto stripped = load(R"({"do_lower_case": true})");
+  ASSERT_TRUE(stripped.ok()) << stripped.status().ToString();
+  EXPECT_EQ(ids(*stripped, "Caf\xc3\xa9"), ids(*stripped, "cafe"));
+  auto kept = load(R"({"do_lower_case": true, "strip_accents": false})");
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_NE(ids(*kept, "Caf\xc3\xa9"), ids(*kept, "cafe"));
+  EXPECT_EQ(ids(*kept, "CAFE"), ids(*kept, "cafe"));
+  EXPECT_NE(kept->tokenizer->Describe().find("uncased, accents kept"), std::string::npos)
+      << kept->tokenizer->Describe();
+  for (const char* config : {R"({"tokenize_chinese_chars": false})",
+                             R"({"tokenizer_class": "BertJapaneseTokenizer"})"}) {
+    auto none = load(config);
+    ASSERT_TRUE(none.ok()) << none.status().ToString();
+    EXPECT_EQ(none->tokenizer, nullptr) << config;
+    EXPECT_NE(none->tokenizer_note.find("is not supported"), std::string::npos)
+        << none->tokenizer_note;
+  }
+}
+
 // BERT-family settings that change what the layers compute were read past,
 // so a relative_key model or a decoder ran as an absolute-position encoder
 // and answered with wrong embeddings. They are refused, naming the key.

@@ -45,7 +45,9 @@ std::unique_ptr<Tokenizer> Make(const std::string& name) {
                                (kDir / "bytebpe" / "merges.txt").string(), {});
   } else {
     WordPieceOptions options;
-    options.lower_case = name == "wordpiece_uncased";
+    options.lower_case = name.rfind("wordpiece_uncased", 0) == 0;
+    if (name.find("_keep_accents") != std::string::npos) options.strip_accents = false;
+    if (name.find("_strip_accents") != std::string::npos) options.strip_accents = true;
     const std::string file = *options.lower_case ? "vocab_uncased.txt" : "vocab_cased.txt";
     t = CreateWordPieceTokenizer((kDir / "wordpiece" / file).string(), options);
   }
@@ -159,10 +161,14 @@ TEST_P(TokenizerFixtureTest, ConcurrentEncodesAgree) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, TokenizerFixtureTest,
-                         ::testing::Values("spm", "wordpiece_uncased", "wordpiece_cased", "bytebpe",
-                                           "json_wordpiece_uncased", "json_wordpiece_cased",
-                                           "json_bytebpe"));
+INSTANTIATE_TEST_SUITE_P(
+    All, TokenizerFixtureTest,
+    ::testing::Values("spm", "wordpiece_uncased", "wordpiece_cased", "bytebpe",
+                      "json_wordpiece_uncased", "json_wordpiece_cased", "json_bytebpe",
+                      // lower_case and strip_accents apart (were
+                      // always together; tokenizer.json refused them)
+                      "wordpiece_uncased_keep_accents", "wordpiece_cased_strip_accents",
+                      "json_wordpiece_uncased_keep_accents", "json_wordpiece_cased_strip_accents"));
 
 }  // namespace
 }  // namespace encoderd
