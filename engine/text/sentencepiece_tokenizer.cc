@@ -24,6 +24,9 @@ constexpr std::string_view kSpace = "\xe2\x96\x81";
 constexpr int64_t kNormalizerReach = 64;
 // A cut word settles no closer than this many pieces to the cut.
 constexpr int64_t kSettleMargin = 64;
+// A window shorter than this settles nothing of the word it cuts: the
+// driver reads larger windows until the word ends or one is this long.
+constexpr size_t kWholeWordBytes = 16384;
 
 // Bytes of normalized text a piece stands for: 1 for a byte-fallback piece
 // ("<0xE3>"), its length otherwise.
@@ -64,10 +67,16 @@ class SentencePieceTokenizer final : public Tokenizer {
   // when no piece has U+2581 after its first byte (checked at load), nor an
   // unknown character (sentencepiece gives a whole run of them one <unk>):
   // both are hard boundaries, where the text may be encoded on its own. A
-  // word cut by the window's end is settled up to its last hard boundary,
-  // then up to half its pieces, no closer than kSettleMargin pieces to the
-  // cut (BPE and unigram segmentations settle long before that on real text;
-  // tests/unit/bounded_encoding_test.cc compares with whole-text encodings).
+  // word cut by the window's end is settled up to its last hard boundary:
+  // how the rest of it splits may depend on its end (a unigram model splits
+  // a word as a whole: "7" x 4353 starts "▁7 77", "7" x 4354 "▁ 77 77"), so
+  // the driver reads larger windows until the word ends. Only a word longer
+  // than kWholeWordBytes (16 KiB without a space, which no language writes)
+  // is settled before its end, up to half its pieces, no closer than
+  // kSettleMargin pieces to the cut: BPE and unigram segmentations of real
+  // text settle long before that, but a periodic run may not (the "7"s
+  // above; tests/unit/bounded_encoding_test.cc compares with whole-text
+  // encodings).
   // Its lower bound comes from the normalized bytes its known pieces cover:
   // no piece covers more than max_cover_bytes_.
   StatusOr<WindowEncoding> EncodeWindow(const TextWindow& window) const {
@@ -128,7 +137,10 @@ class SentencePieceTokenizer final : public Tokenizer {
     for (int64_t i = exact; i < n; ++i) covered += CoverBytes(out.pieces[i]);
     const int64_t reach = kNormalizerReach + max_cover_bytes_;
     const int64_t cut = n - exact;
-    out.settled = exact + std::max<int64_t>(0, cut - std::max(cut / 2, kSettleMargin));
+    if (window.text.size() >= kWholeWordBytes)
+      out.settled = exact + std::max<int64_t>(0, cut - std::max(cut / 2, kSettleMargin));
+    else
+      out.settled = exact;
     out.min_tokens = exact + (covered > reach ? (covered - reach) / max_cover_bytes_ : 0);
     return out;
   }

@@ -100,6 +100,13 @@ std::vector<std::string> Texts() {
     texts.push_back("start " + std::string(n, ' ') + "end");
     texts.push_back(Repeat("supercalifragilistic" + cjk + " ", n));
   }
+  // Runs of one digit, past the first windows: a unigram model's best split
+  // of such a run depends on its length's parity all the way to its start
+  // ("7" x 4353 starts "▁7 77 ...", "7" x 4354 "▁ 77 77 ..."), which a window
+  // that settled half a cut word answered wrongly.
+  for (const char digit : {'1', '5', '7'}) {
+    for (const size_t n : {4353u, 5001u, 9002u}) texts.push_back(std::string(n, digit));
+  }
   return texts;
 }
 
