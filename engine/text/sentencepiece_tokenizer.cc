@@ -114,24 +114,36 @@ class SentencePieceTokenizer final : public Tokenizer {
         break;
       }
     }
-    const size_t last_char =
-        window.text.empty() ? 0 : CharStartAtOrBefore(window.text, window.text.size() - 1);
-    if (!pieces.empty() && IsUnknown(pieces.back()) && pieces.back().end == window.text.size() &&
-        last_char > pieces.back().begin) {
-      // An unknown run reaches the cut and may go on: one <unk> for all of
-      // it, counted here (or by an earlier window); resume at its last
-      // character.
-      exact = n;
-      out.resume_at = last_char;
-      out.resume_tokens = n;
-      out.resume_in_unknown_run = true;
-    } else {
-      for (int64_t i = n - 1; i >= exact; --i) {
-        if (IsUnknown(pieces[first + i])) {
-          exact = i + 1;
-          break;
-        }
+    // The cut word's last unknown piece (-1: the run an earlier window
+    // counted, whose <unk> this one skipped; none: null).
+    int64_t unknown = -1;
+    const SentencePieceLibrary::Model::Piece* run = nullptr;
+    for (int64_t i = n - 1; i >= exact; --i) {
+      if (IsUnknown(pieces[first + i])) {
+        unknown = i;
+        run = &pieces[first + i];
+        break;
       }
+    }
+    if (!run && exact == 0 && window.in_unknown_run && first > 0 && IsUnknown(pieces[first - 1])) {
+      run = &pieces[first - 1];
+    }
+    const size_t run_last = run ? CharStartAtOrBefore(window.text, run->end - 1) : 0;
+    if (run && run_last > 0 &&
+        window.text.size() - run->end <= static_cast<size_t>(kNormalizerReach)) {
+      // An unknown run reaches the cut, or ends so close to it that what
+      // follows may still join it ("<" + U+0338 normalizes to an unknown
+      // "≮"; a cut between them leaves a known "<" last): one <unk> for all
+      // of it, counted here (or by an earlier window); resume at its last
+      // character, in small windows. (Growing the window instead kept the
+      // cut in the same place of such a run, up to the whole text, and
+      // sentencepiece's cost for a run is quadratic in its length.)
+      exact = unknown + 1;
+      out.resume_at = run_last;
+      out.resume_tokens = exact;
+      out.resume_in_unknown_run = true;
+    } else if (run) {
+      exact = unknown + 1;
     }
     int64_t covered = 0;
     for (int64_t i = exact; i < n; ++i) covered += CoverBytes(out.pieces[i]);
