@@ -723,6 +723,7 @@ TEST(ModelCardLoad, TokenizerKeysOfAnotherKindAreErrors) {
     const char* line;
     const char* reader;
   } keys[] = {{"lower_case", "lower_case: true", "wordpiece"},
+              {"strip_accents", "strip_accents: false", "wordpiece"},
               {"id_offset", "id_offset: 1", "sentencepiece"},
               {"{bos,eos,pad,unk}_id", "bos_id: 0", "sentencepiece"},
               {"{bos,eos,pad,unk}_id", "unk_id: 3", "sentencepiece"},
@@ -747,12 +748,21 @@ TEST(ModelCardLoad, TokenizerKeysOfAnotherKindAreErrors) {
       ++refused;
     }
   }
-  EXPECT_EQ(refused, 21);
-  // The reading kind takes them: wordpiece's lower_case loads.
+  EXPECT_EQ(refused, 24);
+  // The reading kind takes them: wordpiece's lower_case loads, and its
+  // strip_accents reaches the tokenizer.
   WriteFile(dir / "encoderd.yaml", head + "  type: wordpiece\n  lower_case: true\n");
   auto bundle = server::LoadModelDirectory(dir.string());
   ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
   ASSERT_NE(bundle->tokenizer, nullptr);
+  EXPECT_EQ(bundle->tokenizer->Describe().find("accents"), std::string::npos);
+  WriteFile(dir / "encoderd.yaml",
+            head + "  type: wordpiece\n  lower_case: true\n  strip_accents: false\n");
+  auto kept = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  ASSERT_NE(kept->tokenizer, nullptr);
+  EXPECT_NE(kept->tokenizer->Describe().find("uncased, accents kept"), std::string::npos)
+      << kept->tokenizer->Describe();
   fs::remove_all(dir);
 }
 
