@@ -46,10 +46,14 @@ size_t DistinctBytes(const TensorMap& checkpoint) {
 
 }  // namespace
 
+WeightMapper::WeightMapper(const TensorMap& checkpoint, std::string file)
+    : checkpoint_(checkpoint),
+      file_(std::move(file)),
+      checkpoint_bytes_(DistinctBytes(checkpoint)) {}
+
 Status WeightMapper::Spend(const std::string& key, size_t bytes) {
   // Twice, and a MiB: no family maps a tensor twice, but the weights' own
   // bytes and the checkpoint's may differ by small tables.
-  if (mapped_bytes_ == 0) checkpoint_bytes_ = DistinctBytes(checkpoint_);
   mapped_bytes_ += bytes;
   if (mapped_bytes_ > 2 * checkpoint_bytes_ + (size_t{1} << 20)) {
     return DataLoss(file_ + ": the weights mapped up to '" + key + "' are " +

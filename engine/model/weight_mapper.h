@@ -18,8 +18,7 @@ inline constexpr int64_t kAnySize = -1;
 class WeightMapper {
  public:
   // `checkpoint` must outlive the mapper; `file` is used in error messages.
-  WeightMapper(const TensorMap& checkpoint, std::string file)
-      : checkpoint_(checkpoint), file_(std::move(file)) {}
+  WeightMapper(const TensorMap& checkpoint, std::string file);
 
   bool Has(const std::string& key) const { return checkpoint_.count(key) != 0; }
   // The floating-point tensor stored under `key`, of the given shape
@@ -62,7 +61,7 @@ class WeightMapper {
   std::string file_;
   TensorMap weights_;
   size_t mapped_bytes_ = 0;
-  size_t checkpoint_bytes_ = 0;  // computed on the first Spend
+  size_t checkpoint_bytes_;  // DistinctBytes(checkpoint_)
 };
 
 }  // namespace encoderd
