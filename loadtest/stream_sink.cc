@@ -1,8 +1,11 @@
-// EmbedStream: one bidirectional stream per slot (sync API). Each stream has
-// a writer thread (takes tickets from its queue, sends them) and a reader
-// thread (matches each reply, which the server sends in order, to the oldest
-// unanswered ticket). A broken stream fails its outstanding and later tickets
-// with the stream's final status.
+// EmbedStream: bidirectional streams, one at a time per slot (sync API). A
+// slot's worker thread sends its tickets on the stream; a reader thread
+// matches each reply, which the server sends in order, to the oldest
+// unanswered ticket. The server ends a stream at the first message it fails
+// (its status is the stream's): that ticket fails with it, and the ones
+// sent after it, which the server never read, are sent again on a new
+// stream. (Until 2026-12-04 a failed message failed every later ticket of
+// the slot at once, never sent: millions of errors the server never saw.)
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -27,17 +30,8 @@ class EmbedStreamClient {
  public:
   EmbedStreamClient(v1::Encoder::Stub* stub, const LoadOptions& options, const Workload& workload,
                     const CompletionFn& done)
-      : options_(options), workload_(workload), done_(done) {
-    // The stream lives for the whole run; per-message deadlines are not part
-    // of the streaming API, so the stream deadline is generous.
-    context_.set_deadline(
-        std::chrono::system_clock::now() +
-        std::chrono::duration_cast<std::chrono::seconds>(
-            std::chrono::duration<double>(options.warmup_s + options.duration_s + 3600)) +
-        std::chrono::milliseconds(options.timeout_ms));
-    stream_ = stub->EmbedStream(&context_);
-    writer_ = std::thread([this] { WriteLoop(); });
-    reader_ = std::thread([this] { ReadLoop(); });
+      : stub_(stub), options_(options), workload_(workload), done_(done) {
+    worker_ = std::thread([this] { Run(); });
   }
 
   void Submit(const CallTicket& ticket) {
@@ -53,18 +47,44 @@ class EmbedStreamClient {
       closing_ = true;
       cv_.notify_all();
     }
-    writer_.join();
-    reader_.join();
+    worker_.join();
   }
 
  private:
-  void WriteLoop() {
+  // Streams, one after another, while tickets come.
+  void Run() {
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return !queue_.empty() || closing_; });
+        if (queue_.empty()) return;  // closing, everything answered
+      }
+      RunStream();
+    }
+  }
+
+  // One stream: sends queued tickets until it breaks, or until the run
+  // closes and every ticket is answered.
+  void RunStream() {
+    grpc::ClientContext context;
+    // Per-message deadlines are not part of the streaming API, so the
+    // stream's deadline is generous.
+    context.set_deadline(
+        std::chrono::system_clock::now() +
+        std::chrono::duration_cast<std::chrono::seconds>(
+            std::chrono::duration<double>(options_.warmup_s + options_.duration_s + 3600)) +
+        std::chrono::milliseconds(options_.timeout_ms));
+    std::unique_ptr<grpc::ClientReaderWriter<v1::EmbedRequest, v1::EmbedResponse>> stream =
+        stub_->EmbedStream(&context);
     std::unique_lock<std::mutex> lock(mu_);
+    broken_ = false;
+    lock.unlock();
+    std::thread reader([this, &stream] { ReadLoop(stream.get()); });
+    lock.lock();
     while (true) {
       cv_.wait(lock,
                [&] { return !queue_.empty() || (closing_ && in_flight_.empty()) || broken_; });
-      if (broken_) break;
-      if (queue_.empty()) break;  // closing and everything answered
+      if (broken_ || queue_.empty()) break;
       CallTicket ticket = queue_.front();
       queue_.pop_front();
       v1::EmbedRequest request;
@@ -73,37 +93,35 @@ class EmbedStreamClient {
       request.set_truncate(options_.truncate);
       in_flight_.push_back({ticket, NowNanos(), request.texts_size()});
       lock.unlock();
-      const bool ok = stream_->Write(request);
+      const bool ok = stream->Write(request);
       lock.lock();
       if (!ok) broken_ = true;
     }
     const bool broken = broken_;
     lock.unlock();
-    if (!broken) stream_->WritesDone();
+    if (!broken) stream->WritesDone();
+    reader.join();
+    const grpc::Status status = stream->Finish();
+    // The oldest unanswered ticket is the one the stream ended at; those
+    // after it were not read.
     lock.lock();
-    cv_.wait(lock, [&] { return reader_done_; });
+    std::deque<Pending> unanswered;
+    unanswered.swap(in_flight_);
+    for (auto it = unanswered.rbegin(); it != unanswered.rend() && it + 1 != unanswered.rend();
+         ++it) {
+      queue_.push_front(it->ticket);
+    }
     lock.unlock();
-    const grpc::Status status = stream_->Finish();
-    int code = static_cast<int>(status.error_code());
-    if (code == 0) code = static_cast<int>(grpc::StatusCode::UNAVAILABLE);  // ended early
-    // Fail whatever is left, including tickets submitted from now on.
-    lock.lock();
-    while (true) {
-      cv_.wait(lock, [&] { return !queue_.empty() || !in_flight_.empty() || closing_; });
-      std::deque<Pending> failed;
-      failed.swap(in_flight_);
-      for (const auto& t : queue_) failed.push_back({t, NowNanos(), 0});
-      queue_.clear();
-      if (failed.empty() && closing_) break;
-      lock.unlock();
-      for (const auto& p : failed) Complete(p, code, nullptr);
-      lock.lock();
+    if (!unanswered.empty()) {
+      int code = static_cast<int>(status.error_code());
+      if (code == 0) code = static_cast<int>(grpc::StatusCode::UNAVAILABLE);  // ended early
+      Complete(unanswered.front(), code, nullptr);
     }
   }
 
-  void ReadLoop() {
+  void ReadLoop(grpc::ClientReaderWriter<v1::EmbedRequest, v1::EmbedResponse>* stream) {
     v1::EmbedResponse response;
-    while (stream_->Read(&response)) {
+    while (stream->Read(&response)) {
       Pending p;
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -116,7 +134,6 @@ class EmbedStreamClient {
       cv_.notify_all();
     }
     std::lock_guard<std::mutex> lock(mu_);
-    reader_done_ = true;
     broken_ = true;
     cv_.notify_all();
   }
@@ -138,20 +155,17 @@ class EmbedStreamClient {
     done_(p.ticket, out);
   }
 
+  v1::Encoder::Stub* stub_;
   const LoadOptions& options_;
   const Workload& workload_;
   const CompletionFn& done_;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::EmbedRequest, v1::EmbedResponse>> stream_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<CallTicket> queue_;   // guarded by mu_
   std::deque<Pending> in_flight_;  // guarded by mu_; sent, not answered
   bool closing_ = false;           // guarded by mu_
-  bool broken_ = false;            // guarded by mu_
-  bool reader_done_ = false;       // guarded by mu_
-  std::thread writer_;
-  std::thread reader_;
+  bool broken_ = false;            // guarded by mu_; the stream's reads ended
+  std::thread worker_;
 };
 
 class StreamSink : public CallSink {

@@ -55,6 +55,21 @@ def tokens_of_workload(binary, stub, pb, n, flags):
     return total
 
 
+def over_limit_requests(binary, stub, pb, n, flags):
+    """How many of requests 0..n-1 of the workload the server refuses with
+    truncation off (a text over the model's max_tokens)."""
+    dump = subprocess.run([binary, "--dump-workload", "--requests", str(n), *flags],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+    refused = 0
+    for line in dump:
+        try:
+            stub.Tokenize(pb.TokenizeRequest(texts=json.loads(line)["texts"], truncate=False))
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.INVALID_ARGUMENT, f"Tokenize refusal: {e.code()}")
+            refused += 1
+    return refused
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--server", required=True)
@@ -105,6 +120,23 @@ def main():
                   f"stream: {n} requests ok (got {r['requests_ok']}, {r['requests_error']})")
             check(r["tokens"] == tokens_of_workload(args.loadtest, stub, pb, n, workload),
                   "stream: tokens match the server's Tokenize count")
+
+        # A stream's failed message fails that call only: the server ends
+        # the stream there, and the tool sends the calls after it again on a
+        # new stream. (Until 2026-12-04 it failed every later call of the
+        # slot at once, unsent: millions of errors the server never saw.)
+        long_workload = ["--texts", "1", "--words", "50-300", "--seed", "11"]
+        n = 60
+        too_long = over_limit_requests(args.loadtest, stub, pb, n, long_workload)
+        check(0 < too_long < n, f"stream errors: some requests over the limit ({too_long} of {n})")
+        r = run_loadtest(args.loadtest, target, tmp, "stream_errors", "--rpc", "embed_stream",
+                         "--no-truncate", "--concurrency", "2", "--requests", str(n),
+                         "--duration", "0", "--warmup", "0", *long_workload)
+        if r:
+            want = {"INVALID_ARGUMENT": too_long} if too_long else {}
+            check(r["requests_ok"] == n - too_long and r["errors_by_code"] == want,
+                  f"stream errors: {n - too_long} ok and {want} (got {r['requests_ok']}, "
+                  f"{r['errors_by_code']})")
 
         # Open loop for 3 s after a 1 s warm-up at 100 req/s (Poisson): the
         # counted requests are the arrivals of the measured window, +-5 sigma
