@@ -14,7 +14,11 @@ double ArrivalProcess::NextGapSeconds() {
 
 int64_t ArrivalProcess::NextOffsetNanos() {
   elapsed_s_ += NextGapSeconds();
-  return static_cast<int64_t>(std::llround(elapsed_s_ * 1e9));
+  // Past a century the offset saturates: still later than any run's end,
+  // and added to a clock reading it does not overflow.
+  constexpr double kFarNanos = 3.2e18;
+  const double ns = elapsed_s_ * 1e9;
+  return ns < kFarNanos ? static_cast<int64_t>(std::llround(ns)) : static_cast<int64_t>(kFarNanos);
 }
 
 }  // namespace encoderd::loadtest

@@ -1,6 +1,7 @@
 #include "loadtest/load_options.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -54,13 +55,18 @@ bool ParseWords(const std::string& s, WorkloadSpec* spec) {
   return true;
 }
 
+// Open-loop rates: finite, positive and at most kMaxRate (an infinite rate
+// sent without end, none counted, until 2026-12-04).
+constexpr double kMaxRate = 1e6;
+bool ValidRate(double r) { return std::isfinite(r) && r > 0 && r <= kMaxRate; }
+
 bool ParseRates(const std::string& s, std::vector<double>* rates) {
   rates->clear();
   std::stringstream in(s);
   std::string item;
   while (std::getline(in, item, ',')) {
     double r = 0;
-    if (!ParseDouble(item, &r) || r <= 0) return false;
+    if (!ParseDouble(item, &r) || !ValidRate(r)) return false;
     if (!rates->empty() && r <= rates->back()) return false;
     rates->push_back(r);
   }
@@ -99,7 +105,7 @@ Drives `encoderd serve` over gRPC and reports throughput and latency.
   --mode closed|open        closed: N clients back to back; open: arrivals at --rate,
                             latency measured from the intended send time (default closed)
   --concurrency N           closed-loop clients / embed_stream streams (default 8)
-  --rate R                  open loop: offered requests/s (default 100)
+  --rate R                  open loop: offered requests/s, at most 1e6 (default 100)
   --arrival poisson|uniform open loop inter-arrival gaps (default poisson)
   --max-in-flight N         open loop: cap on outstanding calls (default 10000)
   --duration S              measured seconds, 0: until --requests (default 10)
@@ -184,7 +190,8 @@ std::string ParseLoadOptions(int argc, const char* const* argv, LoadOptions* o) 
          int64_t n;
          return ParseInt(v, &n) && n >= 1 && n <= 100000 && (o->concurrency = int(n), true);
        }},
-      {"rate", [&](const std::string& v) { return ParseDouble(v, &o->rate) && o->rate > 0; }},
+      {"rate",
+       [&](const std::string& v) { return ParseDouble(v, &o->rate) && ValidRate(o->rate); }},
       {"max-in-flight",
        [&](const std::string& v) {
          int64_t n;
@@ -279,6 +286,11 @@ std::string ParseLoadOptions(int argc, const char* const* argv, LoadOptions* o) 
     return "--duration and --requests are both 0: the run would never stop";
   if (!o->sweep_rates.empty()) {
     if (o->duration_s == 0) return "--sweep-rates needs --duration > 0";
+    // Each rate runs for --duration; a request budget would end its
+    // arrivals early, and one per-second series per file is written.
+    if (o->requests != 0) return "--sweep-rates runs each rate for --duration: drop --requests";
+    if (!o->per_second_csv.empty())
+      return "--per-second-csv writes one run's seconds; a sweep writes --sweep-csv";
     o->mode = LoadMode::kOpen;
     if (o->sweep_csv.empty()) o->sweep_csv = "sweep.csv";
   }

@@ -50,10 +50,10 @@ int Sweep(std::shared_ptr<grpc::Channel> channel, const LoadOptions& options,
   for (double rate : options.sweep_rates) {
     RunStats stats = RunLoad(channel, options, workload, rate);
     std::cout << FormatReportText(options, rate, stats) << std::flush;
-    csv += SweepCsvRow(rate, options.duration_s, stats);
+    csv += SweepCsvRow(rate, stats);
     runs.push_back(ReportJson(options, rate, stats));
     if (!WriteFile(options.sweep_csv, csv)) return 1;
-    if (IsSaturated(options.duration_s, stats)) {
+    if (IsSaturated(stats)) {
       std::cout << "saturated at offered " << rate << " req/s; sweep stops\n";
       break;
     }
@@ -104,8 +104,9 @@ int Main(int argc, char** argv) {
   if (!options.sweep_rates.empty()) return Sweep(channel, options, workload);
 
   RunStats stats = RunLoad(channel, options, workload, options.rate);
-  std::cout << FormatReportText(options, options.rate, stats);
-  const nlohmann::json report = ReportJson(options, options.rate, stats);
+  const double offered = options.mode == LoadMode::kOpen ? options.rate : 0;
+  std::cout << FormatReportText(options, offered, stats);
+  const nlohmann::json report = ReportJson(options, offered, stats);
   if (options.json) std::cout << ReportText(report, 2) << "\n";
   if (!options.json_file.empty() && !WriteFile(options.json_file, ReportText(report, 2) + "\n"))
     return 1;

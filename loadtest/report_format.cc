@@ -57,6 +57,10 @@ std::string FormatReportText(const LoadOptions& o, double offered_rate, const Ru
                 s.RequestsPerSecond(), s.TokensPerSecond(), s.client_cpu_s,
                 s.client_wall_s > 0 ? 100.0 * s.client_cpu_s / s.client_wall_s : 0.0);
   out += buf;
+  if (o.mode == LoadMode::kOpen) {
+    out += Format("  latency growth %.3f s per second of arrivals", s.LatencyGrowth());
+    out += IsSaturated(s) ? " (not sustained)\n" : "\n";
+  }
   for (const auto& [code, n] : s.errors_by_code) {
     std::snprintf(buf, sizeof buf, "  error %-20s %lld\n", GrpcCodeName(code),
                   static_cast<long long>(n));
@@ -99,6 +103,7 @@ nlohmann::json ReportJson(const LoadOptions& o, double offered_rate, const RunSt
           {"elapsed_s", s.ElapsedSeconds()},
           {"requests_per_s", s.RequestsPerSecond()},
           {"tokens_per_s", s.TokensPerSecond()},
+          {"latency_growth", s.LatencyGrowth()},
           {"client_cpu_s", s.client_cpu_s},
           {"client_wall_s", s.client_wall_s},
           {"latency", HistJson(s.latency_us)},
@@ -128,7 +133,7 @@ std::string SweepCsvHeader() {
          "queue_mean_ms,inference_mean_ms,sustained\n";
 }
 
-std::string SweepCsvRow(double offered_rate, double window_s, const RunStats& s) {
+std::string SweepCsvRow(double offered_rate, const RunStats& s) {
   char buf[512];
   const auto& h = s.latency_us;
   std::snprintf(buf, sizeof buf, "%.1f,%.1f,%.0f,%lld,%lld,%s,%s,%s,%s,%s,%.3f,%.3f,%d\n",
@@ -137,15 +142,15 @@ std::string SweepCsvRow(double offered_rate, double window_s, const RunStats& s)
                 Ms(h.ValueAtQuantile(0.5)).c_str(), Ms(h.ValueAtQuantile(0.9)).c_str(),
                 Ms(h.ValueAtQuantile(0.99)).c_str(), Ms(h.ValueAtQuantile(0.999)).c_str(),
                 Ms(h.Max()).c_str(), s.queue_us.Mean() / 1000.0, s.inference_us.Mean() / 1000.0,
-                IsSaturated(window_s, s) ? 0 : 1);
+                IsSaturated(s) ? 0 : 1);
   return buf;
 }
 
-bool IsSaturated(double window_s, const RunStats& s) {
+bool IsSaturated(const RunStats& s) {
   const int64_t total = s.ok + s.errors;
-  if (total == 0 || window_s <= 0) return true;
+  if (total == 0) return true;
   if (static_cast<double>(s.errors) > 0.01 * static_cast<double>(total)) return true;
-  return s.RequestsPerSecond() < 0.9 * static_cast<double>(total) / window_s;
+  return s.LatencyGrowth() > 1.0 / 9.0;
 }
 
 }  // namespace encoderd::loadtest

@@ -19,13 +19,16 @@ nlohmann::json ReportJson(const LoadOptions& options, double offered_rate, const
 std::string PerSecondCsv(const RunStats& stats);
 
 std::string SweepCsvHeader();
-std::string SweepCsvRow(double offered_rate, double window_s, const RunStats& stats);
+std::string SweepCsvRow(double offered_rate, const RunStats& stats);
 
-// True when an open-loop run whose arrivals spanned window_s seconds was not
-// sustained: more than 1% of calls failed, or the OK calls completed at less
-// than 90% of the rate at which they arrived (the backlog kept growing). It
-// compares with the arrivals actually generated, not the nominal rate, so
-// Poisson noise at low rates does not read as saturation.
-bool IsSaturated(double window_s, const RunStats& stats);
+// True when an open-loop run was not sustained: more than 1% of calls
+// failed, or the OK calls' latency grew by more than 1/9 s per second of
+// arrivals (RunStats::LatencyGrowth): the server completed less than 90% of
+// the arrivals' rate and its backlog kept growing. A slow server that keeps
+// up (every call 2 s) or one slow call is not saturation: until 2026-12-04
+// this compared the OK calls per second from the first send to the last
+// completion with the arrivals' rate, and so read any latency over a tenth
+// of the window as saturation.
+bool IsSaturated(const RunStats& stats);
 
 }  // namespace encoderd::loadtest

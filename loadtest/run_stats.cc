@@ -25,6 +25,14 @@ double RunStats::TokensPerSecond() const {
   return s > 0 ? static_cast<double>(tokens) / s : 0;
 }
 
+double RunStats::LatencyGrowth() const {
+  const double spread = fit_n * fit_xx - fit_x * fit_x;
+  // Rounding leaves a spread of about 1e-16 of the sums where all points
+  // share one send time.
+  if (fit_n < 2 || spread <= 1e-12 * fit_n * fit_xx) return 0;
+  return (fit_n * fit_xy - fit_x * fit_y) / spread;
+}
+
 void Recorder::Record(const CallOutcome& c) {
   std::lock_guard<std::mutex> lock(mu_);
   RunStats& s = stats_;
@@ -55,6 +63,13 @@ void Recorder::Record(const CallOutcome& c) {
   s.texts += c.texts;
   s.tokens += c.token_count;
   s.latency_us.Record((c.done_ns - c.intended_ns) / 1000);
+  const double x = static_cast<double>(c.intended_ns - origin_ns_) * 1e-9;
+  const double y = static_cast<double>(c.done_ns - c.intended_ns) * 1e-9;
+  s.fit_n += 1;
+  s.fit_x += x;
+  s.fit_y += y;
+  s.fit_xy += x * y;
+  s.fit_xx += x * x;
   s.service_us.Record((c.done_ns - c.sent_ns) / 1000);
   s.tokenize_us.Record(c.tokenize_us);
   s.queue_us.Record(c.queue_us);

@@ -63,10 +63,18 @@ struct RunStats {
   double client_wall_s = 0;
   // Second i of the measured window (by intended send time).
   std::vector<SecondStats> per_second;
+  // Sums of a least-squares line through the OK calls' (intended send,
+  // latency) points, seconds from the window's start: LatencyGrowth.
+  double fit_n = 0, fit_x = 0, fit_y = 0, fit_xy = 0, fit_xx = 0;
 
   double ElapsedSeconds() const;
   double RequestsPerSecond() const;
   double TokensPerSecond() const;
+  // Seconds of latency the OK calls gained per second of arrivals (the
+  // slope of the line above; 0 with fewer than two distinct send times). A
+  // server that completes mu calls/s while lambda arrive makes each wait
+  // lambda/mu - 1 s longer per second: its backlog's growth.
+  double LatencyGrowth() const;
 };
 
 class Recorder {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "loadtest/arrival_process.h"
@@ -80,6 +81,18 @@ TEST(LoadtestArrivalTest, DeadlineRunsFromTheIntendedSendTime) {
   // A send time before the intended one (not made by the runner, which
   // claims a call before sending it) gives no credit.
   EXPECT_EQ(DeadlineFromIntended(8'000'000, 5'000'000, 100, sent_at), sent_at + milliseconds(100));
+}
+
+TEST(LoadtestArrivalTest, FarOffsetsSaturateInsteadOfOverflowing) {
+  // A gap of 10^12 s is 10^21 ns: llround overflowed, and the run slept 292
+  // years. The offset now stays later than any run's end, and a steady
+  // clock reading plus it still fits.
+  ArrivalProcess arrivals(ArrivalKind::kUniform, 1e-12, 1);
+  const int64_t far = arrivals.NextOffsetNanos();
+  EXPECT_GT(far, int64_t{3'000'000'000'000'000'000});
+  EXPECT_EQ(arrivals.NextOffsetNanos(), far);
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  EXPECT_LE(far, std::numeric_limits<int64_t>::max() - now);
 }
 
 }  // namespace

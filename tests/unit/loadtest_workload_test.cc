@@ -99,6 +99,13 @@ TEST(LoadtestWorkloadTest, OptionsParseAndRejectBadValues) {
   EXPECT_NE(error({"--words", "9-3"}), "");
   EXPECT_NE(error({"--duration", "0"}).find("never stop"), std::string::npos);
   EXPECT_NE(error({"--sweep-rates", "100,50"}).find("--sweep-rates"), std::string::npos);
+  // A sweep runs each rate for --duration: a request budget ended its
+  // arrivals early, unseen by the saturation test, and --per-second-csv was
+  // not written.
+  EXPECT_NE(error({"--sweep-rates", "10,20", "--requests", "40"}).find("--requests"),
+            std::string::npos);
+  EXPECT_NE(error({"--sweep-rates", "10,20", "--per-second-csv", "s.csv"}).find("--per-second-csv"),
+            std::string::npos);
   EXPECT_NE(error({"--text-file", "/nonexistent/file"}).find("/nonexistent/file"),
             std::string::npos);
   EXPECT_NE(error({"--frobnicate"}).find("--frobnicate"), std::string::npos);
@@ -115,6 +122,12 @@ TEST(LoadtestWorkloadTest, OptionsParseAndRejectBadValues) {
         {"--words", "-3"},
         {"--words", "1--4294967295"},
         {"--duration", "inf"},
+        // An infinite rate sent without end, none counted; 1e-12 slept 292
+        // years (its offset overflowed).
+        {"--rate", "inf"},
+        {"--rate", "nan"},
+        {"--rate", "2e6"},
+        {"--sweep-rates", "10,inf"},
         {"--warmup", "1e300"},
         {"--timeout-ms", "9223372036854775807"}}) {
     EXPECT_NE(error(bad).find(bad[0]), std::string::npos) << bad[0] << " " << bad[1];
@@ -141,9 +154,9 @@ TEST(LoadtestWorkloadTest, RecorderCountsAndSaturation) {
   EXPECT_EQ(s.texts, 194);
   EXPECT_NEAR(s.ElapsedSeconds(), 0.995, 1e-9);
   EXPECT_EQ(s.latency_us.ValueAtQuantile(0.5), 5000);
-  EXPECT_TRUE(IsSaturated(1.0, s));  // 3% errors
-  EXPECT_NE(SweepCsvRow(100, 1.0, s).find(",97,3,"), std::string::npos);
-  EXPECT_EQ(SweepCsvRow(100, 1.0, s).back(), '\n');
+  EXPECT_TRUE(IsSaturated(s));  // 3% errors
+  EXPECT_NE(SweepCsvRow(100, s).find(",97,3,"), std::string::npos);
+  EXPECT_EQ(SweepCsvRow(100, s).back(), '\n');
 
   Recorder healthy, backlog;
   for (int i = 0; i < 100; ++i) {
@@ -155,8 +168,34 @@ TEST(LoadtestWorkloadTest, RecorderCountsAndSaturation) {
     c.done_ns = c.intended_ns + 5'000'000 + i * 5'000'000LL;  // backlog grows
     backlog.Record(c);
   }
-  EXPECT_FALSE(IsSaturated(1.0, healthy.Snapshot()));
-  EXPECT_TRUE(IsSaturated(1.0, backlog.Snapshot()));  // 100 done over 1.5 s
+  EXPECT_FALSE(IsSaturated(healthy.Snapshot()));
+  EXPECT_NEAR(healthy.Snapshot().LatencyGrowth(), 0, 1e-9);
+  // 5 ms more per 10 ms of arrivals: the server completes 2/3 of them.
+  EXPECT_NEAR(backlog.Snapshot().LatencyGrowth(), 0.5, 1e-9);
+  EXPECT_TRUE(IsSaturated(backlog.Snapshot()));
+
+  // A slow server that keeps up, and one slow call at the very end, are
+  // not saturation (both were, read as OK calls per second from the first
+  // send to the last completion against the arrivals' rate).
+  Recorder slow, straggler;
+  for (int i = 0; i < 50; ++i) {
+    CallOutcome c;
+    c.intended_ns = i * 200'000'000LL;  // 5 req/s over 10 s
+    c.sent_ns = c.intended_ns;
+    c.done_ns = c.intended_ns + 2'000'000'000LL;  // each 2 s
+    slow.Record(c);
+  }
+  for (int i = 0; i < 99; ++i) {
+    CallOutcome c;
+    c.intended_ns = i * 100'000'000LL;  // 10 req/s over 10 s
+    c.sent_ns = c.intended_ns;
+    c.done_ns = c.intended_ns + (i == 98 ? 3'000'000'000LL : 5'000'000LL);
+    straggler.Record(c);
+  }
+  EXPECT_FALSE(IsSaturated(slow.Snapshot()));
+  EXPECT_FALSE(IsSaturated(straggler.Snapshot()));
+  EXPECT_LT(straggler.Snapshot().LatencyGrowth(), 0.05);
+  EXPECT_NE(SweepCsvRow(10, straggler.Snapshot()).rfind(",1\n"), std::string::npos);
 }
 
 TEST(LoadtestWorkloadTest, RecorderCountsCallsSentPastTheirDeadline) {
