@@ -281,6 +281,9 @@ Status ServerConfig::Validate() const {
     const ModelConfig& m = models[i];
     const std::string p = "models[" + std::to_string(i) + "].";
     if (m.name.empty()) return bad(p + "name", "must not be empty");
+    // The metrics' label for calls that named no served model: a model of
+    // that name shared its series with them.
+    if (m.name == "(none)") return bad(p + "name", "must not be '(none)' (the metrics use it)");
     for (size_t j = 0; j < i; ++j)
       if (models[j].name == m.name) return bad(p + "name", "repeats '" + m.name + "'");
     if (m.directory.empty()) return bad(p + "directory", "must not be empty");

@@ -155,18 +155,32 @@ StatusOr<ServerConfig> LoadServerConfig(const std::vector<std::string>& args,
     }
   }
 
-  ServerConfig config;
+  std::string yaml;
   if (!config_file.empty()) {
-    ASSIGN_OR_RETURN(std::string text,
-                     ReadWholeFile(config_file, "config file", FileKind::kAnyStream));
-    RETURN_IF_ERROR(ApplyYaml(text, config_file, &config));
+    ASSIGN_OR_RETURN(yaml, ReadWholeFile(config_file, "config file", FileKind::kAnyStream));
   }
-  for (const Option& o : kOptions) {
-    if (const char* v = env(o.env))
-      RETURN_IF_ERROR(SetConfigValue(o.key, v, std::string("environment ") + o.env, &config));
-  }
-  for (const auto& [key, value] : flag_values)
-    RETURN_IF_ERROR(SetConfigValue(key, value, "command line", &config));
+  // YAML < environment < flags. An empty ENCODERD_* variable is unset, so
+  // that `docker run -e ENCODERD_DTYPE=` clears an image's preset (it was
+  // refused as a bad value until 2026-12-04). `models_after`: the models
+  // the sources make, which a model.* key then sets, whichever source made
+  // them and wherever the key comes (until 2026-12-04 it set only the
+  // models made before it: ENCODERD_DTYPE missed `--set models[1].name=b`).
+  const auto apply = [&](size_t models_after, ServerConfig* config) -> Status {
+    if (!config_file.empty()) RETURN_IF_ERROR(ApplyYaml(yaml, config_file, config));
+    while (config->models.size() < models_after) config->models.emplace_back();
+    for (const Option& o : kOptions) {
+      const char* v = env(o.env);
+      if (v != nullptr && *v != '\0')
+        RETURN_IF_ERROR(SetConfigValue(o.key, v, std::string("environment ") + o.env, config));
+    }
+    for (const auto& [key, value] : flag_values)
+      RETURN_IF_ERROR(SetConfigValue(key, value, "command line", config));
+    return Status::Ok();
+  };
+  ServerConfig first;
+  RETURN_IF_ERROR(apply(0, &first));
+  ServerConfig config;
+  RETURN_IF_ERROR(apply(first.models.size(), &config));
   RETURN_IF_ERROR(config.Validate());
   return config;
 }

@@ -21,7 +21,8 @@
 
 namespace encoderd::server {
 
-// The `model` label of requests that resolved to no served model.
+// The `model` label of requests that resolved to no served model (no model
+// may take the name: ServerConfig::Validate).
 inline constexpr char kNoModelLabel[] = "(none)";
 
 class PrometheusMetrics final : public ServingMetrics {

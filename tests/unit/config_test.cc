@@ -119,6 +119,56 @@ TEST(ConfigTest, EnvironmentOverridesYamlAndFlagsOverrideEnvironment) {
   EXPECT_EQ(c->log.level, "debug");
 }
 
+TEST(ConfigTest, ModelKeysReachEveryModelWhereverTheyComeFrom) {
+  // ENCODERD_DTYPE set models[0] only, not models[1] made by --set (all
+  // environment came before any flag); a flag's model.* key set only the
+  // models made before it.
+  const std::vector<std::string> second = {"--set", "models[1].name=b", "--set",
+                                           "models[1].directory=/m/b"};
+  auto env = FakeEnv({{"ENCODERD_DTYPE", "bfloat16"}, {"ENCODERD_NUM_THREADS", "1"}});
+  auto c = LoadServerConfig(second, env);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->models.size(), 2u);
+  for (const ModelConfig& m : c->models) {
+    EXPECT_EQ(m.dtype, DType::kBFloat16) << m.name;
+    EXPECT_EQ(m.num_threads, 1) << m.name;
+  }
+  for (const bool flag_first : {true, false}) {
+    std::vector<std::string> args = second;
+    args.insert(flag_first ? args.begin() : args.end(), {"--dtype", "int8"});
+    c = LoadServerConfig(args, FakeEnv({}));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_EQ(c->models.size(), 2u);
+    EXPECT_EQ(c->models[0].dtype, DType::kInt8);
+    EXPECT_EQ(c->models[1].dtype, DType::kInt8);
+  }
+  // A models[N] key still outranks model.* from a source below it.
+  std::vector<std::string> own = second;
+  own.insert(own.end(), {"--set", "models[1].dtype=float32"});
+  c = LoadServerConfig(own, env);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models[0].dtype, DType::kBFloat16);
+  EXPECT_EQ(c->models[1].dtype, DType::kFloat32);
+}
+
+TEST(ConfigTest, TheMetricsLabelForNoModelIsNoModelName) {
+  // A model named "(none)" shared its series with calls naming no model.
+  auto c = LoadServerConfig({"--model-name", "(none)"}, FakeEnv({}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("models[0].name"), std::string::npos) << c.status().message();
+}
+
+TEST(ConfigTest, AnEmptyEnvironmentVariableIsUnset) {
+  // `docker run -e ENCODERD_DTYPE=` (to clear an image's preset) was
+  // refused: "bad value '' for 'model.dtype'".
+  auto c = LoadServerConfig(
+      {}, FakeEnv({{"ENCODERD_DTYPE", ""}, {"ENCODERD_PORT", ""}, {"ENCODERD_CONFIG", ""}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const ServerConfig defaults;
+  EXPECT_EQ(c->models[0].dtype, DType::kFloat32);
+  EXPECT_EQ(c->listen.port, defaults.listen.port);
+}
+
 TEST(ConfigTest, BatchTimeLimitFromYamlEnvironmentAndFlags) {
   auto c = LoadServerConfig({}, FakeEnv({}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
