@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 namespace encoderd::server {
 namespace {
@@ -16,7 +17,8 @@ int g_pipe[2] = {-1, -1};
 std::atomic<int> g_count{0};
 std::mutex g_mu;
 std::condition_variable g_cv;
-int g_signal = 0;  // guarded by g_mu
+int g_signal = 0;        // guarded by g_mu
+bool g_waiting = false;  // guarded by g_mu; WaitForShutdownSignal was called
 
 void OnSignal(int signal_number) {
   if (g_count.fetch_add(1) > 0) {
@@ -30,17 +32,20 @@ void OnSignal(int signal_number) {
 
 }  // namespace
 
-void InstallShutdownSignalHandlers() {
+void InstallShutdownSignalHandlers(std::function<void(int)> while_starting) {
   if (pipe(g_pipe) != 0) std::abort();
-  std::thread([] {
+  std::thread([while_starting = std::move(while_starting)] {
     unsigned char byte = 0;
     while (read(g_pipe[0], &byte, 1) != 1) {
     }
+    bool starting = false;
     {
       std::lock_guard<std::mutex> lock(g_mu);
       g_signal = byte;
+      starting = !g_waiting;
     }
     g_cv.notify_all();
+    if (starting && while_starting) while_starting(byte);
   }).detach();
   struct sigaction action = {};
   action.sa_handler = OnSignal;
@@ -50,8 +55,14 @@ void InstallShutdownSignalHandlers() {
   sigaction(SIGINT, &action, nullptr);
 }
 
+int ShutdownSignalReceived() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_signal;
+}
+
 int WaitForShutdownSignal() {
   std::unique_lock<std::mutex> lock(g_mu);
+  g_waiting = true;
   g_cv.wait(lock, [] { return g_signal != 0; });
   return g_signal;
 }
