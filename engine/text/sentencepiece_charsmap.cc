@@ -34,11 +34,12 @@ class WireReader {
 
   bool done() const { return at_ == bytes_.size(); }
 
-  // The next field; payload is set for wire type 2. Groups (3) are skipped
-  // whole, as protobuf skips unknown ones.
-  Status Next(uint64_t* number, int* wire_type, std::string_view* payload) {
+  // The next field; payload is set for wire type 2, varint for wire type
+  // 0. Groups (3) are skipped whole, as protobuf skips unknown ones.
+  Status Next(uint64_t* number, int* wire_type, std::string_view* payload, uint64_t* varint) {
     RETURN_IF_ERROR(Tag(number, wire_type));
     if (*wire_type == 2) return Payload(payload);
+    if (*wire_type == 0) return Varint(varint) ? Status::Ok() : Broken("a varint");
     if (*wire_type == 3) return SkipGroup(*number);
     return Skip(*wire_type);
   }
@@ -224,20 +225,28 @@ class TrieCheck {
   std::vector<Frame> stack_;
 };
 
-// fn(number, payload) for each length-delimited field of `message`, whose
-// wire-format errors are prefixed with `name` (when not empty).
-template <typename Fn>
-Status ForEachPayload(std::string_view message, const std::string& name, Fn&& fn) {
+// fn(number, payload) for each length-delimited field of `message`, and
+// on_varint(number, value) for each varint field, whose wire-format errors
+// are prefixed with `name` (when not empty).
+template <typename Fn, typename VarintFn>
+Status ForEachField(std::string_view message, const std::string& name, Fn&& fn,
+                    VarintFn&& on_varint) {
   WireReader reader(message);
   while (!reader.done()) {
-    uint64_t number = 0;
+    uint64_t number = 0, varint = 0;
     int wire_type = 0;
     std::string_view payload;
-    const Status read = reader.Next(&number, &wire_type, &payload);
+    const Status read = reader.Next(&number, &wire_type, &payload, &varint);
     if (!read.ok()) return name.empty() ? read : read.WithContext(name);
     if (wire_type == 2) RETURN_IF_ERROR(fn(number, payload));
+    if (wire_type == 0) on_varint(number, varint);
   }
   return Status::Ok();
+}
+
+template <typename Fn>
+Status ForEachPayload(std::string_view message, const std::string& name, Fn&& fn) {
+  return ForEachField(message, name, std::forward<Fn>(fn), [](uint64_t, uint64_t) {});
 }
 
 // Every precompiled_charsmap (field 2) of a serialized NormalizerSpec.
@@ -283,6 +292,26 @@ Status CheckSentencePieceCharsMaps(std::string_view serialized_model) {
     if (number == 5) return CheckNormalizerSpec(payload, "denormalizer_spec");
     return Status::Ok();
   });
+}
+
+StatusOr<SentencePieceWhitespace> ReadSentencePieceWhitespace(std::string_view serialized_model) {
+  SentencePieceWhitespace whitespace;
+  // ModelProto.normalizer_spec = 3; NormalizerSpec: add_dummy_prefix = 3,
+  // remove_extra_whitespaces = 4, escape_whitespaces = 5 (proto2 bools,
+  // true when absent; the last occurrence wins, as in protobuf).
+  const auto flags = [&](uint64_t number, uint64_t value) {
+    if (number == 3) whitespace.add_dummy_prefix = value != 0;
+    if (number == 4) whitespace.remove_extra_whitespaces = value != 0;
+    if (number == 5) whitespace.escape_whitespaces = value != 0;
+  };
+  RETURN_IF_ERROR(
+      ForEachPayload(serialized_model, "", [&](uint64_t number, std::string_view payload) {
+        return number == 3 ? ForEachField(
+                                 payload, "normalizer_spec",
+                                 [](uint64_t, std::string_view) { return Status::Ok(); }, flags)
+                           : Status::Ok();
+      }));
+  return whitespace;
 }
 
 }  // namespace encoderd

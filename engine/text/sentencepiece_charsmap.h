@@ -28,4 +28,18 @@ Status CheckPrecompiledCharsMap(std::string_view map);
 // also when the bytes are not protobuf wire format.
 Status CheckSentencePieceCharsMaps(std::string_view serialized_model);
 
+// How a model's normalizer treats spaces (its NormalizerSpec's flags).
+struct SentencePieceWhitespace {
+  // A "▁" is put before the text.
+  bool add_dummy_prefix = true;
+  // Spaces at the text's start and end are dropped, runs of them collapsed.
+  bool remove_extra_whitespaces = true;
+  // Spaces become "▁".
+  bool escape_whitespaces = true;
+};
+
+// The whitespace flags of a serialized ModelProto; INVALID_ARGUMENT when
+// the bytes are not protobuf wire format.
+StatusOr<SentencePieceWhitespace> ReadSentencePieceWhitespace(std::string_view serialized_model);
+
 }  // namespace encoderd

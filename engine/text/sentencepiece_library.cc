@@ -135,6 +135,7 @@ StatusOr<std::unique_ptr<SentencePieceLibrary::Model>> SentencePieceLibrary::Loa
     return InvalidArgument("sentencepiece read a normalization map that its check did not see: " +
                            held_maps.message());
   }
+  ASSIGN_OR_RETURN(model->whitespace_, ReadSentencePieceWhitespace(held.bytes));
   return model;
 }
 

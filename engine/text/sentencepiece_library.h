@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engine/text/sentencepiece_charsmap.h"
 #include "engine/text/sentencepiece_shim.h"
 
 namespace encoderd {
@@ -44,10 +45,14 @@ class SentencePieceLibrary {
       size_t begin = 0, end = 0;
     };
     StatusOr<std::vector<Piece>> EncodeWithOffsets(std::string_view text) const;
+    // How its normalizer treats spaces, as the library holds the model.
+    const SentencePieceWhitespace& whitespace() const { return whitespace_; }
 
    private:
+    friend class SentencePieceLibrary;
     const SentencePieceLibrary* lib_;
     void* handle_;
+    SentencePieceWhitespace whitespace_;
   };
 
   // Parses a serialized ModelProto; INVALID_ARGUMENT with sentencepiece's

@@ -45,6 +45,15 @@ class SentencePieceTokenizer final : public Tokenizer {
       max_cover_bytes_ = std::max(max_cover_bytes_, CoverBytes(piece));
       if (piece.find(kSpace, 1) != std::string::npos) splits_at_spaces_ = false;
     }
+    // A text that starts at a space encodes as the whole text does from
+    // there when the normalizer both puts a "▁" first and drops leading
+    // spaces (the space's "▁" stands once), or does neither. Otherwise a
+    // window at a space gains a "▁" (the dummy prefix and the kept space)
+    // or loses one (no prefix; the space dropped): windows then all start
+    // where the text does, and grow.
+    const SentencePieceWhitespace& ws = processor_->whitespace();
+    resumes_at_spaces_ = splits_at_spaces_ && ws.escape_whitespaces &&
+                         ws.add_dummy_prefix == ws.remove_extra_whitespaces;
   }
 
   StatusOr<Encoding> Encode(std::string_view text, int64_t max_tokens,
@@ -97,20 +106,29 @@ class SentencePieceTokenizer final : public Tokenizer {
     const auto n = static_cast<int64_t>(out.ids.size());
     if (window.whole || (window.at_space && splits_at_spaces_)) {
       out.settled = out.min_tokens = n;
-      if (window.at_space) {
+      if (window.at_space && resumes_at_spaces_) {
         out.resume_at = window.text.size();
         out.resume_tokens = n;
       }
       return out;
     }
     // The window is cut mid-word. Tokens before `exact` are settled; the
-    // next window may start at `resume_at`.
+    // next window may start at `resume_at`. A "▁" piece starts a word where
+    // it is the first piece of its characters: one character may normalize
+    // to several words (NFKC makes U+FDFA four), whose later pieces all
+    // begin where it does, and a window from there would give the earlier
+    // ones again.
     int64_t exact = 0;
     for (int64_t i = n - 1; i >= 1 && splits_at_spaces_; --i) {
-      if (out.pieces[i].compare(0, kSpace.size(), kSpace) == 0) {
+      const SentencePieceLibrary::Model::Piece& piece = pieces[first + i];
+      const SentencePieceLibrary::Model::Piece& before = pieces[first + i - 1];
+      if (out.pieces[i].compare(0, kSpace.size(), kSpace) == 0 && piece.begin > before.begin &&
+          piece.begin >= before.end) {
         exact = i;
-        out.resume_at = pieces[first + i].begin;
-        out.resume_tokens = i;
+        if (resumes_at_spaces_) {
+          out.resume_at = piece.begin;
+          out.resume_tokens = i;
+        }
         break;
       }
     }
@@ -181,6 +199,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   int64_t max_cover_bytes_ = 1;
   // No piece has U+2581 after its first byte: pieces never span a space.
   bool splits_at_spaces_ = true;
+  // A window may start at a space (see the constructor).
+  bool resumes_at_spaces_ = true;
 };
 
 }  // namespace

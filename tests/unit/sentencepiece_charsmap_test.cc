@@ -165,6 +165,46 @@ TEST(SentencePieceCharsMap, TheFixtureModelsMapsPass) {
   }
 }
 
+TEST(SentencePieceCharsMap, WhitespaceFlagsAreReadFromTheNormalizerSpec) {
+  // The fixture models trained with spm_train's flags.
+  const struct {
+    const char* name;
+    bool add_dummy_prefix, remove_extra_whitespaces;
+  } models[] = {{"sentencepiece.bpe.model", true, true},
+                {"sentencepiece.keep_spaces.model", true, false},
+                {"sentencepiece.no_prefix.model", false, true},
+                {"sentencepiece.raw_spaces.model", false, false}};
+  for (const auto& m : models) {
+    SCOPED_TRACE(m.name);
+    const std::string model =
+        ReadAll(fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "spm" / m.name);
+    const StatusOr<SentencePieceWhitespace> read = ReadSentencePieceWhitespace(model);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_EQ(read->add_dummy_prefix, m.add_dummy_prefix);
+    EXPECT_EQ(read->remove_extra_whitespaces, m.remove_extra_whitespaces);
+    EXPECT_TRUE(read->escape_whitespaces);
+  }
+  // Absent flags are true; the last of repeated ones counts, as in protobuf;
+  // flags outside normalizer_spec (field 3) are not its.
+  std::string spec, denormalizer, model;
+  testing::internal::Int(3, 0, &spec);  // add_dummy_prefix
+  testing::internal::Int(4, 0, &spec);  // remove_extra_whitespaces
+  testing::internal::Int(3, 1, &spec);
+  testing::internal::Int(5, 0, &denormalizer);  // escape_whitespaces
+  testing::internal::Bytes(3, spec, &model);
+  testing::internal::Bytes(5, denormalizer, &model);
+  StatusOr<SentencePieceWhitespace> read = ReadSentencePieceWhitespace(model);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(read->add_dummy_prefix);
+  EXPECT_FALSE(read->remove_extra_whitespaces);
+  EXPECT_TRUE(read->escape_whitespaces);
+  read = ReadSentencePieceWhitespace("");
+  ASSERT_TRUE(read.ok());
+  EXPECT_TRUE(read->add_dummy_prefix && read->remove_extra_whitespaces);
+  ExpectRefused(ReadSentencePieceWhitespace(model.substr(0, model.size() - 1)).status(),
+                "not protobuf wire format");
+}
+
 TEST(SentencePieceCharsMap, AReplacementOutsideItsStringsIsRefusedAtLoad) {
   // Before, the library read 2 GiB past the map while it loaded the model
   // (its self-test sample "x") and the test binary died.
