@@ -588,13 +588,24 @@ int RunHealthCommand(const std::vector<std::string>& args) {
   std::string address = "127.0.0.1";
   std::string service;
   // The plaintext health port when the daemon has one (with TLS on the gRPC
-  // port needs it), else the gRPC port, as the daemon read them from its
-  // environment.
+  // port needs it), else the gRPC port, read as `serve` reads them without
+  // flags (ENCODERD_CONFIG's file, then ENCODERD_* variables), at the
+  // daemon's address unless it listens on every address (until 2026-12-04
+  // only ENCODERD_PORT and ENCODERD_HEALTH_PORT were read, so a listen.port
+  // in the config file failed the images' HEALTHCHECK).
   int64_t port = 50051;
-  for (const char* name : {"ENCODERD_PORT", "ENCODERD_HEALTH_PORT"}) {
-    int64_t value = 0;
-    const char* text = std::getenv(name);
-    if (text != nullptr && ParseInt(text, &value) && value > 0 && value <= 65535) port = value;
+  if (const StatusOr<ServerConfig> config = LoadServerConfig({}); config.ok()) {
+    const ListenConfig& listen = config->listen;
+    const int configured = listen.health_port > 0 ? listen.health_port : listen.port;
+    if (configured > 0) port = configured;
+    // "::" takes IPv4 too.
+    if (listen.address != "0.0.0.0" && listen.address != "::") address = listen.address;
+  } else {
+    for (const char* name : {"ENCODERD_PORT", "ENCODERD_HEALTH_PORT"}) {
+      int64_t value = 0;
+      const char* text = std::getenv(name);
+      if (text != nullptr && ParseInt(text, &value) && value > 0 && value <= 65535) port = value;
+    }
   }
   double timeout_s = 2;
   Flags flags;

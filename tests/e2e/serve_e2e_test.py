@@ -159,6 +159,19 @@ def check_health_command(binary, port):
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
     check(run("--port", str(closed), "--timeout", "2")[0] == 1, "encoderd health: a closed port exits 1")
+    # With no --port, the port `serve` would read: from ENCODERD_CONFIG's
+    # file too (only ENCODERD_PORT / ENCODERD_HEALTH_PORT were read, so a
+    # config file's listen.port failed the images' HEALTHCHECK).
+    config = pathlib.Path(tempfile.mkdtemp(prefix="encoderd_health_")) / "port.yaml"
+    config.write_text(f"listen:\n  address: 127.0.0.1\n  port: {port}\n")
+    r = subprocess.run([binary, "health"], capture_output=True, text=True, timeout=30,
+                       env={**os.environ, "ENCODERD_CONFIG": str(config)})
+    check((r.returncode, r.stdout.strip()) == (0, "SERVING"),
+          f"encoderd health: the port of ENCODERD_CONFIG's file ({r.returncode}, {r.stderr.strip()})")
+    r = subprocess.run([binary, "health"], capture_output=True, text=True, timeout=30,
+                       env={**os.environ, "ENCODERD_PORT": str(port)})
+    check((r.returncode, r.stdout.strip()) == (0, "SERVING"),
+          f"encoderd health: the port of ENCODERD_PORT ({r.returncode}, {r.stderr.strip()})")
     check(run("--no-such-flag")[0] == 2, "encoderd health: a bad flag exits 2")
     check(run("--port", "70000")[0] == 2 and run("--timeout", "inf")[0] == 2,
           "encoderd health: a port over 65535 or an endless timeout exits 2")
