@@ -3,6 +3,9 @@
 // flags accept exactly the same keys and values.
 #include <yaml-cpp/yaml.h>
 
+#include <set>
+#include <string>
+
 #include "server/config/config.h"
 
 namespace encoderd::server {
@@ -17,9 +20,14 @@ Status ApplyNode(const YAML::Node& node, const std::string& key, const std::stri
 
 Status ApplyMap(const YAML::Node& node, const std::string& prefix, const std::string& source,
                 ServerConfig* config) {
+  // A key given twice is an error: the second silently replaced the first
+  // (a second `models:` list, the whole first one) until 2026-12-04.
+  std::set<std::string> seen;
   for (const auto& item : node) {
     const std::string name = item.first.as<std::string>();
     const std::string key = prefix.empty() ? name : prefix + "." + name;
+    if (!seen.insert(name).second)
+      return InvalidArgument(Where(source, item.first) + ": '" + key + "' is given twice");
     if (key == "models") {
       if (!item.second.IsSequence())
         return InvalidArgument(Where(source, item.second) + ": 'models' must be a list");

@@ -158,6 +158,23 @@ TEST(ConfigTest, TheMetricsLabelForNoModelIsNoModelName) {
   EXPECT_NE(c.status().message().find("models[0].name"), std::string::npos) << c.status().message();
 }
 
+TEST(ConfigTest, AKeyGivenTwiceInYamlIsAnError) {
+  // The second `models:` list replaced the first without a word.
+  const std::string models =
+      WriteTemp("twice.yaml",
+                "models:\n  - name: a\n    directory: /m/a\nlisten:\n  port: 6000\nmodels:\n"
+                "  - name: b\n    directory: /m/b\n");
+  auto c = LoadServerConfig({"--config", models}, FakeEnv({}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("twice.yaml:6: 'models' is given twice"), std::string::npos)
+      << c.status().message();
+  const std::string port = WriteTemp("port_twice.yaml", "listen:\n  port: 6000\n  port: 7000\n");
+  c = LoadServerConfig({"--config", port}, FakeEnv({}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("'listen.port' is given twice"), std::string::npos)
+      << c.status().message();
+}
+
 TEST(ConfigTest, AnEmptyEnvironmentVariableIsUnset) {
   // `docker run -e ENCODERD_DTYPE=` (to clear an image's preset) was
   // refused: "bad value '' for 'model.dtype'".
