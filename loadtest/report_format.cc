@@ -74,6 +74,7 @@ std::string FormatReportText(const LoadOptions& o, double offered_rate, const Ru
   }
   out += "  milliseconds                 mean       p50       p90       p99     p99.9       max\n";
   out += HistRow("latency (from intended)", s.latency_us);
+  out += HistRow("  all calls, failed too", s.latency_all_us);
   out += HistRow("service (from send)", s.service_us);
   out += HistRow("client send lag", s.send_lag_us);
   out += HistRow("time to refusal", s.refusal_us);
@@ -107,6 +108,7 @@ nlohmann::json ReportJson(const LoadOptions& o, double offered_rate, const RunSt
           {"client_cpu_s", s.client_cpu_s},
           {"client_wall_s", s.client_wall_s},
           {"latency", HistJson(s.latency_us)},
+          {"latency_all", HistJson(s.latency_all_us)},
           {"service", HistJson(s.service_us)},
           {"send_lag", HistJson(s.send_lag_us)},
           {"refusal", HistJson(s.refusal_us)},

@@ -40,6 +40,7 @@ void Recorder::Record(const CallOutcome& c) {
     s.first_intended_ns = c.intended_ns;
   s.last_done_ns = std::max(s.last_done_ns, c.done_ns);
   s.send_lag_us.Record((c.sent_ns - c.intended_ns) / 1000);
+  s.latency_all_us.Record((c.done_ns - c.intended_ns) / 1000);
   if (c.sent_past_deadline) ++s.sent_past_deadline;
   const int64_t second = std::max<int64_t>(0, (c.intended_ns - origin_ns_) / 1000000000);
   if (second < kMaxSeconds) {

@@ -52,7 +52,10 @@ struct RunStats {
   // Measured window: first counted intended send to last counted completion.
   int64_t first_intended_ns = 0;
   int64_t last_done_ns = 0;
-  LatencyHistogram latency_us;   // done - intended, OK calls
+  LatencyHistogram latency_us;  // done - intended, OK calls
+  // done - intended, every counted call, a failed one at its failure: a call
+  // that ran into its deadline counts here, not in latency_us.
+  LatencyHistogram latency_all_us;
   LatencyHistogram service_us;   // done - sent, OK calls
   LatencyHistogram send_lag_us;  // sent - intended, all counted calls
   LatencyHistogram refusal_us;   // done - sent, RESOURCE_EXHAUSTED and UNAVAILABLE calls

@@ -154,6 +154,9 @@ TEST(LoadtestWorkloadTest, RecorderCountsAndSaturation) {
   EXPECT_EQ(s.texts, 194);
   EXPECT_NEAR(s.ElapsedSeconds(), 0.995, 1e-9);
   EXPECT_EQ(s.latency_us.ValueAtQuantile(0.5), 5000);
+  // Failed calls count in latency_all_us only (they were in no latency).
+  EXPECT_EQ(s.latency_us.Count(), 97);
+  EXPECT_EQ(s.latency_all_us.Count(), 100);
   EXPECT_TRUE(IsSaturated(s));  // 3% errors
   EXPECT_NE(SweepCsvRow(100, s).find(",97,3,"), std::string::npos);
   EXPECT_EQ(SweepCsvRow(100, s).back(), '\n');
