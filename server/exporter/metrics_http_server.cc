@@ -29,10 +29,13 @@ constexpr size_t kMaxRequestBytes = 8192;
 // memory (the pending connection stays, so the socket stays readable).
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 
-std::string Response(const std::string& status, const std::string& type, const std::string& body) {
+// `head`: the headers a GET would get, no body (HEAD). `extra`: more header
+// lines, each ending in CRLF.
+std::string Response(const std::string& status, const std::string& type, const std::string& body,
+                     bool head = false, const std::string& extra = "") {
   return "HTTP/1.1 " + status + "\r\nContent-Type: " + type +
-         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" +
-         body;
+         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra +
+         "Connection: close\r\n\r\n" + (head ? std::string() : body);
 }
 
 // One client connection: reading its request, then writing its response.
@@ -49,16 +52,38 @@ struct Connection {
 
 std::string MetricsHttpResponse(const std::string& request,
                                 const std::function<std::string()>& render) {
+  // The server's read limit came before the blank line: the request is not
+  // whole, and is answered as too large, not as what its start says (a GET
+  // with 9 KB of headers was rendered, 200, until 2026-12-04).
+  if (request.find("\r\n\r\n") == std::string::npos) {
+    return request.find("\r\n") == std::string::npos
+               ? Response("414 URI Too Long", "text/plain", "request line too long\n")
+               : Response("431 Request Header Fields Too Large", "text/plain",
+                          "request headers too large\n");
+  }
   const std::string line = request.substr(0, request.find("\r\n"));
   const size_t sp1 = line.find(' ');
   const size_t sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
   if (sp2 == std::string::npos) return Response("400 Bad Request", "text/plain", "bad request\n");
   const std::string method = line.substr(0, sp1);
   std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  // The absolute form (through a proxy) names the same path after its
+  // authority (RFC 9112 3.2.2; it was 404 until 2026-12-04).
+  if (const size_t scheme = target.find("://");
+      scheme != std::string::npos && target.compare(0, 4, "http") == 0) {
+    const size_t path = target.find('/', scheme + 3);
+    target = path == std::string::npos ? "/" : target.substr(path);
+  }
   target = target.substr(0, target.find('?'));
-  if (target != "/metrics") return Response("404 Not Found", "text/plain", "try /metrics\n");
-  if (method != "GET") return Response("405 Method Not Allowed", "text/plain", "GET only\n");
-  return Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render());
+  const bool head = method == "HEAD";
+  if (target != "/metrics") return Response("404 Not Found", "text/plain", "try /metrics\n", head);
+  // HEAD, which probes use, is answered as GET without the body; other
+  // methods name the ones allowed (RFC 9110 15.5.6; both were a bare 405
+  // until 2026-12-04).
+  if (method != "GET" && !head)
+    return Response("405 Method Not Allowed", "text/plain", "GET only\n", false,
+                    "Allow: GET, HEAD\r\n");
+  return Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(), head);
 }
 
 StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(

@@ -34,7 +34,9 @@ struct MetricsHttpOptions {
 };
 
 // The response to one request (its bytes up to the blank line):
-// 200 with `render()` for GET /metrics, otherwise 400, 404 or 405.
+// 200 with `render()` for GET /metrics (headers alone for HEAD), otherwise
+// 400, 404 or 405; 414 or 431 when the bytes hold no blank line (the read
+// limit came first).
 std::string MetricsHttpResponse(const std::string& request,
                                 const std::function<std::string()>& render);
 
