@@ -79,6 +79,10 @@ int Fail(std::ostream& err, const Status& status) {
 }  // namespace
 
 int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+    out << kUsage;
+    return 0;
+  }
   EncodeArgs a;
   if (const std::string error = Parse(args, &a); !error.empty()) {
     err << "encoderd encode: " << error << "\n" << kUsage;

@@ -178,13 +178,18 @@ std::string DescribeModelText(const ModelBundle& bundle) {
 }
 
 int RunInspectCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  constexpr char kUsage[] = "usage: encoderd inspect MODEL_DIR [--json]\n";
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+    out << kUsage;
+    return 0;
+  }
   std::string dir;
   bool json = false;
   Flags flags;
   flags.Positional("MODEL_DIR", &dir);
   flags.Switch("--json", &json);
   if (const std::string error = flags.Parse(args); !error.empty()) {
-    err << "encoderd inspect: " << error << "\nusage: encoderd inspect MODEL_DIR [--json]\n";
+    err << "encoderd inspect: " << error << "\n" << kUsage;
     return 2;
   }
   auto bundle = LoadModelDirectory(dir);

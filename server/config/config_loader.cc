@@ -115,9 +115,15 @@ std::string ConfigFlagsUsage() {
   s << "  --config FILE                 YAML config (env ENCODERD_CONFIG)\n"
     << "  --set KEY=VALUE               any key, e.g. models[0].max_tokens=128\n";
   for (const Option& o : kOptions) {
-    std::string f = std::string(o.flag) + " V";
-    f.resize(30, ' ');
-    s << "  " << f << o.help << " (" << o.key << ", env " << o.env << ")\n";
+    // A flag too long for the column gets a line of its own (they were cut
+    // to 30 columns: "--max-connection-age-grace-s Vtime calls...").
+    const std::string f = std::string(o.flag) + " V";
+    s << "  " << f;
+    if (f.size() < 30)
+      s << std::string(30 - f.size(), ' ');
+    else
+      s << "\n" << std::string(32, ' ');
+    s << o.help << " (" << o.key << ", env " << o.env << ")\n";
   }
   return s.str();
 }

@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <sstream>
 
+#include "cli/encode_command.h"
 #include "cli/inspect_command.h"
+#include "server/config/config_loader.h"
 #include "tests/unit/model_fixtures.h"
 
 namespace encoderd {
@@ -77,6 +79,30 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, InspectTest, ::testing::ValuesIn(FixtureModel
 
 // What inspect says about text pairs: the model's template, the token
 // types the model reads, and whether Rerank serves it.
+TEST(CommandHelpTest, HelpPrintsUsageAndSucceeds) {
+  // `encode --help` and `inspect --help` were "unknown option --help", exit 2.
+  for (const auto run : {&server::RunInspectCommand, &server::RunEncodeCommand}) {
+    std::ostringstream out, err;
+    EXPECT_EQ(run({"--help"}, out, err), 0) << err.str();
+    EXPECT_EQ(out.str().rfind("usage: encoderd ", 0), 0u) << out.str();
+    EXPECT_EQ(err.str(), "");
+  }
+}
+
+TEST(CommandHelpTest, ServeFlagsAreNotCutToTheirColumn) {
+  // "--max-connection-age-grace-s Vtime calls in flight..." ran together,
+  // and "--max-connections-per-address" lost its V.
+  const std::string usage = server::ConfigFlagsUsage();
+  EXPECT_NE(usage.find("--max-connections-per-address V"), std::string::npos) << usage;
+  std::istringstream lines(usage);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t v = line.find(" V");
+    if (line.rfind("  --", 0) == 0 && v != std::string::npos && v + 2 < line.size()) {
+      EXPECT_EQ(line[v + 2], ' ') << line;
+    }
+  }
+}
+
 TEST(InspectPairsTest, NamesTheTemplateAndRerank) {
   const std::pair<const char*, const char*> cases[] = {
       {"hf_bert_cross_encoder",
