@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -397,8 +398,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
   // flight, and the process exits at once (until 2026-12-04 it finished
   // loading first, 40 s for 200 replicas, past any grace); with some
   // serving, the loop below loads no more and they drain.
-  InstallShutdownSignalHandlers([&registry](int signal_number) {
-    if (!registry.Loaded().empty()) return;
+  // (A flag the watcher thread shares, not the registry, which a return
+  // before WaitForShutdownSignal destroys while the thread lives on.)
+  auto serving_any = std::make_shared<std::atomic<bool>>(false);
+  InstallShutdownSignalHandlers([serving_any](int signal_number) {
+    if (serving_any->load()) return;
     spdlog::info("signal {} while loading the models: exiting", signal_number);
     spdlog::default_logger()->flush();
     std::_Exit(0);
@@ -553,6 +557,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
       return 1;
     }
     registry.Add(std::shared_ptr<ServedModel>(std::move(model).value()));
+    serving_any->store(true);
     SetServing(health_services, m.name, true);
   }
   if (ShutdownSignalReceived() == 0) {

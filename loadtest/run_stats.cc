@@ -26,6 +26,7 @@ double RunStats::TokensPerSecond() const {
 }
 
 double RunStats::LatencyGrowth() const {
+  const auto fit_n = static_cast<double>(ok);  // one point per OK call
   const double spread = fit_n * fit_xx - fit_x * fit_x;
   // Rounding leaves a spread of about 1e-16 of the sums where all points
   // share one send time.
@@ -66,7 +67,6 @@ void Recorder::Record(const CallOutcome& c) {
   s.latency_us.Record((c.done_ns - c.intended_ns) / 1000);
   const double x = static_cast<double>(c.intended_ns - origin_ns_) * 1e-9;
   const double y = static_cast<double>(c.done_ns - c.intended_ns) * 1e-9;
-  s.fit_n += 1;
   s.fit_x += x;
   s.fit_y += y;
   s.fit_xy += x * y;

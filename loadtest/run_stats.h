@@ -67,8 +67,9 @@ struct RunStats {
   // Second i of the measured window (by intended send time).
   std::vector<SecondStats> per_second;
   // Sums of a least-squares line through the OK calls' (intended send,
-  // latency) points, seconds from the window's start: LatencyGrowth.
-  double fit_n = 0, fit_x = 0, fit_y = 0, fit_xy = 0, fit_xx = 0;
+  // latency) points, seconds from the window's start (`ok` of them):
+  // LatencyGrowth.
+  double fit_x = 0, fit_y = 0, fit_xy = 0, fit_xx = 0;
 
   double ElapsedSeconds() const;
   double RequestsPerSecond() const;

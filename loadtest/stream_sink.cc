@@ -107,10 +107,7 @@ class EmbedStreamClient {
     lock.lock();
     std::deque<Pending> unanswered;
     unanswered.swap(in_flight_);
-    for (auto it = unanswered.rbegin(); it != unanswered.rend() && it + 1 != unanswered.rend();
-         ++it) {
-      queue_.push_front(it->ticket);
-    }
+    for (size_t i = unanswered.size(); i-- > 1;) queue_.push_front(unanswered[i].ticket);
     lock.unlock();
     if (!unanswered.empty()) {
       int code = static_cast<int>(status.error_code());
