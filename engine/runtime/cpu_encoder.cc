@@ -57,8 +57,6 @@ class CpuEncoder final : public BackendEncoder {
 
   Status Init(TensorMap& weights) { return Load(weights, options().dtype, options().num_threads); }
 
-  using BackendEncoder::Forward;
-  StatusOr<Tensor> Forward(const PackedBatch& batch) override;
   // The CPU's ops return when they are done.
   bool ProfileOps(OpProfile* profile) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -67,6 +65,7 @@ class CpuEncoder final : public BackendEncoder {
   }
 
  private:
+  StatusOr<Tensor> HiddenStates(const PackedBatch& batch, const StopCheck& stop) override;
   kernels::Context context() override { return ctx_; }
   Status LoadTable(EmbeddingTable table, const Tensor& t) override;
   Status LoadNorm(int64_t layer, NormSlot slot, const Tensor& gamma, const Tensor& beta) override;
@@ -104,7 +103,7 @@ Status CpuEncoder::LoadNorm(int64_t layer, NormSlot slot, const Tensor& gamma, c
   return Status::Ok();
 }
 
-StatusOr<Tensor> CpuEncoder::Forward(const PackedBatch& batch) {
+StatusOr<Tensor> CpuEncoder::HiddenStates(const PackedBatch& batch, const StopCheck& stop) {
   RETURN_IF_ERROR(ValidatePackedBatch(config(), batch, table_rows(EmbeddingTable::kPosition),
                                       table_rows(EmbeddingTable::kTokenType)));
   const EncoderConfig& c = config();
@@ -129,16 +128,18 @@ StatusOr<Tensor> CpuEncoder::Forward(const PackedBatch& batch) {
     run_.max_seqlen = batch.max_seqlen;
     // A few rows: dozens of short parallel regions, on threads held for the
     // whole forward (docs/architecture.md, "Few rows").
+    bool ran = false;
     if (tokens <= kTeamMaxTokens && LinearsRunOnTeam(tokens)) {
-      ctx_.RunAsTeam([&] { RunEncoder(c, *this, profile_); });
+      ctx_.RunAsTeam([&] { ran = RunEncoder(c, *this, profile_, stop); });
     } else {
-      RunEncoder(c, *this, profile_);
+      ran = RunEncoder(c, *this, profile_, stop);
     }
+    run_ = Run{};
+    if (!ran) return Cancelled("the forward was stopped before its last layer");
   } catch (const std::exception& e) {
     run_ = Run{};
     return Internal(std::string("encoder forward failed: ") + e.what());
   }
-  run_ = Run{};
   return out;
 }
 

@@ -131,10 +131,11 @@ class CudaEncoder final : public BackendEncoder {
   }
 
   using BackendEncoder::Forward;
-  StatusOr<Tensor> Forward(const PackedBatch& batch) override;
-  StatusOr<Result> Forward(const PackedBatch& batch, const Outputs& outputs) override;
+  StatusOr<Result> Forward(const PackedBatch& batch, const Outputs& outputs,
+                           const StopCheck& stop) override;
 
  private:
+  StatusOr<Tensor> HiddenStates(const PackedBatch& batch, const StopCheck& stop) override;
   kernels::Context context() override { return *ctx_; }
   Status LoadTable(EmbeddingTable table, const Tensor& t) override;
   Status LoadNorm(int64_t layer, NormSlot slot, const Tensor& gamma, const Tensor& beta) override;
@@ -268,20 +269,23 @@ void CudaEncoder::QueueForward(const PackedBatch& batch) {
   ctx_->Launch(*graph->second);
 }
 
-StatusOr<Tensor> CudaEncoder::Forward(const PackedBatch& batch) {
+StatusOr<Tensor> CudaEncoder::HiddenStates(const PackedBatch& batch, const StopCheck& stop) {
   Outputs outputs;
   outputs.hidden_states = true;
-  ASSIGN_OR_RETURN(Result result, Forward(batch, outputs));
+  ASSIGN_OR_RETURN(Result result, Forward(batch, outputs, stop));
   return std::move(result.hidden_states);
 }
 
-StatusOr<Encoder::Result> CudaEncoder::Forward(const PackedBatch& batch, const Outputs& outputs) {
+StatusOr<Encoder::Result> CudaEncoder::Forward(const PackedBatch& batch, const Outputs& outputs,
+                                               const StopCheck& stop) {
   if (batch.num_sequences() > kMaxCudaBatchSequences)
     return InvalidArgument("more than " + std::to_string(kMaxCudaBatchSequences) +
                            " sequences in a batch");
   RETURN_IF_ERROR(ValidatePackedBatch(config(), batch, table_rows(EmbeddingTable::kPosition),
                                       table_rows(EmbeddingTable::kTokenType)));
   RETURN_IF_ERROR(CheckOutputs(outputs));
+  // A queued forward runs whole: the only place to stop is before it.
+  if (stop && stop()) return Cancelled("the forward was stopped before it was queued");
   const EncoderConfig& c = config();
   const int64_t tokens = batch.num_tokens();
   const int64_t sequences = batch.num_sequences();

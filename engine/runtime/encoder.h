@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -99,7 +100,18 @@ class Encoder {
   };
   // INVALID_ARGUMENT from Forward(batch, outputs) when a mode repeats.
   static Status CheckOutputs(const Outputs& outputs);
-  virtual StatusOr<Result> Forward(const PackedBatch& batch, const Outputs& outputs) = 0;
+  // Asked on the forward's thread while it runs; true ends it with
+  // CANCELLED, its work so far thrown away (an executor's batch whose every
+  // request is gone). The CPU asks before each layer's attention and before
+  // its feed-forward block, so a forward ends within half a layer; CUDA
+  // queues a forward whole and asks once, before queuing it. Empty: never
+  // asked.
+  using StopCheck = std::function<bool()>;
+  virtual StatusOr<Result> Forward(const PackedBatch& batch, const Outputs& outputs,
+                                   const StopCheck& stop) = 0;
+  StatusOr<Result> Forward(const PackedBatch& batch, const Outputs& outputs) {
+    return Forward(batch, outputs, StopCheck());
+  }
 
   // One row per sequence: float32 [num_sequences, config.pooled_width()].
   // kCls takes each sequence's first token, kMean averages its tokens; then

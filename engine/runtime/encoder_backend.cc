@@ -77,14 +77,16 @@ class WeightWalk {
   EncoderBackend& backend_;
 };
 
-void RunLayer(const EncoderConfig& c, int64_t l, EncoderBackend& ops) {
-  const Epilogue activation = c.activation == Activation::kGelu ? Epilogue::kGelu : Epilogue::kRelu;
-  // Pre-norm: x += attn(LN1(x)); x += ffn(LN2(x)).
-  // Post-norm: x = LN1(x + attn(x)); x = LN2(x + ffn(x)), the residual
-  // added by the Linear layer's epilogue, or by the norm where the backend
-  // says so (NormsAddResiduals: into kProjected, then the norm of its sum).
-  const bool post_norm = !c.norm_first;
-  const bool norms_add = post_norm && ops.NormsAddResiduals();
+// Pre-norm: x += attn(LN1(x)); x += ffn(LN2(x)).
+// Post-norm: x = LN1(x + attn(x)); x = LN2(x + ffn(x)), the residual
+// added by the Linear layer's epilogue, or by the norm where the backend
+// says so (NormsAddResiduals: into kProjected, then the norm of its sum).
+// A layer runs as its two halves, which RunEncoder may stop between.
+bool NormsAdd(const EncoderConfig& c, const EncoderBackend& ops) {
+  return !c.norm_first && ops.NormsAddResiduals();
+}
+
+void RunAttentionHalf(const EncoderConfig& c, int64_t l, EncoderBackend& ops) {
   Buffer attention_in = Buffer::kHidden;
   if (c.norm_first) {
     ops.Norm(l, NormSlot::kNorm1, Buffer::kHidden, Buffer::kNormed);
@@ -92,24 +94,28 @@ void RunLayer(const EncoderConfig& c, int64_t l, EncoderBackend& ops) {
   }
   ops.Linear(l, LinearSlot::kQkv, attention_in, Epilogue::kNone, Buffer::kQkv);
   ops.Attention(Buffer::kQkv, Buffer::kContext);
-  if (norms_add) {
+  if (NormsAdd(c, ops)) {
     ops.Linear(l, LinearSlot::kOut, Buffer::kContext, Epilogue::kNone, Buffer::kProjected);
     ops.AddNorm(l, NormSlot::kNorm1, Buffer::kProjected, Buffer::kHidden, Buffer::kHidden);
   } else {
     ops.Linear(l, LinearSlot::kOut, Buffer::kContext, Epilogue::kResidual, Buffer::kHidden);
-    if (post_norm) ops.Norm(l, NormSlot::kNorm1, Buffer::kHidden, Buffer::kHidden);
+    if (!c.norm_first) ops.Norm(l, NormSlot::kNorm1, Buffer::kHidden, Buffer::kHidden);
   }
+}
+
+void RunFeedForwardHalf(const EncoderConfig& c, int64_t l, EncoderBackend& ops) {
+  const Epilogue activation = c.activation == Activation::kGelu ? Epilogue::kGelu : Epilogue::kRelu;
   Buffer ffn_in = Buffer::kHidden;
   if (c.norm_first) {
     ops.Norm(l, NormSlot::kNorm2, Buffer::kHidden, Buffer::kNormed);
     ffn_in = Buffer::kNormed;
   }
-  if (norms_add) {
+  if (NormsAdd(c, ops)) {
     ops.FeedForward(l, ffn_in, activation, Buffer::kFfn, Buffer::kProjected, /*add_to_out=*/false);
     ops.AddNorm(l, NormSlot::kNorm2, Buffer::kProjected, Buffer::kHidden, Buffer::kHidden);
   } else {
     ops.FeedForward(l, ffn_in, activation, Buffer::kFfn, Buffer::kHidden, /*add_to_out=*/true);
-    if (post_norm) ops.Norm(l, NormSlot::kNorm2, Buffer::kHidden, Buffer::kHidden);
+    if (!c.norm_first) ops.Norm(l, NormSlot::kNorm2, Buffer::kHidden, Buffer::kHidden);
   }
 }
 
@@ -341,12 +347,13 @@ Status LoadEncoderWeights(const EncoderConfig& c, TensorMap& weights, EncoderBac
   return Status::Ok();
 }
 
-void RunEncoder(const EncoderConfig& c, EncoderBackend& backend, OpProfile* profile) {
+bool RunEncoder(const EncoderConfig& c, EncoderBackend& backend, OpProfile* profile,
+                const Encoder::StopCheck& stop) {
   if (profile != nullptr) {
     TimedOps timed(backend, *profile);
-    RunEncoder(c, timed);
+    const bool ran = RunEncoder(c, timed, nullptr, stop);
     ++profile->forwards;
-    return;
+    return ran;
   }
   if (c.projects_embeddings()) {
     backend.Embed(Buffer::kEmbedded);
@@ -355,8 +362,15 @@ void RunEncoder(const EncoderConfig& c, EncoderBackend& backend, OpProfile* prof
   } else {
     backend.Embed(Buffer::kHidden);
   }
-  for (int64_t l = 0; l < c.num_layers; ++l) RunLayer(c, l, backend);
+  const auto stopped = [&stop] { return stop && stop(); };
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (stopped()) return false;
+    RunAttentionHalf(c, l, backend);
+    if (stopped()) return false;
+    RunFeedForwardHalf(c, l, backend);
+  }
   if (c.final_norm) backend.Norm(-1, NormSlot::kFinal, Buffer::kHidden, Buffer::kHidden);
+  return true;
 }
 
 Status Encoder::CheckOutputs(const Outputs& outputs) {
@@ -371,10 +385,10 @@ Status Encoder::CheckOutputs(const Outputs& outputs) {
   return Status::Ok();
 }
 
-StatusOr<Encoder::Result> BackendEncoder::Forward(const PackedBatch& batch,
-                                                  const Outputs& outputs) {
+StatusOr<Encoder::Result> BackendEncoder::Forward(const PackedBatch& batch, const Outputs& outputs,
+                                                  const StopCheck& stop) {
   RETURN_IF_ERROR(CheckOutputs(outputs));
-  ASSIGN_OR_RETURN(Tensor hidden, Forward(batch));
+  ASSIGN_OR_RETURN(Tensor hidden, HiddenStates(batch, stop));
   Result result;
   for (Pooling pooling : outputs.poolings) {
     ASSIGN_OR_RETURN(result.pooled[pooling], head_->PoolRows(hidden, batch, pooling));

@@ -85,7 +85,7 @@ class EncoderBackend {
   virtual void AddNorm(int64_t layer, NormSlot slot, Buffer in, Buffer residual, Buffer out) = 0;
   // Whether post-norm layers leave their residual adds to the norms, which
   // read those rows anyway (AddNorm), rather than to the out projection's
-  // and ffn.out's epilogues (RunLayer).
+  // and ffn.out's epilogues (RunEncoder).
   virtual bool NormsAddResiduals() const = 0;
   // out = multi-head self-attention of each sequence over the packed q|k|v
   // (with the relative attention bias where the model has one).
@@ -143,8 +143,11 @@ Status LoadEncoderWeights(const EncoderConfig& config, TensorMap& weights, Encod
 // The forward: Embed, every layer (pre- or post-norm as config.norm_first),
 // the final norm; the result is in Buffer::kHidden. What an op throws
 // propagates. With a profile, each op's wall time from call to return is
-// added to it (meaningful where an op's return means it ran).
-void RunEncoder(const EncoderConfig& config, EncoderBackend& backend, OpProfile* profile = nullptr);
+// added to it (meaningful where an op's return means it ran). `stop` is asked
+// before each layer's attention half and before its feed-forward half; when
+// it says true the forward ends there and RunEncoder returns false.
+bool RunEncoder(const EncoderConfig& config, EncoderBackend& backend, OpProfile* profile = nullptr,
+                const Encoder::StopCheck& stop = {});
 
 // An Encoder made of a backend, with the ops of RunEncoder written once for
 // every device over kernels/' device-neutral ops. Load walks the weights into
@@ -158,9 +161,11 @@ void RunEncoder(const EncoderConfig& config, EncoderBackend& backend, OpProfile*
 class BackendEncoder : public Encoder, protected EncoderBackend {
  public:
   using Encoder::Forward;
-  // Forward(batch), then the pooled rows on the host. A backend whose hidden
+  StatusOr<Tensor> Forward(const PackedBatch& batch) final { return HiddenStates(batch, {}); }
+  // HiddenStates, then the pooled rows on the host. A backend whose hidden
   // states live on a device overrides it to pool there.
-  StatusOr<Result> Forward(const PackedBatch& batch, const Outputs& outputs) override;
+  StatusOr<Result> Forward(const PackedBatch& batch, const Outputs& outputs,
+                           const StopCheck& stop) override;
   StatusOr<Tensor> Pool(const Tensor& hidden, const PackedBatch& batch, Pooling pooling,
                         bool normalize) final {
     return head_->Pool(hidden, batch, pooling, normalize);
@@ -183,6 +188,9 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   // bfloat16) on `head_threads` CPU threads.
   Status Load(TensorMap& weights, DType head_dtype, int head_threads);
 
+  // Every token's last hidden state (Encoder::Forward(batch)), the forward
+  // ended early when `stop` says so (CANCELLED).
+  virtual StatusOr<Tensor> HiddenStates(const PackedBatch& batch, const StopCheck& stop) = 0;
   // Where the ops run (a view of the device's own context).
   virtual kernels::Context context() = 0;
   // Frees the packed Linear weights. A device's destructor calls it first:

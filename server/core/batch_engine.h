@@ -3,6 +3,7 @@
 // (encoder_batch_engine.h); tests use fakes.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/status.h"
@@ -17,9 +18,12 @@ class BatchEngine {
   // `specs[i]` says what to compute for sequence i of `batch`. Returns one
   // float vector per sequence, in batch order: the embedding, the label
   // probabilities, or the row-major [length, hidden] hidden states.
-  // Called from one executor thread at a time.
+  // `stop` (may be empty) is asked while the batch runs; once it says true
+  // the engine may end early with CANCELLED (every request of the batch is
+  // gone). Called from one executor thread at a time.
   virtual StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch& batch,
-                                                        const std::vector<OutputSpec>& specs) = 0;
+                                                        const std::vector<OutputSpec>& specs,
+                                                        const std::function<bool()>& stop) = 0;
 };
 
 }  // namespace encoderd::server

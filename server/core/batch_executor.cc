@@ -2,15 +2,17 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <string>
 
 namespace encoderd::server {
 namespace {
 
 StatusOr<std::vector<std::vector<float>>> RunGuarded(BatchEngine* engine, const PackedBatch& batch,
-                                                     const std::vector<OutputSpec>& specs) {
+                                                     const std::vector<OutputSpec>& specs,
+                                                     const std::function<bool()>& stop) {
   try {
-    return engine->Run(batch, specs);
+    return engine->Run(batch, specs, stop);
   } catch (const std::exception& e) {
     return Internal(std::string("engine failure: ") + e.what());
   } catch (...) {
@@ -20,6 +22,15 @@ StatusOr<std::vector<std::vector<float>>> RunGuarded(BatchEngine* engine, const 
 
 void FailAll(const BatchPlan& plan, const Status& status) {
   for (const BatchSlice& slice : plan.slices) slice.request->Fail(status);
+}
+
+// Whether no request of the batch waits for it any more: each one failed
+// (cancelled, past its deadline, the server shut down, or another of its
+// batches failed), so nothing the batch computes would be delivered.
+bool EveryRequestGone(const BatchPlan& plan) {
+  for (const BatchSlice& slice : plan.slices)
+    if (!slice.request->finished()) return false;
+  return true;
 }
 
 }  // namespace
@@ -45,7 +56,7 @@ Status ExecuteBatch(const BatchPlan& plan, const PackingRule& rule, BatchEngine*
     }
   }
   const PackedBatch batch = builder.Build();
-  auto outputs = RunGuarded(engine, batch, specs);
+  auto outputs = RunGuarded(engine, batch, specs, [&plan] { return EveryRequestGone(plan); });
   if (outputs.ok() && outputs->size() != specs.size())
     outputs = Internal("engine returned " + std::to_string(outputs->size()) + " results for " +
                        std::to_string(specs.size()) + " sequences");
@@ -56,6 +67,7 @@ Status ExecuteBatch(const BatchPlan& plan, const PackingRule& rule, BatchEngine*
   sample->padded_tokens = batch.padded_tokens();
   sample->inference_us = inference_us;
   if (!outputs.ok()) {
+    sample->abandoned = outputs.status().code() == StatusCode::kCancelled && EveryRequestGone(plan);
     FailAll(plan, outputs.status());
     return outputs.status();
   }

@@ -1,6 +1,8 @@
 // Runs one planned batch on a BatchEngine and delivers the results to the
 // requests it came from. A failed batch fails every request in it with the
-// same status; exceptions from the engine are caught here.
+// same status; exceptions from the engine are caught here. The engine is told
+// to stop once every request of the batch is gone (each one cancelled, past
+// its deadline or failed): no one would read what it computes.
 #pragma once
 
 #include "engine/model/model_spec.h"

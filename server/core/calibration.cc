@@ -90,7 +90,7 @@ StatusOr<Calibration> RunCalibration(BatchEngine* engine, const EncoderConfig& c
     const PackedBatch batch = builder.Build();
     const auto time = [&]() -> StatusOr<Clock::duration> {
       const Clock::time_point began = options.now();
-      StatusOr<std::vector<std::vector<float>>> outputs = engine->Run(batch, specs);
+      StatusOr<std::vector<std::vector<float>>> outputs = engine->Run(batch, specs, {});
       const Clock::duration took = options.now() - began;
       if (!outputs.ok())
         return outputs.status().WithContext(

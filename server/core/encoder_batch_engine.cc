@@ -16,7 +16,8 @@ std::vector<float> Row(const Tensor& t, int64_t row) {
 }  // namespace
 
 StatusOr<std::vector<std::vector<float>>> EncoderBatchEngine::Run(
-    const PackedBatch& batch, const std::vector<OutputSpec>& specs) {
+    const PackedBatch& batch, const std::vector<OutputSpec>& specs,
+    const std::function<bool()>& stop) {
   if (static_cast<int64_t>(specs.size()) != batch.num_sequences())
     return Internal("one output spec per sequence expected");
   // Only what the specs read comes back from the encoder: pooled rows, and
@@ -41,7 +42,7 @@ StatusOr<std::vector<std::vector<float>>> EncoderBatchEngine::Run(
         break;
     }
   }
-  ASSIGN_OR_RETURN(Encoder::Result result, encoder_->Forward(batch, wanted));
+  ASSIGN_OR_RETURN(Encoder::Result result, encoder_->Forward(batch, wanted, stop));
 
   // Each distinct (pooling, normalize) variant and the head run once per batch.
   std::map<std::tuple<int, bool>, Tensor> embeddings;

@@ -16,7 +16,8 @@ class EncoderBatchEngine final : public BatchEngine {
  public:
   explicit EncoderBatchEngine(std::unique_ptr<Encoder> encoder) : encoder_(std::move(encoder)) {}
   StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch& batch,
-                                                const std::vector<OutputSpec>& specs) override;
+                                                const std::vector<OutputSpec>& specs,
+                                                const std::function<bool()>& stop) override;
   Encoder& encoder() { return *encoder_; }
 
  private:

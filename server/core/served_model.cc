@@ -26,7 +26,7 @@ Status WarmUp(BatchEngine* engine, const EncoderConfig& config) {
   specs.push_back({OutputKind::kHiddenStates, Pooling::kCls, false});
   for (size_t i = 0; i < specs.size(); ++i)
     RETURN_IF_ERROR(builder.Add({special.bos, special.eos}, {}, {0, static_cast<int32_t>(i)}));
-  ASSIGN_OR_RETURN(auto outputs, engine->Run(builder.Build(), specs));
+  ASSIGN_OR_RETURN(auto outputs, engine->Run(builder.Build(), specs, {}));
   if (outputs.size() != specs.size()) return Internal("warm-up returned the wrong result count");
   return Status::Ok();
 }

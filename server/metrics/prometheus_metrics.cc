@@ -88,6 +88,12 @@ struct PrometheusMetrics::Families {
                            .Name("encoderd_batch_failures_total")
                            .Help("Engine batches that failed.")
                            .Register(*r)),
+        batch_abandoned(BuildCounter()
+                            .Name("encoderd_batch_abandoned_total")
+                            .Help("Engine batches stopped before their last layer because every "
+                                  "request in them was gone (cancelled, past its deadline, or "
+                                  "failed); not counted as failures.")
+                            .Register(*r)),
         in_flight(BuildGauge()
                       .Name("encoderd_in_flight_requests")
                       .Help("Requests submitted to the model's batcher and not yet answered.")
@@ -160,6 +166,7 @@ struct PrometheusMetrics::Families {
   Family<Counter>& batch_tokens;
   Family<Counter>& batch_padded_tokens;
   Family<Counter>& batch_failures;
+  Family<Counter>& batch_abandoned;
   Family<Gauge>& in_flight;
   Family<Counter>& dropped;
   Family<Counter>& admitted;
@@ -191,6 +198,7 @@ struct PrometheusMetrics::ModelSeries {
     batch_tokens = &f.batch_tokens.Add(labels);
     batch_padded_tokens = &f.batch_padded_tokens.Add(labels);
     batch_failures = &f.batch_failures.Add(labels);
+    batch_abandoned = &f.batch_abandoned.Add(labels);
     in_flight = &f.in_flight.Add(labels);
     admitted = &f.admitted.Add(labels);
     for (int i = 0; i < kNumDropReasons; ++i)
@@ -246,6 +254,7 @@ struct PrometheusMetrics::ModelSeries {
   Counter* batch_tokens = nullptr;
   Counter* batch_padded_tokens = nullptr;
   Counter* batch_failures = nullptr;
+  Counter* batch_abandoned = nullptr;
   Gauge* in_flight = nullptr;
   Counter* admitted = nullptr;
   std::array<Counter*, kNumDropReasons> dropped = {};
@@ -310,7 +319,7 @@ void PrometheusMetrics::ObserveBatch(const std::string& model, const BatchSample
   if (!s.batch_failures) return;  // kNoModelLabel
   s.batch_seconds->Increment(Seconds(sample.inference_us));
   if (!sample.ok) {
-    s.batch_failures->Increment();
+    (sample.abandoned ? s.batch_abandoned : s.batch_failures)->Increment();
     return;
   }
   s.batch_sequences->Observe(static_cast<double>(sample.sequences));

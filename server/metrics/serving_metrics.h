@@ -96,6 +96,8 @@ struct BatchSample {
   int64_t padded_tokens = 0;
   int64_t inference_us = 0;
   bool ok = true;
+  // Not ok: ended early because every request of the batch was gone.
+  bool abandoned = false;
 };
 
 class ServingMetrics {

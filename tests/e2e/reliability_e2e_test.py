@@ -161,7 +161,8 @@ def check_deadlines_and_cancellation(args, tmp):
     (~1.5 s: 256 to 1,024 texts, as many as this machine needs for that)
     fills the executor; behind it a call whose deadline expires in the queue
     and a call cancelled in the queue are never computed; a call expired
-    before queuing and a call cancelled while running are counted."""
+    before queuing and a call cancelled while running are counted, and the
+    cancelled call's batch stops."""
     # Admission by predicted finish is off here: these calls must reach the
     # queue (check_admission covers the refusals). Each request is one batch
     # (max_batch_time_us off): the checks count batches and wait for a big
@@ -266,23 +267,30 @@ def check_deadlines_and_cancellation(args, tmp):
                          before["deadline_before_queue"] + 1, 5),
               "expired before queue: counted as deadline_before_queue")
 
-        # (d) cancelled while running: the result is discarded, not delivered.
+        # (d) cancelled while running: the result is discarded, not delivered,
+        # and the batch, which no one waits for any more, stops between two
+        # layers (it ran to its end until 2026-12-04).
         seqs_ok0 = daemon.metric("encoderd_sequences_total", {"model": MODEL})
         batches0 = batch_count()
-        victim = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * 64, truncate=True), timeout=60)
+        abandoned0 = daemon.metric("encoderd_batch_abandoned_total", {"model": MODEL})
+        victim = stub.Embed.future(pb.EmbedRequest(texts=[LONG_TEXT] * n_big, truncate=True),
+                                   timeout=60)
         check(wait_until(running, 10), "cancel running: the batch is running")
-        victim_started = time.perf_counter()
         time.sleep(0.05)
         victim.cancel()
         check(wait_until(lambda: drops(daemon, "cancelled_while_running") ==
                          before["cancelled_while_running"] + 1, 2),
               "cancel running: counted as cancelled_while_running")
-        check(wait_until(lambda: batch_count() == batches0 + 1, 10),
-              "cancel running: its batch ran to the end")
-        # A 64-text batch's time: a quarter or less of the big batch below.
-        batch64_s = time.perf_counter() - victim_started
+        check(wait_until(lambda: daemon.metric("encoderd_batch_abandoned_total", {"model": MODEL})
+                         == abandoned0 + 1, 10),
+              "cancel running: its batch stopped (encoderd_batch_abandoned_total +1)")
+        check(wait_until(lambda: idle_state(daemon) == (0, 0, 0, 0), 10),
+              f"cancel running: the executor is free ({idle_state(daemon)})")
+        check(batch_count() == batches0, "cancel running: no batch ran to its end")
         check(daemon.metric("encoderd_sequences_total", {"model": MODEL}) == seqs_ok0,
               "cancel running: no sequences delivered for it")
+        # A 64-text batch's time: a quarter or less of the big batch below.
+        batch64_s = min(batch64)
 
         # (e) the same for EmbedStream, whose message in flight is abandoned
         # by gRPC's cancellation of the stream (no thread watches it): a

@@ -307,7 +307,8 @@ TEST(FairQueueTest, TheDelayCountsFromTheOldestRequestNotTheHead) {
 class EchoEngine : public BatchEngine {
  public:
   StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch& batch,
-                                                const std::vector<OutputSpec>& specs) override {
+                                                const std::vector<OutputSpec>& specs,
+                                                const std::function<bool()>&) override {
     ++batches;
     std::vector<std::vector<float>> out;
     for (int64_t i = 0; i < batch.num_sequences(); ++i) {
@@ -324,8 +325,8 @@ class EchoEngine : public BatchEngine {
 class FailingEngine : public BatchEngine {
  public:
   explicit FailingEngine(bool throws) : throws_(throws) {}
-  StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch&,
-                                                const std::vector<OutputSpec>&) override {
+  StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch&, const std::vector<OutputSpec>&,
+                                                const std::function<bool()>&) override {
     if (throws_) throw std::runtime_error("kernel exploded");
     return InvalidArgument("bad batch");
   }
@@ -348,6 +349,76 @@ TEST(BatchExecutorTest, AFailedBatchFailsEveryRequestWithTheSameStatus) {
     EXPECT_EQ(b->done().get().code(), want);
     EXPECT_EQ(a->done().get().message(), b->done().get().message());
   }
+}
+
+// Runs `during` inside the batch (as a client's cancel would arrive), then
+// ends early with CANCELLED where the stop check says so, as the encoder
+// does between layers; else answers every sequence.
+class StoppableEngine : public BatchEngine {
+ public:
+  explicit StoppableEngine(std::function<void()> during) : during_(std::move(during)) {}
+  StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch& batch,
+                                                const std::vector<OutputSpec>&,
+                                                const std::function<bool()>& stop) override {
+    asked_before = stop();
+    during_();
+    if (stop()) return Cancelled("stopped between layers");
+    return std::vector<std::vector<float>>(batch.num_sequences(), std::vector<float>{7});
+  }
+  bool asked_before = true;
+
+ private:
+  std::function<void()> during_;
+};
+
+// Until 2026-12-04 a batch ran to its end whatever became of its requests:
+// a client's cancel freed no CPU, and a shutdown waited for the batch
+// running at the end of its grace. Now the engine is told to stop once
+// every request of the batch is gone, and only then.
+TEST(BatchExecutorTest, TheEngineIsToldToStopOnceEveryRequestOfTheBatchIsGone) {
+  for (int gone : {0, 1, 2}) {
+    SCOPED_TRACE(std::to_string(gone) + " of 2 requests cancelled while the batch runs");
+    auto a = MakeRequest(1, {2, 3});
+    auto b = MakeRequest(2, {1});
+    BatchPlan plan;
+    plan.slices = {{a, 0, 2}, {b, 0, 1}};
+    StoppableEngine engine([&] {
+      if (gone >= 1) a->Fail(Cancelled("client cancelled"));
+      if (gone >= 2) b->Fail(DeadlineExceeded("deadline passed"));
+    });
+    BatchSample sample;
+    const Status ran = ExecuteBatch(plan, PackingRule{}, &engine, &sample);
+    EXPECT_FALSE(engine.asked_before);
+    EXPECT_EQ(sample.tokens, 6);
+    if (gone < 2) {
+      EXPECT_TRUE(ran.ok()) << ran.ToString();
+      EXPECT_TRUE(sample.ok);
+      EXPECT_EQ(b->done().get().code(), StatusCode::kOk);
+      EXPECT_EQ(b->results(), (std::vector<std::vector<float>>{{7}}));
+    } else {
+      EXPECT_EQ(ran.code(), StatusCode::kCancelled);
+      EXPECT_FALSE(sample.ok);
+      EXPECT_EQ(b->done().get().code(), StatusCode::kDeadlineExceeded);
+    }
+    EXPECT_EQ(sample.abandoned, gone == 2);
+    EXPECT_EQ(a->done().get().code(), gone >= 1 ? StatusCode::kCancelled : StatusCode::kOk);
+  }
+  // An engine's own CANCELLED with a request still waiting is a failure
+  // like any other, not an abandoned batch.
+  auto c = MakeRequest(3, {4});
+  BatchPlan plan;
+  plan.slices = {{c, 0, 1}};
+  class Refusing : public BatchEngine {
+    StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch&,
+                                                  const std::vector<OutputSpec>&,
+                                                  const std::function<bool()>&) override {
+      return Cancelled("device reset");
+    }
+  } refusing;
+  BatchSample sample;
+  EXPECT_EQ(ExecuteBatch(plan, PackingRule{}, &refusing, &sample).code(), StatusCode::kCancelled);
+  EXPECT_FALSE(sample.abandoned);
+  EXPECT_EQ(c->done().get().code(), StatusCode::kCancelled);
 }
 
 TEST(DynamicBatcherTest, ConcurrentRaggedRequestsGetExactlyTheirOwnResults) {
@@ -383,7 +454,8 @@ TEST(DynamicBatcherTest, ConcurrentRaggedRequestsGetExactlyTheirOwnResults) {
 class GateEngine : public BatchEngine {
  public:
   StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch& batch,
-                                                const std::vector<OutputSpec>&) override {
+                                                const std::vector<OutputSpec>&,
+                                                const std::function<bool()>&) override {
     std::unique_lock<std::mutex> lock(mu_);
     ++started_;
     tokens_.push_back(batch.num_tokens());

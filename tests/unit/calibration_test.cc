@@ -57,7 +57,8 @@ TEST(CalibrationTest, PlansOneBatchPerSizeClassWithinTheBatchersLimits) {
 class CountingEngine : public BatchEngine {
  public:
   StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch& batch,
-                                                const std::vector<OutputSpec>& specs) override {
+                                                const std::vector<OutputSpec>& specs,
+                                                const std::function<bool()>&) override {
     if (++runs >= fail_at) return ResourceExhausted("out of device memory");
     tokens.push_back(batch.num_tokens());
     sequences.push_back(batch.num_sequences());

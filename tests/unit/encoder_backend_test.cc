@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -251,6 +252,41 @@ TEST(EncoderBackendTest, PreNormLayerSequenceEndsWithTheFinalNorm) {
       "-1 norm 3 x->x",
   };
   EXPECT_EQ(backend.calls, want);
+}
+
+// The stop check is asked before each half of each layer; the forward ends
+// at the first true, with no op of the rest (not the final norm) run.
+TEST(EncoderBackendTest, AStopCheckEndsTheForwardBetweenHalfLayers) {
+  EncoderConfig c = Tiny(/*norm_first=*/true);
+  c.num_layers = 2;
+  RecordingBackend whole;
+  int asks = 0;
+  EXPECT_TRUE(RunEncoder(c, whole, nullptr, [&asks] {
+    ++asks;
+    return false;
+  }));
+  EXPECT_EQ(asks, 2 * c.num_layers);
+  EXPECT_EQ(whole.calls.back(), "-1 norm 3 x->x");
+  for (int stop_at = 1; stop_at <= 2 * c.num_layers; ++stop_at) {
+    SCOPED_TRACE("true at ask " + std::to_string(stop_at));
+    RecordingBackend backend;
+    asks = 0;
+    EXPECT_FALSE(RunEncoder(c, backend, nullptr, [&] { return ++asks == stop_at; }));
+    EXPECT_EQ(asks, stop_at);
+    // Embed, then per half layer: norm, qkv, attention, out; norm, ffn.
+    size_t want = 1;
+    for (int half = 0; half < stop_at - 1; ++half) want += half % 2 == 0 ? 4 : 2;
+    ASSERT_EQ(backend.calls.size(), want);
+    EXPECT_TRUE(std::equal(backend.calls.begin(), backend.calls.end(), whole.calls.begin()));
+  }
+  // Through a profile too: it counts the forward and the ops that ran.
+  RecordingBackend profiled;
+  OpProfile profile;
+  asks = 0;
+  EXPECT_FALSE(RunEncoder(c, profiled, &profile, [&asks] { return ++asks == 3; }));
+  EXPECT_EQ(profile.forwards, 1);
+  EXPECT_EQ(profile.calls[static_cast<int>(EncoderOp::kQkv)], 1);  // asks 1 and 2 said go
+  EXPECT_EQ(profile.calls[static_cast<int>(EncoderOp::kFeedForward)], 1);
 }
 
 // A profile times each op apart without changing the sequence the backend

@@ -156,7 +156,7 @@ TEST(EncoderOutputsTest, BatchEngineServesAMixedBatch) {
         {OutputKind::kClassification, Pooling::kCls, false},
         {OutputKind::kHiddenStates, Pooling::kCls, false},
     };
-    auto out = engine.Run(batch, specs);
+    auto out = engine.Run(batch, specs, {});
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     ASSERT_EQ(out->size(), specs.size());
 
@@ -177,6 +177,41 @@ TEST(EncoderOutputsTest, BatchEngineServesAMixedBatch) {
     const float* states = hidden->data<float>() + int64_t{batch.cu_seqlens[3]} * h;
     EXPECT_EQ((*out)[3], std::vector<float>(states, states + batch.length(3) * h));
   }
+}
+
+// A CPU forward told to stop ends with CANCELLED within half a layer of
+// the check that said so, and the next forward is whole and unchanged.
+TEST(EncoderOutputsTest, ACpuForwardStopsWhereItsStopCheckSaysSo) {
+  EncoderConfig c = SmallConfig(false);
+  c.num_layers = 4;
+  auto encoder = Make(c);
+  ASSERT_NE(encoder, nullptr);
+  const PackedBatch batch = Batch(c);
+  Encoder::Outputs outputs;
+  outputs.hidden_states = true;
+  auto before = encoder->Forward(batch, outputs);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  OpProfile profile;
+  ASSERT_TRUE(encoder->ProfileOps(&profile));
+  int asks = 0;
+  auto stopped = encoder->Forward(batch, outputs, [&asks] { return ++asks == 4; });
+  EXPECT_EQ(stopped.status().code(), StatusCode::kCancelled) << stopped.status().ToString();
+  EXPECT_EQ(asks, 4);
+  // Asks 1-3 said go: layers 0 and 1's attention, layer 0's feed-forward.
+  EXPECT_EQ(profile.calls[static_cast<int>(EncoderOp::kQkv)], 2);
+  EXPECT_EQ(profile.calls[static_cast<int>(EncoderOp::kFeedForward)], 1);
+  encoder->ProfileOps(nullptr);
+  auto after = encoder->Forward(batch, outputs);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  ExpectBitEqual(after->hidden_states, before->hidden_states);
+
+  // The batch engine hands its stop check to the encoder.
+  server::EncoderBatchEngine engine(Make(c));
+  const std::vector<server::OutputSpec> specs(batch.num_sequences());
+  asks = 0;
+  auto out = engine.Run(batch, specs, [&asks] { return ++asks == 2; });
+  EXPECT_EQ(out.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(asks, 2);
 }
 
 TEST(EncoderOutputsTest, APoolingModeAskedTwiceIsRefused) {

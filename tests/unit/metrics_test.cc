@@ -135,6 +135,7 @@ TEST(MetricsTest, BatchesCountPackedAndPaddedTokens) {
   metrics.ObserveBatch("m", BatchSample{2, 8, 10, 1500, true});
   metrics.ObserveBatch("m", BatchSample{3, 30, 60, 2500, true});
   metrics.ObserveBatch("m", BatchSample{1, 4, 4, 10, false});
+  metrics.ObserveBatch("m", BatchSample{1, 4, 4, 20, false, /*abandoned=*/true});
   metrics.AddInFlight("m", 1);
   metrics.AddInFlight("m", 1);
   metrics.AddInFlight("m", -1);
@@ -142,8 +143,10 @@ TEST(MetricsTest, BatchesCountPackedAndPaddedTokens) {
   EXPECT_EQ(Value(registry, "encoderd_batch_tokens_total", L{{"model", "m"}}), 38);
   EXPECT_EQ(Value(registry, "encoderd_batch_padded_tokens_total", L{{"model", "m"}}), 70);
   EXPECT_EQ(Value(registry, "encoderd_batch_failures_total", L{{"model", "m"}}), 1);
-  // Busy time counts the failed batch too: 1.5 + 2.5 + 0.01 ms.
-  EXPECT_NEAR(Value(registry, "encoderd_batch_seconds_total", L{{"model", "m"}}), 0.00401, 1e-12);
+  EXPECT_EQ(Value(registry, "encoderd_batch_abandoned_total", L{{"model", "m"}}), 1);
+  // Busy time counts the failed and abandoned batches too: 1.5 + 2.5 + 0.01
+  // + 0.02 ms.
+  EXPECT_NEAR(Value(registry, "encoderd_batch_seconds_total", L{{"model", "m"}}), 0.00403, 1e-12);
   EXPECT_EQ(Value(registry, "encoderd_batch_size_sequences", L{{"model", "m"}}), 2);
   EXPECT_EQ(Value(registry, "encoderd_batch_size_sequences", L{{"model", "m"}}, 2), 1);
   EXPECT_EQ(Value(registry, "encoderd_batch_size_tokens", L{{"model", "m"}}, 16), 1);
@@ -201,7 +204,8 @@ TEST(ProcessStatsTest, ReadsThisProcess) {
 class LengthEngine : public BatchEngine {
  public:
   StatusOr<std::vector<std::vector<float>>> Run(const PackedBatch& batch,
-                                                const std::vector<OutputSpec>&) override {
+                                                const std::vector<OutputSpec>&,
+                                                const std::function<bool()>&) override {
     if (fail) return Internal("boom");
     std::vector<std::vector<float>> out;
     for (int64_t i = 0; i < batch.num_sequences(); ++i)
