@@ -25,6 +25,9 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kMaxRequestBytes = 8192;
+// What is read and dropped after the response, waiting for the client to
+// close, before the connection is closed anyway.
+constexpr size_t kMaxDrainBytes = 256 * 1024;
 // How long accepts stop after accept() fails for want of a descriptor or of
 // memory (the pending connection stays, so the socket stays readable).
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
@@ -38,13 +41,37 @@ std::string Response(const std::string& status, const std::string& type, const s
          "Connection: close\r\n\r\n" + (head ? std::string() : body);
 }
 
-// One client connection: reading its request, then writing its response.
+// Where the request line starts: past any empty lines before it, which a
+// server should ignore (RFC 9112 2.2; one was 400 until 2026-12-04).
+size_t RequestStart(const std::string& request) {
+  size_t at = 0;
+  while (at < request.size() && (request[at] == '\r' || request[at] == '\n')) ++at;
+  return at;
+}
+
+// Where the empty line that ends the headers ends, or npos. Lines may end in
+// a bare LF (RFC 9112 2.2 lets a recipient take LF as a line's end; such
+// requests got no answer until 2026-12-04).
+size_t HeadersEnd(const std::string& request) {
+  for (size_t lf = request.find('\n', RequestStart(request)); lf != std::string::npos;
+       lf = request.find('\n', lf + 1)) {
+    if (lf + 1 < request.size() && request[lf + 1] == '\n') return lf + 2;
+    if (lf + 2 < request.size() && request[lf + 1] == '\r' && request[lf + 2] == '\n')
+      return lf + 3;
+  }
+  return std::string::npos;
+}
+
+// One client connection: reading its request, writing its response, then
+// reading what is left of the request until the client closes (draining).
 struct Connection {
+  enum class Phase { kReading, kWriting, kDraining };
   int fd = -1;
+  Phase phase = Phase::kReading;
   std::string request;
   std::string response;
   size_t sent = 0;
-  bool writing = false;
+  size_t drained = 0;
   SteadyClock::time_point deadline;
 };
 
@@ -55,13 +82,15 @@ std::string MetricsHttpResponse(const std::string& request,
   // The server's read limit came before the blank line: the request is not
   // whole, and is answered as too large, not as what its start says (a GET
   // with 9 KB of headers was rendered, 200, until 2026-12-04).
-  if (request.find("\r\n\r\n") == std::string::npos) {
-    return request.find("\r\n") == std::string::npos
+  const size_t start = RequestStart(request);
+  if (HeadersEnd(request) == std::string::npos) {
+    return request.find('\n', start) == std::string::npos
                ? Response("414 URI Too Long", "text/plain", "request line too long\n")
                : Response("431 Request Header Fields Too Large", "text/plain",
                           "request headers too large\n");
   }
-  const std::string line = request.substr(0, request.find("\r\n"));
+  std::string line = request.substr(start, request.find('\n', start) - start);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
   const size_t sp1 = line.find(' ');
   const size_t sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
   if (sp2 == std::string::npos) return Response("400 Bad Request", "text/plain", "bad request\n");
@@ -153,7 +182,8 @@ void MetricsHttpServer::Serve() {
         {{listen_fd_, static_cast<short>(accepting ? POLLIN : 0), 0}, {wake_read_fd_, POLLIN, 0}});
     SteadyClock::time_point next = accepting ? SteadyClock::time_point::max() : accept_paused_until;
     for (const Connection& c : connections) {
-      fds.push_back({c.fd, static_cast<short>(c.writing ? POLLOUT : POLLIN), 0});
+      fds.push_back(
+          {c.fd, static_cast<short>(c.phase == Connection::Phase::kWriting ? POLLOUT : POLLIN), 0});
       next = std::min(next, c.deadline);
     }
     int wait_ms = -1;
@@ -173,26 +203,42 @@ void MetricsHttpServer::Serve() {
       Connection& c = *it;
       const short events = fds[i].revents;
       bool done = false;
-      if (!c.writing && (events & (POLLIN | POLLHUP | POLLERR))) {
+      const auto failed = [] { return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR; };
+      if (c.phase == Connection::Phase::kReading && (events & (POLLIN | POLLHUP | POLLERR))) {
         char buffer[2048];
         const ssize_t n = recv(c.fd, buffer, sizeof(buffer), MSG_DONTWAIT);
         if (n > 0) {
           c.request.append(buffer, static_cast<size_t>(n));
-        } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        } else if (n == 0 || failed()) {
           done = true;  // closed or failed before a full request
         }
-        if (!done && (c.request.find("\r\n\r\n") != std::string::npos ||
-                      c.request.size() >= kMaxRequestBytes)) {
+        if (!done &&
+            (HeadersEnd(c.request) != std::string::npos || c.request.size() >= kMaxRequestBytes)) {
           c.response = MetricsHttpResponse(c.request, render_);
-          c.writing = true;
+          c.phase = Connection::Phase::kWriting;
           c.deadline = now + options_.timeout;
         }
-      } else if (c.writing && (events & (POLLOUT | POLLHUP | POLLERR))) {
+      } else if (c.phase == Connection::Phase::kWriting &&
+                 (events & (POLLOUT | POLLHUP | POLLERR))) {
         const ssize_t n = send(c.fd, c.response.data() + c.sent, c.response.size() - c.sent,
                                MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) c.sent += static_cast<size_t>(n);
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) done = true;
-        if (c.sent == c.response.size()) done = true;
+        if (n < 0 && failed()) done = true;
+        if (c.sent == c.response.size()) {
+          // Closing with unread bytes (the rest of a request cut by the
+          // read limit, or a body) sends a reset, which can discard the
+          // response before the client reads it: end the writing side
+          // only, and close once the client has closed (or at the
+          // deadline, or past kMaxDrainBytes).
+          c.phase = Connection::Phase::kDraining;
+          done = shutdown(c.fd, SHUT_WR) != 0;
+        }
+      } else if (c.phase == Connection::Phase::kDraining &&
+                 (events & (POLLIN | POLLHUP | POLLERR))) {
+        char buffer[2048];
+        const ssize_t n = recv(c.fd, buffer, sizeof(buffer), MSG_DONTWAIT);
+        if (n > 0) c.drained += static_cast<size_t>(n);
+        if (n == 0 || (n < 0 && failed()) || c.drained > kMaxDrainBytes) done = true;
       }
       if (done || now >= c.deadline) {
         it = close_connection(it);
@@ -217,8 +263,9 @@ void MetricsHttpServer::Serve() {
           break;  // EAGAIN: accepted everything pending
         }
         if (static_cast<int>(connections.size()) >= options_.max_connections) {
-          auto oldest = std::find_if(connections.begin(), connections.end(),
-                                     [](const Connection& c) { return !c.writing; });
+          auto oldest = std::find_if(
+              connections.begin(), connections.end(),
+              [](const Connection& c) { return c.phase != Connection::Phase::kWriting; });
           if (oldest == connections.end()) {
             close(fd);  // every slot is writing a response: this one waits for none
             continue;

@@ -4,10 +4,12 @@
 // One thread runs an event loop (poll) over every open connection, so a slow
 // or idle client holds only its own connection, never a scrape: each
 // connection must deliver its request headers within `timeout` and take the
-// whole response within `timeout` after that, or is closed. At most
-// `max_connections` are open; a new one beyond that closes the oldest
-// connection still waiting for its headers (a slow-loris client loses its
-// slot to a scraper, not the other way round).
+// whole response within `timeout` after that, or is closed. After the
+// response the server ends its side and reads until the client closes
+// (within the same time), so that unread bytes do not turn the close into a
+// reset that loses the response. At most `max_connections` are open; a new
+// one beyond that closes the oldest connection not writing a response (a
+// slow-loris client loses its slot to a scraper, not the other way round).
 // (prometheus-cpp's civetweb Exposer cannot start its threads in this
 // process: civetweb's fixed thread stack is smaller than the static TLS of
 // the linked libraries, e.g. OpenBLAS.)
