@@ -8,6 +8,7 @@
 #include <limits>
 #include <new>
 #include <optional>
+#include <set>
 
 #include "core/file.h"
 #include "engine/model/model_directory.h"
@@ -25,6 +26,14 @@ class Where {
  private:
   std::string text_;
 };
+
+// A key given twice in one mapping is an error, as in the server's config:
+// until 2026-12-04 the second replaced the first (a second `labels` list was
+// appended to it).
+Status FirstTime(const std::string& key, const Where& where, std::set<std::string>* seen) {
+  if (!seen->insert(key).second) return where.Error("is given twice");
+  return Status::Ok();
+}
 
 Status ReadString(const YAML::Node& node, const Where& where, std::string* out) {
   if (!node.IsScalar()) return where.Error("must be a string");
@@ -66,10 +75,12 @@ Status ReadEnum(const YAML::Node& node, const Where& where,
 Status ReadTokenizer(const YAML::Node& node, const std::string& source, TokenizerCard* card) {
   if (!node.IsMap()) return Where(source, "tokenizer", node).Error("must be a mapping");
   bool has_type = false;
+  std::set<std::string> seen;
   for (const auto& entry : node) {
     const std::string key = entry.first.Scalar();
     const YAML::Node& value = entry.second;
     const Where where(source, "tokenizer." + key, entry.first);
+    RETURN_IF_ERROR(FirstTime(key, where, &seen));
     if (key == "type") {
       std::string type;
       RETURN_IF_ERROR(ReadString(value, where, &type));
@@ -121,9 +132,11 @@ Status ReadTokenizer(const YAML::Node& node, const std::string& source, Tokenize
 
 Status ReadWeights(const YAML::Node& node, const std::string& source, WeightPrefixes* w) {
   if (!node.IsMap()) return Where(source, "weights", node).Error("must be a mapping");
+  std::set<std::string> seen;
   for (const auto& entry : node) {
     const std::string key = entry.first.Scalar();
     const Where where(source, "weights." + key, entry.first);
+    RETURN_IF_ERROR(FirstTime(key, where, &seen));
     std::string* field = key == "token_embedding"      ? &w->token_embedding
                          : key == "position_embedding" ? &w->position_embedding
                          : key == "embedding_norm"     ? &w->embedding_norm
@@ -207,12 +220,15 @@ StatusOr<ModelCard> ParseModelCard(const std::string& yaml_text, const std::stri
     const YAML::Node root = YAML::Load(yaml_text);
     if (root.IsNull()) return card;
     if (!root.IsMap()) return InvalidArgument(source + ": expected a mapping of keys to values");
+    std::set<std::string> seen;
     for (const auto& entry : root) {
       if (!entry.first.IsScalar()) {
         return Where(source, "?", entry.first).Error("keys must be plain names");
       }
       const std::string key = entry.first.Scalar();
-      RETURN_IF_ERROR(ReadEntry(key, entry.second, Where(source, key, entry.first), source, &card));
+      const Where where(source, key, entry.first);
+      RETURN_IF_ERROR(FirstTime(key, where, &seen));
+      RETURN_IF_ERROR(ReadEntry(key, entry.second, where, source, &card));
     }
   } catch (const YAML::Exception& e) {
     return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);

@@ -119,6 +119,17 @@ void ExpectError(const std::string& yaml, const std::string& where, const std::s
   EXPECT_NE(card.status().message().find(what), std::string::npos) << card.status().message();
 }
 
+// Until 2026-12-04 a repeated key replaced the first (num_heads: 12 became
+// 4 below) and a second labels list was appended to the first.
+TEST(ModelCardYaml, AKeyGivenTwiceIsAnError) {
+  ExpectError("num_heads: 12\nfamily: bert\nnum_heads: 4\n", "card.yaml:3: num_heads",
+              "given twice");
+  ExpectError("labels: [a, b]\nlabels: [c]\n", "card.yaml:2: labels", "given twice");
+  ExpectError("tokenizer:\n  type: wordpiece\n  file: vocab.txt\n  file: other.txt\n",
+              "card.yaml:4: tokenizer.file", "given twice");
+  ExpectError("weights:\n  layers: a\n  layers: b\n", "card.yaml:3: weights.layers", "given twice");
+}
+
 TEST(ModelCardYaml, BadKeysAndValuesNameTheKeyAndLine) {
   ExpectError("family: bert\nnum_head: 4\n", "card.yaml:2: num_head", "not a known key");
   ExpectError("num_heads: four\n", "card.yaml:1: num_heads", "integer");
