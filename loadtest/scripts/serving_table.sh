@@ -105,12 +105,14 @@ for path in sorted(out.glob("*.closed.json")):
     c = json.loads(path.read_text())
     best = None
     for row in csv.DictReader(open(out / f"{tag}.sweep.csv")):
-        if row["sustained"] == "1" and float(row["p99_ms"]) <= 100:
+        # p99 of every call, a failed one at its failure: a rate whose 1%
+        # refusals or deadline misses are left out reads as fast as the rest.
+        if row["sustained"] == "1" and float(row["p99_all_ms"]) <= 100:
             best = row
     first = next(csv.DictReader(open(out / f"{tag}.sweep.csv")), None)
     rate = (f"{float(best['offered_rps']):g} req/s" if best else
-            f"none: p99 {first['p99_ms']} ms at {float(first['offered_rps']):g} req/s" if first else "-")
-    at = f"{best['p50_ms']} / {best['p99_ms']}" if best else "-"
+            f"none: p99 {first['p99_all_ms']} ms at {float(first['offered_rps']):g} req/s" if first else "-")
+    at = f"{best['p50_ms']} / {best['p99_all_ms']}" if best else "-"
     lines.append(f"| {model} | {batching} | {c['requests_per_s']:.1f} | {c['tokens_per_s']:.0f} "
                  f"| {c['latency']['p50_us'] / 1000:.1f} | {c['latency']['p99_us'] / 1000:.1f} "
                  f"| {rate} | {at} |")

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "loadtest/load_options.h"
 #include "loadtest/report_format.h"
@@ -198,7 +200,44 @@ TEST(LoadtestWorkloadTest, RecorderCountsAndSaturation) {
   EXPECT_FALSE(IsSaturated(slow.Snapshot()));
   EXPECT_FALSE(IsSaturated(straggler.Snapshot()));
   EXPECT_LT(straggler.Snapshot().LatencyGrowth(), 0.05);
-  EXPECT_NE(SweepCsvRow(10, straggler.Snapshot()).rfind(",1\n"), std::string::npos);
+  // The sustained column.
+  EXPECT_NE(SweepCsvRow(10, straggler.Snapshot()).find(",1,"), std::string::npos);
+}
+
+// The sweep CSV's p99 is of OK calls; p99_all_ms counts every call, a failed
+// one at its failure, so that a rate whose slowest 1% fail is not read as
+// fast (serving_table.sh picks its rates by it; until 2026-12-04 the CSV
+// had the OK calls' p99 only).
+TEST(LoadtestWorkloadTest, TheSweepCsvHasThePercentileOfEveryCall) {
+  EXPECT_EQ(SweepCsvHeader().substr(SweepCsvHeader().rfind(',')), ",p99_all_ms\n");
+  Recorder r;
+  for (int i = 0; i < 100; ++i) {
+    CallOutcome c;
+    c.intended_ns = i * 10'000'000LL;
+    c.sent_ns = c.intended_ns;
+    c.done_ns = c.intended_ns + (i < 2 ? 400'000'000LL : 4'000'000LL);
+    c.status_code = i < 2 ? 4 : 0;  // two DEADLINE_EXCEEDED at 400 ms
+    r.Record(c);
+  }
+  const std::string row = SweepCsvRow(100, r.Snapshot());
+  std::vector<std::string> fields;
+  std::stringstream cells(row);
+  for (std::string cell; std::getline(cells, cell, ',');) fields.push_back(cell);
+  ASSERT_EQ(fields.size(), 14u) << row;
+  EXPECT_NEAR(std::stod(fields[7]), 4, 0.05) << row;     // p99_ms: OK calls
+  EXPECT_NEAR(std::stod(fields[13]), 400, 2.5) << row;  // p99_all_ms
+}
+
+TEST(LoadtestWorkloadTest, OpenLoopUnaryJsonHasNoConcurrency) {
+  LoadOptions o;
+  o.mode = LoadMode::kOpen;
+  const RunStats none;
+  EXPECT_TRUE(ReportJson(o, 10, none)["concurrency"].is_null());
+  o.rpc = RpcKind::kEmbedStream;  // its streams are the slots
+  EXPECT_EQ(ReportJson(o, 10, none)["concurrency"], o.concurrency);
+  o.rpc = RpcKind::kEmbed;
+  o.mode = LoadMode::kClosed;
+  EXPECT_EQ(ReportJson(o, 0, none)["concurrency"], o.concurrency);
 }
 
 TEST(LoadtestWorkloadTest, RecorderCountsCallsSentPastTheirDeadline) {
