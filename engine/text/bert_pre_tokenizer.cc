@@ -112,6 +112,64 @@ std::u32string Cased(const std::u32string& word, bool lower_case, bool strip_acc
   return strip_accents ? StripAccents(utf16) : ToUtf32(utf16);
 }
 
+// Rust's char::to_lowercase of each character alone: the full mapping, with
+// no context (so no Final_Sigma). The only unconditional full mapping that
+// differs from the simple one is U+0130's.
+void AppendLowerCased(char32_t c, std::u32string* out) {
+  if (c == 0x130) {
+    out->append(U"i\u0307");
+  } else {
+    out->push_back(static_cast<char32_t>(u_tolower(static_cast<UChar32>(c))));
+  }
+}
+
+// BertNormalizer (clean text, CJK, strip accents, lower-case, in its
+// order) and BertPreTokenizer (split on whitespace, isolate punctuation).
+std::vector<std::u32string> TokenizersPreTokenize(std::u32string_view text, bool lower_case,
+                                                  bool strip_accents) {
+  constexpr BertRules kRules = BertRules::kTokenizers;
+  std::u32string cleaned;
+  cleaned.reserve(text.size());
+  for (char32_t c : text) {
+    if (c == 0 || c == 0xfffd || IsBertControl(c, kRules)) continue;
+    if (IsBertWhitespace(c, kRules)) {
+      cleaned.push_back(' ');
+    } else if (IsBertCjk(c, kRules)) {
+      cleaned.push_back(' ');
+      cleaned.push_back(c);
+      cleaned.push_back(' ');
+    } else {
+      cleaned.push_back(c);
+    }
+  }
+  if (strip_accents) cleaned = StripAccents(ToUtf16(cleaned));
+  std::u32string normalized;
+  if (lower_case) {
+    normalized.reserve(cleaned.size());
+    for (char32_t c : cleaned) AppendLowerCased(c, &normalized);
+  } else {
+    normalized = std::move(cleaned);
+  }
+  std::vector<std::u32string> words;
+  std::u32string current;
+  const auto flush = [&] {
+    if (!current.empty()) words.push_back(std::move(current));
+    current.clear();
+  };
+  for (char32_t c : normalized) {
+    if (IsBertWhitespace(c, kRules)) {
+      flush();
+    } else if (IsBertPunctuation(c)) {
+      flush();
+      words.emplace_back(1, c);
+    } else {
+      current.push_back(c);
+    }
+  }
+  flush();
+  return words;
+}
+
 }  // namespace
 
 bool ChangesWhenLowerCased(std::u32string_view word) {
@@ -121,20 +179,25 @@ bool ChangesWhenLowerCased(std::u32string_view word) {
   return false;
 }
 
-bool IsBertWordCharacter(char32_t c) {
-  return c != 0 && c != 0xFFFD && !IsBertWhitespace(c) && !IsBertControl(c) &&
-         !IsBertPunctuation(c) && !IsBertCjk(c) &&
+bool IsBertWordCharacter(char32_t c, BertRules rules) {
+  return c != 0 && c != 0xFFFD && !IsBertWhitespace(c, rules) && !IsBertControl(c, rules) &&
+         !IsBertPunctuation(c) && !IsBertCjk(c, rules) &&
          u_charType(static_cast<UChar32>(c)) != U_NON_SPACING_MARK;
 }
 
-bool IsBertWhitespace(char32_t c) {
+bool IsBertWhitespace(char32_t c, BertRules rules) {
   if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return true;
+  if (rules == BertRules::kTokenizers) return u_isUWhiteSpace(static_cast<UChar32>(c));
   return u_charType(static_cast<UChar32>(c)) == U_SPACE_SEPARATOR;
 }
 
-bool IsBertControl(char32_t c) {
+bool IsBertControl(char32_t c, BertRules rules) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
-  return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_C_MASK) != 0;
+  // Python's category "C*"; the unicode_categories crate's is_other, which
+  // bert.rs calls, is Cc, Cf and Co only.
+  const uint32_t mask =
+      rules == BertRules::kTokenizers ? U_GC_CC_MASK | U_GC_CF_MASK | U_GC_CO_MASK : U_GC_C_MASK;
+  return (U_GET_GC_MASK(static_cast<UChar32>(c)) & mask) != 0;
 }
 
 bool IsBertPunctuation(char32_t c) {
@@ -145,15 +208,19 @@ bool IsBertPunctuation(char32_t c) {
   return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_P_MASK) != 0;
 }
 
-bool IsBertCjk(char32_t c) {
+bool IsBertCjk(char32_t c, BertRules rules) {
+  // bert.rs starts the range tokenization_bert.py starts at U+2B820 at U+2B920.
+  const char32_t extension_e = rules == BertRules::kTokenizers ? 0x2B920 : 0x2B820;
   return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
          (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
-         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+         (c >= 0x2B740 && c <= 0x2B81F) || (c >= extension_e && c <= 0x2CEAF) ||
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
 std::vector<std::u32string> BertPreTokenize(std::u32string_view text, bool lower_case,
-                                            bool strip_accents) {
+                                            bool strip_accents, BertRules rules) {
+  if (rules == BertRules::kTokenizers)
+    return TokenizersPreTokenize(text, lower_case, strip_accents);
   // _clean_text and _tokenize_chinese_chars.
   std::u32string cleaned;
   cleaned.reserve(text.size());

@@ -283,6 +283,7 @@ StatusOr<std::unique_ptr<Tokenizer>> WordPiece(const Reader& r, const json& root
   }
   options.lower_case = lowercase;
   options.strip_accents = strip_accents;
+  options.rules = BertRules::kTokenizers;
 
   ASSIGN_OR_RETURN(const std::string pre, r.Type(root, "pre_tokenizer"));
   if (pre != "BertPreTokenizer") {
@@ -561,9 +562,21 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   }
   const json& meta = root.at("pre_tokenizer");
   ASSIGN_OR_RETURN(const std::string replacement, r.Text(meta, "pre_tokenizer", "replacement"));
-  ASSIGN_OR_RETURN(const std::string scheme, r.Text(meta, "pre_tokenizer", "prepend_scheme"));
-  ASSIGN_OR_RETURN(const bool prefix, r.Flag(meta, "pre_tokenizer", "add_prefix_space",
-                                             scheme == "always" || scheme == "first"));
+  // As the tokenizers library reads a Metaspace: prepend_scheme (default
+  // "always") decides, and add_prefix_space only where it is false, which
+  // means "never" (the library refuses a file that says false beside
+  // another scheme). Until 2026-12-04 add_prefix_space true outranked
+  // "never", and a file with neither key was refused.
+  ASSIGN_OR_RETURN(std::string scheme, r.Text(meta, "pre_tokenizer", "prepend_scheme"));
+  ASSIGN_OR_RETURN(const bool add_prefix, r.Flag(meta, "pre_tokenizer", "add_prefix_space", true));
+  if (!add_prefix) {
+    if (!scheme.empty() && scheme != "never") {
+      return r.Refuse("pre_tokenizer.add_prefix_space is false and prepend_scheme is \"" +
+                      scheme + "\"");
+    }
+    scheme = "never";
+  }
+  const bool prefix = scheme.empty() || scheme == "always" || scheme == "first";
   ASSIGN_OR_RETURN(const bool split, r.Flag(meta, "pre_tokenizer", "split", true));
   if (replacement != "\u2581" || !prefix || !split) {
     return r.Unsupported("pre_tokenizer is " + Shown(meta) +

@@ -5,7 +5,8 @@
 //    (clean_text and handle_chinese_chars on; strip_accents null or equal to
 //    lowercase), pre-tokenizer BertPreTokenizer, post-processor
 //    BertProcessing or TemplateProcessing "[CLS] $A [SEP]" / "[CLS] $A [SEP]
-//    $B:1 [SEP]:1" -> WordPiece (engine/text/wordpiece_tokenizer.h);
+//    $B:1 [SEP]:1" -> WordPiece (engine/text/wordpiece_tokenizer.h) with the
+//    tokenizers library's rules (BertRules::kTokenizers);
 //  - RoBERTa's: model BPE (no dropout, prefix, suffix, byte fallback or
 //    ignore_merges), no normalizer, pre-tokenizer ByteLevel with its regex,
 //    post-processor RobertaProcessing or TemplateProcessing "<s> $A </s>" /

@@ -44,7 +44,8 @@ class WordPieceTokenizer final : public Tokenizer {
                           : strip_accents_              ? ", accents stripped"
                                                         : ", accents kept";
     return std::string("wordpiece (") + (lower_case_ ? "uncased" : "cased") + accents +
-           (options_.lower_case.has_value() ? "" : ", from its vocabulary") + ", " +
+           (options_.lower_case.has_value() ? "" : ", from its vocabulary") +
+           (options_.rules == BertRules::kTokenizers ? ", tokenizers library's rules" : "") + ", " +
            std::to_string(vocab_size_) + " tokens)";
   }
 
@@ -59,19 +60,20 @@ class WordPieceTokenizer final : public Tokenizer {
     WindowEncoding out;
     Encoding enc;
     const std::vector<char32_t> chars = DecodeUtf8(window.text);
+    const BertRules rules = options_.rules;
     const std::vector<std::u32string> words = BertPreTokenize(
-        std::u32string_view(chars.data(), chars.size()), lower_case_, strip_accents_);
+        std::u32string_view(chars.data(), chars.size()), lower_case_, strip_accents_, rules);
     const size_t first = window.in_unknown_run && !words.empty() ? 1 : 0;
     const char32_t last = chars.empty() ? U' ' : chars.back();
     const bool cut = !window.whole && !window.at_space;
-    if (first == 1 && words.size() == 1 && cut && IsBertWordCharacter(last)) {
+    if (first == 1 && words.size() == 1 && cut && IsBertWordCharacter(last, rules)) {
       // The [UNK] word of an earlier window fills this one and goes on.
       out.resume_at = CharStartAtOrBefore(window.text, window.text.size() - 1);
       out.resume_in_unknown_run = true;
       return out;
     }
-    const bool goes_on = cut && words.size() > first && !IsBertWhitespace(last) &&
-                         !IsBertPunctuation(last) && !IsBertCjk(last);
+    const bool goes_on = cut && words.size() > first && !IsBertWhitespace(last, rules) &&
+                         !IsBertPunctuation(last) && !IsBertCjk(last, rules);
     const bool long_word =
         goes_on && static_cast<int64_t>(words.back().size()) > options_.max_chars_per_word + 1;
     for (size_t i = first; i < words.size(); ++i) {
@@ -86,7 +88,7 @@ class WordPieceTokenizer final : public Tokenizer {
     if (window.at_space) {
       out.resume_at = window.text.size();
       out.resume_tokens = n;
-    } else if (long_word && IsBertWordCharacter(last)) {
+    } else if (long_word && IsBertWordCharacter(last, rules)) {
       out.resume_at = CharStartAtOrBefore(window.text, window.text.size() - 1);
       out.resume_tokens = n;
       out.resume_in_unknown_run = true;

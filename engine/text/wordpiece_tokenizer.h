@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/text/bert_pre_tokenizer.h"
 #include "engine/text/tokenizer.h"
 
 namespace encoderd {
@@ -29,6 +30,9 @@ struct WordPieceOptions {
   std::optional<bool> strip_accents;
   // Words longer than this many characters become [UNK], as in BERT.
   int64_t max_chars_per_word = 100;
+  // How the text is split into words: as Hugging Face's slow tokenizer
+  // does (vocab.txt), or as the tokenizers library does (tokenizer.json).
+  BertRules rules = BertRules::kPython;
   // Must all be in the vocabulary.
   WordPieceSpecials specials;
 };

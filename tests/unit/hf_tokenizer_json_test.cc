@@ -218,6 +218,25 @@ TEST(HfTokenizerJson, XlmrUnigramReadAsItsSentencePieceModel) {
   ExpectUnsupported(with(P("/normalizer/normalizers"), json::array()), "an empty Sequence");
   ExpectUnsupported(with(P("/pre_tokenizer/add_prefix_space"), false), "a prefix and splits");
   ExpectUnsupported(with(P("/pre_tokenizer/type"), "Whitespace"), "not Metaspace");
+  // The tokenizers library's Metaspace: prepend_scheme decides over
+  // add_prefix_space true ("never" was read as a prefix until 2026-12-04),
+  // neither key is "always" (was refused), and false beside another
+  // scheme is a file the library does not load.
+  json never = with(P("/pre_tokenizer/prepend_scheme"), "never");
+  never["pre_tokenizer"]["add_prefix_space"] = true;
+  ExpectUnsupported(never, "a prefix and splits");
+  {
+    SCOPED_TRACE("Metaspace without add_prefix_space or prepend_scheme");
+    json neither = file;
+    neither["pre_tokenizer"].erase("add_prefix_space");
+    neither["pre_tokenizer"].erase("prepend_scheme");
+    auto t = FromJson(neither);
+    ASSERT_NE(t, nullptr);
+    ExpectSameEncodings(*spm, *t);
+  }
+  json clash = with(P("/pre_tokenizer/prepend_scheme"), "always");
+  clash["pre_tokenizer"]["add_prefix_space"] = false;
+  ExpectRefused(clash, "add_prefix_space is false and prepend_scheme is \"always\"");
   for (const json& map : {json("A!=="), json(""), json(nullptr)}) {
     ExpectRefused(with(P("/normalizer/normalizers/0/precompiled_charsmap"), map),
                   "precompiled_charsmap is not a map in base64");
@@ -240,6 +259,7 @@ TEST(HfTokenizerJson, BertVariantsReadAsTheirFiles) {
     const std::string name = lower ? "uncased" : "cased";
     WordPieceOptions options;
     options.lower_case = lower;
+    options.rules = BertRules::kTokenizers;
     auto files = CreateWordPieceTokenizer(
         (kDir / "wordpiece" / ("vocab_" + name + ".txt")).string(), options);
     ASSERT_TRUE(files.ok()) << files.status().ToString();
@@ -256,6 +276,7 @@ TEST(HfTokenizerJson, BertVariantsReadAsTheirFiles) {
     // transformers applies it (strip_accents then following it).
     WordPieceOptions flipped;
     flipped.lower_case = !lower;
+    flipped.rules = BertRules::kTokenizers;
     auto other = CreateWordPieceTokenizer(
         (kDir / "wordpiece" / ("vocab_" + name + ".txt")).string(), flipped);
     ASSERT_TRUE(other.ok()) << other.status().ToString();
@@ -268,6 +289,34 @@ TEST(HfTokenizerJson, BertVariantsReadAsTheirFiles) {
     t = FromJson(file, overrides);
     ASSERT_NE(t, nullptr);
     ExpectSameEncodings(**files, *t);
+  }
+}
+
+// A tokenizer.json runs the tokenizers library's BertNormalizer and
+// BertPreTokenizer, not the slow Python BasicTokenizer that vocab.txt
+// follows: no NFC, no final sigma, unassigned code points kept (as [UNK]),
+// U+2B820-U+2B91F not CJK. TokenizerFixtureTest's json_wordpiece_* check
+// every sample against the Python reference of those rules
+// (tests/fixtures/fx_tokenizers.py, BertReference rules="tokenizers"); here,
+// that each file meets texts where the two sets of rules differ, so those
+// checks tell them apart. Until 2026-12-04 tokenizer.json followed the slow
+// rules (a decomposed "cafe\u0301" became "café" in a cased model).
+TEST(HfTokenizerJson, BertFilesFollowTheTokenizersLibrarysRules) {
+  const json expected = ReadJson(kDir / "expected.json");
+  for (const char* name : {"wordpiece_uncased", "wordpiece_cased", "wordpiece_uncased_keep_accents",
+                           "wordpiece_cased_strip_accents"}) {
+    SCOPED_TRACE(name);
+    const json& slow = expected.at(name);
+    const json& fast = expected.at(std::string("json_") + name);
+    ASSERT_EQ(slow.size(), fast.size());
+    int differ = 0;
+    for (size_t i = 0; i < slow.size(); ++i) differ += slow[i]["ids"] != fast[i]["ids"];
+    EXPECT_GE(differ, 1);
+    auto t = CreateTokenizerFromHfJson(
+        (kDir / "tokenizer_json" / (std::string(name) + ".json")).string());
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_NE(t->tokenizer->Describe().find("tokenizers library's rules"), std::string::npos)
+        << t->tokenizer->Describe();
   }
 }
 
@@ -293,6 +342,10 @@ TEST(HfTokenizerJson, MpnetReadsAsItsVocabularyWithSAndSlashS) {
   EXPECT_EQ((*files)->special_tokens().bos, 0);  // <s>
   EXPECT_EQ((*files)->special_tokens().pad, 1);  // <pad>
   EXPECT_EQ((*files)->special_tokens().eos, 2);  // </s>
+  // tokenizer.json runs the tokenizers library's rules (BertRules).
+  options.rules = BertRules::kTokenizers;
+  files = CreateWordPieceTokenizer((kDir / "wordpiece" / "vocab_mpnet.txt").string(), options);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
   for (const char* name : {"mpnet.json", "mpnet_template.json"}) {
     SCOPED_TRACE(name);
     auto t = CreateTokenizerFromHfJsonData(ReadJson(kDir / "tokenizer_json" / name).dump(),

@@ -60,8 +60,10 @@ class TokenizerFixtureTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     samples_ = ReadJson(kDir / "samples.json").get<std::vector<std::string>>();
     const std::string& name = GetParam();
-    expected_ =
-        ReadJson(kDir / "expected.json")[name.rfind("json_", 0) == 0 ? name.substr(5) : name];
+    // A tokenizer.json has expectations of its own where its library's rules
+    // differ from the other files' (BERT's: BertRules), else theirs.
+    const nlohmann::json all = ReadJson(kDir / "expected.json");
+    expected_ = all.contains(name) ? all[name] : all[name.substr(5)];
     tokenizer_ = Make(GetParam());
     ASSERT_NE(tokenizer_, nullptr);
     ASSERT_EQ(expected_.size(), samples_.size());
