@@ -3,6 +3,7 @@
 #include "engine/io/checkpoint_reader.h"
 
 #include <map>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -83,6 +84,15 @@ StatusOr<Checkpoint> Dispatch(const std::shared_ptr<const Storage>& bytes,
   }
   if (LooksLikeSafetensors(*bytes)) {
     return FromFlat(ReadSafetensors(bytes), CheckpointFormat::kSafetensors, options);
+  }
+  // A clone without `git lfs pull` holds a small text file where the
+  // weights should be.
+  constexpr std::string_view kLfsPointer = "version https://git-lfs.github.com/spec/";
+  if (bytes->size() >= kLfsPointer.size() &&
+      std::string_view(reinterpret_cast<const char*>(bytes->data()), kLfsPointer.size()) ==
+          kLfsPointer) {
+    return InvalidArgument(
+        "a Git LFS pointer, not the weights: fetch them (git lfs pull) or download the file");
   }
   if (LooksLikeTar(*bytes)) {
     return Unimplemented(

@@ -85,6 +85,23 @@ TEST_P(CheckpointCorruptTest, RandomFlipsNeverCrash) {
 INSTANTIATE_TEST_SUITE_P(Checkpoint, CheckpointCorruptTest,
                          ::testing::Values("sd_zip.pt", "sd_legacy.pt", "sd.safetensors"));
 
+// A clone without `git lfs pull` has a pointer file where the weights
+// should be: said so, not "unrecognized checkpoint format" (until
+// 2026-12-04).
+TEST(CheckpointCorruptTest, AGitLfsPointerIsNamed) {
+  const std::string pointer =
+      "version https://git-lfs.github.com/spec/v1\n"
+      "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n"
+      "size 440473133\n";
+  std::vector<std::byte> bytes(pointer.size());
+  std::memcpy(bytes.data(), pointer.data(), pointer.size());
+  const auto r = ReadBytes(std::move(bytes), "pytorch_model.bin");
+  ExpectNamedError(r, "pytorch_model.bin");
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("Git LFS pointer"), std::string::npos)
+      << r.status().ToString();
+}
+
 TEST(CheckpointCorruptZipTest, OffsetsAndCountsPastTheEnd) {
   const auto good = ReadFileBytes(CheckpointPath("sd_zip.pt"));
   const size_t eocd = FindEocd(good);
