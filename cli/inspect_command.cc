@@ -93,6 +93,7 @@ Json DescribeModelJson(const ModelBundle& bundle) {
       {"tokenizer", tokenizer},
       {"tokenizer_note",
        bundle.tokenizer_note.empty() ? Json(nullptr) : Json(bundle.tokenizer_note)},
+      {"head_note", bundle.head_note.empty() ? Json(nullptr) : Json(bundle.head_note)},
       {"sentence_transformers_modules", bundle.sentence_transformers_modules},
       {"text_pairs", bundle.config.reads_text_pairs(bundle.tokenizer != nullptr)},
       {"rerank", bundle.config.serves_rerank(bundle.tokenizer != nullptr)},
@@ -144,7 +145,8 @@ std::string DescribeModelText(const ModelBundle& bundle) {
       << ActivationName(c.head_activation) << "; scores: " << HeadOutputName(c.head_output())
       << "\n";
   } else {
-    s << "head:            none\n";
+    s << "head:            none"
+      << (bundle.head_note.empty() ? std::string() : " (" + bundle.head_note + ")") << "\n";
   }
   s << "text pairs:      " << DescribePairs(bundle) << "\n";
   s << "tokenizer:       "

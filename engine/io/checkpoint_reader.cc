@@ -30,22 +30,24 @@ const PickleValue* Unwrap(const PickleValue* v) {
 // omegaconf DictConfig (its values in value nodes) or, from 0.12, a plain
 // dict; its "model" section a DictConfig, a dict, or (models still built
 // from argparse, as RoBERTa) a Namespace.
-std::map<std::string, int64_t> FairseqArgs(const PickleValue* root) {
+// Checkpoint::fairseq_args and fairseq_text_args from the pickle's root.
+void ReadFairseqArgs(const PickleValue* root, Checkpoint* ckpt) {
   const PickleValue* section = DictGet(root, "args");
   if (section == nullptr || section->kind != PickleKind::kPlaceholder)
     section = Unwrap(DictGet(Unwrap(DictGet(root, "cfg")), "model"));
-  std::map<std::string, int64_t> args;
   if (section == nullptr ||
       (section->kind != PickleKind::kDict && section->kind != PickleKind::kPlaceholder))
-    return args;
+    return;
   for (size_t i = 0; i + 1 < section->items.size(); i += 2) {
     const PickleValue* key = section->items[i];
     const PickleValue* value = Unwrap(section->items[i + 1]);
-    if (key->kind == PickleKind::kString && value != nullptr &&
-        (value->kind == PickleKind::kInt || value->kind == PickleKind::kBool))
-      args[key->str] = value->int_value;
+    if (key->kind != PickleKind::kString || value == nullptr) continue;
+    if (value->kind == PickleKind::kInt || value->kind == PickleKind::kBool) {
+      ckpt->fairseq_args[key->str] = value->int_value;
+    } else if (value->kind == PickleKind::kString) {
+      ckpt->fairseq_text_args[key->str] = value->str;
+    }
   }
-  return args;
 }
 
 StatusOr<Checkpoint> FromPickled(StatusOr<PickledCheckpoint> pickled, CheckpointFormat format,
@@ -54,7 +56,7 @@ StatusOr<Checkpoint> FromPickled(StatusOr<PickledCheckpoint> pickled, Checkpoint
   Checkpoint ckpt;
   ckpt.format = format;
   ckpt.placeholder_globals = std::move(pickled->placeholder_globals);
-  ckpt.fairseq_args = FairseqArgs(pickled->root);
+  ReadFairseqArgs(pickled->root, &ckpt);
   ASSIGN_OR_RETURN(const PickleValue* dict, SelectStateDict(pickled->root, options.state_dict_key));
   ASSIGN_OR_RETURN(ckpt.tensors, FlattenStateDict(dict, pickled->storages));
   return ckpt;

@@ -43,6 +43,8 @@ struct Checkpoint {
   // dict; its "model" a DictConfig, a dict or a Namespace). Empty for other
   // checkpoints.
   std::map<std::string, int64_t> fairseq_args;
+  // The strings it records the same way ("activation_fn": "gelu").
+  std::map<std::string, std::string> fairseq_text_args;
 };
 
 // Detects the format from the file's content (not its name) and reads it.

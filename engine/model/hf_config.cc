@@ -64,6 +64,20 @@ const HfKeys& HfKeysFor(ModelFamily family) {
   return family == ModelFamily::kDistilbert ? kDistilbert : kHuggingFace;
 }
 
+bool ArchitecturesServeASequenceHead(const HfConfig& config) {
+  const auto ends_with = [](const std::string& name, const std::string& suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  bool other_task = false;
+  for (const std::string& name : config.architectures) {
+    if (ends_with(name, "ForSequenceClassification")) return true;
+    other_task = other_task || ends_with(name, "ForTokenClassification") ||
+                 ends_with(name, "ForMultipleChoice") || ends_with(name, "ForQuestionAnswering");
+  }
+  return !other_task;
+}
+
 StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
   ASSIGN_OR_RETURN(Json json, ReadJsonObject(path));
   HfConfig config;
@@ -141,6 +155,14 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
     }
   }
   RETURN_IF_ERROR(ReadLabels(json, path, &config.labels));
+  if (auto arch = json.find("architectures"); arch != json.end() && !arch->is_null()) {
+    if (!arch->is_array()) return InvalidArgument(path + ": architectures must be a list of names");
+    for (const Json& name : *arch) {
+      if (!name.is_string())
+        return InvalidArgument(path + ": architectures must be a list of names");
+      config.architectures.push_back(name.get<std::string>());
+    }
+  }
   if (auto problem = json.find("problem_type"); problem != json.end() && !problem->is_null()) {
     const std::string name = problem->is_string() ? problem->get<std::string>() : problem->dump();
     const std::optional<ProblemType> parsed = ParseProblemType(name);

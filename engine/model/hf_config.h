@@ -34,6 +34,9 @@ struct HfConfig {
   std::optional<Activation> hidden_act;
   // id2label ordered by id; empty when absent.
   std::vector<std::string> labels;
+  // The transformers classes the checkpoint was saved from
+  // ("BertForTokenClassification"); empty when absent.
+  std::vector<std::string> architectures;
   ProblemType problem_type = ProblemType::kUnspecified;
 };
 
@@ -47,6 +50,14 @@ struct HfKeys {
   const char* hidden_act;
 };
 const HfKeys& HfKeysFor(ModelFamily family);
+
+// Whether a classifier in the checkpoint may be the head of a text's labels
+// that encoderd serves: not where `architectures` names only classes of
+// another task's head (*ForTokenClassification, *ForMultipleChoice,
+// *ForQuestionAnswering); otherwise the weights decide, as
+// AutoModelForSequenceClassification loads a classifier whatever else
+// (BertModel, say) the list names.
+bool ArchitecturesServeASequenceHead(const HfConfig& config);
 
 StatusOr<HfConfig> ReadHfConfig(const std::string& path);
 

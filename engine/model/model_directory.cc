@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
@@ -100,6 +101,7 @@ StatusOr<Checkpoint> ReadShardedCheckpoint(const std::string& index_path, int64_
       if (globals.insert(g).second) merged.placeholder_globals.push_back(std::move(g));
     }
     merged.fairseq_args.insert(shard.fairseq_args.begin(), shard.fairseq_args.end());
+    merged.fairseq_text_args.insert(shard.fairseq_text_args.begin(), shard.fairseq_text_args.end());
   }
   for (const auto& [tensor, shard] : map->items()) {
     const auto it = shard_of.find(tensor);
@@ -162,7 +164,9 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
       CrossCheck(path, "embedding_size", hf.embedding_size, c->embedding_width(), checkpoint));
   const bool distil = c->family == ModelFamily::kDistilbert;
   const bool bert = c->family == ModelFamily::kBert || distil || electra;
-  c->layer_norm_eps = hf.layer_norm_eps.value_or(1e-12f);
+  // transformers' DistilBERT builds its LayerNorms with eps 1e-12 whatever
+  // config.json says (a layer_norm_eps there was read until 2026-12-04).
+  c->layer_norm_eps = distil ? 1e-12f : hf.layer_norm_eps.value_or(1e-12f);
   c->activation = hf.hidden_act.value_or(Activation::kGelu);
   c->norm_first = false;
   c->pad_token_id = hf.pad_token_id.value_or(bert ? 0 : 1);
@@ -183,16 +187,33 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
   return Status::Ok();
 }
 
-// The head count a fairseq checkpoint records (Checkpoint::fairseq_args), and
-// the checkpoint, for messages.
-struct RecordedHeads {
+// What a fairseq checkpoint records of its model (Checkpoint::fairseq_args
+// and fairseq_text_args) that the weights do not say, and the checkpoint,
+// for messages.
+struct RecordedArgs {
   std::optional<int64_t> heads;
+  std::string activation_fn;         // the layers'; "" where not recorded
+  std::string pooler_activation_fn;  // the classification heads'
   std::string checkpoint;
 };
 
+// fairseq's activation `name` as encoderd runs it: gelu (erf) and relu in
+// the layers, tanh as well in a head; fairseq's others (gelu_accurate and
+// gelu_fast, tanh approximations, linear, tanh in the layers) are refused.
+StatusOr<Activation> RecordedActivation(const RecordedArgs& recorded, const char* key,
+                                        const std::string& name, bool head) {
+  const std::optional<Activation> a = ParseActivation(name);
+  if (!a || (*a == Activation::kTanh && !head)) {
+    return InvalidArgument(recorded.checkpoint + ": its " + key + " \"" + name +
+                           "\" is not supported (expected gelu or relu" +
+                           (head ? std::string(" or tanh") : std::string()) + ")");
+  }
+  return *a;
+}
+
 // Defaults of the families described only by a card (and, for fairseq, the
 // heads its checkpoint records).
-Status ApplyCardFamilyDefaults(const ModelCard& card, const RecordedHeads& recorded,
+Status ApplyCardFamilyDefaults(const ModelCard& card, const RecordedArgs& recorded,
                                EncoderConfig* c) {
   if (card.num_heads && recorded.heads && *card.num_heads != *recorded.heads) {
     return InvalidArgument(card.source + ": num_heads = " + std::to_string(*card.num_heads) +
@@ -222,6 +243,29 @@ Status ApplyCardFamilyDefaults(const ModelCard& card, const RecordedHeads& recor
   c->pad_token_id = roberta ? 1 : 0;
   // torchtext's RobertaClassificationHead: ReLU; fairseq's: pooler_activation_fn, tanh.
   c->head_activation = torchtext ? Activation::kRelu : Activation::kTanh;
+  // What a fairseq checkpoint records over those defaults (read since
+  // 2026-12-04: activation_fn relu was run as gelu); a card contradicting it
+  // is an error, as for the head count.
+  if (!recorded.activation_fn.empty()) {
+    ASSIGN_OR_RETURN(c->activation, RecordedActivation(recorded, "activation_fn",
+                                                       recorded.activation_fn, /*head=*/false));
+    if (card.activation && *card.activation != c->activation) {
+      return InvalidArgument(card.source + ": activation = " + ActivationName(*card.activation) +
+                             " contradicts activation_fn = " + recorded.activation_fn +
+                             " recorded in " + recorded.checkpoint);
+    }
+  }
+  if (!recorded.pooler_activation_fn.empty()) {
+    ASSIGN_OR_RETURN(c->head_activation,
+                     RecordedActivation(recorded, "pooler_activation_fn",
+                                        recorded.pooler_activation_fn, /*head=*/true));
+    if (card.head_activation && *card.head_activation != c->head_activation) {
+      return InvalidArgument(
+          card.source + ": head_activation = " + ActivationName(*card.head_activation) +
+          " contradicts pooler_activation_fn = " + recorded.pooler_activation_fn + " recorded in " +
+          recorded.checkpoint);
+    }
+  }
   if (roberta) {
     c->position_rule = PositionRule::kAfterPaddingIdx;
   } else {
@@ -287,20 +331,39 @@ Status LoadDenseModule(const std::string& folder, const std::string& dir,
   return Status::Ok();
 }
 
-Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card,
+// Why a Hugging Face checkpoint's classifier is not served ("" when it has
+// none): until 2026-12-04 a token-classification or multiple-choice BERT
+// with a pooler was served as a sequence classifier, and other families'
+// token classifiers were dropped without a word.
+std::string UnservedHeadNote(const TensorMap& tensors, const HfConfig& hf) {
+  std::string keys;
+  for (const char* key : {"classifier.weight", "classifier.out_proj.weight", "qa_outputs.weight"}) {
+    if (tensors.count(key)) keys += (keys.empty() ? "" : ", ") + std::string(key);
+  }
+  if (keys.empty()) return "";
+  if (!ArchitecturesServeASequenceHead(hf)) {
+    return "config.json's architectures names " + hf.architectures.front() + ", whose head (" +
+           keys + ") does not give a text's labels: not served";
+  }
+  return "its " + keys + " is no sequence classification head of a " + hf.model_type +
+         " model: not served";
+}
+
+// `sequence_head`: the Hugging Face families' (ArchitecturesServeASequenceHead).
+Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card, bool sequence_head,
                   EncoderConfig* config) {
   switch (config->family) {
     case ModelFamily::kBert:
-      return MapBertWeights(mapper, config);
+      return MapBertWeights(mapper, sequence_head, config);
     case ModelFamily::kRoberta:
     case ModelFamily::kXlmRoberta:
-      return MapRobertaWeights(mapper, config);
+      return MapRobertaWeights(mapper, sequence_head, config);
     case ModelFamily::kDistilbert:
-      return MapDistilbertWeights(mapper, config);
+      return MapDistilbertWeights(mapper, sequence_head, config);
     case ModelFamily::kElectra:
-      return MapElectraWeights(mapper, config);
+      return MapElectraWeights(mapper, sequence_head, config);
     case ModelFamily::kMpnet:
-      return MapMpnetWeights(mapper, config);
+      return MapMpnetWeights(mapper, sequence_head, config);
     case ModelFamily::kTorchtextRoberta:
       return MapTorchtextRobertaWeights(mapper, config);
     case ModelFamily::kFairseqRoberta: {
@@ -378,13 +441,23 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
 
   // fairseq checkpoints record their heads (their layer order the tensors
   // say: a final layer_norm); a card may still give them.
-  RecordedHeads recorded{std::nullopt, bundle.checkpoint_path};
-  if (const auto it = checkpoint.fairseq_args.find("encoder_attention_heads");
-      config.family == ModelFamily::kFairseqRoberta && it != checkpoint.fairseq_args.end())
-    recorded.heads = it->second;
+  RecordedArgs recorded;
+  recorded.checkpoint = bundle.checkpoint_path;
+  if (config.family == ModelFamily::kFairseqRoberta) {
+    if (const auto it = checkpoint.fairseq_args.find("encoder_attention_heads");
+        it != checkpoint.fairseq_args.end())
+      recorded.heads = it->second;
+    const auto text = [&checkpoint](const char* key) {
+      const auto it = checkpoint.fairseq_text_args.find(key);
+      return it == checkpoint.fairseq_text_args.end() ? std::string() : it->second;
+    };
+    recorded.activation_fn = text("activation_fn");
+    recorded.pooler_activation_fn = text("pooler_activation_fn");
+  }
   WeightMapper mapper(bundle.checkpoint_tensors, bundle.checkpoint_path);
   if (card && card->norm_first) config.norm_first = *card->norm_first;
-  if (Status mapped = MapWeights(mapper, card, &config); !mapped.ok()) {
+  const bool sequence_head = !hf || ArchitecturesServeASequenceHead(*hf);
+  if (Status mapped = MapWeights(mapper, card, sequence_head, &config); !mapped.ok()) {
     // Only a missing tensor can be one a placeholder stood in for (fairseq
     // checkpoints always name argparse's or omegaconf's globals).
     if (bundle.placeholder_globals.empty() || mapped.code() != StatusCode::kNotFound) return mapped;
@@ -398,6 +471,9 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
         mapped.message() + " (the pickle names globals the loader does not run: " + globals + ")");
   }
   bundle.weights = mapper.Release();
+  if (IsHuggingFaceFamily(config.family) && config.num_labels == 0) {
+    bundle.head_note = UnservedHeadNote(bundle.checkpoint_tensors, *hf);
+  }
 
   if (hf && IsHuggingFaceFamily(config.family)) {
     RETURN_IF_ERROR(ApplyHfConfig(*hf, config_path, bundle.checkpoint_path, &config));
@@ -419,6 +495,29 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
                              " contradicts config.json " +
                              HfKeysFor(config.family).num_attention_heads + " = " +
                              std::to_string(config.num_heads));
+    }
+    // A card fills in what config.json leaves out; it may not contradict
+    // what config.json says (until 2026-12-04 `activation: relu` over
+    // `hidden_act: gelu` ran relu without a word).
+    if (hf && IsHuggingFaceFamily(config.family)) {
+      if (card->activation && hf->hidden_act && *card->activation != *hf->hidden_act) {
+        return InvalidArgument(card->source +
+                               ": activation = " + ActivationName(*card->activation) +
+                               " contradicts config.json " + HfKeysFor(config.family).hidden_act +
+                               " = " + ActivationName(*hf->hidden_act));
+      }
+      // (DistilBERT's config.json eps is not read: the card's is.)
+      if (card->layer_norm_eps && hf->layer_norm_eps && config.family != ModelFamily::kDistilbert &&
+          *card->layer_norm_eps != *hf->layer_norm_eps) {
+        const auto shown = [](float eps) {
+          char text[32];
+          std::snprintf(text, sizeof text, "%g", eps);
+          return std::string(text);
+        };
+        return InvalidArgument(
+            card->source + ": layer_norm_eps = " + shown(*card->layer_norm_eps) +
+            " contradicts config.json layer_norm_eps = " + shown(*hf->layer_norm_eps));
+      }
     }
     ApplyCardOverrides(*card, &config);
   }

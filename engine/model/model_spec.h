@@ -194,6 +194,9 @@ struct ModelBundle {
   // Why a tokenizer file the directory has is not used (another may be:
   // ModelTokenizer::note); empty otherwise.
   std::string tokenizer_note;
+  // Why the checkpoint's task head is not served (a token-classification
+  // head, say): the model serves embeddings only. Empty otherwise.
+  std::string head_note;
   // How a text pair is joined: as the tokenizer's own files join one
   // (ModelTokenizer::pairs), else the family's way (TextPairTemplate); none
   // for a family that defines no pair format.

@@ -189,28 +189,28 @@ std::string HuggingFacePrefix(const WeightMapper& m, const std::string& prefix) 
 
 }  // namespace
 
-Status MapBertWeights(WeightMapper& m, EncoderConfig* c) {
+Status MapBertWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) {
   const std::string prefix = HuggingFacePrefix(m, "bert.");
   RETURN_IF_ERROR(MapHuggingFaceBody(m, prefix, c));
-  if (!m.Has("classifier.weight")) return Status::Ok();
+  if (!sequence_head || !m.Has("classifier.weight")) return Status::Ok();
   return MapHead(m, prefix + "pooler.dense", "classifier", c);
 }
 
-Status MapRobertaWeights(WeightMapper& m, EncoderConfig* c) {
+Status MapRobertaWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) {
   const std::string prefix = HuggingFacePrefix(m, "roberta.");
   RETURN_IF_ERROR(MapHuggingFaceBody(m, prefix, c));
-  if (!m.Has("classifier.out_proj.weight")) return Status::Ok();
+  if (!sequence_head || !m.Has("classifier.out_proj.weight")) return Status::Ok();
   return MapHead(m, "classifier.dense", "classifier.out_proj", c);
 }
 
-Status MapDistilbertWeights(WeightMapper& m, EncoderConfig* c) {
+Status MapDistilbertWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) {
   const std::string prefix = HuggingFacePrefix(m, "distilbert.");
   RETURN_IF_ERROR(MapBodyWithoutTokenTypes(m, prefix, "transformer.layer.", kDistilbertLayer, c));
-  if (!m.Has("classifier.weight")) return Status::Ok();
+  if (!sequence_head || !m.Has("classifier.weight")) return Status::Ok();
   return MapHead(m, "pre_classifier", "classifier", c);
 }
 
-Status MapMpnetWeights(WeightMapper& m, EncoderConfig* c) {
+Status MapMpnetWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) {
   const std::string prefix = HuggingFacePrefix(m, "mpnet.");
   RETURN_IF_ERROR(MapBodyWithoutTokenTypes(m, prefix, "encoder.layer.", kMpnetLayer, c));
   // compute_position_bias is called without num_buckets: 32, whatever
@@ -226,14 +226,14 @@ Status MapMpnetWeights(WeightMapper& m, EncoderConfig* c) {
   c->relative_attention_buckets = kBuckets;
   c->relative_attention_max_distance = 128;
   RETURN_IF_ERROR(m.Add("encoder.relative_attention_bias", bias, table.shape()));
-  if (!m.Has("classifier.out_proj.weight")) return Status::Ok();
+  if (!sequence_head || !m.Has("classifier.out_proj.weight")) return Status::Ok();
   return MapHead(m, "classifier.dense", "classifier.out_proj", c);
 }
 
-Status MapElectraWeights(WeightMapper& m, EncoderConfig* c) {
+Status MapElectraWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) {
   const std::string prefix = HuggingFacePrefix(m, "electra.");
   RETURN_IF_ERROR(MapHuggingFaceBody(m, prefix, c, prefix + "embeddings_project"));
-  if (!m.Has("classifier.out_proj.weight")) return Status::Ok();
+  if (!sequence_head || !m.Has("classifier.out_proj.weight")) return Status::Ok();
   return MapHead(m, "classifier.dense", "classifier.out_proj", c);
 }
 

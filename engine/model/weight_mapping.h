@@ -15,18 +15,22 @@
 
 namespace encoderd {
 
+// The Hugging Face families' mappers read a classification head only where
+// `sequence_head` (ArchitecturesServeASequenceHead) says the checkpoint's
+// classifier is one.
+//
 // Hugging Face BertModel / BertForSequenceClassification (keys with or
 // without "bert."; LayerNorm weight/bias or gamma/beta). The head is
 // pooler.dense + classifier, present when "classifier.weight" is.
-Status MapBertWeights(WeightMapper& mapper, EncoderConfig* config);
+Status MapBertWeights(WeightMapper& mapper, bool sequence_head, EncoderConfig* config);
 // DistilBertModel (or DistilBertForSequenceClassification, "distilbert."
 // prefix + pre_classifier/classifier): no token types, q/k/v as q_lin/k_lin/v_lin.
-Status MapDistilbertWeights(WeightMapper& mapper, EncoderConfig* config);
+Status MapDistilbertWeights(WeightMapper& mapper, bool sequence_head, EncoderConfig* config);
 // ElectraModel / ElectraForPreTraining / ElectraForSequenceClassification
 // ("electra." prefix, classifier.dense + classifier.out_proj): BERT's layers;
 // embeddings of embedding_size with embeddings_project to the hidden size
 // when the two differ. The discriminator's prediction head is not read.
-Status MapElectraWeights(WeightMapper& mapper, EncoderConfig* config);
+Status MapElectraWeights(WeightMapper& mapper, bool sequence_head, EncoderConfig* config);
 // MPNetModel / MPNetForSequenceClassification ("mpnet." prefix,
 // classifier.dense + classifier.out_proj): embeddings without token types,
 // attention.attn.{q,k,v,o}, attention.LayerNorm, BERT's feed-forward names,
@@ -34,12 +38,12 @@ Status MapElectraWeights(WeightMapper& mapper, EncoderConfig* config);
 // relative positions into 32 whatever relative_attention_num_buckets says
 // (it reads only the table's first 32 rows); a table of other than 32 rows
 // is refused.
-Status MapMpnetWeights(WeightMapper& mapper, EncoderConfig* config);
+Status MapMpnetWeights(WeightMapper& mapper, bool sequence_head, EncoderConfig* config);
 
 // Hugging Face RobertaModel / XLMRobertaModel and their
 // *ForSequenceClassification (keys with or without "roberta."). The head is
 // classifier.dense + classifier.out_proj.
-Status MapRobertaWeights(WeightMapper& mapper, EncoderConfig* config);
+Status MapRobertaWeights(WeightMapper& mapper, bool sequence_head, EncoderConfig* config);
 
 // torchtext.models.RobertaModel ("encoder.transformer.*", optional
 // RobertaClassificationHead "head.*"), with the nn.TransformerEncoderLayer

@@ -44,6 +44,7 @@ ServedModel::ServedModel(ModelConfig config, ModelBundle bundle)
       encoder_config_(bundle.config),
       tokenizer_(std::move(bundle.tokenizer)),
       tokenizer_note_(std::move(bundle.tokenizer_note)),
+      head_note_(std::move(bundle.head_note)),
       pair_template_(bundle.pair_template) {
   max_tokens_ = MaxTokens(config_, encoder_config_);
 }
@@ -129,6 +130,9 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
                  calibrated);
   }
 
+  if (!model->head_note_.empty()) {
+    spdlog::warn("model '{}' serves embeddings, no labels: {}", config.name, model->head_note_);
+  }
   if (!model->tokenizer_note_.empty() && !model->tokenizer_) {
     spdlog::warn("model '{}' has no tokenizer, so it takes token ids only: {}", config.name,
                  model->tokenizer_note_);

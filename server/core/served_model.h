@@ -74,6 +74,7 @@ class ServedModel {
   EncoderConfig encoder_config_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string tokenizer_note_;  // why a tokenizer file the directory has is not used
+  std::string head_note_;       // why the checkpoint's task head is not served
   std::optional<PairTemplate> pair_template_;
   int64_t max_tokens_ = 0;
   std::unique_ptr<DynamicBatcher> batcher_;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
@@ -203,6 +204,18 @@ INSTANTIATE_TEST_SUITE_P(
                 StatusCode::kInvalidArgument,
                 {"fairseq_norm_first/encoderd.yaml", "norm_first = true contradicts",
                  "fairseq_norm_first/model.pt", "has no final layer_norm"}},
+        BadCase{
+            "fairseq_gelu_accurate",
+            StatusCode::kInvalidArgument,
+            {"fairseq_gelu_accurate/model.pt", "activation_fn \"gelu_accurate\"", "not supported"}},
+        BadCase{"fairseq_relu_card_gelu",
+                StatusCode::kInvalidArgument,
+                {"fairseq_relu_card_gelu/encoderd.yaml", "activation = gelu contradicts",
+                 "activation_fn = relu", "fairseq_relu_card_gelu/model.pt"}},
+        BadCase{"fairseq_relu_card_tanh",
+                StatusCode::kInvalidArgument,
+                {"fairseq_relu_card_tanh/encoderd.yaml", "head_activation = tanh contradicts",
+                 "pooler_activation_fn = relu"}},
         BadCase{"mpnet_64_buckets",
                 StatusCode::kInvalidArgument,
                 {"mpnet_64_buckets/pytorch_model.bin", "encoder.relative_attention_bias.weight",
@@ -214,6 +227,109 @@ INSTANTIATE_TEST_SUITE_P(
                 StatusCode::kInvalidArgument,
                 {"mpnet_pad_2/config.json", "pad_token_id = 2", "padding index 1"}}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.dir); });
+
+// config.json's architectures says what the checkpoint's classifier is.
+// Until 2026-12-04 it was not read: a BertForTokenClassification or
+// BertForMultipleChoice with its pooler was served as a sequence classifier
+// (one label per text from a per-token head), and without the pooler it was
+// refused for a missing pooler; a RoBERTa token classifier's head was
+// dropped without a word. Now a classifier whose architectures names
+// another task's head is left out, saying why.
+TEST(ModelDirectoryTest, AnotherTasksHeadIsNotServed) {
+  namespace fs = std::filesystem;
+  for (const char* fixture : {"hf_bert_legacy", "hf_xlmr_regression"}) {
+    SCOPED_TRACE(fixture);
+    const fs::path dir = fs::path(::testing::TempDir()) / (std::string("arch_") + fixture);
+    fs::remove_all(dir);
+    fs::copy(ModelsDir() + "/" + fixture, dir, fs::copy_options::recursive);
+    std::ifstream in(dir / "config.json");
+    nlohmann::json config = nlohmann::json::parse(in);
+    in.close();
+    const std::string type = config["architectures"][0].get<std::string>();
+    const std::string base = type.substr(0, type.find("For"));
+    for (const std::string& arch :
+         {base + "ForSequenceClassification", std::string(), base + "ForTokenClassification",
+          base + "ForMultipleChoice", base + "Model"}) {
+      SCOPED_TRACE(arch.empty() ? "no architectures" : arch);
+      if (arch.empty()) {
+        config.erase("architectures");
+      } else {
+        config["architectures"] = {arch};
+      }
+      std::ofstream(dir / "config.json") << config.dump();
+      auto bundle = server::LoadModelDirectory(dir.string());
+      ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+      // A base class's name (a classifier saved with its base model's
+      // config) still serves the head, as AutoModelForSequenceClassification
+      // would load it.
+      const bool served =
+          arch.empty() || arch == base + "ForSequenceClassification" || arch == base + "Model";
+      EXPECT_EQ(bundle->config.num_labels > 0, served);
+      EXPECT_EQ(bundle->head_note.empty(), served) << bundle->head_note;
+      if (!served) {
+        EXPECT_NE(bundle->head_note.find("architectures names " + arch), std::string::npos)
+            << bundle->head_note;
+      }
+    }
+  }
+}
+
+// transformers' DistilBERT builds its LayerNorms with eps 1e-12 and never
+// reads config.json's layer_norm_eps; encoderd read it (until 2026-12-04).
+TEST(ModelDirectoryTest, DistilbertKeepsItsLayerNormEps) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "distilbert_eps";
+  fs::remove_all(dir);
+  fs::copy(ModelsDir() + "/hf_distilbert_base", dir, fs::copy_options::recursive);
+  std::ifstream in(dir / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  in.close();
+  config["layer_norm_eps"] = 1e-5;
+  std::ofstream(dir / "config.json") << config.dump();
+  auto bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  EXPECT_FLOAT_EQ(bundle->config.layer_norm_eps, 1e-12f);
+}
+
+// A card fills in what config.json leaves out and may not contradict what
+// it says: until 2026-12-04 a card's activation or layer_norm_eps replaced
+// config.json's without a word (as num_heads never could).
+TEST(ModelDirectoryTest, ACardContradictingConfigJsonIsAnError) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "card_vs_config";
+  fs::remove_all(dir);
+  fs::copy(ModelsDir() + "/hf_bert_legacy", dir, fs::copy_options::recursive);
+  const auto load = [&](const std::string& card) {
+    std::ofstream(dir / "encoderd.yaml") << card;
+    return server::LoadModelDirectory(dir.string());
+  };
+  for (const auto& [card, says] :
+       {std::pair<std::string, std::string>{"activation: relu\n",
+                                            "activation = relu contradicts config.json hidden_act"},
+        {"layer_norm_eps: 1.0e-5\n",
+         "layer_norm_eps = 1e-05 contradicts config.json layer_norm_eps = 1e-12"}}) {
+    auto bundle = load(card);
+    ASSERT_FALSE(bundle.ok()) << card;
+    EXPECT_EQ(bundle.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(bundle.status().message().find(says), std::string::npos) << bundle.status().message();
+  }
+  auto agreeing = load("activation: gelu\nlayer_norm_eps: 1.0e-12\n");
+  EXPECT_TRUE(agreeing.ok()) << agreeing.status().ToString();
+}
+
+// A fairseq checkpoint's args record the layers' and the head's activation
+// (activation_fn, pooler_activation_fn); until 2026-12-04 encoderd ran gelu
+// and tanh whatever they said.
+TEST(ModelDirectoryTest, FairseqArgsSetTheActivations) {
+  auto recorded = server::LoadModelDirectory(ModelsDir() + "/fairseq_xlmr_relu_args");
+  ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
+  EXPECT_EQ(recorded->config.activation, Activation::kRelu);
+  EXPECT_EQ(recorded->config.head_activation, Activation::kRelu);
+  auto defaults = server::LoadModelDirectory(ModelsDir() + "/fairseq_xlmr_legacy");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->config.activation, Activation::kGelu);
+  EXPECT_EQ(defaults->config.head_activation, Activation::kTanh);
+}
 
 // A config.json of a million nested brackets: nlohmann's dump() recursed
 // once per level when the error message showed the value, and overflowed
