@@ -123,18 +123,17 @@ void AppendLowerCased(char32_t c, std::u32string* out) {
   }
 }
 
-// BertNormalizer (clean text, CJK, strip accents, lower-case, in its
-// order) and BertPreTokenizer (split on whitespace, isolate punctuation).
-std::vector<std::u32string> TokenizersPreTokenize(std::u32string_view text, bool lower_case,
-                                                  bool strip_accents) {
-  constexpr BertRules kRules = BertRules::kTokenizers;
+// _clean_text and _tokenize_chinese_chars (BertNormalizer's do_clean_text
+// and do_handle_chinese_chars): drop NUL, U+FFFD and control characters, map
+// whitespace to ' ', put spaces around CJK ideographs.
+std::u32string CleanText(std::u32string_view text, BertRules rules) {
   std::u32string cleaned;
   cleaned.reserve(text.size());
   for (char32_t c : text) {
-    if (c == 0 || c == 0xfffd || IsBertControl(c, kRules)) continue;
-    if (IsBertWhitespace(c, kRules)) {
+    if (c == 0 || c == 0xfffd || IsBertControl(c, rules)) continue;
+    if (IsBertWhitespace(c, rules)) {
       cleaned.push_back(' ');
-    } else if (IsBertCjk(c, kRules)) {
+    } else if (IsBertCjk(c, rules)) {
       cleaned.push_back(' ');
       cleaned.push_back(c);
       cleaned.push_back(' ');
@@ -142,6 +141,15 @@ std::vector<std::u32string> TokenizersPreTokenize(std::u32string_view text, bool
       cleaned.push_back(c);
     }
   }
+  return cleaned;
+}
+
+// BertNormalizer (clean text, CJK, strip accents, lower-case, in its
+// order) and BertPreTokenizer (split on whitespace, isolate punctuation).
+std::vector<std::u32string> TokenizersPreTokenize(std::u32string_view text, bool lower_case,
+                                                  bool strip_accents) {
+  constexpr BertRules kRules = BertRules::kTokenizers;
+  std::u32string cleaned = CleanText(text, kRules);
   if (strip_accents) cleaned = StripAccents(ToUtf16(cleaned));
   std::u32string normalized;
   if (lower_case) {
@@ -221,21 +229,7 @@ std::vector<std::u32string> BertPreTokenize(std::u32string_view text, bool lower
                                             bool strip_accents, BertRules rules) {
   if (rules == BertRules::kTokenizers)
     return TokenizersPreTokenize(text, lower_case, strip_accents);
-  // _clean_text and _tokenize_chinese_chars.
-  std::u32string cleaned;
-  cleaned.reserve(text.size());
-  for (char32_t c : text) {
-    if (c == 0 || c == 0xfffd || IsBertControl(c)) continue;
-    if (IsBertWhitespace(c)) {
-      cleaned.push_back(' ');
-    } else if (IsBertCjk(c)) {
-      cleaned.push_back(' ');
-      cleaned.push_back(c);
-      cleaned.push_back(' ');
-    } else {
-      cleaned.push_back(c);
-    }
-  }
+  const std::u32string cleaned = CleanText(text, rules);
   const std::u32string normalized = ToUtf32(Normalize(Nfc(), ToUtf16(cleaned)));
 
   std::vector<std::u32string> words;
