@@ -55,6 +55,31 @@ Status ReadLabels(const Json& json, const std::string& path, std::vector<std::st
   return Status::Ok();
 }
 
+// sentence-transformers' CrossEncoder reads config.json's
+// sentence_transformers.activation_fn and, where that is absent,
+// sbert_ce_default_activation_function (a null value counts as absent).
+Status ReadCrossEncoderActivation(const Json& json, const std::string& path, HfConfig* config) {
+  if (auto st = json.find("sentence_transformers"); st != json.end() && st->is_object()) {
+    if (auto fn = st->find("activation_fn"); fn != st->end() && !fn->is_null()) {
+      if (!fn->is_string()) {
+        return InvalidArgument(path + ": sentence_transformers.activation_fn must be a string");
+      }
+      config->cross_encoder_activation = fn->get<std::string>();
+      config->cross_encoder_activation_key = "sentence_transformers.activation_fn";
+      return Status::Ok();
+    }
+  }
+  if (auto fn = json.find("sbert_ce_default_activation_function");
+      fn != json.end() && !fn->is_null()) {
+    if (!fn->is_string()) {
+      return InvalidArgument(path + ": sbert_ce_default_activation_function must be a string");
+    }
+    config->cross_encoder_activation = fn->get<std::string>();
+    config->cross_encoder_activation_key = "sbert_ce_default_activation_function";
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const HfKeys& HfKeysFor(ModelFamily family) {
@@ -173,6 +198,7 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
     }
     config.problem_type = *parsed;
   }
+  RETURN_IF_ERROR(ReadCrossEncoderActivation(json, path, &config));
   return config;
 }
 

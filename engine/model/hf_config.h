@@ -38,6 +38,13 @@ struct HfConfig {
   // ("BertForTokenClassification"); empty when absent.
   std::vector<std::string> architectures;
   ProblemType problem_type = ProblemType::kUnspecified;
+  // The activation sentence-transformers' CrossEncoder applies to the
+  // logits, as config.json names it ("torch.nn.modules.linear.Identity"):
+  // sentence_transformers.activation_fn (its releases since 4.0), else
+  // sbert_ce_default_activation_function (before); empty when neither is
+  // given. `cross_encoder_activation_key` says which key gave it.
+  std::string cross_encoder_activation;
+  std::string cross_encoder_activation_key;
 };
 
 // The config.json keys of the sizes and the activation in `family`

@@ -184,6 +184,25 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
     c->labels = hf.labels;
   }
   c->problem_type = hf.problem_type;
+  // A cross-encoder scores as sentence-transformers' CrossEncoder does with
+  // the activation its config.json names (the ms-marco models name Identity:
+  // their scores are the raw logits); a head with more outputs keeps the
+  // pipeline's rule (EncoderConfig::head_output).
+  if (c->num_labels == 1 && !hf.cross_encoder_activation.empty()) {
+    const std::string& name = hf.cross_encoder_activation;
+    if (name == "torch.nn.modules.linear.Identity") {
+      c->score_output = HeadOutput::kLogits;
+    } else if (name == "torch.nn.modules.activation.Sigmoid") {
+      c->score_output = HeadOutput::kSigmoid;
+    } else if (name == "torch.nn.modules.activation.Tanh") {
+      c->score_output = HeadOutput::kTanh;
+    } else {
+      return InvalidArgument(path + ": " + hf.cross_encoder_activation_key + " \"" + name +
+                             "\" is not one that encoderd applies to a cross-encoder's score "
+                             "(torch.nn.modules.linear.Identity, "
+                             "torch.nn.modules.activation.Sigmoid or .Tanh)");
+    }
+  }
   return Status::Ok();
 }
 

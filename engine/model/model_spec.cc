@@ -35,6 +35,8 @@ const char* HeadOutputName(HeadOutput output) {
       return "sigmoid";
     case HeadOutput::kLogits:
       return "logits";
+    case HeadOutput::kTanh:
+      return "tanh";
   }
   return "?";
 }

@@ -34,7 +34,7 @@ enum class Activation { kGelu, kRelu, kTanh };
 // Hugging Face config.json's problem_type: what the head was trained for.
 enum class ProblemType { kUnspecified, kSingleLabel, kMultiLabel, kRegression };
 // What Classify makes of the head's logits.
-enum class HeadOutput { kSoftmax, kSigmoid, kLogits };
+enum class HeadOutput { kSoftmax, kSigmoid, kLogits, kTanh };
 // How position ids are assigned to the tokens of a sequence.
 enum class PositionRule {
   kNone,             // no position embeddings
@@ -57,7 +57,7 @@ const char* ModelFamilyName(ModelFamily family);
 const char* ActivationName(Activation activation);
 const char* PoolingName(Pooling pooling);
 const char* PositionRuleName(PositionRule rule);
-// "softmax", "sigmoid", "logits".
+// "softmax", "sigmoid", "logits", "tanh".
 const char* HeadOutputName(HeadOutput output);
 // config.json's spelling: "single_label_classification",
 // "multi_label_classification", "regression".
@@ -125,12 +125,19 @@ struct EncoderConfig {
   Activation head_activation = Activation::kTanh;
   std::vector<std::string> labels;  // num_labels names ("LABEL_0".. when unknown)
   ProblemType problem_type = ProblemType::kUnspecified;
+  // A one-output head's scores as its config.json declares them for
+  // sentence-transformers' CrossEncoder (its activation_fn); unset: the
+  // pipeline's rule below.
+  std::optional<HeadOutput> score_output;
 
   int64_t head_dim() const { return num_heads ? hidden_size / num_heads : 0; }
-  // Hugging Face's text-classification pipeline rule: the raw logits for
-  // regression, a sigmoid per output for multi-label heads and heads with one
-  // output (cross-encoders' relevance scores), softmax otherwise.
+  // A one-output head whose config.json names a CrossEncoder activation
+  // scores as sentence-transformers does (score_output); otherwise Hugging
+  // Face's text-classification pipeline rule: the raw logits for regression,
+  // a sigmoid per output for multi-label heads and heads with one output
+  // (cross-encoders' relevance scores), softmax otherwise.
   HeadOutput head_output() const {
+    if (num_labels == 1 && score_output) return *score_output;
     if (problem_type == ProblemType::kRegression) return HeadOutput::kLogits;
     if (problem_type == ProblemType::kMultiLabel || num_labels == 1) return HeadOutput::kSigmoid;
     return HeadOutput::kSoftmax;

@@ -231,6 +231,9 @@ StatusOr<Tensor> HostHead::ClassifyLocked(const Tensor& first) {
         for (int64_t i = 0; i < sequences * config_.num_labels; ++i)
           s[i] = 1.0f / (1.0f + std::exp(-s[i]));
         break;
+      case HeadOutput::kTanh:
+        k::TanhInPlace(s, sequences * config_.num_labels);
+        break;
       case HeadOutput::kLogits:
         break;
     }

@@ -37,6 +37,8 @@ MAX_TOKENS = 32
 MODELS = {"cross": "hf_bert_cross_encoder", "xlmr": "hf_xlmr_zip",
           "distil": "hf_distilbert_base", "generic": "generic_postnorm_gelu",
           "fairseq": "fairseq_xlmr_legacy", "mpnet": "hf_mpnet_classifier"}
+CROSS_ACTIVATIONS = {"cross_logits": "torch.nn.modules.linear.Identity",
+                     "cross_tanh": "torch.nn.modules.activation.Tanh"}
 QUERY = "how do foxes hunt"
 TEXTS = ["the quick brown fox jumps over the lazy dog", "foxes hunt mice at night",
          "a recipe for bread", "x", "the fox", "hunting " * 40]
@@ -109,6 +111,16 @@ def main():
     (unread / "tokenizer.json").write_text('{"model": {"type": "WordLevel", "vocab": {"a": 0}}}')
     directories = {name: f"{args.models_dir}/{fixture}" for name, fixture in MODELS.items()}
     directories["unread"] = str(unread)
+    # The cross-encoder again, its config.json naming the activation
+    # sentence-transformers' CrossEncoder applies (the ms-marco models name
+    # Identity): its scores follow it.
+    for name, activation in CROSS_ACTIVATIONS.items():
+        folder = tmp / name
+        shutil.copytree(pathlib.Path(args.models_dir) / MODELS["cross"], folder)
+        config = json.loads((folder / "config.json").read_text())
+        config["sbert_ce_default_activation_function"] = activation
+        (folder / "config.json").write_text(json.dumps(config))
+        directories[name] = str(folder)
     serve_args = []
     for i, (name, directory) in enumerate(directories.items()):
         serve_args += ["--set", f"models[{i}].name={name}",
@@ -180,6 +192,20 @@ def main():
         by_index = {r.index: r.score for r in rr.results}
         check(all(abs(c.scores[0] - by_index[i]) <= 1e-6 for i, c in enumerate(cls.results)),
               "Classify of a one-output head gives the Rerank score (sigmoid)")
+        # The same head with the activation its config.json names.
+        logits = [l[0] for l in torch_logits(args.models_dir, MODELS["cross"], "bert", toks)]
+        for name, output, fn in (("cross_logits", "logits", lambda x: x),
+                                 ("cross_tanh", "tanh", math.tanh)):
+            check(info[name].head_output == output and info[name].rerank,
+                  f"{name}: ModelInfo head_output {info[name].head_output}")
+            named = stub.Rerank(pb.RerankRequest(model=name, query=QUERY, texts=TEXTS,
+                                                 truncate=True))
+            check(sorted(r.index for r in named.results) == list(range(len(TEXTS))) and
+                  all(abs(r.score - fn(logits[r.index])) <= 1e-4 for r in named.results),
+                  f"{name}: Rerank scores are {output} of PyTorch's logits: "
+                  f"{[(r.index, r.score) for r in named.results]} vs {logits}")
+            check([r.index for r in named.results] == [r.index for r in rr.results],
+                  f"{name}: the same order as the sigmoid's")
 
         # A pair classifier with the RoBERTa template, against PyTorch.
         firsts, seconds = TEXTS[:4], list(reversed(TEXTS[:4]))
@@ -251,7 +277,10 @@ def main():
         ]:
             code, details = code_of(call)
             check(code == want_code and part in details, f"{what}: {code} {details!r}")
-        check(daemon.metric("encoderd_requests_total", {"rpc": "Rerank", "code": "OK"}) == 2,
+        # Two calls on "cross", one on each of its copies.
+        rerank_ok = 2 + len(CROSS_ACTIVATIONS)
+        check(daemon.metric("encoderd_requests_total",
+                            {"rpc": "Rerank", "code": "OK"}) == rerank_ok,
               "Rerank counted in encoderd_requests_total")
 
         # The folder whose tokenizer.json is not read serves token ids; text
@@ -278,7 +307,7 @@ def main():
                       f"loadtest --rpc rerank: {n} OK calls of 3 texts: {r['requests_ok']}, "
                       f"{r['requests_error']} errors, {r['texts']} texts")
                 check(daemon.metric("encoderd_requests_total",
-                                    {"rpc": "Rerank", "code": "OK"}) == 2 + n,
+                                    {"rpc": "Rerank", "code": "OK"}) == rerank_ok + n,
                       "the loadtest's Rerank calls reached the server")
     finally:
         daemon.stop()

@@ -235,6 +235,9 @@ TEST_P(EncoderParityTest, RaggedBatchMatchesPyTorch) {
           for (float& v : expected) v = static_cast<float>(v / sum);
           break;
         }
+        case HeadOutput::kTanh:
+          for (float& v : expected) v = std::tanh(v);
+          break;
         case HeadOutput::kLogits:
           break;
       }

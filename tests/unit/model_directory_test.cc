@@ -274,16 +274,91 @@ TEST(ModelDirectoryTest, AnotherTasksHeadIsNotServed) {
   }
 }
 
+// A copy of the fixture folder `fixture` at TempDir()/`name` (replacing one
+// there), and its config.json.
+std::pair<std::filesystem::path, nlohmann::json> CopiedFixture(const std::string& fixture,
+                                                               const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / name;
+  fs::remove_all(dir);
+  fs::copy(ModelsDir() + "/" + fixture, dir, fs::copy_options::recursive);
+  std::ifstream in(dir / "config.json");
+  return {dir, nlohmann::json::parse(in)};
+}
+
+// A cross-encoder's scores follow the activation its config.json names for
+// sentence-transformers' CrossEncoder (the ms-marco models name Identity:
+// raw logits); until 2026-12-04 every one-output head got a sigmoid.
+TEST(ModelDirectoryTest, ACrossEncodersNamedActivationSetsItsScores) {
+  // Named, not bound: a lambda may not capture a structured binding in C++17.
+  const auto copied = CopiedFixture("hf_bert_cross_encoder", "cross_encoder_activation");
+  const std::filesystem::path& dir = copied.first;
+  const nlohmann::json& original = copied.second;
+  const auto load = [&](const nlohmann::json& extra) {
+    nlohmann::json config = original;
+    config.update(extra);
+    std::ofstream(dir / "config.json") << config.dump();
+    return server::LoadModelDirectory(dir.string());
+  };
+  const std::string identity = "torch.nn.modules.linear.Identity";
+  const std::string sigmoid = "torch.nn.modules.activation.Sigmoid";
+  const std::string tanh = "torch.nn.modules.activation.Tanh";
+  const struct {
+    nlohmann::json extra;
+    const char* scores;
+  } cases[] = {
+      {nlohmann::json::object(), "sigmoid"},
+      {{{"sbert_ce_default_activation_function", nullptr}}, "sigmoid"},
+      {{{"sbert_ce_default_activation_function", identity}}, "logits"},
+      {{{"sbert_ce_default_activation_function", sigmoid}}, "sigmoid"},
+      {{{"sbert_ce_default_activation_function", tanh}}, "tanh"},
+      // sentence-transformers 4's key comes first.
+      {{{"sentence_transformers", {{"activation_fn", identity}, {"version", "4.0.1"}}},
+        {"sbert_ce_default_activation_function", sigmoid}},
+       "logits"},
+      {{{"sentence_transformers", {{"version", "4.0.1"}}},
+        {"sbert_ce_default_activation_function", identity}},
+       "logits"},
+      {{{"sentence_transformers", {{"activation_fn", sigmoid}}}}, "sigmoid"},
+      // A regression head named Identity anyway.
+      {{{"problem_type", "regression"}, {"sbert_ce_default_activation_function", identity}},
+       "logits"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.extra.dump());
+    auto bundle = load(c.extra);
+    ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+    ASSERT_EQ(bundle->config.num_labels, 1);
+    EXPECT_STREQ(HeadOutputName(bundle->config.head_output()), c.scores);
+  }
+  for (const auto& [extra, says] :
+       {std::pair<nlohmann::json, std::string>{
+            {{"sbert_ce_default_activation_function", "torch.nn.modules.activation.Softmax"}},
+            "sbert_ce_default_activation_function \"torch.nn.modules.activation.Softmax\" is not "
+            "one that encoderd applies"},
+        {{{"sentence_transformers", {{"activation_fn", "my_module.Scale"}}}},
+         "sentence_transformers.activation_fn \"my_module.Scale\" is not one"},
+        {{{"sbert_ce_default_activation_function", 1}},
+         "sbert_ce_default_activation_function must be a string"}}) {
+    auto bundle = load(extra);
+    ASSERT_FALSE(bundle.ok()) << extra.dump();
+    EXPECT_EQ(bundle.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(bundle.status().message().find(says), std::string::npos) << bundle.status().message();
+  }
+  // A head of more outputs keeps the pipeline's softmax whatever the key says.
+  auto [multi, multi_config] = CopiedFixture("hf_bert_legacy", "classifier_activation");
+  multi_config["sbert_ce_default_activation_function"] = identity;
+  std::ofstream(multi / "config.json") << multi_config.dump();
+  auto classifier = server::LoadModelDirectory(multi.string());
+  ASSERT_TRUE(classifier.ok()) << classifier.status().ToString();
+  ASSERT_GT(classifier->config.num_labels, 1);
+  EXPECT_STREQ(HeadOutputName(classifier->config.head_output()), "softmax");
+}
+
 // transformers' DistilBERT builds its LayerNorms with eps 1e-12 and never
 // reads config.json's layer_norm_eps; encoderd read it (until 2026-12-04).
 TEST(ModelDirectoryTest, DistilbertKeepsItsLayerNormEps) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / "distilbert_eps";
-  fs::remove_all(dir);
-  fs::copy(ModelsDir() + "/hf_distilbert_base", dir, fs::copy_options::recursive);
-  std::ifstream in(dir / "config.json");
-  nlohmann::json config = nlohmann::json::parse(in);
-  in.close();
+  auto [dir, config] = CopiedFixture("hf_distilbert_base", "distilbert_eps");
   config["layer_norm_eps"] = 1e-5;
   std::ofstream(dir / "config.json") << config.dump();
   auto bundle = server::LoadModelDirectory(dir.string());
