@@ -56,11 +56,13 @@ Status ReadLabels(const Json& json, const std::string& path, std::vector<std::st
 }
 
 // sentence-transformers' CrossEncoder reads config.json's
-// sentence_transformers.activation_fn and, where that is absent,
+// sentence_transformers.activation_fn where the key is there (a null value:
+// its default, and the older key unread) and otherwise
 // sbert_ce_default_activation_function (a null value counts as absent).
 Status ReadCrossEncoderActivation(const Json& json, const std::string& path, HfConfig* config) {
   if (auto st = json.find("sentence_transformers"); st != json.end() && st->is_object()) {
-    if (auto fn = st->find("activation_fn"); fn != st->end() && !fn->is_null()) {
+    if (auto fn = st->find("activation_fn"); fn != st->end()) {
+      if (fn->is_null()) return Status::Ok();
       if (!fn->is_string()) {
         return InvalidArgument(path + ": sentence_transformers.activation_fn must be a string");
       }

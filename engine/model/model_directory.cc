@@ -188,13 +188,17 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
   // the activation its config.json names (the ms-marco models name Identity:
   // their scores are the raw logits); a head with more outputs keeps the
   // pipeline's rule (EncoderConfig::head_output).
+  // sentence-transformers imports any name under torch., so torch.nn.Identity
+  // names the same class as torch.nn.modules.linear.Identity.
   if (c->num_labels == 1 && !hf.cross_encoder_activation.empty()) {
     const std::string& name = hf.cross_encoder_activation;
-    if (name == "torch.nn.modules.linear.Identity") {
+    const std::string kind = name.substr(name.find_last_of('.') + 1);
+    const bool torch_nn = name.rfind("torch.nn.", 0) == 0;
+    if (torch_nn && kind == "Identity") {
       c->score_output = HeadOutput::kLogits;
-    } else if (name == "torch.nn.modules.activation.Sigmoid") {
+    } else if (torch_nn && kind == "Sigmoid") {
       c->score_output = HeadOutput::kSigmoid;
-    } else if (name == "torch.nn.modules.activation.Tanh") {
+    } else if (torch_nn && kind == "Tanh") {
       c->score_output = HeadOutput::kTanh;
     } else {
       return InvalidArgument(path + ": " + hf.cross_encoder_activation_key + " \"" + name +

@@ -121,7 +121,8 @@ class Encoder {
                                 bool normalize) = 0;
   // Label scores per sequence: float32 [num_sequences, num_labels], the
   // head's logits through config.head_output() (softmax; a sigmoid per output
-  // for one-output and multi-label heads; raw logits for regression).
+  // for one-output and multi-label heads; raw logits for regression; for a
+  // one-output head, the activation its config.json names).
   // FAILED_PRECONDITION when the model has no classification head.
   virtual StatusOr<Tensor> Classify(const Tensor& hidden, const PackedBatch& batch) = 0;
   // Pool and Classify from Result::pooled's rows: EmbeddingFromPooled runs

@@ -320,6 +320,13 @@ TEST(ModelDirectoryTest, ACrossEncodersNamedActivationSetsItsScores) {
         {"sbert_ce_default_activation_function", identity}},
        "logits"},
       {{{"sentence_transformers", {{"activation_fn", sigmoid}}}}, "sigmoid"},
+      // Where the newer key is there, null, the older one is not read.
+      {{{"sentence_transformers", {{"activation_fn", nullptr}}},
+        {"sbert_ce_default_activation_function", identity}},
+       "sigmoid"},
+      // Any name sentence-transformers imports for the same class.
+      {{{"sbert_ce_default_activation_function", "torch.nn.Identity"}}, "logits"},
+      {{{"sbert_ce_default_activation_function", "torch.nn.Tanh"}}, "tanh"},
       // A regression head named Identity anyway.
       {{{"problem_type", "regression"}, {"sbert_ce_default_activation_function", identity}},
        "logits"},
@@ -338,6 +345,8 @@ TEST(ModelDirectoryTest, ACrossEncodersNamedActivationSetsItsScores) {
             "one that encoderd applies"},
         {{{"sentence_transformers", {{"activation_fn", "my_module.Scale"}}}},
          "sentence_transformers.activation_fn \"my_module.Scale\" is not one"},
+        {{{"sbert_ce_default_activation_function", "my_module.Identity"}},
+         "sbert_ce_default_activation_function \"my_module.Identity\" is not one"},
         {{{"sbert_ce_default_activation_function", 1}},
          "sbert_ce_default_activation_function must be a string"}}) {
     auto bundle = load(extra);
