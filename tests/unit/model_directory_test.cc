@@ -228,6 +228,18 @@ INSTANTIATE_TEST_SUITE_P(
                 {"mpnet_pad_2/config.json", "pad_token_id = 2", "padding index 1"}}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.dir); });
 
+// A copy of the fixture folder `fixture` at TempDir()/`name` (replacing one
+// there), and its config.json.
+std::pair<std::filesystem::path, nlohmann::json> CopiedFixture(const std::string& fixture,
+                                                               const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / name;
+  fs::remove_all(dir);
+  fs::copy(ModelsDir() + "/" + fixture, dir, fs::copy_options::recursive);
+  std::ifstream in(dir / "config.json");
+  return {dir, nlohmann::json::parse(in)};
+}
+
 // config.json's architectures says what the checkpoint's classifier is.
 // Until 2026-12-04 it was not read: a BertForTokenClassification or
 // BertForMultipleChoice with its pooler was served as a sequence classifier
@@ -239,12 +251,7 @@ TEST(ModelDirectoryTest, AnotherTasksHeadIsNotServed) {
   namespace fs = std::filesystem;
   for (const char* fixture : {"hf_bert_legacy", "hf_xlmr_regression"}) {
     SCOPED_TRACE(fixture);
-    const fs::path dir = fs::path(::testing::TempDir()) / (std::string("arch_") + fixture);
-    fs::remove_all(dir);
-    fs::copy(ModelsDir() + "/" + fixture, dir, fs::copy_options::recursive);
-    std::ifstream in(dir / "config.json");
-    nlohmann::json config = nlohmann::json::parse(in);
-    in.close();
+    auto [dir, config] = CopiedFixture(fixture, std::string("arch_") + fixture);
     const std::string type = config["architectures"][0].get<std::string>();
     const std::string base = type.substr(0, type.find("For"));
     for (const std::string& arch :
@@ -272,18 +279,6 @@ TEST(ModelDirectoryTest, AnotherTasksHeadIsNotServed) {
       }
     }
   }
-}
-
-// A copy of the fixture folder `fixture` at TempDir()/`name` (replacing one
-// there), and its config.json.
-std::pair<std::filesystem::path, nlohmann::json> CopiedFixture(const std::string& fixture,
-                                                               const std::string& name) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
-  fs::copy(ModelsDir() + "/" + fixture, dir, fs::copy_options::recursive);
-  std::ifstream in(dir / "config.json");
-  return {dir, nlohmann::json::parse(in)};
 }
 
 // A cross-encoder's scores follow the activation its config.json names for
@@ -379,10 +374,7 @@ TEST(ModelDirectoryTest, DistilbertKeepsItsLayerNormEps) {
 // it says: until 2026-12-04 a card's activation or layer_norm_eps replaced
 // config.json's without a word (as num_heads never could).
 TEST(ModelDirectoryTest, ACardContradictingConfigJsonIsAnError) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / "card_vs_config";
-  fs::remove_all(dir);
-  fs::copy(ModelsDir() + "/hf_bert_legacy", dir, fs::copy_options::recursive);
+  const std::filesystem::path dir = CopiedFixture("hf_bert_legacy", "card_vs_config").first;
   const auto load = [&](const std::string& card) {
     std::ofstream(dir / "encoderd.yaml") << card;
     return server::LoadModelDirectory(dir.string());
