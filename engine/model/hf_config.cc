@@ -67,7 +67,7 @@ Status ReadCrossEncoderActivation(const Json& json, const std::string& path, HfC
         return InvalidArgument(path + ": sentence_transformers.activation_fn must be a string");
       }
       config->cross_encoder_activation = fn->get<std::string>();
-      config->cross_encoder_activation_key = "sentence_transformers.activation_fn";
+      config->cross_encoder_activation_from = path + ": sentence_transformers.activation_fn";
       return Status::Ok();
     }
   }
@@ -77,7 +77,7 @@ Status ReadCrossEncoderActivation(const Json& json, const std::string& path, HfC
       return InvalidArgument(path + ": sbert_ce_default_activation_function must be a string");
     }
     config->cross_encoder_activation = fn->get<std::string>();
-    config->cross_encoder_activation_key = "sbert_ce_default_activation_function";
+    config->cross_encoder_activation_from = path + ": sbert_ce_default_activation_function";
   }
   return Status::Ok();
 }

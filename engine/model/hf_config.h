@@ -42,9 +42,10 @@ struct HfConfig {
   // logits, as config.json names it ("torch.nn.modules.linear.Identity"):
   // sentence_transformers.activation_fn (its releases since 4.0), else
   // sbert_ce_default_activation_function (before); empty when neither is
-  // given. `cross_encoder_activation_key` says which key gave it.
+  // given. `cross_encoder_activation_from` names the file and the key that
+  // gave it, for messages.
   std::string cross_encoder_activation;
-  std::string cross_encoder_activation_key;
+  std::string cross_encoder_activation_from;
 };
 
 // The config.json keys of the sizes and the activation in `family`

@@ -201,7 +201,7 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
     } else if (torch_nn && kind == "Tanh") {
       c->score_output = HeadOutput::kTanh;
     } else {
-      return InvalidArgument(path + ": " + hf.cross_encoder_activation_key + " \"" + name +
+      return InvalidArgument(hf.cross_encoder_activation_from + " \"" + name +
                              "\" is not one that encoderd applies to a cross-encoder's score "
                              "(torch.nn.modules.linear.Identity, "
                              "torch.nn.modules.activation.Sigmoid or .Tanh)");
@@ -498,11 +498,27 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
     bundle.head_note = UnservedHeadNote(bundle.checkpoint_tensors, *hf);
   }
 
+  if (st && st->cross_encoder) {
+    if (config.num_labels == 0) {
+      return InvalidArgument(folder +
+                             ": a CrossEncoder (config_sentence_transformers.json, "
+                             "modules.json), but " +
+                             bundle.checkpoint_path + " has no sequence classifier to score with" +
+                             (bundle.head_note.empty() ? "" : " (" + bundle.head_note + ")"));
+    }
+    // sentence-transformers 5.4+ reads the activation from
+    // config_sentence_transformers.json before config.json's keys.
+    if (hf && !st->activation_fn.empty()) {
+      hf->cross_encoder_activation = st->activation_fn;
+      hf->cross_encoder_activation_from =
+          folder + "/config_sentence_transformers.json: activation_fn";
+    }
+  }
   if (hf && IsHuggingFaceFamily(config.family)) {
     RETURN_IF_ERROR(ApplyHfConfig(*hf, config_path, bundle.checkpoint_path, &config));
   }
   if (st) {  // before the card: what encoderd.yaml says wins
-    config.default_pooling = st->pooling;
+    if (st->pooling) config.default_pooling = *st->pooling;
     config.default_normalize = st->normalize;
     for (const SentenceTransformersLayout::Dense& dense : st->dense) {
       RETURN_IF_ERROR(

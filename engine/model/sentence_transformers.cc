@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 
 #include "engine/model/json_file.h"
 #include "engine/model/model_spec.h"
@@ -17,6 +19,23 @@ using Json = nlohmann::json;
 bool Exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+// A module's optional JSON file: nullopt when the folder has none.
+StatusOr<std::optional<Json>> ReadOptionalObject(const std::string& path) {
+  if (!Exists(path)) return std::optional<Json>();
+  ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
+  if (!json.is_object()) return InvalidArgument(path + ": expected a JSON object");
+  return std::optional<Json>(std::move(json));
+}
+
+// A string key of `json` (the file at `path`): nullopt when absent or null.
+StatusOr<std::optional<std::string>> OptionalString(const Json& json, const std::string& path,
+                                                    const char* key) {
+  const auto it = json.find(key);
+  if (it == json.end() || it->is_null()) return std::optional<std::string>();
+  if (!it->is_string()) return InvalidArgument(path + ": " + key + " must be a string");
+  return std::optional<std::string>(it->get<std::string>());
 }
 
 // The module's folder: "" or a relative path inside `dir` (no "..", not absolute).
@@ -37,10 +56,43 @@ StatusOr<std::string> ModuleDir(const std::string& dir, const std::string& modul
   return rel.empty() ? dir : dir + "/" + rel;
 }
 
+// sentence-transformers 5.4+'s Pooling config: "pooling_mode", a mode's
+// name or a list of them (concatenated), which replaces the pooling_mode_*
+// flags (read, when both are there, as it reads them: the flags ignored).
+StatusOr<Pooling> ReadPoolingModeName(const std::string& path, const Json& value) {
+  const Json* mode = &value;
+  if (value.is_array() && value.size() > 1) {
+    return InvalidArgument(path + ": pooling_mode " + value.dump() +
+                           " concatenates poolings, which is not supported");
+  }
+  if (value.is_array() && value.size() == 1) mode = &value[0];
+  const std::pair<const char*, Pooling> names[] = {{"cls", Pooling::kCls},
+                                                   {"max", Pooling::kMax},
+                                                   {"mean", Pooling::kMean},
+                                                   {"mean_sqrt_len_tokens", Pooling::kMeanSqrtLen},
+                                                   {"weightedmean", Pooling::kWeightedMean},
+                                                   {"lasttoken", Pooling::kLastToken}};
+  if (mode->is_string()) {
+    for (const auto& [name, pooling] : names)
+      if (mode->get<std::string>() == name) return pooling;
+  }
+  return InvalidArgument(path + ": pooling_mode " + value.dump() +
+                         " is not supported (cls, max, mean, mean_sqrt_len_tokens, "
+                         "weightedmean or lasttoken)");
+}
+
 // The one pooling mode 1_Pooling/config.json turns on.
 StatusOr<Pooling> ReadPooling(const std::string& path) {
   ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
   if (!json.is_object()) return InvalidArgument(path + ": expected a JSON object");
+  const auto include_prompt = json.find("include_prompt");
+  if (include_prompt != json.end() && include_prompt->is_boolean() &&
+      !include_prompt->get<bool>()) {
+    return InvalidArgument(path + ": include_prompt = false is not supported");
+  }
+  if (const auto mode = json.find("pooling_mode"); mode != json.end() && !mode->is_null()) {
+    return ReadPoolingModeName(path, *mode);
+  }
   struct Mode {
     const char* key;
     Pooling pooling;
@@ -72,10 +124,6 @@ StatusOr<Pooling> ReadPooling(const std::string& path) {
   if (on.size() > 1) {
     return InvalidArgument(path + ": " + on[0]->key + " and " + on[1]->key +
                            " are both true (concatenated poolings are not supported)");
-  }
-  const auto prompt = json.find("include_prompt");
-  if (prompt != json.end() && prompt->is_boolean() && !prompt->get<bool>()) {
-    return InvalidArgument(path + ": include_prompt = false is not supported");
   }
   return on[0]->pooling;
 }
@@ -112,23 +160,90 @@ StatusOr<EncoderConfig::PoolDense> ReadDense(const std::string& path) {
   return dense;
 }
 
-Status ReadSentenceBertConfig(const std::string& path, SentenceTransformersLayout* layout) {
-  if (!Exists(path)) return Status::Ok();
-  ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
-  if (!json.is_object()) return InvalidArgument(path + ": expected a JSON object");
-  if (const auto it = json.find("max_seq_length"); it != json.end() && !it->is_null()) {
+Status ReadSentenceBertConfig(const std::string& path, SentenceTransformersLayout* layout,
+                              std::string* transformer_task) {
+  ASSIGN_OR_RETURN(const std::optional<Json> json, ReadOptionalObject(path));
+  if (!json) return Status::Ok();
+  if (const auto it = json->find("max_seq_length"); it != json->end() && !it->is_null()) {
     if (!it->is_number_integer() || it->get<int64_t>() < 1) {
       return InvalidArgument(path + ": max_seq_length must be a positive integer, got " +
                              it->dump());
     }
     layout->max_seq_length = it->get<int64_t>();
   }
-  if (const auto it = json.find("do_lower_case");
-      it != json.end() && it->is_boolean() && it->get<bool>()) {
+  if (const auto it = json->find("do_lower_case");
+      it != json->end() && it->is_boolean() && it->get<bool>()) {
     return InvalidArgument(path +
                            ": do_lower_case = true is not supported (lowercase the text "
                            "before sending it, or use an uncased tokenizer)");
   }
+  // sentence-transformers 5.4+: which AutoModel class the Transformer loads.
+  ASSIGN_OR_RETURN(const std::optional<std::string> task,
+                   OptionalString(*json, path, "transformer_task"));
+  if (task && *task != "feature-extraction" && *task != "sequence-classification") {
+    return InvalidArgument(path + ": transformer_task \"" + *task +
+                           "\" is not supported (feature-extraction or "
+                           "sequence-classification)");
+  }
+  if (task) *transformer_task = *task;
+  return Status::Ok();
+}
+
+// config_sentence_transformers.json: the model's class (model_type, written
+// since sentence-transformers 5.0), a CrossEncoder's activation_fn (5.4+) and
+// the prompt every text gets by default.
+Status ReadModelConfig(const std::string& path, SentenceTransformersLayout* layout) {
+  ASSIGN_OR_RETURN(const std::optional<Json> json, ReadOptionalObject(path));
+  if (!json) return Status::Ok();
+  ASSIGN_OR_RETURN(const std::optional<std::string> type,
+                   OptionalString(*json, path, "model_type"));
+  if (type && *type != "SentenceTransformer" && *type != "CrossEncoder") {
+    return InvalidArgument(path + ": model_type \"" + *type +
+                           "\" is not supported (SentenceTransformer or CrossEncoder)");
+  }
+  layout->cross_encoder = type == "CrossEncoder";
+  ASSIGN_OR_RETURN(const std::optional<std::string> activation,
+                   OptionalString(*json, path, "activation_fn"));
+  layout->activation_fn = activation.value_or("");
+  // A default prompt is prepended to every text by sentence-transformers;
+  // encoderd does not prepend prompts, so such a model would answer other
+  // vectors and scores than the folder's own library without a word.
+  ASSIGN_OR_RETURN(const std::optional<std::string> name,
+                   OptionalString(*json, path, "default_prompt_name"));
+  if (!name) return Status::Ok();
+  const auto prompts = json->find("prompts");
+  if (prompts == json->end() || !prompts->is_object() || !prompts->contains(*name)) {
+    return InvalidArgument(path + ": default_prompt_name \"" + *name +
+                           "\" is not a key of prompts");
+  }
+  const Json& prompt = prompts->at(*name);
+  if (!prompt.is_null() && !prompt.is_string()) {
+    return InvalidArgument(path + ": prompts[\"" + *name + "\"] must be a string");
+  }
+  if (prompt.is_string() && !prompt.get<std::string>().empty()) {
+    return InvalidArgument(path + ": default_prompt_name \"" + *name +
+                           "\" prepends a prompt to every text, which encoderd does not do "
+                           "(send the prompt with each text, and drop default_prompt_name)");
+  }
+  return Status::Ok();
+}
+
+// The limit sentence-transformers takes when sentence_bert_config.json
+// gives none: the tokenizer's model_max_length (transformers' "no limit"
+// value, 1e30, and larger numbers leave the position table's).
+Status ReadTokenizerLimit(const std::string& path, SentenceTransformersLayout* layout) {
+  ASSIGN_OR_RETURN(const std::optional<Json> json, ReadOptionalObject(path));
+  if (!json) return Status::Ok();
+  const auto it = json->find("model_max_length");
+  if (it == json->end() || it->is_null()) return Status::Ok();
+  const bool big = (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{1} << 62) ||
+                   (it->is_number_float() && it->get<double>() >= 4.6e18);
+  if (big) return Status::Ok();
+  if (!it->is_number_integer() || it->get<int64_t>() < 1) {
+    return InvalidArgument(path + ": model_max_length must be a positive integer, got " +
+                           it->dump());
+  }
+  layout->max_seq_length = it->get<int64_t>();
   return Status::Ok();
 }
 
@@ -143,7 +258,10 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
     return InvalidArgument(modules_path + ": expected a non-empty JSON array of modules");
   }
   SentenceTransformersLayout layout;
-  bool transformer = false, pooling = false;
+  const std::string model_config = dir + "/config_sentence_transformers.json";
+  RETURN_IF_ERROR(ReadModelConfig(model_config, &layout));
+  std::string transformer_task;
+  bool transformer = false;
   for (size_t i = 0; i < modules.size(); ++i) {
     const Json& module = modules[i];
     const auto type = module.is_object() ? module.find("type") : module.end();
@@ -155,33 +273,63 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
     ASSIGN_OR_RETURN(std::string module_dir, ModuleDir(dir, modules_path, module, i));
     const std::string where = module_dir == dir ? "the folder itself" : module_dir;
     const std::string kind = name.substr(name.find_last_of('.') + 1);
-    if (kind == "Transformer" && !transformer && !pooling && !layout.normalize) {
+    const bool pooled = layout.pooling.has_value();
+    if (kind == "Transformer" && !transformer) {
       transformer = true;
       layout.transformer_dir = module_dir;
-      RETURN_IF_ERROR(ReadSentenceBertConfig(module_dir + "/sentence_bert_config.json", &layout));
+      RETURN_IF_ERROR(ReadSentenceBertConfig(module_dir + "/sentence_bert_config.json", &layout,
+                                             &transformer_task));
+      if (!layout.max_seq_length) {
+        RETURN_IF_ERROR(ReadTokenizerLimit(module_dir + "/tokenizer_config.json", &layout));
+      }
       layout.modules.push_back("Transformer: weights, config.json and tokenizer in " + where);
-    } else if (kind == "Pooling" && transformer && !pooling && !layout.normalize) {
-      pooling = true;
+    } else if (kind == "Pooling" && transformer && !pooled && !layout.normalize) {
       ASSIGN_OR_RETURN(layout.pooling, ReadPooling(module_dir + "/config.json"));
-      layout.modules.push_back(std::string("Pooling: ") + PoolingName(layout.pooling) + " (from " +
+      layout.modules.push_back(std::string("Pooling: ") + PoolingName(*layout.pooling) + " (from " +
                                module_dir + "/config.json)");
-    } else if (kind == "Dense" && pooling && !layout.normalize) {
+    } else if (kind == "Dense" && pooled && !layout.normalize) {
       ASSIGN_OR_RETURN(EncoderConfig::PoolDense dense, ReadDense(module_dir + "/config.json"));
       layout.dense.push_back({module_dir, dense});
       layout.modules.push_back("Dense: " + std::to_string(dense.in) + " -> " +
                                std::to_string(dense.out) + (dense.tanh ? ", tanh" : "") +
                                " (from " + module_dir + ")");
-    } else if (kind == "Normalize" && pooling && !layout.normalize) {
+    } else if (kind == "Normalize" && pooled && !layout.normalize) {
       layout.normalize = true;
       layout.modules.push_back("Normalize: embeddings scaled to unit length");
     } else {
       return InvalidArgument(modules_path + ": module " + std::to_string(i) + " (" + name +
                              ", path " + where +
                              ") is not supported here: encoderd runs Transformer, then "
-                             "Pooling, then optionally Dense modules and Normalize");
+                             "Pooling, then optionally Dense modules and Normalize, or a "
+                             "CrossEncoder's one Transformer");
     }
   }
-  if (!transformer || !pooling) {
+  // A CrossEncoder of sentence-transformers 5.4+: one Transformer module
+  // whose model is a sequence classifier (AutoModelForSequenceClassification).
+  const bool classifier = transformer_task == "sequence-classification";
+  if (layout.cross_encoder || classifier) {
+    if (!layout.cross_encoder && Exists(model_config)) {
+      return InvalidArgument(model_config +
+                             ": transformer_task \"sequence-classification\" "
+                             "needs model_type \"CrossEncoder\"");
+    }
+    if (!classifier || modules.size() != 1) {
+      return InvalidArgument(modules_path +
+                             ": a CrossEncoder is served as one Transformer module with "
+                             "transformer_task \"sequence-classification\" (a classifier "
+                             "checkpoint); this one has " +
+                             std::to_string(modules.size()) + " module(s) and transformer_task \"" +
+                             (transformer_task.empty() ? "feature-extraction" : transformer_task) +
+                             "\"");
+    }
+    layout.cross_encoder = true;
+    layout.modules.back() += " (a CrossEncoder: the checkpoint's classifier gives the score" +
+                             (layout.activation_fn.empty() ? std::string(")")
+                                                           : ", then " + layout.activation_fn +
+                                                                 " from " + model_config + ")");
+    return std::optional<SentenceTransformersLayout>(std::move(layout));
+  }
+  if (!transformer || !layout.pooling) {
     return InvalidArgument(modules_path + ": needs a Transformer and a Pooling module");
   }
   return std::optional<SentenceTransformersLayout>(std::move(layout));

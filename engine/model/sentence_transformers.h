@@ -2,8 +2,13 @@
 // order (Transformer, Pooling, Normalize); the Transformer's files sit in the
 // folder itself or in a subfolder (0_Transformer/), the Pooling module's
 // config.json says how token vectors become one embedding, and a Normalize
-// module makes every embedding unit length. Only the modules encoderd can run
-// are accepted: a folder with any other is refused with the module named.
+// module makes every embedding unit length. A CrossEncoder saved by
+// sentence-transformers 5.4 or later is one Transformer module over a
+// sequence classifier (sentence_bert_config.json's transformer_task
+// "sequence-classification", config_sentence_transformers.json's model_type
+// "CrossEncoder"), the activation of its score in
+// config_sentence_transformers.json. Only the modules encoderd can run are
+// accepted: a folder with any other is refused with the module named.
 #pragma once
 
 #include <optional>
@@ -18,7 +23,14 @@ namespace encoderd {
 
 struct SentenceTransformersLayout {
   std::string transformer_dir;  // where config.json, the weights and the tokenizer are
-  Pooling pooling = Pooling::kMean;
+  // The Pooling module's mode; nullopt for a cross-encoder, whose classifier
+  // scores the text itself.
+  std::optional<Pooling> pooling;
+  // A CrossEncoder's folder: the checkpoint must be a sequence classifier.
+  bool cross_encoder = false;
+  // config_sentence_transformers.json's activation_fn, where it names one
+  // (a CrossEncoder's; sentence-transformers reads it before config.json's).
+  std::string activation_fn;
   bool normalize = false;
   // Dense modules after the pooling, in order.
   struct Dense {
@@ -26,7 +38,9 @@ struct SentenceTransformersLayout {
     EncoderConfig::PoolDense shape;
   };
   std::vector<Dense> dense;
-  // sentence_bert_config.json's max_seq_length, when given.
+  // sentence_bert_config.json's max_seq_length, else the Transformer's
+  // tokenizer_config.json model_max_length (as sentence-transformers takes
+  // the limit), when given.
   std::optional<int64_t> max_seq_length;
   // One line per module, in order, for `encoderd inspect`.
   std::vector<std::string> modules;
@@ -35,8 +49,9 @@ struct SentenceTransformersLayout {
 // nullopt when `dir` has no modules.json; an error naming the file and the
 // key when the folder is damaged or asks for what encoderd cannot do
 // (a module other than Transformer, Pooling, Dense, Normalize in that order,
-// a Dense activation other than Tanh or Identity, max or mean-sqrt-len
-// pooling, several pooling modes at once, do_lower_case).
+// or than one Transformer for a CrossEncoder; a Dense activation other than
+// Tanh or Identity; several pooling modes at once; do_lower_case; a
+// model_type or transformer_task other than these; a default prompt).
 StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
     const std::string& dir);
 

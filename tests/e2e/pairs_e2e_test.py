@@ -121,6 +121,25 @@ def main():
         config["sbert_ce_default_activation_function"] = activation
         (folder / "config.json").write_text(json.dumps(config))
         directories[name] = str(folder)
+    # The cross-encoder as sentence-transformers 5.4+ saves a CrossEncoder:
+    # one Transformer module, the activation in
+    # config_sentence_transformers.json (it comes before config.json's).
+    folder = tmp / "cross_st54"
+    shutil.copytree(pathlib.Path(args.models_dir) / MODELS["cross"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["sentence_transformers"] = {"activation_fn": "torch.nn.modules.activation.Sigmoid"}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "modules.json").write_text(json.dumps([{
+        "idx": 0, "name": "0", "path": "",
+        "type": "sentence_transformers.base.modules.transformer.Transformer"}]))
+    (folder / "sentence_bert_config.json").write_text(json.dumps({
+        "transformer_task": "sequence-classification",
+        "modality_config": {"text": {"method": "forward", "method_output_name": "logits"}},
+        "module_output_name": "scores"}))
+    (folder / "config_sentence_transformers.json").write_text(json.dumps({
+        "model_type": "CrossEncoder", "activation_fn": "torch.nn.modules.linear.Identity",
+        "prompts": {"query": "", "document": ""}, "default_prompt_name": None}))
+    directories["cross_st54"] = str(folder)
     serve_args = []
     for i, (name, directory) in enumerate(directories.items()):
         serve_args += ["--set", f"models[{i}].name={name}",
@@ -195,7 +214,8 @@ def main():
         # The same head with the activation its config.json names.
         logits = [l[0] for l in torch_logits(args.models_dir, MODELS["cross"], "bert", toks)]
         for name, output, fn in (("cross_logits", "logits", lambda x: x),
-                                 ("cross_tanh", "tanh", math.tanh)):
+                                 ("cross_tanh", "tanh", math.tanh),
+                                 ("cross_st54", "logits", lambda x: x)):
             check(info[name].head_output == output and info[name].rerank,
                   f"{name}: ModelInfo head_output {info[name].head_output}")
             named = stub.Rerank(pb.RerankRequest(model=name, query=QUERY, texts=TEXTS,
@@ -277,8 +297,8 @@ def main():
         ]:
             code, details = code_of(call)
             check(code == want_code and part in details, f"{what}: {code} {details!r}")
-        # Two calls on "cross", one on each of its copies.
-        rerank_ok = 2 + len(CROSS_ACTIVATIONS)
+        # Two calls on "cross", one on each of its copies (and cross_st54).
+        rerank_ok = 2 + len(CROSS_ACTIVATIONS) + 1
         check(daemon.metric("encoderd_requests_total",
                             {"rpc": "Rerank", "code": "OK"}) == rerank_ok,
               "Rerank counted in encoderd_requests_total")

@@ -240,6 +240,71 @@ std::pair<std::filesystem::path, nlohmann::json> CopiedFixture(const std::string
   return {dir, nlohmann::json::parse(in)};
 }
 
+// A CrossEncoder saved by sentence-transformers 5.4 or later (modules.json
+// of one Transformer, its activation in config_sentence_transformers.json,
+// which comes before config.json's keys) loads and scores with that
+// activation; until 2026-12-04 the folder was refused for want of a Pooling
+// module. A folder that says CrossEncoder over a checkpoint without a
+// classifier is refused, not served as an embedding model.
+TEST(ModelDirectoryTest, ACrossEncoderOfSentenceTransformers54Loads) {
+  namespace fs = std::filesystem;
+  const auto copied = CopiedFixture("hf_bert_cross_encoder", "cross_encoder_st54");
+  const fs::path& dir = copied.first;
+  nlohmann::json config = copied.second;
+  // config.json as 4.x-5.3 left it: its key says Sigmoid.
+  config["sentence_transformers"] = {{"activation_fn", "torch.nn.modules.activation.Sigmoid"}};
+  std::ofstream(dir / "config.json") << config.dump();
+  std::ofstream(dir / "modules.json") << R"([{"idx": 0, "name": "0", "path": "",
+              "type": "sentence_transformers.base.modules.transformer.Transformer"}])";
+  std::ofstream(dir / "sentence_bert_config.json")
+      << R"({"transformer_task": "sequence-classification", "module_output_name": "scores"})";
+  const auto load = [&dir](const std::string& activation_fn) {
+    std::ofstream(dir / "config_sentence_transformers.json")
+        << R"({"model_type": "CrossEncoder", "prompts": {"query": "", "document": ""},
+               "default_prompt_name": null, "activation_fn": )"
+        << activation_fn << "}";
+    return server::LoadModelDirectory(dir.string());
+  };
+  auto bundle = load(R"("torch.nn.modules.linear.Identity")");
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  EXPECT_EQ(bundle->config.num_labels, 1);
+  EXPECT_STREQ(HeadOutputName(bundle->config.head_output()), "logits");
+  ASSERT_EQ(bundle->sentence_transformers_modules.size(), 1u);
+  EXPECT_TRUE(bundle->config.serves_rerank(bundle->tokenizer != nullptr));
+  bundle = load("null");  // config.json's key decides
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  EXPECT_STREQ(HeadOutputName(bundle->config.head_output()), "sigmoid");
+  bundle = load(R"("torch.nn.modules.activation.Tanh")");
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  EXPECT_STREQ(HeadOutputName(bundle->config.head_output()), "tanh");
+  bundle = load(R"("torch.nn.modules.activation.Softmax")");
+  ASSERT_FALSE(bundle.ok());
+  EXPECT_NE(bundle.status().message().find(
+                "config_sentence_transformers.json: activation_fn "
+                "\"torch.nn.modules.activation.Softmax\" is not one that encoderd applies"),
+            std::string::npos)
+      << bundle.status().message();
+  // The tokenizer's model_max_length bounds the sequence (as
+  // sentence-transformers' Transformer takes it).
+  std::ofstream(dir / "tokenizer_config.json") << R"({"do_lower_case": true,
+                                                       "model_max_length": 24})";
+  bundle = load("null");
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  EXPECT_EQ(bundle->config.max_tokens, 24);
+
+  // The same files over an embedding model's checkpoint.
+  const auto embedder = CopiedFixture("hf_roberta_safetensors", "cross_encoder_st54_no_head");
+  for (const char* name :
+       {"modules.json", "sentence_bert_config.json", "config_sentence_transformers.json"})
+    fs::copy_file(dir / name, embedder.first / name, fs::copy_options::overwrite_existing);
+  bundle = server::LoadModelDirectory(embedder.first.string());
+  ASSERT_FALSE(bundle.ok());
+  EXPECT_EQ(bundle.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bundle.status().message().find("has no sequence classifier to score with"),
+            std::string::npos)
+      << bundle.status().message();
+}
+
 // config.json's architectures says what the checkpoint's classifier is.
 // Until 2026-12-04 it was not read: a BertForTokenClassification or
 // BertForMultipleChoice with its pooler was served as a sequence classifier

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli/encode_command.h"
@@ -69,7 +70,8 @@ TEST_F(SentenceTransformersTest, ReadsPoolingNormalizeAndSequenceLimit) {
   ASSERT_TRUE(layout->has_value());
   const SentenceTransformersLayout& st = **layout;
   EXPECT_EQ(st.transformer_dir, (dir_ / "0_Transformer").string());
-  EXPECT_EQ(st.pooling, Pooling::kMean);
+  EXPECT_EQ(st.pooling.value_or(Pooling::kCls), Pooling::kMean);
+  EXPECT_FALSE(st.cross_encoder);
   EXPECT_TRUE(st.normalize);
   EXPECT_EQ(st.max_seq_length, 256);
   EXPECT_EQ(st.modules.size(), 3u);
@@ -133,8 +135,40 @@ TEST_F(SentenceTransformersTest, ReadsEveryPoolingMode) {
     Pooling("\"" + std::string(key) + "\": true, \"pooling_mode_cls_token_x\": false");
     auto layout = ReadSentenceTransformers(dir_.string());
     ASSERT_TRUE(layout.ok()) << key << ": " << layout.status().ToString();
-    EXPECT_EQ((*layout)->pooling, pooling) << key;
+    EXPECT_EQ((*layout)->pooling.value_or(encoderd::Pooling::kCls), pooling) << key;
   }
+}
+
+// sentence-transformers 5.4+ saves the mode as "pooling_mode" (a name, or a
+// list to concatenate) in place of the pooling_mode_* flags; until
+// 2026-12-04 every such folder was refused ("no pooling_mode_* is true").
+TEST_F(SentenceTransformersTest, ReadsThePoolingModeNameOfSentenceTransformers54) {
+  Modules(std::string(kTransformer) + "," + kPooling);
+  const std::pair<const char*, encoderd::Pooling> modes[] = {
+      {R"("cls")", encoderd::Pooling::kCls},
+      {R"("mean")", encoderd::Pooling::kMean},
+      {R"(["max"])", encoderd::Pooling::kMax},
+      {R"("mean_sqrt_len_tokens")", encoderd::Pooling::kMeanSqrtLen},
+      {R"("weightedmean")", encoderd::Pooling::kWeightedMean},
+      {R"("lasttoken")", encoderd::Pooling::kLastToken}};
+  for (const auto& [mode, pooling] : modes) {
+    // The name decides; flags beside it are dropped, as sentence-transformers does.
+    Pooling(std::string(R"("embedding_dimension": 64, "include_prompt": true, "pooling_mode": )") +
+            mode + R"(, "pooling_mode_cls_token": true)");
+    auto layout = ReadSentenceTransformers(dir_.string());
+    ASSERT_TRUE(layout.ok()) << mode << ": " << layout.status().ToString();
+    EXPECT_EQ((*layout)->pooling.value_or(encoderd::Pooling::kCls), pooling) << mode;
+  }
+  Pooling(R"("pooling_mode": ["cls", "mean"])");
+  EXPECT_NE(Error().find(R"(pooling_mode ["cls","mean"] concatenates poolings)"), std::string::npos)
+      << Error();
+  Pooling(R"("pooling_mode": "median")");
+  EXPECT_NE(Error().find(R"(pooling_mode "median" is not supported)"), std::string::npos)
+      << Error();
+  Pooling(R"("pooling_mode": 1)");
+  EXPECT_NE(Error().find("pooling_mode 1 is not supported"), std::string::npos) << Error();
+  Pooling(R"("pooling_mode": "mean", "include_prompt": false)");
+  EXPECT_NE(Error().find("include_prompt = false"), std::string::npos) << Error();
 }
 
 TEST_F(SentenceTransformersTest, RefusesPoolingItCannotDo) {
@@ -160,6 +194,148 @@ TEST_F(SentenceTransformersTest, RefusesPoolingItCannotDo) {
       << Error();
   Write("sentence_bert_config.json", R"({"max_seq_length": 64})");
   EXPECT_EQ(Error(), "ok");
+}
+
+// sentence-transformers 5.4+ takes the limit from the tokenizer's
+// model_max_length where sentence_bert_config.json gives none (2.x did the
+// same, bounded by the position table); until 2026-12-04 encoderd read only
+// sentence_bert_config.json and served up to the position table's length.
+TEST_F(SentenceTransformersTest, TakesTheTokenizersLimitWhereTheConfigGivesNone) {
+  Modules(std::string(kTransformer) + "," + kPooling);
+  Pooling(R"("pooling_mode_mean_tokens": true)");
+  const auto limit = [this]() -> std::optional<int64_t> {
+    auto layout = ReadSentenceTransformers(dir_.string());
+    EXPECT_TRUE(layout.ok()) << layout.status().ToString();
+    return layout.ok() ? (*layout)->max_seq_length : std::nullopt;
+  };
+  EXPECT_EQ(limit(), std::nullopt);
+  Write("tokenizer_config.json", R"({"model_max_length": 128, "do_lower_case": false})");
+  EXPECT_EQ(limit(), 128);
+  Write("sentence_bert_config.json", R"({"max_seq_length": 200})");  // it wins
+  EXPECT_EQ(limit(), 200);
+  Write("sentence_bert_config.json", R"({"max_seq_length": null})");
+  EXPECT_EQ(limit(), 128);
+  // transformers' "no limit" (int(1e30)), written as an integer or a float.
+  Write("tokenizer_config.json", R"({"model_max_length": 1000000000000000019884624838656})");
+  EXPECT_EQ(limit(), std::nullopt);
+  Write("tokenizer_config.json", R"({"model_max_length": 1e30})");
+  EXPECT_EQ(limit(), std::nullopt);
+  Write("tokenizer_config.json", R"({"model_max_length": "512"})");
+  EXPECT_NE(Error().find("tokenizer_config.json: model_max_length must be a positive integer"),
+            std::string::npos)
+      << Error();
+  Write("tokenizer_config.json", R"({"model_max_length": 0})");
+  EXPECT_NE(Error().find("model_max_length must be a positive integer, got 0"), std::string::npos)
+      << Error();
+}
+
+constexpr char kTransformer54[] =
+    R"({"idx": 0, "name": "0", "path": "",
+        "type": "sentence_transformers.base.modules.transformer.Transformer"})";
+constexpr char kClassifierTask[] =
+    R"({"transformer_task": "sequence-classification",
+        "modality_config": {"text": {"method": "forward", "method_output_name": "logits"}},
+        "module_output_name": "scores"})";
+
+// A CrossEncoder as sentence-transformers 5.4+ saves it: one Transformer
+// module over a sequence classifier, the activation of its score in
+// config_sentence_transformers.json. Until 2026-12-04 such a folder was
+// refused ("needs a Transformer and a Pooling module").
+TEST_F(SentenceTransformersTest, ReadsACrossEncoderOfOneTransformerModule) {
+  Modules(kTransformer54);
+  Write("sentence_bert_config.json", kClassifierTask);
+  Write("config_sentence_transformers.json",
+        R"({"__version__": {"sentence_transformers": "5.4.0"}, "model_type": "CrossEncoder",
+            "activation_fn": "torch.nn.modules.linear.Identity",
+            "prompts": {"query": "", "document": ""}, "default_prompt_name": null})");
+  Write("tokenizer_config.json", R"({"model_max_length": 512})");
+  auto layout = ReadSentenceTransformers(dir_.string());
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  const SentenceTransformersLayout& st = **layout;
+  EXPECT_TRUE(st.cross_encoder);
+  EXPECT_FALSE(st.pooling.has_value());
+  EXPECT_EQ(st.activation_fn, "torch.nn.modules.linear.Identity");
+  EXPECT_EQ(st.transformer_dir, dir_.string());
+  EXPECT_EQ(st.max_seq_length, 512);
+  ASSERT_EQ(st.modules.size(), 1u);
+  EXPECT_NE(st.modules[0].find("a CrossEncoder"), std::string::npos) << st.modules[0];
+  // A null activation_fn: config.json's keys decide (model_directory_test).
+  Write("config_sentence_transformers.json",
+        R"({"model_type": "CrossEncoder", "activation_fn": null})");
+  layout = ReadSentenceTransformers(dir_.string());
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  EXPECT_TRUE((*layout)->cross_encoder);
+  EXPECT_EQ((*layout)->activation_fn, "");
+  // Without config_sentence_transformers.json the task says it.
+  fs::remove(dir_ / "config_sentence_transformers.json");
+  layout = ReadSentenceTransformers(dir_.string());
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  EXPECT_TRUE((*layout)->cross_encoder);
+  // An embedding model of 5.4+ (feature-extraction) still needs its Pooling.
+  Write("sentence_bert_config.json", R"({"transformer_task": "feature-extraction"})");
+  EXPECT_NE(Error().find("needs a Transformer and a Pooling module"), std::string::npos) << Error();
+  Modules(std::string(kTransformer54) + "," + kPooling);
+  Pooling(R"("pooling_mode_mean_tokens": true)");
+  Write("config_sentence_transformers.json", R"({"model_type": "SentenceTransformer"})");
+  EXPECT_EQ(Error(), "ok");
+}
+
+TEST_F(SentenceTransformersTest, RefusesCrossEncodersItCannotServe) {
+  Pooling(R"("pooling_mode_lasttoken": true)");
+  Write("sentence_bert_config.json", kClassifierTask);
+  // A CrossEncoder scoring through Pooling and Dense (a causal LM's chain).
+  Modules(std::string(kTransformer54) + "," + kPooling);
+  Write("config_sentence_transformers.json", R"({"model_type": "CrossEncoder"})");
+  EXPECT_NE(Error().find("a CrossEncoder is served as one Transformer module"), std::string::npos)
+      << Error();
+  Modules(kTransformer54);
+  Write("sentence_bert_config.json", R"({"transformer_task": "feature-extraction"})");
+  EXPECT_NE(Error().find("this one has 1 module(s) and transformer_task \"feature-extraction\""),
+            std::string::npos)
+      << Error();
+  Write("sentence_bert_config.json", R"({"transformer_task": "text-generation"})");
+  EXPECT_NE(Error().find("transformer_task \"text-generation\" is not supported"),
+            std::string::npos)
+      << Error();
+  Write("sentence_bert_config.json", kClassifierTask);
+  Write("config_sentence_transformers.json", R"({"model_type": "SentenceTransformer"})");
+  EXPECT_NE(Error().find("needs model_type \"CrossEncoder\""), std::string::npos) << Error();
+  Write("config_sentence_transformers.json", R"({"model_type": "SparseEncoder"})");
+  EXPECT_NE(Error().find("model_type \"SparseEncoder\" is not supported"), std::string::npos)
+      << Error();
+  Write("config_sentence_transformers.json", R"({"model_type": "CrossEncoder",
+                                                  "activation_fn": 1})");
+  EXPECT_NE(Error().find("activation_fn must be a string"), std::string::npos) << Error();
+  Write("config_sentence_transformers.json", R"({"model_type": "CrossEncoder"})");
+  EXPECT_EQ(Error(), "ok");
+  Write("config_sentence_transformers.json", "[1]");
+  EXPECT_NE(Error().find("config_sentence_transformers.json: expected a JSON object"),
+            std::string::npos)
+      << Error();
+}
+
+// sentence-transformers prepends a default prompt to every text; encoderd
+// does not, so a folder that names one is refused rather than served with
+// other vectors and scores than its library gives. An empty prompt (what
+// CrossEncoders save) changes nothing and loads.
+TEST_F(SentenceTransformersTest, RefusesADefaultPrompt) {
+  Modules(std::string(kTransformer) + "," + kPooling);
+  Pooling(R"("pooling_mode_mean_tokens": true)");
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"prompts": {"query": "query: "}, "default_prompt_name": null})", "ok"},
+      {R"({"prompts": {"query": ""}, "default_prompt_name": "query"})", "ok"},
+      {R"({"prompts": {"query": null}, "default_prompt_name": "query"})", "ok"},
+      {R"({"prompts": {"query": "query: "}, "default_prompt_name": "query"})",
+       "default_prompt_name \"query\" prepends a prompt to every text"},
+      {R"({"prompts": {}, "default_prompt_name": "query"})",
+       "default_prompt_name \"query\" is not a key of prompts"},
+      {R"({"prompts": {"query": 1}, "default_prompt_name": "query"})",
+       "prompts[\"query\"] must be a string"},
+      {R"({"default_prompt_name": 3})", "default_prompt_name must be a string"}};
+  for (const auto& [config, says] : cases) {
+    Write("config_sentence_transformers.json", config);
+    EXPECT_NE(Error().find(says), std::string::npos) << config << ": " << Error();
+  }
 }
 
 }  // namespace
