@@ -108,7 +108,9 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
   PackedBatchBuilder builder(config.position_rule, static_cast<int32_t>(config.pad_token_id));
   std::vector<int64_t> token_counts;
   for (size_t i = 0; i < a.texts.size(); ++i) {
-    auto encoding = bundle->tokenizer->Encode(a.texts[i], config.max_tokens, a.truncate);
+    // The folder's default prompt goes in front, as the server puts it.
+    auto encoding = bundle->tokenizer->Encode(bundle->default_prompt + a.texts[i],
+                                              config.max_tokens, a.truncate);
     if (!encoding.ok())
       return Fail(err, encoding.status().WithContext("text " + std::to_string(i)));
     token_counts.push_back(static_cast<int64_t>(encoding->ids.size()));

@@ -95,6 +95,7 @@ Json DescribeModelJson(const ModelBundle& bundle) {
        bundle.tokenizer_note.empty() ? Json(nullptr) : Json(bundle.tokenizer_note)},
       {"head_note", bundle.head_note.empty() ? Json(nullptr) : Json(bundle.head_note)},
       {"sentence_transformers_modules", bundle.sentence_transformers_modules},
+      {"default_prompt", bundle.default_prompt},
       {"text_pairs", bundle.config.reads_text_pairs(bundle.tokenizer != nullptr)},
       {"rerank", bundle.config.serves_rerank(bundle.tokenizer != nullptr)},
       {"checkpoint",
@@ -139,6 +140,10 @@ std::string DescribeModelText(const ModelBundle& bundle) {
     << (c.default_normalize ? ", normalized to unit length" : "") << "\n";
   for (const std::string& module : bundle.sentence_transformers_modules) {
     s << "sentence-transformers module: " << module << "\n";
+  }
+  if (!bundle.default_prompt.empty()) {
+    s << "default prompt:  " << Json(bundle.default_prompt).dump() << " before every text (from "
+      << bundle.default_prompt_source << ")\n";
   }
   if (c.num_labels > 0) {
     s << "head:            " << c.num_labels << " labels [" << Join(c.labels) << "], "

@@ -125,9 +125,11 @@ Status CrossCheck(const std::string& config_path, const char* key,
 }
 
 // Hyperparameters of the Hugging Face families: config.json, checked against
-// the shapes already in `c`.
+// the shapes already in `c`. `cross_encoder`: the folder is a
+// sentence-transformers CrossEncoder (5.4+'s modules.json), whose scores are
+// CrossEncoder's whatever the head's width.
 Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::string& checkpoint,
-                     EncoderConfig* c) {
+                     bool cross_encoder, EncoderConfig* c) {
   RETURN_IF_ERROR(CrossCheck(path, "vocab_size", hf.vocab_size, c->vocab_size, checkpoint));
   const HfKeys& keys = HfKeysFor(c->family);
   RETURN_IF_ERROR(CrossCheck(path, keys.hidden_size, hf.hidden_size, c->hidden_size, checkpoint));
@@ -186,11 +188,17 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
   c->problem_type = hf.problem_type;
   // A cross-encoder scores as sentence-transformers' CrossEncoder does with
   // the activation its config.json names (the ms-marco models name Identity:
-  // their scores are the raw logits); a head with more outputs keeps the
-  // pipeline's rule (EncoderConfig::head_output).
+  // their scores are the raw logits); in a plain Hugging Face folder a head
+  // with more outputs keeps the pipeline's rule (EncoderConfig::head_output).
+  // A CrossEncoder's folder gets CrossEncoder's rule for every head: the
+  // activation on each output, by default the sigmoid of one output and the
+  // raw logits of more.
   // sentence-transformers imports any name under torch., so torch.nn.Identity
   // names the same class as torch.nn.modules.linear.Identity.
-  if (c->num_labels == 1 && !hf.cross_encoder_activation.empty()) {
+  if (cross_encoder && hf.cross_encoder_activation.empty()) {
+    c->score_output = c->num_labels == 1 ? HeadOutput::kSigmoid : HeadOutput::kLogits;
+  }
+  if ((c->num_labels == 1 || cross_encoder) && !hf.cross_encoder_activation.empty()) {
     const std::string& name = hf.cross_encoder_activation;
     const std::string kind = name.substr(name.find_last_of('.') + 1);
     const bool torch_nn = name.rfind("torch.nn.", 0) == 0;
@@ -446,7 +454,14 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   }
   ModelBundle bundle;
   bundle.directory = folder;
-  if (st) bundle.sentence_transformers_modules = st->modules;
+  if (st) {
+    bundle.sentence_transformers_modules = st->modules;
+    bundle.default_prompt = st->default_prompt;
+    if (!st->default_prompt.empty()) {
+      bundle.default_prompt_source = folder + "/config_sentence_transformers.json prompts[\"" +
+                                     st->default_prompt_name + "\"] (default_prompt_name)";
+    }
+  }
   ASSIGN_OR_RETURN(bundle.checkpoint_path, FindCheckpoint(dir, card));
   ReadOptions read_options;
   if (card) read_options.state_dict_key = card->state_dict_key;
@@ -515,7 +530,8 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
     }
   }
   if (hf && IsHuggingFaceFamily(config.family)) {
-    RETURN_IF_ERROR(ApplyHfConfig(*hf, config_path, bundle.checkpoint_path, &config));
+    RETURN_IF_ERROR(
+        ApplyHfConfig(*hf, config_path, bundle.checkpoint_path, st && st->cross_encoder, &config));
   }
   if (st) {  // before the card: what encoderd.yaml says wins
     if (st->pooling) config.default_pooling = *st->pooling;

@@ -125,19 +125,19 @@ struct EncoderConfig {
   Activation head_activation = Activation::kTanh;
   std::vector<std::string> labels;  // num_labels names ("LABEL_0".. when unknown)
   ProblemType problem_type = ProblemType::kUnspecified;
-  // A one-output head's scores as its config.json declares them for
-  // sentence-transformers' CrossEncoder (its activation_fn); unset: the
-  // pipeline's rule below.
+  // The head's scores as sentence-transformers' CrossEncoder gives them: a
+  // one-output head whose config.json names its activation_fn, or any head
+  // of a CrossEncoder's folder (5.4+); unset: the pipeline's rule below.
   std::optional<HeadOutput> score_output;
 
   int64_t head_dim() const { return num_heads ? hidden_size / num_heads : 0; }
-  // A one-output head whose config.json names a CrossEncoder activation
-  // scores as sentence-transformers does (score_output); otherwise Hugging
+  // A head with a CrossEncoder activation scores as sentence-transformers
+  // does (score_output); otherwise Hugging
   // Face's text-classification pipeline rule: the raw logits for regression,
   // a sigmoid per output for multi-label heads and heads with one output
   // (cross-encoders' relevance scores), softmax otherwise.
   HeadOutput head_output() const {
-    if (num_labels == 1 && score_output) return *score_output;
+    if (score_output) return *score_output;
     if (problem_type == ProblemType::kRegression) return HeadOutput::kLogits;
     if (problem_type == ProblemType::kMultiLabel || num_labels == 1) return HeadOutput::kSigmoid;
     return HeadOutput::kSoftmax;
@@ -212,6 +212,11 @@ struct ModelBundle {
   // The modules of a sentence-transformers folder, one line each (empty for
   // other layouts).
   std::vector<std::string> sentence_transformers_modules;
+  // Prepended to every text before it is tokenized (a pair's first text,
+  // Rerank's query): a sentence-transformers folder's default prompt
+  // (config_sentence_transformers.json). Empty: none.
+  std::string default_prompt;
+  std::string default_prompt_source;  // where it came from, for inspect and logs
 };
 
 }  // namespace encoderd

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -27,6 +28,23 @@ StatusOr<std::optional<Json>> ReadOptionalObject(const std::string& path) {
   ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
   if (!json.is_object()) return InvalidArgument(path + ": expected a JSON object");
   return std::optional<Json>(std::move(json));
+}
+
+// A sequence length key of `json` (the file at `path`): nullopt when absent,
+// null, or past any length (transformers' "no limit", int(1e30), and the
+// like); a positive whole number otherwise, written as an integer or not.
+StatusOr<std::optional<int64_t>> OptionalLength(const Json& json, const std::string& path,
+                                                const char* key) {
+  const auto it = json.find(key);
+  if (it == json.end() || it->is_null()) return std::optional<int64_t>();
+  constexpr double kNoLimit = 4.6e18;  // beyond any sequence, within int64_t
+  if (it->is_number()) {
+    const double value = it->get<double>();
+    if (value >= kNoLimit) return std::optional<int64_t>();
+    if (value >= 1 && value == std::floor(value))
+      return std::optional<int64_t>(static_cast<int64_t>(value));
+  }
+  return InvalidArgument(path + ": " + key + " must be a positive integer, got " + it->dump());
 }
 
 // A string key of `json` (the file at `path`): nullopt when absent or null.
@@ -120,7 +138,9 @@ StatusOr<Pooling> ReadPooling(const std::string& path) {
     if (!known && key.rfind("pooling_mode_", 0) == 0 && value.is_boolean() && value.get<bool>())
       return InvalidArgument(path + ": " + key + " is not supported");
   }
-  if (on.empty()) return InvalidArgument(path + ": no pooling_mode_* is true");
+  // No mode at all: sentence-transformers' default, mean (5.4+ reads flags
+  // that are all false so too).
+  if (on.empty()) return Pooling::kMean;
   if (on.size() > 1) {
     return InvalidArgument(path + ": " + on[0]->key + " and " + on[1]->key +
                            " are both true (concatenated poolings are not supported)");
@@ -151,6 +171,23 @@ StatusOr<EncoderConfig::PoolDense> ReadDense(const std::string& path) {
     if (!it->is_string()) return InvalidArgument(path + ": activation_function must be a string");
     activation = it->get<std::string>();
   }
+  // Where 5.4+ reads and writes: anything but the pooled sentence
+  // embedding, or an output added back to it, is another model.
+  ASSIGN_OR_RETURN(const std::optional<std::string> input,
+                   OptionalString(json, path, "module_input_name"));
+  ASSIGN_OR_RETURN(const std::optional<std::string> output,
+                   OptionalString(json, path, "module_output_name"));
+  for (const auto& name : {input, output}) {
+    if (name && *name != "sentence_embedding") {
+      return InvalidArgument(path + ": a Dense module over \"" + *name +
+                             "\" is not supported (encoderd applies it to the pooled "
+                             "sentence_embedding)");
+    }
+  }
+  if (const auto it = json.find("use_residual");
+      it != json.end() && !(it->is_boolean() && !it->get<bool>()) && !it->is_null()) {
+    return InvalidArgument(path + ": use_residual " + it->dump() + " is not supported");
+  }
   const std::string kind = activation.substr(activation.find_last_of('.') + 1);
   if (kind != "Tanh" && kind != "Identity") {
     return InvalidArgument(path + ": activation_function " + activation +
@@ -164,13 +201,7 @@ Status ReadSentenceBertConfig(const std::string& path, SentenceTransformersLayou
                               std::string* transformer_task) {
   ASSIGN_OR_RETURN(const std::optional<Json> json, ReadOptionalObject(path));
   if (!json) return Status::Ok();
-  if (const auto it = json->find("max_seq_length"); it != json->end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 1) {
-      return InvalidArgument(path + ": max_seq_length must be a positive integer, got " +
-                             it->dump());
-    }
-    layout->max_seq_length = it->get<int64_t>();
-  }
+  ASSIGN_OR_RETURN(layout->max_seq_length, OptionalLength(*json, path, "max_seq_length"));
   if (const auto it = json->find("do_lower_case");
       it != json->end() && it->is_boolean() && it->get<bool>()) {
     return InvalidArgument(path +
@@ -186,13 +217,36 @@ Status ReadSentenceBertConfig(const std::string& path, SentenceTransformersLayou
                            "sequence-classification)");
   }
   if (task) *transformer_task = *task;
+  // What the Transformer would do other than its plain forward over text
+  // (5.4+): not reproduced, so refused rather than answered otherwise.
+  if (const auto it = json->find("processing_kwargs");
+      it != json->end() && !it->is_null() && !(it->is_object() && it->empty())) {
+    return InvalidArgument(path + ": processing_kwargs " + it->dump() + " is not supported");
+  }
+  if (const auto it = json->find("modality_config"); it != json->end() && !it->is_null()) {
+    bool forward = false;
+    if (it->is_object() && it->contains("text")) {
+      const Json& text = it->at("text");
+      forward = text.is_object() && text.contains("method") && text.at("method") == "forward";
+    }
+    if (!forward) {
+      return InvalidArgument(path + ": modality_config " + it->dump() +
+                             " is not supported (text read by the model's forward)");
+    }
+  }
+  for (const char* key : {"query_length", "document_length", "query_expansion"}) {
+    if (const auto it = json->find(key); it != json->end() && !it->is_null())
+      return InvalidArgument(path + ": " + key + " (a multi-vector model's) is not supported");
+  }
   return Status::Ok();
 }
 
 // config_sentence_transformers.json: the model's class (model_type, written
 // since sentence-transformers 5.0), a CrossEncoder's activation_fn (5.4+) and
-// the prompt every text gets by default.
-Status ReadModelConfig(const std::string& path, SentenceTransformersLayout* layout) {
+// the prompt every text gets by default (3.0+).
+// `names_type`: whether it says the model_type.
+Status ReadModelConfig(const std::string& path, SentenceTransformersLayout* layout,
+                       bool* names_type) {
   ASSIGN_OR_RETURN(const std::optional<Json> json, ReadOptionalObject(path));
   if (!json) return Status::Ok();
   ASSIGN_OR_RETURN(const std::optional<std::string> type,
@@ -202,12 +256,12 @@ Status ReadModelConfig(const std::string& path, SentenceTransformersLayout* layo
                            "\" is not supported (SentenceTransformer or CrossEncoder)");
   }
   layout->cross_encoder = type == "CrossEncoder";
+  *names_type = type.has_value();
   ASSIGN_OR_RETURN(const std::optional<std::string> activation,
                    OptionalString(*json, path, "activation_fn"));
   layout->activation_fn = activation.value_or("");
-  // A default prompt is prepended to every text by sentence-transformers;
-  // encoderd does not prepend prompts, so such a model would answer other
-  // vectors and scores than the folder's own library without a word.
+  // A default prompt is prepended to every text, as sentence-transformers
+  // does where the caller names no other; a null one counts as "".
   ASSIGN_OR_RETURN(const std::optional<std::string> name,
                    OptionalString(*json, path, "default_prompt_name"));
   if (!name) return Status::Ok();
@@ -221,9 +275,8 @@ Status ReadModelConfig(const std::string& path, SentenceTransformersLayout* layo
     return InvalidArgument(path + ": prompts[\"" + *name + "\"] must be a string");
   }
   if (prompt.is_string() && !prompt.get<std::string>().empty()) {
-    return InvalidArgument(path + ": default_prompt_name \"" + *name +
-                           "\" prepends a prompt to every text, which encoderd does not do "
-                           "(send the prompt with each text, and drop default_prompt_name)");
+    layout->default_prompt = prompt.get<std::string>();
+    layout->default_prompt_name = *name;
   }
   return Status::Ok();
 }
@@ -234,16 +287,7 @@ Status ReadModelConfig(const std::string& path, SentenceTransformersLayout* layo
 Status ReadTokenizerLimit(const std::string& path, SentenceTransformersLayout* layout) {
   ASSIGN_OR_RETURN(const std::optional<Json> json, ReadOptionalObject(path));
   if (!json) return Status::Ok();
-  const auto it = json->find("model_max_length");
-  if (it == json->end() || it->is_null()) return Status::Ok();
-  const bool big = (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{1} << 62) ||
-                   (it->is_number_float() && it->get<double>() >= 4.6e18);
-  if (big) return Status::Ok();
-  if (!it->is_number_integer() || it->get<int64_t>() < 1) {
-    return InvalidArgument(path + ": model_max_length must be a positive integer, got " +
-                           it->dump());
-  }
-  layout->max_seq_length = it->get<int64_t>();
+  ASSIGN_OR_RETURN(layout->max_seq_length, OptionalLength(*json, path, "model_max_length"));
   return Status::Ok();
 }
 
@@ -259,7 +303,8 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
   }
   SentenceTransformersLayout layout;
   const std::string model_config = dir + "/config_sentence_transformers.json";
-  RETURN_IF_ERROR(ReadModelConfig(model_config, &layout));
+  bool names_type = false;
+  RETURN_IF_ERROR(ReadModelConfig(model_config, &layout, &names_type));
   std::string transformer_task;
   bool transformer = false;
   for (size_t i = 0; i < modules.size(); ++i) {
@@ -308,7 +353,9 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
   // whose model is a sequence classifier (AutoModelForSequenceClassification).
   const bool classifier = transformer_task == "sequence-classification";
   if (layout.cross_encoder || classifier) {
-    if (!layout.cross_encoder && Exists(model_config)) {
+    // (Without a model_type, sentence-transformers loads the folder with
+    // whichever class the caller picks.)
+    if (!layout.cross_encoder && names_type) {
       return InvalidArgument(model_config +
                              ": transformer_task \"sequence-classification\" "
                              "needs model_type \"CrossEncoder\"");

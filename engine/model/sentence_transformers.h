@@ -31,6 +31,10 @@ struct SentenceTransformersLayout {
   // config_sentence_transformers.json's activation_fn, where it names one
   // (a CrossEncoder's; sentence-transformers reads it before config.json's).
   std::string activation_fn;
+  // The prompt its default_prompt_name names: sentence-transformers
+  // prepends it to every text (a pair's first text, Rerank's query).
+  std::string default_prompt;
+  std::string default_prompt_name;
   bool normalize = false;
   // Dense modules after the pooling, in order.
   struct Dense {
@@ -51,7 +55,7 @@ struct SentenceTransformersLayout {
 // (a module other than Transformer, Pooling, Dense, Normalize in that order,
 // or than one Transformer for a CrossEncoder; a Dense activation other than
 // Tanh or Identity; several pooling modes at once; do_lower_case; a
-// model_type or transformer_task other than these; a default prompt).
+// model_type or transformer_task other than these).
 StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
     const std::string& dir);
 

@@ -45,7 +45,8 @@ ServedModel::ServedModel(ModelConfig config, ModelBundle bundle)
       tokenizer_(std::move(bundle.tokenizer)),
       tokenizer_note_(std::move(bundle.tokenizer_note)),
       head_note_(std::move(bundle.head_note)),
-      pair_template_(bundle.pair_template) {
+      pair_template_(bundle.pair_template),
+      default_prompt_(std::move(bundle.default_prompt)) {
   max_tokens_ = MaxTokens(config_, encoder_config_);
 }
 
@@ -100,6 +101,7 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
     if (!runs.ok()) return runs.status().WithContext(context);
     calibration = std::move(runs).value();
   }
+  const std::string default_prompt_source = bundle->default_prompt_source;
   std::unique_ptr<ServedModel> model(new ServedModel(config, std::move(bundle).value()));
   PackingRule rule{model->encoder_config_.position_rule,
                    static_cast<int32_t>(model->encoder_config_.pad_token_id)};
@@ -142,6 +144,10 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
     spdlog::info("model '{}' tokenizes with its slow tokenizer's files, not its tokenizer.json: {}",
                  config.name, model->tokenizer_note_);
   }
+  if (!model->default_prompt_.empty()) {
+    spdlog::info("model '{}' puts its default prompt \"{}\" in front of every text ({})",
+                 config.name, model->default_prompt_, default_prompt_source);
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info(
@@ -161,23 +167,29 @@ RequestLimits ServedModel::limits() const {
 StatusOr<std::vector<Encoding>> ServedModel::Tokenize(const std::vector<std::string>& texts,
                                                       const std::vector<std::string>& pairs,
                                                       bool truncate) const {
-  if (pairs.empty()) {
-    RETURN_IF_ERROR(CheckHasTokenizer());
-    return TokenizeTexts(*tokenizer_, texts, limits(), truncate);
+  RETURN_IF_ERROR(pairs.empty() ? CheckHasTokenizer() : CheckReadsPairs());
+  // The client's texts are checked as sent; the prompt goes in front after.
+  std::vector<std::string> prompted;
+  if (!default_prompt_.empty()) {
+    RETURN_IF_ERROR(CheckTexts(texts, limits()));
+    prompted.reserve(texts.size());
+    for (const std::string& text : texts) prompted.push_back(default_prompt_ + text);
   }
-  RETURN_IF_ERROR(CheckReadsPairs());
+  const std::vector<std::string>& firsts = default_prompt_.empty() ? texts : prompted;
+  if (pairs.empty()) return TokenizeTexts(*tokenizer_, firsts, limits(), truncate);
   ASSIGN_OR_RETURN(
       std::vector<Encoding> encodings,
-      TokenizeTextPairs(*tokenizer_, *pair_template_, texts, pairs, limits(), truncate));
+      TokenizeTextPairs(*tokenizer_, *pair_template_, firsts, pairs, limits(), truncate));
   return AsModelReads(std::move(encodings));
 }
 
 StatusOr<std::vector<Encoding>> ServedModel::TokenizeQueryPairs(
     const std::string& query, const std::vector<std::string>& texts, bool truncate) const {
   RETURN_IF_ERROR(CheckReadsPairs());
-  ASSIGN_OR_RETURN(
-      std::vector<Encoding> encodings,
-      server::TokenizeQueryPairs(*tokenizer_, *pair_template_, query, texts, limits(), truncate));
+  if (!default_prompt_.empty()) RETURN_IF_ERROR(CheckQuery(query));
+  ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
+                   server::TokenizeQueryPairs(*tokenizer_, *pair_template_, default_prompt_ + query,
+                                              texts, limits(), truncate));
   return AsModelReads(std::move(encodings));
 }
 

@@ -49,6 +49,9 @@ class ServedModel {
                                            bool truncate) const;
   // Rerank's pairs (query, texts[i]) (TokenizeQueryPairs), with the same
   // rules as pairs in Tokenize.
+  // Both put the model's default prompt (ModelBundle::default_prompt) in
+  // front of each text, a pair's first text and the query, once the texts
+  // the client sent passed the checks.
   StatusOr<std::vector<Encoding>> TokenizeQueryPairs(const std::string& query,
                                                      const std::vector<std::string>& texts,
                                                      bool truncate) const;
@@ -56,6 +59,7 @@ class ServedModel {
   // defines how two texts are joined.
   bool reads_text_pairs() const { return encoder_config_.reads_text_pairs(tokenizer_ != nullptr); }
   bool serves_rerank() const { return encoder_config_.serves_rerank(tokenizer_ != nullptr); }
+  const std::string& default_prompt() const { return default_prompt_; }
   // Checks pre-tokenised sequences (ids in the vocabulary, within max_tokens).
   Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences) const;
 
@@ -76,6 +80,7 @@ class ServedModel {
   std::string tokenizer_note_;  // why a tokenizer file the directory has is not used
   std::string head_note_;       // why the checkpoint's task head is not served
   std::optional<PairTemplate> pair_template_;
+  std::string default_prompt_;
   int64_t max_tokens_ = 0;
   std::unique_ptr<DynamicBatcher> batcher_;
 };

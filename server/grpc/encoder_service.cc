@@ -796,6 +796,7 @@ grpc::ServerUnaryReactor* EncoderService::ModelInfo(grpc::CallbackServerContext*
           info->set_text_pairs(m->reads_text_pairs());
           info->set_rerank(m->serves_rerank());
           if (c.num_labels > 0) info->set_head_output(HeadOutputName(c.head_output()));
+          info->set_default_prompt(m->default_prompt());
         }
         return std::optional<ModelWork>();
       });

@@ -40,6 +40,7 @@ MODELS = {"cross": "hf_bert_cross_encoder", "xlmr": "hf_xlmr_zip",
 CROSS_ACTIVATIONS = {"cross_logits": "torch.nn.modules.linear.Identity",
                      "cross_tanh": "torch.nn.modules.activation.Tanh"}
 QUERY = "how do foxes hunt"
+PROMPT = "question: "
 TEXTS = ["the quick brown fox jumps over the lazy dog", "foxes hunt mice at night",
          "a recipe for bread", "x", "the fox", "hunting " * 40]
 
@@ -140,6 +141,14 @@ def main():
         "model_type": "CrossEncoder", "activation_fn": "torch.nn.modules.linear.Identity",
         "prompts": {"query": "", "document": ""}, "default_prompt_name": None}))
     directories["cross_st54"] = str(folder)
+    # The same with a default prompt: sentence-transformers puts it in front
+    # of a pair's first text (Rerank's query).
+    prompted = tmp / "cross_prompt"
+    shutil.copytree(folder, prompted)
+    (prompted / "config_sentence_transformers.json").write_text(json.dumps({
+        "model_type": "CrossEncoder", "activation_fn": "torch.nn.modules.linear.Identity",
+        "prompts": {"query": PROMPT, "document": ""}, "default_prompt_name": "query"}))
+    directories["cross_prompt"] = str(prompted)
     serve_args = []
     for i, (name, directory) in enumerate(directories.items()):
         serve_args += ["--set", f"models[{i}].name={name}",
@@ -227,6 +236,37 @@ def main():
             check([r.index for r in named.results] == [r.index for r in rr.results],
                   f"{name}: the same order as the sigmoid's")
 
+        # The default prompt goes in front of the query and of a pair's
+        # first text, as if the client had sent it.
+        check(info["cross_prompt"].default_prompt == PROMPT and
+              info["cross_st54"].default_prompt == "", "ModelInfo default_prompt")
+        got = stub.Tokenize(pb.TokenizeRequest(model="cross_prompt", texts=["the fox"],
+                                               text_pairs=["at night"])).tokenizations[0]
+        want = stub.Tokenize(pb.TokenizeRequest(model="cross_st54", texts=[PROMPT + "the fox"],
+                                                text_pairs=["at night"])).tokenizations[0]
+        check(list(got.ids) == list(want.ids), f"Tokenize with the prompt: {list(got.ids)}")
+        got = stub.Tokenize(pb.TokenizeRequest(model="cross_prompt", texts=["the fox"]))
+        want = stub.Tokenize(pb.TokenizeRequest(model="cross_st54", texts=[PROMPT + "the fox"]))
+        check(list(got.tokenizations[0].ids) == list(want.tokenizations[0].ids),
+              "Tokenize of a single text with the prompt")
+        got = stub.Rerank(pb.RerankRequest(model="cross_prompt", query=QUERY, texts=TEXTS,
+                                           truncate=True))
+        want = stub.Rerank(pb.RerankRequest(model="cross_st54", query=PROMPT + QUERY,
+                                            texts=TEXTS, truncate=True))
+        alone = stub.Rerank(pb.RerankRequest(model="cross_st54", query=QUERY, texts=TEXTS,
+                                             truncate=True))
+        by_index = {r.index: r.score for r in want.results}
+        check(all(abs(r.score - by_index[r.index]) <= 1e-5 for r in got.results),
+              f"Rerank with the prompt: {[(r.index, r.score) for r in got.results]} vs "
+              f"{sorted(by_index.items())}")
+        check(any(abs(a.score - b.score) > 1e-4 for a, b in zip(
+            sorted(got.results, key=lambda r: r.index),
+            sorted(alone.results, key=lambda r: r.index))), "the prompt changes the scores")
+        code, details = code_of(lambda: stub.Tokenize(pb.TokenizeRequest(
+            model="cross_prompt", texts=[""])))
+        check(code == grpc.StatusCode.INVALID_ARGUMENT and "texts[0] is empty" in details,
+              f"an empty text is refused as sent, not as prompted: {code} {details!r}")
+
         # A pair classifier with the RoBERTa template, against PyTorch.
         firsts, seconds = TEXTS[:4], list(reversed(TEXTS[:4]))
         cls = stub.Classify(pb.ClassifyRequest(model="xlmr", texts=firsts, text_pairs=seconds,
@@ -297,8 +337,9 @@ def main():
         ]:
             code, details = code_of(call)
             check(code == want_code and part in details, f"{what}: {code} {details!r}")
-        # Two calls on "cross", one on each of its copies (and cross_st54).
-        rerank_ok = 2 + len(CROSS_ACTIVATIONS) + 1
+        # Two calls on "cross", one on each of its copies, three on
+        # cross_st54 and cross_prompt.
+        rerank_ok = 2 + len(CROSS_ACTIVATIONS) + 1 + 3
         check(daemon.metric("encoderd_requests_total",
                             {"rpc": "Rerank", "code": "OK"}) == rerank_ok,
               "Rerank counted in encoderd_requests_total")

@@ -292,6 +292,30 @@ TEST(ModelDirectoryTest, ACrossEncoderOfSentenceTransformers54Loads) {
   ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
   EXPECT_EQ(bundle->config.max_tokens, 24);
 
+  // CrossEncoder's own default, not the pipeline's: the sigmoid of one
+  // output even where config.json says regression ...
+  config.erase("sentence_transformers");
+  config["problem_type"] = "regression";
+  std::ofstream(dir / "config.json") << config.dump();
+  bundle = load("null");
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  EXPECT_STREQ(HeadOutputName(bundle->config.head_output()), "sigmoid");
+  // ... and for a head of more outputs, their raw logits (the pipeline's
+  // softmax in a plain folder), or the activation named, on each.
+  const auto multi = CopiedFixture("hf_bert_legacy", "cross_encoder_st54_labels");
+  for (const char* name : {"modules.json", "sentence_bert_config.json"})
+    fs::copy_file(dir / name, multi.first / name, fs::copy_options::overwrite_existing);
+  for (const auto& [activation, scores] :
+       {std::pair<std::string, std::string>{"null", "logits"},
+        {R"("torch.nn.modules.activation.Sigmoid")", "sigmoid"}}) {
+    std::ofstream(multi.first / "config_sentence_transformers.json")
+        << R"({"model_type": "CrossEncoder", "activation_fn": )" << activation << "}";
+    auto labels = server::LoadModelDirectory(multi.first.string());
+    ASSERT_TRUE(labels.ok()) << labels.status().ToString();
+    ASSERT_GT(labels->config.num_labels, 1);
+    EXPECT_EQ(HeadOutputName(labels->config.head_output()), scores) << activation;
+  }
+
   // The same files over an embedding model's checkpoint.
   const auto embedder = CopiedFixture("hf_roberta_safetensors", "cross_encoder_st54_no_head");
   for (const char* name :

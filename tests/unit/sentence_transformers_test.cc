@@ -119,6 +119,22 @@ TEST_F(SentenceTransformersTest, ReadsDenseModulesAndRefusesOtherActivations) {
       << Error();
   Write("2_Dense/config.json", R"({"out_features": 32})");
   EXPECT_NE(Error().find("in_features must be a positive integer"), std::string::npos) << Error();
+  // 5.4+'s keys: a Dense over the pooled sentence_embedding is served; over
+  // the token embeddings, or added back to its input (6.0), it is refused.
+  Write("2_Dense/config.json", R"({"in_features": 64, "out_features": 32,
+      "module_input_name": "sentence_embedding", "module_output_name": null,
+      "use_residual": false})");
+  EXPECT_EQ(Error(), "ok");
+  Write("2_Dense/config.json", R"({"in_features": 64, "out_features": 32,
+      "module_input_name": "token_embeddings"})");
+  EXPECT_NE(Error().find("a Dense module over \"token_embeddings\" is not supported"),
+            std::string::npos)
+      << Error();
+  Write("2_Dense/config.json", R"({"in_features": 64, "out_features": 32,
+      "module_output_name": "scores"})");
+  EXPECT_NE(Error().find("a Dense module over \"scores\""), std::string::npos) << Error();
+  Write("2_Dense/config.json", R"({"in_features": 64, "out_features": 32, "use_residual": true})");
+  EXPECT_NE(Error().find("use_residual true is not supported"), std::string::npos) << Error();
 }
 
 // Every pooling mode of sentence-transformers 2.x maps to its Pooling.
@@ -182,8 +198,15 @@ TEST_F(SentenceTransformersTest, RefusesPoolingItCannotDo) {
   EXPECT_NE(Error().find("pooling_mode_mean_tokens must be true or false, got 1"),
             std::string::npos)
       << Error();
-  Pooling(R"("pooling_mode_mean_tokens": false)");
-  EXPECT_NE(Error().find("no pooling_mode_* is true"), std::string::npos) << Error();
+  // No mode on: sentence-transformers pools by mean (until 2026-12-04
+  // encoderd refused: "no pooling_mode_* is true").
+  for (const char* modes : {R"("pooling_mode_mean_tokens": false, "pooling_mode_cls_token": false)",
+                            R"("embedding_dimension": 64)"}) {
+    Pooling(modes);
+    auto layout = ReadSentenceTransformers(dir_.string());
+    ASSERT_TRUE(layout.ok()) << modes << ": " << layout.status().ToString();
+    EXPECT_EQ((*layout)->pooling.value_or(encoderd::Pooling::kCls), encoderd::Pooling::kMean);
+  }
   Pooling(R"("pooling_mode_mean_tokens": true, "include_prompt": false)");
   EXPECT_NE(Error().find("include_prompt = false"), std::string::npos) << Error();
   Pooling(R"("pooling_mode_mean_tokens": true)");
@@ -220,6 +243,18 @@ TEST_F(SentenceTransformersTest, TakesTheTokenizersLimitWhereTheConfigGivesNone)
   EXPECT_EQ(limit(), std::nullopt);
   Write("tokenizer_config.json", R"({"model_max_length": 1e30})");
   EXPECT_EQ(limit(), std::nullopt);
+  Write("tokenizer_config.json", R"({"model_max_length": 18446744073709551615})");
+  EXPECT_EQ(limit(), std::nullopt);
+  Write("tokenizer_config.json", R"({"model_max_length": 256.0})");  // a whole number
+  EXPECT_EQ(limit(), 256);
+  Write("tokenizer_config.json", R"({"model_max_length": 1e18})");  // past any position table
+  EXPECT_EQ(limit(), int64_t{1000000000000000000});
+  Write("tokenizer_config.json", R"({"model_max_length": 0.5})");
+  EXPECT_NE(Error().find("model_max_length must be a positive integer, got 0.5"), std::string::npos)
+      << Error();
+  Write("tokenizer_config.json", "[512]");
+  EXPECT_NE(Error().find("tokenizer_config.json: expected a JSON object"), std::string::npos)
+      << Error();
   Write("tokenizer_config.json", R"({"model_max_length": "512"})");
   EXPECT_NE(Error().find("tokenizer_config.json: model_max_length must be a positive integer"),
             std::string::npos)
@@ -266,11 +301,27 @@ TEST_F(SentenceTransformersTest, ReadsACrossEncoderOfOneTransformerModule) {
   ASSERT_TRUE(layout.ok()) << layout.status().ToString();
   EXPECT_TRUE((*layout)->cross_encoder);
   EXPECT_EQ((*layout)->activation_fn, "");
-  // Without config_sentence_transformers.json the task says it.
-  fs::remove(dir_ / "config_sentence_transformers.json");
+  // Without config_sentence_transformers.json, or its model_type, the task
+  // says it.
+  for (const bool file : {true, false}) {
+    if (file) {
+      Write("config_sentence_transformers.json", R"({"prompts": {}})");
+    } else {
+      fs::remove(dir_ / "config_sentence_transformers.json");
+    }
+    layout = ReadSentenceTransformers(dir_.string());
+    ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+    EXPECT_TRUE((*layout)->cross_encoder);
+  }
+  // In a subfolder too.
+  Modules(R"({"idx": 0, "path": "0_Transformer",
+              "type": "sentence_transformers.base.modules.transformer.Transformer"})");
+  Write("0_Transformer/sentence_bert_config.json", kClassifierTask);
   layout = ReadSentenceTransformers(dir_.string());
   ASSERT_TRUE(layout.ok()) << layout.status().ToString();
   EXPECT_TRUE((*layout)->cross_encoder);
+  EXPECT_EQ((*layout)->transformer_dir, (dir_ / "0_Transformer").string());
+  Modules(kTransformer54);
   // An embedding model of 5.4+ (feature-extraction) still needs its Pooling.
   Write("sentence_bert_config.json", R"({"transformer_task": "feature-extraction"})");
   EXPECT_NE(Error().find("needs a Transformer and a Pooling module"), std::string::npos) << Error();
@@ -312,29 +363,57 @@ TEST_F(SentenceTransformersTest, RefusesCrossEncodersItCannotServe) {
   EXPECT_NE(Error().find("config_sentence_transformers.json: expected a JSON object"),
             std::string::npos)
       << Error();
+  // What the Transformer would do beyond its forward over text.
+  Write("config_sentence_transformers.json", R"({"model_type": "CrossEncoder"})");
+  const std::pair<const char*, const char*> transformer_cases[] = {
+      {R"({"transformer_task": "sequence-classification",
+           "processing_kwargs": {"text": {"max_length": 64}}})",
+       "processing_kwargs {\"text\":{\"max_length\":64}} is not supported"},
+      {R"({"transformer_task": "sequence-classification", "processing_kwargs": {}})", "ok"},
+      {R"({"transformer_task": "sequence-classification",
+           "modality_config": {"image": {"method": "forward"}}})",
+       "modality_config {\"image\""},
+      {R"({"transformer_task": "sequence-classification",
+           "modality_config": {"text": {"method": "get_text_features"}}})",
+       "is not supported (text read by the model's forward)"},
+      {R"({"transformer_task": "sequence-classification", "query_length": 32})",
+       "query_length (a multi-vector model's) is not supported"},
+      {R"({"transformer_task": "sequence-classification", "max_seq_length": 1e40})", "ok"},
+      {R"({"transformer_task": "sequence-classification", "max_seq_length": -3})",
+       "max_seq_length must be a positive integer, got -3"}};
+  for (const auto& [config, says] : transformer_cases) {
+    Write("sentence_bert_config.json", config);
+    EXPECT_NE(Error().find(says), std::string::npos) << config << ": " << Error();
+  }
 }
 
-// sentence-transformers prepends a default prompt to every text; encoderd
-// does not, so a folder that names one is refused rather than served with
-// other vectors and scores than its library gives. An empty prompt (what
-// CrossEncoders save) changes nothing and loads.
-TEST_F(SentenceTransformersTest, RefusesADefaultPrompt) {
+// sentence-transformers (3.0+) prepends the prompt config_sentence_transformers.json's
+// default_prompt_name names to every text; encoderd does too. A null or empty
+// prompt is none; a name that is not a key of prompts is an error.
+TEST_F(SentenceTransformersTest, ReadsTheDefaultPrompt) {
   Modules(std::string(kTransformer) + "," + kPooling);
   Pooling(R"("pooling_mode_mean_tokens": true)");
-  const std::pair<const char*, const char*> cases[] = {
-      {R"({"prompts": {"query": "query: "}, "default_prompt_name": null})", "ok"},
-      {R"({"prompts": {"query": ""}, "default_prompt_name": "query"})", "ok"},
-      {R"({"prompts": {"query": null}, "default_prompt_name": "query"})", "ok"},
-      {R"({"prompts": {"query": "query: "}, "default_prompt_name": "query"})",
-       "default_prompt_name \"query\" prepends a prompt to every text"},
-      {R"({"prompts": {}, "default_prompt_name": "query"})",
-       "default_prompt_name \"query\" is not a key of prompts"},
-      {R"({"prompts": {"query": 1}, "default_prompt_name": "query"})",
-       "prompts[\"query\"] must be a string"},
-      {R"({"default_prompt_name": 3})", "default_prompt_name must be a string"}};
-  for (const auto& [config, says] : cases) {
-    Write("config_sentence_transformers.json", config);
-    EXPECT_NE(Error().find(says), std::string::npos) << config << ": " << Error();
+  const struct {
+    const char* config;
+    const char* says;  // "ok" or the error
+    const char* prompt;
+  } cases[] = {{R"({"prompts": {"query": "query: "}, "default_prompt_name": null})", "ok", ""},
+               {R"({"prompts": {"query": ""}, "default_prompt_name": "query"})", "ok", ""},
+               {R"({"prompts": {"query": null}, "default_prompt_name": "query"})", "ok", ""},
+               {R"({"prompts": {"query": "query: ", "passage": "passage: "},
+           "default_prompt_name": "query"})",
+                "ok", "query: "},
+               {R"({"prompts": {}, "default_prompt_name": "query"})",
+                "default_prompt_name \"query\" is not a key of prompts", ""},
+               {R"({"prompts": {"query": 1}, "default_prompt_name": "query"})",
+                "prompts[\"query\"] must be a string", ""},
+               {R"({"default_prompt_name": 3})", "default_prompt_name must be a string", ""}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.config);
+    Write("config_sentence_transformers.json", c.config);
+    EXPECT_NE(Error().find(c.says), std::string::npos) << Error();
+    auto layout = ReadSentenceTransformers(dir_.string());
+    if (layout.ok()) EXPECT_EQ((*layout)->default_prompt, c.prompt);
   }
 }
 
@@ -367,6 +446,31 @@ TEST(SentenceTransformersServingTest, EncodeServesTheFolderDefaults) {
   ASSERT_EQ(served.size(), mean.size());
   for (size_t i = 0; i < served.size(); ++i) EXPECT_NEAR(served[i], mean[i], 1e-6);  // mean pooling
   EXPECT_GT(std::fabs(cls[0] - mean[0]) + std::fabs(cls[1] - mean[1]), 1e-4);        // cls differs
+}
+
+// A folder's default prompt goes in front of every text: its embedding of
+// "hello world" is the plain folder's of "query: hello world". (Until
+// 2026-12-04 the prompt was not read: the text went in alone.)
+TEST(SentenceTransformersServingTest, EncodePutsTheDefaultPromptInFront) {
+  const std::string plain = testing::ModelsDir() + "/hf_st_mean_normalize";
+  const fs::path prompted = fs::temp_directory_path() / "st_default_prompt";
+  fs::remove_all(prompted);
+  fs::copy(plain, prompted, fs::copy_options::recursive);
+  std::ofstream(prompted / "config_sentence_transformers.json")
+      << R"({"prompts": {"query": "query: ", "passage": ""}, "default_prompt_name": "query"})";
+  auto run = [](const std::string& dir, const std::string& text) {
+    std::ostringstream out, err;
+    EXPECT_EQ(RunEncodeCommand({dir, "--text", text, "--json"}, out, err), 0) << err.str();
+    return nlohmann::json::parse(out.str())["results"][0]["embedding"].get<std::vector<double>>();
+  };
+  const std::vector<double> got = run(prompted.string(), "hello world");
+  const std::vector<double> want = run(plain, "query: hello world");
+  const std::vector<double> alone = run(plain, "hello world");
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+  double differs = 0;
+  for (size_t i = 0; i < got.size(); ++i) differs += std::fabs(got[i] - alone[i]);
+  EXPECT_GT(differs, 1e-3);
 }
 
 // A Dense module whose weights disagree with its config.json is refused at
