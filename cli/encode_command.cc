@@ -11,6 +11,7 @@
 #include "engine/runtime/encoder.h"
 #include "engine/runtime/packed_batch.h"
 #include "server/config/model_card_yaml.h"
+#include "server/core/request_validation.h"
 
 namespace encoderd::server {
 namespace {
@@ -108,7 +109,9 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
   PackedBatchBuilder builder(config.position_rule, static_cast<int32_t>(config.pad_token_id));
   std::vector<int64_t> token_counts;
   for (size_t i = 0; i < a.texts.size(); ++i) {
-    // The folder's default prompt goes in front, as the server puts it.
+    // Checked as given (as the server checks a text); the folder's default
+    // prompt goes in front after, as the server puts it.
+    if (Status text = CheckText(a.texts[i], i, "--text"); !text.ok()) return Fail(err, text);
     auto encoding = bundle->tokenizer->Encode(bundle->default_prompt + a.texts[i],
                                               config.max_tokens, a.truncate);
     if (!encoding.ok())

@@ -223,15 +223,17 @@ Status ReadSentenceBertConfig(const std::string& path, SentenceTransformersLayou
       it != json->end() && !it->is_null() && !(it->is_object() && it->empty())) {
     return InvalidArgument(path + ": processing_kwargs " + it->dump() + " is not supported");
   }
+  // Only text, read by the model's forward into the task's output (5.4
+  // adds a "message" entry, read through the tokenizer's chat template,
+  // where the tokenizer has one).
   if (const auto it = json->find("modality_config"); it != json->end() && !it->is_null()) {
-    bool forward = false;
-    if (it->is_object() && it->contains("text")) {
-      const Json& text = it->at("text");
-      forward = text.is_object() && text.contains("method") && text.at("method") == "forward";
-    }
-    if (!forward) {
-      return InvalidArgument(path + ": modality_config " + it->dump() +
-                             " is not supported (text read by the model's forward)");
+    const std::string output = task.value_or("feature-extraction") == "feature-extraction"
+                                   ? "last_hidden_state"
+                                   : "logits";
+    const Json plain = {{"text", {{"method", "forward"}, {"method_output_name", output}}}};
+    if (*it != plain) {
+      return InvalidArgument(path + ": modality_config " + it->dump() + " is not supported (" +
+                             plain.dump() + ")");
     }
   }
   for (const char* key : {"query_length", "document_length", "query_expansion"}) {
@@ -266,13 +268,21 @@ Status ReadModelConfig(const std::string& path, SentenceTransformersLayout* layo
                    OptionalString(*json, path, "default_prompt_name"));
   if (!name) return Status::Ok();
   const auto prompts = json->find("prompts");
-  if (prompts == json->end() || !prompts->is_object() || !prompts->contains(*name)) {
+  const bool listed = prompts != json->end() && prompts->is_object() && prompts->contains(*name);
+  // 5.0+'s SentenceTransformer starts from empty "query" and "document"
+  // prompts, so naming one the file leaves out is no prompt.
+  if (!listed && !layout->cross_encoder && (*name == "query" || *name == "document"))
+    return Status::Ok();
+  if (!listed) {
     return InvalidArgument(path + ": default_prompt_name \"" + *name +
                            "\" is not a key of prompts");
   }
   const Json& prompt = prompts->at(*name);
   if (!prompt.is_null() && !prompt.is_string()) {
     return InvalidArgument(path + ": prompts[\"" + *name + "\"] must be a string");
+  }
+  if (prompt.is_string() && prompt.get<std::string>().find('\0') != std::string::npos) {
+    return InvalidArgument(path + ": prompts[\"" + *name + "\"] contains a NUL byte");
   }
   if (prompt.is_string() && !prompt.get<std::string>().empty()) {
     layout->default_prompt = prompt.get<std::string>();

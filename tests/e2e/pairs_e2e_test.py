@@ -262,6 +262,13 @@ def main():
         check(any(abs(a.score - b.score) > 1e-4 for a, b in zip(
             sorted(got.results, key=lambda r: r.index),
             sorted(alone.results, key=lambda r: r.index))), "the prompt changes the scores")
+        got = stub.Classify(pb.ClassifyRequest(model="cross_prompt", texts=[QUERY],
+                                               text_pairs=[TEXTS[0]], truncate=True))
+        want = stub.Classify(pb.ClassifyRequest(model="cross_st54", texts=[PROMPT + QUERY],
+                                                text_pairs=[TEXTS[0]], truncate=True))
+        check(abs(got.results[0].scores[0] - want.results[0].scores[0]) <= 1e-5,
+              f"Classify with the prompt: {list(got.results[0].scores)} vs "
+              f"{list(want.results[0].scores)}")
         code, details = code_of(lambda: stub.Tokenize(pb.TokenizeRequest(
             model="cross_prompt", texts=[""])))
         check(code == grpc.StatusCode.INVALID_ARGUMENT and "texts[0] is empty" in details,

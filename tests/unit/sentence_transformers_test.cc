@@ -359,6 +359,12 @@ TEST_F(SentenceTransformersTest, RefusesCrossEncodersItCannotServe) {
   EXPECT_NE(Error().find("activation_fn must be a string"), std::string::npos) << Error();
   Write("config_sentence_transformers.json", R"({"model_type": "CrossEncoder"})");
   EXPECT_EQ(Error(), "ok");
+  // A CrossEncoder has no prompts it starts from.
+  Write("config_sentence_transformers.json",
+        R"({"model_type": "CrossEncoder", "prompts": {}, "default_prompt_name": "query"})");
+  EXPECT_NE(Error().find("default_prompt_name \"query\" is not a key of prompts"),
+            std::string::npos)
+      << Error();
   Write("config_sentence_transformers.json", "[1]");
   EXPECT_NE(Error().find("config_sentence_transformers.json: expected a JSON object"),
             std::string::npos)
@@ -375,7 +381,12 @@ TEST_F(SentenceTransformersTest, RefusesCrossEncodersItCannotServe) {
        "modality_config {\"image\""},
       {R"({"transformer_task": "sequence-classification",
            "modality_config": {"text": {"method": "get_text_features"}}})",
-       "is not supported (text read by the model's forward)"},
+       R"(is not supported ({"text":{"method":"forward","method_output_name":"logits"}}))"},
+      // 5.4 adds "message" where the tokenizer has a chat template.
+      {R"({"transformer_task": "sequence-classification",
+           "modality_config": {"text": {"method": "forward", "method_output_name": "logits"},
+                               "message": {"method": "forward", "method_output_name": "logits"}}})",
+       "modality_config {\"message\""},
       {R"({"transformer_task": "sequence-classification", "query_length": 32})",
        "query_length (a multi-vector model's) is not supported"},
       {R"({"transformer_task": "sequence-classification", "max_seq_length": 1e40})", "ok"},
@@ -389,7 +400,8 @@ TEST_F(SentenceTransformersTest, RefusesCrossEncodersItCannotServe) {
 
 // sentence-transformers (3.0+) prepends the prompt config_sentence_transformers.json's
 // default_prompt_name names to every text; encoderd does too. A null or empty
-// prompt is none; a name that is not a key of prompts is an error.
+// prompt is none; a name that is not a key of prompts is an error (but
+// "query" and "document", which 5.0+ starts from empty, are no prompt).
 TEST_F(SentenceTransformersTest, ReadsTheDefaultPrompt) {
   Modules(std::string(kTransformer) + "," + kPooling);
   Pooling(R"("pooling_mode_mean_tokens": true)");
@@ -403,8 +415,12 @@ TEST_F(SentenceTransformersTest, ReadsTheDefaultPrompt) {
                {R"({"prompts": {"query": "query: ", "passage": "passage: "},
            "default_prompt_name": "query"})",
                 "ok", "query: "},
-               {R"({"prompts": {}, "default_prompt_name": "query"})",
-                "default_prompt_name \"query\" is not a key of prompts", ""},
+               // 5.0+ starts from empty "query" and "document" prompts.
+               {R"({"prompts": {}, "default_prompt_name": "query"})", "ok", ""},
+               {R"({"prompts": {}, "default_prompt_name": "passage"})",
+                "default_prompt_name \"passage\" is not a key of prompts", ""},
+               {R"({"prompts": {"q": "a\u0000b"}, "default_prompt_name": "q"})",
+                "prompts[\"q\"] contains a NUL byte", ""},
                {R"({"prompts": {"query": 1}, "default_prompt_name": "query"})",
                 "prompts[\"query\"] must be a string", ""},
                {R"({"default_prompt_name": 3})", "default_prompt_name must be a string", ""}};
