@@ -19,9 +19,11 @@ namespace {
 constexpr char kUsage[] =
     "usage: encoderd encode MODEL_DIR --text TEXT [--text TEXT ...]\n"
     "         [--pooling cls|mean|max|mean_sqrt_len|weighted_mean|last_token]\n"
-    "         [--normalize] [--device cpu|cuda]\n"
+    "         [--normalize] [--prompt-name NAME] [--device cpu|cuda]\n"
     "         [--dtype fp32|fp16|bf16|int8] [--threads N] [--no-truncate] [--json]\n"
-    "--dtype defaults to fp32 on cpu and fp16 on cuda.\n"
+    "--dtype defaults to fp32 on cpu and fp16 on cuda. --prompt-name: one of the\n"
+    "folder's prompts (encoderd inspect lists them) before each text; without\n"
+    "it, the default prompt where the folder has one.\n"
     "Prints label probabilities when the model has a classification head and no\n"
     "--pooling is given, otherwise one pooled embedding per text.\n";
 
@@ -30,6 +32,7 @@ struct EncodeArgs {
   std::vector<std::string> texts;
   std::optional<Pooling> pooling;
   bool normalize = false;
+  std::string prompt_name;
   Device device = Device::kCpu;
   std::optional<DType> dtype;  // unset: the device's default
   int threads = 0;
@@ -42,6 +45,7 @@ std::string Parse(const std::vector<std::string>& args, EncodeArgs* out) {
   Flags flags;
   flags.Positional("MODEL_DIR", &out->model_dir);
   flags.Strings("--text", &out->texts);
+  flags.String("--prompt-name", &out->prompt_name);
   flags.Value("--pooling", "cls, mean, max, mean_sqrt_len, weighted_mean, last_token",
               [out](const std::string& v) {
                 out->pooling = ParsePooling(v);
@@ -96,6 +100,9 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
     return Fail(err, FailedPrecondition(a.model_dir + " has no tokenizer"));
   }
   const EncoderConfig& config = bundle->config;
+  const auto prompt =
+      PromptNamed(bundle->prompts, bundle->default_prompt, a.prompt_name, a.model_dir);
+  if (!prompt.ok()) return Fail(err, prompt.status());
   EncoderOptions options;
   options.device = a.device;
   options.dtype = a.dtype.value_or(a.device == Device::kCuda ? DType::kFloat16 : DType::kFloat32);
@@ -109,11 +116,11 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
   PackedBatchBuilder builder(config.position_rule, static_cast<int32_t>(config.pad_token_id));
   std::vector<int64_t> token_counts;
   for (size_t i = 0; i < a.texts.size(); ++i) {
-    // Checked as given (as the server checks a text); the folder's default
-    // prompt goes in front after, as the server puts it.
+    // Checked as given (as the server checks a text); the prompt goes in
+    // front after, as the server puts it.
     if (Status text = CheckText(a.texts[i], i, "--text"); !text.ok()) return Fail(err, text);
-    auto encoding = bundle->tokenizer->Encode(bundle->default_prompt + a.texts[i],
-                                              config.max_tokens, a.truncate);
+    auto encoding =
+        bundle->tokenizer->Encode(std::string(*prompt) + a.texts[i], config.max_tokens, a.truncate);
     if (!encoding.ok())
       return Fail(err, encoding.status().WithContext("text " + std::to_string(i)));
     token_counts.push_back(static_cast<int64_t>(encoding->ids.size()));

@@ -95,7 +95,9 @@ Json DescribeModelJson(const ModelBundle& bundle) {
        bundle.tokenizer_note.empty() ? Json(nullptr) : Json(bundle.tokenizer_note)},
       {"head_note", bundle.head_note.empty() ? Json(nullptr) : Json(bundle.head_note)},
       {"sentence_transformers_modules", bundle.sentence_transformers_modules},
+      {"prompts", bundle.prompts},
       {"default_prompt", bundle.default_prompt},
+      {"default_prompt_name", bundle.default_prompt_name},
       {"text_pairs", bundle.config.reads_text_pairs(bundle.tokenizer != nullptr)},
       {"rerank", bundle.config.serves_rerank(bundle.tokenizer != nullptr)},
       {"checkpoint",
@@ -142,8 +144,13 @@ std::string DescribeModelText(const ModelBundle& bundle) {
     s << "sentence-transformers module: " << module << "\n";
   }
   if (!bundle.default_prompt.empty()) {
-    s << "default prompt:  " << Json(bundle.default_prompt).dump() << " before every text (from "
-      << bundle.default_prompt_source << ")\n";
+    s << "default prompt:  " << Json(bundle.default_prompt).dump()
+      << " before every text whose request names no prompt (from " << bundle.default_prompt_source
+      << ")\n";
+  }
+  for (const auto& [name, prompt] : bundle.prompts) {
+    s << "prompt:          " << Json(name).dump() << " = " << Json(prompt).dump()
+      << " (a request's prompt_name)\n";
   }
   if (c.num_labels > 0) {
     s << "head:            " << c.num_labels << " labels [" << Join(c.labels) << "], "

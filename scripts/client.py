@@ -42,6 +42,8 @@ def main() -> int:
     parser.add_argument("--pooling", choices=poolings, default="default")
     parser.add_argument("--pair", action="append", default=[],
                         help="classify/embed: the second text of each pair (once per text)")
+    parser.add_argument("--prompt-name", default="",
+                        help="one of the model's prompts (info lists them); default: its default")
     parser.add_argument("command", choices=["classify", "embed", "info", "rerank"],
                         help="rerank: the first text is the query, the others are scored")
     parser.add_argument("texts", nargs="*")
@@ -56,12 +58,14 @@ def main() -> int:
             if len(args.texts) < 2:
                 sys.exit("client.py rerank: give a query and at least one text")
             reply = stub.Rerank(pb.RerankRequest(query=args.texts[0], texts=args.texts[1:],
-                                                 model=args.model, truncate=True), timeout=10)
+                                                 model=args.model, truncate=True,
+                                                 prompt_name=args.prompt_name), timeout=10)
             for r in reply.results:
                 print(f"{r.score:.4f}  {args.texts[1 + r.index]!r}")
         elif args.command == "classify":
             reply = stub.Classify(pb.ClassifyRequest(texts=args.texts, text_pairs=args.pair,
-                                                     model=args.model, truncate=True), timeout=10)
+                                                     model=args.model, truncate=True,
+                                                 prompt_name=args.prompt_name), timeout=10)
             labels = stub.ModelInfo(pb.ModelInfoRequest(model=reply.model), timeout=10).models[0].labels
             for text, result in zip(args.texts, reply.results):
                 top = sorted(zip(result.scores, labels), reverse=True)[:3]
@@ -69,7 +73,8 @@ def main() -> int:
         else:
             pooling = poolings.index(args.pooling)  # encoderd.v1.Pooling's values
             reply = stub.Embed(pb.EmbedRequest(texts=args.texts, text_pairs=args.pair, model=args.model,
-                                               truncate=True, pooling=pooling), timeout=10)
+                                               truncate=True, pooling=pooling,
+                                               prompt_name=args.prompt_name), timeout=10)
             for text, e in zip(args.texts, reply.embeddings):
                 print(f"{text!r}: [{', '.join(f'{v:.4f}' for v in e.values[:6])}, ...] ({len(e.values)} values)")
         t = reply.timing

@@ -456,7 +456,9 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   bundle.directory = folder;
   if (st) {
     bundle.sentence_transformers_modules = st->modules;
+    bundle.prompts = st->prompts;
     bundle.default_prompt = st->default_prompt;
+    bundle.default_prompt_name = st->default_prompt_name;
     if (!st->default_prompt.empty()) {
       bundle.default_prompt_source = folder + "/config_sentence_transformers.json prompts[\"" +
                                      st->default_prompt_name + "\"] (default_prompt_name)";

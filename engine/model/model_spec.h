@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -212,10 +213,15 @@ struct ModelBundle {
   // The modules of a sentence-transformers folder, one line each (empty for
   // other layouts).
   std::vector<std::string> sentence_transformers_modules;
-  // Prepended to every text before it is tokenized (a pair's first text,
-  // Rerank's query): a sentence-transformers folder's default prompt
-  // (config_sentence_transformers.json). Empty: none.
+  // A sentence-transformers folder's prompts by name
+  // (config_sentence_transformers.json), which a request may name to have
+  // that prompt prepended to each of its texts (a pair's first text,
+  // Rerank's query); empty for other layouts.
+  std::map<std::string, std::string> prompts;
+  // The prompt prepended where a request names none (default_prompt_name's);
+  // empty: none.
   std::string default_prompt;
+  std::string default_prompt_name;
   std::string default_prompt_source;  // where it came from, for inspect and logs
 };
 

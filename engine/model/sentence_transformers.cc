@@ -262,32 +262,36 @@ Status ReadModelConfig(const std::string& path, SentenceTransformersLayout* layo
   ASSIGN_OR_RETURN(const std::optional<std::string> activation,
                    OptionalString(*json, path, "activation_fn"));
   layout->activation_fn = activation.value_or("");
-  // A default prompt is prepended to every text, as sentence-transformers
-  // does where the caller names no other; a null one counts as "".
+  // The prompts a request may name (prompt_name), null ones as "". A
+  // SentenceTransformer (5.0+) starts from empty "query" and "document"
+  // prompts; a CrossEncoder from none.
+  if (!layout->cross_encoder) layout->prompts = {{"query", ""}, {"document", ""}};
+  if (const auto prompts = json->find("prompts"); prompts != json->end() && !prompts->is_null()) {
+    if (!prompts->is_object()) return InvalidArgument(path + ": prompts must be an object");
+    for (const auto& [name, prompt] : prompts->items()) {
+      if (!prompt.is_null() && !prompt.is_string()) {
+        return InvalidArgument(path + ": prompts[\"" + name + "\"] must be a string");
+      }
+      const std::string text = prompt.is_string() ? prompt.get<std::string>() : "";
+      if (text.find('\0') != std::string::npos) {
+        return InvalidArgument(path + ": prompts[\"" + name + "\"] contains a NUL byte");
+      }
+      layout->prompts[name] = text;
+    }
+  }
+  // The default prompt is prepended to every text whose request names no
+  // other, as sentence-transformers does where the caller names none; a
+  // null one counts as "".
   ASSIGN_OR_RETURN(const std::optional<std::string> name,
                    OptionalString(*json, path, "default_prompt_name"));
   if (!name) return Status::Ok();
-  const auto prompts = json->find("prompts");
-  const bool listed = prompts != json->end() && prompts->is_object() && prompts->contains(*name);
-  // 5.0+'s SentenceTransformer starts from empty "query" and "document"
-  // prompts, so naming one the file leaves out is no prompt.
-  if (!listed && !layout->cross_encoder && (*name == "query" || *name == "document"))
-    return Status::Ok();
-  if (!listed) {
+  const auto prompt = layout->prompts.find(*name);
+  if (prompt == layout->prompts.end()) {
     return InvalidArgument(path + ": default_prompt_name \"" + *name +
                            "\" is not a key of prompts");
   }
-  const Json& prompt = prompts->at(*name);
-  if (!prompt.is_null() && !prompt.is_string()) {
-    return InvalidArgument(path + ": prompts[\"" + *name + "\"] must be a string");
-  }
-  if (prompt.is_string() && prompt.get<std::string>().find('\0') != std::string::npos) {
-    return InvalidArgument(path + ": prompts[\"" + *name + "\"] contains a NUL byte");
-  }
-  if (prompt.is_string() && !prompt.get<std::string>().empty()) {
-    layout->default_prompt = prompt.get<std::string>();
-    layout->default_prompt_name = *name;
-  }
+  layout->default_prompt_name = *name;
+  layout->default_prompt = prompt->second;
   return Status::Ok();
 }
 

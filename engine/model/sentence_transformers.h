@@ -11,6 +11,7 @@
 // accepted: a folder with any other is refused with the module named.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,8 +32,14 @@ struct SentenceTransformersLayout {
   // config_sentence_transformers.json's activation_fn, where it names one
   // (a CrossEncoder's; sentence-transformers reads it before config.json's).
   std::string activation_fn;
-  // The prompt its default_prompt_name names: sentence-transformers
-  // prepends it to every text (a pair's first text, Rerank's query).
+  // config_sentence_transformers.json's prompts by name (null ones as
+  // ""), which a request may name; a SentenceTransformer's always has
+  // "query" and "document" (empty unless the file sets them), as
+  // sentence-transformers 5.0+ starts from those.
+  std::map<std::string, std::string> prompts;
+  // The prompt its default_prompt_name names, and that name (empty: none):
+  // sentence-transformers prepends it to every text whose call names no
+  // other prompt (a pair's first text, Rerank's query).
   std::string default_prompt;
   std::string default_prompt_name;
   bool normalize = false;

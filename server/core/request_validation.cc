@@ -68,14 +68,46 @@ Status CheckTexts(const std::vector<std::string>& texts, const RequestLimits& li
   return Status::Ok();
 }
 
+StatusOr<std::string_view> PromptNamed(const std::map<std::string, std::string>& prompts,
+                                       std::string_view default_prompt,
+                                       const std::string& prompt_name, const std::string& model) {
+  if (prompt_name.empty()) return default_prompt;
+  if (const auto it = prompts.find(prompt_name); it != prompts.end()) {
+    return std::string_view(it->second);
+  }
+  if (prompts.empty()) {
+    return InvalidArgument("prompt_name \"" + prompt_name + "\": " + model + " has no prompts");
+  }
+  std::string names;
+  for (const auto& entry : prompts) names += (names.empty() ? "\"" : ", \"") + entry.first + "\"";
+  return InvalidArgument("prompt_name \"" + prompt_name + "\" is not a prompt of " + model +
+                         " (its prompts: " + names + ")");
+}
+
+namespace {
+
+// `text` with `prompt` in front: the text itself where there is no prompt,
+// else `scratch` holding both.
+std::string_view Prompted(std::string_view prompt, const std::string& text, std::string* scratch) {
+  if (prompt.empty()) return text;
+  scratch->assign(prompt);
+  scratch->append(text);
+  return *scratch;
+}
+
+}  // namespace
+
 StatusOr<std::vector<Encoding>> TokenizeTexts(const Tokenizer& tokenizer,
                                               const std::vector<std::string>& texts,
-                                              const RequestLimits& limits, bool truncate) {
+                                              const RequestLimits& limits, bool truncate,
+                                              std::string_view prompt) {
   RETURN_IF_ERROR(CheckTexts(texts, limits));
   std::vector<Encoding> encodings;
   encodings.reserve(texts.size());
+  std::string scratch;
   for (size_t i = 0; i < texts.size(); ++i) {
-    auto encoding = tokenizer.Encode(texts[i], limits.max_tokens, truncate);
+    auto encoding =
+        tokenizer.Encode(Prompted(prompt, texts[i], &scratch), limits.max_tokens, truncate);
     if (!encoding.ok()) return encoding.status().WithContext(At("texts", i));
     encodings.push_back(std::move(encoding).value());
   }
@@ -86,10 +118,13 @@ StatusOr<std::vector<Encoding>> TokenizeQueryPairs(const Tokenizer& tokenizer,
                                                    PairTemplate pair_template,
                                                    const std::string& query,
                                                    const std::vector<std::string>& texts,
-                                                   const RequestLimits& limits, bool truncate) {
+                                                   const RequestLimits& limits, bool truncate,
+                                                   std::string_view prompt) {
   RETURN_IF_ERROR(CheckQuery(query));
   RETURN_IF_ERROR(CheckTexts(texts, limits));
-  auto query_side = EncodePairSide(tokenizer, pair_template, query, limits.max_tokens);
+  std::string scratch;
+  auto query_side = EncodePairSide(tokenizer, pair_template, Prompted(prompt, query, &scratch),
+                                   limits.max_tokens);
   if (!query_side.ok()) return query_side.status().WithContext("query");
   std::vector<Encoding> encodings;
   encodings.reserve(texts.size());
@@ -107,7 +142,8 @@ StatusOr<std::vector<Encoding>> TokenizeTextPairs(const Tokenizer& tokenizer,
                                                   PairTemplate pair_template,
                                                   const std::vector<std::string>& texts,
                                                   const std::vector<std::string>& pairs,
-                                                  const RequestLimits& limits, bool truncate) {
+                                                  const RequestLimits& limits, bool truncate,
+                                                  std::string_view prompt) {
   RETURN_IF_ERROR(CheckTexts(texts, limits));
   if (pairs.size() != texts.size()) {
     return InvalidArgument("the request has " + std::to_string(pairs.size()) + " text_pairs for " +
@@ -116,9 +152,10 @@ StatusOr<std::vector<Encoding>> TokenizeTextPairs(const Tokenizer& tokenizer,
   for (size_t i = 0; i < pairs.size(); ++i) RETURN_IF_ERROR(CheckText(pairs[i], i, "text_pairs"));
   std::vector<Encoding> encodings;
   encodings.reserve(texts.size());
+  std::string scratch;
   for (size_t i = 0; i < texts.size(); ++i) {
-    auto encoding =
-        EncodePair(tokenizer, pair_template, texts[i], pairs[i], limits.max_tokens, truncate);
+    auto encoding = EncodePair(tokenizer, pair_template, Prompted(prompt, texts[i], &scratch),
+                               pairs[i], limits.max_tokens, truncate);
     if (!encoding.ok()) return encoding.status().WithContext(At("texts", i));
     encodings.push_back(std::move(encoding).value());
   }

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/op_types.h"
@@ -42,13 +44,24 @@ Status CheckQuery(const std::string& query);
 // CheckCount, then CheckText on every text (the first bad one is reported).
 Status CheckTexts(const std::vector<std::string>& texts, const RequestLimits& limits);
 
+// The prompt a request's prompt_name names among a model's `prompts`
+// (ModelBundle::prompts); an empty name, `default_prompt`. INVALID_ARGUMENT
+// naming `model` and listing its prompts for a name that is not one.
+StatusOr<std::string_view> PromptNamed(const std::map<std::string, std::string>& prompts,
+                                       std::string_view default_prompt,
+                                       const std::string& prompt_name, const std::string& model);
+
 // CheckTexts, then tokenizes each text with max_tokens. truncate=false and a
 // text over max_tokens: INVALID_ARGUMENT "texts[i]: input is N tokens long,
 // more than the limit of M tokens". On success there is one encoding per
-// text, each of at most max_tokens ids.
+// text, each of at most max_tokens ids. A non-empty `prompt` goes in front
+// of each text once the texts as sent passed the checks (the three
+// functions here: a pair's first text, Rerank's query); the limit counts
+// its tokens.
 StatusOr<std::vector<Encoding>> TokenizeTexts(const Tokenizer& tokenizer,
                                               const std::vector<std::string>& texts,
-                                              const RequestLimits& limits, bool truncate);
+                                              const RequestLimits& limits, bool truncate,
+                                              std::string_view prompt = {});
 
 // Text pairs: `pairs` holds one second text per text (same count, each
 // checked as CheckText does, named "text_pairs[i]"); each pair is encoded
@@ -59,7 +72,8 @@ StatusOr<std::vector<Encoding>> TokenizeTextPairs(const Tokenizer& tokenizer,
                                                   PairTemplate pair_template,
                                                   const std::vector<std::string>& texts,
                                                   const std::vector<std::string>& pairs,
-                                                  const RequestLimits& limits, bool truncate);
+                                                  const RequestLimits& limits, bool truncate,
+                                                  std::string_view prompt = {});
 
 // Rerank's pairs (query, texts[i]): CheckQuery and CheckTexts, then the
 // query is tokenized once and joined to each text (JoinPair). Errors name
@@ -68,7 +82,8 @@ StatusOr<std::vector<Encoding>> TokenizeQueryPairs(const Tokenizer& tokenizer,
                                                    PairTemplate pair_template,
                                                    const std::string& query,
                                                    const std::vector<std::string>& texts,
-                                                   const RequestLimits& limits, bool truncate);
+                                                   const RequestLimits& limits, bool truncate,
+                                                   std::string_view prompt = {});
 
 // Pre-tokenised sequences: CheckCount, then each non-empty, at most max_tokens
 // ids, every id in [0, vocab_size).

@@ -46,7 +46,9 @@ ServedModel::ServedModel(ModelConfig config, ModelBundle bundle)
       tokenizer_note_(std::move(bundle.tokenizer_note)),
       head_note_(std::move(bundle.head_note)),
       pair_template_(bundle.pair_template),
-      default_prompt_(std::move(bundle.default_prompt)) {
+      prompts_(std::move(bundle.prompts)),
+      default_prompt_(std::move(bundle.default_prompt)),
+      default_prompt_name_(std::move(bundle.default_prompt_name)) {
   max_tokens_ = MaxTokens(config_, encoder_config_);
 }
 
@@ -164,32 +166,31 @@ RequestLimits ServedModel::limits() const {
   return {config_.max_client_batch_size, max_tokens_, encoder_config_.vocab_size};
 }
 
+StatusOr<std::string_view> ServedModel::Prompt(const std::string& prompt_name) const {
+  return PromptNamed(prompts_, default_prompt_, prompt_name, "model '" + config_.name + "'");
+}
+
 StatusOr<std::vector<Encoding>> ServedModel::Tokenize(const std::vector<std::string>& texts,
                                                       const std::vector<std::string>& pairs,
-                                                      bool truncate) const {
+                                                      bool truncate,
+                                                      const std::string& prompt_name) const {
   RETURN_IF_ERROR(pairs.empty() ? CheckHasTokenizer() : CheckReadsPairs());
-  // The client's texts are checked as sent; the prompt goes in front after.
-  std::vector<std::string> prompted;
-  if (!default_prompt_.empty()) {
-    RETURN_IF_ERROR(CheckTexts(texts, limits()));
-    prompted.reserve(texts.size());
-    for (const std::string& text : texts) prompted.push_back(default_prompt_ + text);
-  }
-  const std::vector<std::string>& firsts = default_prompt_.empty() ? texts : prompted;
-  if (pairs.empty()) return TokenizeTexts(*tokenizer_, firsts, limits(), truncate);
+  ASSIGN_OR_RETURN(const std::string_view prompt, Prompt(prompt_name));
+  if (pairs.empty()) return TokenizeTexts(*tokenizer_, texts, limits(), truncate, prompt);
   ASSIGN_OR_RETURN(
       std::vector<Encoding> encodings,
-      TokenizeTextPairs(*tokenizer_, *pair_template_, firsts, pairs, limits(), truncate));
+      TokenizeTextPairs(*tokenizer_, *pair_template_, texts, pairs, limits(), truncate, prompt));
   return AsModelReads(std::move(encodings));
 }
 
 StatusOr<std::vector<Encoding>> ServedModel::TokenizeQueryPairs(
-    const std::string& query, const std::vector<std::string>& texts, bool truncate) const {
+    const std::string& query, const std::vector<std::string>& texts, bool truncate,
+    const std::string& prompt_name) const {
   RETURN_IF_ERROR(CheckReadsPairs());
-  if (!default_prompt_.empty()) RETURN_IF_ERROR(CheckQuery(query));
+  ASSIGN_OR_RETURN(const std::string_view prompt, Prompt(prompt_name));
   ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
-                   server::TokenizeQueryPairs(*tokenizer_, *pair_template_, default_prompt_ + query,
-                                              texts, limits(), truncate));
+                   server::TokenizeQueryPairs(*tokenizer_, *pair_template_, query, texts, limits(),
+                                              truncate, prompt));
   return AsModelReads(std::move(encodings));
 }
 

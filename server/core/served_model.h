@@ -4,9 +4,11 @@
 // live in request_validation.h). Free of gRPC.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/model/model_spec.h"
@@ -44,22 +46,26 @@ class ServedModel {
   // (TokenizeTextPairs, the bundle's pair_template); FAILED_PRECONDITION for
   // a model that defines no pair format. A model without a token type table
   // (or with one row) gets type 0 everywhere: its encodings carry no types.
+  // The prompt `prompt_name` names (Prompt) goes in front of each text.
   StatusOr<std::vector<Encoding>> Tokenize(const std::vector<std::string>& texts,
-                                           const std::vector<std::string>& pairs,
-                                           bool truncate) const;
+                                           const std::vector<std::string>& pairs, bool truncate,
+                                           const std::string& prompt_name) const;
   // Rerank's pairs (query, texts[i]) (TokenizeQueryPairs), with the same
-  // rules as pairs in Tokenize.
-  // Both put the model's default prompt (ModelBundle::default_prompt) in
-  // front of each text, a pair's first text and the query, once the texts
-  // the client sent passed the checks.
+  // rules as pairs in Tokenize; the prompt goes in front of the query.
   StatusOr<std::vector<Encoding>> TokenizeQueryPairs(const std::string& query,
                                                      const std::vector<std::string>& texts,
-                                                     bool truncate) const;
+                                                     bool truncate,
+                                                     const std::string& prompt_name) const;
+  // The prompt a request's prompt_name names (PromptNamed over the model's
+  // prompts and default prompt).
+  StatusOr<std::string_view> Prompt(const std::string& prompt_name) const;
   // Whether the model reads text pairs: it has a tokenizer, and its family
   // defines how two texts are joined.
   bool reads_text_pairs() const { return encoder_config_.reads_text_pairs(tokenizer_ != nullptr); }
   bool serves_rerank() const { return encoder_config_.serves_rerank(tokenizer_ != nullptr); }
+  const std::map<std::string, std::string>& prompts() const { return prompts_; }
   const std::string& default_prompt() const { return default_prompt_; }
+  const std::string& default_prompt_name() const { return default_prompt_name_; }
   // Checks pre-tokenised sequences (ids in the vocabulary, within max_tokens).
   Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences) const;
 
@@ -80,7 +86,9 @@ class ServedModel {
   std::string tokenizer_note_;  // why a tokenizer file the directory has is not used
   std::string head_note_;       // why the checkpoint's task head is not served
   std::optional<PairTemplate> pair_template_;
+  std::map<std::string, std::string> prompts_;
   std::string default_prompt_;
+  std::string default_prompt_name_;
   int64_t max_tokens_ = 0;
   std::unique_ptr<DynamicBatcher> batcher_;
 };

@@ -183,14 +183,15 @@ Status TokenizeInto(Clock::time_point deadline, Call* call, ModelWork* work,
 }
 
 // Looks up the model and tokenizes `texts` (with `pairs`, when not empty:
-// one sequence per pair) into `work` (TokenizeInto).
+// one sequence per pair; the prompt `prompt_name` names in front) into
+// `work` (TokenizeInto).
 Status Prepare(const ModelRegistry& registry, const std::string& model_name, const Strings& texts,
-               const Strings& pairs, bool truncate, Clock::time_point deadline, Call* call,
-               ModelWork* work) {
+               const Strings& pairs, bool truncate, const std::string& prompt_name,
+               Clock::time_point deadline, Call* call, ModelWork* work) {
   ASSIGN_OR_RETURN(call->model, registry.Find(model_name));
   RETURN_IF_ERROR(CheckCounts(*call->model, texts.size(), pairs.size()));
   return TokenizeInto(deadline, call, work, [&] {
-    return call->model->Tokenize(ToTexts(texts), ToTexts(pairs), truncate);
+    return call->model->Tokenize(ToTexts(texts), ToTexts(pairs), truncate, prompt_name);
   });
 }
 
@@ -218,7 +219,7 @@ StatusOr<ModelWork> EmbedWork(const ModelRegistry& registry, const v1::EmbedRequ
   ASSIGN_OR_RETURN(const std::optional<Pooling> pooling, CheckPooling(request.pooling()));
   ModelWork work;
   RETURN_IF_ERROR(Prepare(registry, request.model(), request.texts(), request.text_pairs(),
-                          request.truncate(), deadline, &call, &work));
+                          request.truncate(), request.prompt_name(), deadline, &call, &work));
   const EncoderConfig& config = call.model->encoder_config();
   // A model whose folder normalizes (sentence-transformers' Normalize) always does.
   work.spec = {OutputKind::kEmbedding, pooling.value_or(config.default_pooling),
@@ -629,7 +630,7 @@ grpc::ServerUnaryReactor* EncoderService::Classify(grpc::CallbackServerContext* 
           Call& call) -> StatusOr<std::optional<ModelWork>> {
         ModelWork work;
         RETURN_IF_ERROR(Prepare(*registry_, r.model(), r.texts(), r.text_pairs(), r.truncate(),
-                                SteadyDeadline(context), &call, &work));
+                                r.prompt_name(), SteadyDeadline(context), &call, &work));
         const EncoderConfig& config = call.model->encoder_config();
         if (config.num_labels <= 0)
           return FailedPrecondition("model '" + call.model->config().name +
@@ -671,7 +672,7 @@ grpc::ServerUnaryReactor* EncoderService::Rerank(grpc::CallbackServerContext* co
         Texts texts = ToTexts(r.texts());
         ModelWork work;
         RETURN_IF_ERROR(TokenizeInto(SteadyDeadline(context), &call, &work, [&] {
-          return call.model->TokenizeQueryPairs(r.query(), texts, r.truncate());
+          return call.model->TokenizeQueryPairs(r.query(), texts, r.truncate(), r.prompt_name());
         }));
         if (!r.return_texts()) texts.clear();
         work.spec = {OutputKind::kClassification, Pooling::kCls, false};
@@ -708,6 +709,8 @@ grpc::ServerUnaryReactor* EncoderService::Encode(grpc::CallbackServerContext* co
         RETURN_IF_ERROR(CheckEncodeInputs(r.texts_size(), r.token_ids_size()));
         if (r.token_ids_size() > 0 && r.text_pairs_size() > 0)
           return InvalidArgument("text_pairs go with texts, not with token_ids");
+        if (r.token_ids_size() > 0 && !r.prompt_name().empty())
+          return InvalidArgument("prompt_name goes with texts, not with token_ids");
         ModelWork work;
         if (r.token_ids_size() > 0) {
           ASSIGN_OR_RETURN(call.model, registry_->Find(r.model()));
@@ -717,7 +720,7 @@ grpc::ServerUnaryReactor* EncoderService::Encode(grpc::CallbackServerContext* co
           RETURN_IF_ERROR(call.model->CheckTokenIds(work.sequences));
         } else {
           RETURN_IF_ERROR(Prepare(*registry_, r.model(), r.texts(), r.text_pairs(), r.truncate(),
-                                  SteadyDeadline(context), &call, &work));
+                                  r.prompt_name(), SteadyDeadline(context), &call, &work));
         }
         work.spec = {OutputKind::kHiddenStates, Pooling::kCls, false};
         const int32_t hidden = static_cast<int32_t>(call.model->encoder_config().hidden_size);
@@ -746,9 +749,9 @@ grpc::ServerUnaryReactor* EncoderService::Tokenize(grpc::CallbackServerContext* 
           Call& call) -> StatusOr<std::optional<ModelWork>> {
         ASSIGN_OR_RETURN(call.model, registry_->Find(r.model()));
         RETURN_IF_ERROR(CheckCounts(*call.model, r.texts_size(), r.text_pairs_size()));
-        ASSIGN_OR_RETURN(
-            std::vector<Encoding> encodings,
-            call.model->Tokenize(ToTexts(r.texts()), ToTexts(r.text_pairs()), r.truncate()));
+        ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
+                         call.model->Tokenize(ToTexts(r.texts()), ToTexts(r.text_pairs()),
+                                              r.truncate(), r.prompt_name()));
         for (const Encoding& e : encodings) {
           v1::Tokenization* t = out->add_tokenizations();
           t->mutable_ids()->Assign(e.ids.begin(), e.ids.end());
@@ -797,6 +800,8 @@ grpc::ServerUnaryReactor* EncoderService::ModelInfo(grpc::CallbackServerContext*
           info->set_rerank(m->serves_rerank());
           if (c.num_labels > 0) info->set_head_output(HeadOutputName(c.head_output()));
           info->set_default_prompt(m->default_prompt());
+          info->set_default_prompt_name(m->default_prompt_name());
+          info->mutable_prompts()->insert(m->prompts().begin(), m->prompts().end());
         }
         return std::optional<ModelWork>();
       });

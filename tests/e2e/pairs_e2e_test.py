@@ -41,6 +41,7 @@ CROSS_ACTIVATIONS = {"cross_logits": "torch.nn.modules.linear.Identity",
                      "cross_tanh": "torch.nn.modules.activation.Tanh"}
 QUERY = "how do foxes hunt"
 PROMPT = "question: "
+PASSAGE = "passage: "
 TEXTS = ["the quick brown fox jumps over the lazy dog", "foxes hunt mice at night",
          "a recipe for bread", "x", "the fox", "hunting " * 40]
 
@@ -147,7 +148,8 @@ def main():
     shutil.copytree(folder, prompted)
     (prompted / "config_sentence_transformers.json").write_text(json.dumps({
         "model_type": "CrossEncoder", "activation_fn": "torch.nn.modules.linear.Identity",
-        "prompts": {"query": PROMPT, "document": ""}, "default_prompt_name": "query"}))
+        "prompts": {"query": PROMPT, "document": "", "passage": PASSAGE},
+        "default_prompt_name": "query"}))
     directories["cross_prompt"] = str(prompted)
     serve_args = []
     for i, (name, directory) in enumerate(directories.items()):
@@ -273,6 +275,42 @@ def main():
             model="cross_prompt", texts=[""])))
         check(code == grpc.StatusCode.INVALID_ARGUMENT and "texts[0] is empty" in details,
               f"an empty text is refused as sent, not as prompted: {code} {details!r}")
+        # A request may name another of the model's prompts (prompt_name),
+        # an empty one included, in each RPC that takes texts.
+        check(dict(info["cross_prompt"].prompts) == {"query": PROMPT, "document": "",
+                                                     "passage": PASSAGE} and
+              info["cross_prompt"].default_prompt_name == "query" and
+              dict(info["cross"].prompts) == {}, f"ModelInfo prompts: {info['cross_prompt']}")
+        for name, prompt in (("passage", PASSAGE), ("document", ""), ("query", PROMPT)):
+            got = stub.Tokenize(pb.TokenizeRequest(model="cross_prompt", texts=["the fox"],
+                                                   text_pairs=["at night"], prompt_name=name))
+            want = stub.Tokenize(pb.TokenizeRequest(model="cross_st54",
+                                                    texts=[prompt + "the fox"],
+                                                    text_pairs=["at night"]))
+            check(list(got.tokenizations[0].ids) == list(want.tokenizations[0].ids),
+                  f"Tokenize with prompt_name {name}")
+        got = stub.Rerank(pb.RerankRequest(model="cross_prompt", query=QUERY, texts=TEXTS,
+                                           truncate=True, prompt_name="passage"))
+        want = stub.Rerank(pb.RerankRequest(model="cross_st54", query=PASSAGE + QUERY,
+                                            texts=TEXTS, truncate=True))
+        by_index = {r.index: r.score for r in want.results}
+        check(all(abs(r.score - by_index[r.index]) <= 1e-5 for r in got.results),
+              f"Rerank with prompt_name passage: {[(r.index, r.score) for r in got.results]} "
+              f"vs {sorted(by_index.items())}")
+        got = stub.Classify(pb.ClassifyRequest(model="cross_prompt", texts=[QUERY],
+                                               text_pairs=[TEXTS[0]], truncate=True,
+                                               prompt_name="document"))
+        want = stub.Classify(pb.ClassifyRequest(model="cross_st54", texts=[QUERY],
+                                                text_pairs=[TEXTS[0]], truncate=True))
+        check(abs(got.results[0].scores[0] - want.results[0].scores[0]) <= 1e-5,
+              "Classify with prompt_name document (empty): no prompt")
+        got = stub.Encode(pb.EncodeRequest(model="cross_prompt", texts=[QUERY],
+                                           prompt_name="passage"))
+        want = stub.Encode(pb.EncodeRequest(model="cross_st54", texts=[PASSAGE + QUERY]))
+        check(got.sequences[0].num_tokens == want.sequences[0].num_tokens and
+              max(abs(a - b) for a, b in zip(got.sequences[0].values,
+                                             want.sequences[0].values)) <= 1e-5,
+              "Encode with prompt_name passage")
 
         # A pair classifier with the RoBERTa template, against PyTorch.
         firsts, seconds = TEXTS[:4], list(reversed(TEXTS[:4]))
@@ -341,12 +379,24 @@ def main():
             ("pairs with token_ids", lambda: stub.Encode(pb.EncodeRequest(
                 model="cross", token_ids=[pb.TokenIds(ids=[1, 2])], text_pairs=["a"])),
              grpc.StatusCode.INVALID_ARGUMENT, "text_pairs go with texts"),
+            ("a prompt_name with token_ids", lambda: stub.Encode(pb.EncodeRequest(
+                model="cross_prompt", token_ids=[pb.TokenIds(ids=[1, 2])],
+                prompt_name="passage")),
+             grpc.StatusCode.INVALID_ARGUMENT, "prompt_name goes with texts, not with token_ids"),
+            ("an unknown prompt_name", lambda: stub.Rerank(pb.RerankRequest(
+                model="cross_prompt", query="q", texts=["a"], prompt_name="Passage")),
+             grpc.StatusCode.INVALID_ARGUMENT,
+             "prompt_name \"Passage\" is not a prompt of model 'cross_prompt' (its prompts: "
+             "\"document\", \"passage\", \"query\")"),
+            ("a prompt_name on a model without prompts", lambda: stub.Classify(
+                pb.ClassifyRequest(model="cross", texts=["a"], prompt_name="query")),
+             grpc.StatusCode.INVALID_ARGUMENT, "model 'cross' has no prompts"),
         ]:
             code, details = code_of(call)
             check(code == want_code and part in details, f"{what}: {code} {details!r}")
-        # Two calls on "cross", one on each of its copies, three on
+        # Two calls on "cross", one on each of its copies, five on
         # cross_st54 and cross_prompt.
-        rerank_ok = 2 + len(CROSS_ACTIVATIONS) + 1 + 3
+        rerank_ok = 2 + len(CROSS_ACTIVATIONS) + 1 + 5
         check(daemon.metric("encoderd_requests_total",
                             {"rpc": "Rerank", "code": "OK"}) == rerank_ok,
               "Rerank counted in encoderd_requests_total")

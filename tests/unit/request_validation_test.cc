@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,72 @@ TEST(RequestValidationTest, TokenizeTextsEnforcesMaxTokens) {
   EXPECT_GT((*cut)[1].untruncated_length, 16);
   // The checks run before any tokenization.
   ExpectInvalid(TokenizeTexts(*tokenizer, {"ok", ""}, kLimits, true).status(), "texts[1] is empty");
+}
+
+// A prompt goes in front of each text (a pair's first text, Rerank's query)
+// once the texts as sent passed the checks, and the limit counts its tokens.
+TEST(RequestValidationTest, ThePromptGoesInFrontOfEachText) {
+  auto tokenizer = LangidTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  const std::string prompt = "query: ";
+  auto got = TokenizeTexts(*tokenizer, {"the fox", "a dog"}, kLimits, true, prompt);
+  auto want = TokenizeTexts(*tokenizer, {prompt + "the fox", prompt + "a dog"}, kLimits, true);
+  ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ((*got)[i].ids, (*want)[i].ids) << i;
+  auto alone = TokenizeTexts(*tokenizer, {"the fox"}, kLimits, true);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_GT((*got)[0].ids.size(), (*alone)[0].ids.size());
+  // An empty text is refused as sent, not as prompted.
+  ExpectInvalid(TokenizeTexts(*tokenizer, {""}, kLimits, true, prompt).status(),
+                "texts[0] is empty");
+  // The prompt's tokens count toward max_tokens.
+  const RequestLimits tight{4, static_cast<int64_t>((*alone)[0].ids.size()), 100};
+  EXPECT_TRUE(TokenizeTexts(*tokenizer, {"the fox"}, tight, false).ok());
+  ExpectInvalid(TokenizeTexts(*tokenizer, {"the fox"}, tight, false, prompt).status(),
+                "more than the limit");
+  // Pairs: in front of the first text; Rerank: in front of the query.
+  auto pair = TokenizeTextPairs(*tokenizer, PairTemplate::kRoberta, {"the fox"}, {"a dog"}, kLimits,
+                                true, prompt);
+  auto pair_want = TokenizeTextPairs(*tokenizer, PairTemplate::kRoberta, {prompt + "the fox"},
+                                     {"a dog"}, kLimits, true);
+  ASSERT_TRUE(pair.ok() && pair_want.ok()) << pair.status().ToString();
+  EXPECT_EQ((*pair)[0].ids, (*pair_want)[0].ids);
+  auto rerank = TokenizeQueryPairs(*tokenizer, PairTemplate::kRoberta, "fox", {"a dog"}, kLimits,
+                                   true, prompt);
+  auto rerank_want = TokenizeQueryPairs(*tokenizer, PairTemplate::kRoberta, prompt + "fox",
+                                        {"a dog"}, kLimits, true);
+  ASSERT_TRUE(rerank.ok() && rerank_want.ok()) << rerank.status().ToString();
+  EXPECT_EQ((*rerank)[0].ids, (*rerank_want)[0].ids);
+  ExpectInvalid(
+      TokenizeQueryPairs(*tokenizer, PairTemplate::kRoberta, "", {"a"}, kLimits, true, prompt)
+          .status(),
+      "query is empty");
+}
+
+// prompt_name: empty is the default prompt; a name among the prompts is
+// that prompt (an empty one included); any other name is refused, listing
+// the names there are.
+TEST(RequestValidationTest, PromptNamedPicksAmongTheModelsPrompts) {
+  const std::map<std::string, std::string> prompts{
+      {"query", "query: "}, {"passage", "passage: "}, {"document", ""}};
+  auto prompt = PromptNamed(prompts, "query: ", "", "model 'm'");
+  ASSERT_TRUE(prompt.ok());
+  EXPECT_EQ(*prompt, "query: ");
+  prompt = PromptNamed(prompts, "query: ", "passage", "model 'm'");
+  ASSERT_TRUE(prompt.ok());
+  EXPECT_EQ(*prompt, "passage: ");
+  prompt = PromptNamed(prompts, "query: ", "document", "model 'm'");
+  ASSERT_TRUE(prompt.ok());
+  EXPECT_EQ(*prompt, "");
+  ExpectInvalid(PromptNamed(prompts, "query: ", "Query", "model 'm'").status(),
+                "prompt_name \"Query\" is not a prompt of model 'm' (its prompts: \"document\", "
+                "\"passage\", \"query\")");
+  ExpectInvalid(PromptNamed({}, "", "query", "model 'm'").status(),
+                "prompt_name \"query\": model 'm' has no prompts");
+  prompt = PromptNamed({}, "", "", "model 'm'");
+  ASSERT_TRUE(prompt.ok());
+  EXPECT_EQ(*prompt, "");
 }
 
 // A 1 MiB "word" (no spaces) from a hostile client: the tokenizers read a

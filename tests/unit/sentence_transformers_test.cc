@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -433,6 +434,48 @@ TEST_F(SentenceTransformersTest, ReadsTheDefaultPrompt) {
   }
 }
 
+// Every prompt of config_sentence_transformers.json is one a request may
+// name (prompt_name), null ones as "". A SentenceTransformer also has
+// empty "query" and "document" prompts unless the file sets them, as
+// sentence-transformers 5.0+ starts from those; a CrossEncoder only the
+// file's. A prompt that is not a string, or holds a NUL byte, is refused
+// though no default names it. (Until 2026-12-05 only the default prompt was
+// read.)
+TEST_F(SentenceTransformersTest, ReadsThePromptsARequestMayName) {
+  Modules(std::string(kTransformer) + "," + kPooling);
+  Pooling(R"("pooling_mode_mean_tokens": true)");
+  using Prompts = std::map<std::string, std::string>;
+  Write("config_sentence_transformers.json",
+        R"({"prompts": {"query": "query: ", "passage": "passage: ", "empty": null}})");
+  auto layout = ReadSentenceTransformers(dir_.string());
+  ASSERT_TRUE(layout.ok() && layout->has_value()) << layout.status().ToString();
+  EXPECT_EQ(
+      (*layout)->prompts,
+      (Prompts{{"query", "query: "}, {"passage", "passage: "}, {"empty", ""}, {"document", ""}}));
+  EXPECT_EQ((*layout)->default_prompt, "");
+  EXPECT_EQ((*layout)->default_prompt_name, "");
+  Write("config_sentence_transformers.json", R"({})");
+  layout = ReadSentenceTransformers(dir_.string());
+  ASSERT_TRUE(layout.ok() && layout->has_value()) << layout.status().ToString();
+  EXPECT_EQ((*layout)->prompts, (Prompts{{"query", ""}, {"document", ""}}));
+  Write("config_sentence_transformers.json", R"({"prompts": {"passage": 2}})");
+  EXPECT_NE(Error().find("prompts[\"passage\"] must be a string"), std::string::npos) << Error();
+  Write("config_sentence_transformers.json", R"({"prompts": {"passage": "a\u0000"}})");
+  EXPECT_NE(Error().find("prompts[\"passage\"] contains a NUL byte"), std::string::npos) << Error();
+  Write("config_sentence_transformers.json", R"({"prompts": ["query: "]})");
+  EXPECT_NE(Error().find("prompts must be an object"), std::string::npos) << Error();
+  // A CrossEncoder of one Transformer module (sentence-transformers 5.4+).
+  Modules(kTransformer54);
+  Write("sentence_bert_config.json", kClassifierTask);
+  Write("config_sentence_transformers.json",
+        R"({"model_type": "CrossEncoder", "prompts": {"q": "q: "}, "default_prompt_name": "q"})");
+  layout = ReadSentenceTransformers(dir_.string());
+  ASSERT_TRUE(layout.ok() && layout->has_value()) << layout.status().ToString();
+  EXPECT_EQ((*layout)->prompts, (Prompts{{"q", "q: "}}));
+  EXPECT_EQ((*layout)->default_prompt, "q: ");
+  EXPECT_EQ((*layout)->default_prompt_name, "q");
+}
+
 }  // namespace
 }  // namespace encoderd
 
@@ -487,6 +530,44 @@ TEST(SentenceTransformersServingTest, EncodePutsTheDefaultPromptInFront) {
   double differs = 0;
   for (size_t i = 0; i < got.size(); ++i) differs += std::fabs(got[i] - alone[i]);
   EXPECT_GT(differs, 1e-3);
+}
+
+// --prompt-name puts the prompt it names in front instead of the default
+// one: "document", which the folder leaves out, is empty (no prompt); a
+// name the folder has not is refused, listing those it has.
+TEST(SentenceTransformersServingTest, EncodeTakesThePromptItIsNamed) {
+  const std::string plain = testing::ModelsDir() + "/hf_st_mean_normalize";
+  const fs::path prompted = fs::temp_directory_path() / "st_named_prompt";
+  fs::remove_all(prompted);
+  fs::copy(plain, prompted, fs::copy_options::recursive);
+  std::ofstream(prompted / "config_sentence_transformers.json")
+      << R"({"prompts": {"query": "query: ", "passage": "passage: "},
+             "default_prompt_name": "query"})";
+  auto run = [](std::vector<std::string> args) {
+    args.push_back("--json");
+    std::ostringstream out, err;
+    EXPECT_EQ(RunEncodeCommand(args, out, err), 0) << err.str();
+    return nlohmann::json::parse(out.str())["results"][0]["embedding"].get<std::vector<double>>();
+  };
+  const auto near = [](const std::vector<double>& a, const std::vector<double>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::fabs(a[i] - b[i]) > 1e-6) return false;
+    return true;
+  };
+  const std::string dir = prompted.string();
+  EXPECT_TRUE(near(run({dir, "--text", "hello world", "--prompt-name", "passage"}),
+                   run({plain, "--text", "passage: hello world"})));
+  EXPECT_TRUE(near(run({dir, "--text", "hello world", "--prompt-name", "document"}),
+                   run({plain, "--text", "hello world"})));
+  EXPECT_FALSE(near(run({dir, "--text", "hello world", "--prompt-name", "passage"}),
+                    run({dir, "--text", "hello world"})));
+  std::ostringstream out, err;
+  EXPECT_EQ(RunEncodeCommand({dir, "--text", "hello", "--prompt-name", "nope"}, out, err), 1);
+  EXPECT_NE(err.str().find("prompt_name \"nope\" is not a prompt of " + dir +
+                           " (its prompts: \"document\", \"passage\", \"query\")"),
+            std::string::npos)
+      << err.str();
 }
 
 // A Dense module whose weights disagree with its config.json is refused at
