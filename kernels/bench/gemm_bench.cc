@@ -10,10 +10,13 @@
 // (docs/architecture.md, docs/int8.md).
 //
 //   ./build/kernels/gemm_bench [--threads N] [--seconds S] [--stream-rows M]
-//                              [--stream-only 1]
+//                              [--stream-only 1] [--in-cache-rows 1]
 //
 // --stream-rows sets the rows of the streamed passes (default 10);
 // --stream-only 1 times only them (the table's header, and no rows).
+// --in-cache-rows 1 times only kernels::Linear on one thread at 1 to 36
+// rows of a [256, 768] weight, which stays in L2 (768 KiB in fp32): the
+// arithmetic of the few-row kernels without the stream from memory.
 //
 // Prints GFLOP/s (2*M*N*K per call, best of repeated timed runs).
 // GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
@@ -124,14 +127,50 @@ uint64_t ReadWithThreads(const char* p, size_t bytes, int threads) {
   return total;
 }
 
+// --in-cache-rows: kernels::Linear on one thread by row count, fp32 and
+// bf16 (and int8), on a [256, 768] weight repeated until the budget is spent.
+int InCacheRows(double budget) {
+  const int64_t n = 256, k = 768;
+  CpuContext ctx(1);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> w(n * k), x(36 * k), y(36 * n);
+  for (float& v : w) v = dist(rng);
+  for (float& v : x) v = dist(rng);
+  std::printf(
+      "kernels::Linear on one thread, a [%ld, %ld] weight in cache, GFLOP/s (best of repeated "
+      "calls; few = the few-row kernels run it)\n%5s %12s %12s %12s\n",
+      n, k, "rows", "fp32", "bf16", "int8");
+  std::unique_ptr<PackedWeight> packed[3];
+  const DType types[3] = {DType::kFloat32, DType::kBFloat16, DType::kInt8};
+  for (int i = 0; i < 3; ++i)
+    packed[i] = PackedWeight::Pack(ctx, w.data(), nullptr, n, k, types[i]);
+  for (const int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 18, 24, 36}) {
+    std::printf("%5ld", rows);
+    for (int i = 0; i < 3; ++i) {
+      const double s = TimeBest(
+          [&] {
+            Linear(ctx, DType::kFloat32, x.data(), rows, *packed[i], Epilogue::kNone, nullptr,
+                   y.data());
+          },
+          budget);
+      std::printf(" %7.1f %-4s", 2.0 * rows * n * k / s * 1e-9,
+                  encoderd::kernels::LinearRunsOnTeam(*packed[i], rows) ? "few" : "");
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = omp_get_num_procs();
   double budget = 0.5;
   int64_t stream_rows = 10;
-  bool stream_only = false;
+  bool stream_only = false, in_cache_rows = false;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--in-cache-rows")) in_cache_rows = std::atoi(argv[i + 1]) != 0;
     if (!std::strcmp(argv[i], "--stream-only")) stream_only = std::atoi(argv[i + 1]) != 0;
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--seconds")) budget = std::atof(argv[i + 1]);
@@ -141,6 +180,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--stream-rows: at least 1\n");
     return 2;
   }
+  if (in_cache_rows) return InCacheRows(budget);
   const std::vector<int64_t> rows = {10, 512, 4500};
   const std::vector<Shape> shapes = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
   std::mt19937 rng(7);
