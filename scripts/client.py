@@ -65,7 +65,7 @@ def main() -> int:
         elif args.command == "classify":
             reply = stub.Classify(pb.ClassifyRequest(texts=args.texts, text_pairs=args.pair,
                                                      model=args.model, truncate=True,
-                                                 prompt_name=args.prompt_name), timeout=10)
+                                                     prompt_name=args.prompt_name), timeout=10)
             labels = stub.ModelInfo(pb.ModelInfoRequest(model=reply.model), timeout=10).models[0].labels
             for text, result in zip(args.texts, reply.results):
                 top = sorted(zip(result.scores, labels), reverse=True)[:3]

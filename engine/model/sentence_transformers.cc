@@ -244,11 +244,11 @@ Status ReadSentenceBertConfig(const std::string& path, SentenceTransformersLayou
 }
 
 // config_sentence_transformers.json: the model's class (model_type, written
-// since sentence-transformers 5.0), a CrossEncoder's activation_fn (5.4+) and
-// the prompt every text gets by default (3.0+).
+// since sentence-transformers 5.0), a CrossEncoder's activation_fn (5.4+),
+// the prompts and the name of the one every text gets by default (3.0+).
 // `names_type`: whether it says the model_type.
 Status ReadModelConfig(const std::string& path, SentenceTransformersLayout* layout,
-                       bool* names_type) {
+                       bool* names_type, std::optional<std::string>* default_prompt_name) {
   ASSIGN_OR_RETURN(const std::optional<Json> json, ReadOptionalObject(path));
   if (!json) return Status::Ok();
   ASSIGN_OR_RETURN(const std::optional<std::string> type,
@@ -262,10 +262,8 @@ Status ReadModelConfig(const std::string& path, SentenceTransformersLayout* layo
   ASSIGN_OR_RETURN(const std::optional<std::string> activation,
                    OptionalString(*json, path, "activation_fn"));
   layout->activation_fn = activation.value_or("");
-  // The prompts a request may name (prompt_name), null ones as "". A
-  // SentenceTransformer (5.0+) starts from empty "query" and "document"
-  // prompts; a CrossEncoder from none.
-  if (!layout->cross_encoder) layout->prompts = {{"query", ""}, {"document", ""}};
+  // The prompts a request may name (prompt_name), null ones as "";
+  // ResolvePrompts adds the defaults once the model's class is known.
   if (const auto prompts = json->find("prompts"); prompts != json->end() && !prompts->is_null()) {
     if (!prompts->is_object()) return InvalidArgument(path + ": prompts must be an object");
     for (const auto& [name, prompt] : prompts->items()) {
@@ -279,18 +277,29 @@ Status ReadModelConfig(const std::string& path, SentenceTransformersLayout* layo
       layout->prompts[name] = text;
     }
   }
-  // The default prompt is prepended to every text whose request names no
-  // other, as sentence-transformers does where the caller names none; a
-  // null one counts as "".
-  ASSIGN_OR_RETURN(const std::optional<std::string> name,
-                   OptionalString(*json, path, "default_prompt_name"));
-  if (!name) return Status::Ok();
-  const auto prompt = layout->prompts.find(*name);
+  ASSIGN_OR_RETURN(*default_prompt_name, OptionalString(*json, path, "default_prompt_name"));
+  return Status::Ok();
+}
+
+// The prompts once the folder is known to be a SentenceTransformer or a
+// CrossEncoder: a SentenceTransformer (5.0+) starts from empty "query" and
+// "document" prompts, a CrossEncoder from none, whether or not the folder
+// has config_sentence_transformers.json; then the default prompt, which is
+// put in front of every text whose request names no other prompt, as
+// sentence-transformers does where the caller names none.
+Status ResolvePrompts(const std::string& path, const std::optional<std::string>& default_name,
+                      SentenceTransformersLayout* layout) {
+  if (!layout->cross_encoder) {
+    layout->prompts.emplace("query", "");
+    layout->prompts.emplace("document", "");
+  }
+  if (!default_name) return Status::Ok();
+  const auto prompt = layout->prompts.find(*default_name);
   if (prompt == layout->prompts.end()) {
-    return InvalidArgument(path + ": default_prompt_name \"" + *name +
+    return InvalidArgument(path + ": default_prompt_name \"" + *default_name +
                            "\" is not a key of prompts");
   }
-  layout->default_prompt_name = *name;
+  layout->default_prompt_name = *default_name;
   layout->default_prompt = prompt->second;
   return Status::Ok();
 }
@@ -318,7 +327,8 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
   SentenceTransformersLayout layout;
   const std::string model_config = dir + "/config_sentence_transformers.json";
   bool names_type = false;
-  RETURN_IF_ERROR(ReadModelConfig(model_config, &layout, &names_type));
+  std::optional<std::string> default_prompt_name;
+  RETURN_IF_ERROR(ReadModelConfig(model_config, &layout, &names_type, &default_prompt_name));
   std::string transformer_task;
   bool transformer = false;
   for (size_t i = 0; i < modules.size(); ++i) {
@@ -388,11 +398,10 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
                              (layout.activation_fn.empty() ? std::string(")")
                                                            : ", then " + layout.activation_fn +
                                                                  " from " + model_config + ")");
-    return std::optional<SentenceTransformersLayout>(std::move(layout));
-  }
-  if (!transformer || !layout.pooling) {
+  } else if (!transformer || !layout.pooling) {
     return InvalidArgument(modules_path + ": needs a Transformer and a Pooling module");
   }
+  RETURN_IF_ERROR(ResolvePrompts(model_config, default_prompt_name, &layout));
   return std::optional<SentenceTransformersLayout>(std::move(layout));
 }
 

@@ -4,21 +4,6 @@
 #include <string>
 
 namespace encoderd::server {
-namespace {
-
-// A client's model name for a status message: at most 64 bytes of it (cut
-// at a character's start), so that a long one cannot make the answer's
-// trailers larger than a client takes (then it reads RESOURCE_EXHAUSTED
-// where NOT_FOUND was meant).
-std::string Quoted(const std::string& name) {
-  constexpr size_t kShown = 64;
-  if (name.size() <= kShown) return "'" + name + "'";
-  size_t cut = kShown;
-  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
-  return "'" + name.substr(0, cut) + "...' (" + std::to_string(name.size()) + " bytes)";
-}
-
-}  // namespace
 
 ModelRegistry::ModelRegistry(std::vector<std::string> configured)
     : configured_(std::move(configured)) {}
@@ -41,11 +26,11 @@ StatusOr<std::shared_ptr<ServedModel>> ModelRegistry::Find(const std::string& na
     wanted = configured_[0];
   }
   if (std::find(configured_.begin(), configured_.end(), wanted) == configured_.end())
-    return NotFound("unknown model " + Quoted(wanted));
+    return NotFound("unknown model " + QuotedForStatus(wanted));
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& m : loaded_)
     if (m->config().name == wanted) return m;
-  return Unavailable("model " + Quoted(wanted) + " is still loading");
+  return Unavailable("model " + QuotedForStatus(wanted) + " is still loading");
 }
 
 std::vector<std::shared_ptr<ServedModel>> ModelRegistry::Loaded() const {

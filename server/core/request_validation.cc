@@ -28,6 +28,15 @@ Status CheckNamedText(const std::string& text, const Name& name) {
 
 }  // namespace
 
+std::string QuotedForStatus(const std::string& text, char quote) {
+  constexpr size_t kShown = 64;
+  if (text.size() <= kShown) return quote + text + quote;
+  size_t cut = kShown;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return quote + text.substr(0, cut) + "..." + quote + " (" + std::to_string(text.size()) +
+         " bytes)";
+}
+
 Status CheckCount(size_t count, const RequestLimits& limits, const char* field) {
   if (count == 0) return InvalidArgument(std::string("the request has no ") + field);
   if (static_cast<int64_t>(count) > limits.max_client_batch_size)
@@ -75,13 +84,20 @@ StatusOr<std::string_view> PromptNamed(const std::map<std::string, std::string>&
   if (const auto it = prompts.find(prompt_name); it != prompts.end()) {
     return std::string_view(it->second);
   }
-  if (prompts.empty()) {
-    return InvalidArgument("prompt_name \"" + prompt_name + "\": " + model + " has no prompts");
-  }
+  const std::string named = "prompt_name " + QuotedForStatus(prompt_name, '"');
+  if (prompts.empty()) return InvalidArgument(named + ": " + model + " has no prompts");
+  // The model's names, each cut as the client's is, the first 16 of them.
+  constexpr size_t kListed = 16;
   std::string names;
-  for (const auto& entry : prompts) names += (names.empty() ? "\"" : ", \"") + entry.first + "\"";
-  return InvalidArgument("prompt_name \"" + prompt_name + "\" is not a prompt of " + model +
-                         " (its prompts: " + names + ")");
+  size_t listed = 0;
+  for (const auto& entry : prompts) {
+    if (listed == kListed) {
+      names += " and " + std::to_string(prompts.size() - kListed) + " more";
+      break;
+    }
+    names += (listed++ == 0 ? "" : ", ") + QuotedForStatus(entry.first, '"');
+  }
+  return InvalidArgument(named + " is not a prompt of " + model + " (its prompts: " + names + ")");
 }
 
 namespace {

@@ -31,6 +31,13 @@ struct RequestLimits {
   int64_t vocab_size = 0;
 };
 
+// A string a client sent (a model's name, a prompt's), in `quote`s for a
+// status message: at most 64 bytes of it (cut at a character's start),
+// then its length, so that a long one cannot make the answer's trailers
+// larger than a client takes (it would read RESOURCE_EXHAUSTED where the
+// error was meant).
+std::string QuotedForStatus(const std::string& text, char quote = '\'');
+
 // 1 <= count <= max_client_batch_size. `field` is "texts" or "token_ids".
 Status CheckCount(size_t count, const RequestLimits& limits, const char* field = "texts");
 

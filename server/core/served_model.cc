@@ -147,8 +147,15 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
                  config.name, model->tokenizer_note_);
   }
   if (!model->default_prompt_.empty()) {
-    spdlog::info("model '{}' puts its default prompt \"{}\" in front of every text ({})",
-                 config.name, model->default_prompt_, default_prompt_source);
+    spdlog::info(
+        "model '{}' puts its default prompt \"{}\" in front of every text whose request names "
+        "no prompt ({})",
+        config.name, model->default_prompt_, default_prompt_source);
+  }
+  if (!model->prompts_.empty()) {
+    std::string names;
+    for (const auto& entry : model->prompts_) names += (names.empty() ? "" : ", ") + entry.first;
+    spdlog::info("model '{}' has the prompts a request may name: {}", config.name, names);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

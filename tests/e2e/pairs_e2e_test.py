@@ -311,6 +311,13 @@ def main():
               max(abs(a - b) for a, b in zip(got.sequences[0].values,
                                              want.sequences[0].values)) <= 1e-5,
               "Encode with prompt_name passage")
+        got = stub.Embed(pb.EmbedRequest(model="cross_prompt", texts=[QUERY], prompt_name="passage",
+                                         pooling=pb.POOLING_MEAN))
+        want = stub.Embed(pb.EmbedRequest(model="cross_st54", texts=[PASSAGE + QUERY],
+                                          pooling=pb.POOLING_MEAN))
+        check(max(abs(a - b) for a, b in zip(got.embeddings[0].values,
+                                             want.embeddings[0].values)) <= 1e-5,
+              "Embed with prompt_name passage")
 
         # A pair classifier with the RoBERTa template, against PyTorch.
         firsts, seconds = TEXTS[:4], list(reversed(TEXTS[:4]))

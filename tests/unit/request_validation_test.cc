@@ -186,6 +186,29 @@ TEST(RequestValidationTest, PromptNamedPicksAmongTheModelsPrompts) {
   prompt = PromptNamed({}, "", "", "model 'm'");
   ASSERT_TRUE(prompt.ok());
   EXPECT_EQ(*prompt, "");
+  // A client's long name is cut in the message (a 4 MiB request could
+  // otherwise make trailers no client takes), and a model's many names
+  // are listed up to 16 (the review of 1f18f51: the whole name went in).
+  const Status long_name = PromptNamed(prompts, "", std::string(200000, 'x'), "model 'm'").status();
+  ExpectInvalid(long_name, "prompt_name \"" + std::string(64, 'x') + "...\" (200000 bytes)");
+  EXPECT_LT(long_name.message().size(), 300u) << long_name.message().size();
+  std::map<std::string, std::string> many;
+  for (int i = 0; i < 40; ++i) many["p" + std::to_string(100 + i)] = "";
+  const Status listed = PromptNamed(many, "", "q", "model 'm'").status();
+  ExpectInvalid(listed, "\"p114\", \"p115\" and 24 more)");
+  EXPECT_EQ(listed.message().find("p116"), std::string::npos) << listed.message();
+}
+
+// A client's string in a status message: whole up to 64 bytes, else cut at
+// a character's start with its length.
+TEST(RequestValidationTest, QuotedForStatusCutsLongStrings) {
+  EXPECT_EQ(QuotedForStatus("bert"), "'bert'");
+  EXPECT_EQ(QuotedForStatus("bert", '"'), "\"bert\"");
+  EXPECT_EQ(QuotedForStatus(std::string(100, 'a')),
+            "'" + std::string(64, 'a') + "...' (100 bytes)");
+  // 63 ASCII bytes, then a 2-byte character across byte 64: cut before it.
+  const std::string text = std::string(63, 'a') + "\xc3\xa9" + std::string(10, 'b');
+  EXPECT_EQ(QuotedForStatus(text), "'" + std::string(63, 'a') + "...' (75 bytes)");
 }
 
 // A 1 MiB "word" (no spaces) from a hostile client: the tokenizers read a

@@ -445,6 +445,11 @@ TEST_F(SentenceTransformersTest, ReadsThePromptsARequestMayName) {
   Modules(std::string(kTransformer) + "," + kPooling);
   Pooling(R"("pooling_mode_mean_tokens": true)");
   using Prompts = std::map<std::string, std::string>;
+  // Without config_sentence_transformers.json too (the review of 1f18f51
+  // found these missing there).
+  auto none = ReadSentenceTransformers(dir_.string());
+  ASSERT_TRUE(none.ok() && none->has_value()) << none.status().ToString();
+  EXPECT_EQ((*none)->prompts, (Prompts{{"query", ""}, {"document", ""}}));
   Write("config_sentence_transformers.json",
         R"({"prompts": {"query": "query: ", "passage": "passage: ", "empty": null}})");
   auto layout = ReadSentenceTransformers(dir_.string());
@@ -474,6 +479,18 @@ TEST_F(SentenceTransformersTest, ReadsThePromptsARequestMayName) {
   EXPECT_EQ((*layout)->prompts, (Prompts{{"q", "q: "}}));
   EXPECT_EQ((*layout)->default_prompt, "q: ");
   EXPECT_EQ((*layout)->default_prompt_name, "q");
+  // A CrossEncoder known only by its task starts from no prompts too: a
+  // default "query" the file does not list is refused, as with model_type
+  // (it had been read as a SentenceTransformer's empty "query").
+  Write("config_sentence_transformers.json", R"({"prompts": {}, "default_prompt_name": "query"})");
+  EXPECT_NE(Error().find("default_prompt_name \"query\" is not a key of prompts"),
+            std::string::npos)
+      << Error();
+  fs::remove(dir_ / "config_sentence_transformers.json");
+  layout = ReadSentenceTransformers(dir_.string());
+  ASSERT_TRUE(layout.ok() && layout->has_value()) << layout.status().ToString();
+  EXPECT_TRUE((*layout)->cross_encoder);
+  EXPECT_EQ((*layout)->prompts, Prompts{});
 }
 
 }  // namespace
