@@ -99,6 +99,8 @@ Drives `encoderd serve` over gRPC and reports throughput and latency.
   --tls-name NAME           TLS: the name the server's certificate must carry
                             (default the target's host)
   --model NAME              model name in requests (default: the server's only model)
+  --prompt-name NAME        one of the model's prompts, in every request (default:
+                            none named, so the model's default prompt)
   --rpc embed|classify|embed_stream|rerank
                             (default embed; rerank: the texts are the documents,
                             the query is the first text's first 8 words)
@@ -149,6 +151,11 @@ std::string ParseLoadOptions(int argc, const char* const* argv, LoadOptions* o) 
       {"model",
        [&](const std::string& v) {
          o->model = v;
+         return true;
+       }},
+      {"prompt-name",
+       [&](const std::string& v) {
+         o->prompt_name = v;
          return true;
        }},
       {"rpc",

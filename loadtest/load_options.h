@@ -33,6 +33,7 @@ struct LoadOptions {
   std::string tls_name;
   // Model name in each request (empty: the server's only model).
   std::string model;
+  std::string prompt_name;  // each request's prompt_name (empty: the model's default)
   RpcKind rpc = RpcKind::kEmbed;
   LoadMode mode = LoadMode::kClosed;
   // Closed loop: clients. Open loop with EmbedStream: streams requests are

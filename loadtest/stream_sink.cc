@@ -91,6 +91,7 @@ class EmbedStreamClient {
       for (auto& text : workload_.Texts(ticket.index)) request.add_texts(std::move(text));
       request.set_model(options_.model);
       request.set_truncate(options_.truncate);
+      request.set_prompt_name(options_.prompt_name);
       in_flight_.push_back({ticket, NowNanos(), request.texts_size()});
       lock.unlock();
       const bool ok = stream->Write(request);

@@ -79,6 +79,7 @@ class UnarySink : public CallSink {
     AddTexts(workload_.Texts(ticket.index), &call->request);
     call->request.set_model(options_.model);
     call->request.set_truncate(options_.truncate);
+    call->request.set_prompt_name(options_.prompt_name);
     call->sent_ns = NowNanos();
     if (options_.timeout_ms > 0) {
       call->context.set_deadline(DeadlineFromIntended(ticket.intended_ns, call->sent_ns,

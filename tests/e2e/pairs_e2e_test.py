@@ -434,6 +434,23 @@ def main():
                 check(daemon.metric("encoderd_requests_total",
                                     {"rpc": "Rerank", "code": "OK"}) == rerank_ok + n,
                       "the loadtest's Rerank calls reached the server")
+            # --prompt-name reaches the server in every call: a name the
+            # model has is served, one it has not is refused each time.
+            r = run_loadtest(args.loadtest, f"127.0.0.1:{daemon.port}", tmp, "prompted",
+                             "--model", "cross_prompt", "--rpc", "rerank", "--prompt-name",
+                             "passage", "--requests", "10", "--duration", "0", "--warmup", "0")
+            if r is not None:
+                check(r["requests_ok"] == 10 and r["requests_error"] == 0,
+                      f"loadtest --prompt-name passage: {r['requests_ok']} OK")
+            r = run_loadtest(args.loadtest, f"127.0.0.1:{daemon.port}", tmp, "unknown_prompt",
+                             "--model", "cross_prompt", "--prompt-name", "Passage",
+                             "--requests", "10", "--duration", "0", "--warmup", "0",
+                             expect_rc=1)
+            if r is not None:
+                check(r["requests_ok"] == 0 and
+                      r["errors_by_code"] == {"INVALID_ARGUMENT": r["requests_error"]} and
+                      r["requests_error"] >= 10,
+                      f"loadtest --prompt-name Passage: refused: {r['errors_by_code']}")
     finally:
         daemon.stop()
     return report("pairs e2e", tmp / "server.log")

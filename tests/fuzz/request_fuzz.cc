@@ -8,15 +8,22 @@
 // that message (unparsable: ignored, as gRPC answers it before validation).
 // Requests with text_pairs (and Rerank's query with its texts) go through
 // TokenizeTextPairs with the RoBERTa template the langid model would use.
+// A request's prompt_name picks one of three prompts (PromptNamed over
+// kPrompts: a short one, an empty one, one longer than max_tokens), which
+// goes in front of each text, a pair's first one and the query.
 // Invariants (trap on violation): every rejection is INVALID_ARGUMENT; an
 // accepted request has 1..max_client_batch_size inputs, and every sequence it
 // yields has 2..max_tokens ids inside the vocabulary; validation accepts
-// exactly what an independent check of the limits accepts.
+// exactly what an independent check of the limits accepts; a prompt changes
+// no check, an unknown prompt_name is refused with a short message.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/text/sentencepiece_tokenizer.h"
@@ -50,6 +57,26 @@ const Tokenizer& LangidTokenizer() {
 
 bool IsInvalidArgument(const Status& s) { return s.code() == StatusCode::kInvalidArgument; }
 
+// The prompts a fuzzed request may name, as a model folder's would be.
+const std::map<std::string, std::string>& Prompts() {
+  static const auto* const prompts = new std::map<std::string, std::string>{
+      {"query", "query: "},
+      {"document", ""},
+      {"long", "represent this sentence for searching relevant passages, please: "}};
+  return *prompts;
+}
+
+// The prompt `name` names (the default, "query: ", where it is empty);
+// nullopt, its refusal checked, where it names none.
+std::optional<std::string_view> FuzzPrompt(const std::string& name) {
+  auto prompt = sv::PromptNamed(Prompts(), "query: ", name, "model 'fuzz'");
+  REQUIRE(prompt.ok() == (name.empty() || Prompts().count(name) == 1));
+  if (prompt.ok()) return *prompt;
+  REQUIRE(IsInvalidArgument(prompt.status()));
+  REQUIRE(prompt.status().message().size() < 1024);
+  return std::nullopt;
+}
+
 // Causes of a rejection seen from outside the checks: an empty text or one
 // holding NUL, no texts or more than the limit.
 bool BadText(const std::string& t) { return t.empty() || t.find('\0') != std::string::npos; }
@@ -64,11 +91,11 @@ bool BadCount(const std::vector<std::string>& texts, const RequestLimits& limits
 
 // Texts through TokenizeTexts, checked against CheckTexts and the limits.
 void FuzzTexts(const google::protobuf::RepeatedPtrField<std::string>& field, bool truncate,
-               const RequestLimits& limits) {
+               const RequestLimits& limits, std::string_view prompt) {
   const std::vector<std::string> texts(field.begin(), field.end());
   const Tokenizer& tokenizer = LangidTokenizer();
   const Status checked = sv::CheckTexts(texts, limits);
-  auto encodings = sv::TokenizeTexts(tokenizer, texts, limits, truncate);
+  auto encodings = sv::TokenizeTexts(tokenizer, texts, limits, truncate, prompt);
   if (!checked.ok()) {
     REQUIRE(IsInvalidArgument(checked));
     REQUIRE(!encodings.ok() && encodings.status().message() == checked.message());
@@ -127,9 +154,9 @@ void CheckPairEncodings(const Status& checked, bool visible_cause,
 
 // Text pairs through TokenizeTextPairs, with the RoBERTa template.
 void FuzzPairs(const std::vector<std::string>& texts, const std::vector<std::string>& pairs,
-               bool truncate, const RequestLimits& limits) {
+               bool truncate, const RequestLimits& limits, std::string_view prompt) {
   auto encodings = sv::TokenizeTextPairs(LangidTokenizer(), encoderd::PairTemplate::kRoberta, texts,
-                                         pairs, limits, truncate);
+                                         pairs, limits, truncate, prompt);
   Status checked = sv::CheckTexts(texts, limits);
   for (size_t i = 0; checked.ok() && i < pairs.size(); ++i)
     checked = sv::CheckText(pairs[i], i, "text_pairs");
@@ -141,9 +168,11 @@ void FuzzPairs(const std::vector<std::string>& texts, const std::vector<std::str
 
 // Rerank's (query, text) pairs through TokenizeQueryPairs.
 void FuzzRerank(const v1::RerankRequest& r, const RequestLimits& limits) {
+  const std::optional<std::string_view> prompt = FuzzPrompt(r.prompt_name());
+  if (!prompt) return;
   const std::vector<std::string> texts(r.texts().begin(), r.texts().end());
   auto encodings = sv::TokenizeQueryPairs(LangidTokenizer(), encoderd::PairTemplate::kRoberta,
-                                          r.query(), texts, limits, r.truncate());
+                                          r.query(), texts, limits, r.truncate(), *prompt);
   Status checked = sv::CheckQuery(r.query());
   REQUIRE(checked.ok() == !BadText(r.query()));
   if (checked.ok()) checked = sv::CheckTexts(texts, limits);
@@ -153,11 +182,13 @@ void FuzzRerank(const v1::RerankRequest& r, const RequestLimits& limits) {
 
 template <typename Request>
 void FuzzTextsOrPairs(const Request& r, bool truncate, const RequestLimits& limits) {
+  const std::optional<std::string_view> prompt = FuzzPrompt(r.prompt_name());
+  if (!prompt) return;
   if (r.text_pairs_size() == 0) {
-    FuzzTexts(r.texts(), truncate, limits);
+    FuzzTexts(r.texts(), truncate, limits, *prompt);
   } else {
     FuzzPairs({r.texts().begin(), r.texts().end()}, {r.text_pairs().begin(), r.text_pairs().end()},
-              truncate, limits);
+              truncate, limits, *prompt);
   }
 }
 

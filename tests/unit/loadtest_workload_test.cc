@@ -91,6 +91,10 @@ TEST(LoadtestWorkloadTest, OptionsParseAndRejectBadValues) {
   ASSERT_EQ(ParseLoadOptions(3, rerank, &o), "");
   EXPECT_EQ(o.rpc, RpcKind::kRerank);
   EXPECT_STREQ(RpcKindName(o.rpc), "rerank");
+  EXPECT_EQ(o.prompt_name, "");
+  const char* prompted[] = {"x", "--prompt-name", "query"};
+  ASSERT_EQ(ParseLoadOptions(3, prompted, &o), "");
+  EXPECT_EQ(o.prompt_name, "query");
 
   auto error = [](std::vector<const char*> args) {
     LoadOptions opts;
@@ -224,7 +228,7 @@ TEST(LoadtestWorkloadTest, TheSweepCsvHasThePercentileOfEveryCall) {
   std::stringstream cells(row);
   for (std::string cell; std::getline(cells, cell, ',');) fields.push_back(cell);
   ASSERT_EQ(fields.size(), 14u) << row;
-  EXPECT_NEAR(std::stod(fields[7]), 4, 0.05) << row;     // p99_ms: OK calls
+  EXPECT_NEAR(std::stod(fields[7]), 4, 0.05) << row;    // p99_ms: OK calls
   EXPECT_NEAR(std::stod(fields[13]), 400, 2.5) << row;  // p99_all_ms
 }
 
