@@ -499,16 +499,32 @@ TEST_F(SentenceTransformersTest, ReadsThePromptsARequestMayName) {
 namespace encoderd::server {
 namespace {
 
+// The first embedding `encoderd encode ARGS --json` prints.
+std::vector<double> EncodedEmbedding(std::vector<std::string> args) {
+  args.push_back("--json");
+  std::ostringstream out, err;
+  EXPECT_EQ(RunEncodeCommand(args, out, err), 0) << err.str();
+  return nlohmann::json::parse(out.str())["results"][0]["embedding"].get<std::vector<double>>();
+}
+
+// A copy of the fixture folder hf_st_mean_normalize, at `name` in the temp
+// directory, whose config_sentence_transformers.json is `config`.
+std::string PromptedCopy(const std::string& name, const std::string& config) {
+  const fs::path copy = fs::temp_directory_path() / name;
+  fs::remove_all(copy);
+  fs::copy(testing::ModelsDir() + "/hf_st_mean_normalize", copy, fs::copy_options::recursive);
+  std::ofstream(copy / "config_sentence_transformers.json") << config;
+  return copy.string();
+}
+
 // The folder's pooling and Normalize are what `encode` (and Embed) serve
 // when the request names neither; an explicit pooling still wins.
 TEST(SentenceTransformersServingTest, EncodeServesTheFolderDefaults) {
   const std::string dir = testing::ModelsDir() + "/hf_st_mean_normalize";
   auto run = [&](std::vector<std::string> more) {
-    std::vector<std::string> args = {dir, "--text", "hello world", "--json"};
+    std::vector<std::string> args = {dir, "--text", "hello world"};
     args.insert(args.end(), more.begin(), more.end());
-    std::ostringstream out, err;
-    EXPECT_EQ(RunEncodeCommand(args, out, err), 0) << err.str();
-    return nlohmann::json::parse(out.str())["results"][0]["embedding"].get<std::vector<double>>();
+    return EncodedEmbedding(args);
   };
   auto length = [](const std::vector<double>& v) {
     double s = 0;
@@ -529,17 +545,13 @@ TEST(SentenceTransformersServingTest, EncodeServesTheFolderDefaults) {
 // 2026-12-04 the prompt was not read: the text went in alone.)
 TEST(SentenceTransformersServingTest, EncodePutsTheDefaultPromptInFront) {
   const std::string plain = testing::ModelsDir() + "/hf_st_mean_normalize";
-  const fs::path prompted = fs::temp_directory_path() / "st_default_prompt";
-  fs::remove_all(prompted);
-  fs::copy(plain, prompted, fs::copy_options::recursive);
-  std::ofstream(prompted / "config_sentence_transformers.json")
-      << R"({"prompts": {"query": "query: ", "passage": ""}, "default_prompt_name": "query"})";
+  const std::string prompted = PromptedCopy(
+      "st_default_prompt",
+      R"({"prompts": {"query": "query: ", "passage": ""}, "default_prompt_name": "query"})");
   auto run = [](const std::string& dir, const std::string& text) {
-    std::ostringstream out, err;
-    EXPECT_EQ(RunEncodeCommand({dir, "--text", text, "--json"}, out, err), 0) << err.str();
-    return nlohmann::json::parse(out.str())["results"][0]["embedding"].get<std::vector<double>>();
+    return EncodedEmbedding({dir, "--text", text});
   };
-  const std::vector<double> got = run(prompted.string(), "hello world");
+  const std::vector<double> got = run(prompted, "hello world");
   const std::vector<double> want = run(plain, "query: hello world");
   const std::vector<double> alone = run(plain, "hello world");
   ASSERT_EQ(got.size(), want.size());
@@ -554,25 +566,16 @@ TEST(SentenceTransformersServingTest, EncodePutsTheDefaultPromptInFront) {
 // name the folder has not is refused, listing those it has.
 TEST(SentenceTransformersServingTest, EncodeTakesThePromptItIsNamed) {
   const std::string plain = testing::ModelsDir() + "/hf_st_mean_normalize";
-  const fs::path prompted = fs::temp_directory_path() / "st_named_prompt";
-  fs::remove_all(prompted);
-  fs::copy(plain, prompted, fs::copy_options::recursive);
-  std::ofstream(prompted / "config_sentence_transformers.json")
-      << R"({"prompts": {"query": "query: ", "passage": "passage: "},
-             "default_prompt_name": "query"})";
-  auto run = [](std::vector<std::string> args) {
-    args.push_back("--json");
-    std::ostringstream out, err;
-    EXPECT_EQ(RunEncodeCommand(args, out, err), 0) << err.str();
-    return nlohmann::json::parse(out.str())["results"][0]["embedding"].get<std::vector<double>>();
-  };
+  const std::string dir = PromptedCopy(
+      "st_named_prompt",
+      R"({"prompts": {"query": "query: ", "passage": "passage: "}, "default_prompt_name": "query"})");
+  const auto run = EncodedEmbedding;
   const auto near = [](const std::vector<double>& a, const std::vector<double>& b) {
     if (a.size() != b.size()) return false;
     for (size_t i = 0; i < a.size(); ++i)
       if (std::fabs(a[i] - b[i]) > 1e-6) return false;
     return true;
   };
-  const std::string dir = prompted.string();
   EXPECT_TRUE(near(run({dir, "--text", "hello world", "--prompt-name", "passage"}),
                    run({plain, "--text", "passage: hello world"})));
   EXPECT_TRUE(near(run({dir, "--text", "hello world", "--prompt-name", "document"}),
