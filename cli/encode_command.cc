@@ -19,11 +19,12 @@ namespace {
 constexpr char kUsage[] =
     "usage: encoderd encode MODEL_DIR --text TEXT [--text TEXT ...]\n"
     "         [--pooling cls|mean|max|mean_sqrt_len|weighted_mean|last_token]\n"
-    "         [--normalize] [--prompt-name NAME] [--device cpu|cuda]\n"
+    "         [--normalize] [--dimensions N] [--prompt-name NAME] [--device cpu|cuda]\n"
     "         [--dtype fp32|fp16|bf16|int8] [--threads N] [--no-truncate] [--json]\n"
     "--dtype defaults to fp32 on cpu and fp16 on cuda. --prompt-name: one of the\n"
     "folder's prompts (encoderd inspect lists them) before each text; without\n"
-    "it, the default prompt where the folder has one.\n"
+    "it, the default prompt where the folder has one. --dimensions: only the first N\n"
+    "values of each embedding, unit length again where it is normalized.\n"
     "Prints label probabilities when the model has a classification head and no\n"
     "--pooling is given, otherwise one pooled embedding per text.\n";
 
@@ -32,6 +33,7 @@ struct EncodeArgs {
   std::vector<std::string> texts;
   std::optional<Pooling> pooling;
   bool normalize = false;
+  int dimensions = 0;  // 0: all
   std::string prompt_name;
   Device device = Device::kCpu;
   std::optional<DType> dtype;  // unset: the device's default
@@ -67,6 +69,7 @@ std::string Parse(const std::vector<std::string>& args, EncodeArgs* out) {
   });
   flags.Int("--threads", &out->threads, 0);
   flags.Switch("--normalize", &out->normalize);
+  flags.Int("--dimensions", &out->dimensions, 0);
   bool no_truncate = false;
   flags.Switch("--no-truncate", &no_truncate);
   flags.Switch("--json", &out->json);
@@ -103,6 +106,12 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
   const auto prompt =
       PromptNamed(bundle->prompts, bundle->default_prompt, a.prompt_name, a.model_dir);
   if (!prompt.ok()) return Fail(err, prompt.status());
+  const bool classify = config.num_labels > 0 && !a.pooling;
+  if (classify && a.dimensions > 0)
+    return Fail(err, InvalidArgument("--dimensions is for embeddings: give --pooling as well"));
+  const auto kept =
+      KeptDimensions(a.dimensions, config.served_dimensions(), config.pooled_width(), a.model_dir);
+  if (!kept.ok()) return Fail(err, kept.status());
   EncoderOptions options;
   options.device = a.device;
   options.dtype = a.dtype.value_or(a.device == Device::kCuda ? DType::kFloat16 : DType::kFloat32);
@@ -129,16 +138,15 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
   }
   const PackedBatch batch = builder.Build();
   // Only the pooled rows come back from the encoder (a GPU pools on the device).
-  const bool classify = config.num_labels > 0 && !a.pooling;
   const Pooling pooling = classify ? Pooling::kCls : a.pooling.value_or(config.default_pooling);
   Encoder::Outputs outputs;
   outputs.poolings = {pooling};
   auto forward = (*encoder)->Forward(batch, outputs);
   if (!forward.ok()) return Fail(err, forward.status());
   const Tensor& rows = forward->pooled.at(pooling);
-  auto result =
-      classify ? (*encoder)->ClassifyFromFirst(rows)
-               : (*encoder)->EmbeddingFromPooled(rows, a.normalize || config.default_normalize);
+  const bool normalize = a.normalize || config.default_normalize;
+  auto result = classify ? (*encoder)->ClassifyFromFirst(rows)
+                         : (*encoder)->EmbeddingFromPooled(rows, normalize);
   if (!result.ok()) return Fail(err, result.status());
   const auto done = std::chrono::steady_clock::now();
   const int64_t width = result->size(1);
@@ -160,7 +168,7 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
       r["label"] = config.labels[best];
       r["scores"] = std::vector<float>(row, row + width);  // in json["labels"] order
     } else {
-      r["embedding"] = std::vector<float>(row, row + width);
+      r["embedding"] = KeptValues(row, width, *kept, normalize);
     }
     json["results"].push_back(r);
   }

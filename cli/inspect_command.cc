@@ -35,6 +35,7 @@ Json ConfigJson(const EncoderConfig& c) {
       {"position_rule", PositionRuleName(c.position_rule)},
       {"default_pooling", PoolingName(c.default_pooling)},
       {"default_normalize", c.default_normalize},
+      {"default_dimensions", c.default_dimensions},
       {"num_labels", c.num_labels},
       {"head_activation", ActivationName(c.head_activation)},
       {"labels", c.labels},
@@ -139,7 +140,12 @@ std::string DescribeModelText(const ModelBundle& bundle) {
     << (c.embedding_norm ? "yes" : "no") << ", final norm " << (c.final_norm ? "yes" : "no") << "\n"
     << "pad token id:    " << c.pad_token_id << "\n"
     << "pooling:         " << PoolingName(c.default_pooling)
-    << (c.default_normalize ? ", normalized to unit length" : "") << "\n";
+    << (c.default_normalize ? ", normalized to unit length" : "")
+    << (c.default_dimensions > 0
+            ? ", cut to the first " + std::to_string(c.default_dimensions) + " of " +
+                  std::to_string(c.pooled_width()) + " values (truncate_dim)"
+            : std::string())
+    << "\n";
   for (const std::string& module : bundle.sentence_transformers_modules) {
     s << "sentence-transformers module: " << module << "\n";
   }

@@ -3,6 +3,7 @@
 
   /usr/bin/python3 scripts/client.py classify "Bonjour tout le monde" "Buenos días"
   /usr/bin/python3 scripts/client.py embed --pooling mean "some text"
+  /usr/bin/python3 scripts/client.py embed --normalize --dimensions 64 "some text"
   /usr/bin/python3 scripts/client.py info
   /usr/bin/python3 scripts/client.py rerank --model cross "how do foxes hunt" "text 1" "text 2"
   /usr/bin/python3 scripts/client.py classify --pair "second text" "first text"
@@ -42,6 +43,9 @@ def main() -> int:
     parser.add_argument("--pooling", choices=poolings, default="default")
     parser.add_argument("--pair", action="append", default=[],
                         help="classify/embed: the second text of each pair (once per text)")
+    parser.add_argument("--normalize", action="store_true", help="embed: unit-length embeddings")
+    parser.add_argument("--dimensions", type=int, default=0,
+                        help="embed: only the first N values of each embedding (0: all)")
     parser.add_argument("--prompt-name", default="",
                         help="one of the model's prompts (info lists them); default: its default")
     parser.add_argument("command", choices=["classify", "embed", "info", "rerank"],
@@ -74,6 +78,7 @@ def main() -> int:
             pooling = poolings.index(args.pooling)  # encoderd.v1.Pooling's values
             reply = stub.Embed(pb.EmbedRequest(texts=args.texts, text_pairs=args.pair, model=args.model,
                                                truncate=True, pooling=pooling,
+                                               normalize=args.normalize, dimensions=args.dimensions,
                                                prompt_name=args.prompt_name), timeout=10)
             for text, e in zip(args.texts, reply.embeddings):
                 print(f"{text!r}: [{', '.join(f'{v:.4f}' for v in e.values[:6])}, ...] ({len(e.values)} values)")

@@ -543,6 +543,10 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
           LoadDenseModule(folder, dense.dir, dense.shape, config.pool_dense.size(), &bundle));
       config.pool_dense.push_back(dense.shape);
     }
+    // A truncate_dim at or past the embedding's width cuts nothing, as in
+    // sentence-transformers (a slice past the end).
+    if (st->truncate_dim && *st->truncate_dim < config.pooled_width())
+      config.default_dimensions = *st->truncate_dim;
   }
   if (card) {
     if (!IsHuggingFaceFamily(config.family))

@@ -203,6 +203,10 @@ Status EncoderConfig::Validate() const {
     }
     width = pool_dense[i].out;
   }
+  if (default_dimensions != 0 && (default_dimensions < 1 || default_dimensions >= width)) {
+    return Bad("default_dimensions", "= " + std::to_string(default_dimensions) +
+                                         " is not 0 (all) or 1 to " + std::to_string(width - 1));
+  }
   if (relative_attention_buckets < 0 || relative_attention_buckets % 4 != 0 ||
       relative_attention_buckets > 4096) {
     return Bad("relative_attention_buckets",

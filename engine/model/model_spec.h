@@ -119,6 +119,11 @@ struct EncoderConfig {
   // Embeddings are scaled to unit length even when the request does not ask
   // (a sentence-transformers folder with a Normalize module).
   bool default_normalize = false;
+  // The values an embedding keeps when the request asks for no other
+  // number (its `dimensions`): 0 all pooled_width() of them, else the first
+  // default_dimensions (< pooled_width(); a sentence-transformers folder's
+  // truncate_dim).
+  int64_t default_dimensions = 0;
   // Classification head: present when num_labels > 0. Its math is
   // out(act(dense(hidden[first token]))) (BERT pooler + classifier, RoBERTa
   // and torchtext RobertaClassificationHead all reduce to this).
@@ -158,6 +163,11 @@ struct EncoderConfig {
   int64_t embedding_width() const { return projects_embeddings() ? embedding_size : hidden_size; }
   // Width of a pooled embedding (after the pool_dense layers).
   int64_t pooled_width() const { return pool_dense.empty() ? hidden_size : pool_dense.back().out; }
+  // The values of a pooled embedding a request that asks for no other
+  // number gets (ModelInfo's embedding_size).
+  int64_t served_dimensions() const {
+    return default_dimensions > 0 ? default_dimensions : pooled_width();
+  }
   // Checks internal consistency (head count divides hidden size, ...).
   Status Validate() const;
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
@@ -243,12 +244,20 @@ Status ReadSentenceBertConfig(const std::string& path, SentenceTransformersLayou
   return Status::Ok();
 }
 
+// The keys of config_sentence_transformers.json that mean something only
+// once the folder is known to be a SentenceTransformer or a CrossEncoder.
+struct ClassKeys {
+  std::optional<std::string> default_prompt_name;  // ResolvePrompts
+  Json truncate_dim;                               // ReadTruncateDim; null where absent
+};
+
 // config_sentence_transformers.json: the model's class (model_type, written
 // since sentence-transformers 5.0), a CrossEncoder's activation_fn (5.4+),
-// the prompts and the name of the one every text gets by default (3.0+).
-// `names_type`: whether it says the model_type.
+// the prompts and the name of the one every text gets by default (3.0+),
+// a SentenceTransformer's truncate_dim (5.4+). `names_type`: whether it says
+// the model_type.
 Status ReadModelConfig(const std::string& path, SentenceTransformersLayout* layout,
-                       bool* names_type, std::optional<std::string>* default_prompt_name) {
+                       bool* names_type, ClassKeys* later) {
   ASSIGN_OR_RETURN(const std::optional<Json> json, ReadOptionalObject(path));
   if (!json) return Status::Ok();
   ASSIGN_OR_RETURN(const std::optional<std::string> type,
@@ -277,7 +286,25 @@ Status ReadModelConfig(const std::string& path, SentenceTransformersLayout* layo
       layout->prompts[name] = text;
     }
   }
-  ASSIGN_OR_RETURN(*default_prompt_name, OptionalString(*json, path, "default_prompt_name"));
+  ASSIGN_OR_RETURN(later->default_prompt_name, OptionalString(*json, path, "default_prompt_name"));
+  if (const auto it = json->find("truncate_dim"); it != json->end()) later->truncate_dim = *it;
+  return Status::Ok();
+}
+
+// The size a SentenceTransformer's embeddings are cut to (5.4+; a
+// CrossEncoder does not read the key): a positive integer, null for none.
+Status ReadTruncateDim(const std::string& path, const Json& value,
+                       SentenceTransformersLayout* layout) {
+  if (value.is_null()) return Status::Ok();
+  if (value.is_number_unsigned() && value.get<uint64_t>() >= 1) {
+    layout->truncate_dim = static_cast<int64_t>(
+        std::min<uint64_t>(value.get<uint64_t>(), std::numeric_limits<int64_t>::max()));
+  } else if (value.is_number_integer() && value.get<int64_t>() >= 1) {
+    layout->truncate_dim = value.get<int64_t>();
+  } else {
+    return InvalidArgument(path + ": truncate_dim must be a positive integer or null, got " +
+                           value.dump());
+  }
   return Status::Ok();
 }
 
@@ -327,8 +354,8 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
   SentenceTransformersLayout layout;
   const std::string model_config = dir + "/config_sentence_transformers.json";
   bool names_type = false;
-  std::optional<std::string> default_prompt_name;
-  RETURN_IF_ERROR(ReadModelConfig(model_config, &layout, &names_type, &default_prompt_name));
+  ClassKeys class_keys;
+  RETURN_IF_ERROR(ReadModelConfig(model_config, &layout, &names_type, &class_keys));
   std::string transformer_task;
   bool transformer = false;
   for (size_t i = 0; i < modules.size(); ++i) {
@@ -401,7 +428,9 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
   } else if (!transformer || !layout.pooling) {
     return InvalidArgument(modules_path + ": needs a Transformer and a Pooling module");
   }
-  RETURN_IF_ERROR(ResolvePrompts(model_config, default_prompt_name, &layout));
+  if (!layout.cross_encoder)
+    RETURN_IF_ERROR(ReadTruncateDim(model_config, class_keys.truncate_dim, &layout));
+  RETURN_IF_ERROR(ResolvePrompts(model_config, class_keys.default_prompt_name, &layout));
   return std::optional<SentenceTransformersLayout>(std::move(layout));
 }
 

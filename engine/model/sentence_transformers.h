@@ -43,6 +43,11 @@ struct SentenceTransformersLayout {
   std::string default_prompt;
   std::string default_prompt_name;
   bool normalize = false;
+  // config_sentence_transformers.json's truncate_dim (sentence-transformers
+  // 5.4+ saves it): a SentenceTransformer's embeddings are cut to their
+  // first truncate_dim values (after Dense and Normalize) unless a call asks
+  // for another size.
+  std::optional<int64_t> truncate_dim;
   // Dense modules after the pooling, in order.
   struct Dense {
     std::string dir;  // its config.json and weights

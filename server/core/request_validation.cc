@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "engine/text/truncation.h"
+#include "kernels/pooling.h"
 
 namespace encoderd::server {
 namespace {
@@ -215,6 +216,22 @@ StatusOr<std::optional<Pooling>> CheckPooling(int32_t pooling) {
                          " is not one of POOLING_DEFAULT (0), POOLING_CLS (1), POOLING_MEAN (2), "
                          "POOLING_MAX (3), POOLING_MEAN_SQRT_LEN (4), POOLING_WEIGHTED_MEAN (5), "
                          "POOLING_LAST_TOKEN (6)");
+}
+
+StatusOr<int64_t> KeptDimensions(int32_t dimensions, int64_t default_size, int64_t width,
+                                 const std::string& model) {
+  if (dimensions == 0) return default_size;
+  if (dimensions > 0 && dimensions <= width) return int64_t{dimensions};
+  return InvalidArgument("dimensions " + std::to_string(dimensions) + " is not 0 (the default: " +
+                         std::to_string(default_size) + ") or 1 to " + std::to_string(width) +
+                         " (the max_dimensions of model " + QuotedForStatus(model) + ")");
+}
+
+std::vector<float> KeptValues(const float* embedding, int64_t size, int64_t kept, bool normalize) {
+  kept = std::clamp<int64_t>(kept, 0, size);
+  std::vector<float> values(embedding, embedding + kept);
+  if (normalize && kept > 0 && kept < size) kernels::L2NormalizeRows(values.data(), 1, kept);
+  return values;
 }
 
 }  // namespace encoderd::server

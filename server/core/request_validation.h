@@ -113,4 +113,17 @@ Status CheckEncodeReplySize(int64_t tokens, int64_t sequences, int64_t hidden_si
 // the valid values.
 StatusOr<std::optional<Pooling>> CheckPooling(int32_t pooling);
 
+// EmbedRequest's `dimensions` (Matryoshka truncation): how many of an
+// embedding's `width` values a reply keeps. 0 keeps `default_size` (the
+// model's: all, or its folder's truncate_dim), 1 to width that many;
+// anything else is INVALID_ARGUMENT naming `model` and both sizes.
+StatusOr<int64_t> KeptDimensions(int32_t dimensions, int64_t default_size, int64_t width,
+                                 const std::string& model);
+
+// The first `kept` of an embedding's `size` values (kept <= size), made unit
+// length again (L2, the norm clamped at 1e-12 as a whole embedding's is) when
+// `normalize` and kept < size: sentence-transformers'
+// encode(truncate_dim=kept, normalize_embeddings=normalize).
+std::vector<float> KeptValues(const float* embedding, int64_t size, int64_t kept, bool normalize);
+
 }  // namespace encoderd::server

@@ -157,6 +157,12 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
     for (const auto& entry : model->prompts_) names += (names.empty() ? "" : ", ") + entry.first;
     spdlog::info("model '{}' has the prompts a request may name: {}", config.name, names);
   }
+  if (const int64_t kept = model->encoder_config_.default_dimensions; kept > 0) {
+    spdlog::info(
+        "model '{}' serves the first {} of its embeddings' {} values (its truncate_dim) unless a "
+        "request asks for another number",
+        config.name, kept, model->encoder_config_.pooled_width());
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info(

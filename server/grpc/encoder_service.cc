@@ -217,16 +217,29 @@ void FillSummary(const Call&, v1::ModelInfoResponse*) {}
 StatusOr<ModelWork> EmbedWork(const ModelRegistry& registry, const v1::EmbedRequest& request,
                               Clock::time_point deadline, v1::EmbedResponse* response, Call& call) {
   ASSIGN_OR_RETURN(const std::optional<Pooling> pooling, CheckPooling(request.pooling()));
+  // dimensions is checked before the texts are tokenized.
+  ASSIGN_OR_RETURN(call.model, registry.Find(request.model()));
+  const EncoderConfig& config = call.model->encoder_config();
+  ASSIGN_OR_RETURN(const int64_t kept,
+                   KeptDimensions(request.dimensions(), config.served_dimensions(),
+                                  config.pooled_width(), call.model->config().name));
   ModelWork work;
   RETURN_IF_ERROR(Prepare(registry, request.model(), request.texts(), request.text_pairs(),
                           request.truncate(), request.prompt_name(), deadline, &call, &work));
-  const EncoderConfig& config = call.model->encoder_config();
   // A model whose folder normalizes (sentence-transformers' Normalize) always does.
-  work.spec = {OutputKind::kEmbedding, pooling.value_or(config.default_pooling),
-               request.normalize() || config.default_normalize};
-  work.fill = [response](const InferenceRequest& done) {
-    for (const auto& values : done.results())
-      response->add_embeddings()->mutable_values()->Assign(values.begin(), values.end());
+  const bool normalize = request.normalize() || config.default_normalize;
+  work.spec = {OutputKind::kEmbedding, pooling.value_or(config.default_pooling), normalize};
+  work.fill = [response, kept, normalize](const InferenceRequest& done) {
+    for (const auto& values : done.results()) {
+      auto* out = response->add_embeddings()->mutable_values();
+      const int64_t n = static_cast<int64_t>(values.size());
+      if (kept >= n) {
+        out->Assign(values.begin(), values.end());
+      } else {
+        const std::vector<float> cut = KeptValues(values.data(), n, kept, normalize);
+        out->Assign(cut.begin(), cut.end());
+      }
+    }
   };
   return work;
 }
@@ -793,7 +806,8 @@ grpc::ServerUnaryReactor* EncoderService::ModelInfo(grpc::CallbackServerContext*
           info->set_device(DeviceName(m->config().device));
           info->set_default_pooling(PoolingName(c.default_pooling));
           info->set_default_normalize(c.default_normalize);
-          info->set_embedding_size(c.pooled_width());
+          info->set_embedding_size(c.served_dimensions());
+          info->set_max_dimensions(c.pooled_width());
           info->set_replicas(m->config().replicas);
           info->set_max_client_batch_size(m->config().max_client_batch_size);
           info->set_text_pairs(m->reads_text_pairs());

@@ -46,6 +46,36 @@ TEXTS = ["the quick brown fox jumps over the lazy dog", "foxes hunt mice at nigh
          "a recipe for bread", "x", "the fox", "hunting " * 40]
 
 
+def unit(values):
+    norm = sum(v * v for v in values) ** 0.5
+    return [v / norm for v in values]
+
+
+def near(a, b, tol):
+    return len(a) == len(b) and all(abs(x - y) <= tol for x, y in zip(a, b))
+
+
+def check_dimensions(pb, stub, info):
+    """Embed's dimensions and a folder's truncate_dim: the first values of
+    the embedding, unit length again (both folders normalize)."""
+    check(info["st_dense"].embedding_size == 32 and info["st_dense"].max_dimensions == 32 and
+          info["st_cut"].embedding_size == 8 and info["st_cut"].max_dimensions == 32 and
+          info["st_cut"].default_normalize, f"ModelInfo sizes: {info['st_cut']}")
+    whole = [list(e.values) for e in
+             stub.Embed(pb.EmbedRequest(model="st_dense", texts=TEXTS[:3])).embeddings]
+    cut = [list(e.values) for e in
+           stub.Embed(pb.EmbedRequest(model="st_cut", texts=TEXTS[:3])).embeddings]
+    check(len(cut) == 3 and all(near(c, unit(w[:8]), 1e-6) for c, w in zip(cut, whole)),
+          "truncate_dim 8: the first 8 values, unit length")
+    four = [list(e.values) for e in stub.Embed(
+        pb.EmbedRequest(model="st_dense", texts=TEXTS[:3], dimensions=4)).embeddings]
+    check(all(near(c, unit(w[:4]), 1e-6) for c, w in zip(four, whole)),
+          "dimensions 4: the first 4 values, unit length")
+    again = [list(e.values) for e in stub.Embed(
+        pb.EmbedRequest(model="st_cut", texts=TEXTS[:3], dimensions=32)).embeddings]
+    check(again == whole, "dimensions 32 over truncate_dim 8: the whole embedding")
+
+
 def read_canonical(ref_dir):
     """The fixture's reference weights (fxcommon.write_tensor_dump) as torch tensors."""
     import torch
@@ -151,6 +181,14 @@ def main():
         "prompts": {"query": PROMPT, "document": "", "passage": PASSAGE},
         "default_prompt_name": "query"}))
     directories["cross_prompt"] = str(prompted)
+    # A sentence-transformers folder (Dense 64 -> 32, Normalize) as it is, and
+    # saved with truncate_dim 8 (sentence-transformers 5.4+ keeps it in
+    # config_sentence_transformers.json): its embeddings have 8 values.
+    directories["st_dense"] = f"{args.models_dir}/hf_st_dense"
+    cut = tmp / "st_cut"
+    shutil.copytree(pathlib.Path(args.models_dir) / "hf_st_dense", cut)
+    (cut / "config_sentence_transformers.json").write_text(json.dumps({"truncate_dim": 8}))
+    directories["st_cut"] = str(cut)
     serve_args = []
     for i, (name, directory) in enumerate(directories.items()):
         serve_args += ["--set", f"models[{i}].name={name}",
@@ -281,6 +319,7 @@ def main():
                                                      "passage": PASSAGE} and
               info["cross_prompt"].default_prompt_name == "query" and
               dict(info["cross"].prompts) == {}, f"ModelInfo prompts: {info['cross_prompt']}")
+        check_dimensions(pb, stub, info)
         for name, prompt in (("passage", PASSAGE), ("document", ""), ("query", PROMPT)):
             got = stub.Tokenize(pb.TokenizeRequest(model="cross_prompt", texts=["the fox"],
                                                    text_pairs=["at night"], prompt_name=name))

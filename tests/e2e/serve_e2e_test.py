@@ -487,6 +487,35 @@ def run_checks(args, pb, stub, stub_channel, health_pb2, health, log_path=None, 
     for e in normed.embeddings:
         check(abs(sum(v * v for v in e.values) - 1) < 1e-4, "normalize gives unit rows")
 
+    # dimensions (Matryoshka truncation): the first values of the whole
+    # embedding, made unit length again where it is normalized, as
+    # sentence-transformers' encode(truncate_dim=16, normalize_embeddings=...).
+    whole = stub.Embed(pb.EmbedRequest(texts=TEXTS[:3], pooling=pb.POOLING_MEAN)).embeddings
+    cut = stub.Embed(pb.EmbedRequest(texts=TEXTS[:3], pooling=pb.POOLING_MEAN,
+                                     dimensions=16)).embeddings
+    check(len(cut) == 3 and all(list(c.values) == list(w.values)[:16] for c, w in zip(cut, whole)),
+          "dimensions=16 gives the first 16 values")
+    cut = stub.Embed(pb.EmbedRequest(texts=TEXTS[:3], pooling=pb.POOLING_MEAN, dimensions=16,
+                                     normalize=True)).embeddings
+    for c, w in zip(cut, whole):
+        norm = sum(v * v for v in w.values[:16]) ** 0.5
+        check(len(c.values) == 16 and close(c.values, [v / norm for v in w.values[:16]], 1e-6),
+              "dimensions=16 with normalize: the first 16 values made unit length")
+    same = stub.Embed(pb.EmbedRequest(texts=TEXTS[:3], pooling=pb.POOLING_MEAN, dimensions=64))
+    check([list(e.values) for e in same.embeddings] == [list(w.values) for w in whole],
+          "dimensions=embedding_size gives the whole embedding")
+    streamed = list(stub.EmbedStream(iter([pb.EmbedRequest(texts=TEXTS[:1], dimensions=8)])))
+    check(len(streamed) == 1 and len(streamed[0].embeddings[0].values) == 8,
+          "EmbedStream takes dimensions")
+    for bad in (65, -1):
+        try:
+            stub.Embed(pb.EmbedRequest(texts=TEXTS[:1], dimensions=bad))
+            check(False, f"dimensions={bad} is refused")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and
+                  "or 1 to 64 (the max_dimensions of model" in e.details(),
+                  f"dimensions={bad}: INVALID_ARGUMENT naming the size ({e.details()[:100]})")
+
     # Encode on pre-tokenised ids equals the PyTorch reference hidden states.
     if args.reference:
         inputs, outputs = read_reference(args.reference)

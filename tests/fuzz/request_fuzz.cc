@@ -16,6 +16,7 @@
 // yields has 2..max_tokens ids inside the vocabulary; validation accepts
 // exactly what an independent check of the limits accepts; a prompt changes
 // no check, an unknown prompt_name is refused with a short message.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -223,6 +224,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const Status pooling = sv::CheckPooling(r.pooling()).status();
       REQUIRE(pooling.ok() == v1::Pooling_IsValid(r.pooling()));
       REQUIRE(pooling.ok() || IsInvalidArgument(pooling));
+      // dimensions against a 64-wide embedding whose default is 48 values: a
+      // prefix, cut and made unit length again, or a refusal.
+      constexpr int64_t kWidth = 64, kDefault = 48;
+      const auto kept = sv::KeptDimensions(r.dimensions(), kDefault, kWidth, r.model());
+      REQUIRE(kept.ok() == (r.dimensions() >= 0 && r.dimensions() <= kWidth));
+      if (kept.ok()) {
+        REQUIRE(*kept == (r.dimensions() == 0 ? kDefault : r.dimensions()));
+        float whole[kWidth];
+        for (int64_t i = 0; i < kWidth; ++i) whole[i] = static_cast<float>(i % 7) - 3.f;
+        const std::vector<float> cut = sv::KeptValues(whole, kWidth, *kept, r.normalize());
+        REQUIRE(static_cast<int64_t>(cut.size()) == *kept);
+        double norm = 0;
+        for (float v : cut) norm += double{v} * v;
+        REQUIRE(!r.normalize() || *kept == kWidth || std::fabs(norm - 1) < 1e-5);
+      } else {
+        REQUIRE(IsInvalidArgument(kept.status()) && kept.status().message().size() < 1024);
+      }
       FuzzTextsOrPairs(r, r.truncate(), limits);
       break;
     }

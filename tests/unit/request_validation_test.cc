@@ -84,6 +84,38 @@ TEST(RequestValidationTest, EncodeInputsAndPooling) {
   for (const auto& [value, pooling] : wire) EXPECT_EQ(CheckPooling(value).value(), pooling);
 }
 
+// Matryoshka truncation (EmbedRequest.dimensions): 0 keeps the model's
+// default (all, or its truncate_dim), 1 to the embedding's width that many,
+// anything else names the sizes.
+TEST(RequestValidationTest, DimensionsKeepAPrefixOfTheEmbedding) {
+  EXPECT_EQ(KeptDimensions(0, 768, 768, "m").value(), 768);
+  EXPECT_EQ(KeptDimensions(0, 256, 768, "m").value(), 256);  // a folder's truncate_dim
+  EXPECT_EQ(KeptDimensions(1, 768, 768, "m").value(), 1);
+  EXPECT_EQ(KeptDimensions(768, 256, 768, "m").value(), 768);  // past truncate_dim
+  for (int32_t d : {-1, 769, INT32_MAX, INT32_MIN})
+    ExpectInvalid(KeptDimensions(d, 256, 768, "m").status(),
+                  "dimensions " + std::to_string(d) +
+                      " is not 0 (the default: 256) or 1 to 768 (the max_dimensions of model "
+                      "'m')");
+  // A long model name is cut in the message (QuotedForStatus).
+  EXPECT_LT(KeptDimensions(-1, 8, 8, std::string(100000, 'x')).status().message().size(), 300u);
+
+  const std::vector<float> e = {0.6f, 0.0f, 0.8f, 0.0f};  // unit length
+  EXPECT_EQ(KeptValues(e.data(), 4, 4, /*normalize=*/true), e);
+  EXPECT_EQ(KeptValues(e.data(), 4, 4, /*normalize=*/false), e);
+  EXPECT_EQ(KeptValues(e.data(), 4, 2, /*normalize=*/false), std::vector<float>({0.6f, 0.0f}));
+  // Cut and normalized: unit length again, as normalize(e[:2]).
+  EXPECT_EQ(KeptValues(e.data(), 4, 2, /*normalize=*/true), std::vector<float>({1.0f, 0.0f}));
+  const std::vector<float> v = {3.0f, -4.0f, 12.0f};
+  const std::vector<float> cut = KeptValues(v.data(), 3, 2, /*normalize=*/true);
+  ASSERT_EQ(cut.size(), 2u);
+  EXPECT_FLOAT_EQ(cut[0], 0.6f);
+  EXPECT_FLOAT_EQ(cut[1], -0.8f);
+  // A zero prefix stays zero (the norm is clamped, as a whole embedding's).
+  const std::vector<float> z = {0.0f, 0.0f, 1.0f};
+  EXPECT_EQ(KeptValues(z.data(), 3, 2, /*normalize=*/true), std::vector<float>({0.0f, 0.0f}));
+}
+
 // Nothing bounded an Encode reply: 256 x 512 token ids (a 300 KB request)
 // made a BERT-base reply of 400 MB, held about three times over until sent.
 TEST(RequestValidationTest, EncodeRepliesFitTheSendLimit) {

@@ -9,12 +9,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
 #include "cli/encode_command.h"
+#include "cli/inspect_command.h"
 #include "server/config/model_card_yaml.h"
 #include "tests/unit/model_fixtures.h"
 
@@ -434,6 +436,42 @@ TEST_F(SentenceTransformersTest, ReadsTheDefaultPrompt) {
   }
 }
 
+// config_sentence_transformers.json's truncate_dim (sentence-transformers
+// 5.4+ saves it with the model): a positive integer or null; anything else
+// is refused, naming the file. A CrossEncoder does not read the key (its
+// scores are not cut), whatever it holds.
+TEST_F(SentenceTransformersTest, ReadsTheTruncateDimTheFolderSaved) {
+  Modules(std::string(kTransformer) + "," + kPooling);
+  Pooling(R"("pooling_mode_mean_tokens": true)");
+  const auto truncate_dim = [&]() -> std::optional<int64_t> {
+    auto layout = ReadSentenceTransformers(dir_.string());
+    EXPECT_TRUE(layout.ok() && layout->has_value()) << layout.status().ToString();
+    return layout.ok() && layout->has_value() ? (*layout)->truncate_dim : std::nullopt;
+  };
+  EXPECT_EQ(truncate_dim(), std::nullopt);
+  Write("config_sentence_transformers.json", R"({"truncate_dim": 256})");
+  EXPECT_EQ(truncate_dim(), 256);
+  Write("config_sentence_transformers.json", R"({"truncate_dim": null})");
+  EXPECT_EQ(truncate_dim(), std::nullopt);
+  Write("config_sentence_transformers.json", R"({"truncate_dim": 18446744073709551615})");
+  EXPECT_EQ(truncate_dim(), std::numeric_limits<int64_t>::max());
+  for (const char* bad : {"0", "-8", "8.5", "256.0", "\"256\"", "[256]"}) {
+    Write("config_sentence_transformers.json", std::string(R"({"truncate_dim": )") + bad + "}");
+    EXPECT_NE(Error().find("config_sentence_transformers.json: truncate_dim must be a positive "
+                           "integer or null, got "),
+              std::string::npos)
+        << bad << ": " << Error();
+  }
+  Modules(kTransformer54);
+  Write("sentence_bert_config.json", kClassifierTask);
+  Write("config_sentence_transformers.json",
+        R"({"model_type": "CrossEncoder", "truncate_dim": "8"})");
+  auto cross = ReadSentenceTransformers(dir_.string());
+  ASSERT_TRUE(cross.ok() && cross->has_value()) << cross.status().ToString();
+  EXPECT_TRUE((*cross)->cross_encoder);
+  EXPECT_EQ((*cross)->truncate_dim, std::nullopt);
+}
+
 // Every prompt of config_sentence_transformers.json is one a request may
 // name (prompt_name), null ones as "". A SentenceTransformer also has
 // empty "query" and "document" prompts unless the file sets them, as
@@ -588,6 +626,52 @@ TEST(SentenceTransformersServingTest, EncodeTakesThePromptItIsNamed) {
                            " (its prompts: \"document\", \"passage\", \"query\")"),
             std::string::npos)
       << err.str();
+}
+
+// --dimensions keeps the first values of the folder's 32-wide embedding
+// (after its Dense and Normalize modules) and, since the folder normalizes,
+// makes them unit length again; more than 32 is refused, naming the size.
+TEST(SentenceTransformersServingTest, EncodeKeepsTheDimensionsItIsGiven) {
+  const std::string dir = testing::ModelsDir() + "/hf_st_dense";
+  const std::vector<double> whole = EncodedEmbedding({dir, "--text", "hello world"});
+  const std::vector<double> cut =
+      EncodedEmbedding({dir, "--text", "hello world", "--dimensions", "8"});
+  ASSERT_EQ(whole.size(), 32u);
+  ASSERT_EQ(cut.size(), 8u);
+  double norm = 0;
+  for (int i = 0; i < 8; ++i) norm += whole[i] * whole[i];
+  norm = std::sqrt(norm);
+  EXPECT_LT(norm, 0.999);  // the prefix of a unit vector is shorter
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(cut[i], whole[i] / norm, 1e-6) << i;
+  EXPECT_EQ(EncodedEmbedding({dir, "--text", "hello world", "--dimensions", "32"}), whole);
+  std::ostringstream out, err;
+  EXPECT_EQ(RunEncodeCommand({dir, "--text", "hello", "--dimensions", "33"}, out, err), 1);
+  EXPECT_NE(err.str().find("dimensions 33 is not 0 (the default: 32) or 1 to 32 (the "
+                           "max_dimensions of "),
+            std::string::npos)
+      << err.str();
+}
+
+// A folder saved with truncate_dim 8 serves its first 8 values, made unit
+// length again since the folder normalizes, as sentence-transformers 5.4+
+// loads it; a request may still ask for more, up to the whole 32; a
+// truncate_dim past the width cuts nothing. inspect says so.
+TEST(SentenceTransformersServingTest, EncodeCutsToTheFoldersTruncateDim) {
+  const std::string plain = testing::ModelsDir() + "/hf_st_dense";
+  const fs::path dir = fs::temp_directory_path() / "st_truncate_dim";
+  fs::remove_all(dir);
+  fs::copy(plain, dir, fs::copy_options::recursive);
+  std::ofstream(dir / "config_sentence_transformers.json") << R"({"truncate_dim": 8})";
+  const std::vector<double> want = EncodedEmbedding({plain, "--text", "hi", "--dimensions", "8"});
+  EXPECT_EQ(EncodedEmbedding({dir.string(), "--text", "hi"}), want);
+  EXPECT_EQ(EncodedEmbedding({dir.string(), "--text", "hi", "--dimensions", "32"}),
+            EncodedEmbedding({plain, "--text", "hi"}));
+  std::ostringstream out, err;
+  ASSERT_EQ(RunInspectCommand({dir.string()}, out, err), 0) << err.str();
+  EXPECT_NE(out.str().find(", cut to the first 8 of 32 values (truncate_dim)"), std::string::npos)
+      << out.str();
+  std::ofstream(dir / "config_sentence_transformers.json") << R"({"truncate_dim": 32})";
+  EXPECT_EQ(EncodedEmbedding({dir.string(), "--text", "hi"}).size(), 32u);
 }
 
 // A Dense module whose weights disagree with its config.json is refused at
