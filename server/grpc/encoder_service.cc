@@ -217,12 +217,14 @@ void FillSummary(const Call&, v1::ModelInfoResponse*) {}
 StatusOr<ModelWork> EmbedWork(const ModelRegistry& registry, const v1::EmbedRequest& request,
                               Clock::time_point deadline, v1::EmbedResponse* response, Call& call) {
   ASSIGN_OR_RETURN(const std::optional<Pooling> pooling, CheckPooling(request.pooling()));
-  // dimensions is checked before the texts are tokenized.
-  ASSIGN_OR_RETURN(call.model, registry.Find(request.model()));
-  const EncoderConfig& config = call.model->encoder_config();
+  // dimensions is checked before the texts are tokenized (`model` holds the
+  // config while Prepare looks the model up again).
+  ASSIGN_OR_RETURN(const std::shared_ptr<ServedModel> model, registry.Find(request.model()));
+  call.model = model;
+  const EncoderConfig& config = model->encoder_config();
   ASSIGN_OR_RETURN(const int64_t kept,
                    KeptDimensions(request.dimensions(), config.served_dimensions(),
-                                  config.pooled_width(), call.model->config().name));
+                                  config.pooled_width(), model->config().name));
   ModelWork work;
   RETURN_IF_ERROR(Prepare(registry, request.model(), request.texts(), request.text_pairs(),
                           request.truncate(), request.prompt_name(), deadline, &call, &work));
