@@ -182,17 +182,25 @@ Status TokenizeInto(Clock::time_point deadline, Call* call, ModelWork* work,
   return Status::Ok();
 }
 
-// Looks up the model and tokenizes `texts` (with `pairs`, when not empty:
-// one sequence per pair; the prompt `prompt_name` names in front) into
-// `work` (TokenizeInto).
-Status Prepare(const ModelRegistry& registry, const std::string& model_name, const Strings& texts,
-               const Strings& pairs, bool truncate, const std::string& prompt_name,
-               Clock::time_point deadline, Call* call, ModelWork* work) {
-  ASSIGN_OR_RETURN(call->model, registry.Find(model_name));
+// Makes `model` the call's and tokenizes `texts` on it (with `pairs`, when
+// not empty: one sequence per pair; the prompt `prompt_name` names in front)
+// into `work` (TokenizeInto).
+Status PrepareOn(std::shared_ptr<ServedModel> model, const Strings& texts, const Strings& pairs,
+                 bool truncate, const std::string& prompt_name, Clock::time_point deadline,
+                 Call* call, ModelWork* work) {
+  call->model = std::move(model);
   RETURN_IF_ERROR(CheckCounts(*call->model, texts.size(), pairs.size()));
   return TokenizeInto(deadline, call, work, [&] {
     return call->model->Tokenize(ToTexts(texts), ToTexts(pairs), truncate, prompt_name);
   });
+}
+
+// PrepareOn the model `model_name` names.
+Status Prepare(const ModelRegistry& registry, const std::string& model_name, const Strings& texts,
+               const Strings& pairs, bool truncate, const std::string& prompt_name,
+               Clock::time_point deadline, Call* call, ModelWork* work) {
+  ASSIGN_OR_RETURN(std::shared_ptr<ServedModel> model, registry.Find(model_name));
+  return PrepareOn(std::move(model), texts, pairs, truncate, prompt_name, deadline, call, work);
 }
 
 // The fields every successful response carries: token count, model name and
@@ -217,17 +225,16 @@ void FillSummary(const Call&, v1::ModelInfoResponse*) {}
 StatusOr<ModelWork> EmbedWork(const ModelRegistry& registry, const v1::EmbedRequest& request,
                               Clock::time_point deadline, v1::EmbedResponse* response, Call& call) {
   ASSIGN_OR_RETURN(const std::optional<Pooling> pooling, CheckPooling(request.pooling()));
-  // dimensions is checked before the texts are tokenized (`model` holds the
-  // config while Prepare looks the model up again).
+  // dimensions is checked before the texts are tokenized, on the model that
+  // then computes them.
   ASSIGN_OR_RETURN(const std::shared_ptr<ServedModel> model, registry.Find(request.model()));
-  call.model = model;
   const EncoderConfig& config = model->encoder_config();
   ASSIGN_OR_RETURN(const int64_t kept,
                    KeptDimensions(request.dimensions(), config.served_dimensions(),
                                   config.pooled_width(), model->config().name));
   ModelWork work;
-  RETURN_IF_ERROR(Prepare(registry, request.model(), request.texts(), request.text_pairs(),
-                          request.truncate(), request.prompt_name(), deadline, &call, &work));
+  RETURN_IF_ERROR(PrepareOn(model, request.texts(), request.text_pairs(), request.truncate(),
+                            request.prompt_name(), deadline, &call, &work));
   // A model whose folder normalizes (sentence-transformers' Normalize) always does.
   const bool normalize = request.normalize() || config.default_normalize;
   work.spec = {OutputKind::kEmbedding, pooling.value_or(config.default_pooling), normalize};
