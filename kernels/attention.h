@@ -55,9 +55,28 @@ struct RelativeBias {
   int64_t width() const { return 2 * center + 1; }
 };
 
+// DeBERTa's disentangled attention terms (content to position and position
+// to content): the score of query i and key j of a sequence, in head h, gets
+// q_i . key[h][c] + k_j . query[h][c] added before the softmax, where c =
+// index[center + i - j] (the relative position's row of the model's
+// relative embeddings) and q_i, k_j are the head's rows of qkv as they are
+// (the tables carry their scale). key and query: [heads][head_dim][columns]
+// fp32 on the host, each head's rows of the projected relative embeddings
+// transposed; index: 2 * center + 1 values in [0, columns), non-decreasing;
+// every sequence at most center + 1 tokens long. In fp32 whatever the
+// matmul dtype (bf16 q and k widened). Only the CPU takes one (CUDA throws
+// std::invalid_argument), and not beside a RelativeBias.
+struct DisentangledBias {
+  const float* key = nullptr;
+  const float* query = nullptr;
+  int64_t columns = 0;
+  const int32_t* index = nullptr;
+  int64_t center = 0;
+};
+
 void Attention(const Context& ctx, DType dtype, DType matmul_dtype, const void* qkv,
                const int32_t* cu_seqlens, int64_t batch, int64_t total_tokens, int32_t max_seqlen,
                int64_t heads, int64_t head_dim, float scale, void* out,
-               const RelativeBias* bias = nullptr);
+               const RelativeBias* bias = nullptr, const DisentangledBias* disentangled = nullptr);
 
 }  // namespace encoderd::kernels

@@ -204,7 +204,7 @@ struct ValueColumns {
 
 void AttentionRowsAvx2(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
                        int64_t heads, int64_t d, float scale, int64_t row_begin, int64_t row_end,
-                       int64_t sub_rows, float* out, const float* bias, const AttentionItem* next) {
+                       int64_t sub_rows, float* out, BiasRows bias, const AttentionItem* next) {
   const int64_t hidden = heads * d, ld = 3 * hidden;
   const int64_t lp = (len + 15) / 16 * 16, ldk = KeyRowStride(lp);
   // Scratch: K^T [d, ldk], V [len, d], scores [sub_rows, lp], Q [sub_rows,
@@ -244,7 +244,7 @@ void AttentionRowsAvx2(const float* qkv, int64_t seq_begin, int64_t len, int64_t
       prefetch.Step();
     }
     for (int64_t r = 0; r < rows; ++r) {
-      AddRelativeBias(s + r * lp, bias, i0 + r, len);
+      AddBiasRow(s + r * lp, BiasRow(bias, i0 + r), len);
       inv[r] = SoftmaxRow(s + r * lp, len);
     }
     for (int64_t j0 = 0; j0 < len; j0 += kValueBlock) {

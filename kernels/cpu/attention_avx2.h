@@ -13,7 +13,7 @@ namespace encoderd::kernels {
 // kernels do.
 void AttentionRowsAvx2(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
                        int64_t heads, int64_t head_dim, float scale, int64_t row_begin,
-                       int64_t row_end, int64_t sub_rows, float* out, const float* bias = nullptr,
+                       int64_t row_end, int64_t sub_rows, float* out, BiasRows bias = {},
                        const AttentionItem* next = nullptr);
 
 }  // namespace encoderd::kernels

@@ -53,8 +53,7 @@ struct Fp32Format {
 
 void AttentionRowsAvx512(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
                          int64_t heads, int64_t d, float scale, int64_t row_begin, int64_t row_end,
-                         int64_t sub_rows, float* out, const float* bias,
-                         const AttentionItem* next) {
+                         int64_t sub_rows, float* out, BiasRows bias, const AttentionItem* next) {
   AttentionRowsBlocked<Fp32Format>(qkv, seq_begin, len, head, heads, d, scale, row_begin, row_end,
                                    sub_rows, out, bias, next);
 }

@@ -153,7 +153,7 @@ struct Bf16ValuesFormat : Bf16Format {
 
 void AttentionRowsAvx512Bf16(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
                              int64_t heads, int64_t d, float scale, int64_t row_begin,
-                             int64_t row_end, int64_t sub_rows, float* out, const float* bias,
+                             int64_t row_end, int64_t sub_rows, float* out, BiasRows bias,
                              const AttentionItem* next) {
   AttentionRowsBlocked<Bf16Format>(qkv, seq_begin, len, head, heads, d, scale, row_begin, row_end,
                                    sub_rows, out, bias, next);
@@ -162,7 +162,7 @@ void AttentionRowsAvx512Bf16(const float* qkv, int64_t seq_begin, int64_t len, i
 void AttentionRowsAvx512Bf16Values(const uint16_t* qkv, int64_t seq_begin, int64_t len,
                                    int64_t head, int64_t heads, int64_t d, float scale,
                                    int64_t row_begin, int64_t row_end, int64_t sub_rows,
-                                   uint16_t* out, const float* bias, const AttentionItem* next) {
+                                   uint16_t* out, BiasRows bias, const AttentionItem* next) {
   AttentionRowsBlocked<Bf16ValuesFormat>(qkv, seq_begin, len, head, heads, d, scale, row_begin,
                                          row_end, sub_rows, out, bias, next);
 }

@@ -67,8 +67,8 @@ inline void PackKeyWords(int64_t len, int64_t lp, int64_t ldk, int64_t d, float*
 inline __mmask16 LanesBelow(int64_t len, int64_t j) { return j >= len ? 0 : FirstLanes(len - j); }
 
 // max(s) over the first len entries, in every lane. With `bias` (a query
-// row's relative position bias from key 0 on, AddRelativeBias's row), s[j]
-// += bias[j] first, in the same pass.
+// row's bias from key 0 on, BiasRow), s[j] += bias[j] first, in the
+// same pass.
 inline __m512 RowMax(float* s, int64_t len, const float* bias) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   int64_t j = 0;
@@ -263,8 +263,7 @@ void ValueRows(const float* p, int64_t pw, const float* vp, int64_t d, int64_t w
 template <class Format, typename Value = typename Format::Value>
 void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int64_t head,
                           int64_t heads, int64_t d, float scale, int64_t row_begin, int64_t row_end,
-                          int64_t sub_rows, Value* out, const float* bias,
-                          const AttentionItem* next) {
+                          int64_t sub_rows, Value* out, BiasRows bias, const AttentionItem* next) {
   constexpr int64_t pack = Format::kPack;
   const int64_t hidden = heads * d, ld = 3 * hidden;
   const int64_t lp = (len + 15) / 16 * 16;  // a multiple of 16 (and of pack)
@@ -323,8 +322,7 @@ void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int6
     }
     const int64_t p_stride = pack == 1 ? lp : pw;
     for (int64_t r = 0; r < rows; ++r) {
-      // The row's relative position bias from key 0 on (AddRelativeBias).
-      const float* bias_row = bias == nullptr ? nullptr : bias - (i0 + r);
+      const float* bias_row = BiasRow(bias, i0 + r);
       if constexpr (pack > 1) {
         inv[r] = SoftmaxRowPacked<Format>(s + r * lp, len, lp, pp + r * pw, bias_row);
       } else {

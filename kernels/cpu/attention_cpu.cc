@@ -10,6 +10,7 @@
 #include "kernels/cpu/attention_avx2.h"
 #include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/bf16_convert.h"
+#include "kernels/cpu/disentangled_avx512.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu_features.h"
 
@@ -27,6 +28,10 @@ namespace {
 // every thread.
 constexpr int64_t kItemsPerThread = 2;
 constexpr int64_t kMinRowsPerItem = 32;
+// An item with disentangled terms holds its rows' bias over every key
+// (rows x len floats): at most this many, 16 MiB, so that one long sequence
+// takes bounded memory a thread (8192 tokens: 512 rows an item).
+constexpr int64_t kMaxBiasFloats = int64_t{1} << 22;
 
 }  // namespace
 
@@ -38,7 +43,7 @@ float* AttentionScratch(int64_t floats) {
 
 void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
                           int64_t heads, int64_t head_dim, float scale, int64_t row_begin,
-                          int64_t row_end, float* out, const float* bias) {
+                          int64_t row_end, float* out, BiasRows bias) {
   const int64_t hidden = heads * head_dim, ld = 3 * hidden;
   const float* q = qkv + seq_begin * ld + head * head_dim;
   const float* k = q + hidden;
@@ -51,7 +56,7 @@ void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int6
       for (int64_t c = 0; c < head_dim; ++c) dot += q[i * ld + c] * k[j * ld + c];
       p[j] = dot * scale;
     }
-    AddRelativeBias(p.data(), bias, i, len);
+    AddBiasRow(p.data(), BiasRow(bias, i), len);
     for (int64_t j = 0; j < len; ++j) max = std::max(max, p[j]);
     float sum = 0.f;
     for (int64_t j = 0; j < len; ++j) {
@@ -68,6 +73,38 @@ void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int6
   }
 }
 
+void DisentangledRows(const DisentangledBias& d, const float* q, const float* k, int64_t ld,
+                      int64_t len, int64_t head, int64_t head_dim, int64_t row_begin,
+                      int64_t row_end, float* out) {
+  const int64_t rows = row_end - row_begin;
+  const auto [lo, width] = WindowOf(d, len, row_begin, row_end);
+  // (The item's row kernel takes the scratch over once this returns.)
+  float* c2p = AttentionScratch((rows + len) * width);  // [rows, width]: q_i . key[c]
+  std::fill(c2p, c2p + (rows + len) * width, 0.f);
+  float* p2c = c2p + rows * width;  // [len, width]: k_j . query[c]
+  // y[r][c - lo] = x_r . table[c] over the window, for n rows x.
+  const auto project = [&](const float* x, int64_t n, const float* table, float* y) {
+    const float* t = table + head * head_dim * d.columns + lo;
+    for (int64_t r = 0; r < n; ++r) {
+      float* yr = y + r * width;
+      for (int64_t c = 0; c < head_dim; ++c) {
+        const float a = x[r * ld + c];
+        const float* tc = t + c * d.columns;
+        for (int64_t w = 0; w < width; ++w) yr[w] += a * tc[w];
+      }
+    }
+  };
+  project(q + row_begin * ld, rows, d.key, c2p);
+  project(k, len, d.query, p2c);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* index = d.index + d.center + row_begin + r;  // index[-j]: key j's
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t col = index[-j] - lo;
+      out[r * len + j] = c2p[r * width + col] + p2c[j * width + col];
+    }
+  }
+}
+
 bool AttentionCpuTakesBf16Values(int64_t head_dim) {
   const CpuFeatures& cpu = GetCpuFeatures();
   return head_dim % 32 == 0 && cpu.avx512f && cpu.avx512bw && cpu.avx512_bf16;
@@ -75,7 +112,7 @@ bool AttentionCpuTakesBf16Values(int64_t head_dim) {
 
 void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const int32_t* cu_seqlens,
                   int64_t batch, int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls,
-                  void* out, const RelativeBias* bias) {
+                  void* out, const RelativeBias* bias, const DisentangledBias* disentangled) {
   const CpuFeatures& cpu = GetCpuFeatures();
   const bool fast = head_dim % 16 == 0 && cpu.avx512f;
   const bool avx2 = head_dim % 16 == 0 && cpu.avx2 && cpu.fma;
@@ -87,7 +124,7 @@ void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const in
     std::vector<float> wide(tokens * 3 * hidden), result(tokens * hidden);
     ConvertBFloat16ToFloat(static_cast<const uint16_t*>(qkv), wide.data(), tokens * 3 * hidden);
     AttentionCpu(ctx, DType::kFloat32, wide.data(), cu_seqlens, batch, heads, head_dim, scale,
-                 bf16_matmuls, result.data(), bias);
+                 bf16_matmuls, result.data(), bias, disentangled);
     ConvertFloatToBFloat16(result.data(), static_cast<uint16_t*>(out), tokens * hidden);
     return;
   }
@@ -111,8 +148,9 @@ void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const in
     const int64_t begin = cu_seqlens[b], len = cu_seqlens[b + 1] - begin;
     // One thread takes whole sequences (nothing to balance).
     const double fit = threads > 1 ? item_cap / std::max<double>(len, 1) : len;
-    const int64_t rows =
+    int64_t rows =
         std::max<int64_t>(kMinRowsPerItem, static_cast<int64_t>(std::min<double>(fit, len)));
+    if (disentangled != nullptr) rows = std::min(rows, std::max<int64_t>(1, kMaxBiasFloats / len));
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t r = 0; r < len; r += rows)
         items.push_back({begin, len, h, r, std::min(len, r + rows)});
@@ -123,9 +161,36 @@ void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const in
                    [](const AttentionItem& a, const AttentionItem& b) { return a.len > b.len; });
   const float* qkv32 = static_cast<const float*>(qkv);
   float* out32 = static_cast<float*>(out);
+  const int64_t hidden = heads * head_dim, ld = 3 * hidden;
+  // The rows the item adds to its scores (BiasRows).
+  const auto ItemBias = [&](const AttentionItem& it) -> BiasRows {
+    if (bias != nullptr) return {bias->values + it.head * bias->width() + bias->center, 0, -1};
+    if (disentangled == nullptr) return {};
+    thread_local std::vector<float> rows, wide;
+    const float* q = qkv32 + it.seq_begin * ld + it.head * head_dim;
+    const float* k = q + hidden;
+    int64_t stride = ld;
+    if (bf16_values) {  // the head's q and k rows of the sequence, widened
+      wide.resize(static_cast<size_t>(2 * it.len * head_dim));
+      const uint16_t* q16 =
+          static_cast<const uint16_t*>(qkv) + it.seq_begin * ld + it.head * head_dim;
+      for (int64_t j = 0; j < it.len; ++j) {
+        ConvertBFloat16ToFloat(q16 + j * ld, wide.data() + j * head_dim, head_dim);
+        ConvertBFloat16ToFloat(q16 + j * ld + hidden, wide.data() + (it.len + j) * head_dim,
+                               head_dim);
+      }
+      q = wide.data();
+      k = q + it.len * head_dim;
+      stride = head_dim;
+    }
+    rows.resize(static_cast<size_t>((it.row_end - it.row_begin) * it.len));
+    (cpu.avx512f ? DisentangledRowsAvx512 : DisentangledRows)(*disentangled, q, k, stride, it.len,
+                                                              it.head, head_dim, it.row_begin,
+                                                              it.row_end, rows.data());
+    return {rows.data(), it.row_begin, it.len};
+  };
   const auto RunItem = [&](const AttentionItem& it, const AttentionItem* next) {
-    const float* b =
-        bias == nullptr ? nullptr : bias->values + it.head * bias->width() + bias->center;
+    const BiasRows b = ItemBias(it);
     if (bf16_values) {
       AttentionRowsAvx512Bf16Values(static_cast<const uint16_t*>(qkv), it.seq_begin, it.len,
                                     it.head, heads, head_dim, scale, it.row_begin, it.row_end,

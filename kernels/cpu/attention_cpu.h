@@ -21,10 +21,20 @@ struct AttentionItem {
 // head_dim % 16 == 0, else on the generic path below. values: qkv's and
 // out's type, float32, or bfloat16 with bf16_matmuls (read and written as
 // they are by the bf16 kernel; elsewhere widened to fp32 first, and the
-// output rounded). bias: kernels/attention.h's, or nullptr.
+// output rounded). bias, disentangled: kernels/attention.h's, or nullptr.
 void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const int32_t* cu_seqlens,
                   int64_t batch, int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls,
-                  void* out, const RelativeBias* bias = nullptr);
+                  void* out, const RelativeBias* bias = nullptr,
+                  const DisentangledBias* disentangled = nullptr);
+
+// The disentangled terms (kernels/attention.h) of query rows [row_begin,
+// row_end) of head `head` of a sequence of `len` tokens, whose rows of q
+// and k are at q and k (head_dim values each, rows ld apart): out[r][j] for
+// r < row_end - row_begin, j < len (rows len apart). fp32, in a fixed
+// order: the same bits whichever thread runs it.
+void DisentangledRows(const DisentangledBias& d, const float* q, const float* k, int64_t ld,
+                      int64_t len, int64_t head, int64_t head_dim, int64_t row_begin,
+                      int64_t row_end, float* out);
 
 // Whether the bf16 kernel runs for this head_dim on this CPU (AVX512-F,
 // -BW and -BF16, head_dim % 32 == 0): bf16 matmuls, and bf16 values read
@@ -47,24 +57,53 @@ float* AttentionScratch(int64_t floats);
 // faster, whole forwards within noise; outputs bit for bit the same.
 constexpr int64_t KeyRowStride(int64_t lp) { return (lp / 16) % 2 == 0 ? lp + 16 : lp; }
 
+// What the row kernels add to the scores of each query row before the
+// softmax: query row i gets BiasRow(bias, i)[j] on key j's score. MPNet's
+// relative position bias (kernels/attention.h's RelativeBias) is the head's
+// values at distance 0 with step -1 (row i reads distances -i on);
+// DeBERTa's disentangled terms (DisentangledBias) a matrix of the item's
+// rows, its row `first` at `base`. base nullptr: no bias.
+struct BiasRows {
+  const float* base = nullptr;
+  int64_t first = 0;
+  int64_t step = 0;
+};
+
 namespace {
-// s[j] += bias[j - i] for j < len: the relative position bias of query row
-// i (bias: the head's values at distance 0, RelativeBias::center; nullptr:
-// none). Internal linkage, so that the copy compiled into an AVX-512 kernel
-// is never the one generic code calls.
-inline void AddRelativeBias(float* s, const float* bias, int64_t i, int64_t len) {
-  if (bias == nullptr) return;
-  const float* row = bias - i;
+// Query row i's bias from key 0 on, or nullptr. Internal linkage, as
+// AddBiasRow's.
+inline const float* BiasRow(const BiasRows& bias, int64_t i) {
+  return bias.base == nullptr ? nullptr : bias.base + (i - bias.first) * bias.step;
+}
+
+// The columns of DeBERTa's tables that query rows [row_begin, row_end) of
+// a sequence of len tokens reach: i - j runs from row_begin - (len - 1) to
+// row_end - 1, and the index does not decrease. Internal linkage, as
+// AddBiasRow's.
+struct DisentangledWindow {
+  int64_t lo, width;
+};
+inline DisentangledWindow WindowOf(const DisentangledBias& b, int64_t len, int64_t row_begin,
+                                   int64_t row_end) {
+  const int64_t lo = b.index[b.center + row_begin - (len - 1)];
+  return {lo, b.index[b.center + row_end - 1] + 1 - lo};
+}
+
+// s[j] += row[j] for j < len (row: BiasRow; nullptr: none). Internal
+// linkage, so that the copy compiled into an AVX-512 kernel is never the one
+// generic code calls.
+inline void AddBiasRow(float* s, const float* row, int64_t len) {
+  if (row == nullptr) return;
   for (int64_t j = 0; j < len; ++j) s[j] += row[j];
 }
 }  // namespace
 
 // Single-threaded reference-style path for any head_dim (also used where the
 // CPU lacks AVX2 + FMA or head_dim % 16 != 0). Exposed for the benchmark/tests.
-// bias: the head's relative position bias at distance 0 (AddRelativeBias),
-// or nullptr; the same argument in every row kernel.
+// bias: the rows added to the scores (BiasRows; the same argument in every
+// row kernel).
 void AttentionRowsGeneric(const float* qkv, int64_t seq_begin, int64_t len, int64_t head,
                           int64_t heads, int64_t head_dim, float scale, int64_t row_begin,
-                          int64_t row_end, float* out, const float* bias = nullptr);
+                          int64_t row_end, float* out, BiasRows bias = {});
 
 }  // namespace encoderd::kernels

@@ -33,10 +33,12 @@ float RoundToBf16(float x) {
 
 // With bf16_matmuls, the matmuls' inputs are rounded as the kernel's are:
 // q * scale, k, v and the unnormalised probabilities (their sum is not).
-// bias: a relative position bias (kernels/attention.h) or nullptr.
+// bias: a relative position bias (kernels/attention.h) or nullptr;
+// disentangled: DeBERTa's terms or nullptr, over q and k as they are.
 std::vector<double> Reference(const std::vector<float>& qkv, const std::vector<int32_t>& cu,
                               int64_t heads, int64_t d, double scale, bool bf16_matmuls = false,
-                              const RelativeBias* bias = nullptr) {
+                              const RelativeBias* bias = nullptr,
+                              const DisentangledBias* disentangled = nullptr) {
   const auto in = [&](float x) { return bf16_matmuls ? RoundToBf16(x) : x; };
   const int64_t hidden = heads * d, ld = 3 * hidden, total = cu.back();
   std::vector<double> out(total * hidden);
@@ -55,6 +57,15 @@ std::vector<double> Reference(const std::vector<float>& qkv, const std::vector<i
           }
           p[j] = bf16_matmuls ? dot : dot * scale;
           if (bias) p[j] += bias->values[h * bias->width() + bias->center + j - i];
+          if (disentangled) {
+            const DisentangledBias& t = *disentangled;
+            const int64_t col = t.index[t.center + i - j];
+            for (int64_t c = 0; c < d; ++c) {
+              const int64_t at = (h * d + c) * t.columns + col;
+              p[j] += static_cast<double>(qkv[(begin + i) * ld + h * d + c]) * t.key[at] +
+                      static_cast<double>(qkv[(begin + j) * ld + hidden + h * d + c]) * t.query[at];
+            }
+          }
           max = std::max(max, p[j]);
         }
         for (double& x : p) sum += (x = std::exp(x - max));
@@ -83,7 +94,8 @@ struct Case {
 // path ran).
 // threads: the context's (0: every processor).
 void CheckAttention(const Case& c, DType matmul_dtype, bool rounds,
-                    const RelativeBias* bias = nullptr, int threads = 0) {
+                    const RelativeBias* bias = nullptr, int threads = 0,
+                    const DisentangledBias* disentangled = nullptr) {
   CpuContext ctx(threads);
   const auto cu = CuSeqlens(c.lengths);
   const int64_t total = cu.back(), hidden = c.heads * c.head_dim;
@@ -93,14 +105,16 @@ void CheckAttention(const Case& c, DType matmul_dtype, bool rounds,
   const int32_t longest = *std::max_element(c.lengths.begin(), c.lengths.end());
   Attention(ctx, DType::kFloat32, matmul_dtype, qkv.data(), cu.data(),
             static_cast<int64_t>(c.lengths.size()), total, longest, c.heads, c.head_dim, scale,
-            out.data(), bias);
-  const double exact =
-      ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale, false, bias));
+            out.data(), bias, disentangled);
+  const double exact = ScaledMaxError(
+      out, Reference(qkv, cu, c.heads, c.head_dim, scale, false, bias, disentangled));
   if (!rounds) {
     EXPECT_LT(exact, 1e-4);
     return;
   }
-  EXPECT_LT(ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale, true, bias)), 2e-3);
+  EXPECT_LT(
+      ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale, true, bias, disentangled)),
+      2e-3);
   EXPECT_GT(exact, 1e-4);
   EXPECT_LT(exact, 3e-2);
 }
@@ -229,6 +243,41 @@ uint16_t Bf16Bits(float x) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// A bias of either kind on three sequences of 3, 130 and 20 tokens, 2 heads
+// of 64: random q, k, v (spread +-2) rounded to bf16, the float32 call with
+// bf16 matmuls on them, and where the bf16 kernel runs, the bfloat16 call on
+// their bits, which must hold the float32 call's bits rounded.
+struct Bf16BiasCase {
+  static constexpr int64_t kHeads = 2, kDim = 64;
+  const std::vector<int32_t> cu = CuSeqlens({3, 130, 20});
+  const int64_t total = cu.back();
+  std::vector<float> qkv;
+  std::vector<float> out32;
+  Bf16BiasCase(uint32_t seed, const RelativeBias* bias, const DisentangledBias* disentangled)
+      : qkv(RandomVector(total * 3 * kHeads * kDim, seed, -2.f, 2.f)),
+        out32(total * kHeads * kDim) {
+    for (float& x : qkv) x = RoundToBf16(x);
+    CpuContext ctx;
+    Attention(ctx, DType::kFloat32, DType::kBFloat16, qkv.data(), cu.data(), 3, total, 130, kHeads,
+              kDim, 0.125f, out32.data(), bias, disentangled);
+    if (!AttentionTakesBf16Values(ctx, kDim)) return;
+    std::vector<uint16_t> qkv16, out16(out32.size());
+    for (float x : qkv) qkv16.push_back(Bf16Bits(x));
+    Attention(ctx, DType::kBFloat16, DType::kBFloat16, qkv16.data(), cu.data(), 3, total, 130,
+              kHeads, kDim, 0.125f, out16.data(), bias, disentangled);
+    int64_t differ = 0;
+    for (size_t i = 0; i < out16.size(); ++i) differ += out16[i] != Bf16Bits(out32[i]);
+    EXPECT_EQ(differ, 0);
+  }
+  // The float32 call with fp32 matmuls and these biases.
+  std::vector<float> Float32(const RelativeBias* bias, const DisentangledBias* disentangled) const {
+    std::vector<float> out(out32.size());
+    Attention(CpuContext(), DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 3, total, 130,
+              kHeads, kDim, 0.125f, out.data(), bias, disentangled);
+    return out;
+  }
+};
+
 float Bf16Value(uint16_t b) {
   const uint32_t bits = static_cast<uint32_t>(b) << 16;
   float x;
@@ -315,33 +364,90 @@ TEST(AttentionTest, AddsTheRelativePositionBiasInEveryKernel) {
                    &bias, 4);
   }
   // bf16 values in and out: the same bits as the float32 call on them widened.
-  CpuContext ctx;
-  const std::vector<int32_t> lengths = {3, 130, 20};
-  const int64_t heads = 2, d = 64, hidden = heads * d;
-  const auto cu = CuSeqlens(lengths);
-  const int64_t total = cu.back();
-  const auto values = RandomVector(heads * (2 * center + 1), 52, -3.f, 3.f);
+  const auto values = RandomVector(Bf16BiasCase::kHeads * (2 * center + 1), 52, -3.f, 3.f);
   const RelativeBias bias{values.data(), center};
-  auto qkv = RandomVector(total * 3 * hidden, 53, -2.f, 2.f);
-  for (float& x : qkv) x = RoundToBf16(x);
-  std::vector<uint16_t> qkv16(qkv.size()), out16(total * hidden);
-  for (size_t i = 0; i < qkv.size(); ++i) qkv16[i] = Bf16Bits(qkv[i]);
-  std::vector<float> out32(total * hidden);
-  Attention(ctx, DType::kFloat32, DType::kBFloat16, qkv.data(), cu.data(), 3, total, 130, heads, d,
-            0.125f, out32.data(), &bias);
-  if (AttentionTakesBf16Values(ctx, d)) {
-    Attention(ctx, DType::kBFloat16, DType::kBFloat16, qkv16.data(), cu.data(), 3, total, 130,
-              heads, d, 0.125f, out16.data(), &bias);
-    int64_t differ = 0;
-    for (size_t i = 0; i < out16.size(); ++i) differ += out16[i] != Bf16Bits(out32[i]);
-    EXPECT_EQ(differ, 0);
-  }
-  const auto want = Reference(qkv, cu, heads, d, 0.125, false, &bias);
-  EXPECT_LT(ScaledMaxError(out32, want), 3e-2);
+  const Bf16BiasCase c(53, &bias, nullptr);
+  const auto want = Reference(c.qkv, c.cu, c.kHeads, c.kDim, 0.125, false, &bias);
+  EXPECT_LT(ScaledMaxError(c.out32, want), 3e-2);
   // Without the bias the output is far from the biased reference.
-  Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 3, total, 130, heads, d,
-            0.125f, out32.data());
-  EXPECT_GT(ScaledMaxError(out32, want), 0.1);
+  EXPECT_GT(ScaledMaxError(c.Float32(nullptr, nullptr), want), 0.1);
+}
+
+// DeBERTa-like disentangled tables for `heads` heads of head_dim d and
+// sequences up to center + 1 tokens: the index steps by one column every 4
+// positions (plateaus, as DeBERTa's log buckets have) around column 12 of
+// 24, clamped at both ends; q_i . key and k_j . query spread about +-3.
+struct DisentangledTables {
+  std::vector<float> key, query;
+  std::vector<int32_t> index;
+  DisentangledBias bias;
+  DisentangledTables(int64_t heads, int64_t d, int64_t center, uint64_t seed) {
+    const int64_t columns = 24;
+    key = RandomVector(heads * d * columns, seed, -0.5f, 0.5f);
+    query = RandomVector(heads * d * columns, seed + 1, -0.5f, 0.5f);
+    for (int64_t delta = -center; delta <= center; ++delta) {
+      const int64_t col = static_cast<int64_t>(std::floor(delta / 4.0)) + 12;
+      index.push_back(static_cast<int32_t>(std::clamp<int64_t>(col, 0, columns - 1)));
+    }
+    bias = {key.data(), query.data(), columns, index.data(), center};
+  }
+};
+
+// DeBERTa's disentangled terms are added to the scores of every kernel, as
+// the relative position bias above is (ctest runs this binary with
+// ENCODERD_CPU_DISABLE for each), over rows split between items, and with
+// bf16 values; leaving either term out is far off.
+TEST(AttentionTest, AddsTheDisentangledTermsInEveryKernel) {
+  const int64_t center = 140;
+  for (const int64_t heads : {2, 3}) {
+    const DisentangledTables t64(heads, 64, center, 61), t48(heads, 48, center, 63),
+        t24(heads, 24, center, 65);
+    CheckAttention({{1, 2, 7, 33, 16, 17, 130}, heads, 64}, DType::kFloat32, false, nullptr, 4,
+                   &t64.bias);
+    CheckAttention({{5, 130, 1}, heads, 48}, DType::kFloat32, false, nullptr, 4, &t48.bias);
+    CheckAttention({{1, 2, 7, 33}, heads, 24}, DType::kFloat32, false, nullptr, 0, &t24.bias);
+    CheckAttention({{1, 2, 7, 33, 16, 17, 130}, heads, 64}, DType::kBFloat16, HasBf16Attention(),
+                   nullptr, 4, &t64.bias);
+  }
+  // bf16 values in and out: the same bits as the float32 call on them widened.
+  const DisentangledTables t(Bf16BiasCase::kHeads, Bf16BiasCase::kDim, center, 67);
+  const Bf16BiasCase c(68, nullptr, &t.bias);
+  const auto want = Reference(c.qkv, c.cu, c.kHeads, c.kDim, 0.125, false, nullptr, &t.bias);
+  EXPECT_LT(ScaledMaxError(c.out32, want), 3e-2);
+  // Without the terms, or with either one alone, the output is far off.
+  const std::vector<float> zeros(t.key.size(), 0.f);
+  const DisentangledBias c2p_only{t.key.data(), zeros.data(), t.bias.columns, t.index.data(),
+                                  center};
+  const DisentangledBias p2c_only{zeros.data(), t.query.data(), t.bias.columns, t.index.data(),
+                                  center};
+  for (const DisentangledBias* partial :
+       {static_cast<const DisentangledBias*>(nullptr), &c2p_only, &p2c_only}) {
+    EXPECT_GT(ScaledMaxError(c.Float32(nullptr, partial), want), 0.1);
+  }
+}
+
+TEST(AttentionTest, RefusesMalformedDisentangledTables) {
+  CpuContext ctx;
+  const auto cu = CuSeqlens({4, 6});
+  const auto qkv = RandomVector(10 * 3 * 32, 12);
+  std::vector<float> out(10 * 32);
+  const DisentangledTables covers(2, 16, 5, 14);  // sequences up to 6 tokens
+  EXPECT_NO_THROW(Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 2, 10, 6,
+                            2, 16, 0.25f, out.data(), nullptr, &covers.bias));
+  const DisentangledTables short_tables(2, 16, 4, 14);
+  EXPECT_THROW(Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 2, 10, 6, 2,
+                         16, 0.25f, out.data(), nullptr, &short_tables.bias),
+               std::invalid_argument);
+  DisentangledBias no_index = covers.bias;
+  no_index.index = nullptr;
+  EXPECT_THROW(Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 2, 10, 6, 2,
+                         16, 0.25f, out.data(), nullptr, &no_index),
+               std::invalid_argument);
+  const auto values = RandomVector(2 * 11, 13);
+  const RelativeBias relative{values.data(), 5};
+  EXPECT_THROW(Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 2, 10, 6, 2,
+                         16, 0.25f, out.data(), &relative, &covers.bias),
+               std::invalid_argument);
 }
 
 TEST(AttentionTest, RefusesABiasShorterThanASequence) {
