@@ -13,6 +13,20 @@ namespace {
 
 using Json = nlohmann::json;
 
+// "; disentangled attention (c2p, p2c) over 512 relative embeddings
+// (256 log buckets reaching 512, LayerNorm'd)", or nothing.
+std::string DisentangledLine(const EncoderConfig& c) {
+  if (c.attention_span == 0) return "";
+  std::string terms = c.content_to_position ? "c2p" : "";
+  if (c.position_to_content) terms += terms.empty() ? "p2c" : ", p2c";
+  const std::string rows = std::to_string(2 * c.attention_span);
+  return "; disentangled attention (" + terms + ") over " + rows + " relative embeddings (" +
+         (c.position_buckets > 0 ? std::to_string(c.position_buckets) + " log buckets reaching " +
+                                       std::to_string(c.max_relative_positions)
+                                 : "one per distance up to " + std::to_string(c.attention_span)) +
+         (c.relative_norm ? ", LayerNorm'd)" : ")");
+}
+
 Json ConfigJson(const EncoderConfig& c) {
   return Json{
       {"vocab_size", c.vocab_size},
@@ -26,6 +40,14 @@ Json ConfigJson(const EncoderConfig& c) {
       {"max_tokens", c.max_tokens},
       {"type_vocab_size", c.type_vocab_size},
       {"relative_attention_buckets", c.relative_attention_buckets},
+      {"disentangled_attention", c.attention_span > 0
+                                     ? Json{{"attention_span", c.attention_span},
+                                            {"position_buckets", c.position_buckets},
+                                            {"max_relative_positions", c.max_relative_positions},
+                                            {"content_to_position", c.content_to_position},
+                                            {"position_to_content", c.position_to_content},
+                                            {"relative_norm", c.relative_norm}}
+                                     : Json()},
       {"layer_norm_eps", c.layer_norm_eps},
       {"activation", ActivationName(c.activation)},
       {"norm_first", c.norm_first},
@@ -134,7 +156,7 @@ std::string DescribeModelText(const ModelBundle& bundle) {
             ? "; relative attention bias, " + std::to_string(c.relative_attention_buckets) +
                   " buckets up to distance " + std::to_string(c.relative_attention_max_distance)
             : std::string())
-    << "\n"
+    << DisentangledLine(c) << "\n"
     << "token types:     " << c.type_vocab_size << "\n"
     << "layer norm eps:  " << c.layer_norm_eps << "; embedding norm "
     << (c.embedding_norm ? "yes" : "no") << ", final norm " << (c.final_norm ? "yes" : "no") << "\n"

@@ -1,5 +1,7 @@
 #include "engine/model/hf_config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -82,6 +84,74 @@ Status ReadCrossEncoderActivation(const Json& json, const std::string& path, HfC
   return Status::Ok();
 }
 
+// A DeBERTa list key: a JSON list of names or one "a|b" string, each name
+// trimmed and lower-cased (DebertaV2Config splits a string the same way).
+Status ReadNameList(const Json& json, const std::string& path, const char* key,
+                    std::vector<std::string>* out) {
+  auto it = json.find(key);
+  if (it == json.end() || it->is_null()) return Status::Ok();
+  std::vector<std::string> names;
+  if (it->is_string()) {
+    const std::string text = it->get<std::string>();
+    size_t start = 0;
+    while (start <= text.size()) {
+      const size_t bar = std::min(text.find('|', start), text.size());
+      names.push_back(text.substr(start, bar - start));
+      start = bar + 1;
+    }
+  } else if (it->is_array()) {
+    for (const Json& name : *it) {
+      if (!name.is_string())
+        return InvalidArgument(path + ": " + key + " must be a list of names, got " + it->dump());
+      names.push_back(name.get<std::string>());
+    }
+  } else {
+    return InvalidArgument(path + ": " + key + " must be a list of names or a string, got " +
+                           it->dump());
+  }
+  for (std::string& name : names) {
+    const size_t first = name.find_first_not_of(" \t\n\r");
+    name = first == std::string::npos
+               ? ""
+               : name.substr(first, name.find_last_not_of(" \t\n\r") + 1 - first);
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  *out = std::move(names);
+  return Status::Ok();
+}
+
+Status ReadFlag(const Json& json, const std::string& path, const char* key,
+                std::optional<bool>* out) {
+  auto it = json.find(key);
+  if (it == json.end() || it->is_null()) return Status::Ok();
+  if (!it->is_boolean())
+    return InvalidArgument(path + ": " + key + " must be true or false, got " + it->dump());
+  *out = it->get<bool>();
+  return Status::Ok();
+}
+
+// DeBERTa-v2's keys (HfConfig).
+Status ReadDebertaKeys(const Json& json, const std::string& path, HfConfig* config) {
+  RETURN_IF_ERROR(ReadFlag(json, path, "relative_attention", &config->relative_attention));
+  RETURN_IF_ERROR(ReadFlag(json, path, "position_biased_input", &config->position_biased_input));
+  RETURN_IF_ERROR(ReadFlag(json, path, "share_att_key", &config->share_att_key));
+  constexpr int64_t kAny = -(int64_t{1} << 40);
+  RETURN_IF_ERROR(
+      ReadInt(json, path, "max_relative_positions", kAny, &config->max_relative_positions));
+  RETURN_IF_ERROR(ReadInt(json, path, "position_buckets", kAny, &config->position_buckets));
+  RETURN_IF_ERROR(ReadInt(json, path, "conv_kernel_size", 0, &config->conv_kernel_size));
+  RETURN_IF_ERROR(ReadInt(json, path, "attention_head_size", 1, &config->attention_head_size));
+  RETURN_IF_ERROR(ReadInt(json, path, "pooler_hidden_size", 1, &config->pooler_hidden_size));
+  RETURN_IF_ERROR(ReadNameList(json, path, "pos_att_type", &config->pos_att_type));
+  RETURN_IF_ERROR(ReadNameList(json, path, "norm_rel_ebd", &config->norm_rel_ebd));
+  if (auto act = json.find("pooler_hidden_act"); act != json.end() && !act->is_null()) {
+    if (!act->is_string())
+      return InvalidArgument(path + ": pooler_hidden_act must be a name, got " + act->dump());
+    config->pooler_hidden_act = act->get<std::string>();
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const HfKeys& HfKeysFor(ModelFamily family) {
@@ -112,7 +182,7 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
   if (type == json.end() || !type->is_string()) {
     return InvalidArgument(path +
                            ": model_type is missing (expected bert, roberta, xlm-roberta, "
-                           "distilbert, electra or mpnet)");
+                           "distilbert, electra, mpnet or deberta-v2)");
   }
   config.model_type = type->get<std::string>();
   if (config.model_type == "bert") {
@@ -127,10 +197,13 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
     config.family = ModelFamily::kElectra;
   } else if (config.model_type == "mpnet") {
     config.family = ModelFamily::kMpnet;
+  } else if (config.model_type == "deberta-v2") {
+    config.family = ModelFamily::kDeberta;
+    RETURN_IF_ERROR(ReadDebertaKeys(json, path, &config));
   } else {
-    return InvalidArgument(
-        path + ": model_type \"" + config.model_type +
-        "\" is not supported (expected bert, roberta, xlm-roberta, distilbert, electra or mpnet)");
+    return InvalidArgument(path + ": model_type \"" + config.model_type +
+                           "\" is not supported (expected bert, roberta, xlm-roberta, distilbert, "
+                           "electra, mpnet or deberta-v2)");
   }
   const HfKeys& keys = HfKeysFor(config.family);
   RETURN_IF_ERROR(ReadInt(json, path, "vocab_size", 1, &config.vocab_size));
@@ -213,7 +286,8 @@ StatusOr<TokenizerConfig> ReadTokenizerConfig(const std::string& path) {
   } flags[] = {{"do_lower_case", &config.do_lower_case},
                {"strip_accents", &config.strip_accents},
                {"tokenize_chinese_chars", &config.tokenize_chinese_chars},
-               {"add_prefix_space", &config.add_prefix_space}};
+               {"add_prefix_space", &config.add_prefix_space},
+               {"split_by_punct", &config.split_by_punct}};
   for (const auto& flag : flags) {
     auto it = json.find(flag.key);
     if (it == json.end() || it->is_null()) continue;

@@ -15,7 +15,8 @@ namespace encoderd {
 
 struct HfConfig {
   // From model_type: bert -> kBert, roberta -> kRoberta, xlm-roberta -> kXlmRoberta,
-  // electra -> kElectra, mpnet -> kMpnet, distilbert -> kDistilbert (whose keys dim, n_layers,
+  // electra -> kElectra, mpnet -> kMpnet, deberta-v2 -> kDeberta (DeBERTa-v2 and -v3),
+  // distilbert -> kDistilbert (whose keys dim, n_layers,
   // n_heads, hidden_dim and activation fill hidden_size, num_hidden_layers, num_attention_heads,
   // intermediate_size and hidden_act).
   ModelFamily family = ModelFamily::kBert;
@@ -32,6 +33,23 @@ struct HfConfig {
   std::optional<int64_t> pad_token_id;
   std::optional<float> layer_norm_eps;
   std::optional<Activation> hidden_act;
+  // DeBERTa-v2's keys (transformers reads each with getattr, so an absent
+  // one is the attention's default: relative_attention, share_att_key and
+  // position_buckets off; position_biased_input on; max_relative_positions
+  // -1, that is max_position_embeddings). pos_att_type: the names in its
+  // list or "|"-separated string, lower-cased; norm_rel_ebd likewise.
+  std::optional<bool> relative_attention;
+  std::optional<bool> position_biased_input;
+  std::optional<bool> share_att_key;
+  std::optional<int64_t> max_relative_positions;
+  std::optional<int64_t> position_buckets;
+  std::vector<std::string> pos_att_type;
+  std::vector<std::string> norm_rel_ebd;
+  std::optional<int64_t> conv_kernel_size;
+  std::optional<int64_t> attention_head_size;
+  std::optional<int64_t> pooler_hidden_size;
+  // pooler_hidden_act as ACT2FN names it ("gelu", "tanh", ...); empty when absent.
+  std::string pooler_hidden_act;
   // id2label ordered by id; empty when absent.
   std::vector<std::string> labels;
   // The transformers classes the checkpoint was saved from
@@ -76,6 +94,7 @@ struct TokenizerConfig {
   std::optional<bool> strip_accents;
   std::optional<bool> tokenize_chinese_chars;
   std::optional<bool> add_prefix_space;
+  std::optional<bool> split_by_punct;  // DebertaV2Tokenizer
   std::optional<std::string> tokenizer_class;
 };
 

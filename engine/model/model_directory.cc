@@ -124,6 +124,100 @@ Status CrossCheck(const std::string& config_path, const char* key,
                          std::to_string(inferred));
 }
 
+// DeBERTa-v2's attention and embeddings as transformers builds them from
+// config.json (HfConfig's defaults), checked against what
+// MapDebertaWeights found in the checkpoint.
+Status ApplyDebertaConfig(const HfConfig& hf, const std::string& path,
+                          const std::string& checkpoint, EncoderConfig* c) {
+  const auto refuse = [&path](const std::string& why) {
+    return InvalidArgument(path + ": " + why);
+  };
+  c->layer_norm_eps = hf.layer_norm_eps.value_or(1e-7f);
+  c->pad_token_id = hf.pad_token_id.value_or(0);
+  const bool biased = hf.position_biased_input.value_or(true);
+  if (biased && c->max_positions == 0) {
+    return refuse("position_biased_input is true but " + checkpoint +
+                  " has no embeddings.position_embeddings");
+  }
+  // A position table beside position_biased_input false is not read, as
+  // transformers ignores it (_keys_to_ignore_on_load_unexpected): some
+  // checkpoints carry one (LoadModelBundle drops it).
+  if (!biased) c->max_positions = 0;
+  c->position_rule = biased ? PositionRule::kFromZero : PositionRule::kNone;
+  if (hf.attention_head_size && *hf.attention_head_size * c->num_heads != c->hidden_size) {
+    return refuse("attention_head_size = " + std::to_string(*hf.attention_head_size) +
+                  " is not hidden_size / num_attention_heads (" +
+                  std::to_string(c->hidden_size / c->num_heads) + "), which encoderd needs");
+  }
+  if (hf.conv_kernel_size.value_or(0) > 0) {
+    return refuse("conv_kernel_size = " + std::to_string(*hf.conv_kernel_size) +
+                  ": the convolution beside the first layer is not supported");
+  }
+  if (!hf.relative_attention.value_or(false)) {
+    if (c->attention_span > 0) {
+      return refuse("relative_attention is not true but " + checkpoint +
+                    " has encoder.rel_embeddings");
+    }
+    return Status::Ok();
+  }
+  if (c->attention_span == 0) {
+    return refuse("relative_attention is true but " + checkpoint +
+                  " has no encoder.rel_embeddings");
+  }
+  for (const std::string& term : hf.pos_att_type) {
+    bool* seen = term == "c2p"   ? &c->content_to_position
+                 : term == "p2c" ? &c->position_to_content
+                                 : nullptr;
+    if (seen == nullptr || *seen) {
+      return refuse("pos_att_type has \"" + term +
+                    "\" (encoderd reads c2p and p2c, each once; DeBERTa-v2 computes no other)");
+    }
+    *seen = true;
+  }
+  if (!c->content_to_position && !c->position_to_content)
+    return refuse("pos_att_type names neither c2p nor p2c: the relative embeddings do nothing");
+  if (!hf.share_att_key.value_or(false)) {
+    return refuse(
+        "share_att_key is not true: separate position projections (pos_key_proj, "
+        "pos_query_proj) are not supported");
+  }
+  int64_t max_relative = hf.max_relative_positions.value_or(-1);
+  if (max_relative < 1) max_relative = hf.max_position_embeddings.value_or(512);
+  const int64_t buckets = hf.position_buckets.value_or(-1);
+  const int64_t span = buckets > 0 ? buckets : max_relative;
+  if (span != c->attention_span) {
+    return refuse(std::string(buckets > 0 ? "position_buckets" : "max_relative_positions") +
+                  " gives an attention span of " + std::to_string(span) + " but " + checkpoint +
+                  "'s encoder.rel_embeddings has " + std::to_string(2 * c->attention_span) +
+                  " rows");
+  }
+  c->position_buckets = buckets > 0 ? buckets : 0;
+  c->max_relative_positions = max_relative;
+  const bool norm = std::find(hf.norm_rel_ebd.begin(), hf.norm_rel_ebd.end(), "layer_norm") !=
+                    hf.norm_rel_ebd.end();
+  if (norm != c->relative_norm) {
+    return refuse(std::string("norm_rel_ebd ") + (norm ? "names" : "does not name") +
+                  " layer_norm but " + checkpoint + (norm ? " has no" : " has") +
+                  " encoder.LayerNorm");
+  }
+  // ContextPooler: dense, then ACT2FN[pooler_hidden_act] (default gelu).
+  const std::string act = hf.pooler_hidden_act.empty() ? "gelu" : hf.pooler_hidden_act;
+  if (act == "gelu") {
+    c->head_activation = Activation::kGelu;
+  } else if (act == "tanh") {
+    c->head_activation = Activation::kTanh;
+  } else if (act == "relu") {
+    c->head_activation = Activation::kRelu;
+  } else {
+    return refuse("pooler_hidden_act \"" + act + "\" is not supported (gelu, tanh or relu)");
+  }
+  if (hf.pooler_hidden_size && *hf.pooler_hidden_size != c->hidden_size) {
+    return refuse("pooler_hidden_size = " + std::to_string(*hf.pooler_hidden_size) +
+                  " is not hidden_size (" + std::to_string(c->hidden_size) + ")");
+  }
+  return Status::Ok();
+}
+
 // Hyperparameters of the Hugging Face families: config.json, checked against
 // the shapes already in `c`. `cross_encoder`: the folder is a
 // sentence-transformers CrossEncoder (5.4+'s modules.json), whose scores are
@@ -137,8 +231,11 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
       CrossCheck(path, keys.num_hidden_layers, hf.num_hidden_layers, c->num_layers, checkpoint));
   RETURN_IF_ERROR(CrossCheck(path, keys.intermediate_size, hf.intermediate_size,
                              c->intermediate_size, checkpoint));
-  RETURN_IF_ERROR(CrossCheck(path, "max_position_embeddings", hf.max_position_embeddings,
-                             c->max_positions, checkpoint));
+  // (DeBERTa's relative attention may leave the table out: ApplyDebertaConfig.)
+  if (c->family != ModelFamily::kDeberta || c->max_positions > 0) {
+    RETURN_IF_ERROR(CrossCheck(path, "max_position_embeddings", hf.max_position_embeddings,
+                               c->max_positions, checkpoint));
+  }
   RETURN_IF_ERROR(
       CrossCheck(path, "type_vocab_size", hf.type_vocab_size, c->type_vocab_size, checkpoint));
   if (c->family == ModelFamily::kMpnet) {
@@ -198,6 +295,8 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
   if (cross_encoder && hf.cross_encoder_activation.empty()) {
     c->score_output = c->num_labels == 1 ? HeadOutput::kSigmoid : HeadOutput::kLogits;
   }
+  if (c->family == ModelFamily::kDeberta)
+    RETURN_IF_ERROR(ApplyDebertaConfig(hf, path, checkpoint, c));
   if ((c->num_labels == 1 || cross_encoder) && !hf.cross_encoder_activation.empty()) {
     const std::string& name = hf.cross_encoder_activation;
     const std::string kind = name.substr(name.find_last_of('.') + 1);
@@ -395,6 +494,8 @@ Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card, bo
       return MapElectraWeights(mapper, sequence_head, config);
     case ModelFamily::kMpnet:
       return MapMpnetWeights(mapper, sequence_head, config);
+    case ModelFamily::kDeberta:
+      return MapDebertaWeights(mapper, sequence_head, config);
     case ModelFamily::kTorchtextRoberta:
       return MapTorchtextRobertaWeights(mapper, config);
     case ModelFamily::kFairseqRoberta: {
@@ -534,6 +635,7 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
   if (hf && IsHuggingFaceFamily(config.family)) {
     RETURN_IF_ERROR(
         ApplyHfConfig(*hf, config_path, bundle.checkpoint_path, st && st->cross_encoder, &config));
+    if (config.position_rule == PositionRule::kNone) bundle.weights.erase("embeddings.position");
   }
   if (st) {  // before the card: what encoderd.yaml says wins
     if (st->pooling) config.default_pooling = *st->pooling;

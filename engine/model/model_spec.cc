@@ -24,7 +24,8 @@ Status Bad(const std::string& field, const std::string& why) {
 bool IsHuggingFaceFamily(ModelFamily family) {
   return family == ModelFamily::kBert || family == ModelFamily::kRoberta ||
          family == ModelFamily::kXlmRoberta || family == ModelFamily::kDistilbert ||
-         family == ModelFamily::kElectra || family == ModelFamily::kMpnet;
+         family == ModelFamily::kElectra || family == ModelFamily::kMpnet ||
+         family == ModelFamily::kDeberta;
 }
 
 const char* HeadOutputName(HeadOutput output) {
@@ -53,6 +54,7 @@ std::optional<PairTemplate> TextPairTemplate(ModelFamily family) {
     case ModelFamily::kBert:
     case ModelFamily::kDistilbert:
     case ModelFamily::kElectra:
+    case ModelFamily::kDeberta:
       return PairTemplate::kBert;
     case ModelFamily::kRoberta:
     case ModelFamily::kXlmRoberta:
@@ -80,6 +82,8 @@ const char* ModelFamilyName(ModelFamily family) {
       return "electra";
     case ModelFamily::kMpnet:
       return "mpnet";
+    case ModelFamily::kDeberta:
+      return "deberta-v2";
     case ModelFamily::kTorchtextRoberta:
       return "torchtext-roberta";
     case ModelFamily::kFairseqRoberta:
@@ -133,15 +137,12 @@ const char* PositionRuleName(PositionRule rule) {
 }
 
 std::optional<ModelFamily> ParseModelFamily(const std::string& name) {
-  static constexpr ModelFamily kAll[] = {ModelFamily::kBert,
-                                         ModelFamily::kRoberta,
-                                         ModelFamily::kXlmRoberta,
-                                         ModelFamily::kDistilbert,
-                                         ModelFamily::kElectra,
-                                         ModelFamily::kMpnet,
-                                         ModelFamily::kTorchtextRoberta,
-                                         ModelFamily::kFairseqRoberta,
-                                         ModelFamily::kTransformerEncoder};
+  static constexpr ModelFamily kAll[] = {
+      ModelFamily::kBert,           ModelFamily::kRoberta,
+      ModelFamily::kXlmRoberta,     ModelFamily::kDistilbert,
+      ModelFamily::kElectra,        ModelFamily::kMpnet,
+      ModelFamily::kDeberta,        ModelFamily::kTorchtextRoberta,
+      ModelFamily::kFairseqRoberta, ModelFamily::kTransformerEncoder};
   return ParseByName(name, kAll, ModelFamilyName);
 }
 
@@ -228,6 +229,34 @@ Status EncoderConfig::Validate() const {
                                  " heads makes a relative attention table of more than " +
                                  std::to_string(kMaxRelativeBiasValues) + " values");
   }
+  if (attention_span < 0 || attention_span > kMaxTokensLimit) {
+    return Bad("attention_span", "= " + std::to_string(attention_span) + " is not in [0, " +
+                                     std::to_string(kMaxTokensLimit) + "]");
+  }
+  if (attention_span > 0) {
+    if (relative_attention_buckets > 0)
+      return Bad("attention_span", "and relative_attention_buckets are both set");
+    if (!content_to_position && !position_to_content)
+      return Bad("attention_span", "is set with neither disentangled term");
+    if (max_tokens > kMaxDisentangledTokens) {
+      return Bad("max_tokens", "= " + std::to_string(max_tokens) + " is more than the " +
+                                   std::to_string(kMaxDisentangledTokens) +
+                                   " tokens disentangled attention takes");
+    }
+    if (position_buckets < 0 || position_buckets % 2 != 0 ||
+        (position_buckets > 0 && position_buckets != attention_span)) {
+      return Bad("position_buckets", "= " + std::to_string(position_buckets) +
+                                         " is not 0 or an even attention_span (" +
+                                         std::to_string(attention_span) + ")");
+    }
+    if (position_buckets > 0 && (max_relative_positions <= position_buckets / 2 ||
+                                 max_relative_positions > kMaxTokensLimit)) {
+      return Bad("max_relative_positions", "= " + std::to_string(max_relative_positions) +
+                                               " is not above " +
+                                               std::to_string(position_buckets / 2) +
+                                               " and at most " + std::to_string(kMaxTokensLimit));
+    }
+  }
   if (num_labels < 0) return Bad("num_labels", "must not be negative");
   if (static_cast<int64_t>(labels.size()) != num_labels) {
     return Bad("labels", "has " + std::to_string(labels.size()) + " names but the head has " +
@@ -258,6 +287,24 @@ int64_t RelativePositionBucket(int64_t relative, int64_t buckets, int64_t max_di
       static_cast<float>(half - max_exact);
   const int64_t large = max_exact + static_cast<int64_t>(log_ratio);
   return base + (large < half - 1 ? large : half - 1);
+}
+
+int64_t DisentangledColumn(int64_t relative, const EncoderConfig& c) {
+  int64_t bucket = relative;
+  const int64_t mid = c.position_buckets / 2;
+  const int64_t distance = relative < 0 ? -relative : relative;
+  if (c.position_buckets > 0 && distance > mid) {
+    // torch.ceil(torch.log(abs_pos / mid) / torch.log(torch.tensor((max_position - 1) / mid))
+    // * (mid - 1)) + mid, each step in float32.
+    const float scale =
+        std::log(static_cast<float>(static_cast<double>(c.max_relative_positions - 1) / mid));
+    const float steps = std::log(static_cast<float>(distance) / static_cast<float>(mid)) / scale *
+                        static_cast<float>(mid - 1);
+    const int64_t log_bucket = static_cast<int64_t>(std::ceil(steps)) + mid;
+    bucket = relative < 0 ? -log_bucket : log_bucket;
+  }
+  const int64_t column = bucket + c.attention_span;
+  return column < 0 ? 0 : column >= 2 * c.attention_span ? 2 * c.attention_span - 1 : column;
 }
 
 std::string LayerWeightName(int64_t layer, const std::string& suffix) {

@@ -27,6 +27,7 @@ enum class ModelFamily {
   kDistilbert,          // Hugging Face DistilBertModel / DistilBertForSequenceClassification
   kElectra,             // Hugging Face ElectraModel / ElectraForSequenceClassification
   kMpnet,               // Hugging Face MPNetModel / MPNetForSequenceClassification
+  kDeberta,             // Hugging Face DebertaV2Model / ...ForSequenceClassification (v2, v3)
   kTorchtextRoberta,    // torchtext.models.RobertaModel (XLM-R / RoBERTa bundles)
   kFairseqRoberta,      // fairseq's RobertaModel checkpoints (RoBERTa, XLM-R)
   kTransformerEncoder,  // any nn.Embedding + nn.TransformerEncoder stack
@@ -44,13 +45,13 @@ enum class PositionRule {
 };
 
 // Names as written in encoderd.yaml and printed by `encoderd inspect`:
-// "bert", "roberta", "xlm-roberta", "distilbert", "electra", "mpnet", "torchtext-roberta",
-// "fairseq-roberta", "transformer-encoder";
+// "bert", "roberta", "xlm-roberta", "distilbert", "electra", "mpnet", "deberta-v2",
+// "torchtext-roberta", "fairseq-roberta", "transformer-encoder";
 // "gelu", "relu", "tanh"; "cls", "mean"; "none", "from_zero", "after_padding_idx".
 // The families described by a Hugging Face config.json (and tokenizer files).
 bool IsHuggingFaceFamily(ModelFamily family);
 // How the family joins two texts into one sequence: BERT's template for BERT,
-// DistilBERT and ELECTRA, RoBERTa's for RoBERTa, XLM-R, MPNet and torchtext's
+// DistilBERT, ELECTRA and DeBERTa, RoBERTa's for RoBERTa, XLM-R, MPNet and torchtext's
 // and fairseq's RoBERTa; none for generic nn.TransformerEncoder stacks, which define no
 // pair format.
 std::optional<PairTemplate> TextPairTemplate(ModelFamily family);
@@ -72,6 +73,11 @@ std::optional<PositionRule> ParsePositionRule(const std::string& name);
 inline constexpr int64_t kMaxTokensLimit = int64_t{1} << 20;
 // The most values (heads x distances) of a relative attention bias table.
 inline constexpr int64_t kMaxRelativeBiasValues = int64_t{1} << 26;
+// The longest sequence a model with disentangled attention (DeBERTa) takes:
+// its attention holds the bias rows of a block of queries over every key
+// (kernels::DisentangledBias), and its relative embeddings reach no further
+// than max_relative_positions (512 in DeBERTa-v3) anyway.
+inline constexpr int64_t kMaxDisentangledTokens = 8192;
 
 struct EncoderConfig {
   ModelFamily family = ModelFamily::kBert;
@@ -95,6 +101,24 @@ struct EncoderConfig {
   // RelativePositionBucket(j - i, buckets, max_distance). 0: no such bias.
   int64_t relative_attention_buckets = 0;
   int64_t relative_attention_max_distance = 128;
+  // DeBERTa-v2/-v3's disentangled attention: 0, or the relative positions
+  // on each side of a query that "encoder.rel_embeddings" [2 *
+  // attention_span, hidden] has rows for. Every layer adds to the score of
+  // query i and key j q_i . Kr[c] (content_to_position) and k_j . Qr[c]
+  // (position_to_content), where Kr and Qr are the layer's own key and query
+  // projections of the relative embeddings (LayerNorm'd by
+  // "encoder.rel_norm" first when relative_norm) and c =
+  // DisentangledColumn(i - j, ...); the scores are divided by
+  // sqrt(head_dim x (1 + the terms)) instead of sqrt(head_dim).
+  int64_t attention_span = 0;
+  // > 0: relative positions beyond position_buckets / 2 share rows on a log
+  // scale reaching max_relative_positions (DeBERTa-v3: 256 and 512); 0: each
+  // relative position has its own row up to the span.
+  int64_t position_buckets = 0;
+  int64_t max_relative_positions = 0;
+  bool content_to_position = false;
+  bool position_to_content = false;
+  bool relative_norm = false;
   float layer_norm_eps = 1e-12f;
   Activation activation = Activation::kGelu;
   // Pre-norm layers (nn.TransformerEncoderLayer(norm_first=True)).
@@ -183,6 +207,8 @@ struct EncoderConfig {
 //   final_norm.{weight,bias}
 //   head.dense.{weight [H,H], bias}   head.out.{weight [L,H], bias [L]}
 //   encoder.relative_attention_bias [buckets, heads]  (MPNet; shared by the layers)
+//   encoder.rel_embeddings [2 x attention_span, H]  encoder.rel_norm.{weight,bias} [H]
+//                                                   (DeBERTa; shared by the layers)
 std::string LayerWeightName(int64_t layer, const std::string& suffix);
 
 // The row of the relative attention bias for key j of query i (relative =
@@ -191,6 +217,14 @@ std::string LayerWeightName(int64_t layer, const std::string& suffix);
 // it; distances under buckets / 4 exactly, longer ones on a log scale up to
 // max_distance, in float32 as PyTorch computes them.
 int64_t RelativePositionBucket(int64_t relative, int64_t buckets, int64_t max_distance);
+
+// The row of the relative embeddings DeBERTa's attention reads for query i
+// and key j (relative = i - j): transformers' make_log_bucket_position
+// (relative positions within position_buckets / 2 as they are, longer ones
+// on a log scale reaching max_relative_positions, in float32 as PyTorch
+// computes it) when c.position_buckets > 0, plus c.attention_span, clamped
+// to [0, 2 x attention_span).
+int64_t DisentangledColumn(int64_t relative, const EncoderConfig& c);
 
 // Everything needed to build an engine for one model directory.
 struct ModelBundle {

@@ -17,9 +17,10 @@ bool IsFile(const std::string& path) {
 }
 
 // A card for the files of a Hugging Face directory that transformers' slow
-// tokenizers read (BertTokenizer, XLMRobertaTokenizer, RobertaTokenizer), if
-// it has any.
-StatusOr<std::optional<TokenizerCard>> SlowTokenizerFiles(const std::string& dir) {
+// tokenizers read (BertTokenizer, XLMRobertaTokenizer, RobertaTokenizer,
+// and in a DeBERTa folder DebertaV2Tokenizer), if it has any.
+StatusOr<std::optional<TokenizerCard>> SlowTokenizerFiles(const std::string& dir,
+                                                          ModelFamily family) {
   TokenizerCard card;
   const std::string tokenizer_config = dir + "/tokenizer_config.json";
   if (IsFile(dir + "/vocab.txt")) {
@@ -42,6 +43,25 @@ StatusOr<std::optional<TokenizerCard>> SlowTokenizerFiles(const std::string& dir
                              "splitting) is not supported");
       }
     }
+    return std::optional<TokenizerCard>(card);
+  }
+  if (family == ModelFamily::kDeberta && IsFile(dir + "/spm.model")) {
+    // DebertaV2Tokenizer: [CLS] and [SEP] around the pieces, the model's own
+    // ids; lower-casing and punctuation splitting before sentencepiece are
+    // not reproduced.
+    if (IsFile(tokenizer_config)) {
+      ASSIGN_OR_RETURN(const TokenizerConfig read, ReadTokenizerConfig(tokenizer_config));
+      for (const auto& [key, value] : {std::pair{"do_lower_case", read.do_lower_case},
+                                       std::pair{"split_by_punct", read.split_by_punct}}) {
+        if (value.value_or(false)) {
+          return Unimplemented(tokenizer_config + ": " + key +
+                               " = true (DebertaV2Tokenizer's step before sentencepiece) is "
+                               "not supported");
+        }
+      }
+    }
+    card.kind = TokenizerKind::kSentencePiece;
+    card.file = "spm.model";
     return std::optional<TokenizerCard>(card);
   }
   if (IsFile(dir + "/sentencepiece.bpe.model")) {
@@ -193,7 +213,7 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
       if (t.status().code() != StatusCode::kUnimplemented) return t.status();
       result.note = t.status().message();
     }
-    StatusOr<std::optional<TokenizerCard>> slow = SlowTokenizerFiles(dir);
+    StatusOr<std::optional<TokenizerCard>> slow = SlowTokenizerFiles(dir, config.family);
     if (!slow.ok() && slow.status().code() == StatusCode::kUnimplemented) {
       result.note += (result.note.empty() ? "" : "; ") + slow.status().message();
       return result;
@@ -207,6 +227,9 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   // around a text, RoBERTa's pair template.
   const bool mpnet_vocab =
       config.family == ModelFamily::kMpnet && card->kind == TokenizerKind::kWordPiece;
+  // A DeBERTa folder's spm.model, found by name: the model's ids as they are.
+  const bool deberta_spm = !card_in && config.family == ModelFamily::kDeberta &&
+                           card->kind == TokenizerKind::kSentencePiece;
   if (card->kind == TokenizerKind::kWordPiece) {
     WordPieceOptions options;
     options.lower_case = card->lower_case;  // unset: the vocabulary's
@@ -233,17 +256,23 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     options.special_tokens.pad = card->pad.value_or(static_cast<int32_t>(config.pad_token_id));
     options.special_tokens.unk = card->unk.value_or(options.special_tokens.unk);
     options.vocab_size = config.vocab_size;
+    if (deberta_spm) {
+      options.id_offset = 0;
+      options.pieces = {"[CLS]", "[SEP]", "[PAD]", "[UNK]"};
+      options.special_ids_from_model = true;
+    }
     ASSIGN_OR_RETURN(result.tokenizer, CreateSentencePieceTokenizer(result.path, options));
   }
   // Found by name in a Hugging Face folder, the file is read as transformers
   // reads it: vocab.txt by BertTokenizer (MPNetTokenizer in an MPNet
-  // folder), sentencepiece.bpe.model by
-  // XLMRobertaTokenizer, vocab.json + merges.txt by RobertaTokenizer, and each
+  // folder), sentencepiece.bpe.model by XLMRobertaTokenizer, spm.model by
+  // DebertaV2Tokenizer, vocab.json + merges.txt by RobertaTokenizer, and each
   // joins pairs its own way whatever the model. Named by a card, they follow
   // the family (a tokenizer.json's template is its own either way).
   if (!card_in) {
-    result.pairs = card->kind == TokenizerKind::kWordPiece && !mpnet_vocab ? PairTemplate::kBert
-                                                                           : PairTemplate::kRoberta;
+    result.pairs = (card->kind == TokenizerKind::kWordPiece && !mpnet_vocab) || deberta_spm
+                       ? PairTemplate::kBert
+                       : PairTemplate::kRoberta;
   }
   return FittingEmbedding(std::move(result), config);
 }

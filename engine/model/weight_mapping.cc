@@ -46,6 +46,18 @@ const LayerKeys kMpnetLayer = {
     "attention.LayerNorm",
     "output.LayerNorm"};
 
+// DeBERTa-v2's DebertaV2Layer.
+const LayerKeys kDebertaLayer = {
+    {"attention.self.query_proj.weight", "attention.self.key_proj.weight",
+     "attention.self.value_proj.weight"},
+    {"attention.self.query_proj.bias", "attention.self.key_proj.bias",
+     "attention.self.value_proj.bias"},
+    "attention.output.dense",
+    "intermediate.dense",
+    "output.dense",
+    "attention.output.LayerNorm",
+    "output.LayerNorm"};
+
 // torch.nn.TransformerEncoderLayer.
 const LayerKeys kTorchLayer = {{"self_attn.in_proj_weight"},
                                {"self_attn.in_proj_bias"},
@@ -228,6 +240,62 @@ Status MapMpnetWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) {
   RETURN_IF_ERROR(m.Add("encoder.relative_attention_bias", bias, table.shape()));
   if (!sequence_head || !m.Has("classifier.out_proj.weight")) return Status::Ok();
   return MapHead(m, "classifier.dense", "classifier.out_proj", c);
+}
+
+Status MapDebertaWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) {
+  const std::string prefix = HuggingFacePrefix(m, "deberta.");
+  const std::string e = prefix + "embeddings.";
+  RETURN_IF_ERROR(MapTokenEmbedding(m, e + "word_embeddings.weight", c));
+  if (m.Has(e + "embed_proj.weight")) {
+    return InvalidArgument(m.file() + ": " + e +
+                           "embed_proj.weight: DeBERTa's embedding_size other than hidden_size "
+                           "(a projection before the embeddings' LayerNorm) is not supported");
+  }
+  c->max_positions = 0;
+  if (m.Has(e + "position_embeddings.weight")) {
+    RETURN_IF_ERROR(MapPositionEmbedding(m, e + "position_embeddings.weight", c));
+  }
+  c->type_vocab_size = 0;
+  if (m.Has(e + "token_type_embeddings.weight")) {
+    ASSIGN_OR_RETURN(Tensor types,
+                     m.Find(e + "token_type_embeddings.weight", {kAnySize, c->hidden_size}));
+    c->type_vocab_size = types.size(0);
+    RETURN_IF_ERROR(
+        m.Add("embeddings.token_type", e + "token_type_embeddings.weight", types.shape()));
+  }
+  RETURN_IF_ERROR(m.AddNorm("embeddings.norm", e + "LayerNorm", c->hidden_size));
+  c->embedding_norm = true;
+  c->final_norm = false;
+  c->num_labels = 0;
+  const std::string encoder = prefix + "encoder.";
+  if (m.Has(encoder + "conv.conv.weight")) {
+    return InvalidArgument(m.file() + ": " + encoder +
+                           "conv.*: DeBERTa's convolution beside the first layer "
+                           "(conv_kernel_size > 0) is not supported");
+  }
+  if (m.Has(encoder + "layer.0.attention.self.pos_key_proj.weight") ||
+      m.Has(encoder + "layer.0.attention.self.pos_query_proj.weight")) {
+    return InvalidArgument(m.file() + ": " + encoder +
+                           "layer.0.attention.self.pos_*_proj: separate position projections "
+                           "(share_att_key false) are not supported");
+  }
+  RETURN_IF_ERROR(MapLayers(m, encoder + "layer.", kDebertaLayer, c));
+  const std::string rel = encoder + "rel_embeddings.weight";
+  if (m.Has(rel)) {
+    ASSIGN_OR_RETURN(Tensor table, m.Find(rel, {kAnySize, c->hidden_size}));
+    if (table.size(0) % 2 != 0 || table.size(0) == 0) {
+      return InvalidArgument(m.file() + ": " + rel + " has " + std::to_string(table.size(0)) +
+                             " rows, not 2 x the attention span");
+    }
+    c->attention_span = table.size(0) / 2;
+    RETURN_IF_ERROR(m.Add("encoder.rel_embeddings", rel, table.shape()));
+    c->relative_norm = m.Has(encoder + "LayerNorm.weight");
+    if (c->relative_norm) {
+      RETURN_IF_ERROR(m.AddNorm("encoder.rel_norm", encoder + "LayerNorm", c->hidden_size));
+    }
+  }
+  if (!sequence_head || !m.Has("classifier.weight")) return Status::Ok();
+  return MapHead(m, "pooler.dense", "classifier", c);
 }
 
 Status MapElectraWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) {

@@ -39,6 +39,15 @@ Status MapElectraWeights(WeightMapper& mapper, bool sequence_head, EncoderConfig
 // (it reads only the table's first 32 rows); a table of other than 32 rows
 // is refused.
 Status MapMpnetWeights(WeightMapper& mapper, bool sequence_head, EncoderConfig* config);
+// DebertaV2Model / DebertaV2ForSequenceClassification (DeBERTa-v2 and -v3;
+// "deberta." prefix, pooler.dense + classifier): word embeddings, position
+// and token-type tables where the checkpoint has them, their LayerNorm,
+// attention.self.{query,key,value}_proj, BERT's other layer names, and
+// encoder.rel_embeddings [2 x span, H] (attention_span) with the LayerNorm
+// encoder.LayerNorm when it has one (relative_norm). Refused: embed_proj,
+// the convolution beside the first layer, separate position projections.
+// config.json decides the rest (model_directory.cc).
+Status MapDebertaWeights(WeightMapper& mapper, bool sequence_head, EncoderConfig* config);
 
 // Hugging Face RobertaModel / XLMRobertaModel and their
 // *ForSequenceClassification (keys with or without "roberta."). The head is

@@ -378,6 +378,11 @@ StatusOr<std::unique_ptr<Encoder>> CreateCudaEncoder(const EncoderConfig& config
                            ModelFamilyName(config.family) +
                            " models runs only on the CPU (device: cpu)");
   }
+  if (config.attention_span > 0) {
+    return InvalidArgument(std::string("device cuda: the disentangled attention of ") +
+                           ModelFamilyName(config.family) +
+                           " models runs only on the CPU (device: cpu)");
+  }
   if (!k::CudaAttentionSupports(config.head_dim())) {
     return InvalidArgument(
         "device cuda: head size " + std::to_string(config.head_dim()) +

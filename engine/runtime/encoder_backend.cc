@@ -62,6 +62,39 @@ class WeightWalk {
     return Status::Ok();
   }
 
+  // DeBERTa's relative embeddings, LayerNorm'd in fp32 on the host where
+  // the model has encoder.rel_norm (as its encoder does before every layer
+  // reads them).
+  StatusOr<Tensor> RelativeEmbeddings() {
+    const std::string name = "encoder.rel_embeddings";
+    const int64_t rows = 2 * c_.attention_span, h = c_.hidden_size;
+    ASSIGN_OR_RETURN(Tensor table, Checked(weights_, name, {rows, h}));
+    const Tensor wide = table.To(DType::kFloat32).ToContiguous();
+    Tensor out = Tensor::Zeros(DType::kFloat32, {rows, h});
+    std::copy(wide.data<float>(), wide.data<float>() + rows * h, out.mutable_data<float>());
+    if (c_.relative_norm) {
+      ASSIGN_OR_RETURN(Tensor gamma, Checked(weights_, "encoder.rel_norm.weight", {h}));
+      ASSIGN_OR_RETURN(Tensor beta, Checked(weights_, "encoder.rel_norm.bias", {h}));
+      const Tensor g = gamma.To(DType::kFloat32).ToContiguous();
+      const Tensor b = beta.To(DType::kFloat32).ToContiguous();
+      float* x = out.mutable_data<float>();
+      for (int64_t r = 0; r < rows; ++r, x += h) {
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < h; ++i) mean += x[i];
+        mean /= h;
+        for (int64_t i = 0; i < h; ++i) var += (x[i] - mean) * (x[i] - mean);
+        const double inv = 1.0 / std::sqrt(var / h + c_.layer_norm_eps);
+        for (int64_t i = 0; i < h; ++i) {
+          x[i] = static_cast<float>((x[i] - mean) * inv) * g.data<float>()[i] + b.data<float>()[i];
+        }
+      }
+      weights_.erase("encoder.rel_norm.weight");
+      weights_.erase("encoder.rel_norm.bias");
+    }
+    weights_.erase(name);
+    return out;
+  }
+
   Status RelativeBias() {
     const std::string name = "encoder.relative_attention_bias";
     ASSIGN_OR_RETURN(Tensor t,
@@ -93,7 +126,7 @@ void RunAttentionHalf(const EncoderConfig& c, int64_t l, EncoderBackend& ops) {
     attention_in = Buffer::kNormed;
   }
   ops.Linear(l, LinearSlot::kQkv, attention_in, Epilogue::kNone, Buffer::kQkv);
-  ops.Attention(Buffer::kQkv, Buffer::kContext);
+  ops.Attention(l, Buffer::kQkv, Buffer::kContext);
   if (NormsAdd(c, ops)) {
     ops.Linear(l, LinearSlot::kOut, Buffer::kContext, Epilogue::kNone, Buffer::kProjected);
     ops.AddNorm(l, NormSlot::kNorm1, Buffer::kProjected, Buffer::kHidden, Buffer::kHidden);
@@ -135,6 +168,9 @@ class TimedOps final : public EncoderBackend {
     return ops_.LoadNorm(layer, slot, gamma, beta);
   }
   Status LoadRelativeBias(const Tensor& table) override { return ops_.LoadRelativeBias(table); }
+  Status LoadPositionProjections(int64_t layer, const Tensor& relative) override {
+    return ops_.LoadPositionProjections(layer, relative);
+  }
   void Embed(Buffer out) override {
     Timed(EncoderOp::kEmbed, [&] { ops_.Embed(out); });
   }
@@ -153,8 +189,8 @@ class TimedOps final : public EncoderBackend {
   void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) override {
     Timed(EncoderOp::kNorm, [&] { ops_.Norm(layer, slot, in, out); });
   }
-  void Attention(Buffer qkv, Buffer out) override {
-    Timed(EncoderOp::kAttention, [&] { ops_.Attention(qkv, out); });
+  void Attention(int64_t layer, Buffer qkv, Buffer out) override {
+    Timed(EncoderOp::kAttention, [&] { ops_.Attention(layer, qkv, out); });
   }
 
  private:
@@ -333,9 +369,17 @@ Status LoadEncoderWeights(const EncoderConfig& c, TensorMap& weights, EncoderBac
     RETURN_IF_ERROR(
         walk.Linear(-1, LinearSlot::kEmbeddingProject, c.hidden_size, c.embedding_size));
   }
+  Tensor relative;
+  if (c.attention_span > 0) {
+    ASSIGN_OR_RETURN(relative, walk.RelativeEmbeddings());
+  }
   const int64_t h = c.hidden_size, f = c.intermediate_size;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     RETURN_IF_ERROR(walk.Linear(i, LinearSlot::kQkv, 3 * h, h));
+    if (c.attention_span > 0) {
+      RETURN_IF_ERROR(backend.LoadPositionProjections(i, relative)
+                          .WithContext(LayerWeightName(i, "attention.qkv")));
+    }
     RETURN_IF_ERROR(walk.Linear(i, LinearSlot::kOut, h, h));
     RETURN_IF_ERROR(walk.Linear(i, LinearSlot::kFfnIn, f, h));
     RETURN_IF_ERROR(walk.Linear(i, LinearSlot::kFfnOut, h, f));
@@ -491,6 +535,57 @@ Status BackendEncoder::LoadRelativeBias(const Tensor& table) {
   return Status::Ok();
 }
 
+float BackendEncoder::AttentionScale() const {
+  const EncoderConfig& c = config();
+  const int terms = c.attention_span > 0
+                        ? 1 + static_cast<int>(c.content_to_position) + c.position_to_content
+                        : 1;
+  // transformers' DeBERTa: torch.sqrt(torch.tensor(head_dim, dtype=float) * scale_factor).
+  return 1.0f / std::sqrt(static_cast<float>(c.head_dim()) * static_cast<float>(terms));
+}
+
+Status BackendEncoder::LoadPositionProjections(int64_t layer, const Tensor& relative) {
+  const EncoderConfig& c = config();
+  if (context().device() != Device::kCpu) {
+    return Unimplemented(
+        std::string("DeBERTa's disentangled attention runs on the CPU only, not ") +
+        DeviceName(context().device()));
+  }
+  const int64_t rows = relative.size(0), h = c.hidden_size, heads = c.num_heads, d = c.head_dim();
+  // q | k | v of every relative embedding, through the layer's packed weight.
+  std::vector<float> qkv(static_cast<size_t>(rows * 3 * h));
+  kernels::Linear(context(), DType::kFloat32, relative.data<float>(), rows,
+                  *weights_.linear(layer, LinearSlot::kQkv), Epilogue::kNone, nullptr,
+                  DType::kFloat32, qkv.data());
+  if (position_tables_.empty()) position_tables_.resize(static_cast<size_t>(c.num_layers));
+  PositionTables& tables = position_tables_.at(static_cast<size_t>(layer));
+  const float scale = AttentionScale();
+  // [heads][d][rows]: column `row` of head h's table is that embedding's
+  // projection; a term the model does not compute is all zeros.
+  const auto transposed = [&](int64_t part, bool used, std::vector<float>* out) {
+    out->assign(static_cast<size_t>(heads * d * rows), 0.f);
+    if (!used) return;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t hd = 0; hd < h; ++hd) {
+        (*out)[static_cast<size_t>(hd * rows + r)] = qkv[r * 3 * h + part * h + hd] * scale;
+      }
+    }
+  };
+  // q_i . Kr (content to position) reads the keys' projection; k_j . Qr
+  // the queries'.
+  transposed(1, c.content_to_position, &tables.key);
+  transposed(0, c.position_to_content, &tables.query);
+  weight_bytes_ += (tables.key.size() + tables.query.size()) * sizeof(float);
+  if (disentangled_index_.empty()) {
+    const int64_t center = c.max_tokens - 1;
+    disentangled_index_.resize(static_cast<size_t>(2 * center + 1));
+    for (int64_t r = -center; r <= center; ++r)
+      disentangled_index_[static_cast<size_t>(center + r)] =
+          static_cast<int32_t>(DisentangledColumn(r, c));
+  }
+  return Status::Ok();
+}
+
 void BackendEncoder::Embed(Buffer out) {
   Wrote(out);
   const EncoderConfig& c = config();
@@ -556,9 +651,9 @@ void BackendEncoder::NormOf(int64_t layer, NormSlot slot, const void* in, const 
   run_.normed_bf16_of = copy ? out : Buffer::kNormedBf16;
 }
 
-void BackendEncoder::Attention(Buffer qkv, Buffer out) {
+void BackendEncoder::Attention(int64_t layer, Buffer qkv, Buffer out) {
   const EncoderConfig& c = config();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+  const float scale = AttentionScale();
   // bfloat16 and int8 models multiply in bf16 (int8: docs/int8.md); the
   // CPU falls back to fp32 where it lacks AVX512-BF16.
   const DType matmuls = options().dtype == DType::kBFloat16 || options().dtype == DType::kInt8
@@ -566,9 +661,16 @@ void BackendEncoder::Attention(Buffer qkv, Buffer out) {
                             : activations_;
   Wrote(out);
   const kernels::RelativeBias bias{relative_bias_.data(), c.max_tokens - 1};
+  kernels::DisentangledBias disentangled;
+  if (!position_tables_.empty()) {
+    const PositionTables& t = position_tables_.at(static_cast<size_t>(layer));
+    disentangled = {t.key.data(), t.query.data(), 2 * c.attention_span, disentangled_index_.data(),
+                    c.max_tokens - 1};
+  }
   kernels::Attention(context(), BufferType(qkv), matmuls, Data(qkv), run_.cu_seqlens,
                      run_.sequences, run_.tokens, run_.max_seqlen, c.num_heads, c.head_dim(), scale,
-                     Data(out), relative_bias_.empty() ? nullptr : &bias);
+                     Data(out), relative_bias_.empty() ? nullptr : &bias,
+                     position_tables_.empty() ? nullptr : &disentangled);
 }
 
 }  // namespace encoderd

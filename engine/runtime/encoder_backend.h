@@ -66,6 +66,12 @@ class EncoderBackend {
   // table: [relative_attention_buckets, heads], the model's relative
   // attention bias (EncoderConfig::relative_attention_buckets > 0).
   virtual Status LoadRelativeBias(const Tensor& table) = 0;
+  // DeBERTa's disentangled attention (EncoderConfig::attention_span > 0):
+  // called after `layer`'s kQkv weight with `relative`, the relative
+  // embeddings [2 x attention_span, hidden] in fp32 (LayerNorm'd where the
+  // model says so), which the layer's key and query projections make its
+  // position tables.
+  virtual Status LoadPositionProjections(int64_t layer, const Tensor& relative) = 0;
 
   // Ops of one forward, on the batch the backend set up before RunEncoder.
   // out = the embeddings of the batch's tokens (LayerNorm'd by the
@@ -88,8 +94,9 @@ class EncoderBackend {
   // and ffn.out's epilogues (RunEncoder).
   virtual bool NormsAddResiduals() const = 0;
   // out = multi-head self-attention of each sequence over the packed q|k|v
-  // (with the relative attention bias where the model has one).
-  virtual void Attention(Buffer qkv, Buffer out) = 0;
+  // of `layer` (with the relative attention bias, or the layer's
+  // disentangled terms, where the model has them).
+  virtual void Attention(int64_t layer, Buffer qkv, Buffer out) = 0;
 };
 
 // Where a backend keeps its weights, by slot: LinearWeights and NormWeights
@@ -256,6 +263,11 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   // Expands the table to each head's bias by distance j - i over the
   // model's longest sequence (host fp32: only the CPU's attention takes one).
   Status LoadRelativeBias(const Tensor& table) final;
+  // Runs the layer's own qkv Linear over `relative` and keeps the q and k
+  // parts, scaled as the scores are, per head transposed
+  // (kernels::DisentangledBias; host fp32: only the CPU's attention takes
+  // them, so other devices refuse).
+  Status LoadPositionProjections(int64_t layer, const Tensor& relative) final;
   void Embed(Buffer out) final;
   void Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue, Buffer out) final;
   void FeedForward(int64_t layer, Buffer in, Epilogue activation, Buffer hidden, Buffer out,
@@ -263,7 +275,10 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   void Norm(int64_t layer, NormSlot slot, Buffer in, Buffer out) final;
   void AddNorm(int64_t layer, NormSlot slot, Buffer in, Buffer residual, Buffer out) final;
   bool NormsAddResiduals() const final { return norms_add_residuals_; }
-  void Attention(Buffer qkv, Buffer out) final;
+  void Attention(int64_t layer, Buffer qkv, Buffer out) final;
+  // What the attention's scores are multiplied by: 1 / sqrt(head_dim), or
+  // with DeBERTa's terms 1 / sqrt(head_dim x (1 + terms)).
+  float AttentionScale() const;
   // Norm and AddNorm: out = LayerNorm(in + residual), residual null: none.
   void NormOf(int64_t layer, NormSlot slot, const void* in, const void* residual, Buffer out);
 
@@ -284,6 +299,13 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
   // [heads, 2 * (max_tokens - 1) + 1]: kernels::RelativeBias's values, with
   // center max_tokens - 1; empty without a relative attention bias.
   std::vector<float> relative_bias_;
+  // DeBERTa's: per layer, kernels::DisentangledBias's key and query tables;
+  // the column of each relative position i - j, with center max_tokens - 1.
+  struct PositionTables {
+    std::vector<float> key, query;
+  };
+  std::vector<PositionTables> position_tables_;
+  std::vector<int32_t> disentangled_index_;
   SlotWeights<std::unique_ptr<kernels::PackedWeight>, NormRef> weights_;
   std::unique_ptr<HostHead> head_;
 };

@@ -62,6 +62,11 @@ TensorMap RandomEncoderWeights(const EncoderConfig& c, uint32_t seed) {
     norm(LayerWeightName(i, "norm2"), h);
   }
   if (c.final_norm) norm("final_norm", h);
+  if (c.attention_span > 0) {
+    w["encoder.rel_embeddings"] =
+        RandomTensor(rng, {2 * c.attention_span, h}, 0.0f, c.relative_norm ? 0.5f : 0.02f);
+    if (c.relative_norm) norm("encoder.rel_norm", h);
+  }
   if (c.relative_attention_buckets > 0) {
     w["encoder.relative_attention_bias"] =
         RandomTensor(rng, {c.relative_attention_buckets, c.num_heads}, 0.0f, 0.5f);

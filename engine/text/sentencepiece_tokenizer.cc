@@ -12,10 +12,6 @@
 namespace encoderd {
 namespace {
 
-constexpr char kBos[] = "<s>";
-constexpr char kEos[] = "</s>";
-constexpr char kPad[] = "<pad>";
-constexpr char kUnk[] = "<unk>";
 // U+2581, sentencepiece's mark for a space; a piece that starts with it
 // starts a word.
 constexpr std::string_view kSpace = "\xe2\x96\x81";
@@ -60,7 +56,8 @@ class SentencePieceTokenizer final : public Tokenizer {
                             bool truncate) const override {
     RETURN_IF_ERROR(CheckUtf8(text));
     const SpecialTokens& special = options_.special_tokens;
-    return EncodeBounded(text, max_tokens, truncate, {special.bos, kBos}, {special.eos, kEos},
+    return EncodeBounded(text, max_tokens, truncate, {special.bos, options_.pieces.bos},
+                         {special.eos, options_.pieces.eos},
                          [this](const TextWindow& window) { return EncodeWindow(window); });
   }
 
@@ -184,10 +181,11 @@ class SentencePieceTokenizer final : public Tokenizer {
   // XLM-R's model) maps to the fairseq <unk>.
   int32_t PieceToId(const std::string& piece) const {
     const SpecialTokens& special = options_.special_tokens;
-    if (piece == kBos) return special.bos;
-    if (piece == kPad) return special.pad;
-    if (piece == kEos) return special.eos;
-    if (piece == kUnk) return special.unk;
+    const SentencePieceOptions::Pieces& names = options_.pieces;
+    if (piece == names.bos) return special.bos;
+    if (piece == names.pad) return special.pad;
+    if (piece == names.eos) return special.eos;
+    if (piece == names.unk) return special.unk;
     const int spm_id = processor_->PieceToId(piece);
     return spm_id == processor_->unk_id() ? special.unk : spm_id + options_.id_offset;
   }
@@ -232,7 +230,21 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
                            std::to_string(needed) + " tokens, but vocab_size is " +
                            std::to_string(vocab_size));
   }
-  const SpecialTokens& s = options.special_tokens;
+  SentencePieceOptions resolved = options;
+  if (options.special_ids_from_model) {
+    const SentencePieceOptions::Pieces& p = options.pieces;
+    SpecialTokens& ids = resolved.special_tokens;
+    for (const auto& [piece, id] : {std::pair{&p.bos, &ids.bos}, std::pair{&p.eos, &ids.eos},
+                                    std::pair{&p.pad, &ids.pad}, std::pair{&p.unk, &ids.unk}}) {
+      const int spm_id = processor->PieceToId(*piece);
+      if (processor->IdToPiece(spm_id) != *piece) {
+        return InvalidArgument(source + ": the sentencepiece model has no piece \"" + *piece +
+                               "\"");
+      }
+      *id = spm_id + options.id_offset;
+    }
+  }
+  const SpecialTokens& s = resolved.special_tokens;
   for (const int32_t id : {s.bos, s.eos, s.pad, s.unk}) {
     if (id < 0 || id >= vocab_size) {
       return InvalidArgument(source + ": special token id " + std::to_string(id) +
@@ -240,7 +252,7 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
     }
   }
   return std::unique_ptr<Tokenizer>(
-      new SentencePieceTokenizer(std::move(processor), options, vocab_size));
+      new SentencePieceTokenizer(std::move(processor), resolved, vocab_size));
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizer(

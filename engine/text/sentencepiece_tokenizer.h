@@ -19,6 +19,15 @@ struct SentencePieceOptions {
   SpecialTokens special_tokens;
   // Size of the model's vocabulary (embedding rows); 0 = spm size + offset.
   int64_t vocab_size = 0;
+  // The specials' pieces, as pieces of an encoding show them and as a
+  // piece of that text maps to their ids: fairseq's by default.
+  struct Pieces {
+    std::string bos = "<s>", eos = "</s>", pad = "<pad>", unk = "<unk>";
+  } pieces;
+  // The special ids are those of `pieces` in the model (plus the offset),
+  // not special_tokens' (DeBERTa-v2's [CLS] [SEP] [PAD] [UNK]); a piece the
+  // model lacks is an error.
+  bool special_ids_from_model = false;
 };
 
 // Loads a sentencepiece .model file. A missing, unreadable or corrupt file is

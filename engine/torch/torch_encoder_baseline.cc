@@ -226,6 +226,10 @@ StatusOr<std::unique_ptr<TorchEncoderBaseline>> TorchEncoderBaseline::Create(
     return InvalidArgument(std::string("the LibTorch baseline has no relative attention bias (") +
                            ModelFamilyName(config.family) + "): run --engines encoderd");
   }
+  if (config.attention_span > 0) {
+    return InvalidArgument(std::string("the LibTorch baseline has no disentangled attention (") +
+                           ModelFamilyName(config.family) + "): run --engines encoderd");
+  }
   auto impl = std::make_unique<TorchEncoderBaselineImpl>(config, ToTorch(dtype));
   RETURN_IF_ERROR(impl->Init(weights));
   return std::unique_ptr<TorchEncoderBaseline>(std::move(impl));

@@ -3,7 +3,8 @@
 BERT cross-encoder (one-output head), an XLM-R pair classifier, a DistilBERT
 model (no token types) and a generic nn.TransformerEncoder stack (no pair
 format), fairseq's checkpoint of an XLM-R classifier, an MPNet classifier
-(RoBERTa's pair form, the relative attention bias), plus a BERT folder
+(RoBERTa's pair form, the relative attention bias), a DeBERTa-v2 classifier
+(its spm.model read as DebertaV2Tokenizer, the disentangled attention), plus a BERT folder
 whose only tokenizer file is a tokenizer.json of a pipeline encoderd does
 not read (it serves token ids; text requests are refused without the
 server's paths), checked against PyTorch on the fixtures' own weights
@@ -36,7 +37,8 @@ from e2e_common import (check, generate_stubs, report, run_loadtest,  # noqa: E4
 MAX_TOKENS = 32
 MODELS = {"cross": "hf_bert_cross_encoder", "xlmr": "hf_xlmr_zip",
           "distil": "hf_distilbert_base", "generic": "generic_postnorm_gelu",
-          "fairseq": "fairseq_xlmr_legacy", "mpnet": "hf_mpnet_classifier"}
+          "fairseq": "fairseq_xlmr_legacy", "mpnet": "hf_mpnet_classifier",
+          "deberta": "hf_deberta_classifier"}
 CROSS_ACTIVATIONS = {"cross_logits": "torch.nn.modules.linear.Identity",
                      "cross_tanh": "torch.nn.modules.activation.Tanh"}
 QUERY = "how do foxes hunt"
@@ -95,12 +97,20 @@ def torch_logits(models_dir, name, kind, tokenizations):
     ref = pathlib.Path(models_dir) / (name + ".reference")
     expected = json.loads((ref / "expected.json").read_text())
     c = read_canonical(ref)
+    if expected["family"] == "deberta-v2":  # the attention's layout, from config.json
+        config = json.loads((pathlib.Path(models_dir) / name / "config.json").read_text())
+        columns = json.loads((ref / "relative_columns.json").read_text())
+        terms = config["pos_att_type"]
+        c["deberta.layout"] = (columns["span"], columns["buckets"], columns["max_relative"],
+                               terms.split("|") if isinstance(terms, str) else terms)
+        c["deberta.eps"] = expected["layer_norm_eps"]
     out = []
     with torch.no_grad():
         for t in tokenizations:
             types = list(t.token_type_ids) or [0] * len(t.ids)
             _, logits = fx_models.hf_forward(c, kind, list(t.ids), types,
-                                             expected["pad_token_id"], expected["layer_norm_eps"])
+                                             expected["pad_token_id"], expected["layer_norm_eps"],
+                                             head_act=expected["head_activation"])
             out.append(logits.tolist())
     return out
 
@@ -397,6 +407,25 @@ def main():
             got = list(cls.results[i].scores)
             check(max(abs(x - y) for x, y in zip(got, want)) <= 1e-4,
                   f"mpnet pair {i}: {got} vs PyTorch {want}")
+        # DeBERTa-v2: [CLS] a [SEP] b [SEP] with the spm.model's own ids (as
+        # DebertaV2Tokenizer: python3-sentencepiece's), no token types read,
+        # every layer's disentangled attention; against hf_forward.
+        import sentencepiece
+        sp = sentencepiece.SentencePieceProcessor(
+            model_file=f"{args.models_dir}/{MODELS['deberta']}/spm.model")
+        cls = stub.Classify(pb.ClassifyRequest(model="deberta", texts=firsts, text_pairs=seconds,
+                                               truncate=True))
+        toks = stub.Tokenize(pb.TokenizeRequest(model="deberta", texts=firsts,
+                                                text_pairs=seconds, truncate=True)).tokenizations
+        for i, t in enumerate(toks):
+            want = [1] + sp.encode(firsts[i]) + [2] + sp.encode(seconds[i]) + [2]
+            check(t.untruncated_length > len(t.ids) or list(t.ids) == want,
+                  f"deberta pair {i} ids: {list(t.ids)} vs sentencepiece {want}")
+        for i, logits in enumerate(torch_logits(args.models_dir, MODELS["deberta"], "bert", toks)):
+            want = softmax(logits)
+            got = list(cls.results[i].scores)
+            check(max(abs(x - y) for x, y in zip(got, want)) <= 1e-4,
+                  f"deberta pair {i}: {got} vs PyTorch {want}")
         emb = stub.Embed(pb.EmbedRequest(model="distil", texts=["the fox"], text_pairs=["at night"]))
         check(len(emb.embeddings) == 1, "DistilBERT embeds a pair")
 

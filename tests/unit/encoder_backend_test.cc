@@ -96,8 +96,13 @@ class RecordingBackend : public EncoderBackend {
     calls.push_back(std::to_string(layer) + " norm " + std::to_string(int(slot)) + " " + Name(in) +
                     "+" + Name(residual) + "->" + Name(out));
   }
-  void Attention(Buffer qkv, Buffer out) override {
-    calls.push_back(std::string("attention ") + Name(qkv) + "->" + Name(out));
+  Status LoadPositionProjections(int64_t layer, const Tensor& t) override {
+    calls.push_back("position projections " + std::to_string(layer) + " " +
+                    ShapeToString(t.shape()));
+    return Status::Ok();
+  }
+  void Attention(int64_t layer, Buffer qkv, Buffer out) override {
+    calls.push_back(std::to_string(layer) + " attention " + Name(qkv) + "->" + Name(out));
   }
 };
 
@@ -148,6 +153,45 @@ TEST(EncoderBackendTest, LoadsTheRelativeAttentionBias) {
   EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(wrong.message().find("encoder.relative_attention_bias"), std::string::npos);
   weights.erase("encoder.relative_attention_bias");
+  EXPECT_EQ(LoadEncoderWeights(c, weights, backend).code(), StatusCode::kNotFound);
+}
+
+// DeBERTa-style: the relative embeddings, LayerNorm'd, go to every layer
+// right after its qkv weight (whose projections make its position tables);
+// a missing or misshapen table is refused by name.
+TEST(EncoderBackendTest, LoadsTheRelativeEmbeddingsIntoEveryLayer) {
+  EncoderConfig c = Tiny(/*norm_first=*/false);
+  c.family = ModelFamily::kDeberta;
+  c.position_rule = PositionRule::kNone;
+  c.max_positions = 0;
+  c.type_vocab_size = 0;
+  c.attention_span = 4;
+  c.position_buckets = 4;
+  c.max_relative_positions = 8;
+  c.content_to_position = c.position_to_content = true;
+  c.relative_norm = true;
+  TensorMap weights = RandomEncoderWeights(c, 1);
+  RecordingBackend backend;
+  ASSERT_TRUE(LoadEncoderWeights(c, weights, backend).ok());
+  const std::vector<std::string> want = {
+      "table 0 [32, 16]",
+      "norm -1 0",
+      LayerWeightName(0, "attention.qkv") + " [48, 16] bias",
+      "position projections 0 [8, 16]",
+      LayerWeightName(0, "attention.out") + " [16, 16] bias",
+  };
+  EXPECT_EQ(std::vector<std::string>(backend.calls.begin(), backend.calls.begin() + 5), want);
+  EXPECT_EQ(
+      std::count(backend.calls.begin(), backend.calls.end(), "position projections 1 [8, 16]"), 1);
+  EXPECT_TRUE(weights.empty());
+
+  weights = RandomEncoderWeights(c, 1);
+  weights["encoder.rel_embeddings"] = Tensor::Zeros(DType::kFloat32, {6, 16});
+  const Status wrong = LoadEncoderWeights(c, weights, backend);
+  EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.message().find("encoder.rel_embeddings"), std::string::npos);
+  weights = RandomEncoderWeights(c, 1);
+  weights.erase("encoder.rel_norm.bias");
   EXPECT_EQ(LoadEncoderWeights(c, weights, backend).code(), StatusCode::kNotFound);
 }
 
@@ -202,7 +246,7 @@ TEST(EncoderBackendTest, PostNormLayerSequence) {
   const std::vector<std::string> want = {
       "embed x",
       "0 attention.qkv x->qkv epilogue 0",
-      "attention qkv->ctx",
+      "0 attention qkv->ctx",
       "0 attention.out ctx->x epilogue 3",
       "0 norm 1 x->x",
       "0 ffn x->ffn->x added epilogue 2",
@@ -217,7 +261,7 @@ TEST(EncoderBackendTest, PostNormLayerSequence) {
   const std::vector<std::string> want_norms_add = {
       "embed x",
       "0 attention.qkv x->qkv epilogue 0",
-      "attention qkv->ctx",
+      "0 attention qkv->ctx",
       "0 attention.out ctx->projected epilogue 0",
       "0 norm 1 projected+x->x",
       "0 ffn x->ffn->projected epilogue 2",
@@ -245,7 +289,7 @@ TEST(EncoderBackendTest, PreNormLayerSequenceEndsWithTheFinalNorm) {
       "embed x",
       "0 norm 1 x->normed",
       "0 attention.qkv normed->qkv epilogue 0",
-      "attention qkv->ctx",
+      "0 attention qkv->ctx",
       "0 attention.out ctx->x epilogue 3",
       "0 norm 2 x->normed",
       "0 ffn normed->ffn->x added epilogue 1",

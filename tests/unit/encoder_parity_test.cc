@@ -108,8 +108,10 @@ class EncoderParityTest : public ::testing::TestWithParam<ParityParam> {
     options.dtype = dtype;
     options.num_threads = 2;
     auto encoder = Encoder::Create(bundle->config, bundle->weights, options);
-    if (device == Device::kCuda && config_.relative_attention_buckets > 0) {
-      // MPNet's relative attention bias runs only on the CPU: a clear refusal.
+    if (device == Device::kCuda &&
+        (config_.relative_attention_buckets > 0 || config_.attention_span > 0)) {
+      // MPNet's relative attention bias and DeBERTa's disentangled attention
+      // run only on the CPU: a clear refusal.
       ASSERT_EQ(encoder.status().code(), StatusCode::kInvalidArgument);
       EXPECT_NE(encoder.status().message().find("only on the CPU"), std::string::npos);
       GTEST_SKIP() << encoder.status().message();

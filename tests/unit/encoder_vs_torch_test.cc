@@ -38,6 +38,27 @@ TEST(EncoderVsTorchTest, RefusesARelativeAttentionBias) {
   EXPECT_NE(torch.status().message().find("relative attention bias"), std::string::npos);
 }
 
+// Nor DeBERTa's disentangled attention: until 2026-12-05 `encoderd bench
+// --engines pytorch` timed a DeBERTa model as BERT and reported encoderd
+// 0.86 cosine from it.
+TEST(EncoderVsTorchTest, RefusesDisentangledAttention) {
+  EncoderConfig config = BertBaseConfig();
+  config.family = ModelFamily::kDeberta;
+  config.num_layers = 1;
+  config.position_rule = PositionRule::kNone;
+  config.max_positions = 0;
+  config.type_vocab_size = 0;
+  config.attention_span = config.position_buckets = 256;
+  config.max_relative_positions = 512;
+  config.content_to_position = config.position_to_content = true;
+  const TensorMap weights = RandomEncoderWeights(config, /*seed=*/7);
+  auto torch = TorchEncoderBaseline::Create(config, weights, DType::kFloat32);
+  ASSERT_FALSE(torch.ok());
+  EXPECT_NE(torch.status().message().find("no disentangled attention (deberta-v2)"),
+            std::string::npos)
+      << torch.status().message();
+}
+
 TEST_P(EncoderVsTorchTest, MatchesPyTorchNestedFastpath) {
   const Variant v = GetParam();
   EncoderConfig config = BertBaseConfig();

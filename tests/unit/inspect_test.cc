@@ -36,6 +36,7 @@ TEST_P(InspectTest, JsonDescribesTheModel) {
   EXPECT_EQ(got["config"]["intermediate_size"], want["intermediate_size"]);
   EXPECT_EQ(got["config"]["num_labels"], want["num_labels"]);
   EXPECT_EQ(got["config"]["relative_attention_buckets"], want["family"] == "mpnet" ? 32 : 0);
+  EXPECT_EQ(got["config"]["disentangled_attention"].is_null(), want["family"] != "deberta-v2");
   EXPECT_EQ(got["checkpoint"]["format"], want["checkpoint_format"]);
   EXPECT_EQ(got["checkpoint"]["num_tensors"], want["num_tensors"]);
   EXPECT_EQ(got["checkpoint"]["num_parameters"], want["num_parameters"]);
@@ -114,6 +115,14 @@ TEST(InspectPairsTest, NamesTheTemplateAndRerank) {
       {"hf_mpnet_base", "text pairs:      <s> a </s></s> b </s>, every token type 0\n"},
       {"hf_mpnet_classifier", "text pairs:      <s> a </s></s> b </s>, every token type 0\n"},
       {"generic_postnorm_gelu", "text pairs:      none (the family defines no pair format)\n"},
+      // DeBERTa's spm.model, read by DebertaV2Tokenizer; and its attention.
+      {"hf_deberta_classifier", "text pairs:      [CLS] a [SEP] b [SEP], every token type 0\n"},
+      {"hf_deberta_classifier",
+       "positions:       0 (none), max tokens 512; disentangled attention (c2p, p2c) over 512 "
+       "relative embeddings (256 log buckets reaching 512, LayerNorm'd)\n"},
+      {"hf_deberta_base",
+       "; disentangled attention (c2p, p2c) over 16 relative embeddings (8 log buckets reaching "
+       "64)\n"},
   };
   for (const auto& [name, line] : cases) {
     std::ostringstream out, err;

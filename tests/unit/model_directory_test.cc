@@ -139,6 +139,47 @@ TEST(RelativePositionBucketTest, MatchesTransformersMpnetAtEveryDistance) {
     EXPECT_EQ(RelativePositionBucket(relative[i], 32, 128), bucket[i]) << relative[i];
 }
 
+// The relative embeddings' row of every relative position, as
+// transformers' DeBERTa-v2 computes it in PyTorch (fx_models.py's
+// deberta_columns): 256 log buckets reaching 512 (DeBERTa-v3's; the exact
+// tie at 511 decides row 1 against 0), and 8 reaching 64 (most rows clamped),
+// each read through the fixture's own config.
+TEST(DisentangledColumnTest, MatchesTransformersDebertaAtEveryDistance) {
+  for (const char* name : {"hf_deberta_classifier", "hf_deberta_base"}) {
+    SCOPED_TRACE(name);
+    const nlohmann::json want =
+        testing::ReadJsonFile(ModelsDir() + "/" + name + ".reference/relative_columns.json");
+    auto bundle = server::LoadModelDirectory(ModelsDir() + "/" + name);
+    ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+    const EncoderConfig& c = bundle->config;
+    EXPECT_EQ(c.attention_span, want["span"].get<int64_t>());
+    EXPECT_EQ(c.position_buckets, want["buckets"].get<int64_t>());
+    EXPECT_EQ(c.max_relative_positions, want["max_relative"].get<int64_t>());
+    EXPECT_TRUE(c.content_to_position && c.position_to_content);
+    const auto relative = want["relative"].get<std::vector<int64_t>>();
+    const auto column = want["column"].get<std::vector<int64_t>>();
+    ASSERT_EQ(relative.size(), column.size());
+    ASSERT_GT(relative.size(), 1000u);
+    for (size_t i = 0; i < relative.size(); ++i)
+      EXPECT_EQ(DisentangledColumn(relative[i], c), column[i]) << relative[i];
+  }
+}
+
+// A DeBERTa checkpoint may carry a position table that position_biased_input
+// false leaves unread (transformers ignores it): loaded without it, the
+// same model as the folder it was copied from (until 2026-12-05 refused).
+TEST(DebertaFolderTest, IgnoresAPositionTableTheConfigDoesNotRead) {
+  auto stray = server::LoadModelDirectory(ModelsDir() + "/hf_deberta_stray_positions");
+  ASSERT_TRUE(stray.ok()) << stray.status().ToString();
+  auto base = server::LoadModelDirectory(ModelsDir() + "/hf_deberta_base");
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  EXPECT_EQ(stray->config.position_rule, PositionRule::kNone);
+  EXPECT_EQ(stray->config.max_positions, 0);
+  EXPECT_EQ(stray->weights.count("embeddings.position"), 0u);
+  EXPECT_EQ(stray->weights.size(), base->weights.size());
+  EXPECT_EQ(stray->config.max_tokens, base->config.max_tokens);
+}
+
 struct BadCase {
   const char* dir;
   StatusCode code;
@@ -225,7 +266,28 @@ INSTANTIATE_TEST_SUITE_P(
                 {"mpnet_bucket_mismatch/config.json", "relative_attention_num_buckets = 16", "32"}},
         BadCase{"mpnet_pad_2",
                 StatusCode::kInvalidArgument,
-                {"mpnet_pad_2/config.json", "pad_token_id = 2", "padding index 1"}}),
+                {"mpnet_pad_2/config.json", "pad_token_id = 2", "padding index 1"}},
+        BadCase{"deberta_separate_projections",
+                StatusCode::kInvalidArgument,
+                {"deberta_separate_projections/config.json", "share_att_key is not true"}},
+        BadCase{"deberta_span_mismatch",
+                StatusCode::kInvalidArgument,
+                {"deberta_span_mismatch/config.json", "position_buckets", "span of 16",
+                 "pytorch_model.bin", "16 rows"}},
+        BadCase{"deberta_p2p",
+                StatusCode::kInvalidArgument,
+                {"deberta_p2p/config.json", "pos_att_type has \"p2p\""}},
+        BadCase{"deberta_conv",
+                StatusCode::kInvalidArgument,
+                {"deberta_conv/config.json", "conv_kernel_size = 3"}},
+        BadCase{"deberta_unnamed_norm",
+                StatusCode::kInvalidArgument,
+                {"deberta_unnamed_norm/config.json", "norm_rel_ebd does not name layer_norm",
+                 "encoder.LayerNorm"}},
+        BadCase{"deberta_no_relative",
+                StatusCode::kInvalidArgument,
+                {"deberta_no_relative/config.json", "relative_attention is not true",
+                 "encoder.rel_embeddings"}}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.dir); });
 
 // A copy of the fixture folder `fixture` at TempDir()/`name` (replacing one

@@ -239,13 +239,38 @@ TEST(EncoderConfig, MaxTokensIsBounded) {
       << relative.Validate().message();
   relative.hidden_size = relative.num_heads = int64_t{1} << 60;  // no overflow on the way
   EXPECT_FALSE(relative.Validate().ok());
+  // DeBERTa's disentangled attention: up to kMaxDisentangledTokens, its
+  // layout checked.
+  EncoderConfig deberta = ValidConfig();
+  deberta.family = ModelFamily::kDeberta;
+  deberta.position_rule = PositionRule::kNone;
+  deberta.max_positions = 0;
+  deberta.attention_span = deberta.position_buckets = 256;
+  deberta.max_relative_positions = 512;
+  deberta.content_to_position = deberta.position_to_content = true;
+  deberta.max_tokens = kMaxDisentangledTokens;
+  EXPECT_TRUE(deberta.Validate().ok()) << deberta.Validate().message();
+  deberta.max_tokens = kMaxDisentangledTokens + 1;
+  EXPECT_NE(deberta.Validate().message().find(
+                "max_tokens = 8193 is more than the 8192 tokens disentangled attention takes"),
+            std::string::npos)
+      << deberta.Validate().message();
+  deberta.max_tokens = 512;
+  deberta.position_buckets = 128;  // not the span
+  EXPECT_NE(deberta.Validate().message().find("position_buckets = 128"), std::string::npos);
+  deberta.position_buckets = 256;
+  deberta.max_relative_positions = 128;  // not beyond the exact distances
+  EXPECT_NE(deberta.Validate().message().find("max_relative_positions = 128"), std::string::npos);
+  deberta.max_relative_positions = 512;
+  deberta.content_to_position = deberta.position_to_content = false;
+  EXPECT_NE(deberta.Validate().message().find("neither disentangled term"), std::string::npos);
 }
 
 TEST(ModelSpecNames, RoundTrip) {
   for (ModelFamily f : {ModelFamily::kBert, ModelFamily::kRoberta, ModelFamily::kXlmRoberta,
                         ModelFamily::kDistilbert, ModelFamily::kElectra, ModelFamily::kMpnet,
-                        ModelFamily::kTorchtextRoberta, ModelFamily::kFairseqRoberta,
-                        ModelFamily::kTransformerEncoder}) {
+                        ModelFamily::kDeberta, ModelFamily::kTorchtextRoberta,
+                        ModelFamily::kFairseqRoberta, ModelFamily::kTransformerEncoder}) {
     EXPECT_EQ(ParseModelFamily(ModelFamilyName(f)), f);
   }
   for (Activation a : {Activation::kGelu, Activation::kRelu, Activation::kTanh}) {

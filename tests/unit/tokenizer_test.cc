@@ -40,6 +40,12 @@ std::unique_ptr<Tokenizer> Make(const std::string& name) {
                   : StatusOr<std::unique_ptr<Tokenizer>>(json.status());
   } else if (name == "spm") {
     t = CreateSentencePieceTokenizer((kDir / "spm" / "sentencepiece.bpe.model").string(), {});
+  } else if (name == "spm_deberta") {  // as a DeBERTa folder's spm.model is read
+    SentencePieceOptions options;
+    options.id_offset = 0;
+    options.pieces = {"[CLS]", "[SEP]", "[PAD]", "[UNK]"};
+    options.special_ids_from_model = true;
+    t = CreateSentencePieceTokenizer((kDir / "spm" / "deberta.model").string(), options);
   } else if (name == "bytebpe") {
     t = CreateByteBpeTokenizer((kDir / "bytebpe" / "vocab.json").string(),
                                (kDir / "bytebpe" / "merges.txt").string(), {});
@@ -165,7 +171,7 @@ TEST_P(TokenizerFixtureTest, ConcurrentEncodesAgree) {
 
 INSTANTIATE_TEST_SUITE_P(
     All, TokenizerFixtureTest,
-    ::testing::Values("spm", "wordpiece_uncased", "wordpiece_cased", "bytebpe",
+    ::testing::Values("spm", "spm_deberta", "wordpiece_uncased", "wordpiece_cased", "bytebpe",
                       "json_wordpiece_uncased", "json_wordpiece_cased", "json_bytebpe",
                       // lower_case and strip_accents apart (were
                       // always together; tokenizer.json refused them)
