@@ -77,7 +77,8 @@ void DisentangledRows(const DisentangledBias& d, const float* q, const float* k,
                       int64_t len, int64_t head, int64_t head_dim, int64_t row_begin,
                       int64_t row_end, float* out) {
   const int64_t rows = row_end - row_begin;
-  const auto [lo, width] = WindowOf(d, len, row_begin, row_end);
+  const DisentangledWindow window = WindowOf(d, len, row_begin, row_end);
+  const int64_t lo = window.lo, width = window.width;
   // (The item's row kernel takes the scratch over once this returns.)
   float* c2p = AttentionScratch((rows + len) * width);  // [rows, width]: q_i . key[c]
   std::fill(c2p, c2p + (rows + len) * width, 0.f);

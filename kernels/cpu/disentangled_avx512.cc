@@ -94,7 +94,8 @@ void DisentangledRowsAvx512(const DisentangledBias& b, const float* q, const flo
                             int64_t len, int64_t head, int64_t head_dim, int64_t row_begin,
                             int64_t row_end, float* out) {
   const int64_t rows = row_end - row_begin;
-  const auto [lo, width] = WindowOf(b, len, row_begin, row_end);
+  const DisentangledWindow window = WindowOf(b, len, row_begin, row_end);
+  const int64_t lo = window.lo, width = window.width;
   // (The item's row kernel takes the scratch over once this returns.)
   float* c2p = AttentionScratch((rows + len) * width);
   float* p2c = c2p + rows * width;
