@@ -84,15 +84,17 @@ Status ReadCrossEncoderActivation(const Json& json, const std::string& path, HfC
   return Status::Ok();
 }
 
-// A DeBERTa list key: a JSON list of names or one "a|b" string, each name
-// trimmed and lower-cased (DebertaV2Config splits a string the same way).
+// A DeBERTa list key: a JSON list of names as they are, or one "a|b" string
+// lower-cased and split, each name trimmed (as DebertaV2Config and
+// DisentangledSelfAttention read them).
 Status ReadNameList(const Json& json, const std::string& path, const char* key,
                     std::vector<std::string>* out) {
   auto it = json.find(key);
   if (it == json.end() || it->is_null()) return Status::Ok();
   std::vector<std::string> names;
   if (it->is_string()) {
-    const std::string text = it->get<std::string>();
+    std::string text = it->get<std::string>();
+    for (char& ch : text) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     size_t start = 0;
     while (start <= text.size()) {
       const size_t bar = std::min(text.find('|', start), text.size());
@@ -114,7 +116,6 @@ Status ReadNameList(const Json& json, const std::string& path, const char* key,
     name = first == std::string::npos
                ? ""
                : name.substr(first, name.find_last_not_of(" \t\n\r") + 1 - first);
-    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   }
   *out = std::move(names);
   return Status::Ok();

@@ -153,10 +153,32 @@ Status ApplyDebertaConfig(const HfConfig& hf, const std::string& path,
     return refuse("conv_kernel_size = " + std::to_string(*hf.conv_kernel_size) +
                   ": the convolution beside the first layer is not supported");
   }
+  // ContextPooler: dense, then ACT2FN[pooler_hidden_act] (default gelu).
+  const std::string act = hf.pooler_hidden_act.empty() ? "gelu" : hf.pooler_hidden_act;
+  if (act == "gelu") {
+    c->head_activation = Activation::kGelu;
+  } else if (act == "tanh") {
+    c->head_activation = Activation::kTanh;
+  } else if (act == "relu") {
+    c->head_activation = Activation::kRelu;
+  } else {
+    return refuse("pooler_hidden_act \"" + act + "\" is not supported (gelu, tanh or relu)");
+  }
+  if (hf.pooler_hidden_size && *hf.pooler_hidden_size != c->hidden_size) {
+    return refuse("pooler_hidden_size = " + std::to_string(*hf.pooler_hidden_size) +
+                  " is not hidden_size (" + std::to_string(c->hidden_size) + ")");
+  }
   if (!hf.relative_attention.value_or(false)) {
     if (c->attention_span > 0) {
       return refuse("relative_attention is not true but " + checkpoint +
                     " has encoder.rel_embeddings");
+    }
+    // transformers still divides the scores by sqrt(head_dim x (1 +
+    // len(pos_att_type))), with no term to add.
+    if (!hf.pos_att_type.empty()) {
+      return refuse(
+          "pos_att_type names terms but relative_attention is not true (transformers "
+          "then scales the scores for terms it does not add), which is not supported");
     }
     return Status::Ok();
   }
@@ -199,21 +221,6 @@ Status ApplyDebertaConfig(const HfConfig& hf, const std::string& path,
     return refuse(std::string("norm_rel_ebd ") + (norm ? "names" : "does not name") +
                   " layer_norm but " + checkpoint + (norm ? " has no" : " has") +
                   " encoder.LayerNorm");
-  }
-  // ContextPooler: dense, then ACT2FN[pooler_hidden_act] (default gelu).
-  const std::string act = hf.pooler_hidden_act.empty() ? "gelu" : hf.pooler_hidden_act;
-  if (act == "gelu") {
-    c->head_activation = Activation::kGelu;
-  } else if (act == "tanh") {
-    c->head_activation = Activation::kTanh;
-  } else if (act == "relu") {
-    c->head_activation = Activation::kRelu;
-  } else {
-    return refuse("pooler_hidden_act \"" + act + "\" is not supported (gelu, tanh or relu)");
-  }
-  if (hf.pooler_hidden_size && *hf.pooler_hidden_size != c->hidden_size) {
-    return refuse("pooler_hidden_size = " + std::to_string(*hf.pooler_hidden_size) +
-                  " is not hidden_size (" + std::to_string(c->hidden_size) + ")");
   }
   return Status::Ok();
 }

@@ -249,11 +249,12 @@ Status EncoderConfig::Validate() const {
                                          " is not 0 or an even attention_span (" +
                                          std::to_string(attention_span) + ")");
     }
-    if (position_buckets > 0 && (max_relative_positions <= position_buckets / 2 ||
+    // The log scale divides by log((max_relative_positions - 1) / (buckets / 2)).
+    if (position_buckets > 0 && (max_relative_positions <= position_buckets / 2 + 1 ||
                                  max_relative_positions > kMaxTokensLimit)) {
       return Bad("max_relative_positions", "= " + std::to_string(max_relative_positions) +
                                                " is not above " +
-                                               std::to_string(position_buckets / 2) +
+                                               std::to_string(position_buckets / 2 + 1) +
                                                " and at most " + std::to_string(kMaxTokensLimit));
     }
   }

@@ -227,9 +227,12 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   // around a text, RoBERTa's pair template.
   const bool mpnet_vocab =
       config.family == ModelFamily::kMpnet && card->kind == TokenizerKind::kWordPiece;
-  // A DeBERTa folder's spm.model, found by name: the model's ids as they are.
-  const bool deberta_spm = !card_in && config.family == ModelFamily::kDeberta &&
-                           card->kind == TokenizerKind::kSentencePiece;
+  // A DeBERTa folder's spm.model, found by name or named by a card that
+  // sets no ids of its own: the model's ids as they are (until 2026-12-05 a
+  // card's got fairseq's offset and specials).
+  const bool deberta_spm = config.family == ModelFamily::kDeberta &&
+                           card->kind == TokenizerKind::kSentencePiece && !card->id_offset &&
+                           !card->bos && !card->eos && !card->pad && !card->unk;
   if (card->kind == TokenizerKind::kWordPiece) {
     WordPieceOptions options;
     options.lower_case = card->lower_case;  // unset: the vocabulary's

@@ -579,9 +579,16 @@ Status BackendEncoder::LoadPositionProjections(int64_t layer, const Tensor& rela
   if (disentangled_index_.empty()) {
     const int64_t center = c.max_tokens - 1;
     disentangled_index_.resize(static_cast<size_t>(2 * center + 1));
-    for (int64_t r = -center; r <= center; ++r)
-      disentangled_index_[static_cast<size_t>(center + r)] =
-          static_cast<int32_t>(DisentangledColumn(r, c));
+    for (int64_t r = -center; r <= center; ++r) {
+      const int64_t column = DisentangledColumn(r, c);
+      // The kernels take each item's window of columns from its ends.
+      if (r > -center && column < disentangled_index_[static_cast<size_t>(center + r - 1)]) {
+        disentangled_index_.clear();
+        return Internal("the relative embeddings' rows decrease at relative position " +
+                        std::to_string(r));
+      }
+      disentangled_index_[static_cast<size_t>(center + r)] = static_cast<int32_t>(column);
+    }
   }
   return Status::Ok();
 }

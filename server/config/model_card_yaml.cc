@@ -155,7 +155,7 @@ Status ReadEntry(const std::string& key, const YAML::Node& value, const Where& w
                  const std::string& source, ModelCard* card) {
   if (key == "family") {
     return ReadEnum(value, where, ParseModelFamily,
-                    "bert, roberta, xlm-roberta, distilbert, electra, mpnet, torchtext-roberta, "
+                    "bert, roberta, xlm-roberta, distilbert, electra, mpnet, deberta-v2, torchtext-roberta, "
                     "fairseq-roberta, "
                     "transformer-encoder",
                     &card->family);

@@ -180,6 +180,35 @@ TEST(DebertaFolderTest, IgnoresAPositionTableTheConfigDoesNotRead) {
   EXPECT_EQ(stray->config.max_tokens, base->config.max_tokens);
 }
 
+// A DeBERTa spm.model named by a card without ids of its own is read as a
+// folder's is: the model's ids, [CLS] and [SEP] (until 2026-12-05 fairseq's
+// offset 1 and <s>/</s>); a card's id_offset still decides where it is given.
+TEST(DebertaFolderTest, ACardNamingTheSpmModelGetsTheModelsIds) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "deberta_card_spm";
+  fs::remove_all(dir);
+  fs::copy(ModelsDir() + "/hf_deberta_base", dir, fs::copy_options::recursive);
+  std::ofstream(dir / "encoderd.yaml") << "tokenizer:\n  type: sentencepiece\n  file: spm.model\n";
+  auto named = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  auto found = server::LoadModelDirectory(ModelsDir() + "/hf_deberta_base");
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  ASSERT_NE(named->tokenizer, nullptr);
+  for (const char* text : {"the quick brown fox", "  odd   spaces "}) {
+    auto a = named->tokenizer->Encode(text, 64, false);
+    auto b = found->tokenizer->Encode(text, 64, false);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->ids, b->ids) << text;
+    EXPECT_EQ(a->ids.front(), 1);
+    EXPECT_EQ(a->ids.back(), 2);
+  }
+  std::ofstream(dir / "encoderd.yaml")
+      << "tokenizer:\n  type: sentencepiece\n  file: spm.model\n  id_offset: 1\n";
+  auto offset = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(offset.ok()) << offset.status().ToString();
+  EXPECT_EQ(offset->tokenizer->Encode("the fox", 64, false)->ids.front(), 0);
+}
+
 struct BadCase {
   const char* dir;
   StatusCode code;
@@ -287,7 +316,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"deberta_no_relative",
                 StatusCode::kInvalidArgument,
                 {"deberta_no_relative/config.json", "relative_attention is not true",
-                 "encoder.rel_embeddings"}}),
+                 "encoder.rel_embeddings"}},
+        BadCase{"deberta_terms_without_relative",
+                StatusCode::kInvalidArgument,
+                {"deberta_terms_without_relative/config.json",
+                 "pos_att_type names terms but relative_attention is not true"}}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.dir); });
 
 // A copy of the fixture folder `fixture` at TempDir()/`name` (replacing one

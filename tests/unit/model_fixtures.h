@@ -25,9 +25,9 @@ inline const std::vector<std::string>& FixtureModelNames() {
       "hf_st54_max_dense",     "hf_distilbert_classifier", "hf_distilbert_base",
       "hf_electra_classifier", "hf_mpnet_classifier",      "hf_mpnet_base",
       "hf_st_mpnet",           "hf_deberta_classifier",    "hf_deberta_base",
-      "torchtext_xlmr_legacy", "torchtext_xlmr_fairseq",   "fairseq_xlmr_legacy",
-      "fairseq_xlmr_base",     "fairseq_xlmr_zip",         "fairseq_xlmr_prenorm",
-      "generic_prenorm_relu",  "generic_postnorm_gelu",
+      "hf_deberta_absolute",   "torchtext_xlmr_legacy",    "torchtext_xlmr_fairseq",
+      "fairseq_xlmr_legacy",   "fairseq_xlmr_base",        "fairseq_xlmr_zip",
+      "fairseq_xlmr_prenorm",  "generic_prenorm_relu",     "generic_postnorm_gelu",
 #ifdef ENCODERD_WITH_TORCH
       "torchscript_encoder",
 #endif

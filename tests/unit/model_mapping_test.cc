@@ -261,6 +261,15 @@ TEST(EncoderConfig, MaxTokensIsBounded) {
   deberta.position_buckets = 256;
   deberta.max_relative_positions = 128;  // not beyond the exact distances
   EXPECT_NE(deberta.Validate().message().find("max_relative_positions = 128"), std::string::npos);
+  // Nor one beyond them: the log scale would divide by log(1) (until
+  // 2026-12-05 a column table that decreased, and the kernels wrote out of
+  // bounds).
+  deberta.max_relative_positions = 129;
+  EXPECT_NE(deberta.Validate().message().find("max_relative_positions = 129 is not above 129"),
+            std::string::npos)
+      << deberta.Validate().message();
+  deberta.max_relative_positions = 130;
+  EXPECT_TRUE(deberta.Validate().ok()) << deberta.Validate().message();
   deberta.max_relative_positions = 512;
   deberta.content_to_position = deberta.position_to_content = false;
   EXPECT_NE(deberta.Validate().message().find("neither disentangled term"), std::string::npos);
