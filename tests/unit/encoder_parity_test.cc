@@ -150,7 +150,7 @@ class EncoderParityTest : public ::testing::TestWithParam<ParityParam> {
   }
 
   void TearDown() override {
-    if (device_ != Device::kCuda || lowest_cosine_ > 1.5) return;
+    if (lowest_cosine_ > 1.5) return;  // nothing compared
     std::printf(
         "[ parity   ] %s %s %s: lowest cosine %.6f, max abs error %.3g x activation scale\n",
         std::get<0>(GetParam()).c_str(), DeviceName(device_), DTypeName(dtype_).data(),
