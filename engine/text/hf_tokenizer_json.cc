@@ -449,12 +449,14 @@ void FloatField(int field, float v, std::string* out) {
 // their scores, and <mask> last or not at all; normalizer Precompiled (the
 // model's normalization map), alone or followed by steps that only strip
 // trailing or collapse repeated spaces; pre-tokenizer Metaspace ("\u2581",
-// a prefix); RoBERTa's template. Rebuilt into that sentencepiece model
-// (dummy prefix, extra whitespace removed) with fairseq's id offset 1: what
-// XLMRobertaTokenizer, the slow class, gives with the model it was
-// converted from. (Where the fast pipeline differs from the slow one, on
-// spaces at a text's end, this follows the slow one, as a folder's
-// sentencepiece.bpe.model does.)
+// a prefix); RoBERTa's template. Rebuilt into that sentencepiece model with
+// fairseq's id offset 1, its spaces as the tokenizers library runs the file
+// (SentencePieceOptions::Spaces): a "\u2581" token for a text's trailing
+// spaces, and without a collapsing step, for every space of a run but the
+// last before a word, where XLMRobertaTokenizer, the slow class, drops them.
+// With both a Strip and a collapsing step the two agree. (With a Strip
+// alone, or without "\u2581" among the pieces, this follows the slow class:
+// runs collapsed. Until 2026-12-05 every file followed it.)
 StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& root,
                                                  const json& model, const std::string& source) {
   ASSIGN_OR_RETURN(const bool byte_fallback, r.Flag(model, "model", "byte_fallback", false));
@@ -519,6 +521,7 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   }
   if (steps.empty()) return r.Unsupported("a Unigram model's normalizer is an empty Sequence");
   std::string charsmap;
+  bool strips = false, collapses = false;
   for (size_t i = 0; i < steps.size(); ++i) {
     const json* step = steps[i];
     ASSIGN_OR_RETURN(const std::string type, step ? r.Text(*step, "normalizer", "type")
@@ -541,14 +544,14 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
     bool spaces = false;
     if (type == "Strip") {
       ASSIGN_OR_RETURN(const bool left, r.Flag(*step, "normalizer", "strip_left", true));
-      spaces = !left;
+      spaces = strips = !left;
     } else if (type == "Replace") {
       const json* pattern = Reader::Find(*step, "pattern");
       const json* regex =
           pattern && pattern->is_object() ? Reader::Find(*pattern, "Regex") : nullptr;
       const json* content = Reader::Find(*step, "content");
-      spaces = regex != nullptr && *regex == " {2,}" && content != nullptr &&
-               (*content == " " || *content == "\u2581");
+      spaces = collapses = regex != nullptr && *regex == " {2,}" && content != nullptr &&
+                           (*content == " " || *content == "\u2581");
     }
     if (!spaces) {
       return r.Unsupported("a Unigram model's normalizer has " + where +
@@ -571,8 +574,8 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   ASSIGN_OR_RETURN(const bool add_prefix, r.Flag(meta, "pre_tokenizer", "add_prefix_space", true));
   if (!add_prefix) {
     if (!scheme.empty() && scheme != "never") {
-      return r.Refuse("pre_tokenizer.add_prefix_space is false and prepend_scheme is \"" +
-                      scheme + "\"");
+      return r.Refuse("pre_tokenizer.add_prefix_space is false and prepend_scheme is \"" + scheme +
+                      "\"");
     }
     scheme = "never";
   }
@@ -587,7 +590,17 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
       r.ExpectTemplates(root, vocab, "<s> $A </s>", "<s> $A </s> </s> $B </s>", "XLM-R"));
   RETURN_IF_ERROR(CheckTokens(r, root, vocab, {}));
 
-  // The sentencepiece model: its <unk> <s> </s>, then the pieces.
+  // How spaces become tokens: as the tokenizers library runs the file,
+  // where encoderd reproduces it.
+  using Spaces = SentencePieceOptions::Spaces;
+  Spaces spaces = Spaces::kSentencePiece;
+  if (!strips && vocab.contains("\u2581")) {
+    spaces = collapses ? Spaces::kMetaspaceCollapsed : Spaces::kMetaspace;
+  }
+
+  // The sentencepiece model: its <unk> <s> </s>, then the pieces (with
+  // Metaspace's spaces, unused where a "\u2581" follows their first byte:
+  // its split never leaves one inside a word).
   std::string proto;
   const auto piece = [&proto](std::string_view text, float score, int type) {
     std::string p;
@@ -596,13 +609,15 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
     IntField(3, type, &p);
     BytesField(1, p, &proto);
   };
-  constexpr int kNormal = 1, kUnknown = 2, kControl = 3;
+  constexpr int kNormal = 1, kUnknown = 2, kControl = 3, kUnused = 5;
   piece("<unk>", 0.f, kUnknown);
   piece("<s>", 0.f, kControl);
   piece("</s>", 0.f, kControl);
   for (size_t i = 4; i < end; ++i) {
-    const json& e = (*list)[i];
-    piece(e[0].get_ref<const std::string&>(), e[1].get<float>(), kNormal);
+    const std::string& text = (*list)[i][0].get_ref<const std::string&>();
+    const bool inside = text.find("\u2581", 1) != std::string::npos;
+    piece(text, (*list)[i][1].get<float>(),
+          inside && spaces != Spaces::kSentencePiece ? kUnused : kNormal);
   }
   std::string trainer;
   IntField(3, 1, &trainer);    // UNIGRAM
@@ -613,12 +628,13 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   BytesField(2, trainer, &proto);
   std::string spec;
   BytesField(2, charsmap, &spec);
-  IntField(3, 1, &spec);  // add_dummy_prefix
-  IntField(4, 1, &spec);  // remove_extra_whitespaces
-  IntField(5, 1, &spec);  // escape_whitespaces
+  IntField(3, 1, &spec);                                         // add_dummy_prefix
+  IntField(4, spaces == Spaces::kSentencePiece ? 1 : 0, &spec);  // remove_extra_whitespaces
+  IntField(5, 1, &spec);                                         // escape_whitespaces
   BytesField(3, spec, &proto);
 
   SentencePieceOptions options;
+  options.spaces = spaces;
   options.id_offset = 1;
   options.special_tokens.bos = 0;
   options.special_tokens.pad = 1;

@@ -31,25 +31,83 @@ int64_t CoverBytes(std::string_view piece) {
   return byte_piece ? 1 : static_cast<int64_t>(piece.size());
 }
 
+using Piece = SentencePieceLibrary::Model::Piece;
+using Spaces = SentencePieceOptions::Spaces;
+
+bool StartsWord(const Piece& piece) { return piece.piece.compare(0, kSpace.size(), kSpace) == 0; }
+
+// A word of only a space: a "▁" followed by another word or by nothing.
+bool SpaceWord(const std::vector<Piece>& pieces, size_t i) {
+  return pieces[i].piece == kSpace && (i + 1 == pieces.size() || StartsWord(pieces[i + 1]));
+}
+
+// The words Hugging Face's Metaspace pipeline makes of `text`
+// (SentencePieceOptions::Spaces), from sentencepiece's pieces of it with
+// spaces kept. sentencepiece puts a "▁" first and makes every space a "▁",
+// so every space starts a word, as Metaspace's split does, and a word's
+// pieces are the same. Removed here: the "\r" of a "\r\n" (kMetaspace: the
+// tokenizers library normalizes the pair as one grapheme, to one space);
+// the word of only the first "▁" where the text starts with a space
+// (Metaspace puts none there); collapsed, every word of only a space but
+// those at the end. Returns where the words of only a space at the end
+// begin: a window's last spaces, whose words depend on what follows.
+size_t MetaspaceWords(Spaces spaces, std::string_view text, std::vector<Piece>* pieces) {
+  std::vector<Piece>& p = *pieces;
+  const bool collapsed = spaces == Spaces::kMetaspaceCollapsed;
+  if (!collapsed) {
+    const auto carriage_return = [&](size_t i) {
+      return p[i].piece == kSpace && p[i].end == p[i].begin + 1 && text[p[i].begin] == '\r' &&
+             i + 1 < p.size() && p[i + 1].begin == p[i].end && p[i].end < text.size() &&
+             text[p[i].end] == '\n' && StartsWord(p[i + 1]);
+    };
+    std::vector<Piece> kept;
+    kept.reserve(p.size());
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (!carriage_return(i)) kept.push_back(std::move(p[i]));
+    }
+    p = std::move(kept);
+    if (!p.empty() && SpaceWord(p, 0)) p.erase(p.begin());
+  }
+  size_t at_end = p.size();
+  while (at_end > 0 && SpaceWord(p, at_end - 1)) --at_end;
+  if (collapsed) {
+    // (A word of only a space before at_end is followed by another word:
+    // removing it leaves the others as they were.)
+    std::vector<Piece> kept;
+    kept.reserve(p.size());
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (i >= at_end || !SpaceWord(p, i)) kept.push_back(std::move(p[i]));
+    }
+    at_end -= p.size() - kept.size();
+    p = std::move(kept);
+  }
+  return at_end;
+}
+
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   SentencePieceTokenizer(std::unique_ptr<SentencePieceLibrary::Model> processor,
                          const SentencePieceOptions& options, int64_t vocab_size)
       : processor_(std::move(processor)), options_(options), vocab_size_(vocab_size) {
+    // (With Metaspace's spaces a piece with a "▁" past its first byte is
+    // unused, never given: SentencePieceOptions::Spaces.)
+    const bool metaspace = options_.spaces != Spaces::kSentencePiece;
     for (int id = 0; id < processor_->piece_size(); ++id) {
       const std::string piece = processor_->IdToPiece(id);
       max_cover_bytes_ = std::max(max_cover_bytes_, CoverBytes(piece));
-      if (piece.find(kSpace, 1) != std::string::npos) splits_at_spaces_ = false;
+      if (!metaspace && piece.find(kSpace, 1) != std::string::npos) splits_at_spaces_ = false;
     }
     // A text that starts at a space encodes as the whole text does from
     // there when the normalizer both puts a "▁" first and drops leading
-    // spaces (the space's "▁" stands once), or does neither. Otherwise a
+    // spaces (the space's "▁" stands once), or does neither, or with
+    // Metaspace's spaces, which put no "▁" before a space. Otherwise a
     // window at a space gains a "▁" (the dummy prefix and the kept space)
     // or loses one (no prefix; the space dropped): windows then all start
     // where the text does, and grow.
     const SentencePieceWhitespace& ws = processor_->whitespace();
-    resumes_at_spaces_ = splits_at_spaces_ && ws.escape_whitespaces &&
-                         ws.add_dummy_prefix == ws.remove_extra_whitespaces;
+    resumes_at_spaces_ =
+        splits_at_spaces_ && (metaspace || (ws.escape_whitespaces &&
+                                            ws.add_dummy_prefix == ws.remove_extra_whitespaces));
   }
 
   StatusOr<Encoding> Encode(std::string_view text, int64_t max_tokens,
@@ -64,8 +122,13 @@ class SentencePieceTokenizer final : public Tokenizer {
   int64_t vocab_size() const override { return vocab_size_; }
   const SpecialTokens& special_tokens() const override { return options_.special_tokens; }
   std::string Describe() const override {
+    const char* spaces = options_.spaces == Spaces::kMetaspace ? ", spaces as Metaspace's"
+                         : options_.spaces == Spaces::kMetaspaceCollapsed
+                             ? ", spaces as Metaspace's after runs collapsed"
+                             : "";
     return "sentencepiece (" + std::to_string(processor_->piece_size()) + " pieces, id offset " +
-           std::to_string(options_.id_offset) + ", " + std::to_string(vocab_size_) + " tokens)";
+           std::to_string(options_.id_offset) + ", " + std::to_string(vocab_size_) + " tokens" +
+           spaces + ")";
   }
 
  private:
@@ -86,8 +149,16 @@ class SentencePieceTokenizer final : public Tokenizer {
   // Its lower bound comes from the normalized bytes its known pieces cover:
   // no piece covers more than max_cover_bytes_.
   StatusOr<WindowEncoding> EncodeWindow(const TextWindow& window) const {
-    ASSIGN_OR_RETURN(std::vector<SentencePieceLibrary::Model::Piece> pieces,
-                     processor_->EncodeWithOffsets(window.text));
+    ASSIGN_OR_RETURN(std::vector<Piece> pieces, processor_->EncodeWithOffsets(window.text));
+    size_t spaces_at_end = pieces.size();
+    if (options_.spaces != Spaces::kSentencePiece) {
+      spaces_at_end = MetaspaceWords(options_.spaces, window.text, &pieces);
+      // Collapsed, the spaces at the text's end are one word.
+      if (window.whole && options_.spaces == Spaces::kMetaspaceCollapsed &&
+          spaces_at_end < pieces.size()) {
+        pieces.resize(spaces_at_end + 1);
+      }
+    }
     size_t first = 0;
     if (window.in_unknown_run) {
       // The window starts with the last character of an unknown run whose
@@ -101,6 +172,24 @@ class SentencePieceTokenizer final : public Tokenizer {
       out.pieces.push_back(std::move(pieces[i].piece));
     }
     const auto n = static_cast<int64_t>(out.ids.size());
+    if (!window.whole && spaces_at_end < pieces.size()) {
+      // Metaspace's spaces, and the window ends in spaces: how many words
+      // they make depends on what follows (the text's end, a word, more
+      // spaces). Settled: what comes before them and, uncollapsed, each but
+      // the last (each is followed by a space). The next window starts at
+      // the last, from where Metaspace reads the rest as in the whole text
+      // (unless that space's character also gave earlier pieces).
+      const size_t last = pieces.size() - 1;
+      const size_t before = options_.spaces == Spaces::kMetaspaceCollapsed ? spaces_at_end : last;
+      out.settled = out.min_tokens = static_cast<int64_t>(std::max(before, first) - first);
+      const Piece& space = pieces[last];
+      if (space.begin > 0 && (last == 0 || (space.begin > pieces[last - 1].begin &&
+                                            space.begin >= pieces[last - 1].end))) {
+        out.resume_at = space.begin;
+        out.resume_tokens = out.settled;
+      }
+      return out;
+    }
     if (window.whole || (window.at_space && splits_at_spaces_)) {
       out.settled = out.min_tokens = n;
       if (window.at_space && resumes_at_spaces_) {
@@ -117,8 +206,8 @@ class SentencePieceTokenizer final : public Tokenizer {
     // ones again.
     int64_t exact = 0;
     for (int64_t i = n - 1; i >= 1 && splits_at_spaces_; --i) {
-      const SentencePieceLibrary::Model::Piece& piece = pieces[first + i];
-      const SentencePieceLibrary::Model::Piece& before = pieces[first + i - 1];
+      const Piece& piece = pieces[first + i];
+      const Piece& before = pieces[first + i - 1];
       if (out.pieces[i].compare(0, kSpace.size(), kSpace) == 0 && piece.begin > before.begin &&
           piece.begin >= before.end) {
         exact = i;
@@ -132,7 +221,7 @@ class SentencePieceTokenizer final : public Tokenizer {
     // The cut word's last unknown piece (-1: the run an earlier window
     // counted, whose <unk> this one skipped; none: null).
     int64_t unknown = -1;
-    const SentencePieceLibrary::Model::Piece* run = nullptr;
+    const Piece* run = nullptr;
     for (int64_t i = n - 1; i >= exact; --i) {
       if (IsUnknown(pieces[first + i])) {
         unknown = i;
@@ -172,9 +261,7 @@ class SentencePieceTokenizer final : public Tokenizer {
     return out;
   }
 
-  bool IsUnknown(const SentencePieceLibrary::Model::Piece& piece) const {
-    return piece.id == processor_->unk_id();
-  }
+  bool IsUnknown(const Piece& piece) const { return piece.id == processor_->unk_id(); }
 
   // XLMRobertaTokenizer._convert_token_to_id: the fairseq specials by name,
   // then the sentencepiece id shifted by the offset; spm's own <unk> (id 0 in
@@ -242,6 +329,15 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
                                "\"");
       }
       *id = spm_id + options.id_offset;
+    }
+  }
+  if (options.spaces != SentencePieceOptions::Spaces::kSentencePiece) {
+    const SentencePieceWhitespace& ws = processor->whitespace();
+    if (ws.remove_extra_whitespaces || !ws.add_dummy_prefix || !ws.escape_whitespaces ||
+        processor->IdToPiece(processor->PieceToId(kSpace)) != kSpace) {
+      return InvalidArgument(source +
+                             ": Metaspace's spaces need a model that keeps spaces, puts a "
+                             "\"\u2581\" first and has the piece \"\u2581\"");
     }
   }
   const SpecialTokens& s = resolved.special_tokens;

@@ -28,6 +28,24 @@ struct SentencePieceOptions {
   // not special_tokens' (DeBERTa-v2's [CLS] [SEP] [PAD] [UNK]); a piece the
   // model lacks is an error.
   bool special_ids_from_model = false;
+  // How spaces become tokens. kSentencePiece: as the model's normalizer
+  // says (remove_extra_whitespaces drops them at the ends and collapses
+  // runs). The others are Hugging Face's fast pipeline for a converted
+  // model (tokenizer.json: Precompiled, then Metaspace, which starts a word
+  // at every space and gives a word of only a space the token "▁"); the
+  // model must then keep spaces (remove_extra_whitespaces off), hold "▁",
+  // and have no normal piece with a "▁" past its first byte (the pipeline
+  // never makes one).
+  enum class Spaces {
+    kSentencePiece,
+    // Precompiled alone: each space of a run but the last before a word is
+    // a "▁" token, and each space at the end; "\r\n" is one space.
+    kMetaspace,
+    // Runs of spaces collapsed to one first (Replace " {2,}"): spaces at
+    // the end are one "▁" token.
+    kMetaspaceCollapsed,
+  };
+  Spaces spaces = Spaces::kSentencePiece;
 };
 
 // Loads a sentencepiece .model file. A missing, unreadable or corrupt file is

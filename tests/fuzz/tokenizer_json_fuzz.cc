@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const std::string_view text :
        {std::string_view(""), std::string_view("The thing, in 2 parts!"),
         std::string_view("unaffable r\xc3\xa9sum\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 x\ty don't"),
-        std::string_view("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), std::string_view("\xff\xfe invalid")}) {
+        std::string_view("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), std::string_view("\xff\xfe invalid"),
+        std::string_view("  runs  of\r\n\r\n spaces \n ")}) {
     encoderd::fuzz::CheckEncoding(*tokenizer->tokenizer, text, 8);
   }
   return 0;

@@ -40,6 +40,8 @@ std::unique_ptr<Tokenizer> Make(const std::string& name) {
                   : StatusOr<std::unique_ptr<Tokenizer>>(json.status());
   } else if (name == "spm") {
     t = CreateSentencePieceTokenizer((kDir / "spm" / "sentencepiece.bpe.model").string(), {});
+  } else if (name == "spm_unigram") {
+    t = CreateSentencePieceTokenizer((kDir / "spm" / "sentencepiece.unigram.model").string(), {});
   } else if (name == "spm_deberta") {  // as a DeBERTa folder's spm.model is read
     SentencePieceOptions options;
     options.id_offset = 0;
@@ -176,7 +178,15 @@ INSTANTIATE_TEST_SUITE_P(
                       // lower_case and strip_accents apart (were
                       // always together; tokenizer.json refused them)
                       "wordpiece_uncased_keep_accents", "wordpiece_cased_strip_accents",
-                      "json_wordpiece_uncased_keep_accents", "json_wordpiece_cased_strip_accents"));
+                      "json_wordpiece_uncased_keep_accents", "json_wordpiece_cased_strip_accents",
+                      // XLM-R's tokenizer.json as transformers' converters
+                      // wrote it over the years (runs collapsed, Precompiled
+                      // alone, Strip and runs collapsed), as the tokenizers
+                      // library runs it, and the model it came from
+                      "spm_unigram", "json_xlmr_unigram", "json_xlmr_unigram_keep",
+                      "json_xlmr_unigram_strip",
+                      // MPNet's files, the library's BERT rules with <s> </s>
+                      "json_mpnet", "json_mpnet_template"));
 
 }  // namespace
 }  // namespace encoderd
