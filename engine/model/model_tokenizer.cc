@@ -196,6 +196,7 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
                                             const EncoderConfig& config) {
   std::optional<TokenizerCard> card = card_in;
   ModelTokenizer result;
+  bool found_by_name = false;  // the slow tokenizer's files of a Hugging Face folder
   if (!card && IsHuggingFaceFamily(config.family)) {
     // As transformers' AutoTokenizer: the folder's tokenizer.json (its fast
     // tokenizer) where it has one; the files of its slow tokenizer where it
@@ -219,6 +220,7 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
       return result;
     }
     ASSIGN_OR_RETURN(card, std::move(slow));
+    found_by_name = card.has_value();
   }
   if (!card) return result;
   RETURN_IF_ERROR(CheckCardKeys(*card));
@@ -238,6 +240,10 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     options.lower_case = card->lower_case;  // unset: the vocabulary's
     options.strip_accents = card->strip_accents;
     if (mpnet_vocab) options.specials = WordPieceSpecials::Mpnet();
+    // AutoTokenizer gives a folder without tokenizer.json the fast class,
+    // converted from vocab.txt: the tokenizers library's rules (until
+    // 2026-12-05 the slow BertTokenizer's). A card's vocab.txt keeps them.
+    if (found_by_name) options.rules = BertRules::kTokenizers;
     ASSIGN_OR_RETURN(result.tokenizer, CreateWordPieceTokenizer(result.path, options));
   } else if (card->kind == TokenizerKind::kTokenizerJson) {
     ASSIGN_OR_RETURN(HfJsonTokenizer t,

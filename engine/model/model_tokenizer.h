@@ -33,9 +33,10 @@ struct ModelTokenizer {
 // families, as transformers' AutoTokenizer reads the folder: tokenizer.json
 // (engine/text/hf_tokenizer_json.h) where it has one; where it has none, or
 // one whose pipeline encoderd does not reproduce (`note` then says why),
-// the files of the slow tokenizers, in this order: vocab.txt (WordPiece;
-// lower_case from tokenizer_config.json's do_lower_case, else from the
-// vocabulary: VocabularyIsCased, wordpiece_tokenizer.h), sentencepiece.bpe.model
+// the files of the slow tokenizers, in this order: vocab.txt (WordPiece
+// with the tokenizers library's rules, as the fast class AutoTokenizer
+// converts from it; lower_case from tokenizer_config.json's do_lower_case,
+// else from the vocabulary: VocabularyIsCased, wordpiece_tokenizer.h), sentencepiece.bpe.model
 // (fairseq id offset 1), or vocab.json + merges.txt (byte-level BPE;
 // add_prefix_space from tokenizer_config.json, default false). A directory
 // with none of them loads without a tokenizer. A damaged file is an error,

@@ -15,6 +15,7 @@
 #include "engine/text/byte_bpe_tokenizer.h"
 #include "engine/text/hf_tokenizer_json.h"
 #include "engine/text/text_pair.h"
+#include "engine/text/wordpiece_tokenizer.h"
 #include "server/config/model_card_yaml.h"
 #include "tests/unit/model_fixtures.h"
 #include "tests/unit/tokenizer_tiny_models.h"
@@ -423,6 +424,48 @@ TEST(ModelCardLoad, FoldersWithOnlyTokenizerJson) {
         << with_json.status().message();
     fs::remove_all(dir);
   }
+}
+
+// A Hugging Face folder's vocab.txt, found by name, is read as the fast
+// class AutoTokenizer converts from it reads it (BertTokenizerFast: the
+// tokenizers library's rules), as sentence-transformers and transformers'
+// pipelines read the folder; a card naming it, as BertTokenizer reads it.
+// The two part on a decomposed accent in a cased model (BertTokenizer
+// composes it) and on U+2B820-U+2B91F (CJK to BertTokenizer only). Until
+// 2026-12-05 the folder was read as BertTokenizer reads it.
+TEST(ModelCardLoad, HfVocabTxtReadAsTheFastClassReadsIt) {
+  const fs::path dir = CopyFixture("hf_bert_gamma_beta", "vocab_rules");  // cased
+  const std::string text = "cafe\u0301 ext\U0002B820e Cafe\u0301";
+  const auto with_rules = [&](BertRules rules) {
+    WordPieceOptions options;
+    options.lower_case = false;
+    options.rules = rules;
+    auto t = CreateWordPieceTokenizer((dir / "vocab.txt").string(), options);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    auto e = t.ok() ? (*t)->Encode(text, 64, false) : StatusOr<Encoding>(t.status());
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? e->ids : std::vector<int32_t>{};
+  };
+  const std::vector<int32_t> fast = with_rules(BertRules::kTokenizers);
+  const std::vector<int32_t> slow = with_rules(BertRules::kPython);
+  ASSERT_NE(fast, slow);
+  for (const bool card : {false, true}) {
+    SCOPED_TRACE(card ? "a card names vocab.txt" : "found by name");
+    if (card) {
+      WriteFile(dir / "encoderd.yaml",
+                "tokenizer: {type: wordpiece, file: vocab.txt, lower_case: false}\n");
+    }
+    auto bundle = server::LoadModelDirectory(dir.string());
+    ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+    ASSERT_NE(bundle->tokenizer, nullptr);
+    EXPECT_EQ(bundle->tokenizer->Describe().find("tokenizers library's rules") != std::string::npos,
+              !card)
+        << bundle->tokenizer->Describe();
+    const auto ids = bundle->tokenizer->Encode(text, 64, false);
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    EXPECT_EQ(ids->ids, card ? slow : fast);
+  }
+  fs::remove_all(dir);
 }
 
 // An XLM-R folder whose only tokenizer file is a Unigram tokenizer.json
