@@ -345,6 +345,33 @@ TEST(HfTokenizerJson, BertVariantsReadAsTheirFiles) {
   }
 }
 
+// The tokenizers library's spaces on 400 drawn texts of runs and ends of
+// spaces, "\r\n", characters the map makes spaces or drops, a literal
+// "\u2581", words and accents (the fixture space_samples.json: the Python
+// reference's ids, which tests/fixtures/check_tokenizer_json.py compares
+// with the library itself), for each of the three XLM-R files.
+TEST(HfTokenizerJson, XlmrSpacesOnDrawnTexts) {
+  const json drawn = ReadJson(kDir / "space_samples.json");
+  const auto texts = drawn["texts"].get<std::vector<std::string>>();
+  ASSERT_EQ(texts.size(), 400u);
+  for (const char* name : {"xlmr_unigram", "xlmr_unigram_keep", "xlmr_unigram_strip"}) {
+    SCOPED_TRACE(name);
+    auto t = FromJson(ReadJson(kDir / "tokenizer_json" / (std::string(name) + ".json")));
+    ASSERT_NE(t, nullptr);
+    const json& want = drawn[name];
+    ASSERT_EQ(want.size(), texts.size());
+    int differ = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      auto e = t->Encode(texts[i], kNoLimit, false);
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      if (e->ids != want[i].get<std::vector<int32_t>>() && ++differ <= 5) {
+        ADD_FAILURE() << "text " << i << ": " << json(texts[i]).dump();
+      }
+    }
+    EXPECT_EQ(differ, 0);
+  }
+}
+
 // A tokenizer.json runs the tokenizers library's BertNormalizer and
 // BertPreTokenizer, not the slow Python BasicTokenizer that vocab.txt
 // follows: no NFC, no final sigma, unassigned code points kept (as [UNK]),
