@@ -189,6 +189,22 @@ StatusOr<ModelTokenizer> FittingEmbedding(ModelTokenizer result, const EncoderCo
   return result;
 }
 
+// The special tokens transformers' fast class matches in a text when it
+// converts a folder's vocab.txt or vocab.json + merges.txt: BERT's, or
+// RoBERTa's and MPNet's (`mask_lstrip`: their "<mask>" takes the whitespace
+// before it). Each where the vocabulary has it.
+std::vector<AddedToken> FastClassSpecials(bool mask_lstrip,
+                                          std::initializer_list<const char*> names) {
+  std::vector<AddedToken> tokens;
+  for (const char* name : names) tokens.push_back(AddedToken{name});
+  if (mask_lstrip) {
+    AddedToken mask{"<mask>"};
+    mask.lstrip = true;
+    tokens.push_back(mask);
+  }
+  return tokens;
+}
+
 }  // namespace
 
 StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
@@ -243,7 +259,12 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     // AutoTokenizer gives a folder without tokenizer.json the fast class,
     // converted from vocab.txt: the tokenizers library's rules (until
     // 2026-12-05 the slow BertTokenizer's). A card's vocab.txt keeps them.
-    if (found_by_name) options.rules = BertRules::kTokenizers;
+    if (found_by_name) {
+      options.rules = BertRules::kTokenizers;
+      options.added_tokens =
+          mpnet_vocab ? FastClassSpecials(true, {"<s>", "<pad>", "</s>", "[UNK]"})
+                      : FastClassSpecials(false, {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"});
+    }
     ASSIGN_OR_RETURN(result.tokenizer, CreateWordPieceTokenizer(result.path, options));
   } else if (card->kind == TokenizerKind::kTokenizerJson) {
     ASSIGN_OR_RETURN(HfJsonTokenizer t,
@@ -254,6 +275,9 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     ByteBpeOptions options;
     options.add_prefix_space = card->add_prefix_space.value_or(false);
     if (!card->fairseq_dict.empty()) options.fairseq_dict = dir + "/" + card->fairseq_dict;
+    if (found_by_name) {
+      options.added_tokens = FastClassSpecials(true, {"<s>", "<pad>", "</s>", "<unk>"});
+    }
     const std::string merges =
         dir + "/" + (card->merges_file.empty() ? "merges.txt" : card->merges_file);
     ASSIGN_OR_RETURN(result.tokenizer, CreateByteBpeTokenizer(result.path, merges, options));

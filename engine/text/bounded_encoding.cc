@@ -1,6 +1,7 @@
 #include "engine/text/bounded_encoding.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "engine/text/truncation.h"
@@ -49,7 +50,7 @@ void Append(const WindowEncoding& w, int64_t count, Encoding* enc) {
 StatusOr<Encoding> EncodeBounded(std::string_view text, int64_t max_tokens, bool truncate,
                                  std::pair<int32_t, std::string> bos,
                                  std::pair<int32_t, std::string> eos,
-                                 const WindowEncoder& encode_window) {
+                                 const WindowEncoder& encode_window, const AddedTokens* added) {
   if (max_tokens < 2) return ApplyLengthLimit(Encoding{}, max_tokens, truncate);
   // Content tokens (specials not counted) that put a text over the limit.
   const int64_t over = max_tokens - 1;
@@ -63,38 +64,65 @@ StatusOr<Encoding> EncodeBounded(std::string_view text, int64_t max_tokens, bool
     done.bytes_read = static_cast<int64_t>(bytes_read);
     return done;
   };
-  size_t pos = 0, read = 0;
-  bool in_unknown_run = false;
-  for (size_t budget = InitialWindowBytes(max_tokens);;) {
-    TextWindow window = PrefixWindow(text.substr(pos), budget);
-    window.in_unknown_run = in_unknown_run;
-    ASSIGN_OR_RETURN(WindowEncoding w, encode_window(window));
-    read = std::max(read, pos + window.text.size());
-    const auto before = static_cast<int64_t>(enc.ids.size()) - 1;
-    if (window.whole) {
-      Append(w, static_cast<int64_t>(w.ids.size()), &enc);
-      return finish(read);
-    }
-    if (truncate && before + w.settled >= over) {
-      Append(w, w.settled, &enc);
-      ASSIGN_OR_RETURN(Encoding done, finish(read));
-      done.untruncated_length = std::max(before + w.min_tokens + 2, max_tokens + 1);
-      return done;
-    }
-    const int64_t at_least = before + w.min_tokens + 2;
-    if (!truncate && at_least > max_tokens) {
+  // The text over the limit with `min_tokens` or more content tokens.
+  const auto over_limit = [&](int64_t min_tokens, size_t bytes_read) -> StatusOr<Encoding> {
+    const int64_t at_least = min_tokens + 2;
+    if (!truncate) {
       return InvalidArgument("input is at least " + std::to_string(at_least) +
                              " tokens long, more than the limit of " + std::to_string(max_tokens) +
                              " tokens (truncation is off)");
     }
-    if (w.resume_at > 0) {
-      Append(w, w.resume_tokens, &enc);
-      pos += w.resume_at;
-      in_unknown_run = w.resume_in_unknown_run;
-      budget = in_unknown_run ? kUnknownRunWindow : InitialWindowBytes(max_tokens);
-    } else {
-      budget *= 4;
+    ASSIGN_OR_RETURN(Encoding done, finish(bytes_read));
+    done.untruncated_length = std::max(at_least, max_tokens + 1);
+    return done;
+  };
+  std::optional<AddedTokens::Scan> scan;
+  if (added != nullptr && !added->empty()) scan.emplace(*added, text);
+  size_t pos = 0, read = 0;
+  bool in_unknown_run = false;
+  for (size_t budget = InitialWindowBytes(max_tokens);;) {
+    // The piece of text from `pos` to the next added token (when it begins
+    // within this window's reach) or the text's end.
+    const AddedTokens::Match* token = scan ? scan->Next(pos + budget) : nullptr;
+    const std::string_view piece = text.substr(pos, (token ? token->begin : text.size()) - pos);
+    const auto before = static_cast<int64_t>(enc.ids.size()) - 1;
+    // (No empty piece is encoded, as in the library; an empty text is.)
+    if (!piece.empty() || (!token && pos == 0)) {
+      TextWindow window = PrefixWindow(piece, budget);
+      window.in_unknown_run = in_unknown_run;
+      ASSIGN_OR_RETURN(WindowEncoding w, encode_window(window));
+      read = std::max(read, pos + window.text.size());
+      if (!window.whole) {
+        if (truncate && before + w.settled >= over) {
+          Append(w, w.settled, &enc);
+          return over_limit(before + w.min_tokens, read);
+        }
+        if (!truncate && before + w.min_tokens >= over) {
+          return over_limit(before + w.min_tokens, read);
+        }
+        if (w.resume_at > 0) {
+          Append(w, w.resume_tokens, &enc);
+          pos += w.resume_at;
+          in_unknown_run = w.resume_in_unknown_run;
+          budget = in_unknown_run ? kUnknownRunWindow : InitialWindowBytes(max_tokens);
+        } else {
+          budget *= 4;
+        }
+        continue;
+      }
+      Append(w, static_cast<int64_t>(w.ids.size()), &enc);
     }
+    if (!token) return finish(read);
+    enc.ids.push_back(token->token->id);
+    enc.pieces.push_back(token->token->content);
+    pos = token->end;
+    read = std::max(read, pos);
+    scan->Take();
+    in_unknown_run = false;
+    budget = InitialWindowBytes(max_tokens);
+    // Over the limit whatever follows.
+    const auto content = static_cast<int64_t>(enc.ids.size()) - 1;
+    if (content >= over && pos < text.size()) return over_limit(content, read);
   }
 }
 

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/text/added_tokens.h"
 #include "engine/text/tokenizer.h"
 
 namespace encoderd {
@@ -69,10 +70,13 @@ size_t InitialWindowBytes(int64_t max_tokens);
 // with `bos` / `eos` (ids and pieces) around the content. When the text is
 // cut, untruncated_length is a lower bound of the whole text's length (at
 // least max_tokens + 1), and the refusal for truncate=false says "at least N
-// tokens". Sets bytes_read.
+// tokens". Sets bytes_read. With `added` (not empty), the added tokens
+// matched in the text are their own ids and the text between them is
+// encoded piece by piece, each piece as a whole text (AddedTokens).
 StatusOr<Encoding> EncodeBounded(std::string_view text, int64_t max_tokens, bool truncate,
                                  std::pair<int32_t, std::string> bos,
                                  std::pair<int32_t, std::string> eos,
-                                 const WindowEncoder& encode_window);
+                                 const WindowEncoder& encode_window,
+                                 const AddedTokens* added = nullptr);
 
 }  // namespace encoderd

@@ -207,6 +207,11 @@ class ByteBpeTokenizer final : public Tokenizer {
     if (!options_.fairseq_dict.empty()) {
       RETURN_IF_ERROR(Renumber(options_.fairseq_dict, source));
       options_.fairseq_dict = std::string();  // its contents are no longer needed
+    } else if (!options_.add_prefix_space) {
+      added_ = AddedTokens(ResolveIds(options_.added_tokens, [this](const std::string& token) {
+        const auto it = vocab_.find(token);
+        return it == vocab_.end() ? -1 : it->second;
+      }));
     }
     return Status::Ok();
   }
@@ -286,8 +291,9 @@ class ByteBpeTokenizer final : public Tokenizer {
     }
     ASSIGN_OR_RETURN(
         Encoding enc,
-        EncodeBounded(text, max_tokens, truncate, {special_.bos, "<s>"}, {special_.eos, "</s>"},
-                      [this](const TextWindow& window) { return EncodeWindow(window); }));
+        EncodeBounded(
+            text, max_tokens, truncate, {special_.bos, "<s>"}, {special_.eos, "</s>"},
+            [this](const TextWindow& window) { return EncodeWindow(window); }, &added_));
     if (prefix) enc.bytes_read = std::max<int64_t>(enc.bytes_read - 1, 0);
     return enc;
   }
@@ -300,7 +306,7 @@ class ByteBpeTokenizer final : public Tokenizer {
            (fairseq_symbols_ == 0
                 ? ""
                 : ", fairseq dictionary of " + std::to_string(fairseq_symbols_) + " symbols") +
-           (options_.add_prefix_space ? ", prefix space" : "") + ")";
+           (options_.add_prefix_space ? ", prefix space" : "") + added_.Describe() + ")";
   }
 
  private:
@@ -421,6 +427,7 @@ class ByteBpeTokenizer final : public Tokenizer {
   }
 
   ByteBpeOptions options_;
+  AddedTokens added_;
   int64_t merges_ = 0, fairseq_symbols_ = 0;
   std::unordered_map<std::string, int32_t> vocab_;
   int64_t vocab_size_ = 0;

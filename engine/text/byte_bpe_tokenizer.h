@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "engine/text/added_tokens.h"
 #include "engine/text/tokenizer.h"
 
 namespace encoderd {
@@ -30,6 +31,11 @@ struct ByteBpeOptions {
   // fairseq's dict.txt (its path for CreateByteBpeTokenizer, its contents
   // for CreateByteBpeTokenizerFromData); empty: the vocabulary's own ids.
   std::string fairseq_dict;
+  // Matched in a text before it is split (added_tokens.h); an id of -1 is
+  // the vocabulary's (left out where it lacks the token). Not with
+  // add_prefix_space, which the library applies to each piece between them,
+  // nor with fairseq_dict.
+  std::vector<AddedToken> added_tokens;
 };
 
 // From vocab.json (an object of token -> id) and merges.txt (an optional

@@ -200,12 +200,18 @@ StatusOr<std::vector<std::string>> TokensById(const Reader& r, const json& vocab
   return tokens;
 }
 
-// Every added token is a special token of model.vocab with its id (none is
-// matched in a text, so one that is not a vocabulary token or not special,
-// which Hugging Face matches, would tokenize differently), and `required`
-// are all in model.vocab.
-Status CheckTokens(const Reader& r, const json& root, const json& vocab,
-                   std::initializer_list<const char*> required) {
+// Every added token is a special token of model.vocab with its id, and
+// `required` are all in model.vocab. Returns the added tokens the
+// tokenizers library matches in a text, as encoderd matches them: those
+// neither single_word nor normalized, where the file has a normalizer
+// (`normalizes`; with none, a normalized token is matched as written).
+// Others (a single_word or normalized special token) are not matched, and
+// are tokenized as text; non-special added tokens, which Hugging Face
+// matches, are refused.
+StatusOr<std::vector<AddedToken>> CheckTokens(const Reader& r, const json& root, const json& vocab,
+                                              std::initializer_list<const char*> required,
+                                              bool normalizes) {
+  std::vector<AddedToken> matched;
   if (const json* added = Reader::Find(root, "added_tokens")) {
     if (!added->is_array()) return r.Refuse("added_tokens is not a list");
     for (const json& a : *added) {
@@ -223,6 +229,12 @@ Status CheckTokens(const Reader& r, const json& root, const json& vocab,
         return r.Unsupported("added token \"" + content.substr(0, 64) +
                              "\" is not special (Hugging Face matches it in the text)");
       }
+      AddedToken token{content, a["id"].get<int32_t>()};
+      ASSIGN_OR_RETURN(token.lstrip, r.Flag(a, "added_tokens", "lstrip", false));
+      ASSIGN_OR_RETURN(token.rstrip, r.Flag(a, "added_tokens", "rstrip", false));
+      ASSIGN_OR_RETURN(const bool single_word, r.Flag(a, "added_tokens", "single_word", false));
+      ASSIGN_OR_RETURN(const bool normalized, r.Flag(a, "added_tokens", "normalized", true));
+      if (!single_word && !(normalized && normalizes)) matched.push_back(std::move(token));
     }
   }
   for (const char* token : required) {
@@ -230,7 +242,7 @@ Status CheckTokens(const Reader& r, const json& root, const json& vocab,
       return r.Unsupported("model.vocab has no " + std::string(token) + " token");
     }
   }
-  return Status::Ok();
+  return matched;
 }
 
 // A WordPiece pipeline: BERT's, or MPNet's (its converter writes <s> and
@@ -303,9 +315,10 @@ StatusOr<std::unique_ptr<Tokenizer>> WordPiece(const Reader& r, const json& root
     *pairs = PairTemplate::kBert;
   }
   const WordPieceSpecials& names = options.specials;
-  RETURN_IF_ERROR(
-      CheckTokens(r, root, vocab,
-                  {names.cls.c_str(), names.sep.c_str(), names.pad.c_str(), names.unk.c_str()}));
+  ASSIGN_OR_RETURN(options.added_tokens, CheckTokens(r, root, vocab,
+                                                     {names.cls.c_str(), names.sep.c_str(),
+                                                      names.pad.c_str(), names.unk.c_str()},
+                                                     /*normalizes=*/true));
   ASSIGN_OR_RETURN(std::vector<std::string> tokens, TokensById(r, vocab));
   return CreateWordPieceTokenizerFromTokens(std::move(tokens), options, source);
 }
@@ -377,7 +390,9 @@ StatusOr<std::unique_ptr<Tokenizer>> ByteLevelBpe(const Reader& r, const json& r
     }
     lines += left + ' ' + right + '\n';
   }
-  RETURN_IF_ERROR(CheckTokens(r, root, vocab, {"<s>", "</s>", "<pad>", "<unk>"}));
+  ASSIGN_OR_RETURN(options.added_tokens,
+                   CheckTokens(r, root, vocab, {"<s>", "</s>", "<pad>", "<unk>"},
+                               /*normalizes=*/false));
   for (int b = 0; b < 256; ++b) {
     const std::string spelling = ByteLevelSpelling(std::string(1, static_cast<char>(b)));
     if (!vocab.contains(spelling)) {
@@ -588,7 +603,11 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
 
   RETURN_IF_ERROR(
       r.ExpectTemplates(root, vocab, "<s> $A </s>", "<s> $A </s> </s> $B </s>", "XLM-R"));
-  RETURN_IF_ERROR(CheckTokens(r, root, vocab, {}));
+  ASSIGN_OR_RETURN(std::vector<AddedToken> added, CheckTokens(r, root, vocab, {}, true));
+  // The library puts Metaspace's "first" prefix before the text's first
+  // piece only, not before one after an added token, where sentencepiece's
+  // dummy prefix would go: such files match none.
+  if (scheme == "first") added.clear();
 
   // How spaces become tokens: as the tokenizers library runs the file,
   // where encoderd reproduces it.
@@ -641,6 +660,7 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   options.special_tokens.eos = 2;
   options.special_tokens.unk = 3;
   options.vocab_size = static_cast<int64_t>(list->size());
+  options.added_tokens = std::move(added);
   StatusOr<std::unique_ptr<Tokenizer>> t =
       CreateSentencePieceTokenizerFromProto(proto, options, "the sentencepiece model");
   if (t.status().code() == StatusCode::kInvalidArgument) {

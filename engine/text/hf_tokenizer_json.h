@@ -21,10 +21,12 @@
 // Anything else (other model types or layouts, normalizers or templates) is
 // refused with the setting named (UNIMPLEMENTED), rather than tokenized
 // differently from Hugging Face; a damaged file is INVALID_ARGUMENT.
-// added_tokens must be special tokens of model.vocab, with its ids: they are
-// not matched in a text (special tokens written in a text are tokenized as
-// text, as with the files those tokenizers read), and non-special added
-// tokens, which Hugging Face matches, are refused.
+// added_tokens must be special tokens of model.vocab, with its ids; they are
+// matched in a text as the library matches them (added_tokens.h), except a
+// single_word one, a normalized one under a normalizer, and all of them
+// where the pre-tokenizer puts a prefix before each piece (ByteLevel's
+// add_prefix_space, Metaspace's "first"): those are tokenized as text.
+// Non-special added tokens are refused.
 #pragma once
 
 #include <memory>

@@ -88,7 +88,10 @@ class SentencePieceTokenizer final : public Tokenizer {
  public:
   SentencePieceTokenizer(std::unique_ptr<SentencePieceLibrary::Model> processor,
                          const SentencePieceOptions& options, int64_t vocab_size)
-      : processor_(std::move(processor)), options_(options), vocab_size_(vocab_size) {
+      : processor_(std::move(processor)),
+        options_(options),
+        vocab_size_(vocab_size),
+        added_(options.added_tokens) {
     // (With Metaspace's spaces a piece with a "▁" past its first byte is
     // unused, never given: SentencePieceOptions::Spaces.)
     const bool metaspace = options_.spaces != Spaces::kSentencePiece;
@@ -114,9 +117,10 @@ class SentencePieceTokenizer final : public Tokenizer {
                             bool truncate) const override {
     RETURN_IF_ERROR(CheckUtf8(text));
     const SpecialTokens& special = options_.special_tokens;
-    return EncodeBounded(text, max_tokens, truncate, {special.bos, options_.pieces.bos},
-                         {special.eos, options_.pieces.eos},
-                         [this](const TextWindow& window) { return EncodeWindow(window); });
+    return EncodeBounded(
+        text, max_tokens, truncate, {special.bos, options_.pieces.bos},
+        {special.eos, options_.pieces.eos},
+        [this](const TextWindow& window) { return EncodeWindow(window); }, &added_);
   }
 
   int64_t vocab_size() const override { return vocab_size_; }
@@ -128,7 +132,7 @@ class SentencePieceTokenizer final : public Tokenizer {
                              : "";
     return "sentencepiece (" + std::to_string(processor_->piece_size()) + " pieces, id offset " +
            std::to_string(options_.id_offset) + ", " + std::to_string(vocab_size_) + " tokens" +
-           spaces + ")";
+           spaces + added_.Describe() + ")";
   }
 
  private:
@@ -286,6 +290,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   bool splits_at_spaces_ = true;
   // A window may start at a space (see the constructor).
   bool resumes_at_spaces_ = true;
+  AddedTokens added_;
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/text/added_tokens.h"
 #include "engine/text/tokenizer.h"
 
 namespace encoderd {
@@ -46,6 +47,9 @@ struct SentencePieceOptions {
     kMetaspaceCollapsed,
   };
   Spaces spaces = Spaces::kSentencePiece;
+  // Matched in a text before it is encoded (added_tokens.h); each piece
+  // between them is encoded with the dummy prefix ("▁" first).
+  std::vector<AddedToken> added_tokens;
 };
 
 // Loads a sentencepiece .model file. A missing, unreadable or corrupt file is

@@ -23,7 +23,10 @@ struct Encoding {
   // a text longer than max_tokens can use.
   int64_t untruncated_length = 0;
   // Bytes of the text the tokenizer read: a prefix when the rest cannot
-  // change the result (engine/text/bounded_encoding.h).
+  // change the result (engine/text/bounded_encoding.h); all of it exactly
+  // when the result is complete. (The search for special tokens written in
+  // the text may look further, through whitespace a token after it would
+  // take: added_tokens.h.)
   int64_t bytes_read = 0;
   // Segment (token type) of each id: empty for a single text (all 0); one per
   // id for a text pair (engine/text/text_pair.h).

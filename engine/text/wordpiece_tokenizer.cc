@@ -24,7 +24,8 @@ class WordPieceTokenizer final : public Tokenizer {
         special_(special),
         options_(options),
         lower_case_(lower_case),
-        strip_accents_(options.strip_accents.value_or(lower_case)) {
+        strip_accents_(options.strip_accents.value_or(lower_case)),
+        added_(options.added_tokens) {
     for (const auto& [token, id] : vocab_)
       longest_token_chars_ = std::max(longest_token_chars_, DecodeUtf8(token).size());
   }
@@ -32,9 +33,10 @@ class WordPieceTokenizer final : public Tokenizer {
   StatusOr<Encoding> Encode(std::string_view text, int64_t max_tokens,
                             bool truncate) const override {
     RETURN_IF_ERROR(CheckUtf8(text));
-    return EncodeBounded(text, max_tokens, truncate, {special_.bos, options_.specials.cls},
-                         {special_.eos, options_.specials.sep},
-                         [this](const TextWindow& window) { return EncodeWindow(window); });
+    return EncodeBounded(
+        text, max_tokens, truncate, {special_.bos, options_.specials.cls},
+        {special_.eos, options_.specials.sep},
+        [this](const TextWindow& window) { return EncodeWindow(window); }, &added_);
   }
 
   int64_t vocab_size() const override { return vocab_size_; }
@@ -46,7 +48,7 @@ class WordPieceTokenizer final : public Tokenizer {
     return std::string("wordpiece (") + (lower_case_ ? "uncased" : "cased") + accents +
            (options_.lower_case.has_value() ? "" : ", from its vocabulary") +
            (options_.rules == BertRules::kTokenizers ? ", tokenizers library's rules" : "") + ", " +
-           std::to_string(vocab_size_) + " tokens)";
+           std::to_string(vocab_size_) + " tokens" + added_.Describe() + ")";
   }
 
  private:
@@ -154,6 +156,7 @@ class WordPieceTokenizer final : public Tokenizer {
   WordPieceOptions options_;
   bool lower_case_;
   bool strip_accents_;
+  AddedTokens added_;
   // The longest vocabulary token, in characters.
   size_t longest_token_chars_ = 0;
 };
@@ -230,8 +233,13 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizerFromTokens(
     *id = it->second;
   }
   const auto vocab_size = static_cast<int64_t>(tokens.size());
+  WordPieceOptions resolved = options;
+  resolved.added_tokens = ResolveIds(options.added_tokens, [&vocab](const std::string& token) {
+    const auto it = vocab.find(token);
+    return it == vocab.end() ? -1 : it->second;
+  });
   return std::unique_ptr<Tokenizer>(
-      new WordPieceTokenizer(std::move(vocab), vocab_size, special, options, lower_case));
+      new WordPieceTokenizer(std::move(vocab), vocab_size, special, resolved, lower_case));
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizer(const std::string& vocab_path,

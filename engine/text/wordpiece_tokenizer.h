@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/text/added_tokens.h"
 #include "engine/text/bert_pre_tokenizer.h"
 #include "engine/text/tokenizer.h"
 
@@ -35,6 +36,9 @@ struct WordPieceOptions {
   BertRules rules = BertRules::kPython;
   // Must all be in the vocabulary.
   WordPieceSpecials specials;
+  // Matched in a text before it is split into words (added_tokens.h); an
+  // id of -1 is the vocabulary's (left out where it lacks the token).
+  std::vector<AddedToken> added_tokens;
 };
 
 // Reads a vocab.txt (one token per line, id = line number). The special

@@ -1,6 +1,8 @@
 // libFuzzer target: arbitrary bytes (valid UTF-8 or not) through the WordPiece
 // (cased and uncased), SentencePiece and byte-level BPE tokenizers, with truncation on and
-// off. The models are built in memory so the target needs no fixtures.
+// off; the uncased WordPiece and the byte-level BPE match special tokens
+// written in the text (added_tokens.h). The models are built in memory so
+// the target needs no fixtures.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -28,8 +30,14 @@ Tokenizers* Build() {
   auto* t = new Tokenizers();
   encoderd::WordPieceOptions options;
   options.max_chars_per_word = 24;
+  // Special tokens matched in the text (added_tokens.h), one taking the
+  // whitespace on both sides.
+  encoderd::AddedToken mask{"[MASK]"};
+  mask.lstrip = mask.rstrip = true;
+  options.added_tokens = {encoderd::AddedToken{"[SEP]"}, encoderd::AddedToken{"[CLS]"}, mask};
   auto uncased = encoderd::CreateWordPieceTokenizerFromTokens(
       encoderd::testing::TinyWordPieceVocab(), options);
+  options.added_tokens.clear();
   options.lower_case = false;
   auto cased = encoderd::CreateWordPieceTokenizerFromTokens(encoderd::testing::TinyWordPieceVocab(),
                                                             options);
@@ -42,8 +50,12 @@ Tokenizers* Build() {
   t->cased = std::move(cased).value();
   const encoderd::testing::TinyByteBpe tiny =
       encoderd::testing::MakeTinyByteBpe(encoderd::ByteLevelSpelling);
+  encoderd::ByteBpeOptions bpe_options;
+  encoderd::AddedToken bpe_mask{"<mask>"};
+  bpe_mask.lstrip = true;
+  bpe_options.added_tokens = {encoderd::AddedToken{"<s>"}, encoderd::AddedToken{"</s>"}, bpe_mask};
   auto byte_bpe =
-      encoderd::CreateByteBpeTokenizerFromData(tiny.vocab_json, tiny.merges, {}, "tiny");
+      encoderd::CreateByteBpeTokenizerFromData(tiny.vocab_json, tiny.merges, bpe_options, "tiny");
   if (!byte_bpe.ok()) {
     std::fprintf(stderr, "tokenizer_fuzz: cannot build byte-level BPE: %s\n",
                  byte_bpe.status().ToString().c_str());

@@ -182,62 +182,118 @@ std::unique_ptr<Encoding> Reference(Encoding whole, int64_t max_tokens, bool tru
   return std::make_unique<Encoding>(std::move(whole));
 }
 
+// Compares every bounded answer of `t` on `texts` with the whole text's
+// encoding cut afterwards; counts the answers and those that stopped reading
+// before the text's end.
+void CompareWithWholeTexts(const std::string& name, const Tokenizer* t,
+                           const std::vector<std::string>& texts, int64_t* compared, int64_t* cut) {
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (name.rfind("wordpiece", 0) == 0 && texts[i].rfind("<\xcc\xb8", 0) == 0) continue;
+    const Encoding whole = Whole(*t, texts[i]);
+    for (const int64_t max_tokens : {2, 3, 8, 16, 64, 128, 512}) {
+      for (const bool truncate : {false, true}) {
+        SCOPED_TRACE(name + ", text " + std::to_string(i) + " (" + std::to_string(texts[i].size()) +
+                     " bytes), max_tokens " + std::to_string(max_tokens) + ", truncate " +
+                     std::to_string(truncate));
+        const std::unique_ptr<Encoding> want = Reference(whole, max_tokens, truncate);
+        const StatusOr<Encoding> got = t->Encode(texts[i], max_tokens, truncate);
+        ++*compared;
+        ASSERT_EQ(got.ok(), want != nullptr) << got.status().ToString();
+        if (!got.ok()) {
+          EXPECT_NE(got.status().message().find("more than the limit of " +
+                                                std::to_string(max_tokens) + " tokens"),
+                    std::string::npos)
+              << got.status().message();
+          continue;
+        }
+        ASSERT_EQ(got->ids, want->ids);
+        ASSERT_EQ(got->pieces.size(), want->pieces.size());
+        for (size_t p = 0; p < got->pieces.size(); ++p) {
+          // An <unk> for a run read over several windows holds the run's
+          // start (what the first window saw, whose last character may
+          // have normalized otherwise alone: "<" of "<" + U+0338).
+          const std::string& piece = got->pieces[p];
+          const std::string start =
+              piece.substr(0, piece.empty() ? 0 : CharStartAtOrBefore(piece, piece.size() - 1));
+          const bool same = got->ids[p] == t->special_tokens().unk
+                                ? want->pieces[p].rfind(start, 0) == 0
+                                : want->pieces[p] == piece;
+          ASSERT_TRUE(same) << "piece " << p << ": " << got->pieces[p].substr(0, 40)
+                            << " != " << want->pieces[p].substr(0, 40) << " ("
+                            << got->pieces[p].size() << " and " << want->pieces[p].size()
+                            << " bytes)";
+        }
+        EXPECT_EQ(got->truncated(), want->truncated());
+        EXPECT_LE(got->untruncated_length, want->untruncated_length);
+        if (got->bytes_read < static_cast<int64_t>(texts[i].size())) {
+          ++*cut;
+          EXPECT_GT(got->untruncated_length, max_tokens);
+        } else {
+          EXPECT_EQ(got->untruncated_length, want->untruncated_length);
+        }
+      }
+    }
+  }
+}
+
 TEST(BoundedEncodingTest, SameAnswerAsTheWholeText) {
   const std::vector<NamedTokenizer> tokenizers = AllTokenizers();
   ASSERT_EQ(tokenizers.size(), 11u);
   const std::vector<std::string> texts = Texts();
   int64_t compared = 0, cut = 0;
   for (const auto& [name, t] : tokenizers) {
-    for (size_t i = 0; i < texts.size(); ++i) {
-      if (name.rfind("wordpiece", 0) == 0 && texts[i].rfind("<\xcc\xb8", 0) == 0) continue;
-      const Encoding whole = Whole(*t, texts[i]);
-      for (const int64_t max_tokens : {2, 3, 8, 16, 64, 128, 512}) {
-        for (const bool truncate : {false, true}) {
-          SCOPED_TRACE(name + ", text " + std::to_string(i) + " (" +
-                       std::to_string(texts[i].size()) + " bytes), max_tokens " +
-                       std::to_string(max_tokens) + ", truncate " + std::to_string(truncate));
-          const std::unique_ptr<Encoding> want = Reference(whole, max_tokens, truncate);
-          const StatusOr<Encoding> got = t->Encode(texts[i], max_tokens, truncate);
-          ++compared;
-          ASSERT_EQ(got.ok(), want != nullptr) << got.status().ToString();
-          if (!got.ok()) {
-            EXPECT_NE(got.status().message().find("more than the limit of " +
-                                                  std::to_string(max_tokens) + " tokens"),
-                      std::string::npos)
-                << got.status().message();
-            continue;
-          }
-          ASSERT_EQ(got->ids, want->ids);
-          ASSERT_EQ(got->pieces.size(), want->pieces.size());
-          for (size_t p = 0; p < got->pieces.size(); ++p) {
-            // An <unk> for a run read over several windows holds the run's
-            // start (what the first window saw, whose last character may
-            // have normalized otherwise alone: "<" of "<" + U+0338).
-            const std::string& piece = got->pieces[p];
-            const std::string start =
-                piece.substr(0, piece.empty() ? 0 : CharStartAtOrBefore(piece, piece.size() - 1));
-            const bool same = got->ids[p] == t->special_tokens().unk
-                                  ? want->pieces[p].rfind(start, 0) == 0
-                                  : want->pieces[p] == piece;
-            ASSERT_TRUE(same) << "piece " << p << ": " << got->pieces[p].substr(0, 40)
-                              << " != " << want->pieces[p].substr(0, 40) << " ("
-                              << got->pieces[p].size() << " and " << want->pieces[p].size()
-                              << " bytes)";
-          }
-          EXPECT_EQ(got->truncated(), want->truncated());
-          EXPECT_LE(got->untruncated_length, want->untruncated_length);
-          if (got->bytes_read < static_cast<int64_t>(texts[i].size())) {
-            ++cut;
-            EXPECT_GT(got->untruncated_length, max_tokens);
-          } else {
-            EXPECT_EQ(got->untruncated_length, want->untruncated_length);
-          }
-        }
-      }
-    }
+    CompareWithWholeTexts(name, t.get(), texts, &compared, &cut);
+    if (HasFatalFailure()) return;
   }
   // The bound is exercised, not only whole texts.
   EXPECT_GT(cut, compared / 8) << cut << " of " << compared;
+}
+
+// Special tokens written in texts, which a tokenizer.json's added tokens
+// match (<mask> taking the whitespace before it): between them, the text is
+// read in windows as any text is. Runs of tokens with nothing between,
+// tokens after long runs of whitespace (which <mask> takes, however far
+// back they start), and tokens cut by a window's end.
+TEST(BoundedEncodingTest, AddedTokensSameAnswerAsTheWholeText) {
+  std::vector<NamedTokenizer> tokenizers;
+  for (const char* kind : {"wordpiece_uncased", "bytebpe", "xlmr_unigram", "xlmr_unigram_keep",
+                           "xlmr_unigram_strip", "mpnet"}) {
+    auto json = CreateTokenizerFromHfJson(
+        (kFixtures / "tokenizer_json" / (std::string(kind) + ".json")).string());
+    ASSERT_TRUE(json.ok()) << kind << ": " << json.status().ToString();
+    tokenizers.push_back({kind, std::move(json->tokenizer)});
+  }
+  std::vector<std::string> texts;
+  for (const size_t n : {3000u, 20011u}) {
+    texts.push_back(Repeat("a <mask> b", n));
+    texts.push_back(Repeat("<mask>", n));
+    texts.push_back(Repeat("[SEP]x[MASK]", n));
+    texts.push_back(Repeat("  \xe3\x80\x80<mask></s>\n", n));
+    texts.push_back(Repeat("word ", n) + "<mask>" + Repeat("<s>", n));
+    texts.push_back("start" + std::string(n, ' ') + "<mask> end");
+    texts.push_back("start" + std::string(n, ' ') + "<mas");
+    texts.push_back(Repeat("<ma", n) + "<mask>");
+  }
+  int64_t compared = 0, cut = 0;
+  for (const auto& [name, t] : tokenizers) {
+    CompareWithWholeTexts(name, t.get(), texts, &compared, &cut);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(cut, compared / 8) << cut << " of " << compared;
+  // A text of 4 MiB of tokens is read as far as the limit needs.
+  const std::string masks = Repeat("<mask>", size_t{4} << 20);
+  for (const auto& [name, t] : tokenizers) {
+    if (name == "wordpiece_uncased") continue;  // (no <mask> token)
+    SCOPED_TRACE(name);
+    const StatusOr<Encoding> enc = t->Encode(masks, 16, true);
+    ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+    EXPECT_EQ(enc->ids.size(), 16u);
+    EXPECT_LE(enc->bytes_read, 16 * 6);
+    const StatusOr<Encoding> refused = t->Encode(masks, 16, false);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("at least 17 tokens"), std::string::npos)
+        << refused.status().message();
+  }
 }
 
 // 4 MiB texts of one endless word. A word of known characters costs a few

@@ -464,6 +464,12 @@ TEST(ModelCardLoad, HfVocabTxtReadAsTheFastClassReadsIt) {
     const auto ids = bundle->tokenizer->Encode(text, 64, false);
     ASSERT_TRUE(ids.ok()) << ids.status().ToString();
     EXPECT_EQ(ids->ids, card ? slow : fast);
+    // The fast class matches its special tokens written in a text (one
+    // [SEP] id between the words); a card's tokenizer reads them as text.
+    const auto sep = bundle->tokenizer->Encode("query [SEP] passage", 64, false);
+    ASSERT_TRUE(sep.ok()) << sep.status().ToString();
+    const int32_t sep_id = bundle->tokenizer->special_tokens().eos;
+    EXPECT_EQ(std::count(sep->ids.begin(), sep->ids.end(), sep_id), card ? 1 : 2);
   }
   fs::remove_all(dir);
 }

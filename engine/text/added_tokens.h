@@ -1,0 +1,85 @@
+// Hugging Face's added tokens as the tokenizers library matches them in a
+// text (its AddedVocabulary): special tokens such as <mask> or [SEP] written
+// in the text become their own ids, and the text between them is tokenized
+// piece by piece, each piece as a text of its own. sentence-transformers,
+// transformers' pipelines and text-embeddings-inference all tokenize so.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace encoderd {
+
+struct AddedToken {
+  std::string content;
+  // -1: the vocabulary's id of `content` (see ResolveIds).
+  int32_t id = -1;
+  // The whitespace (Unicode White_Space) right before / after a match is
+  // taken into it (XLM-R's and RoBERTa's <mask> take what comes before).
+  bool lstrip = false;
+  bool rstrip = false;
+};
+
+// `tokens` with each id of -1 replaced by id_of(content); a token left
+// with a negative id (the vocabulary lacks it) is dropped.
+std::vector<AddedToken> ResolveIds(std::vector<AddedToken> tokens,
+                                   const std::function<int32_t(const std::string&)>& id_of);
+
+class AddedTokens {
+ public:
+  AddedTokens() = default;
+  // Tokens with an empty content are left out.
+  explicit AddedTokens(std::vector<AddedToken> tokens);
+
+  bool empty() const { return tokens_.empty(); }
+  // For a tokenizer's Describe: ", N special tokens matched in a text", or
+  // nothing when there are none.
+  std::string Describe() const;
+
+  struct Match {
+    // The bytes of the text the token stands for, its stripped whitespace
+    // included.
+    size_t begin = 0, end = 0;
+    const AddedToken* token = nullptr;
+  };
+
+  // The matches of one text, found left to right as the library finds them:
+  // at the leftmost position where a token starts, the longest one; the
+  // next search starts where the match (with its stripped whitespace) ends.
+  // (The library resumes before the whitespace taken by rstrip, which
+  // differs only for a token that starts with whitespace.) Reads the text
+  // once, only as far as its callers ask.
+  class Scan {
+   public:
+    Scan(const AddedTokens& tokens, std::string_view text);
+    // The next match if it begins at or before byte `limit`; otherwise
+    // null, having read to `limit` (and on through whitespace that a match
+    // after it would take).
+    const Match* Next(size_t limit);
+    // Consumes the match Next returned: the search goes on from its end.
+    void Take();
+
+   private:
+    const AddedTokens& tokens_;
+    std::string_view text_;
+    // How far the search has read, and where the whitespace right before
+    // `scanned_` begins (never before the end of the last match taken).
+    size_t scanned_ = 0, space_from_ = 0;
+    std::optional<Match> match_;
+  };
+
+ private:
+  const AddedToken* LongestAt(std::string_view text, size_t pos) const;
+
+  std::vector<AddedToken> tokens_;
+  // Tokens by their first byte, longest first.
+  std::array<std::vector<uint32_t>, 256> by_first_byte_;
+  bool any_lstrip_ = false;
+};
+
+}  // namespace encoderd
