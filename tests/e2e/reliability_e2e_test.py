@@ -888,8 +888,16 @@ def check_closed_loop(args, tmp):
         return
     try:
         stub = pb_grpc.EncoderStub(channel)
-        # A full batch first: its rate is learned before the queue is predicted.
-        stub.Embed(pb.EmbedRequest(texts=[SENTENCE] * 256), timeout=60)
+        # The clients' own calls first, all at once: full batches, whose rate
+        # is learned before the queue is predicted, and the size of a call,
+        # at which calls still inside gRPC count as queued ahead. (One call
+        # of 256 texts first made those count as 256 texts each: under ASan
+        # 49 calls were refused as predicted past their 120 s.)
+        warm_up = [stub.Embed.future(pb.EmbedRequest(texts=[f"{SENTENCE} {i} {j}"
+                                                            for j in range(16)]), timeout=120)
+                   for i in range(64)]
+        for future in warm_up:
+            future.result()
         # Every refusal rule, so that a failure names the one that refused.
         reasons = ("refused_standing_queue", "refused_predicted_late", "refused_queue_time",
                    "refused_queue_full")
