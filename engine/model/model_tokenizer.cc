@@ -293,6 +293,10 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
       options.id_offset = 0;
       options.pieces = {"[CLS]", "[SEP]", "[PAD]", "[UNK]"};
       options.special_ids_from_model = true;
+    } else if (found_by_name) {
+      // XLMRobertaTokenizer's specials, <mask> after the model's pieces
+      // (until 2026-12-05 tokenized as text).
+      options.added_tokens = XlmrClassSpecials();
     }
     ASSIGN_OR_RETURN(result.tokenizer, CreateSentencePieceTokenizer(result.path, options));
   }

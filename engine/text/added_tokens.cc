@@ -5,19 +5,16 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine/text/utf8.h"
+
 namespace encoderd {
 namespace {
 
 // The UTF-8 character at `pos` of valid UTF-8: its length, and whether it
 // is whitespace as Rust's char::is_whitespace says (Unicode White_Space).
 std::pair<size_t, bool> WhitespaceAt(std::string_view text, size_t pos) {
-  const auto lead = static_cast<unsigned char>(text[pos]);
-  if (lead < 0x80) return {1, (lead >= 0x09 && lead <= 0x0d) || lead == ' '};
-  const size_t n = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
-  char32_t c = lead & (n == 2 ? 0x1f : n == 3 ? 0x0f : 0x07);
-  for (size_t i = 1; i < n && pos + i < text.size(); ++i) {
-    c = (c << 6) | (static_cast<unsigned char>(text[pos + i]) & 0x3f);
-  }
+  const auto [c, n] = DecodeAt(text, pos);
+  if (c < 0x80) return {1, (c >= 0x09 && c <= 0x0d) || c == ' '};
   return {n, u_isUWhiteSpace(static_cast<UChar32>(c)) != 0};
 }
 

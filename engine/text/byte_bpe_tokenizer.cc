@@ -37,16 +37,6 @@ std::vector<std::string> ByteSymbols() {
   return out;
 }
 
-// The code point at text[i] (well-formed UTF-8) and its length in bytes.
-std::pair<char32_t, size_t> DecodeAt(std::string_view text, size_t i) {
-  const auto b = static_cast<unsigned char>(text[i]);
-  if (b < 0x80) return {b, 1};
-  const size_t n = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
-  char32_t c = b & (0x7f >> n);
-  for (size_t k = 1; k < n; ++k) c = (c << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3f);
-  return {c, n};
-}
-
 // The classes GPT-2's pattern tells apart: \s (Unicode White_Space),
 // \p{L}, \p{N}, and everything else.
 enum class CharClass { kSpace, kLetter, kNumber, kOther };
@@ -204,11 +194,13 @@ class ByteBpeTokenizer final : public Tokenizer {
     merges_ = static_cast<int64_t>(merge_of_.size());
     token_of_symbol_.resize(symbols_.size());
     for (size_t s = 0; s < symbols_.size(); ++s) token_of_symbol_[s] = vocab_.at(symbols_[s]);
+    // (Kept in added_ from here, or not at all.)
+    std::vector<AddedToken> added = std::exchange(options_.added_tokens, {});
     if (!options_.fairseq_dict.empty()) {
       RETURN_IF_ERROR(Renumber(options_.fairseq_dict, source));
       options_.fairseq_dict = std::string();  // its contents are no longer needed
     } else if (!options_.add_prefix_space) {
-      added_ = AddedTokens(ResolveIds(options_.added_tokens, [this](const std::string& token) {
+      added_ = AddedTokens(ResolveIds(std::move(added), [this](const std::string& token) {
         const auto it = vocab_.find(token);
         return it == vocab_.end() ? -1 : it->second;
       }));

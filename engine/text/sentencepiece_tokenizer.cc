@@ -91,7 +91,7 @@ class SentencePieceTokenizer final : public Tokenizer {
       : processor_(std::move(processor)),
         options_(options),
         vocab_size_(vocab_size),
-        added_(options.added_tokens) {
+        added_(std::exchange(options_.added_tokens, {})) {
     // (With Metaspace's spaces a piece with a "▁" past its first byte is
     // unused, never given: SentencePieceOptions::Spaces.)
     const bool metaspace = options_.spaces != Spaces::kSentencePiece;
@@ -295,6 +295,12 @@ class SentencePieceTokenizer final : public Tokenizer {
 
 }  // namespace
 
+std::vector<AddedToken> XlmrClassSpecials() {
+  AddedToken mask{"<mask>"};
+  mask.lstrip = true;
+  return {AddedToken{"<s>"}, AddedToken{"<pad>"}, AddedToken{"</s>"}, AddedToken{"<unk>"}, mask};
+}
+
 StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
     std::string_view serialized_model, const SentencePieceOptions& options,
     const std::string& source) {
@@ -352,6 +358,28 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
                              " is outside the vocabulary of " + std::to_string(vocab_size));
     }
   }
+  for (const AddedToken& token : options.added_tokens) {
+    if (token.id >= vocab_size || token.id < -1) {
+      return InvalidArgument(source + ": added token \"" + token.content + "\" has id " +
+                             std::to_string(token.id) + ", outside the vocabulary of " +
+                             std::to_string(vocab_size));
+    }
+  }
+  const SentencePieceOptions::Pieces& p = options.pieces;
+  resolved.added_tokens = ResolveIds(options.added_tokens, [&](const std::string& content) {
+    for (const auto& [piece, id] : {std::pair{&p.bos, s.bos}, std::pair{&p.eos, s.eos},
+                                    std::pair{&p.pad, s.pad}, std::pair{&p.unk, s.unk}}) {
+      if (content == *piece) return id;
+    }
+    const int spm_id = processor->PieceToId(content);
+    int64_t id = -1;
+    if (processor->IdToPiece(spm_id) == content) {
+      id = spm_id + options.id_offset;
+    } else if (content == p.mask) {
+      id = pieces + options.id_offset;
+    }
+    return id < vocab_size ? static_cast<int32_t>(id) : -1;
+  });
   return std::unique_ptr<Tokenizer>(
       new SentencePieceTokenizer(std::move(processor), resolved, vocab_size));
 }

@@ -24,6 +24,10 @@ struct SentencePieceOptions {
   // piece of that text maps to their ids: fairseq's by default.
   struct Pieces {
     std::string bos = "<s>", eos = "</s>", pad = "<pad>", unk = "<unk>";
+    // Where the model lacks it, fairseq's mask token comes after the
+    // model's pieces: id piece_size + id_offset (XLM-R's <mask>, 250001).
+    // Only an added token of this content with id -1 takes that id.
+    std::string mask = "<mask>";
   } pieces;
   // The special ids are those of `pieces` in the model (plus the offset),
   // not special_tokens' (DeBERTa-v2's [CLS] [SEP] [PAD] [UNK]); a piece the
@@ -48,9 +52,21 @@ struct SentencePieceOptions {
   };
   Spaces spaces = Spaces::kSentencePiece;
   // Matched in a text before it is encoded (added_tokens.h); each piece
-  // between them is encoded with the dummy prefix ("▁" first).
+  // between them is encoded with the dummy prefix ("▁" first). An id of -1
+  // is resolved as XLMRobertaTokenizer resolves a token: one of `pieces`'
+  // specials has its special id, a piece of the model its id plus the
+  // offset, `pieces.mask` where the model lacks it fairseq's id after the
+  // pieces; a token left without an id, or whose id the vocabulary
+  // (vocab_size) does not hold, is dropped. A given id outside the
+  // vocabulary is an error.
   std::vector<AddedToken> added_tokens;
 };
+
+// The special tokens XLMRobertaTokenizer (transformers' class for a
+// sentencepiece.bpe.model) matches in a text, their ids the model's (-1):
+// <s> <pad> </s> <unk>, and <mask>, which comes after the model's pieces and
+// takes the whitespace before it.
+std::vector<AddedToken> XlmrClassSpecials();
 
 // Loads a sentencepiece .model file. A missing, unreadable or corrupt file is
 // an error naming the file; ids that do not fit `vocab_size` are rejected here.

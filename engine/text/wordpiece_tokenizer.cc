@@ -25,7 +25,7 @@ class WordPieceTokenizer final : public Tokenizer {
         options_(options),
         lower_case_(lower_case),
         strip_accents_(options.strip_accents.value_or(lower_case)),
-        added_(options.added_tokens) {
+        added_(std::exchange(options_.added_tokens, {})) {
     for (const auto& [token, id] : vocab_)
       longest_token_chars_ = std::max(longest_token_chars_, DecodeUtf8(token).size());
   }

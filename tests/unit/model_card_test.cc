@@ -474,6 +474,42 @@ TEST(ModelCardLoad, HfVocabTxtReadAsTheFastClassReadsIt) {
   fs::remove_all(dir);
 }
 
+// A folder's sentencepiece.bpe.model found by name is read as
+// XLMRobertaTokenizer reads it: its special tokens written in a text are
+// their ids (<mask> after the model's pieces, taking the spaces before
+// it); named by a card, the file tokenizes them as text.
+TEST(ModelCardLoad, XlmrSentencePieceMatchesItsClassSpecials) {
+  const fs::path dir = CopyFixture("hf_xlmr_zip", "xlmr_specials");
+  for (const bool card : {false, true}) {
+    SCOPED_TRACE(card ? "a card names sentencepiece.bpe.model" : "found by name");
+    if (card) {
+      WriteFile(dir / "encoderd.yaml",
+                "tokenizer: {type: sentencepiece, file: sentencepiece.bpe.model}\n");
+    }
+    auto bundle = server::LoadModelDirectory(dir.string());
+    ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+    ASSERT_NE(bundle->tokenizer, nullptr);
+    EXPECT_EQ(bundle->tokenizer->Describe().find("5 special tokens matched") != std::string::npos,
+              !card)
+        << bundle->tokenizer->Describe();
+    const auto e = bundle->tokenizer->Encode("Paris is the  <mask> of France</s> x", 64, false);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    const int32_t mask = static_cast<int32_t>(bundle->config.vocab_size) - 1;
+    const int32_t eos = bundle->tokenizer->special_tokens().eos;
+    EXPECT_EQ(std::count(e->ids.begin(), e->ids.end(), mask), card ? 0 : 1);
+    EXPECT_EQ(std::count(e->ids.begin(), e->ids.end(), eos), card ? 1 : 2);
+    if (!card) {
+      // "Paris is the" and "<mask>" encode as the whole text does.
+      const auto head = bundle->tokenizer->Encode("Paris is the", 64, false);
+      ASSERT_TRUE(head.ok());
+      ASSERT_GT(e->ids.size(), head->ids.size());
+      EXPECT_TRUE(std::equal(head->ids.begin(), head->ids.end() - 1, e->ids.begin()));
+      EXPECT_EQ(e->ids[head->ids.size() - 1], mask);
+    }
+  }
+  fs::remove_all(dir);
+}
+
 // An XLM-R folder whose only tokenizer file is a Unigram tokenizer.json
 // (what a fast tokenizer's save_pretrained leaves when it has no
 // sentencepiece model to save) tokenizes as the sentencepiece model it

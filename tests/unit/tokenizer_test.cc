@@ -40,6 +40,15 @@ std::unique_ptr<Tokenizer> Make(const std::string& name) {
                   : StatusOr<std::unique_ptr<Tokenizer>>(json.status());
   } else if (name == "spm") {
     t = CreateSentencePieceTokenizer((kDir / "spm" / "sentencepiece.bpe.model").string(), {});
+  } else if (name == "spm_xlmr_class") {
+    // As an XLM-R folder's sentencepiece.bpe.model is read: its specials
+    // matched in a text, <mask> after the model's pieces.
+    const std::string model = (kDir / "spm" / "sentencepiece.bpe.model").string();
+    SentencePieceOptions options;
+    options.added_tokens = XlmrClassSpecials();
+    auto plain = CreateSentencePieceTokenizer(model, {});  // the pieces and the offset
+    options.vocab_size = plain.ok() ? (*plain)->vocab_size() + 1 : 0;
+    t = CreateSentencePieceTokenizer(model, options);
   } else if (name == "spm_unigram") {
     t = CreateSentencePieceTokenizer((kDir / "spm" / "sentencepiece.unigram.model").string(), {});
   } else if (name == "spm_deberta") {  // as a DeBERTa folder's spm.model is read
@@ -171,10 +180,36 @@ TEST_P(TokenizerFixtureTest, ConcurrentEncodesAgree) {
   }
 }
 
+// A sentencepiece tokenizer's added tokens with id -1 take the model's ids;
+// one the vocabulary cannot hold is dropped, a given id outside it refused.
+TEST(SentencePieceAddedTokens, IdsResolvedDroppedOrRefused) {
+  const std::string model = (kDir / "spm" / "sentencepiece.bpe.model").string();
+  SentencePieceOptions options;
+  options.added_tokens = XlmrClassSpecials();  // <mask> is the piece after the model's
+  auto without_mask = CreateSentencePieceTokenizer(model, options);
+  ASSERT_TRUE(without_mask.ok()) << without_mask.status().ToString();
+  EXPECT_NE((*without_mask)->Describe().find("4 special tokens matched"), std::string::npos)
+      << (*without_mask)->Describe();
+  auto e = (*without_mask)->Encode("a </s> <mask>", kNoLimit, false);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(std::count(e->ids.begin(), e->ids.end(), 2), 2);  // </s>, fairseq's 2
+  EXPECT_TRUE(std::all_of(e->ids.begin(), e->ids.end(), [&](int32_t id) {
+    return id >= 0 && id < (*without_mask)->vocab_size();
+  }));
+  options.added_tokens = {AddedToken{"a", 5000}};
+  auto refused = CreateSentencePieceTokenizer(model, options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(
+      refused.status().message().find("added token \"a\" has id 5000, outside the vocabulary"),
+      std::string::npos)
+      << refused.status().message();
+}
+
 INSTANTIATE_TEST_SUITE_P(
     All, TokenizerFixtureTest,
-    ::testing::Values("spm", "spm_deberta", "wordpiece_uncased", "wordpiece_cased", "bytebpe",
-                      "json_wordpiece_uncased", "json_wordpiece_cased", "json_bytebpe",
+    ::testing::Values("spm", "spm_xlmr_class", "spm_deberta", "wordpiece_uncased",
+                      "wordpiece_cased", "bytebpe", "json_wordpiece_uncased",
+                      "json_wordpiece_cased", "json_bytebpe",
                       // lower_case and strip_accents apart (were
                       // always together; tokenizer.json refused them)
                       "wordpiece_uncased_keep_accents", "wordpiece_cased_strip_accents",
