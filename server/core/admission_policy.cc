@@ -203,6 +203,18 @@ Clock::duration OverloadQueueTime(const AdmissionLimits& limits,
                                    estimate.Predict(estimate.batch_tokens()));
 }
 
+void RecentCallTokens::Add(int64_t tokens) {
+  int64_t& slot = ring_[seen_ % kCalls];
+  sum_ += tokens - slot;
+  slot = tokens;
+  ++seen_;
+}
+
+double RecentCallTokens::PerCall() const {
+  if (seen_ == 0) return 0;
+  return static_cast<double>(sum_) / static_cast<double>(std::min<int64_t>(seen_, kCalls));
+}
+
 namespace {
 
 // The batches ahead of a new call and the one it would ride in (see

@@ -43,9 +43,7 @@ Status DynamicBatcher::Submit(std::shared_ptr<InferenceRequest> request) {
       if (metrics_) metrics_->ObserveDrop(model_, DropReason::kRefusedQueueFull);
       return refuse(std::move(pushed));
     }
-    // About the last 20 requests count.
-    request_tokens_ = request_tokens_ == 0 ? static_cast<double>(tokens)
-                                           : request_tokens_ + 0.05 * (tokens - request_tokens_);
+    recent_calls_.Add(tokens);
   }
   if (metrics_) metrics_->ObserveAdmitted(model_);
   batcher_cv_.notify_one();
@@ -62,7 +60,7 @@ Status DynamicBatcher::Precheck(Clock::time_point deadline, uint64_t peer,
   std::lock_guard<std::mutex> lock(mu_);
   return AdmitLocked(
       0, deadline, peer,
-      static_cast<int64_t>(static_cast<double>(calls_before_queue) * request_tokens_));
+      static_cast<int64_t>(static_cast<double>(calls_before_queue) * recent_calls_.PerCall()));
 }
 
 Status DynamicBatcher::AdmitLocked(int64_t tokens, Clock::time_point deadline, uint64_t peer,

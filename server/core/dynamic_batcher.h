@@ -53,7 +53,7 @@ class DynamicBatcher {
   // refuse is refused before its tokenization costs anything. Counted as
   // Submit's refusals are. `calls_before_queue`: calls admitted earlier that
   // have not reached the queue yet, counted as queued ahead of this one at
-  // the recent tokens per request.
+  // the tokens of recent requests (RecentCallTokens::PerCall).
   Status Precheck(Clock::time_point deadline, uint64_t peer = 0, int64_t calls_before_queue = 0);
 
   // Any thread, for a request Submit() accepted whose caller stops waiting:
@@ -113,8 +113,8 @@ class DynamicBatcher {
   bool stopping_ = false;                // guarded by mu_
   ThroughputEstimate estimate_;          // guarded by mu_; updated by the executors
   int64_t running_tokens_ = 0;           // tokens of batches ready or running; guarded by mu_
-  double request_tokens_ = 0;  // tokens per request admitted, a moving average; guarded by mu_
-  StandingQueue standing_;     // guarded by mu_; fed by BatcherLoop and AdmitLocked
+  RecentCallTokens recent_calls_;        // of the requests admitted; guarded by mu_
+  StandingQueue standing_;               // guarded by mu_; fed by BatcherLoop and AdmitLocked
   // When ObserveOverflow last ran (Clock ticks since its epoch), read by
   // ObserveQueue.
   static constexpr Clock::rep kNeverRefused = std::numeric_limits<Clock::rep>::min();

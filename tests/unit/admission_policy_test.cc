@@ -209,6 +209,27 @@ TEST(ThroughputEstimateTest, TokensWithinATimeAtEachSizesRate) {
   EXPECT_EQ(slower.TokensWithin(milliseconds(10)), 63);
 }
 
+// A call not tokenized yet counts at the mean of the last 20 requests'
+// tokens (of all of them while there were fewer), and at nothing before the
+// first.
+TEST(RecentCallTokensTest, MeanOfTheLastCalls) {
+  RecentCallTokens recent;
+  EXPECT_EQ(recent.PerCall(), 0);
+  recent.Add(1000);
+  EXPECT_EQ(recent.PerCall(), 1000);
+  recent.Add(10);
+  EXPECT_EQ(recent.PerCall(), 505);
+  for (int i = 2; i < RecentCallTokens::kCalls; ++i) recent.Add(500);
+  EXPECT_DOUBLE_EQ(recent.PerCall(), (1000 + 10 + 18 * 500) / 20.0);
+  recent.Add(500);  // the 1,000 leaves the window
+  EXPECT_DOUBLE_EQ(recent.PerCall(), (10 + 19 * 500) / 20.0);
+  for (int i = 0; i < 3 * RecentCallTokens::kCalls + 7; ++i) recent.Add(i);
+  double last = 0;
+  for (int i = 2 * RecentCallTokens::kCalls + 7; i < 3 * RecentCallTokens::kCalls + 7; ++i)
+    last += i;
+  EXPECT_DOUBLE_EQ(recent.PerCall(), last / RecentCallTokens::kCalls);
+}
+
 TEST(AdmissionTest, FormBatchHoldsWhatItsPredictedTimeAllows) {
   const ThroughputEstimate e = TenThousandPerSecond();
   BatchLimits limits;

@@ -593,74 +593,108 @@ TEST(DynamicBatcherTest, AFullQueuesRefusalIsCountedByItsReason) {
   EXPECT_EQ(drops.Counts(), (std::map<std::string, int>{{"m/refused_queue_full", 1}}));
 }
 
-// Calls admitted before they reach the queue (the guard's screen lets them
-// through to gRPC) count as queued ahead of a new one, at the tokens of a
-// recent request: while gRPC falls behind, the queue itself looks short.
-TEST(DynamicBatcherTest, PrecheckCountsCallsNotInTheQueueYet) {
-  DropCounter drops;
-  GateEngine* engine = nullptr;
-  std::unique_ptr<DynamicBatcher> owned = GatedBatcher(&drops, &engine);
-  DynamicBatcher& batcher = *owned;
-  // One batch of 100 tokens that takes at least 20 ms: at most 5,000
-  // tokens a second, and requests of 100 tokens.
-  auto first = MakeRequest(1, {100}, Clock::now());
-  ASSERT_TRUE(batcher.Submit(first).ok());
-  ASSERT_TRUE(engine->Started(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  engine->Release();
-  ASSERT_TRUE(first->done().get().ok());
+// DynamicBatcher::Precheck on a batcher whose one replica holds every batch
+// until Finish(), deadlines a minute away.
+class PrecheckTest : public ::testing::Test {
+ protected:
+  PrecheckTest() : owned_(GatedBatcher(&drops_, &engine_)), batcher_(*owned_) {}
+  // A test that stopped early must not leave Stop() waiting on a held batch.
+  ~PrecheckTest() override { engine_->Release(); }
 
-  // The executor learns the batch's time after the request is done: until
-  // then nothing is predicted and every call is admitted. A million calls
-  // ahead (>= 20,000 s) are refused against a minute once it has.
-  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
-  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(30);
-  Status refused = Status::Ok();
-  while (refused.ok() && Clock::now() < give_up) {
-    refused = batcher.Precheck(deadline, 0, 1000000);
-    if (refused.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // As a model's calibration at load: batches of 32 tokens at 6,400 tokens
+  // a second and of 2,048 at 20,480 (GatedBatcher's batches of at most
+  // 1,000 tokens run at the 32-token batch's rate: 6,400).
+  void Calibrate() {
+    batcher_.Calibrate(2048, std::chrono::milliseconds(100));
+    batcher_.Calibrate(32, std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.message();
-  EXPECT_NE(refused.message().find("after its deadline"), std::string::npos) << refused.message();
-  // Nothing ahead, or 10 calls (1,000 tokens: ten times the batch of >= 20 ms
-  // just run, well within a minute unless that batch had taken 6 s): admitted.
-  EXPECT_TRUE(batcher.Precheck(deadline).ok());
-  EXPECT_TRUE(batcher.Precheck(deadline, 0, 10).ok());
-  // 30,000 calls of 100 tokens (>= 600 s) are refused: the calls count at
-  // the tokens of a request (as one token each they would be 6 s at a batch
-  // of 20 ms, and admitted).
-  EXPECT_EQ(batcher.Precheck(deadline, 0, 30000).code(), StatusCode::kResourceExhausted);
-  batcher.Stop();
-  EXPECT_EQ(drops.Counts(), (std::map<std::string, int>{{"m/refused_predicted_late", 2}}));
+  // `count` requests of one sequence of `tokens`, each admitted: the first
+  // batch (one request or more) runs, held; the others queue.
+  void SubmitEach(int count, int tokens) {
+    for (int i = 0; i < count; ++i) {
+      requests_.push_back(MakeRequest(requests_.size() + 1, {tokens}, Clock::now(), deadline_));
+      ASSERT_TRUE(batcher_.Submit(requests_.back()).ok()) << requests_.size();
+    }
+    ASSERT_TRUE(engine_->Started(1));
+  }
+  // Precheck with `calls` not in the queue yet.
+  Status Precheck(int64_t calls = 0) { return batcher_.Precheck(deadline_, 0, calls); }
+  // Runs every request submitted and stops: the drops counted.
+  std::map<std::string, int> Finish() {
+    engine_->Release();
+    for (const auto& request : requests_) EXPECT_TRUE(request->done().get().ok());
+    batcher_.Stop();
+    return drops_.Counts();
+  }
+
+  static void ExpectLate(const Status& refused) {
+    EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.message();
+    EXPECT_NE(refused.message().find("after its deadline"), std::string::npos) << refused.message();
+  }
+
+ private:
+  DropCounter drops_;
+  GateEngine* engine_ = nullptr;
+  std::unique_ptr<DynamicBatcher> owned_;
+  DynamicBatcher& batcher_;
+  const Clock::time_point deadline_ = Clock::now() + std::chrono::seconds(60);
+  std::vector<std::shared_ptr<InferenceRequest>> requests_;
+};
+
+// Calls admitted before they reach the queue (the guard's screen lets them
+// through to gRPC) count as queued ahead of a new one, at the tokens of
+// recent requests (RecentCallTokens): while gRPC falls behind, the queue
+// itself looks short.
+TEST_F(PrecheckTest, CountsCallsNotInTheQueueYet) {
+  Calibrate();
+  // No request yet: nothing says what a call costs.
+  EXPECT_TRUE(Precheck(1000000).ok());
+  SubmitEach(RecentCallTokens::kCalls, 100);
+  // A million calls of 100 tokens (about 15,600 s) are refused against a
+  // minute.
+  ExpectLate(Precheck(1000000));
+  // Nothing but the queue ahead (2,000 tokens with the one running), or 10
+  // calls more: admitted.
+  EXPECT_TRUE(Precheck().ok());
+  EXPECT_TRUE(Precheck(10).ok());
+  // 30,000 calls of 100 tokens (about 470 s) are refused: the calls count
+  // at the tokens of a request (as one token each they would be 5 s, and
+  // admitted).
+  ExpectLate(Precheck(30000));
+  EXPECT_EQ(Finish(), (std::map<std::string, int>{{"m/refused_predicted_late", 2}}));
+}
+
+// The calls inside gRPC count at the last 20 requests, where a large first
+// request weighs no more than the others: one large request, then small
+// ones. Before, the tokens per request started at the first request's 1,000
+// and moved 5% a request (364 after 20 of 10 tokens), and 2,000 small calls
+// inside gRPC were predicted at 114 s, and refused against a minute.
+TEST_F(PrecheckTest, PricesCallsAtTheLastRequestsNotTheFirst) {
+  Calibrate();
+  SubmitEach(1, 1000);
+  // All it has seen: 2,000 calls of 1,000 tokens, about 310 s.
+  ExpectLate(Precheck(2000));
+  SubmitEach(RecentCallTokens::kCalls, 10);
+  // 2,000 calls of 10 tokens behind about 1,200 queued or running: 3 s.
+  const Status admitted = Precheck(2000);
+  EXPECT_TRUE(admitted.ok()) << admitted.message();
+  EXPECT_EQ(Finish(), (std::map<std::string, int>{{"m/refused_predicted_late", 1}}));
 }
 
 // A batcher calibrated before any call (served_model.cc times a batch of
-// each size at load) predicts from the first call: behind a million calls of
-// 100 tokens (batches of at most 1,000 tokens, at the 32-token batch's rate
-// of 6,400 tokens a second), a call with a minute is refused and one with
-// nothing but the running batch ahead admitted. Uncalibrated it
+// each size at load) predicts from the first call: behind a million calls
+// of 100 tokens (batches of at most 1,000 tokens, at the 32-token batch's
+// rate of 6,400 tokens a second), a call with a minute is refused and one
+// with nothing but the running batch ahead admitted. Uncalibrated it
 // admitted everything until its first batch ended.
-TEST(DynamicBatcherTest, ACalibratedBatcherPredictsFromTheFirstCall) {
-  DropCounter drops;
-  GateEngine* engine = nullptr;
-  std::unique_ptr<DynamicBatcher> owned = GatedBatcher(&drops, &engine);
-  DynamicBatcher& batcher = *owned;
-  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
-  auto first = MakeRequest(1, {100}, Clock::now(), deadline);
-  ASSERT_TRUE(batcher.Submit(first).ok());  // 100 tokens a call from now on
-  ASSERT_TRUE(engine->Started(1));
+TEST_F(PrecheckTest, ACalibratedBatcherPredictsFromTheFirstCall) {
+  SubmitEach(1, 100);  // 100 tokens a call from now on
   // Not calibrated, and no batch has ended: nothing is predicted.
-  EXPECT_TRUE(batcher.Precheck(deadline, 0, 1000000).ok());
-  batcher.Calibrate(2048, std::chrono::milliseconds(100));
-  batcher.Calibrate(32, std::chrono::milliseconds(5));
-  EXPECT_TRUE(batcher.Precheck(deadline).ok());
-  const Status refused = batcher.Precheck(deadline, 0, 1000000);
-  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.message();
-  EXPECT_NE(refused.message().find("after its deadline"), std::string::npos) << refused.message();
-  engine->Release();
-  EXPECT_TRUE(first->done().get().ok());
-  batcher.Stop();
-  EXPECT_EQ(drops.Counts(), (std::map<std::string, int>{{"m/refused_predicted_late", 1}}));
+  EXPECT_TRUE(Precheck(1000000).ok());
+  Calibrate();
+  EXPECT_TRUE(Precheck().ok());
+  ExpectLate(Precheck(1000000));
+  EXPECT_EQ(Finish(), (std::map<std::string, int>{{"m/refused_predicted_late", 1}}));
 }
 
 // max_batch_time_us bounds the batches the batcher forms by the throughput it
