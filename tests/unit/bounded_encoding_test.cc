@@ -18,6 +18,7 @@
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/utf8.h"
 #include "engine/text/wordpiece_tokenizer.h"
+#include "tests/unit/tokenizer_fixtures.h"
 
 namespace encoderd {
 namespace {
@@ -263,19 +264,10 @@ TEST(BoundedEncodingTest, AddedTokensSameAnswerAsTheWholeText) {
     ASSERT_TRUE(json.ok()) << kind << ": " << json.status().ToString();
     tokenizers.push_back({kind, std::move(json->tokenizer)});
   }
-  {
-    // As an XLM-R folder's sentencepiece.bpe.model is read (sentencepiece's
-    // own spaces).
-    const std::string model = (kFixtures / "spm" / "sentencepiece.bpe.model").string();
-    SentencePieceOptions options;
-    options.added_tokens = XlmrClassSpecials();
-    auto plain = CreateSentencePieceTokenizer(model, {});
-    ASSERT_TRUE(plain.ok()) << plain.status().ToString();
-    options.vocab_size = (*plain)->vocab_size() + 1;  // and <mask>
-    auto spm = CreateSentencePieceTokenizer(model, options);
-    ASSERT_TRUE(spm.ok()) << spm.status().ToString();
-    tokenizers.push_back({"spm xlmr class", std::move(spm).value()});
-  }
+  // As an XLM-R folder's sentencepiece.bpe.model is read (sentencepiece's own spaces).
+  auto spm = testing::XlmrClassSentencePiece(kFixtures.string());
+  ASSERT_TRUE(spm.ok()) << spm.status().ToString();
+  tokenizers.push_back({"spm xlmr class", std::move(spm).value()});
   std::vector<std::string> texts;
   for (const size_t n : {3000u, 20011u}) {
     texts.push_back(Repeat("a <mask> b", n));

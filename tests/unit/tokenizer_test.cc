@@ -16,6 +16,7 @@
 #include "engine/text/hf_tokenizer_json.h"
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
+#include "tests/unit/tokenizer_fixtures.h"
 
 namespace encoderd {
 namespace {
@@ -41,14 +42,7 @@ std::unique_ptr<Tokenizer> Make(const std::string& name) {
   } else if (name == "spm") {
     t = CreateSentencePieceTokenizer((kDir / "spm" / "sentencepiece.bpe.model").string(), {});
   } else if (name == "spm_xlmr_class") {
-    // As an XLM-R folder's sentencepiece.bpe.model is read: its specials
-    // matched in a text, <mask> after the model's pieces.
-    const std::string model = (kDir / "spm" / "sentencepiece.bpe.model").string();
-    SentencePieceOptions options;
-    options.added_tokens = XlmrClassSpecials();
-    auto plain = CreateSentencePieceTokenizer(model, {});  // the pieces and the offset
-    options.vocab_size = plain.ok() ? (*plain)->vocab_size() + 1 : 0;
-    t = CreateSentencePieceTokenizer(model, options);
+    t = testing::XlmrClassSentencePiece(kDir.string());
   } else if (name == "spm_unigram") {
     t = CreateSentencePieceTokenizer((kDir / "spm" / "sentencepiece.unigram.model").string(), {});
   } else if (name == "spm_deberta") {  // as a DeBERTa folder's spm.model is read
