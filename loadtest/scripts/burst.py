@@ -3,7 +3,8 @@
 
 Per run: starts `encoderd serve` on the default model (CPU 1, one engine
 thread), warms it with a closed loop of 64 clients for 4 s (so that its
-throughput is known), then sends an open-loop (Poisson) burst of Embed calls
+throughput is known; not with --cold, where the burst meets a daemon that
+has served nothing, its throughput only calibrated at load), then sends an open-loop (Poisson) burst of Embed calls
 of one 8-24-word text at --rate with --timeout-ms deadlines for --duration
 seconds, with no warm-up, from encoderd-loadtest on CPU 0. Reports the OK
 calls, the codes, the daemon's drops by reason, and the client connections
@@ -13,7 +14,7 @@ calls expire at their deadlines must not look like a rapid-reset attacker.
 Benchmark, not a test (docs/reliability.md):
 
     /usr/bin/python3 loadtest/scripts/burst.py [--runs 5] [--rate 8000] [--timeout-ms 100]
-        [--binary build/cli/encoderd] [--out FILE.json]
+        [--binary build/cli/encoderd] [--cold] [--out FILE.json]
 """
 import argparse
 import json
@@ -22,6 +23,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
@@ -46,14 +48,23 @@ def one_run(args, tmp, n):
                                         "--num-threads", "1"], log, prefix=["taskset", "-c", "1"])
     try:
         load = ["taskset", "-c", "0", args.loadtest, "--target", f"127.0.0.1:{daemon.port}", *WORKLOAD]
-        subprocess.run([*load, "--concurrency", "64", "--duration", "4", "--warmup", "1"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=True)
+        if args.cold:  # from its models' readiness on, not from its port's
+            ready = time.time() + 120
+            while "serving 1 model(s)" not in log.read_text() and time.time() < ready:
+                time.sleep(0.05)
+        else:
+            subprocess.run([*load, "--concurrency", "64", "--duration", "4", "--warmup", "1"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
+                           check=True)
         before = drops(daemon.metrics_text())
         report = tmp / f"burst{n}.json"
-        subprocess.run([*load, "--mode", "open", "--rate", str(args.rate), "--duration",
-                        str(args.duration), "--warmup", "0", "--timeout-ms", str(args.timeout_ms),
-                        "--json-file", str(report)],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600, check=True)
+        burst = subprocess.run([*load, "--mode", "open", "--rate", str(args.rate), "--duration",
+                                str(args.duration), "--warmup", "0", "--timeout-ms",
+                                str(args.timeout_ms), "--json-file", str(report)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=600)
+        if not report.exists():  # it exits 1 when no call was OK, with its report
+            sys.exit(f"encoderd-loadtest exited {burst.returncode}:\n{burst.stdout[-3000:]}")
         after = drops(daemon.metrics_text())
     finally:
         daemon.stop()
@@ -74,6 +85,8 @@ def main():
     p.add_argument("--rate", type=float, default=8000)
     p.add_argument("--timeout-ms", type=int, default=100)
     p.add_argument("--duration", type=float, default=8)
+    p.add_argument("--cold", action="store_true",
+                   help="no closed-loop warm-up: the burst is the daemon's first calls")
     p.add_argument("--out", help="write the runs as JSON here")
     args = p.parse_args()
     runs = []
