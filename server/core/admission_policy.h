@@ -128,12 +128,11 @@ class ThroughputEstimate {
 // before the first. An average that started at the first request and moved
 // 5% a request kept a large first request's size for dozens of requests (a
 // burst of small calls after one large one was priced at the large one's
-// size: 364 tokens a call after one of 1,000 and 20 of 10). Counting the
-// first few calls at the smallest request seen instead let a cold burst's
-// calls through to expire inside gRPC (`loadtest/scripts/burst.py --cold`:
-// 10, 16 and 477 OK calls in 8 s, against 29-1,008 for the average and
-// 325-814 for this mean). Not thread-safe: the batcher guards it with its
-// lock.
+// size: 364 tokens a call after one of 1,000 and 20 of 10). Calls of one
+// size are priced as that average priced them; counting the first few at
+// the smallest request seen did no better or worse in bursts
+// (`loadtest/scripts/burst.py [--cold] --rate 1100`, docs/reliability.md).
+// Not thread-safe: the batcher guards it with its lock.
 class RecentCallTokens {
  public:
   static constexpr int kCalls = 20;
