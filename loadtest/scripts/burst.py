@@ -4,12 +4,13 @@
 Per run: starts `encoderd serve` on the default model (CPU 1, one engine
 thread), warms it with a closed loop of 64 clients for 4 s (so that its
 throughput is known; not with --cold, where the burst meets a daemon that
-has served nothing, its throughput only calibrated at load), then sends an open-loop (Poisson) burst of Embed calls
-of one 8-24-word text at --rate with --timeout-ms deadlines for --duration
-seconds, with no warm-up, from encoderd-loadtest on CPU 0. Reports the OK
-calls, the codes, the daemon's drops by reason, and the client connections
-the HTTP/2 guard closed as abusive (from the daemon's log): a client whose
-calls expire at their deadlines must not look like a rapid-reset attacker.
+has served nothing, its throughput only calibrated at load), then sends an
+open-loop (Poisson) burst of Embed calls of one 8-24-word text at --rate
+with --timeout-ms deadlines for --duration seconds, with no warm-up, from
+encoderd-loadtest on CPU 0. Reports the OK calls, the codes, the daemon's
+drops by reason, and the client connections the HTTP/2 guard closed as
+abusive (from the daemon's log): a client whose calls expire at their
+deadlines must not look like a rapid-reset attacker.
 
 Benchmark, not a test (docs/reliability.md):
 
@@ -52,7 +53,9 @@ def one_run(args, tmp, n):
         # while the model loads are refused, and made the warm-up exit 1 on a
         # machine that loads it in over a second.
         ready = time.time() + 120
-        while "serving 1 model(s)" not in log.read_text() and time.time() < ready:
+        while "serving 1 model(s)" not in log.read_text():
+            if time.time() > ready or daemon.proc.poll() is not None:
+                sys.exit(f"the model did not get ready:\n{log.read_text()[-3000:]}")
             time.sleep(0.05)
         if not args.cold:
             subprocess.run([*load, "--concurrency", "64", "--duration", "4", "--warmup", "1"],
