@@ -19,18 +19,18 @@ inline __m256i FirstLanes(int64_t n) {
 }
 
 // The first `left` floats from p (1 to 8; the other lanes 0), and the first
-// `left` lanes of v to p; `mask` is FirstLanes(left). They mask only where
-// fewer than 8 floats exist: AMD's Zen cores run VMASKMOVPS as microcode (a
-// masked store takes tens of cycles), and masking every vector made the
-// epilogue a tenth of a few-row GEMM's time on a Zen 1 EPYC.
-inline __m256 LoadFirst(const float* p, int64_t left, __m256i mask) {
-  return left >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
+// `left` lanes of v to p. They mask only where fewer than 8 floats exist:
+// AMD's Zen cores run VMASKMOVPS as microcode (a masked store takes tens of
+// cycles), and masking every vector made the epilogue a tenth of a few-row
+// GEMM's time on a Zen 1 EPYC.
+inline __m256 LoadFirst(const float* p, int64_t left) {
+  return left >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, FirstLanes(left));
 }
-inline void StoreFirst(float* p, int64_t left, __m256i mask, __m256 v) {
+inline void StoreFirst(float* p, int64_t left, __m256 v) {
   if (left >= 8) {
     _mm256_storeu_ps(p, v);
   } else {
-    _mm256_maskstore_ps(p, mask, v);
+    _mm256_maskstore_ps(p, FirstLanes(left), v);
   }
 }
 

@@ -82,12 +82,11 @@ struct Bf16Pairs {
 inline void Finish(__m256 v, const FewRowsEpilogue& e, int64_t m, int64_t n, int64_t col,
                    int64_t left, float* out) {
   if (left <= 0) return;
-  const __m256i mask = FirstLanes(left);
-  if (e.bias) v = _mm256_add_ps(v, LoadFirst(e.bias + col, left, mask));
-  if (e.residual) v = _mm256_add_ps(v, LoadFirst(e.residual + m * n + col, left, mask));
+  if (e.bias) v = _mm256_add_ps(v, LoadFirst(e.bias + col, left));
+  if (e.residual) v = _mm256_add_ps(v, LoadFirst(e.residual + m * n + col, left));
   if (e.gelu) v = GeluErf(v);
   if (e.relu) v = _mm256_max_ps(v, _mm256_setzero_ps());
-  StoreFirst(out + m * n + col, left, mask, v);
+  StoreFirst(out + m * n + col, left, v);
 }
 
 // A tile's pass over a chunk of a group's steps.
@@ -334,8 +333,7 @@ void FewRowsGemmF32Avx2(const float* x, int64_t rows, int64_t ldx, const float* 
     for (int64_t m = 0; m < rows; ++m) {
       for (int64_t c = 0; c < cols; c += 8) {
         const int64_t left = cols - c;
-        Finish(LoadFirst(sums + m * kStretch + c, left, FirstLanes(left)), epilogue, m, n, s0 + c,
-               left, out);
+        Finish(LoadFirst(sums + m * kStretch + c, left), epilogue, m, n, s0 + c, left, out);
       }
     }
   }

@@ -33,18 +33,16 @@ constexpr int kVecs = 2;
 inline void Finish(__m256i acc, const Int8Epilogue& e, int64_t m, int64_t n, int64_t col,
                    int64_t left, float* out) {
   if (left <= 0) return;
-  const __m256i mask = FirstLanes(left);
   const Int8RowQuant& row = e.rows[m];
   // weight_scale covers every packed column (zero past n).
   __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), _mm256_loadu_ps(e.weight_scale + col));
   v = _mm256_mul_ps(_mm256_set1_ps(row.scale), v);
-  v = _mm256_fnmadd_ps(_mm256_set1_ps(row.scale * row.zero), LoadFirst(e.comp + col, left, mask),
-                       v);
-  if (e.bias) v = _mm256_add_ps(v, LoadFirst(e.bias + col, left, mask));
-  if (e.residual) v = _mm256_add_ps(v, LoadFirst(e.residual + m * n + col, left, mask));
+  v = _mm256_fnmadd_ps(_mm256_set1_ps(row.scale * row.zero), LoadFirst(e.comp + col, left), v);
+  if (e.bias) v = _mm256_add_ps(v, LoadFirst(e.bias + col, left));
+  if (e.residual) v = _mm256_add_ps(v, LoadFirst(e.residual + m * n + col, left));
   if (e.gelu) v = GeluErf(v);
   if (e.relu) v = _mm256_max_ps(v, _mm256_setzero_ps());
-  StoreFirst(out + m * n + col, left, mask, v);
+  StoreFirst(out + m * n + col, left, v);
 }
 
 inline __m256i BroadcastWord(const uint32_t* p) {
