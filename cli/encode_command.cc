@@ -106,6 +106,12 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
   const auto prompt =
       PromptNamed(bundle->prompts, bundle->default_prompt, a.prompt_name, a.model_dir);
   if (!prompt.ok()) return Fail(err, prompt.status());
+  int32_t pool_start = 0;  // include_prompt = false: the prompt's tokens are not pooled
+  if (!bundle->include_prompt) {
+    auto start = PromptPoolStart(*bundle->tokenizer, *prompt, config.max_tokens);
+    if (!start.ok()) return Fail(err, start.status().WithContext("the prompt"));
+    pool_start = *start;
+  }
   const bool classify = config.num_labels > 0 && !a.pooling;
   if (classify && a.dimensions > 0)
     return Fail(err, InvalidArgument("--dimensions is for embeddings: give --pooling as well"));
@@ -133,7 +139,7 @@ int RunEncodeCommand(const std::vector<std::string>& args, std::ostream& out, st
     if (!encoding.ok())
       return Fail(err, encoding.status().WithContext("text " + std::to_string(i)));
     token_counts.push_back(static_cast<int64_t>(encoding->ids.size()));
-    Status added = builder.Add(encoding->ids, {}, {0, static_cast<int32_t>(i)});
+    Status added = builder.Add(encoding->ids, {}, {0, static_cast<int32_t>(i)}, pool_start);
     if (!added.ok()) return Fail(err, added);
   }
   const PackedBatch batch = builder.Build();

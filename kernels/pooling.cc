@@ -11,7 +11,7 @@
 namespace encoderd::kernels {
 
 void Pool(const Context& ctx, DType dtype, const void* hidden_states, const int32_t* cu_seqlens,
-          int64_t batch, int64_t hidden, Pooling mode, float* out) {
+          const int32_t* pool_start, int64_t batch, int64_t hidden, Pooling mode, float* out) {
   ctx.CheckActivations("Pool", dtype);
   if (batch < 0 || hidden <= 0) throw std::invalid_argument("Pool: bad shape");
   if (batch == 0) return;
@@ -19,11 +19,11 @@ void Pool(const Context& ctx, DType dtype, const void* hidden_states, const int3
   if (hidden_states == nullptr || out == nullptr) throw std::invalid_argument("Pool: null tensor");
   if (ctx.device() == Device::kCpu) {
     CheckCuSeqlens("Pool", cu_seqlens, batch, cu_seqlens[batch], /*require_nonempty=*/true);
-    return PoolCpu(ctx.cpu(), static_cast<const float*>(hidden_states), cu_seqlens, batch, hidden,
-                   mode, out);
+    return PoolCpu(ctx.cpu(), static_cast<const float*>(hidden_states), cu_seqlens, pool_start,
+                   batch, hidden, mode, out);
   }
-  ENCODERD_ON_CUDA(
-      "Pool", CudaPool(ctx.cuda(), dtype, hidden_states, cu_seqlens, batch, hidden, mode, out));
+  ENCODERD_ON_CUDA("Pool", CudaPool(ctx.cuda(), dtype, hidden_states, cu_seqlens, pool_start, batch,
+                                    hidden, mode, out));
 }
 
 void L2NormalizeRows(float* x, int64_t rows, int64_t dim, float eps) {

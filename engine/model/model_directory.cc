@@ -567,6 +567,7 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
     bundle.prompts = st->prompts;
     bundle.default_prompt = st->default_prompt;
     bundle.default_prompt_name = st->default_prompt_name;
+    bundle.include_prompt = st->include_prompt;
     if (!st->default_prompt.empty()) {
       bundle.default_prompt_source = folder + "/config_sentence_transformers.json prompts[\"" +
                                      st->default_prompt_name + "\"] (default_prompt_name)";

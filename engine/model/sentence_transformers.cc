@@ -101,13 +101,16 @@ StatusOr<Pooling> ReadPoolingModeName(const std::string& path, const Json& value
 }
 
 // The one pooling mode 1_Pooling/config.json turns on.
-StatusOr<Pooling> ReadPooling(const std::string& path) {
+// Its include_prompt (true where absent or null) goes to *include_prompt.
+StatusOr<Pooling> ReadPooling(const std::string& path, bool* include_prompt) {
   ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
   if (!json.is_object()) return InvalidArgument(path + ": expected a JSON object");
-  const auto include_prompt = json.find("include_prompt");
-  if (include_prompt != json.end() && include_prompt->is_boolean() &&
-      !include_prompt->get<bool>()) {
-    return InvalidArgument(path + ": include_prompt = false is not supported");
+  *include_prompt = true;
+  if (const auto it = json.find("include_prompt"); it != json.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      return InvalidArgument(path + ": include_prompt must be true or false, got " + it->dump());
+    }
+    *include_prompt = it->get<bool>();
   }
   if (const auto mode = json.find("pooling_mode"); mode != json.end() && !mode->is_null()) {
     return ReadPoolingModeName(path, *mode);
@@ -380,9 +383,11 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformers(
       }
       layout.modules.push_back("Transformer: weights, config.json and tokenizer in " + where);
     } else if (kind == "Pooling" && transformer && !pooled && !layout.normalize) {
-      ASSIGN_OR_RETURN(layout.pooling, ReadPooling(module_dir + "/config.json"));
-      layout.modules.push_back(std::string("Pooling: ") + PoolingName(*layout.pooling) + " (from " +
-                               module_dir + "/config.json)");
+      ASSIGN_OR_RETURN(layout.pooling,
+                       ReadPooling(module_dir + "/config.json", &layout.include_prompt));
+      layout.modules.push_back(std::string("Pooling: ") + PoolingName(*layout.pooling) +
+                               (layout.include_prompt ? "" : ", the prompt's tokens left out") +
+                               " (from " + module_dir + "/config.json)");
     } else if (kind == "Dense" && pooled && !layout.normalize) {
       ASSIGN_OR_RETURN(EncoderConfig::PoolDense dense, ReadDense(module_dir + "/config.json"));
       layout.dense.push_back({module_dir, dense});

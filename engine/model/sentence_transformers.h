@@ -27,6 +27,10 @@ struct SentenceTransformersLayout {
   // The Pooling module's mode; nullopt for a cross-encoder, whose classifier
   // scores the text itself.
   std::optional<Pooling> pooling;
+  // The Pooling module's include_prompt: false leaves a prompt's tokens
+  // (with the [CLS] before them) out of the pooling (ModelBundle::
+  // include_prompt).
+  bool include_prompt = true;
   // A CrossEncoder's folder: the checkpoint must be a sequence classifier.
   bool cross_encoder = false;
   // config_sentence_transformers.json's activation_fn, where it names one

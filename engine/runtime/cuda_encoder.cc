@@ -229,8 +229,8 @@ void CudaEncoder::QueueOps() {
                    out_f32_.as<float>());
   }
   for (size_t i = 0; i < wanted_->poolings.size(); ++i) {
-    k::Pool(context(), dtype(), Data(Buffer::kHidden), run_.cu_seqlens, sequences, hidden,
-            wanted_->poolings[i],
+    k::Pool(context(), dtype(), Data(Buffer::kHidden), run_.cu_seqlens, run_.pool_start, sequences,
+            hidden, wanted_->poolings[i],
             pooled_f32_.as<float>() + static_cast<int64_t>(i) * sequences * hidden);
   }
 }
@@ -300,13 +300,21 @@ StatusOr<Encoder::Result> CudaEncoder::Forward(const PackedBatch& batch, const O
   std::lock_guard<std::mutex> lock(mutex_);
   try {
     k::CudaContext* ctx = ctx_.get();
-    // ids | position ids | token type ids | cu_seqlens, in one copy.
-    const size_t ints = static_cast<size_t>(3 * tokens + sequences + 1);
+    // ids | position ids | token type ids | cu_seqlens | pool_start, in one
+    // copy (pool_start always, zeros where the batch has none: the same ops
+    // for every batch of a shape, which a CUDA graph replays).
+    const size_t ints = static_cast<size_t>(3 * tokens + 2 * sequences + 1);
     auto* in = static_cast<int32_t*>(host_in_.Reserve(ints * sizeof(int32_t)));
     std::memcpy(in, batch.token_ids.data(), tokens * sizeof(int32_t));
     std::memcpy(in + tokens, batch.position_ids.data(), tokens * sizeof(int32_t));
     std::memcpy(in + 2 * tokens, batch.token_type_ids.data(), tokens * sizeof(int32_t));
     std::memcpy(in + 3 * tokens, batch.cu_seqlens.data(), (sequences + 1) * sizeof(int32_t));
+    int32_t* pool_start = in + 3 * tokens + sequences + 1;
+    if (batch.pool_start.empty()) {
+      std::fill(pool_start, pool_start + sequences, 0);
+    } else {
+      std::memcpy(pool_start, batch.pool_start.data(), sequences * sizeof(int32_t));
+    }
     ids_.Reserve(ctx, ints * sizeof(int32_t));
     ctx->CopyToDevice(ids_.get(), in, ints * sizeof(int32_t));
     for (int b = 0; b < kNumBuffers; ++b) {
@@ -321,6 +329,7 @@ StatusOr<Encoder::Result> CudaEncoder::Forward(const PackedBatch& batch, const O
     run_.position_ids = device_ints + tokens;
     run_.token_type_ids = device_ints + 2 * tokens;
     run_.cu_seqlens = device_ints + 3 * tokens;
+    run_.pool_start = device_ints + 3 * tokens + sequences + 1;
     run_.tokens = tokens;
     run_.sequences = sequences;
     run_.max_seqlen = batch.max_seqlen;

@@ -235,6 +235,8 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
     const int32_t* position_ids = nullptr;    // used when there is a position table
     const int32_t* token_type_ids = nullptr;  // used when there is a token type table
     const int32_t* cu_seqlens = nullptr;
+    // PackedBatch::pool_start on a device that pools itself (CUDA); null: 0 each.
+    const int32_t* pool_start = nullptr;
     int64_t tokens = 0;
     int64_t sequences = 0;
     int32_t max_seqlen = 0;

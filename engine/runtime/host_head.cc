@@ -19,8 +19,13 @@ Status ValidatePackedBatch(const EncoderConfig& c, const PackedBatch& batch, int
   if (batch.num_sequences() == 0 || tokens == 0) return InvalidArgument("empty batch");
   if (batch.cu_seqlens.size() != static_cast<size_t>(batch.num_sequences()) + 1 ||
       batch.cu_seqlens.front() != 0 || batch.cu_seqlens.back() != static_cast<int32_t>(tokens) ||
-      batch.position_ids.size() != tokens || batch.token_type_ids.size() != tokens) {
+      batch.position_ids.size() != tokens || batch.token_type_ids.size() != tokens ||
+      (!batch.pool_start.empty() &&
+       batch.pool_start.size() != static_cast<size_t>(batch.num_sequences()))) {
     return InvalidArgument("malformed packed batch");
+  }
+  for (const int32_t start : batch.pool_start) {
+    if (start < 0) return InvalidArgument("pool_start " + std::to_string(start) + " < 0");
   }
   int32_t longest = 0;
   for (int64_t s = 0; s < batch.num_sequences(); ++s) {
@@ -172,10 +177,14 @@ StatusOr<Tensor> HostHead::PoolLocked(const Tensor& hidden, const PackedBatch& b
     return InvalidArgument("Pool: hidden states do not match the batch");
   }
   const int64_t sequences = batch.num_sequences();
+  if (!batch.pool_start.empty() && static_cast<int64_t>(batch.pool_start.size()) != sequences) {
+    return InvalidArgument("Pool: pool_start does not match the batch");
+  }
   Tensor out = Tensor::Zeros(DType::kFloat32, {sequences, h});
   try {
-    k::Pool(ctx_, DType::kFloat32, hidden.data<float>(), batch.cu_seqlens.data(), sequences, h,
-            pooling, out.mutable_data<float>());
+    k::Pool(ctx_, DType::kFloat32, hidden.data<float>(), batch.cu_seqlens.data(),
+            batch.pool_start.empty() ? nullptr : batch.pool_start.data(), sequences, h, pooling,
+            out.mutable_data<float>());
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("Pool: ") + e.what());
   }

@@ -21,7 +21,8 @@ namespace encoderd {
 // Checks a batch against the model before any kernel sees it: consistent
 // cu_seqlens / max_seqlen, no empty or over-long sequence, every token,
 // position and token type id inside its table (`position_rows` 0: the model
-// has no position table; `type_rows` 0: only type 0 is valid).
+// has no position table; `type_rows` 0: only type 0 is valid), pool_start
+// empty or one entry >= 0 per sequence.
 Status ValidatePackedBatch(const EncoderConfig& config, const PackedBatch& batch,
                            int64_t position_rows, int64_t type_rows);
 

@@ -11,8 +11,10 @@ PackedBatchBuilder::PackedBatchBuilder(PositionRule rule, int32_t pad_token_id)
 }
 
 Status PackedBatchBuilder::Add(const std::vector<int32_t>& ids,
-                               const std::vector<int32_t>& token_types, SequenceOrigin origin) {
+                               const std::vector<int32_t>& token_types, SequenceOrigin origin,
+                               int32_t pool_start) {
   if (ids.empty()) return InvalidArgument("cannot pack an empty sequence");
+  if (pool_start < 0) return InvalidArgument("pool_start " + std::to_string(pool_start) + " < 0");
   if (!token_types.empty() && token_types.size() != ids.size()) {
     return InvalidArgument("token_type_ids has " + std::to_string(token_types.size()) +
                            " entries for " + std::to_string(ids.size()) + " tokens");
@@ -34,6 +36,7 @@ Status PackedBatchBuilder::Add(const std::vector<int32_t>& ids,
   batch_.cu_seqlens.push_back(static_cast<int32_t>(total));
   batch_.max_seqlen = std::max(batch_.max_seqlen, length);
   batch_.origins.push_back(origin);
+  batch_.pool_start.push_back(pool_start);
   return Status::Ok();
 }
 

@@ -24,6 +24,10 @@ struct PackedBatch {
   std::vector<int32_t> cu_seqlens;      // [num_sequences + 1], cu_seqlens[0] == 0
   int32_t max_seqlen = 0;
   std::vector<SequenceOrigin> origins;  // [num_sequences]
+  // [num_sequences], or empty (0 for each): the first token of each
+  // sequence its pooling reads (kernels::Pool), past a prompt that
+  // sentence-transformers' include_prompt = false leaves out.
+  std::vector<int32_t> pool_start;
 
   int64_t num_sequences() const { return static_cast<int64_t>(origins.size()); }
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
@@ -38,9 +42,10 @@ class PackedBatchBuilder {
  public:
   PackedBatchBuilder(PositionRule rule, int32_t pad_token_id);
 
-  // `ids` must be non-empty; `token_types` empty (all zero) or ids.size() long.
+  // `ids` must be non-empty; `token_types` empty (all zero) or ids.size() long;
+  // `pool_start` >= 0 (PackedBatch::pool_start).
   Status Add(const std::vector<int32_t>& ids, const std::vector<int32_t>& token_types,
-             SequenceOrigin origin);
+             SequenceOrigin origin, int32_t pool_start = 0);
   int64_t num_tokens() const { return static_cast<int64_t>(batch_.token_ids.size()); }
   int64_t num_sequences() const { return batch_.num_sequences(); }
   // Returns the batch and leaves the builder empty.

@@ -11,7 +11,7 @@
 namespace encoderd::kernels {
 
 void PoolCpu(const CpuContext& ctx, const float* hidden_states, const int32_t* cu_seqlens,
-             int64_t batch, int64_t hidden, Pooling mode, float* out) {
+             const int32_t* pool_start, int64_t batch, int64_t hidden, Pooling mode, float* out) {
   const int threads =
       int64_t{cu_seqlens[batch]} * hidden >= 2 * kMinParallelElements ? ctx.num_threads() : 1;
   const auto pool = [&](int64_t b) {
@@ -23,9 +23,11 @@ void PoolCpu(const CpuContext& ctx, const float* hidden_states, const int32_t* c
       std::memcpy(dst, row, hidden * sizeof(float));
       return;
     }
+    // The reducing modes read tokens [start, len).
+    const int64_t start = pool_start ? std::clamp<int64_t>(pool_start[b], 0, len - 1) : 0;
     if (mode == Pooling::kMax) {
-      std::memcpy(dst, first, hidden * sizeof(float));
-      for (int64_t t = 1; t < len; ++t) {
+      std::memcpy(dst, first + start * hidden, hidden * sizeof(float));
+      for (int64_t t = start + 1; t < len; ++t) {
         const float* row = first + t * hidden;
 #pragma omp simd
         for (int64_t i = 0; i < hidden; ++i) dst[i] = std::max(dst[i], row[i]);
@@ -35,15 +37,19 @@ void PoolCpu(const CpuContext& ctx, const float* hidden_states, const int32_t* c
     // Weighted sums: token t weighs t + 1 for kWeightedMean, 1 otherwise.
     const bool by_position = mode == Pooling::kWeightedMean;
     std::fill(dst, dst + hidden, 0.f);
-    for (int64_t t = 0; t < len; ++t) {
+    for (int64_t t = start; t < len; ++t) {
       const float* row = first + t * hidden;
       const float w = by_position ? static_cast<float>(t + 1) : 1.f;
 #pragma omp simd
       for (int64_t i = 0; i < hidden; ++i) dst[i] += w * row[i];
     }
-    const double n = static_cast<double>(len);
+    // n tokens; the weights t + 1 of tokens [start, len) sum to
+    // (len (len + 1) - start (start + 1)) / 2.
+    const double n = static_cast<double>(len - start);
+    const double weights =
+        0.5 * (static_cast<double>(len) * (len + 1) - static_cast<double>(start) * (start + 1));
     const float inv = static_cast<float>(mode == Pooling::kMeanSqrtLen ? 1.0 / std::sqrt(n)
-                                         : by_position                 ? 2.0 / (n * (n + 1))
+                                         : by_position                 ? 1.0 / weights
                                                                        : 1.0 / n);
 #pragma omp simd
     for (int64_t i = 0; i < hidden; ++i) dst[i] *= inv;

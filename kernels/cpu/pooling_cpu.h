@@ -9,6 +9,6 @@
 namespace encoderd::kernels {
 
 void PoolCpu(const CpuContext& ctx, const float* hidden_states, const int32_t* cu_seqlens,
-             int64_t batch, int64_t hidden, Pooling mode, float* out);
+             const int32_t* pool_start, int64_t batch, int64_t hidden, Pooling mode, float* out);
 
 }  // namespace encoderd::kernels

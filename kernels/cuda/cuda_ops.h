@@ -50,10 +50,11 @@ void CudaAttention(CudaContext& ctx, DType dtype, const void* qkv, const int32_t
                    void* out);
 
 // out[b, :] (fp32) = sequence b of hidden [tokens, hidden] pooled by `mode`
-// (every Pooling mode, as kernels::Pool; an empty sequence gives zeros, where
-// kernels::Pool throws: the encoder never passes one).
+// (every Pooling mode and pool_start, a device array or null, as
+// kernels::Pool; an empty sequence gives zeros, where kernels::Pool throws:
+// the encoder never passes one).
 void CudaPool(CudaContext& ctx, DType dtype, const void* hidden_states, const int32_t* cu_seqlens,
-              int64_t batch, int64_t hidden, Pooling mode, float* out);
+              const int32_t* pool_start, int64_t batch, int64_t hidden, Pooling mode, float* out);
 
 // x[i] = gelu(x[i]) for i < n, in place, in the exact erf form computed in
 // fp32 (torch.nn.functional.gelu's default; kernels::GeluInPlace on the CPU).

@@ -19,8 +19,8 @@ constexpr int kDims = 32;  // dimensions per block (threadIdx.x)
 constexpr int kLanes = 8;  // tokens read at once (threadIdx.y)
 
 template <typename T>
-__global__ void PoolKernel(const T* hidden_states, const int32_t* cu_seqlens, int hidden,
-                           Pooling mode, float* out) {
+__global__ void PoolKernel(const T* hidden_states, const int32_t* cu_seqlens,
+                           const int32_t* pool_start, int hidden, Pooling mode, float* out) {
   const int b = blockIdx.x;
   const int d = blockIdx.y * kDims + threadIdx.x;
   const int lane = threadIdx.y;
@@ -37,9 +37,11 @@ __global__ void PoolKernel(const T* hidden_states, const int32_t* cu_seqlens, in
     }
     return;  // uniform over the block: no barrier follows for these modes
   }
+  // The reducing modes read tokens [first, len) (kernels::Pool's pool_start).
+  const int first = pool_start && len > 0 ? min(max(pool_start[b], 0), len - 1) : 0;
   float acc = is_max ? -INFINITY : 0.0f;
   if (d < hidden) {
-    for (int t = lane; t < len; t += kLanes) {
+    for (int t = first + lane; t < len; t += kLanes) {
       const float v = ToFloat(x[static_cast<size_t>(t) * hidden + d]);
       acc = is_max ? fmaxf(acc, v) : acc + (by_position ? t + 1.0f : 1.0f) * v;
     }
@@ -54,9 +56,11 @@ __global__ void PoolKernel(const T* hidden_states, const int32_t* cu_seqlens, in
   if (len <= 0) {
     v = 0.0f;
   } else if (!is_max) {
-    const double n = len;
+    const double n = len - first;
+    const double weights =
+        0.5 * (static_cast<double>(len) * (len + 1) - static_cast<double>(first) * (first + 1));
     v *= static_cast<float>(mode == Pooling::kMeanSqrtLen ? 1.0 / sqrt(n)
-                            : by_position                 ? 2.0 / (n * (n + 1))
+                            : by_position                 ? 1.0 / weights
                                                           : 1.0 / n);
   }
   out[static_cast<size_t>(b) * hidden + d] = v;
@@ -65,7 +69,7 @@ __global__ void PoolKernel(const T* hidden_states, const int32_t* cu_seqlens, in
 }  // namespace
 
 void CudaPool(CudaContext& ctx, DType dtype, const void* hidden_states, const int32_t* cu_seqlens,
-              int64_t batch, int64_t hidden, Pooling mode, float* out) {
+              const int32_t* pool_start, int64_t batch, int64_t hidden, Pooling mode, float* out) {
   if (batch < 0 || batch > 0x7fffffff || hidden <= 0) {
     throw std::invalid_argument("CudaPool: bad sizes");
   }
@@ -77,7 +81,7 @@ void CudaPool(CudaContext& ctx, DType dtype, const void* hidden_states, const in
       PoolKernel<T>
       <<<dim3(static_cast<unsigned>(batch), static_cast<unsigned>((hidden + kDims - 1) / kDims)),
          dim3(kDims, kLanes), 0, stream>>>(static_cast<const T*>(hidden_states), cu_seqlens,
-                                           static_cast<int>(hidden), mode, out));
+                                           pool_start, static_cast<int>(hidden), mode, out));
   ENCODERD_CUDA_CHECK_LAUNCH();
 }
 

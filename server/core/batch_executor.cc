@@ -47,7 +47,7 @@ Status ExecuteBatch(const BatchPlan& plan, const PackingRule& rule, BatchEngine*
   for (const BatchSlice& slice : plan.slices) {
     for (int32_t i = slice.begin; i < slice.end; ++i) {
       Status added = builder.Add(slice.request->sequence(i), slice.request->token_types(i),
-                                 {slice.request->id(), i});
+                                 {slice.request->id(), i}, slice.request->spec().pool_start);
       if (!added.ok()) {
         FailAll(plan, added);
         return added;

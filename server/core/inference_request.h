@@ -37,6 +37,9 @@ struct OutputSpec {
   OutputKind kind = OutputKind::kEmbedding;
   Pooling pooling = Pooling::kCls;
   bool normalize = false;
+  // The first token each of the request's sequences pools from
+  // (PackedBatch::pool_start; ServedModel::PoolStart).
+  int32_t pool_start = 0;
 };
 
 class InferenceRequest {

@@ -101,6 +101,17 @@ StatusOr<std::string_view> PromptNamed(const std::map<std::string, std::string>&
   return InvalidArgument(named + " is not a prompt of " + model + " (its prompts: " + names + ")");
 }
 
+StatusOr<int32_t> PromptPoolStart(const Tokenizer& tokenizer, std::string_view prompt,
+                                  int64_t max_tokens) {
+  if (prompt.empty()) return 0;
+  ASSIGN_OR_RETURN(const Encoding encoding, tokenizer.Encode(prompt, max_tokens, true));
+  const std::vector<int32_t>& ids = encoding.ids;
+  const SpecialTokens& special = tokenizer.special_tokens();
+  const bool closed = !ids.empty() && (ids.back() == special.eos || ids.back() == special.bos ||
+                                       ids.back() == special.pad || ids.back() == special.unk);
+  return static_cast<int32_t>(ids.size()) - (closed ? 1 : 0);
+}
+
 namespace {
 
 // `text` with `prompt` in front: the text itself where there is no prompt,

@@ -58,6 +58,14 @@ StatusOr<std::string_view> PromptNamed(const std::map<std::string, std::string>&
                                        std::string_view default_prompt,
                                        const std::string& prompt_name, const std::string& model);
 
+// How many leading tokens of a text behind `prompt` a Pooling module with
+// include_prompt = false leaves out (OutputSpec::pool_start), as
+// sentence-transformers 5 counts them: 0 for an empty prompt; else the
+// length of the prompt's own encoding (truncated to max_tokens), less its
+// last token where that is a special token (the closing [SEP] or </s>).
+StatusOr<int32_t> PromptPoolStart(const Tokenizer& tokenizer, std::string_view prompt,
+                                  int64_t max_tokens);
+
 // CheckTexts, then tokenizes each text with max_tokens. truncate=false and a
 // text over max_tokens: INVALID_ARGUMENT "texts[i]: input is N tokens long,
 // more than the limit of M tokens". On success there is one encoding per

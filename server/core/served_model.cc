@@ -48,7 +48,8 @@ ServedModel::ServedModel(ModelConfig config, ModelBundle bundle)
       pair_template_(bundle.pair_template),
       prompts_(std::move(bundle.prompts)),
       default_prompt_(std::move(bundle.default_prompt)),
-      default_prompt_name_(std::move(bundle.default_prompt_name)) {
+      default_prompt_name_(std::move(bundle.default_prompt_name)),
+      include_prompt_(bundle.include_prompt) {
   max_tokens_ = MaxTokens(config_, encoder_config_);
 }
 
@@ -157,6 +158,10 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
     for (const auto& entry : model->prompts_) names += (names.empty() ? "" : ", ") + entry.first;
     spdlog::info("model '{}' has the prompts a request may name: {}", config.name, names);
   }
+  if (!model->include_prompt_ && model->tokenizer_) {
+    Status counted = model->CountPromptTokens();
+    if (!counted.ok()) return counted.WithContext(context);
+  }
   if (const int64_t kept = model->encoder_config_.default_dimensions; kept > 0) {
     spdlog::info(
         "model '{}' serves the first {} of its embeddings' {} values (its truncate_dim) unless a "
@@ -181,6 +186,28 @@ RequestLimits ServedModel::limits() const {
 
 StatusOr<std::string_view> ServedModel::Prompt(const std::string& prompt_name) const {
   return PromptNamed(prompts_, default_prompt_, prompt_name, "model '" + config_.name + "'");
+}
+
+StatusOr<int32_t> ServedModel::PoolStart(const std::string& prompt_name) const {
+  if (include_prompt_) return 0;
+  ASSIGN_OR_RETURN(const std::string_view prompt, Prompt(prompt_name));
+  const auto it = pool_starts_.find(std::string(prompt));
+  return it == pool_starts_.end() ? 0 : it->second;
+}
+
+Status ServedModel::CountPromptTokens() {
+  std::string counts;
+  for (const auto& [name, prompt] : prompts_) {
+    if (prompt.empty() || pool_starts_.count(prompt)) continue;
+    auto tokens = PromptPoolStart(*tokenizer_, prompt, max_tokens_);
+    if (!tokens.ok()) return tokens.status().WithContext("prompt \"" + name + "\"");
+    pool_starts_[prompt] = *tokens;
+    counts += fmt::format("{}{} ({} tokens)", counts.empty() ? "" : ", ", name, *tokens);
+  }
+  spdlog::info(
+      "model '{}' leaves a prompt's tokens out of its pooled embeddings (include_prompt false): {}",
+      config_.name, counts.empty() ? std::string("it has no non-empty prompt") : counts);
+  return Status::Ok();
 }
 
 StatusOr<std::vector<Encoding>> ServedModel::Tokenize(const std::vector<std::string>& texts,

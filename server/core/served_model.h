@@ -59,6 +59,12 @@ class ServedModel {
   // The prompt a request's prompt_name names (PromptNamed over the model's
   // prompts and default prompt).
   StatusOr<std::string_view> Prompt(const std::string& prompt_name) const;
+  // The first token a text's pooled row reads under that prompt
+  // (OutputSpec::pool_start): 0, unless the model's Pooling module has
+  // include_prompt false (ModelBundle::include_prompt) and the prompt is not
+  // empty; then the length of the prompt's own encoding (computed at load,
+  // within max_tokens), less its closing special token.
+  StatusOr<int32_t> PoolStart(const std::string& prompt_name) const;
   // Whether the model reads text pairs: it has a tokenizer, and its family
   // defines how two texts are joined.
   bool reads_text_pairs() const { return encoder_config_.reads_text_pairs(tokenizer_ != nullptr); }
@@ -66,6 +72,8 @@ class ServedModel {
   const std::map<std::string, std::string>& prompts() const { return prompts_; }
   const std::string& default_prompt() const { return default_prompt_; }
   const std::string& default_prompt_name() const { return default_prompt_name_; }
+  // The Pooling module's include_prompt (ModelBundle::include_prompt).
+  bool include_prompt() const { return include_prompt_; }
   // Checks pre-tokenised sequences (ids in the vocabulary, within max_tokens).
   Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences) const;
 
@@ -76,6 +84,8 @@ class ServedModel {
   // FAILED_PRECONDITION without a tokenizer / unless reads_text_pairs().
   Status CheckHasTokenizer() const;
   Status CheckReadsPairs() const;
+  // Fills pool_starts_ for every non-empty prompt (PoolStart), at load.
+  Status CountPromptTokens();
   // Pair encodings as the model reads them: no token types without a type
   // table of at least two rows.
   std::vector<Encoding> AsModelReads(std::vector<Encoding> encodings) const;
@@ -89,6 +99,8 @@ class ServedModel {
   std::map<std::string, std::string> prompts_;
   std::string default_prompt_;
   std::string default_prompt_name_;
+  bool include_prompt_ = true;
+  std::map<std::string, int32_t> pool_starts_;  // by prompt text: PoolStart's, where not 0
   int64_t max_tokens_ = 0;
   std::unique_ptr<DynamicBatcher> batcher_;
 };

@@ -238,6 +238,7 @@ StatusOr<ModelWork> EmbedWork(const ModelRegistry& registry, const v1::EmbedRequ
   // A model whose folder normalizes (sentence-transformers' Normalize) always does.
   const bool normalize = request.normalize() || config.default_normalize;
   work.spec = {OutputKind::kEmbedding, pooling.value_or(config.default_pooling), normalize};
+  ASSIGN_OR_RETURN(work.spec.pool_start, model->PoolStart(request.prompt_name()));
   work.fill = [response, kept, normalize](const InferenceRequest& done) {
     for (const auto& values : done.results()) {
       auto* out = response->add_embeddings()->mutable_values();
@@ -824,6 +825,7 @@ grpc::ServerUnaryReactor* EncoderService::ModelInfo(grpc::CallbackServerContext*
           if (c.num_labels > 0) info->set_head_output(HeadOutputName(c.head_output()));
           info->set_default_prompt(m->default_prompt());
           info->set_default_prompt_name(m->default_prompt_name());
+          info->set_prompt_excluded_from_pooling(!m->include_prompt());
           info->mutable_prompts()->insert(m->prompts().begin(), m->prompts().end());
         }
         return std::optional<ModelWork>();

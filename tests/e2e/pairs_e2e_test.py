@@ -78,6 +78,54 @@ def check_dimensions(pb, stub, info):
     check(again == whole, "dimensions 32 over truncate_dim 8: the whole embedding")
 
 
+def pooled(rows, start, mode):
+    """sentence-transformers' Pooling over one sequence's token rows, the
+    tokens before `start` masked out (include_prompt = false)."""
+    if mode == "cls":
+        return rows[0]
+    kept = list(range(start, len(rows)))
+    columns = range(len(rows[0]))
+    if mode == "max":
+        return [max(rows[t][i] for t in kept) for i in columns]
+    weights = {t: (t + 1 if mode == "weightedmean" else 1) for t in kept}
+    total = sum(weights.values())
+    return [sum(weights[t] * rows[t][i] for t in kept) / total for i in columns]
+
+
+def check_include_prompt(pb, stub, info):
+    """A Pooling module with include_prompt false (mean, Normalize):
+    Embed pools only the tokens after a non-empty prompt's, which number
+    the prompt's own encoding less its [SEP]; against Encode's token
+    states of the same prompted texts."""
+    check(info["st_no_prompt"].prompt_excluded_from_pooling and
+          not info["st_dense"].prompt_excluded_from_pooling,
+          "ModelInfo prompt_excluded_from_pooling")
+    alone = stub.Tokenize(pb.TokenizeRequest(model="st_no_prompt", texts=[PROMPT]))
+    prompt_ids = list(alone.tokenizations[0].ids)
+    start = len(prompt_ids) - 1  # [CLS] and the prompt's tokens
+    texts = TEXTS[:3] + [TEXTS[5]]
+    for prompt_name, mode, wire in (("query", "mean", pb.POOLING_DEFAULT),
+                                    ("query", "weightedmean", pb.POOLING_WEIGHTED_MEAN),
+                                    ("query", "max", pb.POOLING_MAX),
+                                    ("query", "cls", pb.POOLING_CLS),
+                                    ("document", "mean", pb.POOLING_DEFAULT)):
+        first = start if prompt_name == "query" else 0  # the document prompt is empty
+        states = stub.Encode(pb.EncodeRequest(model="st_no_prompt", texts=texts, truncate=True,
+                                              prompt_name=prompt_name)).sequences
+        got = stub.Embed(pb.EmbedRequest(model="st_no_prompt", texts=texts, truncate=True,
+                                         prompt_name=prompt_name, pooling=wire)).embeddings
+        for i, seq in enumerate(states):
+            width = len(seq.values) // seq.num_tokens
+            rows = [seq.values[t * width:(t + 1) * width] for t in range(seq.num_tokens)]
+            want = unit(pooled(rows, first, mode))
+            check(near(list(got[i].values), want, 1e-5),
+                  f"include_prompt false, prompt {prompt_name}, {mode}, text {i}: Embed pools "
+                  f"tokens {first}.. of {seq.num_tokens}")
+            if first > 0 and mode == "mean":
+                check(not near(list(got[i].values), unit(pooled(rows, 0, mode)), 1e-4),
+                      f"text {i}: the prompt's tokens are not pooled")
+
+
 def read_canonical(ref_dir):
     """The fixture's reference weights (fxcommon.write_tensor_dump) as torch tensors."""
     import torch
@@ -199,6 +247,16 @@ def main():
     shutil.copytree(pathlib.Path(args.models_dir) / "hf_st_dense", cut)
     (cut / "config_sentence_transformers.json").write_text(json.dumps({"truncate_dim": 8}))
     directories["st_cut"] = str(cut)
+    # A mean-pooling folder whose Pooling module leaves the prompt's tokens
+    # out (sentence-transformers' include_prompt false).
+    no_prompt = tmp / "st_no_prompt"
+    shutil.copytree(pathlib.Path(args.models_dir) / "hf_st_mean_normalize", no_prompt)
+    pooling_config = no_prompt / "1_Pooling" / "config.json"
+    pooling_config.write_text(json.dumps(dict(json.loads(pooling_config.read_text()),
+                                              include_prompt=False)))
+    (no_prompt / "config_sentence_transformers.json").write_text(json.dumps({
+        "prompts": {"query": PROMPT, "document": ""}, "default_prompt_name": None}))
+    directories["st_no_prompt"] = str(no_prompt)
     serve_args = []
     for i, (name, directory) in enumerate(directories.items()):
         serve_args += ["--set", f"models[{i}].name={name}",
@@ -330,6 +388,7 @@ def main():
               info["cross_prompt"].default_prompt_name == "query" and
               dict(info["cross"].prompts) == {}, f"ModelInfo prompts: {info['cross_prompt']}")
         check_dimensions(pb, stub, info)
+        check_include_prompt(pb, stub, info)
         for name, prompt in (("passage", PASSAGE), ("document", ""), ("query", PROMPT)):
             got = stub.Tokenize(pb.TokenizeRequest(model="cross_prompt", texts=["the fox"],
                                                    text_pairs=["at night"], prompt_name=name))

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -23,8 +24,10 @@ TEST(PoolingTest, ClsAndMeanMatchReference) {
   const int64_t batch = 5, tokens = cu.back();
   const auto h = RandomVector(tokens * hidden, 1);
   std::vector<float> cls(batch * hidden), mean(batch * hidden);
-  Pool(ctx, DType::kFloat32, h.data(), cu.data(), batch, hidden, Pooling::kCls, cls.data());
-  Pool(ctx, DType::kFloat32, h.data(), cu.data(), batch, hidden, Pooling::kMean, mean.data());
+  Pool(ctx, DType::kFloat32, h.data(), cu.data(), nullptr, batch, hidden, Pooling::kCls,
+       cls.data());
+  Pool(ctx, DType::kFloat32, h.data(), cu.data(), nullptr, batch, hidden, Pooling::kMean,
+       mean.data());
   std::vector<double> want_cls(batch * hidden), want_mean(batch * hidden);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t i = 0; i < hidden; ++i) {
@@ -49,50 +52,59 @@ TEST(PoolingTest, ClsAndMeanMatchReference) {
   EXPECT_EQ(zeros[0], 0.f);
 }
 
-// sentence-transformers' Pooling modes, written out over each sequence.
+// sentence-transformers' Pooling modes, written out over each sequence:
+// over all of its tokens, and from a pool_start on (include_prompt = false:
+// the reducing modes leave the tokens before it out, a token keeps its
+// weight t + 1, and a start past the last token is clamped to it).
 TEST(PoolingTest, EveryModeMatchesReference) {
   CpuContext ctx(2);
   const int64_t hidden = 24;
   const auto cu = CuSeqlens({1, 2, 7, 300, 3});
   const int64_t batch = 5, tokens = cu.back();
   const auto h = RandomVector(tokens * hidden, 3);
-  for (Pooling mode : kAllPoolings) {
-    std::vector<float> got(batch * hidden);
-    Pool(ctx, DType::kFloat32, h.data(), cu.data(), batch, hidden, mode, got.data());
-    std::vector<double> want(batch * hidden);
-    for (int64_t b = 0; b < batch; ++b) {
-      const int64_t len = cu[b + 1] - cu[b];
-      for (int64_t i = 0; i < hidden; ++i) {
-        const auto at = [&](int64_t t) { return double{h[(cu[b] + t) * hidden + i]}; };
-        double v = 0, weights = 0, best = at(0);
-        for (int64_t t = 0; t < len; ++t) {
-          const double w = mode == Pooling::kWeightedMean ? t + 1 : 1;
-          v += w * at(t);
-          weights += w;
-          best = std::max(best, at(t));
+  const std::vector<int32_t> starts = {4, 1, 3, 100, 5};
+  for (const int32_t* pool_start : {static_cast<const int32_t*>(nullptr), starts.data()}) {
+    for (Pooling mode : kAllPoolings) {
+      SCOPED_TRACE(::testing::Message() << "mode " << static_cast<int>(mode) << ", "
+                                        << (pool_start ? "from pool_start" : "every token"));
+      std::vector<float> got(batch * hidden);
+      Pool(ctx, DType::kFloat32, h.data(), cu.data(), pool_start, batch, hidden, mode, got.data());
+      std::vector<double> want(batch * hidden);
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t len = cu[b + 1] - cu[b];
+        const int64_t first = pool_start ? std::min<int64_t>(pool_start[b], len - 1) : 0;
+        for (int64_t i = 0; i < hidden; ++i) {
+          const auto at = [&](int64_t t) { return double{h[(cu[b] + t) * hidden + i]}; };
+          double v = 0, weights = 0, best = at(first);
+          for (int64_t t = first; t < len; ++t) {
+            const double w = mode == Pooling::kWeightedMean ? t + 1 : 1;
+            v += w * at(t);
+            weights += w;
+            best = std::max(best, at(t));
+          }
+          switch (mode) {
+            case Pooling::kCls:
+              v = at(0);
+              break;
+            case Pooling::kLastToken:
+              v = at(len - 1);
+              break;
+            case Pooling::kMax:
+              v = best;
+              break;
+            case Pooling::kMeanSqrtLen:
+              v /= std::sqrt(static_cast<double>(len - first));
+              break;
+            case Pooling::kMean:
+            case Pooling::kWeightedMean:
+              v /= weights;
+              break;
+          }
+          want[b * hidden + i] = v;
         }
-        switch (mode) {
-          case Pooling::kCls:
-            v = at(0);
-            break;
-          case Pooling::kLastToken:
-            v = at(len - 1);
-            break;
-          case Pooling::kMax:
-            v = best;
-            break;
-          case Pooling::kMeanSqrtLen:
-            v /= std::sqrt(static_cast<double>(len));
-            break;
-          case Pooling::kMean:
-          case Pooling::kWeightedMean:
-            v /= weights;
-            break;
-        }
-        want[b * hidden + i] = v;
       }
+      EXPECT_LT(ScaledMaxError(got, want), 1e-5);
     }
-    EXPECT_LT(ScaledMaxError(got, want), 1e-5) << static_cast<int>(mode);
   }
 }
 
@@ -100,13 +112,16 @@ TEST(PoolingTest, RejectsEmptySequencesAndBadCuSeqlens) {
   CpuContext ctx;
   std::vector<float> h(4 * 8), out(2 * 8);
   const auto empty = CuSeqlens({4, 0});
-  EXPECT_THROW(Pool(ctx, DType::kFloat32, h.data(), empty.data(), 2, 8, Pooling::kMean, out.data()),
-               std::invalid_argument);
+  EXPECT_THROW(
+      Pool(ctx, DType::kFloat32, h.data(), empty.data(), nullptr, 2, 8, Pooling::kMean, out.data()),
+      std::invalid_argument);
   const std::vector<int32_t> bad = {0, 5, 4};
-  EXPECT_THROW(Pool(ctx, DType::kFloat32, h.data(), bad.data(), 2, 8, Pooling::kCls, out.data()),
-               std::invalid_argument);
-  EXPECT_THROW(Pool(ctx, DType::kFloat32, h.data(), nullptr, 2, 8, Pooling::kCls, out.data()),
-               std::invalid_argument);
+  EXPECT_THROW(
+      Pool(ctx, DType::kFloat32, h.data(), bad.data(), nullptr, 2, 8, Pooling::kCls, out.data()),
+      std::invalid_argument);
+  EXPECT_THROW(
+      Pool(ctx, DType::kFloat32, h.data(), nullptr, nullptr, 2, 8, Pooling::kCls, out.data()),
+      std::invalid_argument);
 }
 
 TEST(ActivationsTest, MatchStandardFunctions) {

@@ -267,16 +267,25 @@ TEST_P(CudaOpsTest, PoolingMatchesCpu) {
     const auto x = Rounded(*ctx_, dtype(), Random(tokens * hidden, -1.0f, 1.0f, 17));
     auto dx = Upload(*ctx_, dtype(), x);
     auto dcu = UploadRaw(*ctx_, cu.data(), cu.size() * sizeof(int32_t));
-    for (Pooling mode : kAllPoolings) {
-      std::vector<float> want(batch * hidden), got(batch * hidden);
-      k::Pool(cpu_, DType::kFloat32, x.data(), cu.data(), batch, hidden, mode, want.data());
-      k::DeviceBuffer dout(ctx_.get(), got.size() * sizeof(float));
-      k::Pool(*ctx_, dtype(), dx.get(), dcu.as<int32_t>(), batch, hidden, mode, dout.as<float>());
-      ctx_->CopyToHost(got.data(), dout.get(), got.size() * sizeof(float));
-      ctx_->Synchronize();
-      for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_NEAR(got[i], want[i], 1e-5f * std::max(1.0f, std::abs(want[i])))
-            << static_cast<int>(mode) << " " << i;
+    // pool_start: none, and one per sequence, some past its last token.
+    std::vector<int32_t> starts(batch);
+    for (int64_t b = 0; b < batch; ++b) starts[b] = static_cast<int32_t>((b * 7) % 40);
+    auto dstarts = UploadRaw(*ctx_, starts.data(), starts.size() * sizeof(int32_t));
+    for (const bool from_start : {false, true}) {
+      for (Pooling mode : kAllPoolings) {
+        std::vector<float> want(batch * hidden), got(batch * hidden);
+        k::Pool(cpu_, DType::kFloat32, x.data(), cu.data(), from_start ? starts.data() : nullptr,
+                batch, hidden, mode, want.data());
+        k::DeviceBuffer dout(ctx_.get(), got.size() * sizeof(float));
+        k::Pool(*ctx_, dtype(), dx.get(), dcu.as<int32_t>(),
+                from_start ? dstarts.as<int32_t>() : nullptr, batch, hidden, mode,
+                dout.as<float>());
+        ctx_->CopyToHost(got.data(), dout.get(), got.size() * sizeof(float));
+        ctx_->Synchronize();
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 1e-5f * std::max(1.0f, std::abs(want[i])))
+              << static_cast<int>(mode) << " " << i << (from_start ? " from pool_start" : "");
+      }
     }
   }
 }

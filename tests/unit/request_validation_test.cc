@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <map>
 #include <string>
@@ -193,6 +194,32 @@ TEST(RequestValidationTest, ThePromptGoesInFrontOfEachText) {
       TokenizeQueryPairs(*tokenizer, PairTemplate::kRoberta, "", {"a"}, kLimits, true, prompt)
           .status(),
       "query is empty");
+}
+
+// include_prompt = false leaves out the prompt's own encoding less its
+// closing special token ([CLS] and the prompt's tokens), as
+// sentence-transformers 5 counts it; nothing for an empty prompt.
+TEST(RequestValidationTest, PromptPoolStartCountsThePromptsTokens) {
+  auto tokenizer = LangidTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  auto alone = tokenizer->Encode("query: ", 16, true);
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  ASSERT_GE(alone->ids.size(), 3u);
+  EXPECT_EQ(alone->ids.back(), tokenizer->special_tokens().eos);
+  auto start = PromptPoolStart(*tokenizer, "query: ", 16);
+  ASSERT_TRUE(start.ok()) << start.status().ToString();
+  EXPECT_EQ(*start, static_cast<int32_t>(alone->ids.size()) - 1);
+  // The prompted text begins with those tokens.
+  auto prompted = TokenizeTexts(*tokenizer, {"the fox"}, kLimits, true, "query: ");
+  ASSERT_TRUE(prompted.ok());
+  EXPECT_TRUE(std::equal(alone->ids.begin(), alone->ids.end() - 1, (*prompted)[0].ids.begin()));
+  start = PromptPoolStart(*tokenizer, "", 16);
+  ASSERT_TRUE(start.ok());
+  EXPECT_EQ(*start, 0);
+  // A prompt over max_tokens counts as its truncated encoding does.
+  start = PromptPoolStart(*tokenizer, "the quick brown fox jumps over the lazy dog", 4);
+  ASSERT_TRUE(start.ok());
+  EXPECT_EQ(*start, 3);
 }
 
 // prompt_name: empty is the default prompt; a name among the prompts is

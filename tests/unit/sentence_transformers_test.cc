@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -186,8 +187,30 @@ TEST_F(SentenceTransformersTest, ReadsThePoolingModeNameOfSentenceTransformers54
       << Error();
   Pooling(R"("pooling_mode": 1)");
   EXPECT_NE(Error().find("pooling_mode 1 is not supported"), std::string::npos) << Error();
-  Pooling(R"("pooling_mode": "mean", "include_prompt": false)");
-  EXPECT_NE(Error().find("include_prompt = false"), std::string::npos) << Error();
+}
+
+// include_prompt false: the prompt's tokens are left out of the pooling
+// (refused at load until 2026-12-06). Absent, null or true: included.
+TEST_F(SentenceTransformersTest, ReadsIncludePrompt) {
+  Modules(std::string(kTransformer) + "," + kPooling);
+  const std::pair<const char*, bool> cases[] = {
+      {R"("pooling_mode": "mean", "include_prompt": false)", false},
+      {R"("pooling_mode_mean_tokens": true, "include_prompt": false)", false},
+      {R"("pooling_mode": "mean", "include_prompt": true)", true},
+      {R"("pooling_mode": "mean", "include_prompt": null)", true},
+      {R"("pooling_mode": "mean")", true}};
+  for (const auto& [pooling, include] : cases) {
+    Pooling(pooling);
+    auto layout = ReadSentenceTransformers(dir_.string());
+    ASSERT_TRUE(layout.ok()) << pooling << ": " << layout.status().ToString();
+    EXPECT_EQ((*layout)->include_prompt, include) << pooling;
+    EXPECT_EQ((*layout)->modules[1].find("the prompt's tokens left out") != std::string::npos,
+              !include)
+        << (*layout)->modules[1];
+  }
+  Pooling(R"("pooling_mode": "mean", "include_prompt": "false")");
+  EXPECT_NE(Error().find(R"(include_prompt must be true or false, got "false")"), std::string::npos)
+      << Error();
 }
 
 TEST_F(SentenceTransformersTest, RefusesPoolingItCannotDo) {
@@ -210,8 +233,6 @@ TEST_F(SentenceTransformersTest, RefusesPoolingItCannotDo) {
     ASSERT_TRUE(layout.ok()) << modes << ": " << layout.status().ToString();
     EXPECT_EQ((*layout)->pooling.value_or(encoderd::Pooling::kCls), encoderd::Pooling::kMean);
   }
-  Pooling(R"("pooling_mode_mean_tokens": true, "include_prompt": false)");
-  EXPECT_NE(Error().find("include_prompt = false"), std::string::npos) << Error();
   Pooling(R"("pooling_mode_mean_tokens": true)");
   Write("sentence_bert_config.json", R"({"do_lower_case": true})");
   EXPECT_NE(Error().find("do_lower_case = true is not supported"), std::string::npos) << Error();
@@ -626,6 +647,34 @@ TEST(SentenceTransformersServingTest, EncodeTakesThePromptItIsNamed) {
                            " (its prompts: \"document\", \"passage\", \"query\")"),
             std::string::npos)
       << err.str();
+}
+
+// include_prompt false: `encode` leaves the prompt's tokens out of the
+// mean (the copy that includes them embeds the same prompted text another
+// way), not out of cls, and an empty prompt leaves nothing out.
+// (Until 2026-12-06 such a folder was refused at load.)
+TEST(SentenceTransformersServingTest, EncodeLeavesThePromptOutWhereThePoolingSaysSo) {
+  const std::string config =
+      R"({"prompts": {"query": "query: ", "document": ""}, "default_prompt_name": "query"})";
+  const std::string with = PromptedCopy("st_prompt_pooled", config);
+  const std::string without = PromptedCopy("st_prompt_not_pooled", config);
+  std::ofstream(fs::path(without) / "1_Pooling" / "config.json")
+      << R"({"word_embedding_dimension": 64, "pooling_mode_mean_tokens": true,
+             "include_prompt": false})";
+  const auto differ = [](const std::vector<double>& a, const std::vector<double>& b) {
+    double d = 0;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) d += std::fabs(a[i] - b[i]);
+    return a.size() != b.size() || d > 1e-3;
+  };
+  const auto run = [](const std::string& dir, std::vector<std::string> more) {
+    std::vector<std::string> args = {dir, "--text", "hello world"};
+    args.insert(args.end(), more.begin(), more.end());
+    return EncodedEmbedding(args);
+  };
+  EXPECT_TRUE(differ(run(without, {}), run(with, {})));
+  EXPECT_FALSE(differ(run(without, {"--pooling", "cls"}), run(with, {"--pooling", "cls"})));
+  EXPECT_FALSE(differ(run(without, {"--prompt-name", "document"}),
+                      run(with, {"--prompt-name", "document"})));
 }
 
 // --dimensions keeps the first values of the folder's 32-wide embedding
