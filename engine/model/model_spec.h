@@ -41,7 +41,7 @@ enum class HeadOutput { kSoftmax, kSigmoid, kLogits, kTanh };
 enum class PositionRule {
   kNone,             // no position embeddings
   kFromZero,         // BERT: 0, 1, 2, ...
-  kAfterPaddingIdx,  // RoBERTa/XLM-R: pad_token_id + 1, pad_token_id + 2, ...
+  kAfterPaddingIdx,  // RoBERTa/XLM-R: pad_token_id + 1, + 2, ...; a pad token's: pad_token_id
 };
 
 // Names as written in encoderd.yaml and printed by `encoderd inspect`:

@@ -31,8 +31,15 @@ Status PackedBatchBuilder::Add(const std::vector<int32_t>& ids,
     batch_.token_type_ids.insert(batch_.token_type_ids.end(), token_types.begin(),
                                  token_types.end());
   }
-  const int32_t first = rule_ == PositionRule::kAfterPaddingIdx ? pad_token_id_ + 1 : 0;
-  for (int32_t i = 0; i < length; ++i) batch_.position_ids.push_back(first + i);
+  if (rule_ == PositionRule::kAfterPaddingIdx) {
+    // As RoBERTa's create_position_ids_from_input_ids (and fairseq's
+    // make_positions): a pad token's position is padding_idx, and the
+    // others count on from padding_idx + 1 without it.
+    int32_t next = pad_token_id_ + 1;
+    for (const int32_t id : ids) batch_.position_ids.push_back(id == pad_token_id_ ? id : next++);
+  } else {
+    for (int32_t i = 0; i < length; ++i) batch_.position_ids.push_back(i);
+  }
   batch_.cu_seqlens.push_back(static_cast<int32_t>(total));
   batch_.max_seqlen = std::max(batch_.max_seqlen, length);
   batch_.origins.push_back(origin);

@@ -37,7 +37,10 @@ struct PackedBatch {
   int64_t padded_tokens() const { return num_sequences() * max_seqlen; }
 };
 
-// Appends sequences to a PackedBatch, assigning position ids by the model's rule.
+// Appends sequences to a PackedBatch, assigning position ids by the model's
+// rule: 0, 1, 2, ... (kFromZero); pad_token_id + 1, + 2, ... for every token
+// but the pad token, which keeps pad_token_id (kAfterPaddingIdx, as
+// RoBERTa's and fairseq's positions treat token ids a client padded).
 class PackedBatchBuilder {
  public:
   PackedBatchBuilder(PositionRule rule, int32_t pad_token_id);

@@ -91,13 +91,14 @@ class TorchEncoderBaselineImpl final : public TorchEncoderBaseline {
     auto ids_a = ids.accessor<int64_t, 2>();
     auto pos_a = positions.accessor<int64_t, 2>();
     auto pad_a = padding.accessor<bool, 2>();
+    const bool after_padding = config_.position_rule == PositionRule::kAfterPaddingIdx;
     for (int64_t b = 0; b < batch; ++b) {
+      int64_t next = config_.pad_token_id + 1;  // RoBERTa's positions (PackedBatchBuilder's)
       for (int64_t t = 0; t < static_cast<int64_t>(sequences[b].size()); ++t) {
         ids_a[b][t] = sequences[b][t];
         pad_a[b][t] = false;
-        pos_a[b][t] = config_.position_rule == PositionRule::kAfterPaddingIdx
-                          ? config_.pad_token_id + 1 + t
-                          : t;
+        const bool pad = sequences[b][t] == config_.pad_token_id;
+        pos_a[b][t] = !after_padding ? t : pad ? config_.pad_token_id : next++;
       }
     }
     at::Tensor x = at::embedding(word_, ids);

@@ -227,5 +227,56 @@ TEST(EncoderOutputsTest, APoolingModeAskedTwiceIsRefused) {
       << result.status().ToString();
 }
 
+// A batch's pool_start: a sequence pooled from its token 3 on (a prompt
+// include_prompt = false leaves out) beside the same sequence pooled whole;
+// cls is the same for both.
+TEST(EncoderOutputsTest, EachSequencePoolsFromItsPoolStart) {
+  const EncoderConfig c = SmallConfig(false);
+  auto encoder = Make(c);
+  ASSERT_NE(encoder, nullptr);
+  const std::vector<int32_t> ids = {5, 17, 23, 42, 8, 61, 9};
+  PackedBatchBuilder builder(c.position_rule, static_cast<int32_t>(c.pad_token_id));
+  ASSERT_TRUE(builder.Add(ids, {}, {0, 0}).ok());
+  ASSERT_TRUE(builder.Add(ids, {}, {1, 0}, /*pool_start=*/3).ok());
+  EXPECT_FALSE(builder.Add(ids, {}, {2, 0}, -1).ok());
+  const PackedBatch batch = builder.Build();
+  EXPECT_EQ(batch.pool_start, (std::vector<int32_t>{0, 3}));
+  Encoder::Outputs outputs;
+  outputs.poolings = {Pooling::kMean, Pooling::kCls};
+  outputs.hidden_states = true;
+  auto result = encoder->Forward(batch, outputs);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  const int64_t h = c.hidden_size, n = static_cast<int64_t>(ids.size());
+  const float* states = result->hidden_states.data<float>();
+  const float* mean = result->pooled.at(Pooling::kMean).data<float>();
+  const float* cls = result->pooled.at(Pooling::kCls).data<float>();
+  for (int64_t i = 0; i < h; ++i) {
+    double whole = 0, tail = 0;
+    for (int64_t t = 0; t < n; ++t) whole += states[t * h + i];
+    for (int64_t t = 3; t < n; ++t) tail += states[(n + t) * h + i];
+    EXPECT_NEAR(mean[i], whole / n, 1e-5);
+    EXPECT_NEAR(mean[h + i], tail / (n - 3), 1e-5);
+    EXPECT_NEAR(cls[i], cls[h + i], 1e-5);
+  }
+  PackedBatch bad = batch;
+  bad.pool_start.pop_back();
+  EXPECT_FALSE(encoder->Forward(bad, outputs).ok());
+}
+
+// RoBERTa's positions (create_position_ids_from_input_ids): a pad token's
+// is padding_idx and the others count on without it, so token ids a client
+// padded itself are embedded as Hugging Face embeds them (until 2026-12-06
+// every token took the next position). BERT's count every token.
+TEST(PackedBatchBuilderTest, RobertaPositionsSkipThePadToken) {
+  const std::vector<int32_t> ids = {0, 5, 1, 1, 6, 2, 1};
+  PackedBatchBuilder roberta(PositionRule::kAfterPaddingIdx, /*pad_token_id=*/1);
+  ASSERT_TRUE(roberta.Add(ids, {}, {0, 0}).ok());
+  ASSERT_TRUE(roberta.Add({0, 7, 2}, {}, {0, 1}).ok());
+  EXPECT_EQ(roberta.Build().position_ids, (std::vector<int32_t>{2, 3, 1, 1, 4, 5, 1, 2, 3, 4}));
+  PackedBatchBuilder bert(PositionRule::kFromZero, /*pad_token_id=*/1);
+  ASSERT_TRUE(bert.Add(ids, {}, {0, 0}).ok());
+  EXPECT_EQ(bert.Build().position_ids, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6}));
+}
+
 }  // namespace
 }  // namespace encoderd
