@@ -3,7 +3,6 @@
 #include <stdexcept>
 
 #include "kernels/cpu/embeddings_cpu.h"
-#include "kernels/cu_seqlens.h"
 #include "kernels/dispatch.h"
 
 namespace encoderd::kernels {
@@ -28,21 +27,6 @@ void EmbeddingLayerNorm(const Context& ctx, DType dtype, const EmbeddingTables& 
   ENCODERD_ON_CUDA("EmbeddingLayerNorm",
                    CudaEmbeddingLayerNorm(ctx.cuda(), dtype, tables, ids, position_ids, type_ids,
                                           tokens, gamma, beta, eps, out));
-}
-
-void FillPositionIds(const int32_t* cu_seqlens, int64_t batch, PositionIdRule rule,
-                     int32_t padding_idx, int32_t* position_ids) {
-  if (batch < 0 || cu_seqlens == nullptr) throw std::invalid_argument("FillPositionIds: bad batch");
-  CheckCuSeqlens("FillPositionIds", cu_seqlens, batch, cu_seqlens[batch]);
-  if (cu_seqlens[batch] > 0 && position_ids == nullptr) {
-    throw std::invalid_argument("FillPositionIds: null position_ids");
-  }
-  const int32_t first = rule == PositionIdRule::kFromZero ? 0 : padding_idx + 1;
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int32_t t = cu_seqlens[b]; t < cu_seqlens[b + 1]; ++t) {
-      position_ids[t] = first + (t - cu_seqlens[b]);
-    }
-  }
 }
 
 }  // namespace encoderd::kernels

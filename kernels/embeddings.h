@@ -38,15 +38,4 @@ void EmbeddingLayerNorm(const Context& ctx, DType dtype, const EmbeddingTables& 
                         int64_t tokens, const float* gamma, const float* beta, float eps,
                         void* out);
 
-// How position ids count inside each sequence.
-enum class PositionIdRule {
-  kFromZero,      // 0, 1, 2, ...                       (BERT)
-  kAfterPadding,  // padding_idx + 1, padding_idx + 2, ... (RoBERTa, XLM-R)
-};
-
-// Fills position_ids[cu_seqlens[b] + i] for every sequence b < batch and
-// i < its length. Throws std::invalid_argument on malformed cu_seqlens.
-void FillPositionIds(const int32_t* cu_seqlens, int64_t batch, PositionIdRule rule,
-                     int32_t padding_idx, int32_t* position_ids);
-
 }  // namespace encoderd::kernels

@@ -270,7 +270,7 @@ struct ModelBundle {
   // A sentence-transformers Pooling module's include_prompt. false: a
   // text's pooled row leaves out the tokens of the prompt in front of it
   // (the reducing modes; kernels::Pool's pool_start), as
-  // sentence-transformers 5 does: the prompt's own encoding's length, less
+  // sentence-transformers 5.4+ does: the prompt's own encoding's length, less
   // a closing special token, and only for a non-empty prompt.
   bool include_prompt = true;
 };

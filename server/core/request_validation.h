@@ -60,9 +60,10 @@ StatusOr<std::string_view> PromptNamed(const std::map<std::string, std::string>&
 
 // How many leading tokens of a text behind `prompt` a Pooling module with
 // include_prompt = false leaves out (OutputSpec::pool_start), as
-// sentence-transformers 5 counts them: 0 for an empty prompt; else the
-// length of the prompt's own encoding (truncated to max_tokens), less its
-// last token where that is a special token (the closing [SEP] or </s>).
+// sentence-transformers 5.4+ counts them: 0 for an empty prompt; else the
+// length of the prompt's own encoding as written (not stripped; truncated
+// to max_tokens), less its last token where that is a special token (the
+// closing [SEP] or </s>).
 StatusOr<int32_t> PromptPoolStart(const Tokenizer& tokenizer, std::string_view prompt,
                                   int64_t max_tokens);
 

@@ -28,11 +28,10 @@ TEST(EmbeddingsTest, SumAndLayerNormMatchReference) {
     ids[t] = static_cast<int32_t>((t * 7 + 3) % vocab);
     type_ids[t] = static_cast<int32_t>(t % 2);
   }
-  FillPositionIds(cu.data(), 4, PositionIdRule::kAfterPadding, 1, pos_ids.data());
-  EXPECT_EQ(pos_ids[0], 2);  // sequence 0 starts at padding_idx + 1
-  EXPECT_EQ(pos_ids[1], 2);  // sequence 1 restarts
-  EXPECT_EQ(pos_ids[2], 3);
-  EXPECT_EQ(pos_ids[tokens - 1], 32);
+  // RoBERTa's positions (padding_idx 1, no pad token): 2, 3, ... per sequence.
+  for (size_t b = 0; b + 1 < cu.size(); ++b) {
+    for (int32_t t = cu[b]; t < cu[b + 1]; ++t) pos_ids[t] = 2 + (t - cu[b]);
+  }
 
   EmbeddingTables tables{word.data(), vocab, pos.data(), positions, type.data(), types, hidden};
   for (bool with_ln : {false, true}) {
@@ -67,16 +66,6 @@ TEST(EmbeddingsTest, SumAndLayerNormMatchReference) {
   EmbeddingLayerNorm(ctx, DType::kFloat32, word_type, ids.data(), nullptr, nullptr, tokens, nullptr,
                      nullptr, 0.f, out.data());
   EXPECT_EQ(out[5 * hidden + 3], word[ids[5] * hidden + 3] + type[3]);
-}
-
-TEST(EmbeddingsTest, PositionIdsFromZero) {
-  const auto cu = CuSeqlens({3, 1, 2});
-  std::vector<int32_t> pos(6, -1);
-  FillPositionIds(cu.data(), 3, PositionIdRule::kFromZero, 0, pos.data());
-  EXPECT_EQ(pos, (std::vector<int32_t>{0, 1, 2, 0, 0, 1}));
-  const std::vector<int32_t> bad = {0, 2, 1};
-  EXPECT_THROW(FillPositionIds(bad.data(), 2, PositionIdRule::kFromZero, 0, pos.data()),
-               std::invalid_argument);
 }
 
 TEST(EmbeddingsTest, RejectsIdsOutsideTables) {

@@ -220,8 +220,15 @@ TEST(CudaEncoderTest, RecordedGraphsAnswerAsOpByOp) {
   // The same shape asking for other outputs is another graph: pooled rows
   // only, two modes, in both orders, and with the hidden states, after the
   // hidden-states graph of x; a batch of more sequences moves the pooled
-  // rows' buffer in between (every graph must go).
+  // rows' buffer in between (every graph must go). y_started is y's shape
+  // with pool_start (include_prompt = false): its graph reads the starts
+  // copied in with the ids.
   const PackedBatch wide = make(3, {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2});
+  const PackedBatch y_started = [&y] {
+    PackedBatch started = y;
+    started.pool_start = {2, 5};
+    return started;
+  }();
   Encoder::Outputs mean_cls, cls_mean, both;
   mean_cls.poolings = {Pooling::kMean, Pooling::kCls};
   cls_mean.poolings = {Pooling::kCls, Pooling::kMean};
@@ -229,7 +236,7 @@ TEST(CudaEncoderTest, RecordedGraphsAnswerAsOpByOp) {
   both.hidden_states = true;
   for (const Encoder::Outputs* outputs :
        {&mean_cls, &mean_cls, &cls_mean, &both, &mean_cls, &cls_mean, &both, &both}) {
-    for (const PackedBatch* batch : {&x, &y, outputs == &both ? &x : &wide, &y}) {
+    for (const PackedBatch* batch : {&x, &y, outputs == &both ? &x : &wide, &y_started, &y}) {
       auto got = (*graphs)->Forward(*batch, *outputs);
       auto want = (*direct)->Forward(*batch, *outputs);
       ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
@@ -262,31 +269,38 @@ TEST(CudaEncoderTest, PoolsOnTheDeviceAsTheHostDoes) {
     const EncoderConfig c = SmallConfig(false, 4);
     auto encoder = Encoder::Create(c, RandomEncoderWeights(c, 9), CudaOptions(dtype));
     ASSERT_TRUE(encoder.ok()) << encoder.status().ToString();
-    const PackedBatch batch = RaggedBatch(c);
+    PackedBatch batch = RaggedBatch(c);
     auto hidden = (*encoder)->Forward(batch);
     ASSERT_TRUE(hidden.ok()) << hidden.status().ToString();
     Encoder::Outputs all;
     all.poolings.assign(std::begin(kAllPoolings), std::end(kAllPoolings));
-    for (bool with_hidden : {false, true}) {
-      all.hidden_states = with_hidden;
-      auto got = (*encoder)->Forward(batch, all);
-      ASSERT_TRUE(got.ok()) << got.status().ToString();
-      ASSERT_EQ(got->hidden_states.defined(), with_hidden);
-      if (with_hidden) {
-        ASSERT_EQ(got->hidden_states.numel(), hidden->numel());
-        EXPECT_EQ(
-            std::memcmp(got->hidden_states.data<float>(), hidden->data<float>(), hidden->nbytes()),
-            0);
-      }
-      for (Pooling pooling : kAllPoolings) {
-        auto want = (*encoder)->Pool(*hidden, batch, pooling, /*normalize=*/false);
-        ASSERT_TRUE(want.ok());
-        const Tensor& rows = got->pooled.at(pooling);
-        ASSERT_EQ(rows.shape(), want->shape());
-        for (int64_t i = 0; i < want->numel(); ++i) {
-          const float w = want->data<float>()[i];
-          ASSERT_NEAR(rows.data<float>()[i], w, 1e-5f + 1e-5f * std::fabs(w))
-              << "pooling " << static_cast<int>(pooling) << " element " << i;
+    // Every token, then from each sequence's pool_start (include_prompt =
+    // false), some past the sequence's last token.
+    for (const std::vector<int32_t>& starts :
+         {std::vector<int32_t>{}, std::vector<int32_t>{3, 1, 5, 100, 20}}) {
+      batch.pool_start = starts;
+      for (bool with_hidden : {false, true}) {
+        all.hidden_states = with_hidden;
+        auto got = (*encoder)->Forward(batch, all);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        ASSERT_EQ(got->hidden_states.defined(), with_hidden);
+        if (with_hidden) {
+          ASSERT_EQ(got->hidden_states.numel(), hidden->numel());
+          EXPECT_EQ(std::memcmp(got->hidden_states.data<float>(), hidden->data<float>(),
+                                hidden->nbytes()),
+                    0);
+        }
+        for (Pooling pooling : kAllPoolings) {
+          auto want = (*encoder)->Pool(*hidden, batch, pooling, /*normalize=*/false);
+          ASSERT_TRUE(want.ok());
+          const Tensor& rows = got->pooled.at(pooling);
+          ASSERT_EQ(rows.shape(), want->shape());
+          for (int64_t i = 0; i < want->numel(); ++i) {
+            const float w = want->data<float>()[i];
+            ASSERT_NEAR(rows.data<float>()[i], w, 1e-5f + 1e-5f * std::fabs(w))
+                << "pooling " << static_cast<int>(pooling) << " element " << i
+                << (starts.empty() ? "" : " from pool_start");
+          }
         }
       }
     }
