@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "engine/model/json_file.h"
 
@@ -302,6 +305,113 @@ StatusOr<TokenizerConfig> ReadTokenizerConfig(const std::string& path) {
     config.tokenizer_class = it->get<std::string>();
   }
   return config;
+}
+
+namespace {
+
+// A special token's content as tokenizer_config.json and
+// special_tokens_map.json write it: a string, or an object with "content".
+std::optional<std::string> SpecialContent(const Json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_object()) {
+    const auto it = value.find("content");
+    if (it != value.end() && it->is_string()) return it->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// The contents a tokenizer_config.json or special_tokens_map.json names
+// special tokens.
+void AddSpecialContents(const Json& json, std::set<std::string>* out) {
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                          "cls_token", "mask_token"}) {
+    const auto it = json.find(key);
+    if (it == json.end()) continue;
+    if (std::optional<std::string> content = SpecialContent(*it)) out->insert(*content);
+  }
+  const auto it = json.find("additional_special_tokens");
+  if (it == json.end() || !it->is_array()) return;
+  for (const Json& token : *it) {
+    if (std::optional<std::string> content = SpecialContent(token)) out->insert(*content);
+  }
+}
+
+bool IsRegularFile(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+constexpr int64_t kMaxTokenId = (int64_t{1} << 30) - 1;
+
+}  // namespace
+
+StatusOr<std::vector<AddedToken>> ReadDeclaredAddedTokens(const std::string& dir) {
+  std::vector<AddedToken> tokens;
+  const std::string config_path = dir + "/tokenizer_config.json";
+  Json config = Json::object();
+  if (IsRegularFile(config_path)) {
+    ASSIGN_OR_RETURN(config, ReadJsonObject(config_path));
+  }
+  if (const auto decoder = config.find("added_tokens_decoder");
+      decoder != config.end() && !decoder->is_null()) {
+    if (!decoder->is_object()) {
+      return InvalidArgument(config_path +
+                             ": added_tokens_decoder must be an object of id -> token");
+    }
+    for (const auto& [key, entry] : decoder->items()) {
+      const std::string where =
+          config_path + ": added_tokens_decoder[\"" + key.substr(0, 32) + "\"]";
+      char* end = nullptr;
+      const long long id = std::strtoll(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || id < 0 || id > kMaxTokenId) {
+        return InvalidArgument(where + ": the key is not a token id");
+      }
+      const auto content = entry.is_object() ? entry.find("content") : entry.end();
+      if (!entry.is_object() || content == entry.end() || !content->is_string()) {
+        return InvalidArgument(where + " is not a token with a \"content\" string");
+      }
+      AddedToken token{content->get<std::string>(), static_cast<int32_t>(id)};
+      const auto flag = [&](const char* name, bool fallback, bool* out) -> Status {
+        const auto it = entry.find(name);
+        if (it == entry.end() || it->is_null()) {
+          *out = fallback;
+        } else if (it->is_boolean()) {
+          *out = it->get<bool>();
+        } else {
+          return InvalidArgument(where + ": " + name + " must be true or false");
+        }
+        return Status::Ok();
+      };
+      RETURN_IF_ERROR(flag("special", false, &token.special));
+      RETURN_IF_ERROR(flag("normalized", !token.special, &token.normalized));
+      RETURN_IF_ERROR(flag("lstrip", false, &token.lstrip));
+      RETURN_IF_ERROR(flag("rstrip", false, &token.rstrip));
+      RETURN_IF_ERROR(flag("single_word", false, &token.single_word));
+      tokens.push_back(std::move(token));
+    }
+  } else if (const std::string legacy_path = dir + "/added_tokens.json";
+             IsRegularFile(legacy_path)) {
+    ASSIGN_OR_RETURN(const Json legacy, ReadJsonObject(legacy_path));
+    std::set<std::string> specials;
+    AddSpecialContents(config, &specials);
+    if (const std::string map_path = dir + "/special_tokens_map.json"; IsRegularFile(map_path)) {
+      ASSIGN_OR_RETURN(const Json map, ReadJsonObject(map_path));
+      AddSpecialContents(map, &specials);
+    }
+    for (const auto& [content, id] : legacy.items()) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId) {
+        return InvalidArgument(legacy_path + ": \"" + content.substr(0, 64) + "\" has the id " +
+                               id.dump().substr(0, 32) + ", not a token id");
+      }
+      AddedToken token{content, id.get<int32_t>()};
+      token.special = specials.count(content) > 0;
+      token.normalized = !token.special;
+      tokens.push_back(std::move(token));
+    }
+  }
+  std::stable_sort(tokens.begin(), tokens.end(),
+                   [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
+  return tokens;
 }
 
 }  // namespace encoderd

@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "engine/model/model_spec.h"
+#include "engine/text/added_tokens.h"
 
 namespace encoderd {
 
@@ -101,5 +102,15 @@ struct TokenizerConfig {
 // INVALID_ARGUMENT naming the file and the key when one of them has another
 // type.
 StatusOr<TokenizerConfig> ReadTokenizerConfig(const std::string& path);
+
+// The added tokens a Hugging Face folder declares beside its slow
+// tokenizer's files, as transformers reads them, by id: tokenizer_config.json's
+// added_tokens_decoder; where it has none, the older added_tokens.json
+// (content -> id), each token special where tokenizer_config.json or
+// special_tokens_map.json names it a special token (its *_token or
+// additional_special_tokens), and then not normalized, the others
+// normalized. Each with the id its file gives. None where the folder has
+// neither; INVALID_ARGUMENT naming the file and the entry for a damaged one.
+StatusOr<std::vector<AddedToken>> ReadDeclaredAddedTokens(const std::string& dir);
 
 }  // namespace encoderd

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "engine/model/hf_config.h"
 #include "engine/text/byte_bpe_tokenizer.h"
 #include "engine/text/hf_tokenizer_json.h"
@@ -240,6 +242,19 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   }
   if (!card) return result;
   RETURN_IF_ERROR(CheckCardKeys(*card));
+  // The added tokens the folder declares beside the files found by name,
+  // which AutoTokenizer's fast class adds; each before the class's own
+  // special token of the same content, which it replaces where encoderd
+  // matches it.
+  std::vector<AddedToken> declared;
+  if (found_by_name) {
+    ASSIGN_OR_RETURN(declared, ReadDeclaredAddedTokens(dir));
+  }
+  const auto with_declared = [&declared](std::vector<AddedToken> specials) {
+    std::vector<AddedToken> tokens = declared;
+    tokens.insert(tokens.end(), specials.begin(), specials.end());
+    return tokens;
+  };
   result.path = dir + "/" + card->file;
   // An MPNet model's vocab.txt is read by MPNetTokenizer: <s> and </s>
   // around a text, RoBERTa's pair template.
@@ -251,6 +266,7 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   const bool deberta_spm = config.family == ModelFamily::kDeberta &&
                            card->kind == TokenizerKind::kSentencePiece && !card->id_offset &&
                            !card->bos && !card->eos && !card->pad && !card->unk;
+  StatusOr<std::unique_ptr<Tokenizer>> created = std::unique_ptr<Tokenizer>();
   if (card->kind == TokenizerKind::kWordPiece) {
     WordPieceOptions options;
     options.lower_case = card->lower_case;  // unset: the vocabulary's
@@ -261,26 +277,27 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     // 2026-12-05 the slow BertTokenizer's). A card's vocab.txt keeps them.
     if (found_by_name) {
       options.rules = BertRules::kTokenizers;
-      options.added_tokens =
+      options.added_tokens = with_declared(
           mpnet_vocab ? FastClassSpecials(true, {"<s>", "<pad>", "</s>", "[UNK]"})
-                      : FastClassSpecials(false, {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"});
+                      : FastClassSpecials(false, {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}));
     }
-    ASSIGN_OR_RETURN(result.tokenizer, CreateWordPieceTokenizer(result.path, options));
+    created = CreateWordPieceTokenizer(result.path, options);
   } else if (card->kind == TokenizerKind::kTokenizerJson) {
     ASSIGN_OR_RETURN(HfJsonTokenizer t,
                      TokenizerJson(dir, result.path, /*found_by_name=*/false, config.family));
-    result.tokenizer = std::move(t.tokenizer);
+    created = std::move(t.tokenizer);
     result.pairs = t.pairs;
   } else if (card->kind == TokenizerKind::kByteLevelBpe) {
     ByteBpeOptions options;
     options.add_prefix_space = card->add_prefix_space.value_or(false);
     if (!card->fairseq_dict.empty()) options.fairseq_dict = dir + "/" + card->fairseq_dict;
     if (found_by_name) {
-      options.added_tokens = FastClassSpecials(true, {"<s>", "<pad>", "</s>", "<unk>"});
+      options.added_tokens =
+          with_declared(FastClassSpecials(true, {"<s>", "<pad>", "</s>", "<unk>"}));
     }
     const std::string merges =
         dir + "/" + (card->merges_file.empty() ? "merges.txt" : card->merges_file);
-    ASSIGN_OR_RETURN(result.tokenizer, CreateByteBpeTokenizer(result.path, merges, options));
+    created = CreateByteBpeTokenizer(result.path, merges, options);
   } else {
     SentencePieceOptions options;
     options.id_offset = card->id_offset.value_or(1);
@@ -298,8 +315,28 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
       // (until 2026-12-05 tokenized as text).
       options.added_tokens = XlmrClassSpecials();
     }
-    ASSIGN_OR_RETURN(result.tokenizer, CreateSentencePieceTokenizer(result.path, options));
+    // Other tokens a sentencepiece folder declares are not reproduced.
+    for (const AddedToken& token : declared) {
+      const std::vector<std::string> own =
+          deberta_spm ? std::vector<std::string>{"[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"}
+                      : std::vector<std::string>{"<s>", "<pad>", "</s>", "<unk>", "<mask>"};
+      if (std::find(own.begin(), own.end(), token.content) == own.end()) {
+        created =
+            Unimplemented(dir + ": the added token \"" + token.content.substr(0, 64) + "\" (id " +
+                          std::to_string(token.id) + ") is not reproduced beside " + card->file);
+        break;
+      }
+    }
+    if (created.ok()) created = CreateSentencePieceTokenizer(result.path, options);
   }
+  // A folder's files found by name that encoderd does not reproduce: token
+  // ids only, saying why.
+  if (found_by_name && created.status().code() == StatusCode::kUnimplemented) {
+    result.note += (result.note.empty() ? "" : "; ") + created.status().message();
+    result.path.clear();
+    return result;
+  }
+  ASSIGN_OR_RETURN(result.tokenizer, std::move(created));
   // Found by name in a Hugging Face folder, the file is read as transformers
   // reads it: vocab.txt by BertTokenizer (MPNetTokenizer in an MPNet
   // folder), sentencepiece.bpe.model by XLMRobertaTokenizer, spm.model by

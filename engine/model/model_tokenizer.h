@@ -38,8 +38,10 @@ struct ModelTokenizer {
 // converts from it; lower_case from tokenizer_config.json's do_lower_case,
 // else from the vocabulary: VocabularyIsCased, wordpiece_tokenizer.h), sentencepiece.bpe.model
 // (fairseq id offset 1), or vocab.json + merges.txt (byte-level BPE;
-// add_prefix_space from tokenizer_config.json, default false). A directory
-// with none of them loads without a tokenizer. A damaged file is an error,
+// add_prefix_space from tokenizer_config.json, default false), each with the
+// added tokens the folder declares (ReadDeclaredAddedTokens, hf_config.h).
+// Those files, where encoderd does not reproduce them (`note` says why),
+// and a directory with none of them load without a tokenizer. A damaged file is an error,
 // as is an unreproduced tokenizer.json a card names.
 // Other families
 // have none unless the card names one. `config` supplies vocab_size (the

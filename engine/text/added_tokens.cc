@@ -3,6 +3,8 @@
 #include <unicode/uchar.h>
 
 #include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "engine/text/utf8.h"
@@ -30,13 +32,67 @@ std::vector<AddedToken> ResolveIds(std::vector<AddedToken> tokens,
   return resolved;
 }
 
-AddedTokens::AddedTokens(std::vector<AddedToken> tokens) {
+StatusOr<std::vector<AddedToken>> ResolveAddedTokens(
+    std::vector<AddedToken> tokens, const std::function<int32_t(const std::string&)>& id_of,
+    const AddedTokenRules& rules, const std::string& source) {
+  std::vector<AddedToken> resolved;
+  // The ids the library gave the tokens the vocabulary lacks.
+  std::unordered_map<std::string, int32_t> added;
+  int64_t next = rules.vocab_size;
   for (AddedToken& token : tokens) {
-    if (!token.content.empty()) tokens_.push_back(std::move(token));
+    const std::string shown = "added token \"" + token.content.substr(0, 64) + "\"";
+    const int32_t in_vocab = id_of(token.content);
+    bool extra = !token.special;  // more than a special token of the vocabulary
+    if (token.id == -1) {
+      if (in_vocab < 0) continue;
+      token.id = in_vocab;
+    } else if (in_vocab >= 0) {
+      if (in_vocab != token.id) {
+        return Unimplemented(source + ": " + shown + " has id " + std::to_string(token.id) +
+                             ", but the vocabulary's is " + std::to_string(in_vocab));
+      }
+    } else {
+      extra = true;
+      const auto [it, first] = added.emplace(token.content, static_cast<int32_t>(next));
+      if (first) ++next;
+      if (it->second != token.id) {
+        return Unimplemented(source + ": " + shown + " has id " + std::to_string(token.id) +
+                             ", where the tokenizers library numbers it " +
+                             std::to_string(it->second) + " (after the vocabulary's " +
+                             std::to_string(rules.vocab_size) +
+                             " tokens and the added tokens before it)");
+      }
+    }
+    // Why encoderd would not match it as the library does, if it would not.
+    const char* why = nullptr;
+    if (token.single_word) {
+      why = "single_word (Hugging Face matches it only as a whole word)";
+    } else if (token.normalized && rules.normalizes) {
+      why = "normalized (Hugging Face matches it in the normalized text)";
+    } else if (rules.prefixes_pieces) {
+      why = "added where the pre-tokenizer puts a space before each piece";
+    }
+    if (why == nullptr) {
+      resolved.push_back(std::move(token));
+    } else if (extra) {
+      return Unimplemented(source + ": " + shown + " is " + why +
+                           ", which encoderd does not reproduce");
+    }
+  }
+  return resolved;
+}
+
+AddedTokens::AddedTokens(std::vector<AddedToken> tokens) {
+  std::unordered_set<std::string> seen;
+  for (AddedToken& token : tokens) {
+    if (!token.content.empty() && seen.insert(token.content).second) {
+      tokens_.push_back(std::move(token));
+    }
   }
   for (uint32_t i = 0; i < tokens_.size(); ++i) {
     by_first_byte_[static_cast<unsigned char>(tokens_[i].content[0])].push_back(i);
     any_lstrip_ = any_lstrip_ || tokens_[i].lstrip;
+    end_id_ = std::max<int64_t>(end_id_, int64_t{tokens_[i].id} + 1);
   }
   for (std::vector<uint32_t>& list : by_first_byte_) {
     std::stable_sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) {
@@ -47,8 +103,15 @@ AddedTokens::AddedTokens(std::vector<AddedToken> tokens) {
 
 std::string AddedTokens::Describe() const {
   if (tokens_.empty()) return "";
-  return ", " + std::to_string(tokens_.size()) + " special token" +
-         (tokens_.size() == 1 ? "" : "s") + " matched in a text";
+  const auto others = static_cast<size_t>(std::count_if(
+      tokens_.begin(), tokens_.end(), [](const AddedToken& t) { return !t.special; }));
+  const size_t specials = tokens_.size() - others;
+  if (others == 0) {
+    return ", " + std::to_string(specials) + " special token" + (specials == 1 ? "" : "s") +
+           " matched in a text";
+  }
+  return ", " + std::to_string(specials) + " special and " + std::to_string(others) +
+         " other added token" + (others == 1 ? "" : "s") + " matched in a text";
 }
 
 const AddedToken* AddedTokens::LongestAt(std::string_view text, size_t pos) const {

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/status.h"
+
 namespace encoderd {
 
 struct AddedToken {
@@ -23,6 +25,15 @@ struct AddedToken {
   // taken into it (XLM-R's and RoBERTa's <mask> take what comes before).
   bool lstrip = false;
   bool rstrip = false;
+  // As a tokenizer's files declare the token (tokenizer.json's
+  // added_tokens, tokenizer_config.json's added_tokens_decoder,
+  // added_tokens.json); a class's own specials are special and matched as
+  // written. The library matches a normalized token in the normalized text,
+  // and a single_word one only between word boundaries: encoderd does
+  // neither (ResolveAddedTokens).
+  bool special = true;
+  bool normalized = false;
+  bool single_word = false;
 };
 
 // `tokens` with each id of -1 replaced by id_of(content); a token left
@@ -30,15 +41,47 @@ struct AddedToken {
 std::vector<AddedToken> ResolveIds(std::vector<AddedToken> tokens,
                                    const std::function<int32_t(const std::string&)>& id_of);
 
+// How a tokenizer's pipeline takes added tokens (ResolveAddedTokens).
+struct AddedTokenRules {
+  // The tokens of the model's vocabulary: the library numbers an added
+  // token the vocabulary lacks from here on.
+  int64_t vocab_size = 0;
+  // The pipeline has a normalizer (a normalized token would be matched in
+  // its output).
+  bool normalizes = false;
+  // The pre-tokenizer puts a prefix before each piece (ByteLevel's
+  // add_prefix_space): encoderd matches no added token there.
+  bool prefixes_pieces = false;
+};
+
+// The added tokens a tokenizer matches in a text, from those its files
+// declare, in their order, as the tokenizers library adds them: a token the
+// vocabulary has takes its id (id_of; the class's own, with id -1, are
+// dropped where it lacks them); one it lacks takes the next id after the
+// vocabulary and the tokens added before it, which must be the id the file
+// gives it. A token encoderd does not match as the library does (normalized
+// under a normalizer, single_word, or any under prefixes_pieces) is left to
+// be tokenized as text where it is one of the vocabulary's special tokens,
+// as before; any other such token, and an id the library would not give,
+// is UNIMPLEMENTED naming the token, prefixed by `source`.
+StatusOr<std::vector<AddedToken>> ResolveAddedTokens(
+    std::vector<AddedToken> tokens, const std::function<int32_t(const std::string&)>& id_of,
+    const AddedTokenRules& rules, const std::string& source);
+
 class AddedTokens {
  public:
   AddedTokens() = default;
-  // Tokens with an empty content are left out.
+  // Tokens with an empty content are left out, and each after the first of
+  // the same content.
   explicit AddedTokens(std::vector<AddedToken> tokens);
 
   bool empty() const { return tokens_.empty(); }
-  // For a tokenizer's Describe: ", N special tokens matched in a text", or
-  // nothing when there are none.
+  // One past the largest id (0 when there are none): a tokenizer's
+  // vocabulary holds at least this many ids.
+  int64_t end_id() const { return end_id_; }
+  // For a tokenizer's Describe: ", N special tokens matched in a text"
+  // (", N special and M other added tokens ..." where some are not
+  // special), or nothing when there are none.
   std::string Describe() const;
 
   struct Match {
@@ -80,6 +123,7 @@ class AddedTokens {
   // Tokens by their first byte, longest first.
   std::array<std::vector<uint32_t>, 256> by_first_byte_;
   bool any_lstrip_ = false;
+  int64_t end_id_ = 0;
 };
 
 }  // namespace encoderd

@@ -199,11 +199,21 @@ class ByteBpeTokenizer final : public Tokenizer {
     if (!options_.fairseq_dict.empty()) {
       RETURN_IF_ERROR(Renumber(options_.fairseq_dict, source));
       options_.fairseq_dict = std::string();  // its contents are no longer needed
-    } else if (!options_.add_prefix_space) {
-      added_ = AddedTokens(ResolveIds(std::move(added), [this](const std::string& token) {
-        const auto it = vocab_.find(token);
-        return it == vocab_.end() ? -1 : it->second;
-      }));
+    } else {
+      AddedTokenRules rules;
+      rules.vocab_size = static_cast<int64_t>(vocab_.size());
+      rules.prefixes_pieces = options_.add_prefix_space;
+      ASSIGN_OR_RETURN(std::vector<AddedToken> resolved,
+                       ResolveAddedTokens(
+                           std::move(added),
+                           [this](const std::string& token) {
+                             const auto it = vocab_.find(token);
+                             return it == vocab_.end() ? -1 : it->second;
+                           },
+                           rules, source));
+      added_ = AddedTokens(std::move(resolved));
+      // Added tokens past the vocabulary count in it, as in the library.
+      vocab_size_ = std::max(vocab_size_, added_.end_id());
     }
     return Status::Ok();
   }

@@ -31,10 +31,11 @@ struct ByteBpeOptions {
   // fairseq's dict.txt (its path for CreateByteBpeTokenizer, its contents
   // for CreateByteBpeTokenizerFromData); empty: the vocabulary's own ids.
   std::string fairseq_dict;
-  // Matched in a text before it is split (added_tokens.h); an id of -1 is
-  // the vocabulary's (left out where it lacks the token). Not with
-  // add_prefix_space, which the library applies to each piece between them,
-  // nor with fairseq_dict.
+  // Matched in a text before it is split, as ResolveAddedTokens takes them
+  // (added_tokens.h; no normalizer). Not with add_prefix_space, which the
+  // library applies to each piece between them (the vocabulary's special
+  // tokens are then tokenized as text, others refused), nor with
+  // fairseq_dict.
   std::vector<AddedToken> added_tokens;
 };
 

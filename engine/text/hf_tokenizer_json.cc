@@ -200,47 +200,57 @@ StatusOr<std::vector<std::string>> TokensById(const Reader& r, const json& vocab
   return tokens;
 }
 
-// Every added token is a special token of model.vocab with its id, and
-// `required` are all in model.vocab. Returns the added tokens the
-// tokenizers library matches in a text, as encoderd matches them: those
-// neither single_word nor normalized, where the file has a normalizer
-// (`normalizes`; with none, a normalized token is matched as written).
-// Others (a single_word or normalized special token) are not matched, and
-// are tokenized as text; non-special added tokens, which Hugging Face
-// matches, are refused.
-StatusOr<std::vector<AddedToken>> CheckTokens(const Reader& r, const json& root, const json& vocab,
-                                              std::initializer_list<const char*> required,
-                                              bool normalizes) {
-  std::vector<AddedToken> matched;
+// The file's added tokens, in its order, with their flags (the tokenizer
+// resolves them: ResolveAddedTokens), once model.vocab is known to have
+// `required`.
+StatusOr<std::vector<AddedToken>> DeclaredTokens(const Reader& r, const json& root,
+                                                 const json& vocab,
+                                                 std::initializer_list<const char*> required) {
+  std::vector<AddedToken> declared;
   if (const json* added = Reader::Find(root, "added_tokens")) {
     if (!added->is_array()) return r.Refuse("added_tokens is not a list");
     for (const json& a : *added) {
       if (!a.is_object() || !a.contains("content") || !a["content"].is_string() ||
-          !a.contains("id") || !a["id"].is_number_integer()) {
+          !a.contains("id") || !a["id"].is_number_integer() || a["id"].get<int64_t>() < 0 ||
+          a["id"].get<int64_t>() >= (int64_t{1} << 30)) {
         return r.Refuse("added_tokens has " + Shown(a));
       }
-      const std::string content = a["content"].get<std::string>();
-      const auto it = vocab.find(content);
-      if (it == vocab.end() || *it != a["id"]) {
-        return r.Unsupported("added token \"" + content.substr(0, 64) + "\" (id " + Shown(a["id"]) +
-                             ") is not model.vocab's");
-      }
-      if (!a.contains("special") || a["special"] != true) {
-        return r.Unsupported("added token \"" + content.substr(0, 64) +
-                             "\" is not special (Hugging Face matches it in the text)");
-      }
-      AddedToken token{content, a["id"].get<int32_t>()};
+      AddedToken token{a["content"].get<std::string>(), a["id"].get<int32_t>()};
       ASSIGN_OR_RETURN(token.lstrip, r.Flag(a, "added_tokens", "lstrip", false));
       ASSIGN_OR_RETURN(token.rstrip, r.Flag(a, "added_tokens", "rstrip", false));
-      ASSIGN_OR_RETURN(const bool single_word, r.Flag(a, "added_tokens", "single_word", false));
-      ASSIGN_OR_RETURN(const bool normalized, r.Flag(a, "added_tokens", "normalized", true));
-      if (!single_word && !(normalized && normalizes)) matched.push_back(std::move(token));
+      ASSIGN_OR_RETURN(token.single_word, r.Flag(a, "added_tokens", "single_word", false));
+      ASSIGN_OR_RETURN(token.normalized, r.Flag(a, "added_tokens", "normalized", true));
+      ASSIGN_OR_RETURN(token.special, r.Flag(a, "added_tokens", "special", false));
+      declared.push_back(std::move(token));
     }
   }
   for (const char* token : required) {
     if (!vocab.contains(token)) {
       return r.Unsupported("model.vocab has no " + std::string(token) + " token");
     }
+  }
+  return declared;
+}
+
+// XLM-R's added tokens: each a special token of model.vocab with its id.
+// Returns those encoderd matches in a text as the library does (neither
+// single_word nor normalized); the others are tokenized as text. Other
+// added tokens, which Hugging Face matches, are refused.
+StatusOr<std::vector<AddedToken>> VocabularySpecials(const Reader& r,
+                                                     std::vector<AddedToken> declared,
+                                                     const json& vocab) {
+  std::vector<AddedToken> matched;
+  for (AddedToken& token : declared) {
+    const auto it = vocab.find(token.content);
+    if (it == vocab.end() || *it != token.id) {
+      return r.Unsupported("added token \"" + token.content.substr(0, 64) + "\" (id " +
+                           std::to_string(token.id) + ") is not model.vocab's");
+    }
+    if (!token.special) {
+      return r.Unsupported("added token \"" + token.content.substr(0, 64) +
+                           "\" is not special (Hugging Face matches it in the text)");
+    }
+    if (!token.single_word && !token.normalized) matched.push_back(std::move(token));
   }
   return matched;
 }
@@ -315,10 +325,9 @@ StatusOr<std::unique_ptr<Tokenizer>> WordPiece(const Reader& r, const json& root
     *pairs = PairTemplate::kBert;
   }
   const WordPieceSpecials& names = options.specials;
-  ASSIGN_OR_RETURN(options.added_tokens, CheckTokens(r, root, vocab,
-                                                     {names.cls.c_str(), names.sep.c_str(),
-                                                      names.pad.c_str(), names.unk.c_str()},
-                                                     /*normalizes=*/true));
+  ASSIGN_OR_RETURN(options.added_tokens, DeclaredTokens(r, root, vocab,
+                                                        {names.cls.c_str(), names.sep.c_str(),
+                                                         names.pad.c_str(), names.unk.c_str()}));
   ASSIGN_OR_RETURN(std::vector<std::string> tokens, TokensById(r, vocab));
   return CreateWordPieceTokenizerFromTokens(std::move(tokens), options, source);
 }
@@ -391,8 +400,7 @@ StatusOr<std::unique_ptr<Tokenizer>> ByteLevelBpe(const Reader& r, const json& r
     lines += left + ' ' + right + '\n';
   }
   ASSIGN_OR_RETURN(options.added_tokens,
-                   CheckTokens(r, root, vocab, {"<s>", "</s>", "<pad>", "<unk>"},
-                               /*normalizes=*/false));
+                   DeclaredTokens(r, root, vocab, {"<s>", "</s>", "<pad>", "<unk>"}));
   for (int b = 0; b < 256; ++b) {
     const std::string spelling = ByteLevelSpelling(std::string(1, static_cast<char>(b)));
     if (!vocab.contains(spelling)) {
@@ -603,7 +611,9 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
 
   RETURN_IF_ERROR(
       r.ExpectTemplates(root, vocab, "<s> $A </s>", "<s> $A </s> </s> $B </s>", "XLM-R"));
-  ASSIGN_OR_RETURN(std::vector<AddedToken> added, CheckTokens(r, root, vocab, {}, true));
+  ASSIGN_OR_RETURN(std::vector<AddedToken> declared, DeclaredTokens(r, root, vocab, {}));
+  ASSIGN_OR_RETURN(std::vector<AddedToken> added,
+                   VocabularySpecials(r, std::move(declared), vocab));
   // The library puts Metaspace's "first" prefix before the text's first
   // piece only, not before one after an added token, where sentencepiece's
   // dummy prefix would go: such files match none.

@@ -21,12 +21,14 @@
 // Anything else (other model types or layouts, normalizers or templates) is
 // refused with the setting named (UNIMPLEMENTED), rather than tokenized
 // differently from Hugging Face; a damaged file is INVALID_ARGUMENT.
-// added_tokens must be special tokens of model.vocab, with its ids; they are
-// matched in a text as the library matches them (added_tokens.h), except a
-// single_word one, a normalized one under a normalizer, and all of them
-// where the pre-tokenizer puts a prefix before each piece (ByteLevel's
-// add_prefix_space, Metaspace's "first"): those are tokenized as text.
-// Non-special added tokens are refused.
+// added_tokens are matched in a text as the library matches them
+// (added_tokens.h): BERT's and RoBERTa's as ResolveAddedTokens takes them
+// (model.vocab's special tokens, and others, past the vocabulary too, that
+// encoderd matches as the library does); XLM-R's only model.vocab's special
+// tokens. A single_word one, a normalized one under a normalizer, and all of
+// them where the pre-tokenizer puts a prefix before each piece (ByteLevel's
+// add_prefix_space, Metaspace's "first") are tokenized as text where they
+// are model.vocab's special tokens, and refused otherwise.
 #pragma once
 
 #include <memory>

@@ -232,12 +232,21 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizerFromTokens(
     }
     *id = it->second;
   }
-  const auto vocab_size = static_cast<int64_t>(tokens.size());
   WordPieceOptions resolved = options;
-  resolved.added_tokens = ResolveIds(options.added_tokens, [&vocab](const std::string& token) {
-    const auto it = vocab.find(token);
-    return it == vocab.end() ? -1 : it->second;
-  });
+  AddedTokenRules rules;
+  rules.vocab_size = static_cast<int64_t>(vocab.size());
+  rules.normalizes = true;  // the tokenizers library's BertNormalizer
+  ASSIGN_OR_RETURN(resolved.added_tokens, ResolveAddedTokens(
+                                              options.added_tokens,
+                                              [&vocab](const std::string& token) {
+                                                const auto it = vocab.find(token);
+                                                return it == vocab.end() ? -1 : it->second;
+                                              },
+                                              rules, source));
+  // Added tokens past the vocabulary count in it, as in the library.
+  auto vocab_size = static_cast<int64_t>(tokens.size());
+  for (const AddedToken& token : resolved.added_tokens)
+    vocab_size = std::max<int64_t>(vocab_size, int64_t{token.id} + 1);
   return std::unique_ptr<Tokenizer>(
       new WordPieceTokenizer(std::move(vocab), vocab_size, special, resolved, lower_case));
 }

@@ -36,8 +36,9 @@ struct WordPieceOptions {
   BertRules rules = BertRules::kPython;
   // Must all be in the vocabulary.
   WordPieceSpecials specials;
-  // Matched in a text before it is split into words (added_tokens.h); an
-  // id of -1 is the vocabulary's (left out where it lacks the token).
+  // Matched in a text before it is split into words, as
+  // ResolveAddedTokens takes them under BERT's normalizer (added_tokens.h);
+  // those past the vocabulary count in vocab_size.
   std::vector<AddedToken> added_tokens;
 };
 

@@ -462,6 +462,81 @@ TEST(HfTokenizerJson, AddedTokensMatchedInTheText) {
   }
 }
 
+// Tokens added past the vocabulary (tokenizer.add_tokens, or special
+// tokens a fine-tune added) and non-special ones were refused, and the
+// folder fell back to its vocab.txt, which tokenized them as text. Those
+// encoderd matches as the library does are matched now, with the ids the
+// library gives them; the others are refused, naming the token.
+TEST(HfTokenizerJson, AddedTokensPastTheVocabulary) {
+  const auto ids = [](const Tokenizer& t, const std::string& text) {
+    auto e = t.Encode(text, kNoLimit, false);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? e->ids : std::vector<int32_t>{};
+  };
+  // The ids of "a b", then `tokens`, then "c", between the specials.
+  const auto around = [&](const Tokenizer& t, std::vector<int32_t> tokens) {
+    std::vector<int32_t> ab = ids(t, "a b"), c = ids(t, "c");
+    std::vector<int32_t> out(ab.begin(), ab.end() - 1);
+    out.insert(out.end(), tokens.begin(), tokens.end());
+    out.insert(out.end(), c.begin() + 1, c.end());
+    return out;
+  };
+  const auto token = [](int64_t id, const char* content, bool special, bool normalized) {
+    return json{
+        {"id", id},        {"content", content},   {"special", special},      {"lstrip", false},
+        {"rstrip", false}, {"single_word", false}, {"normalized", normalized}};
+  };
+  for (const char* name : {"wordpiece_uncased.json", "bytebpe.json"}) {
+    SCOPED_TRACE(name);
+    const json file = ReadJson(kDir / "tokenizer_json" / name);
+    const auto v = static_cast<int64_t>(file["model"]["vocab"].size());
+    const bool bert = file["model"]["type"] == "WordPiece";
+    json added = file;
+    added["added_tokens"].push_back(token(v, "<Domain>", false, false));
+    added["added_tokens"].push_back(token(v + 1, "[E1]", true, false));
+    // No normalizer in RoBERTa's pipeline: a normalized token is matched as
+    // written.
+    added["added_tokens"].push_back(token(v + 2, "<norm>", false, !bert));
+    auto t = FromJson(added);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->vocab_size(), v + 3);
+    EXPECT_EQ(ids(*t, "a b<Domain>[E1]<norm>c"),
+              around(*t, {static_cast<int32_t>(v), static_cast<int32_t>(v + 1),
+                          static_cast<int32_t>(v + 2)}));
+    EXPECT_NE(t->Describe().find(" special and 2 other added tokens matched"), std::string::npos)
+        << t->Describe();
+    // Its length limit counts them.
+    auto cut = t->Encode("<Domain><Domain><Domain>", 3, true);
+    ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+    EXPECT_EQ(cut->ids.size(), 3u);
+    EXPECT_EQ(cut->ids[1], v);
+
+    json unmatched = file;
+    unmatched["added_tokens"].push_back(token(v, "<single>", false, false));
+    unmatched["added_tokens"].back()["single_word"] = true;
+    ExpectUnsupported(unmatched, "added token \"<single>\" is single_word");
+    if (bert) {
+      unmatched = file;
+      unmatched["added_tokens"].push_back(token(v, "<norm>", true, true));
+      ExpectUnsupported(unmatched, "added token \"<norm>\" is normalized");
+    } else {
+      unmatched = added;
+      unmatched["pre_tokenizer"]["add_prefix_space"] = true;
+      ExpectUnsupported(unmatched,
+                        "added token \"<Domain>\" is added where the pre-tokenizer "
+                        "puts a space before each piece");
+    }
+  }
+  {
+    SCOPED_TRACE("XLM-R's");
+    json file = ReadJson(kDir / "tokenizer_json" / "xlmr_unigram.json");
+    const auto v = static_cast<int64_t>(file["model"]["vocab"].size());
+    file["added_tokens"].push_back(token(v, "<Domain>", false, false));
+    ExpectUnsupported(
+        file, "added token \"<Domain>\" (id " + std::to_string(v) + ") is not model.vocab's");
+  }
+}
+
 // The tokenizers library's spaces on 400 drawn texts of runs and ends of
 // spaces, "\r\n", characters the map makes spaces or drops, a literal
 // "\u2581", words and accents (the fixture space_samples.json: the Python
@@ -674,18 +749,22 @@ TEST(HfTokenizerJson, SettingsEncoderdDoesNotReproduceAreRefusedByName) {
     ExpectUnsupported(missing, "model.vocab has no <pad> token");
   }
 
-  // Added tokens: only model.vocab's own special tokens (none is matched in
-  // a text; Hugging Face matches the others).
+  // Added tokens: ids as the library numbers them, and none that encoderd
+  // would not match as the library does (AddedTokensPastTheVocabulary).
   {
     json added = bert;
     added["added_tokens"].push_back({{"id", 5}, {"content", "[MASK]"}, {"special", true}});
-    ExpectUnsupported(added, "added token \"[MASK]\" (id 5) is not model.vocab's");
+    ExpectUnsupported(added, "added token \"[MASK]\" has id 5, but the vocabulary's is");
     added = bert;
     added["added_tokens"].push_back({{"id", 4000}, {"content", "<domain>"}, {"special", true}});
-    ExpectUnsupported(added, "added token \"<domain>\" (id 4000) is not model.vocab's");
+    ExpectUnsupported(added,
+                      "added token \"<domain>\" has id 4000, where the tokenizers "
+                      "library numbers it " +
+                          std::to_string(bert["model"]["vocab"].size()));
     added = bert;
     added["added_tokens"][0]["special"] = false;
-    ExpectUnsupported(added, "added token \"[PAD]\" is not special");
+    added["added_tokens"][0]["normalized"] = true;
+    ExpectUnsupported(added, "added token \"[PAD]\" is normalized");
     added["added_tokens"] = "none";
     ExpectRefused(added, "added_tokens is not a list");
     json pad = bert;

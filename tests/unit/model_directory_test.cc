@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "core/dtype.h"
 #include "engine/io/checkpoint_reader.h"
@@ -647,6 +648,110 @@ TEST(ModelDirectoryTokenizerTest, TokenizerConfigBesideAVocabulary) {
     EXPECT_NE(none->tokenizer_note.find("is not supported"), std::string::npos)
         << none->tokenizer_note;
   }
+}
+
+// The added tokens a folder declares beside its vocab.txt
+// (tokenizer_config.json's added_tokens_decoder, or the older
+// added_tokens.json) were read past: a text that wrote one was tokenized as
+// text, where AutoTokenizer's fast class gives the token its id. They are
+// matched now where encoderd matches them as the library does; otherwise
+// the folder takes token ids only, saying why.
+TEST(ModelDirectoryTokenizerTest, DeclaredAddedTokensBesideAVocabulary) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "bert_added_tokens";
+  fs::remove_all(dir);
+  fs::copy(ModelsDir() + "/hf_bert_legacy", dir);
+  {
+    // 930 tokens in vocab.txt, 932 rows in the embedding: room for two.
+    std::ifstream in(dir / "vocab.txt");
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    ASSERT_EQ(lines.size(), 932u);
+    std::ofstream out(dir / "vocab.txt");
+    for (size_t i = 0; i < 930; ++i) out << lines[i] << "\n";
+  }
+  const auto load = [&](const std::string& tokenizer_config, const std::string& added_tokens,
+                        const std::string& special_tokens_map) {
+    std::ofstream(dir / "tokenizer_config.json") << tokenizer_config;
+    fs::remove(dir / "added_tokens.json");
+    fs::remove(dir / "special_tokens_map.json");
+    if (!added_tokens.empty()) std::ofstream(dir / "added_tokens.json") << added_tokens;
+    if (!special_tokens_map.empty()) {
+      std::ofstream(dir / "special_tokens_map.json") << special_tokens_map;
+    }
+    return server::LoadModelDirectory(dir.string());
+  };
+  const auto ids = [](const ModelBundle& bundle, const std::string& text) {
+    auto e = bundle.tokenizer->Encode(text, 64, false);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? e->ids : std::vector<int32_t>{};
+  };
+  // The ids of "see", then `tokens`, then "now", between [CLS] and [SEP].
+  const auto around = [&](const ModelBundle& bundle, std::vector<int32_t> tokens) {
+    std::vector<int32_t> see = ids(bundle, "see"), now = ids(bundle, "now");
+    std::vector<int32_t> out(see.begin(), see.end() - 1);
+    out.insert(out.end(), tokens.begin(), tokens.end());
+    out.insert(out.end(), now.begin() + 1, now.end());
+    return out;
+  };
+  const std::string decoder = R"({"do_lower_case": true, "added_tokens_decoder": {
+      "0": {"content": "[PAD]", "lstrip": false, "normalized": false, "rstrip": false,
+            "single_word": false, "special": true},
+      "930": {"content": "<Domain>", "lstrip": false, "normalized": false, "rstrip": false,
+              "single_word": false, "special": false},
+      "931": {"content": "[E1]", "lstrip": false, "normalized": false, "rstrip": true,
+              "single_word": false, "special": true}}})";
+  auto matched = load(decoder, "", "");
+  ASSERT_TRUE(matched.ok()) << matched.status().ToString();
+  ASSERT_NE(matched->tokenizer, nullptr) << matched->tokenizer_note;
+  EXPECT_EQ(matched->tokenizer->vocab_size(), 932);
+  EXPECT_EQ(ids(*matched, "see<Domain>[E1]  now"), around(*matched, {930, 931}));
+  EXPECT_EQ(ids(*matched, "see [SEP] now"),
+            around(*matched, {matched->tokenizer->special_tokens().eos}));
+  // Not normalized: matched as written only.
+  EXPECT_EQ(ids(*matched, "<domain>"), ids(*matched, "< domain >"));
+  EXPECT_NE(matched->tokenizer->Describe().find("6 special and 1 other added token"),
+            std::string::npos)
+      << matched->tokenizer->Describe();
+
+  // added_tokens.json: special where special_tokens_map.json says so.
+  const std::string legacy = R"({"[E1]": 930, "[E2]": 931})";
+  auto special =
+      load(R"({"do_lower_case": true})", legacy,
+           R"({"cls_token": "[CLS]", "additional_special_tokens": ["[E1]", {"content": "[E2]"}]})");
+  ASSERT_TRUE(special.ok()) << special.status().ToString();
+  ASSERT_NE(special->tokenizer, nullptr) << special->tokenizer_note;
+  EXPECT_EQ(ids(*special, "see[E2] [E1]now"), around(*special, {931, 930}));
+
+  // Not special there: normalized, which encoderd does not match.
+  for (
+      const auto& [config, map, says] :
+      {std::tuple<std::string, std::string, std::string>{R"({"do_lower_case": true})", legacy,
+                                                         R"(added token "[E1]" is normalized)"},
+       {R"({"do_lower_case": true, "added_tokens_decoder": {"931": {"content": "[E1]", "special": true, "normalized": false}}})",
+        "", R"(added token "[E1]" has id 931, where the tokenizers library numbers it 930)"},
+       {R"({"do_lower_case": true, "added_tokens_decoder": {"930": {"content": "[E1]", "special": true, "single_word": true}}})",
+        "", R"(added token "[E1]" is single_word)"}}) {
+    auto none = load(config, map, "");
+    ASSERT_TRUE(none.ok()) << none.status().ToString();
+    EXPECT_EQ(none->tokenizer, nullptr) << config;
+    EXPECT_NE(none->tokenizer_note.find(says), std::string::npos) << none->tokenizer_note;
+  }
+  // Past the embedding's rows: the model is refused.
+  auto past = load(R"({"added_tokens_decoder": {
+      "930": {"content": "[E1]", "special": true}, "931": {"content": "[E2]", "special": true},
+      "932": {"content": "[E3]", "special": true}}})",
+                   "", "");
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.status().message().find("the tokenizer has 933 tokens"), std::string::npos)
+      << past.status().message();
+  // A damaged entry names the file and the entry.
+  auto damaged = load(R"({"added_tokens_decoder": {"x": {"content": "[E1]"}}})", "", "");
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(
+      damaged.status().message().find("added_tokens_decoder[\"x\"]: the key is not a token id"),
+      std::string::npos)
+      << damaged.status().message();
 }
 
 // BERT-family settings that change what the layers compute were read past,
