@@ -345,12 +345,17 @@ constexpr int64_t kMaxTokenId = (int64_t{1} << 30) - 1;
 
 }  // namespace
 
-StatusOr<std::vector<AddedToken>> ReadDeclaredAddedTokens(const std::string& dir) {
+StatusOr<std::vector<AddedToken>> ReadDeclaredAddedTokens(const std::string& dir,
+                                                          std::string* declared_in) {
+  declared_in->clear();
   std::vector<AddedToken> tokens;
   const std::string config_path = dir + "/tokenizer_config.json";
-  Json config = Json::object();
+  Json config = Json::object(), special_tokens_map = Json::object();
   if (IsRegularFile(config_path)) {
     ASSIGN_OR_RETURN(config, ReadJsonObject(config_path));
+  }
+  if (const std::string map_path = dir + "/special_tokens_map.json"; IsRegularFile(map_path)) {
+    ASSIGN_OR_RETURN(special_tokens_map, ReadJsonObject(map_path));
   }
   if (const auto decoder = config.find("added_tokens_decoder");
       decoder != config.end() && !decoder->is_null()) {
@@ -358,6 +363,7 @@ StatusOr<std::vector<AddedToken>> ReadDeclaredAddedTokens(const std::string& dir
       return InvalidArgument(config_path +
                              ": added_tokens_decoder must be an object of id -> token");
     }
+    *declared_in = "tokenizer_config.json";
     for (const auto& [key, entry] : decoder->items()) {
       const std::string where =
           config_path + ": added_tokens_decoder[\"" + key.substr(0, 32) + "\"]";
@@ -392,12 +398,10 @@ StatusOr<std::vector<AddedToken>> ReadDeclaredAddedTokens(const std::string& dir
   } else if (const std::string legacy_path = dir + "/added_tokens.json";
              IsRegularFile(legacy_path)) {
     ASSIGN_OR_RETURN(const Json legacy, ReadJsonObject(legacy_path));
+    *declared_in = "added_tokens.json";
     std::set<std::string> specials;
     AddSpecialContents(config, &specials);
-    if (const std::string map_path = dir + "/special_tokens_map.json"; IsRegularFile(map_path)) {
-      ASSIGN_OR_RETURN(const Json map, ReadJsonObject(map_path));
-      AddSpecialContents(map, &specials);
-    }
+    AddSpecialContents(special_tokens_map, &specials);
     for (const auto& [content, id] : legacy.items()) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId) {
         return InvalidArgument(legacy_path + ": \"" + content.substr(0, 64) + "\" has the id " +
@@ -411,6 +415,19 @@ StatusOr<std::vector<AddedToken>> ReadDeclaredAddedTokens(const std::string& dir
   }
   std::stable_sort(tokens.begin(), tokens.end(),
                    [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
+  // Then the additional special tokens the fast class adds where they are
+  // not added yet: the vocabulary's, not normalized.
+  for (const Json* json : {&config, &special_tokens_map}) {
+    const auto it = json->find("additional_special_tokens");
+    if (it == json->end() || !it->is_array()) continue;
+    for (const Json& value : *it) {
+      if (std::optional<std::string> content = SpecialContent(value)) {
+        AddedToken token{*content};
+        token.normalized = false;
+        tokens.push_back(std::move(token));
+      }
+    }
+  }
   return tokens;
 }
 

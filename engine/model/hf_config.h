@@ -109,8 +109,12 @@ StatusOr<TokenizerConfig> ReadTokenizerConfig(const std::string& path);
 // (content -> id), each token special where tokenizer_config.json or
 // special_tokens_map.json names it a special token (its *_token or
 // additional_special_tokens), and then not normalized, the others
-// normalized. Each with the id its file gives. None where the folder has
-// neither; INVALID_ARGUMENT naming the file and the entry for a damaged one.
-StatusOr<std::vector<AddedToken>> ReadDeclaredAddedTokens(const std::string& dir);
+// normalized. Each with the id its file gives; then the
+// additional_special_tokens those two files name (id -1: the vocabulary's,
+// not normalized), which the fast class adds where they are not added yet.
+// *declared_in: the file of the first list ("" where neither is there).
+// INVALID_ARGUMENT naming the file and the entry for a damaged one.
+StatusOr<std::vector<AddedToken>> ReadDeclaredAddedTokens(const std::string& dir,
+                                                          std::string* declared_in);
 
 }  // namespace encoderd

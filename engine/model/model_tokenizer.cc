@@ -156,8 +156,10 @@ FastClass FastClassOf(const std::optional<std::string>& tokenizer_class, ModelFa
 // set ByteLevel's add_prefix_space from its add_prefix_space (default
 // false); other classes take the file as it is.
 StatusOr<HfJsonTokenizer> TokenizerJson(const std::string& dir, const std::string& path,
-                                        bool found_by_name, ModelFamily family) {
+                                        bool found_by_name, const EncoderConfig& config) {
+  const ModelFamily family = config.family;
   HfJsonOverrides overrides;
+  overrides.added_id_limit = config.vocab_size;
   const std::string tokenizer_config = dir + "/tokenizer_config.json";
   if (found_by_name) {
     TokenizerConfig read;
@@ -221,8 +223,7 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     // has none, or one whose pipeline encoderd does not reproduce.
     const std::string json_path = dir + "/tokenizer.json";
     if (IsFile(json_path)) {
-      StatusOr<HfJsonTokenizer> t =
-          TokenizerJson(dir, json_path, /*found_by_name=*/true, config.family);
+      StatusOr<HfJsonTokenizer> t = TokenizerJson(dir, json_path, /*found_by_name=*/true, config);
       if (t.ok()) {
         result.path = json_path;
         result.tokenizer = std::move(t->tokenizer);
@@ -247,8 +248,9 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   // special token of the same content, which it replaces where encoderd
   // matches it.
   std::vector<AddedToken> declared;
+  std::string declared_in;
   if (found_by_name) {
-    ASSIGN_OR_RETURN(declared, ReadDeclaredAddedTokens(dir));
+    ASSIGN_OR_RETURN(declared, ReadDeclaredAddedTokens(dir, &declared_in));
   }
   const auto with_declared = [&declared](std::vector<AddedToken> specials) {
     std::vector<AddedToken> tokens = declared;
@@ -269,6 +271,7 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   StatusOr<std::unique_ptr<Tokenizer>> created = std::unique_ptr<Tokenizer>();
   if (card->kind == TokenizerKind::kWordPiece) {
     WordPieceOptions options;
+    options.added_id_limit = config.vocab_size;
     options.lower_case = card->lower_case;  // unset: the vocabulary's
     options.strip_accents = card->strip_accents;
     if (mpnet_vocab) options.specials = WordPieceSpecials::Mpnet();
@@ -284,11 +287,12 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     created = CreateWordPieceTokenizer(result.path, options);
   } else if (card->kind == TokenizerKind::kTokenizerJson) {
     ASSIGN_OR_RETURN(HfJsonTokenizer t,
-                     TokenizerJson(dir, result.path, /*found_by_name=*/false, config.family));
+                     TokenizerJson(dir, result.path, /*found_by_name=*/false, config));
     created = std::move(t.tokenizer);
     result.pairs = t.pairs;
   } else if (card->kind == TokenizerKind::kByteLevelBpe) {
     ByteBpeOptions options;
+    options.added_id_limit = config.vocab_size;
     options.add_prefix_space = card->add_prefix_space.value_or(false);
     if (!card->fairseq_dict.empty()) options.fairseq_dict = dir + "/" + card->fairseq_dict;
     if (found_by_name) {
@@ -332,7 +336,8 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   // A folder's files found by name that encoderd does not reproduce: token
   // ids only, saying why.
   if (found_by_name && created.status().code() == StatusCode::kUnimplemented) {
-    result.note += (result.note.empty() ? "" : "; ") + created.status().message();
+    result.note += (result.note.empty() ? "" : "; ") + created.status().message() +
+                   (declared_in.empty() ? "" : " (the added tokens of " + declared_in + ")");
     result.path.clear();
     return result;
   }

@@ -36,39 +36,48 @@ StatusOr<std::vector<AddedToken>> ResolveAddedTokens(
     std::vector<AddedToken> tokens, const std::function<int32_t(const std::string&)>& id_of,
     const AddedTokenRules& rules, const std::string& source) {
   std::vector<AddedToken> resolved;
-  // The ids the library gave the tokens the vocabulary lacks.
+  // The ids of the tokens added so far, and the largest.
   std::unordered_map<std::string, int32_t> added;
-  int64_t next = rules.vocab_size;
+  int64_t largest = -1;
   for (AddedToken& token : tokens) {
+    if (token.content.empty()) continue;  // the library adds none
     const std::string shown = "added token \"" + token.content.substr(0, 64) + "\"";
     const int32_t in_vocab = id_of(token.content);
-    bool extra = !token.special;  // more than a special token of the vocabulary
-    if (token.id == -1) {
-      if (in_vocab < 0) continue;
-      token.id = in_vocab;
-    } else if (in_vocab >= 0) {
-      if (in_vocab != token.id) {
-        return Unimplemented(source + ": " + shown + " has id " + std::to_string(token.id) +
-                             ", but the vocabulary's is " + std::to_string(in_vocab));
-      }
-    } else {
-      extra = true;
-      const auto [it, first] = added.emplace(token.content, static_cast<int32_t>(next));
-      if (first) ++next;
-      if (it->second != token.id) {
-        return Unimplemented(source + ": " + shown + " has id " + std::to_string(token.id) +
-                             ", where the tokenizers library numbers it " +
-                             std::to_string(it->second) + " (after the vocabulary's " +
-                             std::to_string(rules.vocab_size) +
-                             " tokens and the added tokens before it)");
-      }
+    const auto seen = added.find(token.content);
+    int64_t id = in_vocab;
+    if (seen != added.end()) {
+      id = seen->second;
+    } else if (in_vocab < 0) {
+      if (token.id == -1) continue;  // a class's special the vocabulary lacks
+      // The library's next id: past the vocabulary and every token added.
+      id = largest >= rules.vocab_size ? largest + 1 : rules.vocab_size;
     }
+    if (token.id != -1 && token.id != id) {
+      return Unimplemented(source + ": " + shown + " has id " + std::to_string(token.id) +
+                           (in_vocab >= 0 ? ", but the vocabulary's is " + std::to_string(id)
+                                          : ", where the tokenizers library numbers it " +
+                                                std::to_string(id) + " (after the vocabulary's " +
+                                                std::to_string(rules.vocab_size) +
+                                                " tokens and the tokens added before it)"));
+    }
+    if (in_vocab < 0 && rules.id_limit > 0 && id >= rules.id_limit) {
+      return Unimplemented(source + ": " + shown + " has id " + std::to_string(id) +
+                           ", past the model's token embedding of " +
+                           std::to_string(rules.id_limit) + " rows");
+    }
+    token.id = static_cast<int32_t>(id);
+    added.emplace(token.content, token.id);
+    largest = std::max(largest, id);
+    // More than a special token of the vocabulary.
+    const bool extra = !token.special || in_vocab < 0;
     // Why encoderd would not match it as the library does, if it would not.
     const char* why = nullptr;
     if (token.single_word) {
       why = "single_word (Hugging Face matches it only as a whole word)";
-    } else if (token.normalized && rules.normalizes) {
+    } else if (token.normalized && rules.normalizes && !rules.matches_normalized) {
       why = "normalized (Hugging Face matches it in the normalized text)";
+    } else if (token.normalized && rules.normalizes && (token.lstrip || token.rstrip)) {
+      why = "normalized with lstrip or rstrip";
     } else if (rules.prefixes_pieces) {
       why = "added where the pre-tokenizer puts a space before each piece";
     }
@@ -82,7 +91,8 @@ StatusOr<std::vector<AddedToken>> ResolveAddedTokens(
   return resolved;
 }
 
-AddedTokens::AddedTokens(std::vector<AddedToken> tokens) {
+AddedTokens::AddedTokens(std::vector<AddedToken> tokens, CharNormalizer normalize)
+    : normalize_(std::move(normalize)) {
   std::unordered_set<std::string> seen;
   for (AddedToken& token : tokens) {
     if (!token.content.empty() && seen.insert(token.content).second) {
@@ -90,13 +100,28 @@ AddedTokens::AddedTokens(std::vector<AddedToken> tokens) {
     }
   }
   for (uint32_t i = 0; i < tokens_.size(); ++i) {
-    by_first_byte_[static_cast<unsigned char>(tokens_[i].content[0])].push_back(i);
-    any_lstrip_ = any_lstrip_ || tokens_[i].lstrip;
-    end_id_ = std::max<int64_t>(end_id_, int64_t{tokens_[i].id} + 1);
+    const AddedToken& token = tokens_[i];
+    end_id_ = std::max<int64_t>(end_id_, int64_t{token.id} + 1);
+    if (token.normalized && normalize_ && !token.lstrip && !token.rstrip) {
+      std::u32string pattern;
+      for (const char32_t c : DecodeUtf8(token.content)) pattern += normalize_(c);
+      if (!pattern.empty()) {
+        const char32_t first = pattern[0];
+        normalized_[first].push_back(Normalized{i, std::move(pattern)});
+      }
+      continue;
+    }
+    by_first_byte_[static_cast<unsigned char>(token.content[0])].push_back(i);
+    any_lstrip_ = any_lstrip_ || token.lstrip;
   }
   for (std::vector<uint32_t>& list : by_first_byte_) {
     std::stable_sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) {
       return tokens_[a].content.size() > tokens_[b].content.size();
+    });
+  }
+  for (auto& [first, list] : normalized_) {
+    std::stable_sort(list.begin(), list.end(), [](const Normalized& a, const Normalized& b) {
+      return a.pattern.size() > b.pattern.size();
     });
   }
 }
@@ -125,7 +150,7 @@ const AddedToken* AddedTokens::LongestAt(std::string_view text, size_t pos) cons
 AddedTokens::Scan::Scan(const AddedTokens& tokens, std::string_view text)
     : tokens_(tokens), text_(text) {}
 
-const AddedTokens::Match* AddedTokens::Scan::Next(size_t limit) {
+void AddedTokens::Scan::FindWritten(size_t limit) {
   while (!match_ && scanned_ < text_.size()) {
     // Past the limit, only a match that takes whitespace begun by then
     // begins by then.
@@ -146,11 +171,61 @@ const AddedTokens::Match* AddedTokens::Scan::Next(size_t limit) {
     scanned_ += n;
     if (!space) space_from_ = scanned_;
   }
-  return match_ && match_->begin <= limit ? &*match_ : nullptr;
+}
+
+std::optional<AddedTokens::Match> AddedTokens::Scan::NormalizedAt(size_t pos) {
+  const CharNormalizer& normalize = tokens_.normalize_;
+  const std::u32string first = normalize(DecodeAt(text_, pos).first);
+  if (first.empty()) return std::nullopt;  // dropped: no match starts here
+  const auto candidates = tokens_.normalized_.find(first[0]);
+  if (candidates == tokens_.normalized_.end()) return std::nullopt;
+  for (const Normalized& candidate : candidates->second) {
+    const std::u32string& pattern = candidate.pattern;
+    size_t end = pos, matched = 0;
+    while (matched < pattern.size() && end < text_.size()) {
+      const auto [c, n] = DecodeAt(text_, end);
+      const std::u32string form = normalize(c);
+      if (form.size() > pattern.size() - matched ||
+          pattern.compare(matched, form.size(), form) != 0)
+        break;
+      matched += form.size();
+      end += n;
+    }
+    if (matched < pattern.size()) continue;
+    // It must end before the next token matched as written begins.
+    FindWritten(end);
+    if (match_ && match_->begin < end) continue;
+    return Match{pos, end, &tokens_.tokens_[candidate.token]};
+  }
+  return std::nullopt;
+}
+
+void AddedTokens::Scan::FindNormalized(size_t limit) {
+  while (!normalized_match_ && normalized_from_ <= limit && normalized_from_ < text_.size()) {
+    if (match_ && normalized_from_ >= match_->begin) return;
+    normalized_match_ = NormalizedAt(normalized_from_);
+    if (!normalized_match_) normalized_from_ += DecodeAt(text_, normalized_from_).second;
+  }
+}
+
+const AddedTokens::Match* AddedTokens::Scan::Next(size_t limit) {
+  if (!normalized_match_) {
+    FindWritten(limit);
+    if (!tokens_.normalized_.empty()) FindNormalized(limit);
+  }
+  const std::optional<Match>& next = normalized_match_ ? normalized_match_ : match_;
+  return next && next->begin <= limit ? &*next : nullptr;
 }
 
 void AddedTokens::Scan::Take() {
-  scanned_ = space_from_ = match_->end;
+  if (normalized_match_) {
+    // What was read as written up to here has no match that begins before
+    // its end.
+    normalized_from_ = normalized_match_->end;
+    normalized_match_.reset();
+    return;
+  }
+  scanned_ = space_from_ = normalized_from_ = match_->end;
   match_.reset();
 }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
@@ -46,12 +47,17 @@ struct AddedTokenRules {
   // The tokens of the model's vocabulary: the library numbers an added
   // token the vocabulary lacks from here on.
   int64_t vocab_size = 0;
-  // The pipeline has a normalizer (a normalized token would be matched in
-  // its output).
+  // The pipeline has a normalizer (a normalized token is matched in its
+  // output), and whether the tokenizer matches normalized tokens so
+  // (AddedTokens with a CharNormalizer).
   bool normalizes = false;
+  bool matches_normalized = false;
   // The pre-tokenizer puts a prefix before each piece (ByteLevel's
   // add_prefix_space): encoderd matches no added token there.
   bool prefixes_pieces = false;
+  // The model's token embedding rows: an added token past the vocabulary
+  // must have an id below it (0: no limit).
+  int64_t id_limit = 0;
 };
 
 // The added tokens a tokenizer matches in a text, from those its files
@@ -59,21 +65,28 @@ struct AddedTokenRules {
 // vocabulary has takes its id (id_of; the class's own, with id -1, are
 // dropped where it lacks them); one it lacks takes the next id after the
 // vocabulary and the tokens added before it, which must be the id the file
-// gives it. A token encoderd does not match as the library does (normalized
-// under a normalizer, single_word, or any under prefixes_pieces) is left to
-// be tokenized as text where it is one of the vocabulary's special tokens,
-// as before; any other such token, and an id the library would not give,
-// is UNIMPLEMENTED naming the token, prefixed by `source`.
+// gives it and below rules.id_limit; one of empty content is left out. A token encoderd does not
+// match as the library does (normalized under a normalizer it does not match them under, or with
+// lstrip or rstrip there; single_word; any under prefixes_pieces) is left to be tokenized as text
+// where it is one of the vocabulary's special tokens, as before; any other such token, and an id
+// the library would not give, is UNIMPLEMENTED naming the token, prefixed by `source`.
 StatusOr<std::vector<AddedToken>> ResolveAddedTokens(
     std::vector<AddedToken> tokens, const std::function<int32_t(const std::string&)>& id_of,
     const AddedTokenRules& rules, const std::string& source);
+
+// A pipeline's normalizer, one character at a time: what the character
+// becomes in the normalized text (empty: dropped).
+using CharNormalizer = std::function<std::u32string(char32_t)>;
 
 class AddedTokens {
  public:
   AddedTokens() = default;
   // Tokens with an empty content are left out, and each after the first of
-  // the same content.
-  explicit AddedTokens(std::vector<AddedToken> tokens);
+  // the same content. With `normalize`, a normalized token (without lstrip
+  // or rstrip) is matched as the library matches it: its content
+  // normalized, in the normalized text between the matches of the tokens
+  // matched as written (Scan).
+  explicit AddedTokens(std::vector<AddedToken> tokens, CharNormalizer normalize = nullptr);
 
   bool empty() const { return tokens_.empty(); }
   // One past the largest id (0 when there are none): a tokenizer's
@@ -95,8 +108,14 @@ class AddedTokens {
   // at the leftmost position where a token starts, the longest one; the
   // next search starts where the match (with its stripped whitespace) ends.
   // (The library resumes before the whitespace taken by rstrip, which
-  // differs only for a token that starts with whitespace.) Reads the text
-  // once, only as far as its callers ask.
+  // differs only for a token that starts with whitespace.) The normalized
+  // tokens then match in the normalized text of what lies between those
+  // matches, at the leftmost character whose normalized form starts one,
+  // the longest, up to the end of a character's normalized form (the
+  // library may also match from or to the middle of one, such as the spaces
+  // BERT's normalizer puts around a CJK ideograph). Reads the text once (a
+  // normalized token's length again at each place it may start), only as
+  // far as its callers ask.
   class Scan {
    public:
     Scan(const AddedTokens& tokens, std::string_view text);
@@ -108,18 +127,41 @@ class AddedTokens {
     void Take();
 
    private:
+    // The next match of a token matched as written, once the search has
+    // read to `limit` (match_).
+    void FindWritten(size_t limit);
+    // The next match of a normalized token that begins by `limit`, before
+    // match_ (normalized_match_).
+    void FindNormalized(size_t limit);
+    // The longest normalized token that matches from byte `pos` and ends
+    // before match_.
+    std::optional<Match> NormalizedAt(size_t pos);
+
     const AddedTokens& tokens_;
     std::string_view text_;
     // How far the search has read, and where the whitespace right before
     // `scanned_` begins (never before the end of the last match taken).
     size_t scanned_ = 0, space_from_ = 0;
     std::optional<Match> match_;
+    // Where the search for normalized tokens goes on, and its match.
+    size_t normalized_from_ = 0;
+    std::optional<Match> normalized_match_;
   };
 
  private:
   const AddedToken* LongestAt(std::string_view text, size_t pos) const;
 
+  // A normalized token: its index in tokens_ and its normalized content.
+  struct Normalized {
+    uint32_t token;
+    std::u32string pattern;
+  };
+
   std::vector<AddedToken> tokens_;
+  CharNormalizer normalize_;
+  // The normalized tokens by the first character of their pattern, longest
+  // first.
+  std::unordered_map<char32_t, std::vector<Normalized>> normalized_;
   // Tokens by their first byte, longest first.
   std::array<std::vector<uint32_t>, 256> by_first_byte_;
   bool any_lstrip_ = false;

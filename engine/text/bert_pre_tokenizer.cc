@@ -144,20 +144,12 @@ std::u32string CleanText(std::u32string_view text, BertRules rules) {
   return cleaned;
 }
 
-// BertNormalizer (clean text, CJK, strip accents, lower-case, in its
-// order) and BertPreTokenizer (split on whitespace, isolate punctuation).
+// BertNormalizer and BertPreTokenizer (split on whitespace, isolate
+// punctuation).
 std::vector<std::u32string> TokenizersPreTokenize(std::u32string_view text, bool lower_case,
                                                   bool strip_accents) {
   constexpr BertRules kRules = BertRules::kTokenizers;
-  std::u32string cleaned = CleanText(text, kRules);
-  if (strip_accents) cleaned = StripAccents(ToUtf16(cleaned));
-  std::u32string normalized;
-  if (lower_case) {
-    normalized.reserve(cleaned.size());
-    for (char32_t c : cleaned) AppendLowerCased(c, &normalized);
-  } else {
-    normalized = std::move(cleaned);
-  }
+  const std::u32string normalized = BertNormalized(text, lower_case, strip_accents);
   std::vector<std::u32string> words;
   std::u32string current;
   const auto flush = [&] {
@@ -179,6 +171,16 @@ std::vector<std::u32string> TokenizersPreTokenize(std::u32string_view text, bool
 }
 
 }  // namespace
+
+std::u32string BertNormalized(std::u32string_view text, bool lower_case, bool strip_accents) {
+  std::u32string cleaned = CleanText(text, BertRules::kTokenizers);
+  if (strip_accents) cleaned = StripAccents(ToUtf16(cleaned));
+  if (!lower_case) return cleaned;
+  std::u32string normalized;
+  normalized.reserve(cleaned.size());
+  for (char32_t c : cleaned) AppendLowerCased(c, &normalized);
+  return normalized;
+}
 
 bool ChangesWhenLowerCased(std::u32string_view word) {
   for (const char32_t c : word) {

@@ -32,6 +32,13 @@ std::vector<std::u32string> BertPreTokenize(std::u32string_view text, bool lower
                                             bool strip_accents,
                                             BertRules rules = BertRules::kPython);
 
+// The tokenizers library's BertNormalizer, in its order: NUL, U+FFFD and
+// control characters dropped, whitespace made ' ', spaces around CJK
+// ideographs, then (strip_accents) NFD and non-spacing marks dropped, then
+// (lower_case) each character lower-cased alone (Rust's
+// char::to_lowercase).
+std::u32string BertNormalized(std::u32string_view text, bool lower_case, bool strip_accents);
+
 // Whether lower-casing (Python's str.lower()) changes `word`: it has a
 // capital letter, in any script.
 bool ChangesWhenLowerCased(std::u32string_view word);

@@ -203,6 +203,7 @@ class ByteBpeTokenizer final : public Tokenizer {
       AddedTokenRules rules;
       rules.vocab_size = static_cast<int64_t>(vocab_.size());
       rules.prefixes_pieces = options_.add_prefix_space;
+      rules.id_limit = options_.added_id_limit;
       ASSIGN_OR_RETURN(std::vector<AddedToken> resolved,
                        ResolveAddedTokens(
                            std::move(added),
@@ -211,7 +212,9 @@ class ByteBpeTokenizer final : public Tokenizer {
                              return it == vocab_.end() ? -1 : it->second;
                            },
                            rules, source));
-      added_ = AddedTokens(std::move(resolved));
+      // No normalizer: a normalized token is matched as written, after
+      // those that are not normalized, as the library matches it.
+      added_ = AddedTokens(std::move(resolved), [](char32_t c) { return std::u32string(1, c); });
       // Added tokens past the vocabulary count in it, as in the library.
       vocab_size_ = std::max(vocab_size_, added_.end_id());
     }

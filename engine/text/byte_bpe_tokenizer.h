@@ -37,6 +37,9 @@ struct ByteBpeOptions {
   // tokens are then tokenized as text, others refused), nor with
   // fairseq_dict.
   std::vector<AddedToken> added_tokens;
+  // The model's token embedding rows, which an added token past the
+  // vocabulary must fit (0: any id).
+  int64_t added_id_limit = 0;
 };
 
 // From vocab.json (an object of token -> id) and merges.txt (an optional

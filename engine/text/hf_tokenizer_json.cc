@@ -271,6 +271,7 @@ StatusOr<std::unique_ptr<Tokenizer>> WordPiece(const Reader& r, const json& root
   ASSIGN_OR_RETURN(const std::string unk, r.Text(model, "model", "unk_token"));
   if (unk != "[UNK]") return r.Unsupported("model.unk_token is \"" + unk + "\", not \"[UNK]\"");
   WordPieceOptions options;
+  options.added_id_limit = overrides.added_id_limit;
   if (const json* max = Reader::Find(model, "max_input_chars_per_word")) {
     if (!max->is_number_integer() || max->get<int64_t>() < 1) {
       return r.Refuse("model.max_input_chars_per_word is " + Shown(*max) +
@@ -358,6 +359,7 @@ StatusOr<std::unique_ptr<Tokenizer>> ByteLevelBpe(const Reader& r, const json& r
   ASSIGN_OR_RETURN(const bool use_regex, r.Flag(pre_tokenizer, "pre_tokenizer", "use_regex", true));
   if (!use_regex) return r.Unsupported("pre_tokenizer.use_regex is false");
   ByteBpeOptions options;
+  options.added_id_limit = overrides.added_id_limit;
   // Hugging Face's ByteLevel requires the field (RoBERTa's files say false);
   // transformers' RobertaTokenizerFast sets it from tokenizer_config.json.
   const json* prefix = Reader::Find(pre_tokenizer, "add_prefix_space");

@@ -54,6 +54,9 @@ struct HfJsonOverrides {
   // RobertaTokenizerFast rebuilds the ByteLevel pre-tokenizer from its
   // add_prefix_space.
   std::optional<bool> add_prefix_space;
+  // The model's token embedding rows, which an added token past the
+  // vocabulary must fit (0: any id).
+  int64_t added_id_limit = 0;
 };
 
 struct HfJsonTokenizer {

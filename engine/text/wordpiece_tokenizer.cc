@@ -14,6 +14,17 @@
 namespace encoderd {
 namespace {
 
+// BertNormalizer one character at a time, for the added tokens it
+// normalizes (AddedTokens).
+CharNormalizer BertCharNormalizer(bool lower_case, bool strip_accents) {
+  return [lower_case, strip_accents](char32_t c) {
+    if (c > 0x20 && c < 0x7f) {  // printable ASCII: only lower-cased
+      return std::u32string(1, lower_case && c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+    }
+    return BertNormalized(std::u32string_view(&c, 1), lower_case, strip_accents);
+  };
+}
+
 class WordPieceTokenizer final : public Tokenizer {
  public:
   // lower_case: options.lower_case, or the vocabulary's where that is unset.
@@ -25,7 +36,8 @@ class WordPieceTokenizer final : public Tokenizer {
         options_(options),
         lower_case_(lower_case),
         strip_accents_(options.strip_accents.value_or(lower_case)),
-        added_(std::exchange(options_.added_tokens, {})) {
+        added_(std::exchange(options_.added_tokens, {}),
+               BertCharNormalizer(lower_case_, strip_accents_)) {
     for (const auto& [token, id] : vocab_)
       longest_token_chars_ = std::max(longest_token_chars_, DecodeUtf8(token).size());
   }
@@ -236,6 +248,8 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizerFromTokens(
   AddedTokenRules rules;
   rules.vocab_size = static_cast<int64_t>(vocab.size());
   rules.normalizes = true;  // the tokenizers library's BertNormalizer
+  rules.matches_normalized = true;
+  rules.id_limit = options.added_id_limit;
   ASSIGN_OR_RETURN(resolved.added_tokens, ResolveAddedTokens(
                                               options.added_tokens,
                                               [&vocab](const std::string& token) {

@@ -40,6 +40,9 @@ struct WordPieceOptions {
   // ResolveAddedTokens takes them under BERT's normalizer (added_tokens.h);
   // those past the vocabulary count in vocab_size.
   std::vector<AddedToken> added_tokens;
+  // The model's token embedding rows, which an added token past the
+  // vocabulary must fit (0: any id).
+  int64_t added_id_limit = 0;
 };
 
 // Reads a vocab.txt (one token per line, id = line number). The special

@@ -723,28 +723,40 @@ TEST(ModelDirectoryTokenizerTest, DeclaredAddedTokensBesideAVocabulary) {
   ASSERT_NE(special->tokenizer, nullptr) << special->tokenizer_note;
   EXPECT_EQ(ids(*special, "see[E2] [E1]now"), around(*special, {931, 930}));
 
-  // Not special there: normalized, which encoderd does not match.
+  // Not special there: normalized, matched in the normalized (lower-cased)
+  // text.
+  auto normalized = load(R"({"do_lower_case": true})", legacy, "");
+  ASSERT_TRUE(normalized.ok()) << normalized.status().ToString();
+  ASSERT_NE(normalized->tokenizer, nullptr) << normalized->tokenizer_note;
+  EXPECT_EQ(ids(*normalized, "see[e2] [E1]now"), around(*normalized, {931, 930}));
+
+  // An additional special token of the vocabulary that no list adds.
+  auto additional =
+      load(R"({"do_lower_case": true, "additional_special_tokens": ["##zza"]})", "", "");
+  ASSERT_TRUE(additional.ok()) << additional.status().ToString();
+  ASSERT_NE(additional->tokenizer, nullptr) << additional->tokenizer_note;
+  EXPECT_EQ(ids(*additional, "see##zzanow"), around(*additional, {929}));
+
+  // Otherwise token ids only, naming the token and the file.
   for (
-      const auto& [config, map, says] :
-      {std::tuple<std::string, std::string, std::string>{R"({"do_lower_case": true})", legacy,
-                                                         R"(added token "[E1]" is normalized)"},
-       {R"({"do_lower_case": true, "added_tokens_decoder": {"931": {"content": "[E1]", "special": true, "normalized": false}}})",
-        "", R"(added token "[E1]" has id 931, where the tokenizers library numbers it 930)"},
-       {R"({"do_lower_case": true, "added_tokens_decoder": {"930": {"content": "[E1]", "special": true, "single_word": true}}})",
-        "", R"(added token "[E1]" is single_word)"}}) {
-    auto none = load(config, map, "");
+      const auto& [config, says] :
+      {std::pair<std::string, std::string>{
+           R"({"added_tokens_decoder": {"931": {"content": "[E1]", "special": true, "normalized": false}}})",
+           R"(added token "[E1]" has id 931, where the tokenizers library numbers it 930)"},
+       {R"({"added_tokens_decoder": {"930": {"content": "[E1]", "special": true, "single_word": true}}})",
+        R"(added token "[E1]" is single_word)"},
+       {R"({"added_tokens_decoder": {
+                "930": {"content": "[E1]", "special": true}, "931": {"content": "[E2]", "special": true},
+                "932": {"content": "[E3]", "special": true}}})",
+        R"(added token "[E3]" has id 932, past the model's token embedding of 932 rows)"}}) {
+    auto none = load(config, "", "");
     ASSERT_TRUE(none.ok()) << none.status().ToString();
     EXPECT_EQ(none->tokenizer, nullptr) << config;
     EXPECT_NE(none->tokenizer_note.find(says), std::string::npos) << none->tokenizer_note;
+    EXPECT_NE(none->tokenizer_note.find("(the added tokens of tokenizer_config.json)"),
+              std::string::npos)
+        << none->tokenizer_note;
   }
-  // Past the embedding's rows: the model is refused.
-  auto past = load(R"({"added_tokens_decoder": {
-      "930": {"content": "[E1]", "special": true}, "931": {"content": "[E2]", "special": true},
-      "932": {"content": "[E3]", "special": true}}})",
-                   "", "");
-  ASSERT_FALSE(past.ok());
-  EXPECT_NE(past.status().message().find("the tokenizer has 933 tokens"), std::string::npos)
-      << past.status().message();
   // A damaged entry names the file and the entry.
   auto damaged = load(R"({"added_tokens_decoder": {"x": {"content": "[E1]"}}})", "", "");
   ASSERT_FALSE(damaged.ok());
@@ -752,6 +764,35 @@ TEST(ModelDirectoryTokenizerTest, DeclaredAddedTokensBesideAVocabulary) {
       damaged.status().message().find("added_tokens_decoder[\"x\"]: the key is not a token id"),
       std::string::npos)
       << damaged.status().message();
+}
+
+// Beside a sentencepiece.bpe.model, tokenizer_config.json's
+// added_tokens_decoder lists XLM-R's own specials, which load as before; a
+// token other than those is not reproduced there, and the folder takes
+// token ids only, saying so.
+TEST(ModelDirectoryTokenizerTest, DeclaredAddedTokensBesideASentencepieceModel) {
+  const auto [dir, config] = CopiedFixture("hf_xlmr_regression", "xlmr_added_tokens");
+  const auto load = [&dir = dir](const std::string& extra) {
+    std::ofstream(dir / "tokenizer_config.json") << R"({"added_tokens_decoder": {
+        "0": {"content": "<s>", "special": true, "normalized": false},
+        "1": {"content": "<pad>", "special": true, "normalized": false},
+        "2": {"content": "</s>", "special": true, "normalized": false},
+        "3": {"content": "<unk>", "special": true, "normalized": false},
+        "1001": {"content": "<mask>", "special": true, "lstrip": true, "normalized": false})"
+                                                 << extra << "}}";
+    return server::LoadModelDirectory(dir.string());
+  };
+  auto own = load("");
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  ASSERT_NE(own->tokenizer, nullptr) << own->tokenizer_note;
+  auto other = load(R"(, "1002": {"content": "<ent>", "special": true, "normalized": false})");
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(other->tokenizer, nullptr);
+  EXPECT_NE(
+      other->tokenizer_note.find("the added token \"<ent>\" (id 1002) is not reproduced beside "
+                                 "sentencepiece.bpe.model"),
+      std::string::npos)
+      << other->tokenizer_note;
 }
 
 // BERT-family settings that change what the layers compute were read past,
