@@ -364,7 +364,10 @@ StatusOr<std::vector<AddedToken>> ReadDeclaredAddedTokens(const std::string& dir
                              ": added_tokens_decoder must be an object of id -> token");
     }
     *declared_in = "tokenizer_config.json";
-    for (const auto& [key, entry] : decoder->items()) {
+    for (const auto& item : decoder->items()) {
+      // (Named, not bound: the lambda below captures them.)
+      const std::string& key = item.key();
+      const Json& entry = item.value();
       const std::string where =
           config_path + ": added_tokens_decoder[\"" + key.substr(0, 32) + "\"]";
       char* end = nullptr;

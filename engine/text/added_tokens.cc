@@ -20,6 +20,15 @@ std::pair<size_t, bool> WhitespaceAt(std::string_view text, size_t pos) {
   return {n, u_isUWhiteSpace(static_cast<UChar32>(c)) != 0};
 }
 
+// Whether a token's content begins or ends with whitespace.
+bool WhitespaceAtAnEnd(const std::string& content) {
+  const std::vector<char32_t> chars = DecodeUtf8(content);
+  for (const char32_t c : {chars.front(), chars.back()}) {
+    if (u_isUWhiteSpace(static_cast<UChar32>(c))) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<AddedToken> ResolveIds(std::vector<AddedToken> tokens,
@@ -76,8 +85,15 @@ StatusOr<std::vector<AddedToken>> ResolveAddedTokens(
       why = "single_word (Hugging Face matches it only as a whole word)";
     } else if (token.normalized && rules.normalizes && !rules.matches_normalized) {
       why = "normalized (Hugging Face matches it in the normalized text)";
-    } else if (token.normalized && rules.normalizes && (token.lstrip || token.rstrip)) {
+    } else if (token.normalized && rules.matches_normalized && extra &&
+               (token.lstrip || token.rstrip)) {
+      // (A special token of the vocabulary so is matched as written.)
       why = "normalized with lstrip or rstrip";
+    } else if (token.normalized && rules.matches_normalized && extra &&
+               WhitespaceAtAnEnd(token.content)) {
+      // The library may match it from or to the middle of a character's
+      // normalized form (a space BERT's normalizer puts by a CJK ideograph).
+      why = "normalized and begins or ends with whitespace";
     } else if (rules.prefixes_pieces) {
       why = "added where the pre-tokenizer puts a space before each piece";
     }
@@ -105,10 +121,24 @@ AddedTokens::AddedTokens(std::vector<AddedToken> tokens, CharNormalizer normaliz
     if (token.normalized && normalize_ && !token.lstrip && !token.rstrip) {
       std::u32string pattern;
       for (const char32_t c : DecodeUtf8(token.content)) pattern += normalize_(c);
-      if (!pattern.empty()) {
-        const char32_t first = pattern[0];
-        normalized_[first].push_back(Normalized{i, std::move(pattern)});
+      if (pattern.empty()) continue;
+      if (trie_token_.empty()) {  // the root
+        trie_token_.push_back(-1);
+        trie_inner_.push_back(false);
       }
+      uint32_t node = 0;
+      for (const char32_t c : pattern) {
+        const auto [edge, fresh] = trie_edges_.emplace(uint64_t{node} << 21 | c,
+                                                       static_cast<uint32_t>(trie_token_.size()));
+        if (fresh) {
+          trie_inner_[node] = true;
+          trie_token_.push_back(-1);
+          trie_inner_.push_back(false);
+        }
+        node = edge->second;
+      }
+      if (trie_token_[node] < 0) trie_token_[node] = static_cast<int32_t>(i);
+      has_normalized_ = true;
       continue;
     }
     by_first_byte_[static_cast<unsigned char>(token.content[0])].push_back(i);
@@ -117,11 +147,6 @@ AddedTokens::AddedTokens(std::vector<AddedToken> tokens, CharNormalizer normaliz
   for (std::vector<uint32_t>& list : by_first_byte_) {
     std::stable_sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) {
       return tokens_[a].content.size() > tokens_[b].content.size();
-    });
-  }
-  for (auto& [first, list] : normalized_) {
-    std::stable_sort(list.begin(), list.end(), [](const Normalized& a, const Normalized& b) {
-      return a.pattern.size() > b.pattern.size();
     });
   }
 }
@@ -173,29 +198,51 @@ void AddedTokens::Scan::FindWritten(size_t limit) {
   }
 }
 
-std::optional<AddedTokens::Match> AddedTokens::Scan::NormalizedAt(size_t pos) {
-  const CharNormalizer& normalize = tokens_.normalize_;
-  const std::u32string first = normalize(DecodeAt(text_, pos).first);
-  if (first.empty()) return std::nullopt;  // dropped: no match starts here
-  const auto candidates = tokens_.normalized_.find(first[0]);
-  if (candidates == tokens_.normalized_.end()) return std::nullopt;
-  for (const Normalized& candidate : candidates->second) {
-    const std::u32string& pattern = candidate.pattern;
-    size_t end = pos, matched = 0;
-    while (matched < pattern.size() && end < text_.size()) {
-      const auto [c, n] = DecodeAt(text_, end);
-      const std::u32string form = normalize(c);
-      if (form.size() > pattern.size() - matched ||
-          pattern.compare(matched, form.size(), form) != 0)
-        break;
-      matched += form.size();
-      end += n;
+const AddedTokens::Scan::Form* AddedTokens::Scan::FormAt(size_t i) {
+  while (forms_.size() <= i) {
+    const size_t begin = forms_.empty() ? normalized_from_ : forms_.back().end;
+    if (begin >= text_.size()) return nullptr;
+    const auto [c, n] = DecodeAt(text_, begin);
+    forms_.push_back(Form{begin, begin + n, tokens_.normalize_(c)});
+  }
+  return &forms_[i];
+}
+
+void AddedTokens::Scan::NormalizedFrom(size_t pos) {
+  normalized_from_ = pos;
+  while (!forms_.empty() && forms_.front().begin < pos) forms_.pop_front();
+}
+
+std::optional<AddedTokens::Match> AddedTokens::Scan::NormalizedHere() {
+  // The ends of the tokens the trie reaches, shortest first (after the last
+  // character of a form: not through characters dropped after it).
+  std::vector<std::pair<size_t, int32_t>> ends;
+  uint32_t node = 0;
+  for (size_t i = 0;; ++i) {
+    const Form* form = FormAt(i);
+    if (form == nullptr) break;
+    if (form->text.empty()) {
+      if (i == 0) return std::nullopt;  // dropped: no match starts here
+      continue;
     }
-    if (matched < pattern.size()) continue;
+    bool dead = false;
+    for (const char32_t c : form->text) {
+      const auto edge = tokens_.trie_edges_.find(uint64_t{node} << 21 | c);
+      if (edge == tokens_.trie_edges_.end()) {
+        dead = true;
+        break;
+      }
+      node = edge->second;
+    }
+    if (dead) break;
+    if (tokens_.trie_token_[node] >= 0) ends.emplace_back(form->end, tokens_.trie_token_[node]);
+    if (!tokens_.trie_inner_[node]) break;
+  }
+  for (auto it = ends.rbegin(); it != ends.rend(); ++it) {
     // It must end before the next token matched as written begins.
-    FindWritten(end);
-    if (match_ && match_->begin < end) continue;
-    return Match{pos, end, &tokens_.tokens_[candidate.token]};
+    FindWritten(it->first);
+    if (match_ && match_->begin < it->first) continue;
+    return Match{normalized_from_, it->first, &tokens_.tokens_[it->second]};
   }
   return std::nullopt;
 }
@@ -203,15 +250,15 @@ std::optional<AddedTokens::Match> AddedTokens::Scan::NormalizedAt(size_t pos) {
 void AddedTokens::Scan::FindNormalized(size_t limit) {
   while (!normalized_match_ && normalized_from_ <= limit && normalized_from_ < text_.size()) {
     if (match_ && normalized_from_ >= match_->begin) return;
-    normalized_match_ = NormalizedAt(normalized_from_);
-    if (!normalized_match_) normalized_from_ += DecodeAt(text_, normalized_from_).second;
+    normalized_match_ = NormalizedHere();
+    if (!normalized_match_) NormalizedFrom(FormAt(0)->end);
   }
 }
 
 const AddedTokens::Match* AddedTokens::Scan::Next(size_t limit) {
   if (!normalized_match_) {
     FindWritten(limit);
-    if (!tokens_.normalized_.empty()) FindNormalized(limit);
+    if (tokens_.has_normalized_) FindNormalized(limit);
   }
   const std::optional<Match>& next = normalized_match_ ? normalized_match_ : match_;
   return next && next->begin <= limit ? &*next : nullptr;
@@ -221,11 +268,12 @@ void AddedTokens::Scan::Take() {
   if (normalized_match_) {
     // What was read as written up to here has no match that begins before
     // its end.
-    normalized_from_ = normalized_match_->end;
+    NormalizedFrom(normalized_match_->end);
     normalized_match_.reset();
     return;
   }
-  scanned_ = space_from_ = normalized_from_ = match_->end;
+  scanned_ = space_from_ = match_->end;
+  NormalizedFrom(match_->end);
   match_.reset();
 }
 

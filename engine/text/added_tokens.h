@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -29,9 +30,9 @@ struct AddedToken {
   // As a tokenizer's files declare the token (tokenizer.json's
   // added_tokens, tokenizer_config.json's added_tokens_decoder,
   // added_tokens.json); a class's own specials are special and matched as
-  // written. The library matches a normalized token in the normalized text,
-  // and a single_word one only between word boundaries: encoderd does
-  // neither (ResolveAddedTokens).
+  // written. The library matches a normalized token in the normalized text
+  // (AddedTokens does, given the normalizer), and a single_word one only
+  // between word boundaries (encoderd does not: ResolveAddedTokens).
   bool special = true;
   bool normalized = false;
   bool single_word = false;
@@ -64,12 +65,16 @@ struct AddedTokenRules {
 // declare, in their order, as the tokenizers library adds them: a token the
 // vocabulary has takes its id (id_of; the class's own, with id -1, are
 // dropped where it lacks them); one it lacks takes the next id after the
-// vocabulary and the tokens added before it, which must be the id the file
-// gives it and below rules.id_limit; one of empty content is left out. A token encoderd does not
-// match as the library does (normalized under a normalizer it does not match them under, or with
-// lstrip or rstrip there; single_word; any under prefixes_pieces) is left to be tokenized as text
-// where it is one of the vocabulary's special tokens, as before; any other such token, and an id
-// the library would not give, is UNIMPLEMENTED naming the token, prefixed by `source`.
+// vocabulary and every token added before it, which must be the id the
+// file gives it and below rules.id_limit; one of empty content is left out.
+// A token encoderd does not match as the library does (normalized where the
+// tokenizer does not match normalized tokens; normalized with lstrip or
+// rstrip, or beginning or ending with whitespace, where it does; single_word;
+// any under prefixes_pieces) is refused, UNIMPLEMENTED naming the token
+// (prefixed by `source`), unless it is one of the vocabulary's special
+// tokens: that one is tokenized as text, as before (one normalized with
+// lstrip or rstrip is matched as written, one with whitespace at an end in
+// the normalized text). An id the library would not give is refused too.
 StatusOr<std::vector<AddedToken>> ResolveAddedTokens(
     std::vector<AddedToken> tokens, const std::function<int32_t(const std::string&)>& id_of,
     const AddedTokenRules& rules, const std::string& source);
@@ -113,9 +118,11 @@ class AddedTokens {
   // matches, at the leftmost character whose normalized form starts one,
   // the longest, up to the end of a character's normalized form (the
   // library may also match from or to the middle of one, such as the spaces
-  // BERT's normalizer puts around a CJK ideograph). Reads the text once (a
-  // normalized token's length again at each place it may start), only as
-  // far as its callers ask.
+  // BERT's normalizer puts around a CJK ideograph). Reads the text only as
+  // far as its callers ask (or a normalized token that may match goes on),
+  // normalizing each character once, and at each place a normalized token
+  // may start walks a trie of them: the cost is the text's length times the
+  // longest token's, whatever their number.
   class Scan {
    public:
     Scan(const AddedTokens& tokens, std::string_view text);
@@ -133,9 +140,18 @@ class AddedTokens {
     // The next match of a normalized token that begins by `limit`, before
     // match_ (normalized_match_).
     void FindNormalized(size_t limit);
-    // The longest normalized token that matches from byte `pos` and ends
-    // before match_.
-    std::optional<Match> NormalizedAt(size_t pos);
+    // The longest normalized token that matches from normalized_from_ and
+    // ends before match_.
+    std::optional<Match> NormalizedHere();
+    // A character of the text from normalized_from_ on (the i-th) and its
+    // normalized form, normalized once; null past the text's end.
+    struct Form {
+      size_t begin = 0, end = 0;
+      std::u32string text;
+    };
+    const Form* FormAt(size_t i);
+    // Moves normalized_from_ to `pos` (a character boundary after it).
+    void NormalizedFrom(size_t pos);
 
     const AddedTokens& tokens_;
     std::string_view text_;
@@ -146,22 +162,23 @@ class AddedTokens {
     // Where the search for normalized tokens goes on, and its match.
     size_t normalized_from_ = 0;
     std::optional<Match> normalized_match_;
+    // The characters from normalized_from_ on normalized so far.
+    std::deque<Form> forms_;
   };
 
  private:
   const AddedToken* LongestAt(std::string_view text, size_t pos) const;
 
-  // A normalized token: its index in tokens_ and its normalized content.
-  struct Normalized {
-    uint32_t token;
-    std::u32string pattern;
-  };
-
   std::vector<AddedToken> tokens_;
   CharNormalizer normalize_;
-  // The normalized tokens by the first character of their pattern, longest
-  // first.
-  std::unordered_map<char32_t, std::vector<Normalized>> normalized_;
+  // The normalized tokens' normalized contents as a trie: node 0 the root,
+  // an edge per (node, character) (key: node << 21 | character), and per
+  // node the token whose content ends there (the first of equal ones), or
+  // -1, and whether an edge leaves it.
+  std::unordered_map<uint64_t, uint32_t> trie_edges_;
+  std::vector<int32_t> trie_token_;
+  std::vector<bool> trie_inner_;
+  bool has_normalized_ = false;
   // Tokens by their first byte, longest first.
   std::array<std::vector<uint32_t>, 256> by_first_byte_;
   bool any_lstrip_ = false;

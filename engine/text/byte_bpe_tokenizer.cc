@@ -202,6 +202,7 @@ class ByteBpeTokenizer final : public Tokenizer {
     } else {
       AddedTokenRules rules;
       rules.vocab_size = static_cast<int64_t>(vocab_.size());
+      rules.matches_normalized = true;  // as written: no normalizer
       rules.prefixes_pieces = options_.add_prefix_space;
       rules.id_limit = options_.added_id_limit;
       ASSIGN_OR_RETURN(std::vector<AddedToken> resolved,

@@ -18,8 +18,14 @@ namespace {
 // normalizes (AddedTokens).
 CharNormalizer BertCharNormalizer(bool lower_case, bool strip_accents) {
   return [lower_case, strip_accents](char32_t c) {
-    if (c > 0x20 && c < 0x7f) {  // printable ASCII: only lower-cased
+    if (c < 0x80) {
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return std::u32string(1, ' ');
+      if (c < 0x20 || c == 0x7f) return std::u32string();  // control: dropped
       return std::u32string(1, lower_case && c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+    }
+    // CJK ideographs of the blocks that neither decompose nor change case.
+    if ((c >= 0x4e00 && c <= 0x9fff) || (c >= 0x3400 && c <= 0x4dbf)) {
+      return std::u32string{' ', c, ' '};
     }
     return BertNormalized(std::u32string_view(&c, 1), lower_case, strip_accents);
   };

@@ -301,6 +301,95 @@ TEST(BoundedEncodingTest, AddedTokensSameAnswerAsTheWholeText) {
   }
 }
 
+// Tokens added past the vocabulary, normalized and not, read window by
+// window as the whole text reads them; a 4 MiB text of them is read as far
+// as the limit needs.
+TEST(BoundedEncodingTest, NormalizedAddedTokensSameAnswerAsTheWholeText) {
+  std::vector<NamedTokenizer> tokenizers;
+  for (const char* kind : {"wordpiece_uncased", "bytebpe"}) {
+    std::ifstream in(kFixtures / "tokenizer_json" / (std::string(kind) + ".json"));
+    nlohmann::json file = nlohmann::json::parse(in);
+    const auto size = static_cast<int64_t>(file["model"]["vocab"].size());
+    int64_t id = size;
+    for (const auto& [content, normalized] :
+         std::vector<std::pair<std::string, bool>>{{"<Domain>", false},
+                                                   {"<Norm>", true},
+                                                   {"<Norm><Dom", true},
+                                                   {"\xe4\xb8\xad\xe6\x96\x87x", true}}) {
+      file["added_tokens"].push_back({{"id", id++},
+                                      {"content", content},
+                                      {"special", false},
+                                      {"normalized", normalized},
+                                      {"lstrip", false},
+                                      {"rstrip", false},
+                                      {"single_word", false}});
+    }
+    auto json = CreateTokenizerFromHfJsonData(file.dump(), kind);
+    ASSERT_TRUE(json.ok()) << kind << ": " << json.status().ToString();
+    tokenizers.push_back({std::string(kind) + " + added", std::move(json->tokenizer)});
+  }
+  std::vector<std::string> texts;
+  for (const size_t n : {3000u, 20011u}) {
+    texts.push_back(Repeat("a <norm> b", n));
+    texts.push_back(Repeat("<NORM>", n));
+    texts.push_back(Repeat("<Norm><Domain>x<norm><dom", n));
+    texts.push_back(Repeat("\x01<n\x01orm>\x01", n));
+    texts.push_back(Repeat("word \xe4\xb8\xad\xe6\x96\x87X", n));
+    texts.push_back("start" + std::string(n, ' ') + "<Norm> end");
+    texts.push_back("start" + std::string(n, '\x01') + "<Nor");
+    texts.push_back(Repeat("<No", n) + "<norm>");
+  }
+  int64_t compared = 0, cut = 0;
+  for (const auto& [name, t] : tokenizers) {
+    CompareWithWholeTexts(name, t.get(), texts, &compared, &cut);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(cut, compared / 8) << cut << " of " << compared;
+  const std::string norms = Repeat("<Norm>", size_t{4} << 20);
+  for (const auto& [name, t] : tokenizers) {
+    SCOPED_TRACE(name);
+    const StatusOr<Encoding> enc = t->Encode(norms, 16, true);
+    ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+    EXPECT_EQ(enc->ids.size(), 16u);
+    EXPECT_LE(enc->bytes_read, 16 * 6 + 64);
+  }
+}
+
+// The scan for normalized tokens normalizes each character of the text
+// once, however many tokens start alike: 2,000 tokens that all begin with
+// the space BERT's normalizer puts before a CJK ideograph, over 100,000
+// ideographs, none of which starts one.
+TEST(BoundedEncodingTest, NormalizedTokensNormalizeEachCharacterOnce) {
+  int64_t calls = 0;
+  const CharNormalizer normalize = [&calls](char32_t c) {
+    ++calls;
+    return c >= 0x4e00 ? std::u32string{' ', c, ' '} : std::u32string(1, c);
+  };
+  std::vector<AddedToken> tokens;
+  for (int i = 0; i < 2000; ++i) {
+    AddedToken token{"\xe4\xb8\x80" + std::to_string(i), 100 + i};  // U+4E00, then digits
+    token.special = false;
+    token.normalized = true;
+    tokens.push_back(token);
+  }
+  const AddedTokens added(tokens, normalize);
+  std::string text;
+  for (int i = 0; i < 100000; ++i) text += "\xe4\xb8\x80";  // U+4E00 alone, no digit after
+  calls = 0;
+  AddedTokens::Scan scan(added, text);
+  EXPECT_EQ(scan.Next(text.size()), nullptr);
+  EXPECT_EQ(calls, 100000);
+  // And one that is there is found.
+  text +=
+      "\xe4\xb8\x80"
+      "1999";
+  AddedTokens::Scan found(added, text);
+  const AddedTokens::Match* match = found.Next(text.size());
+  ASSERT_NE(match, nullptr);
+  EXPECT_EQ(match->begin, size_t{300000});
+  EXPECT_EQ(match->token->id, 2099);
+}
+
 // 4 MiB texts of one endless word. A word of known characters costs a few
 // windows sized by max_tokens, and the answer is the truncated encoding or the
 // refusal naming the limit. A run the vocabulary does not know is one token

@@ -533,12 +533,14 @@ TEST(HfTokenizerJson, AddedTokensPastTheVocabulary) {
     unmatched["added_tokens"].push_back(token(v, "<single>", false, false));
     unmatched["added_tokens"].back()["single_word"] = true;
     ExpectUnsupported(unmatched, "added token \"<single>\" is single_word");
-    if (bert) {
-      unmatched = file;
-      unmatched["added_tokens"].push_back(token(v, "<norm>", true, true));
-      unmatched["added_tokens"].back()["lstrip"] = true;
-      ExpectUnsupported(unmatched, "added token \"<norm>\" is normalized with lstrip or rstrip");
-    } else {
+    unmatched = file;
+    unmatched["added_tokens"].push_back(token(v, "<norm>", true, true));
+    unmatched["added_tokens"].back()["lstrip"] = true;
+    ExpectUnsupported(unmatched, "added token \"<norm>\" is normalized with lstrip or rstrip");
+    unmatched = file;
+    unmatched["added_tokens"].push_back(token(v, "<norm>\xe3\x80\x80", false, true));
+    ExpectUnsupported(unmatched, "is normalized and begins or ends with whitespace");
+    if (!bert) {
       unmatched = added;
       unmatched["pre_tokenizer"]["add_prefix_space"] = true;
       ExpectUnsupported(unmatched,
