@@ -320,10 +320,10 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
       options.added_tokens = XlmrClassSpecials();
     }
     // Other tokens a sentencepiece folder declares are not reproduced.
+    const std::vector<std::string> own =
+        deberta_spm ? std::vector<std::string>{"[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"}
+                    : std::vector<std::string>{"<s>", "<pad>", "</s>", "<unk>", "<mask>"};
     for (const AddedToken& token : declared) {
-      const std::vector<std::string> own =
-          deberta_spm ? std::vector<std::string>{"[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"}
-                      : std::vector<std::string>{"<s>", "<pad>", "</s>", "<unk>", "<mask>"};
       if (std::find(own.begin(), own.end(), token.content) == own.end()) {
         created =
             Unimplemented(dir + ": the added token \"" + token.content.substr(0, 64) + "\" (id " +

@@ -138,7 +138,6 @@ AddedTokens::AddedTokens(std::vector<AddedToken> tokens, CharNormalizer normaliz
         node = edge->second;
       }
       if (trie_token_[node] < 0) trie_token_[node] = static_cast<int32_t>(i);
-      has_normalized_ = true;
       continue;
     }
     by_first_byte_[static_cast<unsigned char>(token.content[0])].push_back(i);
@@ -258,7 +257,7 @@ void AddedTokens::Scan::FindNormalized(size_t limit) {
 const AddedTokens::Match* AddedTokens::Scan::Next(size_t limit) {
   if (!normalized_match_) {
     FindWritten(limit);
-    if (tokens_.has_normalized_) FindNormalized(limit);
+    if (!tokens_.trie_token_.empty()) FindNormalized(limit);  // a normalized token
   }
   const std::optional<Match>& next = normalized_match_ ? normalized_match_ : match_;
   return next && next->begin <= limit ? &*next : nullptr;

@@ -174,11 +174,10 @@ class AddedTokens {
   // The normalized tokens' normalized contents as a trie: node 0 the root,
   // an edge per (node, character) (key: node << 21 | character), and per
   // node the token whose content ends there (the first of equal ones), or
-  // -1, and whether an edge leaves it.
+  // -1, and whether an edge leaves it. Empty: no normalized token.
   std::unordered_map<uint64_t, uint32_t> trie_edges_;
   std::vector<int32_t> trie_token_;
   std::vector<bool> trie_inner_;
-  bool has_normalized_ = false;
   // Tokens by their first byte, longest first.
   std::array<std::vector<uint32_t>, 256> by_first_byte_;
   bool any_lstrip_ = false;

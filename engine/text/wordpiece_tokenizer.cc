@@ -57,7 +57,8 @@ class WordPieceTokenizer final : public Tokenizer {
         [this](const TextWindow& window) { return EncodeWindow(window); }, &added_);
   }
 
-  int64_t vocab_size() const override { return vocab_size_; }
+  // Added tokens past the vocabulary count in it, as in the library.
+  int64_t vocab_size() const override { return std::max(vocab_size_, added_.end_id()); }
   const SpecialTokens& special_tokens() const override { return special_; }
   std::string Describe() const override {
     const char* accents = strip_accents_ == lower_case_ ? ""
@@ -66,7 +67,7 @@ class WordPieceTokenizer final : public Tokenizer {
     return std::string("wordpiece (") + (lower_case_ ? "uncased" : "cased") + accents +
            (options_.lower_case.has_value() ? "" : ", from its vocabulary") +
            (options_.rules == BertRules::kTokenizers ? ", tokenizers library's rules" : "") + ", " +
-           std::to_string(vocab_size_) + " tokens" + added_.Describe() + ")";
+           std::to_string(vocab_size()) + " tokens" + added_.Describe() + ")";
   }
 
  private:
@@ -263,10 +264,7 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateWordPieceTokenizerFromTokens(
                                                 return it == vocab.end() ? -1 : it->second;
                                               },
                                               rules, source));
-  // Added tokens past the vocabulary count in it, as in the library.
-  auto vocab_size = static_cast<int64_t>(tokens.size());
-  for (const AddedToken& token : resolved.added_tokens)
-    vocab_size = std::max<int64_t>(vocab_size, int64_t{token.id} + 1);
+  const auto vocab_size = static_cast<int64_t>(tokens.size());
   return std::unique_ptr<Tokenizer>(
       new WordPieceTokenizer(std::move(vocab), vocab_size, special, resolved, lower_case));
 }
