@@ -89,10 +89,12 @@ StatusOr<std::vector<AddedToken>> ResolveAddedTokens(
                (token.lstrip || token.rstrip)) {
       // (A special token of the vocabulary so is matched as written.)
       why = "normalized with lstrip or rstrip";
-    } else if (token.normalized && rules.matches_normalized && extra &&
+    } else if (token.normalized && rules.normalizes && rules.matches_normalized && extra &&
                WhitespaceAtAnEnd(token.content)) {
       // The library may match it from or to the middle of a character's
       // normalized form (a space BERT's normalizer puts by a CJK ideograph).
+      // Without a normalizer (RoBERTa's pipeline) every character is its
+      // own form, and such a token is matched as the others are.
       why = "normalized and begins or ends with whitespace";
     } else if (rules.prefixes_pieces) {
       why = "added where the pre-tokenizer puts a space before each piece";

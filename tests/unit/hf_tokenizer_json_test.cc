@@ -539,7 +539,19 @@ TEST(HfTokenizerJson, AddedTokensPastTheVocabulary) {
     ExpectUnsupported(unmatched, "added token \"<norm>\" is normalized with lstrip or rstrip");
     unmatched = file;
     unmatched["added_tokens"].push_back(token(v, "<norm>\xe3\x80\x80", false, true));
-    ExpectUnsupported(unmatched, "is normalized and begins or ends with whitespace");
+    if (bert) {
+      ExpectUnsupported(unmatched, "is normalized and begins or ends with whitespace");
+    } else {
+      // RoBERTa's pipeline has no normalizer to match it inside a
+      // character's normalized form: it is matched as written (until
+      // 2026-12-06 it was refused as on BERT's).
+      auto spaced = FromJson(unmatched);
+      ASSERT_NE(spaced, nullptr);
+      EXPECT_EQ(ids(*spaced,
+                    "a b<norm>\xe3\x80\x80"
+                    "c"),
+                around(*spaced, {static_cast<int32_t>(v)}));
+    }
     if (!bert) {
       unmatched = added;
       unmatched["pre_tokenizer"]["add_prefix_space"] = true;
@@ -571,7 +583,9 @@ TEST(HfTokenizerJson, AddedTokensAsTheLibraryMatchesThem) {
     SCOPED_TRACE(name);
     json file = ReadJson(kDir / "tokenizer_json" / name);
     const auto size = static_cast<int64_t>(file["model"]["vocab"].size());
-    for (const json& a : library["added"]) {
+    json added = library["added"];
+    for (const json& a : expected.value("added", json::array())) added.push_back(a);
+    for (const json& a : added) {
       file["added_tokens"].push_back({{"id", size + a[0].get<int64_t>()},
                                       {"content", a[1]},
                                       {"special", a[2]},
