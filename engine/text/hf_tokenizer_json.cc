@@ -232,29 +232,6 @@ StatusOr<std::vector<AddedToken>> DeclaredTokens(const Reader& r, const json& ro
   return declared;
 }
 
-// XLM-R's added tokens: each a special token of model.vocab with its id.
-// Returns those encoderd matches in a text as the library does (neither
-// single_word nor normalized); the others are tokenized as text. Other
-// added tokens, which Hugging Face matches, are refused.
-StatusOr<std::vector<AddedToken>> VocabularySpecials(const Reader& r,
-                                                     std::vector<AddedToken> declared,
-                                                     const json& vocab) {
-  std::vector<AddedToken> matched;
-  for (AddedToken& token : declared) {
-    const auto it = vocab.find(token.content);
-    if (it == vocab.end() || *it != token.id) {
-      return r.Unsupported("added token \"" + token.content.substr(0, 64) + "\" (id " +
-                           std::to_string(token.id) + ") is not model.vocab's");
-    }
-    if (!token.special) {
-      return r.Unsupported("added token \"" + token.content.substr(0, 64) +
-                           "\" is not special (Hugging Face matches it in the text)");
-    }
-    if (!token.single_word && !token.normalized) matched.push_back(std::move(token));
-  }
-  return matched;
-}
-
 // A WordPiece pipeline: BERT's, or MPNet's (its converter writes <s> and
 // </s> around a text and RoBERTa's pair template, as a RobertaProcessing or
 // a TemplateProcessing with type ids on the second text; MPNet reads none).
@@ -483,7 +460,8 @@ void FloatField(int field, float v, std::string* out) {
 // alone, or without "\u2581" among the pieces, this follows the slow class:
 // runs collapsed. Until 2026-12-05 every file followed it.)
 StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& root,
-                                                 const json& model, const std::string& source) {
+                                                 const json& model, const std::string& source,
+                                                 const HfJsonOverrides& overrides) {
   ASSIGN_OR_RETURN(const bool byte_fallback, r.Flag(model, "model", "byte_fallback", false));
   if (byte_fallback) return r.Unsupported("model.byte_fallback is true");
   const json* list = Reader::Find(model, "vocab");
@@ -613,13 +591,39 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
 
   RETURN_IF_ERROR(
       r.ExpectTemplates(root, vocab, "<s> $A </s>", "<s> $A </s> </s> $B </s>", "XLM-R"));
+  // The added tokens, numbered as the library numbers them (past the
+  // vocabulary, <mask> included, for those it lacks). Those not normalized
+  // are matched as written; Precompiled's output is not searched for
+  // normalized ones, so a normalized token more than a special token of the
+  // vocabulary is refused (one that is stays tokenized as text).
   ASSIGN_OR_RETURN(std::vector<AddedToken> declared, DeclaredTokens(r, root, vocab, {}));
+  AddedTokenRules rules;
+  rules.vocab_size = static_cast<int64_t>(list->size());
+  rules.normalizes = true;
+  rules.id_limit = overrides.added_id_limit;
   ASSIGN_OR_RETURN(std::vector<AddedToken> added,
-                   VocabularySpecials(r, std::move(declared), vocab));
-  // The library puts Metaspace's "first" prefix before the text's first
-  // piece only, not before one after an added token, where sentencepiece's
-  // dummy prefix would go: such files match none.
-  if (scheme == "first") added.clear();
+                   ResolveAddedTokens(
+                       std::move(declared),
+                       [&vocab](const std::string& token) {
+                         const auto it = vocab.find(token);
+                         return it == vocab.end() ? -1 : it->get<int32_t>();
+                       },
+                       rules, source));
+  if (scheme == "first") {
+    // The library puts Metaspace's "first" prefix before the text's first
+    // piece only, not before one after an added token, where
+    // sentencepiece's dummy prefix would go: such files match none, and one
+    // with more than the vocabulary's special tokens is not reproduced.
+    for (const AddedToken& token : added) {
+      if (!token.special || token.id >= rules.vocab_size) {
+        return r.Unsupported("added token \"" + token.content.substr(0, 64) +
+                             "\" beside Metaspace's prepend_scheme \"first\"");
+      }
+    }
+    added.clear();
+  }
+  int64_t vocab_size = rules.vocab_size;
+  for (const AddedToken& token : added) vocab_size = std::max<int64_t>(vocab_size, token.id + 1);
 
   // How spaces become tokens: as the tokenizers library runs the file,
   // where encoderd reproduces it.
@@ -671,7 +675,7 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   options.special_tokens.pad = 1;
   options.special_tokens.eos = 2;
   options.special_tokens.unk = 3;
-  options.vocab_size = static_cast<int64_t>(list->size());
+  options.vocab_size = vocab_size;
   options.added_tokens = std::move(added);
   StatusOr<std::unique_ptr<Tokenizer>> t =
       CreateSentencePieceTokenizerFromProto(proto, options, "the sentencepiece model");
@@ -717,7 +721,7 @@ StatusOr<HfJsonTokenizer> CreateTokenizerFromHfJsonData(std::string_view text,
     return result;
   }
   if (type == "Unigram") {
-    ASSIGN_OR_RETURN(result.tokenizer, XlmrUnigram(r, root, *model, source));
+    ASSIGN_OR_RETURN(result.tokenizer, XlmrUnigram(r, root, *model, source, overrides));
     result.pairs = PairTemplate::kRoberta;
     return result;
   }

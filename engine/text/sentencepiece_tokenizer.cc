@@ -155,6 +155,14 @@ class SentencePieceTokenizer final : public Tokenizer {
   StatusOr<WindowEncoding> EncodeWindow(const TextWindow& window) const {
     ASSIGN_OR_RETURN(std::vector<Piece> pieces, processor_->EncodeWithOffsets(window.text));
     size_t spaces_at_end = pieces.size();
+    if (options_.spaces != Spaces::kSentencePiece && window.whole && pieces.size() == 1 &&
+        pieces[0].piece == kSpace) {
+      // A text (or the text between two added tokens) whose characters the
+      // map all drops ("\x01"): sentencepiece's dummy prefix alone, where
+      // the library's Metaspace makes no piece of the empty normalized text.
+      // (Spaces keep a piece of their own beside the prefix.)
+      pieces.clear();
+    }
     if (options_.spaces != Spaces::kSentencePiece) {
       spaces_at_end = MetaspaceWords(options_.spaces, window.text, &pieces);
       // Collapsed, the spaces at the text's end are one word.
