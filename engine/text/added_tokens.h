@@ -69,7 +69,8 @@ struct AddedTokenRules {
 // file gives it and below rules.id_limit; one of empty content is left out.
 // A token encoderd does not match as the library does (normalized where the
 // tokenizer does not match normalized tokens; normalized with lstrip or
-// rstrip, or beginning or ending with whitespace, where it does; single_word;
+// rstrip where it does, or beginning or ending with whitespace where it
+// does after a normalizer (rules.normalizes); single_word;
 // any under prefixes_pieces) is refused, UNIMPLEMENTED naming the token
 // (prefixed by `source`), unless it is one of the vocabulary's special
 // tokens: that one is tokenized as text, as before (one normalized with

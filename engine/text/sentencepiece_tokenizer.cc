@@ -160,7 +160,9 @@ class SentencePieceTokenizer final : public Tokenizer {
       // A text (or the text between two added tokens) whose characters the
       // map all drops ("\x01"): sentencepiece's dummy prefix alone, where
       // the library's Metaspace makes no piece of the empty normalized text.
-      // (Spaces keep a piece of their own beside the prefix.)
+      // (MetaspaceWords drops it as a first word of only a space, but not
+      // where runs of spaces collapse: there it would stay as the text's
+      // trailing spaces. A text's own spaces make pieces of their own.)
       pieces.clear();
     }
     if (options_.spaces != Spaces::kSentencePiece) {
