@@ -28,9 +28,9 @@ class Flags {
   // of 2147483648 became INT_MIN).
   template <typename T>
   void Int(const std::string& name, T* out, int64_t min) {
-    const auto max = static_cast<int64_t>(std::numeric_limits<T>::max());
+    constexpr auto max = static_cast<int64_t>(std::numeric_limits<T>::max());
     Value(name, "an integer in " + std::to_string(min) + ".." + std::to_string(max),
-          [out, min, max](const std::string& v) {
+          [out, min](const std::string& v) {
             int64_t n = 0;
             if (!ParseInt(v, &n) || n < min || n > max) return false;
             *out = static_cast<T>(n);

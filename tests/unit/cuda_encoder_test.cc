@@ -38,37 +38,11 @@ EncoderConfig SmallConfig(bool norm_first, int64_t heads) {
   return c;
 }
 
-PackedBatch RaggedBatch(const EncoderConfig& c) {
-  PackedBatchBuilder builder(c.position_rule, static_cast<int32_t>(c.pad_token_id));
-  uint32_t state = 12345;
-  uint64_t request = 0;
-  for (int len : {1, 2, 37, 512, 9}) {
-    std::vector<int32_t> ids(len), types(len);
-    for (int i = 0; i < len; ++i) {
-      state = state * 1664525u + 1013904223u;
-      ids[i] = static_cast<int32_t>(state % c.vocab_size);
-      types[i] = static_cast<int32_t>((state >> 16) % 2);
-    }
-    EXPECT_TRUE(builder.Add(ids, types, {request++, 0}).ok());
-  }
-  return builder.Build();
-}
-
 EncoderOptions CudaOptions(DType dtype) {
   EncoderOptions options;
   options.device = Device::kCuda;
   options.dtype = dtype;
   return options;
-}
-
-double Cosine(const float* a, const float* b, int64_t n) {
-  double ab = 0, aa = 0, bb = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
 }
 
 TEST(CudaEncoderTest, LoadFailsClearlyWithoutGpuOrBackend) {
@@ -91,6 +65,32 @@ TEST(CudaEncoderTest, LoadFailsClearlyWithoutGpuOrBackend) {
 }
 
 #if ENCODERD_WITH_CUDA
+
+PackedBatch RaggedBatch(const EncoderConfig& c) {
+  PackedBatchBuilder builder(c.position_rule, static_cast<int32_t>(c.pad_token_id));
+  uint32_t state = 12345;
+  uint64_t request = 0;
+  for (int len : {1, 2, 37, 512, 9}) {
+    std::vector<int32_t> ids(len), types(len);
+    for (int i = 0; i < len; ++i) {
+      state = state * 1664525u + 1013904223u;
+      ids[i] = static_cast<int32_t>(state % c.vocab_size);
+      types[i] = static_cast<int32_t>((state >> 16) % 2);
+    }
+    EXPECT_TRUE(builder.Add(ids, types, {request++, 0}).ok());
+  }
+  return builder.Build();
+}
+
+double Cosine(const float* a, const float* b, int64_t n) {
+  double ab = 0, aa = 0, bb = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ab += double(a[i]) * b[i];
+    aa += double(a[i]) * a[i];
+    bb += double(b[i]) * b[i];
+  }
+  return ab / std::sqrt(aa * bb);
+}
 
 struct EncoderCase {
   bool norm_first;

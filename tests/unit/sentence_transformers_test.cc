@@ -453,7 +453,9 @@ TEST_F(SentenceTransformersTest, ReadsTheDefaultPrompt) {
     Write("config_sentence_transformers.json", c.config);
     EXPECT_NE(Error().find(c.says), std::string::npos) << Error();
     auto layout = ReadSentenceTransformers(dir_.string());
-    if (layout.ok()) EXPECT_EQ((*layout)->default_prompt, c.prompt);
+    if (layout.ok()) {
+      EXPECT_EQ((*layout)->default_prompt, c.prompt);
+    }
   }
 }
 
