@@ -97,7 +97,7 @@ StatusOr<std::vector<AddedToken>> ResolveAddedTokens(
       // own form, and such a token is matched as the others are.
       why = "normalized and begins or ends with whitespace";
     } else if (rules.prefixes_pieces) {
-      why = "added where the pre-tokenizer puts a space before each piece";
+      why = "added where the pre-tokenizer prefixes pieces otherwise than encoderd";
     }
     if (why == nullptr) {
       resolved.push_back(std::move(token));

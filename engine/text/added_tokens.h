@@ -53,8 +53,10 @@ struct AddedTokenRules {
   // (AddedTokens with a CharNormalizer).
   bool normalizes = false;
   bool matches_normalized = false;
-  // The pre-tokenizer puts a prefix before each piece (ByteLevel's
-  // add_prefix_space): encoderd matches no added token there.
+  // The pre-tokenizer puts its prefix where encoderd does not around an
+  // added token (ByteLevel's add_prefix_space, before each piece;
+  // Metaspace's prepend_scheme "first", before the first only): encoderd
+  // matches no added token there.
   bool prefixes_pieces = false;
   // The model's token embedding rows: an added token past the vocabulary
   // must have an id below it (0: no limit).

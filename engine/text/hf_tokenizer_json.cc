@@ -601,6 +601,10 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   rules.vocab_size = static_cast<int64_t>(list->size());
   rules.normalizes = true;
   rules.id_limit = overrides.added_id_limit;
+  // The library puts Metaspace's "first" prefix before the text's first
+  // piece only, not before one after an added token, where sentencepiece's
+  // dummy prefix would go: such files match none.
+  rules.prefixes_pieces = scheme == "first";
   ASSIGN_OR_RETURN(std::vector<AddedToken> added,
                    ResolveAddedTokens(
                        std::move(declared),
@@ -609,19 +613,6 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
                          return it == vocab.end() ? -1 : it->get<int32_t>();
                        },
                        rules, source));
-  if (scheme == "first") {
-    // The library puts Metaspace's "first" prefix before the text's first
-    // piece only, not before one after an added token, where
-    // sentencepiece's dummy prefix would go: such files match none, and one
-    // with more than the vocabulary's special tokens is not reproduced.
-    for (const AddedToken& token : added) {
-      if (!token.special || token.id >= rules.vocab_size) {
-        return r.Unsupported("added token \"" + token.content.substr(0, 64) +
-                             "\" beside Metaspace's prepend_scheme \"first\"");
-      }
-    }
-    added.clear();
-  }
   int64_t vocab_size = rules.vocab_size;
   for (const AddedToken& token : added) vocab_size = std::max<int64_t>(vocab_size, token.id + 1);
 

@@ -559,7 +559,7 @@ TEST(HfTokenizerJson, AddedTokensPastTheVocabulary) {
       unmatched["pre_tokenizer"]["add_prefix_space"] = true;
       ExpectUnsupported(unmatched,
                         "added token \"<Domain>\" is added where the pre-tokenizer "
-                        "puts a space before each piece");
+                        "prefixes pieces otherwise than encoderd");
     }
   }
   {
@@ -593,7 +593,8 @@ TEST(HfTokenizerJson, AddedTokensPastTheVocabulary) {
     unmatched = added;
     unmatched["pre_tokenizer"]["prepend_scheme"] = "first";
     ExpectUnsupported(unmatched,
-                      "added token \"<Domain>\" beside Metaspace's prepend_scheme \"first\"");
+                      "added token \"<Domain>\" is added where the pre-tokenizer prefixes pieces "
+                      "otherwise than encoderd");
   }
 }
 
