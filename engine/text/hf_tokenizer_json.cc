@@ -452,7 +452,11 @@ void FloatField(int field, float v, std::string* out) {
 // model's normalization map), alone or followed by steps that only strip
 // trailing or collapse repeated spaces; pre-tokenizer Metaspace ("\u2581",
 // a prefix); RoBERTa's template. Rebuilt into that sentencepiece model with
-// fairseq's id offset 1, its spaces as the tokenizers library runs the file
+// fairseq's id offset 1 and no map of its own: a text reaches it normalized
+// as the library's Precompiled normalizes it, one grapheme cluster at a
+// time (PrecompiledGraphemes; sentencepiece's longest match differs, and did
+// here until 2026-12-06: NFD Vietnamese, NFD Hangul, a fullwidth letter with
+// an accent), its spaces as the tokenizers library runs the file
 // (SentencePieceOptions::Spaces): a "\u2581" token for a text's trailing
 // spaces, and without a collapsing step, for every space of a run but the
 // last before a word, where XLMRobertaTokenizer, the slow class, drops them.
@@ -523,7 +527,7 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
     steps.push_back(Reader::Find(root, "normalizer"));
   }
   if (steps.empty()) return r.Unsupported("a Unigram model's normalizer is an empty Sequence");
-  std::string charsmap;
+  std::shared_ptr<const PrecompiledGraphemes> graphemes;
   bool strips = false, collapses = false;
   for (size_t i = 0; i < steps.size(); ++i) {
     const json* step = steps[i];
@@ -541,7 +545,13 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
       if (!bytes || bytes->empty()) {
         return r.Refuse("normalizer.precompiled_charsmap is not a map in base64");
       }
-      charsmap = std::move(*bytes);
+      StatusOr<std::shared_ptr<const PrecompiledGraphemes>> made =
+          PrecompiledGraphemes::Create(*bytes);
+      if (!made.ok()) {
+        return r.Refuse("normalizer.precompiled_charsmap is not a map the library reads: " +
+                        made.status().message());
+      }
+      graphemes = std::move(made).value();
       continue;
     }
     bool spaces = false;
@@ -652,8 +662,9 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   IntField(42, 2, &trainer);   // eos_id
   IntField(43, -1, &trainer);  // pad_id: none
   BytesField(2, trainer, &proto);
+  // (No map: the text reaches sentencepiece normalized, as the library
+  // normalizes it, by `graphemes`.)
   std::string spec;
-  BytesField(2, charsmap, &spec);
   IntField(3, 1, &spec);                                         // add_dummy_prefix
   IntField(4, spaces == Spaces::kSentencePiece ? 1 : 0, &spec);  // remove_extra_whitespaces
   IntField(5, 1, &spec);                                         // escape_whitespaces
@@ -668,13 +679,11 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   options.special_tokens.unk = 3;
   options.vocab_size = vocab_size;
   options.added_tokens = std::move(added);
+  options.graphemes = std::move(graphemes);
   StatusOr<std::unique_ptr<Tokenizer>> t =
       CreateSentencePieceTokenizerFromProto(proto, options, "the sentencepiece model");
   if (t.status().code() == StatusCode::kInvalidArgument) {
-    return r.Refuse(
-        "model.vocab and normalizer.precompiled_charsmap do not make a sentencepiece "
-        "model: " +
-        t.status().message());
+    return r.Refuse("model.vocab does not make a sentencepiece model: " + t.status().message());
   }
   if (!t.ok()) return Status(t.status().code(), source + ": " + t.status().message());
   return t;

@@ -8,7 +8,12 @@
 // read the library makes inside it.
 #pragma once
 
+#include <cstdint>
+#include <memory>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 
@@ -41,5 +46,42 @@ struct SentencePieceWhitespace {
 // The whitespace flags of a serialized ModelProto; INVALID_ARGUMENT when
 // the bytes are not protobuf wire format.
 StatusOr<SentencePieceWhitespace> ReadSentencePieceWhitespace(std::string_view serialized_model);
+
+// The tokenizers library's Precompiled normalizer (Hugging Face's, through
+// its spm_precompiled crate) over a precompiled_charsmap. sentencepiece
+// replaces the longest key of the map at each place; the library takes the
+// text one extended grapheme cluster (Unicode's UAX #29, here ICU's) at a
+// time: a cluster of under 6 bytes that starts with a key is replaced whole
+// by the replacement of the shortest such key (whatever follows that key in
+// the cluster is dropped), and any other cluster character by character,
+// each by its own key's replacement or kept. So NFD U+1EC7 (e, U+0323,
+// U+0302) becomes U+1EB9 (the U+0302 dropped), fullwidth e and U+0301 an
+// "e", and NFD Hangul stays conjoining jamo, where sentencepiece gives
+// U+1EC7, U+00E9 and syllables.
+class PrecompiledGraphemes {
+ public:
+  // INVALID_ARGUMENT where CheckPrecompiledCharsMap refuses the map, or its
+  // replacement strings are not UTF-8 (the library refuses those too).
+  static StatusOr<std::shared_ptr<const PrecompiledGraphemes>> Create(std::string_view map);
+
+  struct Normalized {
+    std::string text;
+    // text.size() + 1 entries, as sentencepiece's norm_to_orig: where in the
+    // input the characters that byte i of `text` came from begin; the last
+    // entry is the input's size.
+    std::vector<uint32_t> input_at;
+  };
+  // `text`: well-formed UTF-8; INVALID_ARGUMENT from 2 GiB on.
+  StatusOr<Normalized> Normalize(std::string_view text) const;
+
+ private:
+  PrecompiledGraphemes(std::vector<uint32_t> units, std::string strings)
+      : units_(std::move(units)), strings_(std::move(strings)) {}
+  // The replacement of the shortest key `key` starts with, if any.
+  const char* Shortest(std::string_view key) const;
+
+  std::vector<uint32_t> units_;
+  std::string strings_;
+};
 
 }  // namespace encoderd

@@ -41,33 +41,19 @@ bool SpaceWord(const std::vector<Piece>& pieces, size_t i) {
   return pieces[i].piece == kSpace && (i + 1 == pieces.size() || StartsWord(pieces[i + 1]));
 }
 
-// The words Hugging Face's Metaspace pipeline makes of `text`
+// The words Hugging Face's Metaspace pipeline makes of the text
 // (SentencePieceOptions::Spaces), from sentencepiece's pieces of it with
 // spaces kept. sentencepiece puts a "▁" first and makes every space a "▁",
 // so every space starts a word, as Metaspace's split does, and a word's
-// pieces are the same. Removed here: the "\r" of a "\r\n" (kMetaspace: the
-// tokenizers library normalizes the pair as one grapheme, to one space);
-// the word of only the first "▁" where the text starts with a space
-// (Metaspace puts none there); collapsed, every word of only a space but
-// those at the end. Returns where the words of only a space at the end
-// begin: a window's last spaces, whose words depend on what follows.
-size_t MetaspaceWords(Spaces spaces, std::string_view text, std::vector<Piece>* pieces) {
+// pieces are the same. Removed here: the word of only the first "▁" where
+// the text starts with a space (Metaspace puts none there); collapsed,
+// every word of only a space but those at the end. Returns where the words
+// of only a space at the end begin: a window's last spaces, whose words
+// depend on what follows.
+size_t MetaspaceWords(Spaces spaces, std::vector<Piece>* pieces) {
   std::vector<Piece>& p = *pieces;
   const bool collapsed = spaces == Spaces::kMetaspaceCollapsed;
-  if (!collapsed) {
-    const auto carriage_return = [&](size_t i) {
-      return p[i].piece == kSpace && p[i].end == p[i].begin + 1 && text[p[i].begin] == '\r' &&
-             i + 1 < p.size() && p[i + 1].begin == p[i].end && p[i].end < text.size() &&
-             text[p[i].end] == '\n' && StartsWord(p[i + 1]);
-    };
-    std::vector<Piece> kept;
-    kept.reserve(p.size());
-    for (size_t i = 0; i < p.size(); ++i) {
-      if (!carriage_return(i)) kept.push_back(std::move(p[i]));
-    }
-    p = std::move(kept);
-    if (!p.empty() && SpaceWord(p, 0)) p.erase(p.begin());
-  }
+  if (!collapsed && !p.empty() && SpaceWord(p, 0)) p.erase(p.begin());
   size_t at_end = p.size();
   while (at_end > 0 && SpaceWord(p, at_end - 1)) --at_end;
   if (collapsed) {
@@ -153,7 +139,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   // Its lower bound comes from the normalized bytes its known pieces cover:
   // no piece covers more than max_cover_bytes_.
   StatusOr<WindowEncoding> EncodeWindow(const TextWindow& window) const {
-    ASSIGN_OR_RETURN(std::vector<Piece> pieces, processor_->EncodeWithOffsets(window.text));
+    ASSIGN_OR_RETURN(std::vector<Piece> pieces, PiecesOf(window.text));
     size_t spaces_at_end = pieces.size();
     if (options_.spaces != Spaces::kSentencePiece && window.whole && pieces.size() == 1 &&
         pieces[0].piece == kSpace) {
@@ -166,7 +152,7 @@ class SentencePieceTokenizer final : public Tokenizer {
       pieces.clear();
     }
     if (options_.spaces != Spaces::kSentencePiece) {
-      spaces_at_end = MetaspaceWords(options_.spaces, window.text, &pieces);
+      spaces_at_end = MetaspaceWords(options_.spaces, &pieces);
       // Collapsed, the spaces at the text's end are one word.
       if (window.whole && options_.spaces == Spaces::kMetaspaceCollapsed &&
           spaces_at_end < pieces.size()) {
@@ -273,6 +259,23 @@ class SentencePieceTokenizer final : public Tokenizer {
       out.settled = exact;
     out.min_tokens = exact + (covered > reach ? (covered - reach) / max_cover_bytes_ : 0);
     return out;
+  }
+
+  // sentencepiece's pieces of `text`, with where each begins and ends in
+  // it. With options_.graphemes, sentencepiece reads the text that
+  // normalizes it (the model has no map of its own), and the pieces'
+  // offsets are taken back to `text` as sentencepiece takes its own map's.
+  StatusOr<std::vector<Piece>> PiecesOf(std::string_view text) const {
+    if (!options_.graphemes) return processor_->EncodeWithOffsets(text);
+    ASSIGN_OR_RETURN(const PrecompiledGraphemes::Normalized normalized,
+                     options_.graphemes->Normalize(text));
+    ASSIGN_OR_RETURN(std::vector<Piece> pieces, processor_->EncodeWithOffsets(normalized.text));
+    const size_t last = normalized.text.size();
+    for (Piece& piece : pieces) {
+      piece.begin = normalized.input_at[std::min(piece.begin, last)];
+      piece.end = normalized.input_at[std::min(piece.end, last)];
+    }
+    return pieces;
   }
 
   bool IsUnknown(const Piece& piece) const { return piece.id == processor_->unk_id(); }

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "engine/text/added_tokens.h"
+#include "engine/text/sentencepiece_charsmap.h"
 #include "engine/text/tokenizer.h"
 
 namespace encoderd {
@@ -44,13 +45,18 @@ struct SentencePieceOptions {
   enum class Spaces {
     kSentencePiece,
     // Precompiled alone: each space of a run but the last before a word is
-    // a "▁" token, and each space at the end; "\r\n" is one space.
+    // a "▁" token, and each space at the end.
     kMetaspace,
     // Runs of spaces collapsed to one first (Replace " {2,}"): spaces at
     // the end are one "▁" token.
     kMetaspaceCollapsed,
   };
   Spaces spaces = Spaces::kSentencePiece;
+  // Where set, a text is normalized by it (the tokenizers library's
+  // Precompiled, one grapheme cluster at a time) before sentencepiece sees
+  // it, whose model then has no map of its own: a tokenizer.json's
+  // pipeline, where sentencepiece's longest match would differ.
+  std::shared_ptr<const PrecompiledGraphemes> graphemes;
   // Matched in a text before it is encoded (added_tokens.h); each piece
   // between them is encoded with the dummy prefix ("▁" first). An id of -1
   // is resolved as XLMRobertaTokenizer resolves a token: one of `pieces`'

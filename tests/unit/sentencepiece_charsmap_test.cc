@@ -366,5 +366,65 @@ TEST(SentencePieceCharsMap, DamagedHeadersAndProtobufAreRefused) {
                 "a field's length");
 }
 
+// The tokenizers library's Precompiled (spm_precompiled): one grapheme
+// cluster at a time, a cluster of under 6 bytes replaced whole by its
+// shortest key's replacement, any other character by character; where each
+// normalized byte came from, as sentencepiece's norm_to_orig gives it.
+TEST(PrecompiledGraphemes, NormalizesAClusterAtATimeAsTheLibraryDoes) {
+  // e + U+0323 -> U+1EB9, e + U+0323 + U+0302 -> U+1EC7, fullwidth e -> e,
+  // fullwidth e + U+0301 -> U+00E9, "\r" -> " ", "x" dropped.
+  const HandMap map = HandMap::From({{"e\xcc\xa3", "\xe1\xba\xb9"},
+                                     {"e\xcc\xa3\xcc\x82", "\xe1\xbb\x87"},
+                                     {"\xef\xbd\x85", "e"},
+                                     {"\xef\xbd\x85\xcc\x81", "\xc3\xa9"},
+                                     {"\r", " "},
+                                     {"x", ""}});
+  auto made = PrecompiledGraphemes::Create(map.Bytes());
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  const PrecompiledGraphemes& g = **made;
+  const auto normalized = [&g](std::string_view text) {
+    auto n = g.Normalize(text);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return n.ok() ? std::move(n).value() : PrecompiledGraphemes::Normalized{};
+  };
+  using At = std::vector<uint32_t>;
+  // NFD U+1EC7, one cluster of 5 bytes: the shortest key's replacement
+  // (sentencepiece's longest match gives U+1EC7).
+  auto n = normalized("e\xcc\xa3\xcc\x82");
+  EXPECT_EQ(n.text, "\xe1\xba\xb9");
+  EXPECT_EQ(n.input_at, (At{0, 0, 0, 5}));
+  // Fullwidth e + U+0301: "e" (sentencepiece's gives U+00E9); then "a".
+  n = normalized(
+      "\xef\xbd\x85\xcc\x81"
+      "a");
+  EXPECT_EQ(n.text, "ea");
+  EXPECT_EQ(n.input_at, (At{0, 5, 6}));
+  // A cluster of 6 bytes or more, character by character: no key of one
+  // character matches here, so it stays as it is.
+  n = normalized("e\xcc\xa3\xcc\x82\xcc\x80");
+  EXPECT_EQ(n.text, "e\xcc\xa3\xcc\x82\xcc\x80");
+  EXPECT_EQ(n.input_at, (At{0, 1, 1, 3, 3, 5, 5, 7}));
+  // "\r\n" is one cluster whose first character is a key: one space.
+  n = normalized("a\r\nb");
+  EXPECT_EQ(n.text, "a b");
+  EXPECT_EQ(n.input_at, (At{0, 1, 3, 4}));
+  // A character replaced by nothing leaves no byte.
+  n = normalized("axb");
+  EXPECT_EQ(n.text, "ab");
+  EXPECT_EQ(n.input_at, (At{0, 2, 3}));
+  n = normalized("");
+  EXPECT_EQ(n.text, "");
+  EXPECT_EQ(n.input_at, (At{0}));
+}
+
+TEST(PrecompiledGraphemes, RefusesMapsTheLibraryRefuses) {
+  ExpectRefused(PrecompiledGraphemes::Create("").status(), "empty");
+  ExpectRefused(PrecompiledGraphemes::Create(HandMap::From({{"a", "\xff"}}).Bytes()).status(),
+                "not UTF-8");
+  HandMap map = HandMap::From({{"x", "y"}});
+  map.units[map.BaseOf(map.PositionOf("x"))] = kNoEdge | 1000;
+  ExpectRefused(PrecompiledGraphemes::Create(map.Bytes()).status(), "no NUL ends it");
+}
+
 }  // namespace
 }  // namespace encoderd
