@@ -19,10 +19,6 @@
 // arithmetic of the few-row kernels without the stream from memory.
 //
 // Prints GFLOP/s (2*M*N*K per call, best of repeated timed runs).
-// GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
-// uninitialised (GCC bug 105593); the warning says nothing about this code.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <cblas.h>
 #include <omp.h>
 

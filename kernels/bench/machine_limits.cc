@@ -17,10 +17,6 @@
 // readings taken beside each benchmark process (bench/run_peers.py).
 // "omp_region_us" is what an empty OpenMP region of 1 and of N threads
 // takes (kernels/cpu/parallel.h).
-// GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
-// uninitialised (GCC bug 105593); the warning says nothing about this code.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #include <omp.h>
 #include <sys/mman.h>

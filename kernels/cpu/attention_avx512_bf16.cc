@@ -9,14 +9,9 @@
 // both products to one fp32 lane. The operands are therefore laid out in
 // pairs along the summed index: q and k by pairs of head-dim columns, p and v
 // by pairs of key rows. Scores, softmax and the sums stay fp32.
-#include "kernels/cpu/attention_avx512.h"
-
-// GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
-// uninitialised (GCC bug 105593); the warning says nothing about this code.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/attention_avx512_blocks.h"
 
 namespace encoderd::kernels {

@@ -3,10 +3,6 @@
 // instantiation of a shared inline function can leak into generic code.
 #include "kernels/cpu/disentangled_avx512.h"
 
-// GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
-// uninitialised (GCC bug 105593); the warning says nothing about this code.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include "kernels/cpu/attention_cpu.h"

@@ -2,10 +2,6 @@
 // and called only when the CPU has all three. Defines no inline function
 // with external linkage, so no AVX-512 copy of a shared function can be
 // chosen for generic code.
-// GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
-// uninitialised (GCC bug 105593); the warning says nothing about this code.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cstring>

@@ -1,10 +1,6 @@
 // Compiled with -mavx512f (kernels/CMakeLists.txt) and called only when the
 // CPU has it. Defines no inline function with external linkage, so no
 // AVX-512 copy of a shared function can be chosen for generic code.
-// GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
-// uninitialised (GCC bug 105593); the warning says nothing about this code.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include "kernels/cpu/few_rows_gemm_avx512.h"

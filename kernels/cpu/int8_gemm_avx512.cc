@@ -12,10 +12,6 @@
 // epilogue then works on the accumulators in registers.
 #include "kernels/cpu/int8_gemm_avx512.h"
 
-// GCC 12 reports the _mm512_undefined_* inside its own intrinsic headers as
-// uninitialised (GCC bug 105593); the warning says nothing about this code.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cstdint>
