@@ -548,7 +548,7 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
       StatusOr<std::shared_ptr<const PrecompiledGraphemes>> made =
           PrecompiledGraphemes::Create(*bytes);
       if (!made.ok()) {
-        return r.Refuse("normalizer.precompiled_charsmap is not a map the library reads: " +
+        return r.Refuse("normalizer.precompiled_charsmap is not a map encoderd reads: " +
                         made.status().message());
       }
       graphemes = std::move(made).value();

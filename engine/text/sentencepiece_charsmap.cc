@@ -39,6 +39,8 @@ class WireReader {
   explicit WireReader(std::string_view bytes) : bytes_(bytes) {}
 
   bool done() const { return at_ == bytes_.size(); }
+  // Where the next field begins.
+  size_t at() const { return at_; }
 
   // The next field; payload is set for wire type 2, varint for wire type
   // 0. Groups (3) are skipped whole, as protobuf skips unknown ones.
@@ -264,6 +266,32 @@ Status CheckNormalizerSpec(std::string_view spec, const std::string& name) {
   });
 }
 
+// fn(number, wire_type, payload, bytes) for each field of `message` (payload
+// as WireReader::Next gives it; bytes: the whole field, its tag included),
+// stopping at fn's first error.
+template <typename Fn>
+Status ForEachRawField(std::string_view message, Fn&& fn) {
+  WireReader reader(message);
+  while (!reader.done()) {
+    const size_t begin = reader.at();
+    uint64_t number = 0, varint = 0;
+    int wire_type = 0;
+    std::string_view payload;
+    RETURN_IF_ERROR(reader.Next(&number, &wire_type, &payload, &varint));
+    RETURN_IF_ERROR(fn(number, wire_type, payload, message.substr(begin, reader.at() - begin)));
+  }
+  return Status::Ok();
+}
+
+// `bytes` as a length-delimited field `number` of a message.
+void AppendBytesField(uint64_t number, std::string_view bytes, std::string* out) {
+  for (uint64_t v : {number << 3 | 2, static_cast<uint64_t>(bytes.size())}) {
+    for (; v >= 0x80; v >>= 7) out->push_back(static_cast<char>(v | 0x80));
+    out->push_back(static_cast<char>(v));
+  }
+  out->append(bytes);
+}
+
 struct CloseBreakIterator {
   void operator()(UBreakIterator* it) const { ubrk_close(it); }
 };
@@ -329,6 +357,36 @@ Status CheckSentencePieceCharsMaps(std::string_view serialized_model) {
     if (number == 5) return CheckNormalizerSpec(payload, "denormalizer_spec");
     return Status::Ok();
   });
+}
+
+StatusOr<std::string> TakeNormalizationMap(std::string_view serialized_model, std::string* map) {
+  map->clear();
+  std::string out;
+  out.reserve(serialized_model.size());
+  RETURN_IF_ERROR(ForEachRawField(
+      serialized_model,
+      [&](uint64_t number, int wire_type, std::string_view spec, std::string_view raw) {
+        if (number != 3 || wire_type != 2) {  // not a normalizer_spec: as it was
+          out.append(raw);
+          return Status::Ok();
+        }
+        // Its fields but precompiled_charsmap (2), the last of which is the
+        // map, as protobuf merges repeated messages and keeps a field's last.
+        std::string kept;
+        const Status read = ForEachRawField(
+            spec, [&](uint64_t field, int type, std::string_view payload, std::string_view bytes) {
+              if (field == 2 && type == 2) {
+                *map = std::string(payload);
+              } else {
+                kept.append(bytes);
+              }
+              return Status::Ok();
+            });
+        if (!read.ok()) return read.WithContext("normalizer_spec");
+        AppendBytesField(3, kept, &out);
+        return Status::Ok();
+      }));
+  return out;
 }
 
 StatusOr<SentencePieceWhitespace> ReadSentencePieceWhitespace(std::string_view serialized_model) {

@@ -47,6 +47,13 @@ struct SentencePieceWhitespace {
 // the bytes are not protobuf wire format.
 StatusOr<SentencePieceWhitespace> ReadSentencePieceWhitespace(std::string_view serialized_model);
 
+// The serialized ModelProto with no precompiled_charsmap in its
+// normalizer_spec (its other fields and the model's as they were), and in
+// *map the one it had (empty: none): for a model whose text is normalized
+// before sentencepiece reads it (PrecompiledGraphemes). INVALID_ARGUMENT
+// when the bytes are not protobuf wire format.
+StatusOr<std::string> TakeNormalizationMap(std::string_view serialized_model, std::string* map);
+
 // The tokenizers library's Precompiled normalizer (Hugging Face's, through
 // its spm_precompiled crate) over a precompiled_charsmap. sentencepiece
 // replaces the longest key of the map at each place; the library takes the

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/text/sentencepiece_charsmap.h"
+#include "engine/text/utf8.h"
 
 namespace encoderd {
 namespace {
@@ -159,6 +160,10 @@ SentencePieceLibrary::Model::EncodeWithOffsets(std::string_view text) const {
   };
   if (lib_->encode_(handle_, text.data(), text.size(), sink, &pieces, error, sizeof(error)) != 0) {
     return Internal(std::string("sentencepiece: ") + error);
+  }
+  for (Piece& p : pieces) {
+    p.last =
+        p.end > p.begin && p.end <= text.size() ? CharStartAtOrBefore(text, p.end - 1) : p.begin;
   }
   return pieces;
 }

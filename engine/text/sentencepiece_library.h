@@ -43,6 +43,10 @@ class SentencePieceLibrary {
       std::string piece;
       int id = 0;
       size_t begin = 0, end = 0;
+      // Where the character that gave the piece's last byte begins (begin
+      // when the piece stands for no byte of `text`), from which a text
+      // may resume after it.
+      size_t last = 0;
     };
     StatusOr<std::vector<Piece>> EncodeWithOffsets(std::string_view text) const;
     // How its normalizer treats spaces, as the library holds the model.

@@ -118,7 +118,8 @@ class SentencePieceTokenizer final : public Tokenizer {
                              : "";
     return "sentencepiece (" + std::to_string(processor_->piece_size()) + " pieces, id offset " +
            std::to_string(options_.id_offset) + ", " + std::to_string(vocab_size_) + " tokens" +
-           spaces + added_.Describe() + ")";
+           (options_.graphemes ? ", normalized a grapheme cluster at a time" : "") + spaces +
+           added_.Describe() + ")";
   }
 
  private:
@@ -141,16 +142,6 @@ class SentencePieceTokenizer final : public Tokenizer {
   StatusOr<WindowEncoding> EncodeWindow(const TextWindow& window) const {
     ASSIGN_OR_RETURN(std::vector<Piece> pieces, PiecesOf(window.text));
     size_t spaces_at_end = pieces.size();
-    if (options_.spaces != Spaces::kSentencePiece && window.whole && pieces.size() == 1 &&
-        pieces[0].piece == kSpace) {
-      // A text (or the text between two added tokens) whose characters the
-      // map all drops ("\x01"): sentencepiece's dummy prefix alone, where
-      // the library's Metaspace makes no piece of the empty normalized text.
-      // (MetaspaceWords drops it as a first word of only a space, but not
-      // where runs of spaces collapse: there it would stay as the text's
-      // trailing spaces. A text's own spaces make pieces of their own.)
-      pieces.clear();
-    }
     if (options_.spaces != Spaces::kSentencePiece) {
       spaces_at_end = MetaspaceWords(options_.spaces, &pieces);
       // Collapsed, the spaces at the text's end are one word.
@@ -232,7 +223,7 @@ class SentencePieceTokenizer final : public Tokenizer {
     if (!run && exact == 0 && window.in_unknown_run && first > 0 && IsUnknown(pieces[first - 1])) {
       run = &pieces[first - 1];
     }
-    const size_t run_last = run ? CharStartAtOrBefore(window.text, run->end - 1) : 0;
+    const size_t run_last = run ? run->last : 0;
     if (run && run_last > 0 &&
         window.text.size() - run->end <= static_cast<size_t>(kNormalizerReach)) {
       // An unknown run reaches the cut, or ends so close to it that what
@@ -270,10 +261,14 @@ class SentencePieceTokenizer final : public Tokenizer {
     ASSIGN_OR_RETURN(const PrecompiledGraphemes::Normalized normalized,
                      options_.graphemes->Normalize(text));
     ASSIGN_OR_RETURN(std::vector<Piece> pieces, processor_->EncodeWithOffsets(normalized.text));
-    const size_t last = normalized.text.size();
+    const size_t size = normalized.text.size();
     for (Piece& piece : pieces) {
-      piece.begin = normalized.input_at[std::min(piece.begin, last)];
-      piece.end = normalized.input_at[std::min(piece.end, last)];
+      const size_t begin = std::min(piece.begin, size), end = std::min(piece.end, size);
+      piece.begin = normalized.input_at[begin];
+      piece.end = normalized.input_at[end];
+      // The start of the cluster a whole-replaced one's last byte came from
+      // (its last character would begin a window that normalizes it apart).
+      piece.last = end > begin ? normalized.input_at[end - 1] : piece.begin;
     }
     return pieces;
   }
@@ -318,6 +313,30 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
     std::string_view serialized_model, const SentencePieceOptions& options,
     const std::string& source) {
   ASSIGN_OR_RETURN(const SentencePieceLibrary* library, SentencePieceLibrary::Get());
+  std::shared_ptr<const PrecompiledGraphemes> graphemes = options.graphemes;
+  std::string without_map;
+  if (options.graphemes_from_model) {
+    if (graphemes) return InvalidArgument("graphemes_from_model beside graphemes");
+    std::string map;
+    StatusOr<std::string> taken = TakeNormalizationMap(serialized_model, &map);
+    if (!taken.ok()) {
+      return InvalidArgument(source +
+                             " is not a valid sentencepiece model: " + taken.status().message());
+    }
+    if (!map.empty()) {
+      StatusOr<std::shared_ptr<const PrecompiledGraphemes>> made =
+          PrecompiledGraphemes::Create(map);
+      if (!made.ok()) {
+        return InvalidArgument(source +
+                               " is not a valid sentencepiece model: "
+                               "normalizer_spec.precompiled_charsmap: " +
+                               made.status().message());
+      }
+      graphemes = std::move(made).value();
+    }
+    without_map = std::move(taken).value();
+    serialized_model = without_map;
+  }
   StatusOr<std::unique_ptr<SentencePieceLibrary::Model>> loaded = library->Load(serialized_model);
   if (!loaded.ok() && loaded.status().code() != StatusCode::kInvalidArgument) {
     return loaded.status().WithContext(source);
@@ -342,6 +361,7 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
                            std::to_string(vocab_size));
   }
   SentencePieceOptions resolved = options;
+  resolved.graphemes = std::move(graphemes);
   if (options.special_ids_from_model) {
     const SentencePieceOptions::Pieces& p = options.pieces;
     SpecialTokens& ids = resolved.special_tokens;

@@ -57,6 +57,10 @@ struct SentencePieceOptions {
   // it, whose model then has no map of its own: a tokenizer.json's
   // pipeline, where sentencepiece's longest match would differ.
   std::shared_ptr<const PrecompiledGraphemes> graphemes;
+  // The model's own map is taken out of it and applied as `graphemes`
+  // (which must then be unset): a text normalized as the fast class that
+  // transformers converts the model into normalizes it.
+  bool graphemes_from_model = false;
   // Matched in a text before it is encoded (added_tokens.h); each piece
   // between them is encoded with the dummy prefix ("▁" first). An id of -1
   // is resolved as XLMRobertaTokenizer resolves a token: one of `pieces`'

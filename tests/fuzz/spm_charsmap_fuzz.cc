@@ -7,7 +7,8 @@
 // suffix of the text with each read checked, aborting on one outside the
 // map or on more than 32 matches; then the library itself, in the tiny
 // model, encodes the text (which finds only reads that fault: the library
-// runs without the sanitizers, sentencepiece_library.cc).
+// runs without the sanitizers, sentencepiece_library.cc); then the map as
+// PrecompiledGraphemes applies it, before the tiny model without it.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 
 #include "engine/text/sentencepiece_charsmap.h"
 #include "engine/text/sentencepiece_tokenizer.h"
+#include "engine/text/utf8.h"
 #include "tests/fuzz/encoding_invariants.h"
 #include "tests/unit/tokenizer_tiny_models.h"
 
@@ -78,5 +80,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto tokenizer = encoderd::CreateSentencePieceTokenizerFromProto(model, {}, "fuzz-map");
   if (!tokenizer.ok()) return 0;  // e.g. no sentencepiece library here
   encoderd::fuzz::CheckEncoding(**tokenizer, text, 16);
+
+  // The same map applied as the tokenizers library applies it, a grapheme
+  // cluster at a time (PrecompiledGraphemes, in this instrumented build):
+  // where each normalized byte came from stays in order and inside the text.
+  auto graphemes = encoderd::PrecompiledGraphemes::Create(map);
+  if (graphemes.ok() && encoderd::IsValidUtf8(text)) {
+    auto normalized = (*graphemes)->Normalize(text);
+    if (!normalized.ok()) std::abort();
+    const auto& at = normalized->input_at;
+    if (at.size() != normalized->text.size() + 1 || at.back() != text.size()) std::abort();
+    for (size_t i = 1; i < at.size(); ++i) {
+      if (at[i] < at[i - 1]) std::abort();
+    }
+    encoderd::SentencePieceOptions options;
+    options.graphemes_from_model = true;
+    auto fast = encoderd::CreateSentencePieceTokenizerFromProto(model, options, "fuzz-map");
+    if (!fast.ok()) std::abort();  // the map passed, as the model loaded above
+    encoderd::fuzz::CheckEncoding(**fast, text, 16);
+  }
   return 0;
 }

@@ -315,8 +315,8 @@ TEST(HfTokenizerJson, XlmrUnigramSpacesFollowTheTokenizersLibrary) {
   // A map too short for its header, refused before the library reads it
   // (sentencepiece_charsmap.h).
   ExpectRefused(with(P("/normalizer/normalizers/0/precompiled_charsmap"), "AAAA"),
-                "normalizer.precompiled_charsmap is not a map the library reads: its 3 bytes "
-                "are too few");
+                "normalizer.precompiled_charsmap is not a map encoderd reads: its 3 bytes are "
+                "too few");
 }
 
 TEST(HfTokenizerJson, BertVariantsReadAsTheirFiles) {

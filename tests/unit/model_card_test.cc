@@ -492,6 +492,12 @@ TEST(ModelCardLoad, XlmrSentencePieceMatchesItsClassSpecials) {
     EXPECT_EQ(bundle->tokenizer->Describe().find("5 special tokens matched") != std::string::npos,
               !card)
         << bundle->tokenizer->Describe();
+    // Named by a card, sentencepiece normalizes the text (fairseq's and
+    // torchtext's way); found by name, the fast class's way.
+    EXPECT_EQ(
+        bundle->tokenizer->Describe().find("a grapheme cluster at a time") != std::string::npos,
+        !card)
+        << bundle->tokenizer->Describe();
     const auto e = bundle->tokenizer->Encode("Paris is the  <mask> of France</s> x", 64, false);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     const int32_t mask = static_cast<int32_t>(bundle->config.vocab_size) - 1;
@@ -563,6 +569,43 @@ TEST(ModelCardLoad, XlmrFolderWithOnlyAUnigramTokenizerJson) {
                 "tokenizer.json: normalizer.precompiled_charsmap is not a map"),
             std::string::npos)
       << damaged.status().message();
+  fs::remove_all(dir);
+}
+
+// An XLM-R folder whose tokenizer is its sentencepiece.bpe.model alone
+// tokenizes as AutoTokenizer does, which converts the model into the fast
+// class: as the tokenizer.json transformers' converter writes now (the
+// fixture xlmr_unigram_strip.json: Precompiled, one grapheme cluster at a
+// time, then trailing spaces stripped and runs made one), on the drawn
+// texts of spaces and of grapheme clusters (the Python reference's ids).
+// Until 2026-12-06 it normalized as sentencepiece does: 229 of the 303
+// texts of grapheme clusters gave other ids (the 400 of spaces the same).
+TEST(ModelCardLoad, XlmrSentencePieceFolderNormalizesAsTheFastClass) {
+  const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers";
+  const fs::path dir = CopyFixture("hf_xlmr_zip", "fast_class");
+  fs::copy_file(tokenizers / "spm" / "sentencepiece.unigram.model", dir / "sentencepiece.bpe.model",
+                fs::copy_options::overwrite_existing);
+  auto bundle = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  ASSERT_NE(bundle->tokenizer, nullptr) << bundle->tokenizer_note;
+  EXPECT_EQ(bundle->tokenizer_path, (dir / "sentencepiece.bpe.model").string());
+  for (const char* samples : {"grapheme_samples.json", "space_samples.json"}) {
+    SCOPED_TRACE(samples);
+    nlohmann::json drawn;
+    std::ifstream(tokenizers / samples) >> drawn;
+    const auto& texts = drawn.at("texts");
+    const auto& want = drawn.at("xlmr_unigram_strip");
+    ASSERT_EQ(texts.size(), want.size());
+    int differ = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const auto e = bundle->tokenizer->Encode(texts[i].get<std::string>(), 1024, false);
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      if (e->ids != want[i].get<std::vector<int32_t>>() && ++differ <= 3) {
+        ADD_FAILURE() << "text " << i << ": " << texts[i].dump();
+      }
+    }
+    EXPECT_EQ(differ, 0) << "of " << texts.size();
+  }
   fs::remove_all(dir);
 }
 

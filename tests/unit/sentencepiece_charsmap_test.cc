@@ -165,6 +165,47 @@ TEST(SentencePieceCharsMap, TheFixtureModelsMapsPass) {
   }
 }
 
+// A model's map taken out of it (a folder's sentencepiece.bpe.model, whose
+// text is normalized as the fast class normalizes it): the map as the model
+// had it, and the rest of the model unchanged.
+TEST(SentencePieceCharsMap, TakeNormalizationMapLeavesTheRestOfTheModel) {
+  const std::string model = ReadAll(fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "spm" /
+                                    "sentencepiece.unigram.model");
+  std::string map;
+  auto taken = TakeNormalizationMap(model, &map);
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_GT(map.size(), 100000u);
+  EXPECT_TRUE(CheckPrecompiledCharsMap(map).ok());
+  EXPECT_NE(model.find(map), std::string::npos);
+  EXPECT_LT(taken->size() + map.size(), model.size());
+  std::string none = "x";
+  auto again = TakeNormalizationMap(*taken, &none);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(*again, *taken);
+  const auto before = ReadSentencePieceWhitespace(model);
+  const auto after = ReadSentencePieceWhitespace(*taken);
+  ASSERT_TRUE(before.ok() && after.ok());
+  EXPECT_EQ(after->add_dummy_prefix, before->add_dummy_prefix);
+  EXPECT_EQ(after->remove_extra_whitespaces, before->remove_extra_whitespaces);
+  EXPECT_EQ(after->escape_whitespaces, before->escape_whitespaces);
+  // Without its map, a fullwidth letter is not made ASCII.
+  auto plain = CreateSentencePieceTokenizerFromProto(model, {}, "model");
+  auto bare = CreateSentencePieceTokenizerFromProto(*taken, {}, "model");
+  ASSERT_TRUE(plain.ok() && bare.ok());
+  EXPECT_NE(Ids(**bare,
+                "\xef\xbd\x88"
+                "ello"),
+            Ids(**plain,
+                "\xef\xbd\x88"
+                "ello"));
+  EXPECT_EQ(Ids(**bare, "hello"), Ids(**plain,
+                                      "\xef\xbd\x88"
+                                      "ello"));
+  ExpectRefused(TakeNormalizationMap(model.substr(0, model.size() - 3), &map).status(),
+                "a field's length");
+}
+
 TEST(SentencePieceCharsMap, WhitespaceFlagsAreReadFromTheNormalizerSpec) {
   // The fixture models trained with spm_train's flags.
   const struct {
@@ -378,7 +419,8 @@ TEST(PrecompiledGraphemes, NormalizesAClusterAtATimeAsTheLibraryDoes) {
                                      {"\xef\xbd\x85", "e"},
                                      {"\xef\xbd\x85\xcc\x81", "\xc3\xa9"},
                                      {"\r", " "},
-                                     {"x", ""}});
+                                     {"x", ""},
+                                     {"\xe3\x88\x80", "(a)"}});
   auto made = PrecompiledGraphemes::Create(map.Bytes());
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   const PrecompiledGraphemes& g = **made;
@@ -412,9 +454,20 @@ TEST(PrecompiledGraphemes, NormalizesAClusterAtATimeAsTheLibraryDoes) {
   n = normalized("axb");
   EXPECT_EQ(n.text, "ab");
   EXPECT_EQ(n.input_at, (At{0, 2, 3}));
+  n = normalized("xx");
+  EXPECT_EQ(n.text, "");
+  EXPECT_EQ(n.input_at, (At{2}));
   n = normalized("");
   EXPECT_EQ(n.text, "");
   EXPECT_EQ(n.input_at, (At{0}));
+  // A replacement of several characters comes from where its own began.
+  n = normalized("b\xe3\x88\x80");
+  EXPECT_EQ(n.text, "b(a)");
+  EXPECT_EQ(n.input_at, (At{0, 1, 1, 1, 4}));
+  // A NUL byte ends the library's search (no key holds one) and is kept.
+  n = normalized(std::string("a\0x", 3));
+  EXPECT_EQ(n.text, std::string("a\0", 2));
+  EXPECT_EQ(n.input_at, (At{0, 1, 3}));
 }
 
 TEST(PrecompiledGraphemes, RefusesMapsTheLibraryRefuses) {
