@@ -316,13 +316,13 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
       options.special_ids_from_model = true;
     } else if (found_by_name) {
       // XLMRobertaTokenizer's specials, <mask> after the model's pieces
-      // (until 2026-12-05 tokenized as text), and the text normalized as
-      // the fast class AutoTokenizer converts the model into normalizes it
-      // (one grapheme cluster at a time; until 2026-12-06 sentencepiece's
-      // own normalization, the slow class's). The converter's spaces
-      // (Strip, then runs made one) are the model's own.
+      // (until 2026-12-05 tokenized as text), and a Unigram model (XLM-R's)
+      // read as the fast class AutoTokenizer converts it into: its map
+      // applied a grapheme cluster at a time, the converter's spaces (until
+      // 2026-12-06 sentencepiece's normalization and the model's flags,
+      // the slow class's).
       options.added_tokens = XlmrClassSpecials();
-      options.graphemes_from_model = true;
+      options.fast_class = true;
     }
     // Other tokens a sentencepiece folder declares are not reproduced.
     const std::vector<std::string> own =

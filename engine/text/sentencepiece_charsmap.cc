@@ -359,25 +359,27 @@ Status CheckSentencePieceCharsMaps(std::string_view serialized_model) {
   });
 }
 
-StatusOr<std::string> TakeNormalizationMap(std::string_view serialized_model, std::string* map) {
+StatusOr<std::string> FastClassModel(std::string_view serialized_model, std::string* map) {
   map->clear();
   std::string out;
   out.reserve(serialized_model.size());
   RETURN_IF_ERROR(ForEachRawField(
       serialized_model,
       [&](uint64_t number, int wire_type, std::string_view spec, std::string_view raw) {
-        if (number != 3 || wire_type != 2) {  // not a normalizer_spec: as it was
+        if (number == 4) return Status::Ok();  // self_test_data: made with the map
+        if (number != 3 || wire_type != 2) {   // not a normalizer_spec: as it was
           out.append(raw);
           return Status::Ok();
         }
         // Its fields but precompiled_charsmap (2), the last of which is the
-        // map, as protobuf merges repeated messages and keeps a field's last.
+        // map, as protobuf merges repeated messages and keeps a field's
+        // last, and the whitespace flags (3-5, then true by default).
         std::string kept;
         const Status read = ForEachRawField(
             spec, [&](uint64_t field, int type, std::string_view payload, std::string_view bytes) {
               if (field == 2 && type == 2) {
                 *map = std::string(payload);
-              } else {
+              } else if (field < 3 || field > 5) {
                 kept.append(bytes);
               }
               return Status::Ok();
@@ -387,6 +389,21 @@ StatusOr<std::string> TakeNormalizationMap(std::string_view serialized_model, st
         return Status::Ok();
       }));
   return out;
+}
+
+StatusOr<bool> IsUnigramModel(std::string_view serialized_model) {
+  int64_t type = 1;  // TrainerSpec.model_type's default: UNIGRAM
+  RETURN_IF_ERROR(
+      ForEachPayload(serialized_model, "", [&](uint64_t number, std::string_view payload) {
+        return number == 2 ? ForEachField(
+                                 payload, "trainer_spec",
+                                 [](uint64_t, std::string_view) { return Status::Ok(); },
+                                 [&](uint64_t field, uint64_t value) {
+                                   if (field == 3) type = static_cast<int64_t>(value);
+                                 })
+                           : Status::Ok();
+      }));
+  return type == 1;
 }
 
 StatusOr<SentencePieceWhitespace> ReadSentencePieceWhitespace(std::string_view serialized_model) {

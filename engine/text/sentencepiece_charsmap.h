@@ -47,12 +47,21 @@ struct SentencePieceWhitespace {
 // the bytes are not protobuf wire format.
 StatusOr<SentencePieceWhitespace> ReadSentencePieceWhitespace(std::string_view serialized_model);
 
-// The serialized ModelProto with no precompiled_charsmap in its
-// normalizer_spec (its other fields and the model's as they were), and in
-// *map the one it had (empty: none): for a model whose text is normalized
-// before sentencepiece reads it (PrecompiledGraphemes). INVALID_ARGUMENT
-// when the bytes are not protobuf wire format.
-StatusOr<std::string> TakeNormalizationMap(std::string_view serialized_model, std::string* map);
+// The serialized ModelProto as the fast class transformers converts it into
+// reads it, and in *map its normalizer_spec's precompiled_charsmap (empty:
+// none), which that class applies a grapheme cluster at a time
+// (PrecompiledGraphemes): the model without the map, with the whitespace
+// flags at sentencepiece's defaults (the converter writes Strip, runs of
+// spaces made one and Metaspace's prefix whatever the model says, which is
+// what those defaults do) and without self-test samples (their expected
+// pieces come from the map); the rest as it was. INVALID_ARGUMENT when the
+// bytes are not protobuf wire format.
+StatusOr<std::string> FastClassModel(std::string_view serialized_model, std::string* map);
+
+// Whether a serialized ModelProto's trainer_spec says UNIGRAM (its default),
+// as XLM-R's model is; INVALID_ARGUMENT when the bytes are not protobuf wire
+// format.
+StatusOr<bool> IsUnigramModel(std::string_view serialized_model);
 
 // The tokenizers library's Precompiled normalizer (Hugging Face's, through
 // its spm_precompiled crate) over a precompiled_charsmap. sentencepiece

@@ -223,9 +223,15 @@ class SentencePieceTokenizer final : public Tokenizer {
     if (!run && exact == 0 && window.in_unknown_run && first > 0 && IsUnknown(pieces[first - 1])) {
       run = &pieces[first - 1];
     }
-    const size_t run_last = run ? run->last : 0;
-    if (run && run_last > 0 &&
-        window.text.size() - run->end <= static_cast<size_t>(kNormalizerReach)) {
+    // A window from where the run's last character (or whole-replaced
+    // cluster) begins gives again whatever came from there before the run:
+    // where the piece before the run came from the same place (a
+    // replacement of several characters, a known one before the unknown,
+    // as "1" of U+00BC's "1", U+2044, "4"), no window resumes there.
+    const bool resumable =
+        run && run->last > 0 && (run == pieces.data() || (run - 1)->last < run->last);
+    const size_t run_last = resumable ? run->last : 0;
+    if (resumable && window.text.size() - run->end <= static_cast<size_t>(kNormalizerReach)) {
       // An unknown run reaches the cut, or ends so close to it that what
       // follows may still join it ("<" + U+0338 normalizes to an unknown
       // "≮"; a cut between them leaves a known "<" last): one <unk> for all
@@ -315,13 +321,18 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
   ASSIGN_OR_RETURN(const SentencePieceLibrary* library, SentencePieceLibrary::Get());
   std::shared_ptr<const PrecompiledGraphemes> graphemes = options.graphemes;
   std::string without_map;
-  if (options.graphemes_from_model) {
-    if (graphemes) return InvalidArgument("graphemes_from_model beside graphemes");
+  StatusOr<bool> unigram = options.fast_class ? IsUnigramModel(serialized_model) : false;
+  if (!unigram.ok()) {
+    return InvalidArgument(source +
+                           " is not a valid sentencepiece model: " + unigram.status().message());
+  }
+  if (*unigram) {
+    if (graphemes) return InvalidArgument("fast_class beside graphemes");
     std::string map;
-    StatusOr<std::string> taken = TakeNormalizationMap(serialized_model, &map);
-    if (!taken.ok()) {
+    StatusOr<std::string> fast = FastClassModel(serialized_model, &map);
+    if (!fast.ok()) {
       return InvalidArgument(source +
-                             " is not a valid sentencepiece model: " + taken.status().message());
+                             " is not a valid sentencepiece model: " + fast.status().message());
     }
     if (!map.empty()) {
       StatusOr<std::shared_ptr<const PrecompiledGraphemes>> made =
@@ -334,7 +345,7 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
       }
       graphemes = std::move(made).value();
     }
-    without_map = std::move(taken).value();
+    without_map = std::move(fast).value();
     serialized_model = without_map;
   }
   StatusOr<std::unique_ptr<SentencePieceLibrary::Model>> loaded = library->Load(serialized_model);

@@ -57,10 +57,13 @@ struct SentencePieceOptions {
   // it, whose model then has no map of its own: a tokenizer.json's
   // pipeline, where sentencepiece's longest match would differ.
   std::shared_ptr<const PrecompiledGraphemes> graphemes;
-  // The model's own map is taken out of it and applied as `graphemes`
-  // (which must then be unset): a text normalized as the fast class that
-  // transformers converts the model into normalizes it.
-  bool graphemes_from_model = false;
+  // Where the model is Unigram (XLM-R's), it is read as the fast class
+  // transformers converts it into reads it (FastClassModel): its own map
+  // taken out and applied as `graphemes` (which must then be unset), its
+  // spaces as the converter's. A BPE model's fast class is another
+  // tokenizer (the tokenizers library's BPE); such a model stays as
+  // sentencepiece reads it.
+  bool fast_class = false;
   // Matched in a text before it is encoded (added_tokens.h); each piece
   // between them is encoded with the dummy prefix ("▁" first). An id of -1
   // is resolved as XLMRobertaTokenizer resolves a token: one of `pieces`'

@@ -62,16 +62,16 @@ std::vector<NamedTokenizer> AllTokenizers() {
   add("byte-level bpe",
       CreateByteBpeTokenizer((kFixtures / "bytebpe" / "vocab.json").string(),
                              (kFixtures / "bytebpe" / "merges.txt").string(), {}));
+  // The unigram model read as the fast class reads an XLM-R folder's
+  // sentencepiece.bpe.model: normalized a grapheme cluster at a time.
+  SentencePieceOptions as_fast_class;
+  as_fast_class.fast_class = true;
+  add("fixture unigram, fast class",
+      CreateSentencePieceTokenizer((kFixtures / "spm" / "sentencepiece.unigram.model").string(),
+                                   as_fast_class));
   // The unigram model with the tokenizers library's spaces (XLM-R's
   // tokenizer.json): every space a word, or runs collapsed; a window that
   // ends in spaces settles what they make only once the text goes on.
-  // The unigram model normalized as the fast class normalizes an XLM-R
-  // folder's sentencepiece.bpe.model, a grapheme cluster at a time.
-  SentencePieceOptions fast_class;
-  fast_class.graphemes_from_model = true;
-  add("fixture unigram, fast class",
-      CreateSentencePieceTokenizer((kFixtures / "spm" / "sentencepiece.unigram.model").string(),
-                                   fast_class));
   for (const char* kind : {"xlmr_unigram_keep", "xlmr_unigram"}) {
     auto json = CreateTokenizerFromHfJson(
         (kFixtures / "tokenizer_json" / (std::string(kind) + ".json")).string());
@@ -141,6 +141,10 @@ std::vector<std::string> Texts() {
     texts.push_back(Repeat("\xe1\x84\x92\xe1\x85\xa1\xe1\x86\xab", n));
     texts.push_back("\xc2\xbc" + std::string(n, 'a'));
     texts.push_back(Repeat("\xc2\xbc", n));
+    // An unknown run, then U+00BC where the first window's cut falls just
+    // after it (at 512 tokens): a window resumed at U+00BC gave its "1"
+    // and U+2044 again.
+    texts.push_back(Repeat("\xf0\x9f\x98\x80", 1087 * 4) + "\xc2\xbc" + std::string(n, 'b'));
   }
   // "<" + U+0338, which sentencepiece's NFKC makes an unknown "≮" (windows
   // cut between the two; see HugeWordsReadBoundedBytesOrAreOneUnknownToken).

@@ -492,11 +492,9 @@ TEST(ModelCardLoad, XlmrSentencePieceMatchesItsClassSpecials) {
     EXPECT_EQ(bundle->tokenizer->Describe().find("5 special tokens matched") != std::string::npos,
               !card)
         << bundle->tokenizer->Describe();
-    // Named by a card, sentencepiece normalizes the text (fairseq's and
-    // torchtext's way); found by name, the fast class's way.
-    EXPECT_EQ(
-        bundle->tokenizer->Describe().find("a grapheme cluster at a time") != std::string::npos,
-        !card)
+    // (This folder's model is BPE, whose fast class is another tokenizer:
+    // sentencepiece normalizes its text either way.)
+    EXPECT_EQ(bundle->tokenizer->Describe().find("a grapheme cluster at a time"), std::string::npos)
         << bundle->tokenizer->Describe();
     const auto e = bundle->tokenizer->Encode("Paris is the  <mask> of France</s> x", 64, false);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
@@ -589,6 +587,8 @@ TEST(ModelCardLoad, XlmrSentencePieceFolderNormalizesAsTheFastClass) {
   ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
   ASSERT_NE(bundle->tokenizer, nullptr) << bundle->tokenizer_note;
   EXPECT_EQ(bundle->tokenizer_path, (dir / "sentencepiece.bpe.model").string());
+  EXPECT_NE(bundle->tokenizer->Describe().find("a grapheme cluster at a time"), std::string::npos)
+      << bundle->tokenizer->Describe();
   for (const char* samples : {"grapheme_samples.json", "space_samples.json"}) {
     SCOPED_TRACE(samples);
     nlohmann::json drawn;
@@ -606,6 +606,19 @@ TEST(ModelCardLoad, XlmrSentencePieceFolderNormalizesAsTheFastClass) {
     }
     EXPECT_EQ(differ, 0) << "of " << texts.size();
   }
+  // Named by a card (fairseq's and torchtext's models, which run
+  // sentencepiece itself), the model normalizes its text as sentencepiece does.
+  WriteFile(dir / "encoderd.yaml",
+            "tokenizer: {type: sentencepiece, file: sentencepiece.bpe.model}\n");
+  auto named = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  ASSERT_NE(named->tokenizer, nullptr);
+  EXPECT_EQ(named->tokenizer->Describe().find("a grapheme cluster at a time"), std::string::npos);
+  const std::string nfd = "e\xcc\xa3\xcc\x82";  // U+1EC7 decomposed
+  const auto slow = named->tokenizer->Encode(nfd, 64, false);
+  const auto fast = bundle->tokenizer->Encode(nfd, 64, false);
+  ASSERT_TRUE(slow.ok() && fast.ok());
+  EXPECT_NE(slow->ids, fast->ids);
   fs::remove_all(dir);
 }
 

@@ -165,21 +165,21 @@ TEST(SentencePieceCharsMap, TheFixtureModelsMapsPass) {
   }
 }
 
-// A model's map taken out of it (a folder's sentencepiece.bpe.model, whose
-// text is normalized as the fast class normalizes it): the map as the model
-// had it, and the rest of the model unchanged.
-TEST(SentencePieceCharsMap, TakeNormalizationMapLeavesTheRestOfTheModel) {
+// A model read as the fast class reads it (a folder's sentencepiece.bpe.model):
+// its map taken out as the model had it, the rest of the model unchanged
+// (the fixture's whitespace flags are sentencepiece's defaults).
+TEST(SentencePieceCharsMap, FastClassModelLeavesTheRestOfTheModel) {
   const std::string model = ReadAll(fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "spm" /
                                     "sentencepiece.unigram.model");
   std::string map;
-  auto taken = TakeNormalizationMap(model, &map);
+  auto taken = FastClassModel(model, &map);
   ASSERT_TRUE(taken.ok()) << taken.status().ToString();
   EXPECT_GT(map.size(), 100000u);
   EXPECT_TRUE(CheckPrecompiledCharsMap(map).ok());
   EXPECT_NE(model.find(map), std::string::npos);
   EXPECT_LT(taken->size() + map.size(), model.size());
   std::string none = "x";
-  auto again = TakeNormalizationMap(*taken, &none);
+  auto again = FastClassModel(*taken, &none);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE(none.empty());
   EXPECT_EQ(*again, *taken);
@@ -202,8 +202,55 @@ TEST(SentencePieceCharsMap, TakeNormalizationMapLeavesTheRestOfTheModel) {
   EXPECT_EQ(Ids(**bare, "hello"), Ids(**plain,
                                       "\xef\xbd\x88"
                                       "ello"));
-  ExpectRefused(TakeNormalizationMap(model.substr(0, model.size() - 3), &map).status(),
+  ExpectRefused(FastClassModel(model.substr(0, model.size() - 3), &map).status(),
                 "a field's length");
+}
+
+// The fast class takes no whitespace flags from the model (transformers'
+// converter writes Strip, runs of spaces made one and Metaspace's prefix),
+// and the model's self-test samples, made with its map, would fail it.
+TEST(SentencePieceCharsMap, FastClassModelDropsTheFlagsAndTheSelfTest) {
+  const std::string unigram = ReadAll(fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "spm" /
+                                      "sentencepiece.unigram.model");
+  // The same model with its spaces kept: a second normalizer_spec, which
+  // protobuf merges into the first.
+  std::string flags;
+  testing::internal::Int(4, 0, &flags);  // remove_extra_whitespaces
+  std::string keeps = unigram;
+  testing::internal::Bytes(3, flags, &keeps);
+  SentencePieceOptions fast;
+  fast.fast_class = true;
+  auto plain = CreateSentencePieceTokenizerFromProto(unigram, fast, "unigram");
+  auto kept = CreateSentencePieceTokenizerFromProto(keeps, fast, "keeps");
+  auto slow = CreateSentencePieceTokenizerFromProto(keeps, {}, "keeps");
+  ASSERT_TRUE(plain.ok() && kept.ok() && slow.ok());
+  const std::string spaced = "  hello   world ";
+  EXPECT_EQ(Ids(**kept, spaced), Ids(**plain, spaced));
+  EXPECT_NE(Ids(**slow, spaced), Ids(**plain, spaced));
+  // A self-test sample of the tiny model (made Unigram here) that only its
+  // map passes: "x" written fullwidth.
+  const HandMap map = HandMap::From({{"\xef\xbd\x98", "x"}});
+  std::string model = TinyModelWithMap(map.Bytes());
+  std::string trainer;
+  testing::internal::Int(3, 1, &trainer);  // model_type UNIGRAM
+  testing::internal::Bytes(2, trainer, &model);
+  auto mapped = CreateSentencePieceTokenizerFromProto(model, {}, "tiny");
+  ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
+  const auto x = (*mapped)->Encode("\xef\xbd\x98", 64, false);
+  ASSERT_TRUE(x.ok());
+  std::string sample, samples, expected;
+  for (size_t i = 1; i + 1 < x->pieces.size(); ++i) {
+    expected += (expected.empty() ? "" : " ") + x->pieces[i];
+  }
+  testing::internal::Bytes(1, "\xef\xbd\x98", &sample);
+  testing::internal::Bytes(2, expected, &sample);
+  testing::internal::Bytes(1, sample, &samples);
+  testing::internal::Bytes(4, samples, &model);
+  auto checked = CreateSentencePieceTokenizerFromProto(model, {}, "tiny");
+  ASSERT_TRUE(checked.ok()) << checked.status().ToString();
+  auto as_fast = CreateSentencePieceTokenizerFromProto(model, fast, "tiny");
+  ASSERT_TRUE(as_fast.ok()) << as_fast.status().ToString();
+  EXPECT_EQ(Ids(**as_fast, "\xef\xbd\x98"), Ids(**checked, "\xef\xbd\x98"));
 }
 
 TEST(SentencePieceCharsMap, WhitespaceFlagsAreReadFromTheNormalizerSpec) {
