@@ -142,8 +142,8 @@ class WireReader {
 // a text can reach, depth first from the root (unit 0).
 class TrieCheck {
  public:
-  TrieCheck(std::vector<uint32_t> units, size_t strings_size, size_t last_nul)
-      : units_(std::move(units)),
+  TrieCheck(const std::vector<uint32_t>& units, size_t strings_size, size_t last_nul)
+      : units_(units),
         strings_size_(strings_size),
         last_nul_(last_nul),
         state_(units_.size(), kUnseen),
@@ -225,7 +225,7 @@ class TrieCheck {
     return Status::Ok();
   }
 
-  std::vector<uint32_t> units_;
+  const std::vector<uint32_t>& units_;
   size_t strings_size_;
   size_t last_nul_;
   std::vector<uint8_t> state_;
@@ -323,10 +323,13 @@ Status ForEachGrapheme(std::string_view text, Fn&& fn) {
   return Status::Ok();
 }
 
-}  // namespace
+// A map's trie units and replacement strings, its header checked.
+struct MapParts {
+  std::vector<uint32_t> units;
+  std::string_view strings;
+};
 
-Status CheckPrecompiledCharsMap(std::string_view map) {
-  if (map.empty()) return Status::Ok();
+StatusOr<MapParts> SplitMap(std::string_view map) {
   uint32_t trie_bytes = 0;
   if (map.size() <= sizeof(trie_bytes)) {
     return InvalidArgument("its " + std::to_string(map.size()) +
@@ -344,10 +347,17 @@ Status CheckPrecompiledCharsMap(std::string_view map) {
     return InvalidArgument("its trie of " + std::to_string(trie_bytes) +
                            " bytes is not a whole number of 4-byte units");
   }
-  std::vector<uint32_t> units(trie_bytes / sizeof(uint32_t));
-  std::memcpy(units.data(), map.data(), trie_bytes);
-  const std::string_view strings = map.substr(trie_bytes);
-  return TrieCheck(std::move(units), strings.size(), strings.rfind('\0')).Run();
+  MapParts parts{std::vector<uint32_t>(trie_bytes / sizeof(uint32_t)), map.substr(trie_bytes)};
+  std::memcpy(parts.units.data(), map.data(), trie_bytes);
+  return parts;
+}
+
+}  // namespace
+
+Status CheckPrecompiledCharsMap(std::string_view map) {
+  if (map.empty()) return Status::Ok();
+  ASSIGN_OR_RETURN(const MapParts parts, SplitMap(map));
+  return TrieCheck(parts.units, parts.strings.size(), parts.strings.rfind('\0')).Run();
 }
 
 Status CheckSentencePieceCharsMaps(std::string_view serialized_model) {
@@ -429,19 +439,14 @@ StatusOr<SentencePieceWhitespace> ReadSentencePieceWhitespace(std::string_view s
 StatusOr<std::shared_ptr<const PrecompiledGraphemes>> PrecompiledGraphemes::Create(
     std::string_view map) {
   if (map.empty()) return InvalidArgument("the map is empty");
-  RETURN_IF_ERROR(CheckPrecompiledCharsMap(map));
-  uint32_t trie_bytes = 0;
-  std::memcpy(&trie_bytes, map.data(), sizeof(trie_bytes));
-  map.remove_prefix(sizeof(trie_bytes));
-  std::vector<uint32_t> units(trie_bytes / sizeof(uint32_t));
-  std::memcpy(units.data(), map.data(), trie_bytes);
-  std::string strings(map.substr(trie_bytes));
-  if (!IsValidUtf8(strings)) {
+  ASSIGN_OR_RETURN(MapParts parts, SplitMap(map));
+  RETURN_IF_ERROR(TrieCheck(parts.units, parts.strings.size(), parts.strings.rfind('\0')).Run());
+  if (!IsValidUtf8(parts.strings)) {
     return InvalidArgument("its replacement strings are not UTF-8 (byte " +
-                           std::to_string(FirstInvalidUtf8Offset(strings)) + ")");
+                           std::to_string(FirstInvalidUtf8Offset(parts.strings)) + ")");
   }
   return std::shared_ptr<const PrecompiledGraphemes>(
-      new PrecompiledGraphemes(std::move(units), std::move(strings)));
+      new PrecompiledGraphemes(std::move(parts.units), std::string(parts.strings)));
 }
 
 // spm_precompiled's common_prefix_search, stopped at its first match (the

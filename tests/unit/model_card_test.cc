@@ -514,15 +514,23 @@ TEST(ModelCardLoad, XlmrSentencePieceMatchesItsClassSpecials) {
   fs::remove_all(dir);
 }
 
+// The hf_xlmr_zip fixture with the fixture's Unigram model (XLM-R's kind;
+// the fixture's own is BPE) as its sentencepiece.bpe.model.
+fs::path UnigramXlmrFolder(const std::string& test) {
+  const fs::path dir = CopyFixture("hf_xlmr_zip", test);
+  fs::copy_file(
+      fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "spm" / "sentencepiece.unigram.model",
+      dir / "sentencepiece.bpe.model", fs::copy_options::overwrite_existing);
+  return dir;
+}
+
 // An XLM-R folder whose only tokenizer file is a Unigram tokenizer.json
 // (what a fast tokenizer's save_pretrained leaves when it has no
 // sentencepiece model to save) tokenizes as the sentencepiece model it
 // came from would, and joins pairs RoBERTa's way.
 TEST(ModelCardLoad, XlmrFolderWithOnlyAUnigramTokenizerJson) {
   const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers";
-  const fs::path dir = CopyFixture("hf_xlmr_zip", "unigram");
-  fs::copy_file(tokenizers / "spm" / "sentencepiece.unigram.model", dir / "sentencepiece.bpe.model",
-                fs::copy_options::overwrite_existing);
+  const fs::path dir = UnigramXlmrFolder("unigram");
   auto with_model = server::LoadModelDirectory(dir.string());
   ASSERT_TRUE(with_model.ok()) << with_model.status().ToString();
   ASSERT_NE(with_model->tokenizer, nullptr);
@@ -580,9 +588,7 @@ TEST(ModelCardLoad, XlmrFolderWithOnlyAUnigramTokenizerJson) {
 // texts of grapheme clusters gave other ids (the 400 of spaces the same).
 TEST(ModelCardLoad, XlmrSentencePieceFolderNormalizesAsTheFastClass) {
   const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers";
-  const fs::path dir = CopyFixture("hf_xlmr_zip", "fast_class");
-  fs::copy_file(tokenizers / "spm" / "sentencepiece.unigram.model", dir / "sentencepiece.bpe.model",
-                fs::copy_options::overwrite_existing);
+  const fs::path dir = UnigramXlmrFolder("fast_class");
   auto bundle = server::LoadModelDirectory(dir.string());
   ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
   ASSERT_NE(bundle->tokenizer, nullptr) << bundle->tokenizer_note;
