@@ -152,8 +152,8 @@ class SentencePieceTokenizer final : public Tokenizer {
     }
     size_t first = 0;
     if (window.in_unknown_run) {
-      // The window starts with the last character of an unknown run whose
-      // <unk> is counted: skip the dummy-prefix piece and that <unk>.
+      // The window starts inside an unknown run whose <unk> is counted
+      // (ResumeInRun): skip the dummy-prefix piece and that <unk>.
       if (first < pieces.size() && pieces[first].piece == kSpace) ++first;
       if (first < pieces.size() && IsUnknown(pieces[first])) ++first;
     }
@@ -209,42 +209,44 @@ class SentencePieceTokenizer final : public Tokenizer {
         break;
       }
     }
-    // The cut word's last unknown piece (-1: the run an earlier window
-    // counted, whose <unk> this one skipped; none: null).
+    // Bytes before settled_end normalize as in the whole text: what follows
+    // the cut changes at most the last kNormalizerReach bytes' (a lone
+    // conjoining jamo is unknown, with its vowel after the cut a known
+    // syllable; "<" is known, with U+0338 after it an unknown "≮").
+    const size_t size = window.text.size();
+    const size_t settled_end =
+        size > static_cast<size_t>(kNormalizerReach) ? size - kNormalizerReach : 0;
+    // The cut word's last unknown piece that begins before settled_end (-1:
+    // the run an earlier window counted, whose <unk> this one skipped;
+    // none: null). One that begins later may be no unknown piece, or part
+    // of another one, in the whole text.
     int64_t unknown = -1;
     const Piece* run = nullptr;
     for (int64_t i = n - 1; i >= exact; --i) {
-      if (IsUnknown(pieces[first + i])) {
+      const Piece& piece = pieces[first + i];
+      if (IsUnknown(piece) && piece.begin < settled_end) {
         unknown = i;
-        run = &pieces[first + i];
+        run = &piece;
         break;
       }
     }
     if (!run && exact == 0 && window.in_unknown_run && first > 0 && IsUnknown(pieces[first - 1])) {
       run = &pieces[first - 1];
     }
-    // A window from where the run's last character (or whole-replaced
-    // cluster) begins gives again whatever came from there before the run:
-    // where the piece before the run came from the same place (a
-    // replacement of several characters, a known one before the unknown,
-    // as "1" of U+00BC's "1", U+2044, "4"), no window resumes there.
-    const bool resumable =
-        run && run->last > 0 && (run == pieces.data() || (run - 1)->last < run->last);
-    const size_t run_last = resumable ? run->last : 0;
-    if (resumable && window.text.size() - run->end <= static_cast<size_t>(kNormalizerReach)) {
+    if (run) exact = unknown + 1;
+    if (run && size - run->end <= static_cast<size_t>(kNormalizerReach)) {
       // An unknown run reaches the cut, or ends so close to it that what
-      // follows may still join it ("<" + U+0338 normalizes to an unknown
-      // "≮"; a cut between them leaves a known "<" last): one <unk> for all
-      // of it, counted here (or by an earlier window); resume at its last
-      // character, in small windows. (Growing the window instead kept the
-      // cut in the same place of such a run, up to the whole text, and
-      // sentencepiece's cost for a run is quadratic in its length.)
-      exact = unknown + 1;
-      out.resume_at = run_last;
-      out.resume_tokens = exact;
-      out.resume_in_unknown_run = true;
-    } else if (run) {
-      exact = unknown + 1;
+      // follows may still join it or make its last characters known: one
+      // <unk> for all of it, counted here (or by an earlier window); resume
+      // inside it, before settled_end, in small windows. (Growing the
+      // window instead kept the cut in the same place of such a run, up to
+      // the whole text, and sentencepiece's cost for a run is quadratic in
+      // its length.)
+      if (const size_t at = ResumeInRun(window.text, pieces, *run, settled_end); at > 0) {
+        out.resume_at = at;
+        out.resume_tokens = exact;
+        out.resume_in_unknown_run = true;
+      }
     }
     int64_t covered = 0;
     for (int64_t i = exact; i < n; ++i) covered += CoverBytes(out.pieces[i]);
@@ -280,6 +282,29 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
   bool IsUnknown(const Piece& piece) const { return piece.id == processor_->unk_id(); }
+
+  // Where a window may resume inside the unknown run `run` (one of the
+  // window's `pieces`): the start of a character at or before settled_end
+  // from which the window's text encodes as one <unk> (after a "▁")
+  // to the run's end, so that a window from there gives the whole text's
+  // pieces after the run; and after where the piece before the run last
+  // began, as a window from there would give that piece again (U+00BC is
+  // "1", an unknown U+2044 and "4"). 0: none among the last few characters.
+  size_t ResumeInRun(std::string_view text, const std::vector<Piece>& pieces, const Piece& run,
+                     size_t settled_end) const {
+    size_t lowest = std::max<size_t>(run.begin, 1);
+    if (&run != pieces.data()) lowest = std::max(lowest, (&run - 1)->last + 1);
+    size_t at = CharStartAtOrBefore(text, std::min(run.last, settled_end));
+    for (int tries = 0; tries < 4 && at >= lowest; ++tries) {
+      const StatusOr<std::vector<Piece>> rest = PiecesOf(text.substr(at));
+      if (rest.ok()) {
+        const size_t i = !rest->empty() && (*rest)[0].piece == kSpace ? 1 : 0;
+        if (i < rest->size() && IsUnknown((*rest)[i]) && at + (*rest)[i].end == run.end) return at;
+      }
+      at = CharStartAtOrBefore(text, at - 1);
+    }
+    return 0;
+  }
 
   // XLMRobertaTokenizer._convert_token_to_id: the fairseq specials by name,
   // then the sentencepiece id shifted by the offset; spm's own <unk> (id 0 in
