@@ -139,13 +139,17 @@ class WireReader {
 };
 
 // The trie of a map whose header and strings have been checked: every node
-// a text can reach, depth first from the root (unit 0).
+// a text can reach, depth first from the root (unit 0). With
+// whole_characters, the strings are UTF-8 and each replacement must begin
+// at a character's start (the tokenizers library refuses one that begins
+// inside one; sentencepiece copies the bytes as they are).
 class TrieCheck {
  public:
-  TrieCheck(const std::vector<uint32_t>& units, size_t strings_size, size_t last_nul)
+  TrieCheck(const std::vector<uint32_t>& units, std::string_view strings, bool whole_characters)
       : units_(units),
-        strings_size_(strings_size),
-        last_nul_(last_nul),
+        strings_(strings),
+        last_nul_(strings.rfind('\0')),
+        whole_characters_(whole_characters),
         state_(units_.size(), kUnseen),
         leaves_(units_.size(), 0) {}
 
@@ -195,8 +199,13 @@ class TrieCheck {
       const uint32_t value = Value(units_[base]);
       if (last_nul_ == std::string_view::npos || value > last_nul_) {
         return InvalidArgument("unit " + std::to_string(p) + "'s replacement starts at byte " +
-                               std::to_string(value) + " of its " + std::to_string(strings_size_) +
+                               std::to_string(value) + " of its " +
+                               std::to_string(strings_.size()) +
                                " bytes of strings, where no NUL ends it");
+      }
+      if (whole_characters_ && (static_cast<uint8_t>(strings_[value]) & 0xC0) == 0x80) {
+        return InvalidArgument("unit " + std::to_string(p) + "'s replacement starts at byte " +
+                               std::to_string(value) + " of its strings, inside a character");
       }
     }
     state_[p] = kOnPath;
@@ -226,8 +235,9 @@ class TrieCheck {
   }
 
   const std::vector<uint32_t>& units_;
-  size_t strings_size_;
+  std::string_view strings_;
   size_t last_nul_;
+  bool whole_characters_;
   std::vector<uint8_t> state_;
   std::vector<uint32_t> leaves_;  // kDone nodes': at most kMaxMatches + 1
   std::vector<Frame> stack_;
@@ -357,7 +367,7 @@ StatusOr<MapParts> SplitMap(std::string_view map) {
 Status CheckPrecompiledCharsMap(std::string_view map) {
   if (map.empty()) return Status::Ok();
   ASSIGN_OR_RETURN(const MapParts parts, SplitMap(map));
-  return TrieCheck(parts.units, parts.strings.size(), parts.strings.rfind('\0')).Run();
+  return TrieCheck(parts.units, parts.strings, /*whole_characters=*/false).Run();
 }
 
 Status CheckSentencePieceCharsMaps(std::string_view serialized_model) {
@@ -440,11 +450,11 @@ StatusOr<std::shared_ptr<const PrecompiledGraphemes>> PrecompiledGraphemes::Crea
     std::string_view map) {
   if (map.empty()) return InvalidArgument("the map is empty");
   ASSIGN_OR_RETURN(MapParts parts, SplitMap(map));
-  RETURN_IF_ERROR(TrieCheck(parts.units, parts.strings.size(), parts.strings.rfind('\0')).Run());
   if (!IsValidUtf8(parts.strings)) {
     return InvalidArgument("its replacement strings are not UTF-8 (byte " +
                            std::to_string(FirstInvalidUtf8Offset(parts.strings)) + ")");
   }
+  RETURN_IF_ERROR(TrieCheck(parts.units, parts.strings, /*whole_characters=*/true).Run());
   return std::shared_ptr<const PrecompiledGraphemes>(
       new PrecompiledGraphemes(std::move(parts.units), std::string(parts.strings)));
 }

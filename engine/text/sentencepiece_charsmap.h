@@ -77,7 +77,8 @@ StatusOr<bool> IsUnigramModel(std::string_view serialized_model);
 class PrecompiledGraphemes {
  public:
   // INVALID_ARGUMENT where CheckPrecompiledCharsMap refuses the map, or its
-  // replacement strings are not UTF-8 (the library refuses those too).
+  // replacement strings are not UTF-8 or one begins inside a character (the
+  // library refuses those too).
   static StatusOr<std::shared_ptr<const PrecompiledGraphemes>> Create(std::string_view map);
 
   struct Normalized {

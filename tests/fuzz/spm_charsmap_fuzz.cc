@@ -83,11 +83,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // The same map applied as the tokenizers library applies it, a grapheme
   // cluster at a time (PrecompiledGraphemes, in this instrumented build):
-  // where each normalized byte came from stays in order and inside the text.
+  // where each normalized byte came from stays in order and inside the text,
+  // and the text stays UTF-8 (each replacement a whole one).
   auto graphemes = encoderd::PrecompiledGraphemes::Create(map);
   if (graphemes.ok() && encoderd::IsValidUtf8(text)) {
     auto normalized = (*graphemes)->Normalize(text);
-    if (!normalized.ok()) std::abort();
+    if (!normalized.ok() || !encoderd::IsValidUtf8(normalized->text)) std::abort();
     const auto& at = normalized->input_at;
     if (at.size() != normalized->text.size() + 1 || at.back() != text.size()) std::abort();
     for (size_t i = 1; i < at.size(); ++i) {

@@ -524,6 +524,14 @@ TEST(PrecompiledGraphemes, RefusesMapsTheLibraryRefuses) {
   HandMap map = HandMap::From({{"x", "y"}});
   map.units[map.BaseOf(map.PositionOf("x"))] = kNoEdge | 1000;
   ExpectRefused(PrecompiledGraphemes::Create(map.Bytes()).status(), "no NUL ends it");
+  // A replacement that begins inside a character: the strings are UTF-8
+  // ("\xc3\xa9" and a NUL), the one read from byte 1 is not. sentencepiece
+  // takes the map (it copies bytes).
+  HandMap inside = HandMap::From({{"a", "\xc3\xa9"}});
+  ASSERT_TRUE(PrecompiledGraphemes::Create(inside.Bytes()).ok());
+  inside.units[inside.BaseOf(inside.PositionOf("a"))] = kNoEdge | 1;
+  ExpectRefused(PrecompiledGraphemes::Create(inside.Bytes()).status(), "inside a character");
+  EXPECT_TRUE(CheckPrecompiledCharsMap(inside.Bytes()).ok());
 }
 
 }  // namespace
