@@ -57,11 +57,13 @@ StatusOr<Encoding> EncodeBounded(std::string_view text, int64_t max_tokens, bool
   Encoding enc;
   enc.ids.push_back(bos.first);
   enc.pieces.push_back(std::move(bos.second));
+  size_t largest_window = 0;
   const auto finish = [&](size_t bytes_read) -> StatusOr<Encoding> {
     enc.ids.push_back(eos.first);
     enc.pieces.push_back(std::move(eos.second));
     ASSIGN_OR_RETURN(Encoding done, ApplyLengthLimit(std::move(enc), max_tokens, truncate));
     done.bytes_read = static_cast<int64_t>(bytes_read);
+    done.largest_window = static_cast<int64_t>(largest_window);
     return done;
   };
   // The text over the limit with `min_tokens` or more content tokens.
@@ -92,6 +94,7 @@ StatusOr<Encoding> EncodeBounded(std::string_view text, int64_t max_tokens, bool
       window.in_unknown_run = in_unknown_run;
       ASSIGN_OR_RETURN(WindowEncoding w, encode_window(window));
       read = std::max(read, pos + window.text.size());
+      largest_window = std::max(largest_window, window.text.size());
       if (!window.whole) {
         if (truncate && before + w.settled >= over) {
           Append(w, w.settled, &enc);

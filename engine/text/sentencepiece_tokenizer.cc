@@ -233,15 +233,14 @@ class SentencePieceTokenizer final : public Tokenizer {
     if (!run && exact == 0 && window.in_unknown_run && first > 0 && IsUnknown(pieces[first - 1])) {
       run = &pieces[first - 1];
     }
-    if (run) exact = unknown + 1;
-    if (run && size - run->end <= static_cast<size_t>(kNormalizerReach)) {
-      // An unknown run reaches the cut, or ends so close to it that what
-      // follows may still join it or make its last characters known: one
-      // <unk> for all of it, counted here (or by an earlier window); resume
-      // inside it, before settled_end, in small windows. (Growing the
-      // window instead kept the cut in the same place of such a run, up to
-      // the whole text, and sentencepiece's cost for a run is quadratic in
-      // its length.)
+    if (run) {
+      // One <unk> for the run, counted here (or by an earlier window).
+      // Resume inside it, in small windows: what follows it (up to the cut,
+      // where a word may go on) is read again. (A window that grew instead,
+      // when the run reached or ended near its cut, kept the cut in the
+      // same place of the run, up to the whole text, and sentencepiece's
+      // cost for a run grows faster than its length.)
+      exact = unknown + 1;
       if (const size_t at = ResumeInRun(window.text, pieces, *run, settled_end); at > 0) {
         out.resume_at = at;
         out.resume_tokens = exact;
@@ -285,23 +284,33 @@ class SentencePieceTokenizer final : public Tokenizer {
 
   // Where a window may resume inside the unknown run `run` (one of the
   // window's `pieces`): the start of a character at or before settled_end
-  // from which the window's text encodes as one <unk> (after a "▁")
-  // to the run's end, so that a window from there gives the whole text's
-  // pieces after the run; and after where the piece before the run last
-  // began, as a window from there would give that piece again (U+00BC is
-  // "1", an unknown U+2044 and "4"). 0: none among the last few characters.
+  // from which the window's text encodes as one <unk> (after a "▁") to the
+  // run's end, so that a window from there gives the whole text's pieces
+  // after the run; and after where the piece before the run last began, as
+  // a window from there would give that piece again (U+00BC is "1", an
+  // unknown U+2044 and "4"). Tried: the run's last character (or the
+  // character at settled_end), the three before it, then characters 16,
+  // 64, 256, ... bytes further back (a run may end in characters the
+  // normalizer drops, from which the text encodes as nothing). 0: none.
   size_t ResumeInRun(std::string_view text, const std::vector<Piece>& pieces, const Piece& run,
                      size_t settled_end) const {
     size_t lowest = std::max<size_t>(run.begin, 1);
     if (&run != pieces.data()) lowest = std::max(lowest, (&run - 1)->last + 1);
-    size_t at = CharStartAtOrBefore(text, std::min(run.last, settled_end));
-    for (int tries = 0; tries < 4 && at >= lowest; ++tries) {
+    const size_t from = CharStartAtOrBefore(text, std::min(run.last, settled_end));
+    size_t at = from, back = 16;
+    for (int tries = 0; at >= lowest; ++tries) {
       const StatusOr<std::vector<Piece>> rest = PiecesOf(text.substr(at));
       if (rest.ok()) {
         const size_t i = !rest->empty() && (*rest)[0].piece == kSpace ? 1 : 0;
         if (i < rest->size() && IsUnknown((*rest)[i]) && at + (*rest)[i].end == run.end) return at;
       }
-      at = CharStartAtOrBefore(text, at - 1);
+      if (tries < 3) {
+        at = CharStartAtOrBefore(text, at - 1);
+      } else {
+        if (from < lowest + back) break;
+        at = CharStartAtOrBefore(text, from - back);
+        back *= 4;
+      }
     }
     return 0;
   }

@@ -71,6 +71,7 @@ StatusOr<Encoding> JoinPair(const PairSide& first, const PairSide& second,
   Encoding pair;
   pair.untruncated_length = na + nb + specials;
   pair.bytes_read = a.bytes_read + b.bytes_read;
+  pair.largest_window = std::max(a.largest_window, b.largest_window);
   const auto append = [&pair](const Encoding& from, int64_t begin, int64_t end, int32_t type) {
     pair.ids.insert(pair.ids.end(), from.ids.begin() + begin, from.ids.begin() + end);
     pair.pieces.insert(pair.pieces.end(), from.pieces.begin() + begin, from.pieces.begin() + end);

@@ -28,6 +28,11 @@ struct Encoding {
   // the text may look further, through whitespace a token after it would
   // take: added_tokens.h.)
   int64_t bytes_read = 0;
+  // The most bytes the tokenizer encoded at once (one window: bounded
+  // encoding), which bounds what a call costs: sentencepiece's cost for a
+  // run of characters its vocabulary does not know grows faster than the
+  // run. The whole text where a tokenizer reads it whole.
+  int64_t largest_window = 0;
   // Segment (token type) of each id: empty for a single text (all 0); one per
   // id for a text pair (engine/text/text_pair.h).
   std::vector<int32_t> token_types;

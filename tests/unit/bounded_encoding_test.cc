@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -88,6 +89,19 @@ std::string Repeat(const std::string& unit, size_t bytes) {
   return s;
 }
 
+// A run of U+1F600 (unknown to the langid model) of `bytes` bytes with 96
+// bytes of `island` (one byte) over each byte B = first x 4^k, from B - 80
+// on: each window that begins where the text does and grows x4 from `first`
+// bytes ends 80 bytes into an island, after the run (dropped characters:
+// the run's <unk> takes them up to the cut; letters: a known word after it).
+std::string RunWithIslands(size_t bytes, char island, size_t first) {
+  std::string text = Repeat("\xf0\x9f\x98\x80", bytes);
+  for (size_t b = first; b + 16 <= text.size(); b *= 4) {
+    for (size_t i = b - 80; i < b + 16; ++i) text[i] = island;
+  }
+  return text;
+}
+
 // Real text (the fixture samples) and adversarial text: long runs without a
 // space of one letter, of mixed scripts, of combining marks, of CJK, of emoji
 // and ZWJ sequences, of characters the normalizer drops; words just over
@@ -160,6 +174,16 @@ std::vector<std::string> Texts() {
     texts.push_back(Repeat("\xe1\x84\x92", n) + "\xe1\x85\xa1\xe1\x86\xab end");
   }
   texts.push_back(Repeat("\xf0\x9f\x98\x80", 4015) + Repeat(syllable, 20000));
+  // Unknown runs ending in dropped characters, or a word, at the cuts.
+  for (const char island : {'\x01', 'a'}) texts.push_back(RunWithIslands(30000, island, 4352));
+  // An unknown run, characters the normalizer drops up to the first window's
+  // cut (at 16 and 512 tokens), then a known word: a window resumed at a
+  // dropped character began the word with a "▁" the whole text does not
+  // give it.
+  for (const size_t first : {384u, 4352u}) {
+    texts.push_back(Repeat("\xf0\x9f\x98\x80", first - 40) + std::string(40, '\x01') +
+                    Repeat("word", 3000));
+  }
   // "<" + U+0338, which sentencepiece's NFKC makes an unknown "≮" (windows
   // cut between the two; see HugeWordsReadBoundedBytesOrAreOneUnknownToken).
   // Not for WordPiece: a window cut after a punctuation character settles
@@ -176,10 +200,8 @@ std::vector<std::string> Texts() {
   // words' pieces begin where the character does (a window resumed there
   // gave the earlier ones twice), and spaces NFKC makes of others (U+3000).
   // Windows resume only where one settled too few tokens: next to runs the
-  // normalizer drops. (Not an unknown character, a dropped run to a cut,
-  // then a known word right after the run: the window from the run's last
-  // character starts the word with a "▁" the whole text does not give it,
-  // a known limit.)
+  // normalizer drops. (An unknown character, a dropped run to a cut, then a
+  // known word right after the run: below.)
   const std::string dropped = Repeat("\x01\x02\x7f", 900);
   for (const size_t n : {3000u, 20011u}) {
     texts.push_back("x\xef\xb7\xba" + Repeat("\x01\x02\x7f", n) + " end");
@@ -493,6 +515,40 @@ TEST(BoundedEncodingTest, HugeWordsReadBoundedBytesOrAreOneUnknownToken) {
                                                  std::to_string(max_tokens) + " tokens"),
                   std::string::npos)
             << strict.status().message();
+      }
+    }
+  }
+}
+
+// A run of unknown characters is read to its end in small windows, however
+// it ends at a window's cut: in characters the normalizer drops (its <unk>
+// takes them), or followed by a known word. A window that found no place to
+// resume inside the run grew x4 instead, keeping its cut in the same place,
+// up to the whole text: one sentencepiece call on a run of 1 MiB (the langid
+// model: 9-20 s).
+TEST(BoundedEncodingTest, UnknownRunsAreReadInSmallWindows) {
+  const std::vector<NamedTokenizer> tokenizers = AllTokenizers();
+  for (const int64_t max_tokens : {16, 512}) {
+    const size_t first = InitialWindowBytes(max_tokens);
+    for (const char island : {'\x01', 'a'}) {
+      const std::string text = RunWithIslands(size_t{1} << 20, island, first);
+      for (const auto& [name, t] : tokenizers) {
+        if (name.rfind("wordpiece", 0) == 0 || name.rfind("byte-level", 0) == 0) continue;
+        SCOPED_TRACE(name + ", islands of " + std::to_string(island) + ", max_tokens " +
+                     std::to_string(max_tokens));
+        const StatusOr<Encoding> cut = t->Encode(text, max_tokens, true);
+        ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+        // Where U+1F600 is unknown (the langid model), the first window,
+        // then windows of 1 KiB through the run; where it is known (the
+        // fixture models), a word that grows the window three times at most
+        // (as in HugeWordsReadBoundedBytesOrAreOneUnknownToken).
+        const bool unknown =
+            std::find(cut->ids.begin(), cut->ids.end(), t->special_tokens().unk) != cut->ids.end();
+        EXPECT_EQ(unknown, name == "langid bpe");
+        const auto bound =
+            static_cast<int64_t>(unknown ? std::max<size_t>(first, 1024) : 64 * first);
+        EXPECT_LE(cut->largest_window, bound);
+        EXPECT_GT(cut->largest_window, 0);
       }
     }
   }
