@@ -82,6 +82,7 @@ StatusOr<Encoding> EncodeBounded(std::string_view text, int64_t max_tokens, bool
   if (added != nullptr && !added->empty()) scan.emplace(*added, text);
   size_t pos = 0, read = 0;
   bool in_unknown_run = false;
+  std::string lead;  // TextWindow::lead, with in_unknown_run
   for (size_t budget = InitialWindowBytes(max_tokens);;) {
     // The piece of text from `pos` to the next added token (when it begins
     // within this window's reach) or the text's end.
@@ -92,6 +93,7 @@ StatusOr<Encoding> EncodeBounded(std::string_view text, int64_t max_tokens, bool
     if (!piece.empty() || (!token && pos == 0)) {
       TextWindow window = PrefixWindow(piece, budget);
       window.in_unknown_run = in_unknown_run;
+      if (in_unknown_run) window.lead = lead;
       ASSIGN_OR_RETURN(WindowEncoding w, encode_window(window));
       read = std::max(read, pos + window.text.size());
       largest_window = std::max(largest_window, window.text.size());
@@ -107,6 +109,7 @@ StatusOr<Encoding> EncodeBounded(std::string_view text, int64_t max_tokens, bool
           Append(w, w.resume_tokens, &enc);
           pos += w.resume_at;
           in_unknown_run = w.resume_in_unknown_run;
+          lead = std::move(w.resume_lead);
           budget = in_unknown_run ? kUnknownRunWindow : InitialWindowBytes(max_tokens);
         } else {
           budget *= 4;

@@ -35,6 +35,11 @@ struct TextWindow {
   // The window starts inside a run of characters the vocabulary does not
   // know, whose single <unk> token an earlier window already produced.
   bool in_unknown_run = false;
+  // With in_unknown_run, encoded before `text` and standing for none of its
+  // bytes: a character the vocabulary does not know, from the run (so that
+  // the window's first <unk> is the run's), where the run went on in
+  // characters the normalizer drops (WindowEncoding::resume_lead).
+  std::string_view lead;
 };
 
 // The whole of `text` when it has at most `budget` bytes. Otherwise the
@@ -59,6 +64,8 @@ struct WindowEncoding {
   // The next window starts inside a run of unknown characters whose <unk>
   // is among the resume_tokens.
   bool resume_in_unknown_run = false;
+  // The next window's TextWindow::lead (with resume_in_unknown_run).
+  std::string resume_lead;
 };
 
 using WindowEncoder = std::function<StatusOr<WindowEncoding>(const TextWindow&)>;

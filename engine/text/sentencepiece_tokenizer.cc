@@ -140,7 +140,27 @@ class SentencePieceTokenizer final : public Tokenizer {
   // Its lower bound comes from the normalized bytes its known pieces cover:
   // no piece covers more than max_cover_bytes_.
   StatusOr<WindowEncoding> EncodeWindow(const TextWindow& window) const {
-    ASSIGN_OR_RETURN(std::vector<Piece> pieces, PiecesOf(window.text));
+    ASSIGN_OR_RETURN(std::vector<Piece> pieces, PiecesAfterLead(window.lead, window.text));
+    // Bytes before settled_end normalize as in the whole text: what follows
+    // the cut changes at most the last kNormalizerReach bytes' (a lone
+    // conjoining jamo is unknown, with its vowel after the cut a known
+    // syllable; "<" is known, with U+0338 after it an unknown "≮").
+    const size_t size = window.text.size();
+    const size_t settled_end =
+        size > static_cast<size_t>(kNormalizerReach) ? size - kNormalizerReach : 0;
+    // (With a dummy prefix, a lone "▁" is that prefix: a space would add one.)
+    const bool nothing = pieces.empty() || (pieces.size() == 1 && pieces[0].piece == kSpace &&
+                                            processor_->whitespace().add_dummy_prefix);
+    if (nothing && !window.whole && !window.in_unknown_run) {
+      // Nothing but characters the normalizer drops, or makes spaces it
+      // strips: from any place in it the text encodes as from its start, so
+      // the next window starts near the cut, not here, larger. (Growing it
+      // took in whatever followed such a stretch, a run of unknown
+      // characters too, in one window.)
+      WindowEncoding out;
+      out.resume_at = CharStartAtOrBefore(window.text, settled_end);
+      return out;
+    }
     size_t spaces_at_end = pieces.size();
     if (options_.spaces != Spaces::kSentencePiece) {
       spaces_at_end = MetaspaceWords(options_.spaces, &pieces);
@@ -209,13 +229,6 @@ class SentencePieceTokenizer final : public Tokenizer {
         break;
       }
     }
-    // Bytes before settled_end normalize as in the whole text: what follows
-    // the cut changes at most the last kNormalizerReach bytes' (a lone
-    // conjoining jamo is unknown, with its vowel after the cut a known
-    // syllable; "<" is known, with U+0338 after it an unknown "≮").
-    const size_t size = window.text.size();
-    const size_t settled_end =
-        size > static_cast<size_t>(kNormalizerReach) ? size - kNormalizerReach : 0;
     // The cut word's last unknown piece that begins before settled_end (-1:
     // the run an earlier window counted, whose <unk> this one skipped;
     // none: null). One that begins later may be no unknown piece, or part
@@ -245,6 +258,22 @@ class SentencePieceTokenizer final : public Tokenizer {
         out.resume_at = at;
         out.resume_tokens = exact;
         out.resume_in_unknown_run = true;
+      } else if (first > 0 && run == &pieces[first - 1]) {
+        // The run this window resumed in, whose only character the
+        // vocabulary does not know is its first (or the lead), then
+        // characters the normalizer drops: the next window starts after
+        // them (or at settled_end), led by that character.
+        const size_t at = std::min(run->end, CharStartAtOrBefore(window.text, settled_end));
+        std::string lead(window.lead);
+        if (lead.empty() && !window.text.empty()) {
+          lead = window.text.substr(0, DecodeAt(window.text, 0).second);
+        }
+        if (at > 0 && LeadsAsUnknown(lead)) {
+          out.resume_at = at;
+          out.resume_tokens = exact;
+          out.resume_in_unknown_run = true;
+          out.resume_lead = std::move(lead);
+        }
       }
     }
     int64_t covered = 0;
@@ -288,31 +317,65 @@ class SentencePieceTokenizer final : public Tokenizer {
   // run's end, so that a window from there gives the whole text's pieces
   // after the run; and after where the piece before the run last began, as
   // a window from there would give that piece again (U+00BC is "1", an
-  // unknown U+2044 and "4"). Tried: the run's last character (or the
-  // character at settled_end), the three before it, then characters 16,
-  // 64, 256, ... bytes further back (a run may end in characters the
-  // normalizer drops, from which the text encodes as nothing). 0: none.
+  // unknown U+2044 and "4"). The run's last character (or the one at
+  // settled_end) and the three before it, else the last such place by
+  // bisection (a run may end in characters the normalizer drops, from
+  // which the text encodes as nothing: from a place the text encodes so,
+  // it does from every earlier one in the run). 0: none.
   size_t ResumeInRun(std::string_view text, const std::vector<Piece>& pieces, const Piece& run,
                      size_t settled_end) const {
     size_t lowest = std::max<size_t>(run.begin, 1);
     if (&run != pieces.data()) lowest = std::max(lowest, (&run - 1)->last + 1);
-    const size_t from = CharStartAtOrBefore(text, std::min(run.last, settled_end));
-    size_t at = from, back = 16;
-    for (int tries = 0; at >= lowest; ++tries) {
+    if (lowest >= text.size()) return 0;
+    const size_t lowest_char = CharStartAtOrBefore(text, lowest);
+    lowest = lowest_char < lowest ? lowest_char + DecodeAt(text, lowest_char).second : lowest;
+    const auto resumes = [&](size_t at) {
       const StatusOr<std::vector<Piece>> rest = PiecesOf(text.substr(at));
-      if (rest.ok()) {
-        const size_t i = !rest->empty() && (*rest)[0].piece == kSpace ? 1 : 0;
-        if (i < rest->size() && IsUnknown((*rest)[i]) && at + (*rest)[i].end == run.end) return at;
-      }
-      if (tries < 3) {
-        at = CharStartAtOrBefore(text, at - 1);
-      } else {
-        if (from < lowest + back) break;
-        at = CharStartAtOrBefore(text, from - back);
-        back *= 4;
-      }
+      if (!rest.ok()) return false;
+      const size_t i = !rest->empty() && (*rest)[0].piece == kSpace ? 1 : 0;
+      return i < rest->size() && IsUnknown((*rest)[i]) && at + (*rest)[i].end == run.end;
+    };
+    size_t hi = CharStartAtOrBefore(text, std::min(run.last, settled_end));
+    if (hi < lowest) return 0;
+    for (int tries = 0; tries < 4; ++tries) {
+      if (resumes(hi)) return hi;
+      if (hi == lowest) return 0;
+      hi = CharStartAtOrBefore(text, hi - 1);
     }
-    return 0;
+    if (resumes(hi)) return hi;
+    if (!resumes(lowest)) return 0;
+    // resumes(lo), not resumes(hi).
+    size_t lo = lowest;
+    while (true) {
+      const size_t mid = CharStartAtOrBefore(text, lo + (hi - lo) / 2);
+      if (mid <= lo) return lo;
+      (resumes(mid) ? lo : hi) = mid;
+    }
+  }
+
+  // Whether `lead` encodes as one <unk> (after a "▁") standing for all of
+  // it: a TextWindow::lead.
+  bool LeadsAsUnknown(std::string_view lead) const {
+    const StatusOr<std::vector<Piece>> pieces = PiecesOf(lead);
+    if (!pieces.ok()) return false;
+    const size_t i = !pieces->empty() && (*pieces)[0].piece == kSpace ? 1 : 0;
+    return i + 1 == pieces->size() && IsUnknown((*pieces)[i]) && (*pieces)[i].end == lead.size();
+  }
+
+  // PiecesOf(lead + text), with the offsets taken back to `text` (a piece
+  // of the lead's begins at 0).
+  StatusOr<std::vector<Piece>> PiecesAfterLead(std::string_view lead, std::string_view text) const {
+    if (lead.empty()) return PiecesOf(text);
+    std::string led(lead);
+    led.append(text);
+    ASSIGN_OR_RETURN(std::vector<Piece> pieces, PiecesOf(led));
+    const size_t n = lead.size();
+    for (Piece& piece : pieces) {
+      piece.begin = std::max(piece.begin, n) - n;
+      piece.end = std::max(piece.end, n) - n;
+      piece.last = std::max(piece.last, n) - n;
+    }
+    return pieces;
   }
 
   // XLMRobertaTokenizer._convert_token_to_id: the fairseq specials by name,

@@ -176,6 +176,12 @@ std::vector<std::string> Texts() {
   texts.push_back(Repeat("\xf0\x9f\x98\x80", 4015) + Repeat(syllable, 20000));
   // Unknown runs ending in dropped characters, or a word, at the cuts.
   for (const char island : {'\x01', 'a'}) texts.push_back(RunWithIslands(30000, island, 4352));
+  // Stretches of characters the normalizer drops or makes spaces, before an
+  // unknown run, after its first character, and between a run and a word.
+  texts.push_back(std::string(9000, '\x01') + Repeat("\xf0\x9f\x98\x80", 8000) + " end");
+  texts.push_back(Repeat("\n\t", 9000) + Repeat("\xf0\x9f\x98\x80", 8000) + "word");
+  texts.push_back(Repeat("\xf0\x9f\x98\x80", 1172 * 4) + std::string(9000, '\x01') +
+                  Repeat("\xf0\x9f\x98\x80", 8000) + std::string(9000, '\x01') + "word");
   // An unknown run, characters the normalizer drops up to the first window's
   // cut (at 16 and 512 tokens), then a known word: a window resumed at a
   // dropped character began the word with a "▁" the whole text does not
@@ -528,27 +534,43 @@ TEST(BoundedEncodingTest, HugeWordsReadBoundedBytesOrAreOneUnknownToken) {
 // model: 9-20 s).
 TEST(BoundedEncodingTest, UnknownRunsAreReadInSmallWindows) {
   const std::vector<NamedTokenizer> tokenizers = AllTokenizers();
+  const size_t mib = size_t{1} << 20;
+  const std::string smile = "\xf0\x9f\x98\x80";
   for (const int64_t max_tokens : {16, 512}) {
     const size_t first = InitialWindowBytes(max_tokens);
-    for (const char island : {'\x01', 'a'}) {
-      const std::string text = RunWithIslands(size_t{1} << 20, island, first);
+    std::vector<std::string> texts;
+    for (const char island : {'\x01', 'a'}) texts.push_back(RunWithIslands(mib, island, first));
+    // A stretch that encodes as nothing (dropped characters, or spaces the
+    // normalizer strips at a window's ends) before the run, taking all but
+    // the last of the growing windows: the last took in 3/4 of the run.
+    texts.push_back(std::string(278465, '\x01') + Repeat(smile, mib - 278465));
+    texts.push_back(Repeat("\n\t\xe3\x80\x80", 278465) + Repeat(smile, mib - 278465));
+    // The run's first window resumes, then one whose only unknown
+    // character is its first, then dropped characters past its cut.
+    texts.push_back(Repeat(smile, 1172 * 4) + std::string(300000, '\x01') + Repeat(smile, mib));
+    for (size_t i = 0; i < texts.size(); ++i) {
       for (const auto& [name, t] : tokenizers) {
         if (name.rfind("wordpiece", 0) == 0 || name.rfind("byte-level", 0) == 0) continue;
-        SCOPED_TRACE(name + ", islands of " + std::to_string(island) + ", max_tokens " +
-                     std::to_string(max_tokens));
-        const StatusOr<Encoding> cut = t->Encode(text, max_tokens, true);
-        ASSERT_TRUE(cut.ok()) << cut.status().ToString();
-        // Where U+1F600 is unknown (the langid model), the first window,
-        // then windows of 1 KiB through the run; where it is known (the
-        // fixture models), a word that grows the window three times at most
-        // (as in HugeWordsReadBoundedBytesOrAreOneUnknownToken).
-        const bool unknown =
-            std::find(cut->ids.begin(), cut->ids.end(), t->special_tokens().unk) != cut->ids.end();
-        EXPECT_EQ(unknown, name == "langid bpe");
-        const auto bound =
-            static_cast<int64_t>(unknown ? std::max<size_t>(first, 1024) : 64 * first);
-        EXPECT_LE(cut->largest_window, bound);
-        EXPECT_GT(cut->largest_window, 0);
+        for (const bool truncate : {true, false}) {
+          SCOPED_TRACE(name + ", text " + std::to_string(i) + ", max_tokens " +
+                       std::to_string(max_tokens) + ", truncate " + std::to_string(truncate));
+          const StatusOr<Encoding> enc = t->Encode(texts[i], max_tokens, truncate);
+          if (!enc.ok()) {  // refused: over the limit
+            EXPECT_FALSE(truncate) << enc.status().ToString();
+            continue;
+          }
+          // Where U+1F600 is unknown (the langid model), windows of the
+          // first's size or 1 KiB; where it is known (the fixture models), a
+          // word that grows the window three times at most (as in
+          // HugeWordsReadBoundedBytesOrAreOneUnknownToken).
+          const bool unknown = name == "langid bpe";
+          EXPECT_EQ(unknown, std::find(enc->ids.begin(), enc->ids.end(), t->special_tokens().unk) !=
+                                 enc->ids.end());
+          const auto bound =
+              static_cast<int64_t>(unknown ? std::max<size_t>(first, 1024) : 64 * first);
+          EXPECT_LE(enc->largest_window, bound);
+          EXPECT_GT(enc->largest_window, 0);
+        }
       }
     }
   }
