@@ -1,6 +1,7 @@
 #include "engine/text/sentencepiece_tokenizer.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "core/file.h"
@@ -258,17 +259,19 @@ class SentencePieceTokenizer final : public Tokenizer {
         out.resume_at = at;
         out.resume_tokens = exact;
         out.resume_in_unknown_run = true;
-      } else if (first > 0 && run == &pieces[first - 1]) {
+      } else if (first > 0 && run == &pieces[first - 1] && run->end > 0) {
         // The run this window resumed in, whose only character the
         // vocabulary does not know is its first (or the lead), then
-        // characters the normalizer drops: the next window starts after
-        // them (or at settled_end), led by that character.
-        const size_t at = std::min(run->end, CharStartAtOrBefore(window.text, settled_end));
+        // characters the normalizer drops: the next window starts at the
+        // last of them (or at settled_end), led by the window's first
+        // character (or its lead), where that and the text from there
+        // encode as one <unk> to the run's end (the dropped character
+        // keeps the lead from joining what follows it, as in the whole
+        // text).
+        const size_t at = CharStartAtOrBefore(window.text, std::min(run->end - 1, settled_end));
         std::string lead(window.lead);
-        if (lead.empty() && !window.text.empty()) {
-          lead = window.text.substr(0, DecodeAt(window.text, 0).second);
-        }
-        if (at > 0 && LeadsAsUnknown(lead)) {
+        if (lead.empty()) lead = window.text.substr(0, DecodeAt(window.text, 0).second);
+        if (at > 0 && LeadsAsUnknown(lead, window.text.substr(at), run->end - at)) {
           out.resume_at = at;
           out.resume_tokens = exact;
           out.resume_in_unknown_run = true;
@@ -318,7 +321,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   // after the run; and after where the piece before the run last began, as
   // a window from there would give that piece again (U+00BC is "1", an
   // unknown U+2044 and "4"). The run's last character (or the one at
-  // settled_end) and the three before it, else the last such place by
+  // settled_end) and the four before it, else the last such place by
   // bisection (a run may end in characters the normalizer drops, from
   // which the text encodes as nothing: from a place the text encodes so,
   // it does from every earlier one in the run). 0: none.
@@ -353,13 +356,22 @@ class SentencePieceTokenizer final : public Tokenizer {
     }
   }
 
-  // Whether `lead` encodes as one <unk> (after a "▁") standing for all of
-  // it: a TextWindow::lead.
-  bool LeadsAsUnknown(std::string_view lead) const {
-    const StatusOr<std::vector<Piece>> pieces = PiecesOf(lead);
-    if (!pieces.ok()) return false;
-    const size_t i = !pieces->empty() && (*pieces)[0].piece == kSpace ? 1 : 0;
-    return i + 1 == pieces->size() && IsUnknown((*pieces)[i]) && (*pieces)[i].end == lead.size();
+  // Whether `lead` alone, and `lead` + `text`, encode as one <unk> (after a
+  // "▁") standing for all of the lead and the first `run` bytes of `text`:
+  // a TextWindow::lead for a window of `text` inside that run.
+  bool LeadsAsUnknown(std::string_view lead, std::string_view text, size_t run) const {
+    // The index of the first piece after a "▁", if it is an <unk> that ends
+    // at `end`.
+    const auto unknown_to = [this](const StatusOr<std::vector<Piece>>& pieces, size_t end) {
+      if (!pieces.ok()) return std::optional<size_t>();
+      const size_t i = !pieces->empty() && (*pieces)[0].piece == kSpace ? 1 : 0;
+      if (i >= pieces->size() || !IsUnknown((*pieces)[i]) || (*pieces)[i].end != end)
+        return std::optional<size_t>();
+      return std::optional<size_t>(i);
+    };
+    const StatusOr<std::vector<Piece>> alone = PiecesOf(lead);
+    const std::optional<size_t> i = unknown_to(alone, lead.size());
+    return i && *i + 1 == alone->size() && unknown_to(PiecesAfterLead(lead, text), run);
   }
 
   // PiecesOf(lead + text), with the offsets taken back to `text` (a piece

@@ -182,6 +182,12 @@ std::vector<std::string> Texts() {
   texts.push_back(Repeat("\n\t", 9000) + Repeat("\xf0\x9f\x98\x80", 8000) + "word");
   texts.push_back(Repeat("\xf0\x9f\x98\x80", 1172 * 4) + std::string(9000, '\x01') +
                   Repeat("\xf0\x9f\x98\x80", 8000) + std::string(9000, '\x01') + "word");
+  // A lead (an unknown U+1112) before dropped characters, then the vowel it
+  // would compose with; a literal U+2581 before dropped characters.
+  texts.push_back(Repeat("\xf0\x9f\x98\x80", 1200) + "\xe1\x84\x92" + std::string(3000, '\x01') +
+                  "\xe1\x85\xa1" + std::string(3000, 'b'));
+  texts.push_back("\xe2\x96\x81" + std::string(5000, '\x01') + "word");
+  texts.push_back("a \xe2\x96\x81" + std::string(5000, '\x01') + "word");
   // An unknown run, characters the normalizer drops up to the first window's
   // cut (at 16 and 512 tokens), then a known word: a window resumed at a
   // dropped character began the word with a "▁" the whole text does not
