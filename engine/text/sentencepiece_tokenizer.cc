@@ -1,7 +1,6 @@
 #include "engine/text/sentencepiece_tokenizer.h"
 
 #include <algorithm>
-#include <optional>
 #include <utility>
 
 #include "core/file.h"
@@ -333,10 +332,7 @@ class SentencePieceTokenizer final : public Tokenizer {
     const size_t lowest_char = CharStartAtOrBefore(text, lowest);
     lowest = lowest_char < lowest ? lowest_char + DecodeAt(text, lowest_char).second : lowest;
     const auto resumes = [&](size_t at) {
-      const StatusOr<std::vector<Piece>> rest = PiecesOf(text.substr(at));
-      if (!rest.ok()) return false;
-      const size_t i = !rest->empty() && (*rest)[0].piece == kSpace ? 1 : 0;
-      return i < rest->size() && IsUnknown((*rest)[i]) && at + (*rest)[i].end == run.end;
+      return at <= run.end && UnknownFirst(PiecesOf(text.substr(at)), run.end - at) != nullptr;
     };
     size_t hi = CharStartAtOrBefore(text, std::min(run.last, settled_end));
     if (hi < lowest) return 0;
@@ -356,22 +352,23 @@ class SentencePieceTokenizer final : public Tokenizer {
     }
   }
 
+  // The first piece of `pieces` after a "▁", if it is an <unk> that ends at
+  // `end`: the text encodes from its start as a run's <unk> to there.
+  const Piece* UnknownFirst(const StatusOr<std::vector<Piece>>& pieces, size_t end) const {
+    if (!pieces.ok()) return nullptr;
+    const size_t i = !pieces->empty() && (*pieces)[0].piece == kSpace ? 1 : 0;
+    if (i >= pieces->size() || !IsUnknown((*pieces)[i]) || (*pieces)[i].end != end) return nullptr;
+    return &(*pieces)[i];
+  }
+
   // Whether `lead` alone, and `lead` + `text`, encode as one <unk> (after a
   // "▁") standing for all of the lead and the first `run` bytes of `text`:
   // a TextWindow::lead for a window of `text` inside that run.
   bool LeadsAsUnknown(std::string_view lead, std::string_view text, size_t run) const {
-    // The index of the first piece after a "▁", if it is an <unk> that ends
-    // at `end`.
-    const auto unknown_to = [this](const StatusOr<std::vector<Piece>>& pieces, size_t end) {
-      if (!pieces.ok()) return std::optional<size_t>();
-      const size_t i = !pieces->empty() && (*pieces)[0].piece == kSpace ? 1 : 0;
-      if (i >= pieces->size() || !IsUnknown((*pieces)[i]) || (*pieces)[i].end != end)
-        return std::optional<size_t>();
-      return std::optional<size_t>(i);
-    };
     const StatusOr<std::vector<Piece>> alone = PiecesOf(lead);
-    const std::optional<size_t> i = unknown_to(alone, lead.size());
-    return i && *i + 1 == alone->size() && unknown_to(PiecesAfterLead(lead, text), run);
+    const Piece* unknown = UnknownFirst(alone, lead.size());
+    return unknown != nullptr && unknown == &alone->back() &&
+           UnknownFirst(PiecesAfterLead(lead, text), run) != nullptr;
   }
 
   // PiecesOf(lead + text), with the offsets taken back to `text` (a piece
