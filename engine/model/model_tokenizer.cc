@@ -320,7 +320,8 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
       // read as the fast class AutoTokenizer converts it into: its map
       // applied a grapheme cluster at a time, the converter's spaces (until
       // 2026-12-06 sentencepiece's normalization and the model's flags,
-      // the slow class's).
+      // the slow class's), each word split by the library's Unigram over
+      // the converter's vocabulary (until 2026-12-06 by sentencepiece).
       options.added_tokens = XlmrClassSpecials();
       options.fast_class = true;
     }

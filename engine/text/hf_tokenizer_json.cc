@@ -462,7 +462,10 @@ void FloatField(int field, float v, std::string* out) {
 // last before a word, where XLMRobertaTokenizer, the slow class, drops them.
 // With both a Strip and a collapsing step the two agree. (With a Strip
 // alone, or without "\u2581" among the pieces, this follows the slow class:
-// runs collapsed. Until 2026-12-05 every file followed it.)
+// runs collapsed. Until 2026-12-05 every file followed it.) Each word is
+// split by the library's Unigram over the file's vocabulary (UnigramModel:
+// float64 sums, every entry a piece), not by sentencepiece, whose float32
+// sums broke ties otherwise until 2026-12-06.
 StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& root,
                                                  const json& model, const std::string& source,
                                                  const HfJsonOverrides& overrides) {
@@ -680,6 +683,15 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   options.vocab_size = vocab_size;
   options.added_tokens = std::move(added);
   options.graphemes = std::move(graphemes);
+  // Each word split as the library splits it: float64 sums over the file's
+  // scores, every entry of the vocabulary a piece.
+  std::vector<UnigramModel::Entry> entries;
+  entries.reserve(list->size());
+  for (const json& e : *list) entries.push_back({e[0].get<std::string>(), e[1].get<double>()});
+  StatusOr<std::shared_ptr<const UnigramModel>> words =
+      UnigramModel::Create(std::move(entries), /*unk_id=*/3);
+  if (!words.ok()) return r.Refuse("model.vocab: " + words.status().message());
+  options.unigram = std::move(words).value();
   StatusOr<std::unique_ptr<Tokenizer>> t =
       CreateSentencePieceTokenizerFromProto(proto, options, "the sentencepiece model");
   if (t.status().code() == StatusCode::kInvalidArgument) {

@@ -426,6 +426,40 @@ StatusOr<bool> IsUnigramModel(std::string_view serialized_model) {
   return type == 1;
 }
 
+StatusOr<std::vector<SentencePieceEntry>> ReadSentencePieces(std::string_view serialized_model) {
+  std::vector<SentencePieceEntry> pieces;
+  // ModelProto.pieces = 1; SentencePiece: piece = 1, score = 2 (a float,
+  // wire type 5), type = 3 (the last occurrence of a field wins, as in
+  // protobuf).
+  RETURN_IF_ERROR(
+      ForEachPayload(serialized_model, "", [&](uint64_t number, std::string_view message) {
+        if (number != 1) return Status::Ok();
+        SentencePieceEntry& entry = pieces.emplace_back();
+        RETURN_IF_ERROR(ForEachField(
+            message, "pieces",
+            [&](uint64_t field, std::string_view payload) {
+              if (field == 1) entry.piece = std::string(payload);
+              return Status::Ok();
+            },
+            [&](uint64_t field, uint64_t value) {
+              if (field == 3) entry.type = static_cast<int>(value);
+            }));
+        return ForEachRawField(
+            message, [&](uint64_t field, int wire_type, std::string_view, std::string_view raw) {
+              if (field == 2 && wire_type == 5) {
+                uint32_t bits = 0;
+                for (int i = 0; i < 4; ++i) {
+                  bits |= static_cast<uint32_t>(static_cast<uint8_t>(raw[raw.size() - 4 + i]))
+                          << (8 * i);
+                }
+                std::memcpy(&entry.score, &bits, sizeof(bits));
+              }
+              return Status::Ok();
+            });
+      }));
+  return pieces;
+}
+
 StatusOr<SentencePieceWhitespace> ReadSentencePieceWhitespace(std::string_view serialized_model) {
   SentencePieceWhitespace whitespace;
   // ModelProto.normalizer_spec = 3; NormalizerSpec: add_dummy_prefix = 3,

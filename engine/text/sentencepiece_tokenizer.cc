@@ -70,6 +70,61 @@ size_t MetaspaceWords(Spaces spaces, std::vector<Piece>* pieces) {
   return at_end;
 }
 
+// A text as sentencepiece's normalizer leaves it for a model without a map
+// of its own that puts a dummy prefix and escapes spaces (sentencepiece
+// 0.1.97's Normalizer::Normalize): a "▁" first, each space a "▁"; with
+// remove_extra_whitespaces, spaces at the start dropped, and each after a
+// space, and every "▁" at the end (a U+2581 of the text's too); nothing at
+// all for an empty text, or with remove_extra_whitespaces one of only
+// spaces.
+struct Spaced {
+  std::string text;
+  // text.size() + 1 entries, as sentencepiece's norm_to_orig: where in the
+  // input the character byte i came from begins; the last entry, where the
+  // input's kept characters end.
+  std::vector<size_t> source;
+};
+
+Spaced SpacedAsSentencePiece(std::string_view input, bool remove_extra) {
+  Spaced out;
+  size_t consumed = 0;
+  while (remove_extra && consumed < input.size() && input[consumed] == ' ') ++consumed;
+  if (consumed == input.size()) {
+    out.source.push_back(consumed);
+    return out;
+  }
+  const auto space = [&] {
+    out.text.append(kSpace);
+    out.source.insert(out.source.end(), kSpace.size(), consumed);
+  };
+  space();
+  bool after_space = remove_extra;
+  while (consumed < input.size()) {
+    const size_t size = DecodeAt(input, consumed).second;
+    if (input[consumed] == ' ') {
+      if (!after_space) space();
+      after_space = remove_extra;
+    } else {
+      out.text.append(input.substr(consumed, size));
+      out.source.insert(out.source.end(), size, consumed);
+      after_space = false;
+    }
+    consumed += size;
+  }
+  const auto ends_in_space = [&out] {
+    return out.text.size() >= kSpace.size() &&
+           out.text.compare(out.text.size() - kSpace.size(), kSpace.size(), kSpace) == 0;
+  };
+  while (remove_extra && ends_in_space()) {
+    const size_t size = out.text.size() - kSpace.size();
+    consumed = out.source[size];
+    out.text.resize(size);
+    out.source.resize(size);
+  }
+  out.source.push_back(consumed);
+  return out;
+}
+
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   SentencePieceTokenizer(std::unique_ptr<SentencePieceLibrary::Model> processor,
@@ -80,11 +135,18 @@ class SentencePieceTokenizer final : public Tokenizer {
         added_(std::exchange(options_.added_tokens, {})) {
     // (With Metaspace's spaces a piece with a "▁" past its first byte is
     // unused, never given: SentencePieceOptions::Spaces.)
+    // (options_.unigram splits each word on its own.)
     const bool metaspace = options_.spaces != Spaces::kSentencePiece;
     for (int id = 0; id < processor_->piece_size(); ++id) {
       const std::string piece = processor_->IdToPiece(id);
       max_cover_bytes_ = std::max(max_cover_bytes_, CoverBytes(piece));
-      if (!metaspace && piece.find(kSpace, 1) != std::string::npos) splits_at_spaces_ = false;
+      if (!metaspace && !options_.unigram && piece.find(kSpace, 1) != std::string::npos) {
+        splits_at_spaces_ = false;
+      }
+    }
+    if (options_.unigram) {
+      max_cover_bytes_ =
+          std::max(max_cover_bytes_, static_cast<int64_t>(options_.unigram->longest_piece()));
     }
     // A text that starts at a space encodes as the whole text does from
     // there when the normalizer both puts a "▁" first and drops leading
@@ -119,6 +181,7 @@ class SentencePieceTokenizer final : public Tokenizer {
     return "sentencepiece (" + std::to_string(processor_->piece_size()) + " pieces, id offset " +
            std::to_string(options_.id_offset) + ", " + std::to_string(vocab_size_) + " tokens" +
            (options_.graphemes ? ", normalized a grapheme cluster at a time" : "") + spaces +
+           (options_.unigram ? ", each word split by the tokenizers library's Unigram" : "") +
            added_.Describe() + ")";
   }
 
@@ -179,7 +242,7 @@ class SentencePieceTokenizer final : public Tokenizer {
     }
     WindowEncoding out;
     for (size_t i = first; i < pieces.size(); ++i) {
-      out.ids.push_back(PieceToId(pieces[i].piece));
+      out.ids.push_back(TokenId(pieces[i]));
       out.pieces.push_back(std::move(pieces[i].piece));
     }
     const auto n = static_cast<int64_t>(out.ids.size());
@@ -295,10 +358,17 @@ class SentencePieceTokenizer final : public Tokenizer {
   // normalizes it (the model has no map of its own), and the pieces'
   // offsets are taken back to `text` as sentencepiece takes its own map's.
   StatusOr<std::vector<Piece>> PiecesOf(std::string_view text) const {
-    if (!options_.graphemes) return processor_->EncodeWithOffsets(text);
+    if (!options_.graphemes) {
+      return options_.unigram ? UnigramPieces(text) : processor_->EncodeWithOffsets(text);
+    }
     ASSIGN_OR_RETURN(const PrecompiledGraphemes::Normalized normalized,
                      options_.graphemes->Normalize(text));
-    ASSIGN_OR_RETURN(std::vector<Piece> pieces, processor_->EncodeWithOffsets(normalized.text));
+    std::vector<Piece> pieces;
+    if (options_.unigram) {
+      pieces = UnigramPieces(normalized.text);
+    } else {
+      ASSIGN_OR_RETURN(pieces, processor_->EncodeWithOffsets(normalized.text));
+    }
     const size_t size = normalized.text.size();
     for (Piece& piece : pieces) {
       const size_t begin = std::min(piece.begin, size), end = std::min(piece.end, size);
@@ -311,7 +381,43 @@ class SentencePieceTokenizer final : public Tokenizer {
     return pieces;
   }
 
-  bool IsUnknown(const Piece& piece) const { return piece.id == processor_->unk_id(); }
+  // options_.unigram's pieces of `text`, as sentencepiece gives its own
+  // (an <unk>'s piece is its text): its words are those of the text as
+  // sentencepiece's normalizer spaces it (SpacedAsSentencePiece), each from
+  // a "▁" to the next, as Metaspace splits them; a piece's id is its token
+  // id.
+  std::vector<Piece> UnigramPieces(std::string_view text) const {
+    const Spaced spaced =
+        SpacedAsSentencePiece(text, processor_->whitespace().remove_extra_whitespaces);
+    const std::string_view s = spaced.text;
+    std::vector<Piece> pieces;
+    std::vector<UnigramModel::Token> tokens;
+    for (size_t word = 0; word < s.size();) {
+      const size_t next = std::min(s.find(kSpace, word + 1), s.size());
+      tokens.clear();
+      options_.unigram->Encode(s.substr(word, next - word), &tokens);
+      for (const UnigramModel::Token& token : tokens) {
+        Piece& piece = pieces.emplace_back();
+        piece.piece = std::string(s.substr(word + token.begin, token.end - token.begin));
+        piece.id = token.id;
+        piece.begin = spaced.source[word + token.begin];
+        piece.end = spaced.source[word + token.end];
+        piece.last =
+            piece.end > piece.begin ? CharStartAtOrBefore(text, piece.end - 1) : piece.begin;
+      }
+      word = next;
+    }
+    return pieces;
+  }
+
+  bool IsUnknown(const Piece& piece) const {
+    return piece.id == (options_.unigram ? options_.unigram->unk_id() : processor_->unk_id());
+  }
+
+  // The token id of one of PiecesOf's pieces.
+  int32_t TokenId(const Piece& piece) const {
+    return options_.unigram ? piece.id : PieceToId(piece.piece);
+  }
 
   // Where a window may resume inside the unknown run `run` (one of the
   // window's `pieces`): the start of a character at or before settled_end
@@ -413,6 +519,35 @@ class SentencePieceTokenizer final : public Tokenizer {
   AddedTokens added_;
 };
 
+// The vocabulary transformers' XLMRobertaConverter makes of a Unigram
+// model in XLM-R's layout (<unk> <s> </s> first; fairseq's ids, offset 1):
+// fairseq's <s> <pad> </s> <unk> scored 0, the model's pieces after its own
+// three with their scores, then <mask> scored 0 where the vocabulary has
+// room for it and the model lacks it. Null for another layout, which keeps
+// sentencepiece's own Viterbi.
+StatusOr<std::shared_ptr<const UnigramModel>> FastClassUnigram(std::string_view serialized_model,
+                                                               const SentencePieceOptions& options,
+                                                               int64_t vocab_size) {
+  ASSIGN_OR_RETURN(const std::vector<SentencePieceEntry> pieces,
+                   ReadSentencePieces(serialized_model));
+  const SpecialTokens& s = options.special_tokens;
+  if (pieces.size() < 3 || pieces[0].piece != "<unk>" || pieces[1].piece != "<s>" ||
+      pieces[2].piece != "</s>" || options.id_offset != 1 || options.special_ids_from_model ||
+      s.bos != 0 || s.pad != 1 || s.eos != 2 || s.unk != 3) {
+    return std::shared_ptr<const UnigramModel>();
+  }
+  std::vector<UnigramModel::Entry> vocab = {{"<s>", 0}, {"<pad>", 0}, {"</s>", 0}, {"<unk>", 0}};
+  bool has_mask = false;
+  for (size_t i = 3; i < pieces.size(); ++i) {
+    vocab.push_back({pieces[i].piece, pieces[i].score});
+    has_mask = has_mask || pieces[i].piece == options.pieces.mask;
+  }
+  if (!has_mask && static_cast<int64_t>(vocab.size()) < vocab_size) {
+    vocab.push_back({options.pieces.mask, 0});
+  }
+  return UnigramModel::Create(std::move(vocab), /*unk_id=*/3);
+}
+
 }  // namespace
 
 std::vector<AddedToken> XlmrClassSpecials() {
@@ -479,6 +614,23 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
   }
   SentencePieceOptions resolved = options;
   resolved.graphemes = std::move(graphemes);
+  if (*unigram && !options.unigram) {
+    StatusOr<std::shared_ptr<const UnigramModel>> words =
+        FastClassUnigram(serialized_model, options, vocab_size);
+    if (!words.ok()) {
+      return InvalidArgument(source +
+                             " is not a valid sentencepiece model: " + words.status().message());
+    }
+    resolved.unigram = std::move(words).value();
+  }
+  if (resolved.unigram) {
+    const SentencePieceWhitespace& ws = processor->whitespace();
+    if (!ws.add_dummy_prefix || !ws.escape_whitespaces) {
+      return InvalidArgument(source +
+                             ": a Unigram model of the tokenizers library's needs a model that "
+                             "puts a \"\u2581\" first and makes spaces \"\u2581\"");
+    }
+  }
   if (options.special_ids_from_model) {
     const SentencePieceOptions::Pieces& p = options.pieces;
     SpecialTokens& ids = resolved.special_tokens;

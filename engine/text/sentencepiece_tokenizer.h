@@ -11,6 +11,7 @@
 #include "engine/text/added_tokens.h"
 #include "engine/text/sentencepiece_charsmap.h"
 #include "engine/text/tokenizer.h"
+#include "engine/text/unigram_model.h"
 
 namespace encoderd {
 
@@ -64,6 +65,15 @@ struct SentencePieceOptions {
   // tokenizer (the tokenizers library's BPE); such a model stays as
   // sentencepiece reads it.
   bool fast_class = false;
+  // Where set, sentencepiece splits no text: after the normalization above
+  // and the model's whitespace flags (a "\u2581" first, spaces as "\u2581"),
+  // each word (from a "\u2581" to the next) is split by this model, the
+  // tokenizers library's Unigram, whose ids are the encoding's (special_tokens
+  // must then be those ids; the pieces' and id_offset serve the rest). For a
+  // tokenizer.json's Unigram, and a Unigram model read as the fast class
+  // (fast_class) in XLM-R's layout, whose vocabulary is then made as
+  // transformers' XLMRobertaConverter makes it.
+  std::shared_ptr<const UnigramModel> unigram;
   // Matched in a text before it is encoded (added_tokens.h); each piece
   // between them is encoded with the dummy prefix ("▁" first). An id of -1
   // is resolved as XLMRobertaTokenizer resolves a token: one of `pieces`'

@@ -583,9 +583,11 @@ TEST(ModelCardLoad, XlmrFolderWithOnlyAUnigramTokenizerJson) {
 // class: as the tokenizer.json transformers' converter writes now (the
 // fixture xlmr_unigram_strip.json: Precompiled, one grapheme cluster at a
 // time, then trailing spaces stripped and runs made one), on the drawn
-// texts of spaces and of grapheme clusters (the Python reference's ids).
-// Until 2026-12-06 it normalized as sentencepiece does: 229 of the 303
-// texts of grapheme clusters gave other ids (the 400 of spaces the same).
+// texts of spaces, of grapheme clusters and of runs whose splits tie (the
+// Python reference's ids). Until 2026-12-06 it normalized as sentencepiece
+// does: 229 of the 303 texts of grapheme clusters gave other ids (the 400
+// of spaces the same); and sentencepiece split its words: 266 of the 400
+// texts of ties.
 TEST(ModelCardLoad, XlmrSentencePieceFolderNormalizesAsTheFastClass) {
   const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers";
   const fs::path dir = UnigramXlmrFolder("fast_class");
@@ -595,7 +597,7 @@ TEST(ModelCardLoad, XlmrSentencePieceFolderNormalizesAsTheFastClass) {
   EXPECT_EQ(bundle->tokenizer_path, (dir / "sentencepiece.bpe.model").string());
   EXPECT_NE(bundle->tokenizer->Describe().find("a grapheme cluster at a time"), std::string::npos)
       << bundle->tokenizer->Describe();
-  for (const char* samples : {"grapheme_samples.json", "space_samples.json"}) {
+  for (const char* samples : {"grapheme_samples.json", "space_samples.json", "tie_samples.json"}) {
     SCOPED_TRACE(samples);
     nlohmann::json drawn;
     std::ifstream(tokenizers / samples) >> drawn;
