@@ -95,9 +95,10 @@ StatusOr<Encoding> EncodeBounded(std::string_view text, int64_t max_tokens, bool
       window.in_unknown_run = in_unknown_run;
       if (in_unknown_run) window.lead = lead;
       ASSIGN_OR_RETURN(WindowEncoding w, encode_window(window));
-      read = std::max(read, pos + window.text.size());
-      largest_window = std::max(largest_window, window.text.size());
-      if (!window.whole) {
+      const size_t encoded = w.encoded > 0 ? w.encoded : window.text.size();
+      read = std::max(read, pos + encoded);
+      largest_window = std::max(largest_window, encoded);
+      if (!window.whole || encoded < window.text.size()) {
         if (truncate && before + w.settled >= over) {
           Append(w, w.settled, &enc);
           return over_limit(before + w.min_tokens, read);

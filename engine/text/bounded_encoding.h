@@ -66,6 +66,10 @@ struct WindowEncoding {
   bool resume_in_unknown_run = false;
   // The next window's TextWindow::lead (with resume_in_unknown_run).
   std::string resume_lead;
+  // Where the tokenizer encoded only the window's first `encoded` bytes (a
+  // window of those alone, never whole), what this encoding stands for; 0:
+  // the whole window.
+  size_t encoded = 0;
 };
 
 using WindowEncoder = std::function<StatusOr<WindowEncoding>(const TextWindow&)>;

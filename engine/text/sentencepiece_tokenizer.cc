@@ -23,6 +23,11 @@ constexpr int64_t kSettleMargin = 64;
 // A window shorter than this settles nothing of the word it cuts: the
 // driver reads larger windows until the word ends or one is this long.
 constexpr size_t kWholeWordBytes = 16384;
+// A window longer than this is first read in kScanChunk pieces for a
+// character the vocabulary does not know (EncodeWindow).
+constexpr size_t kScanAbove = 65536;
+constexpr size_t kScanChunk = 1024;
+constexpr int kScanTries = 3;
 
 // Bytes of normalized text a piece stands for: 1 for a byte-fallback piece
 // ("<0xE3>"), its length otherwise.
@@ -202,7 +207,71 @@ class SentencePieceTokenizer final : public Tokenizer {
   // encodings).
   // Its lower bound comes from the normalized bytes its known pieces cover:
   // no piece covers more than max_cover_bytes_.
+  //
+  // sentencepiece joins a run of unknown characters into one piece by
+  // appending, so its time for a run grows with the square of the run's
+  // length within one window (2.3 s for 512 KiB of U+1F600 on the langid
+  // model). Windows inside a run stay small (ResumeInRun), but a window
+  // grows through a long cut word, or a stretch that encodes as nothing
+  // (dropped characters, whitespace at its end), to whatever follows: a
+  // window over kScanAbove bytes is first read in kScanChunk pieces, each
+  // encoded alone (with the normalizer's reach on both sides), for an
+  // unknown character, and where one turns up is encoded only to kScanChunk
+  // (and that reach) past it, so that the run begins in the window and the
+  // next resumes inside it. A piece alone is a hint only (what surrounds a
+  // character may make it known; a run at a text's start may offer no
+  // place to resume): where the window so cut lets no next one start, the
+  // next unknown character past its cut is tried, kScanTries in all, and
+  // then the window is encoded whole. (options_.unigram joins a run in
+  // linear time.)
   StatusOr<WindowEncoding> EncodeWindow(const TextWindow& window) const {
+    const std::string_view text = window.text;
+    if (options_.scan_long_windows && !options_.unigram && text.size() > kScanAbove) {
+      size_t from = 0;
+      for (int tries = 0; tries < kScanTries; ++tries) {
+        ASSIGN_OR_RETURN(const size_t unknown, FirstUnknownAlone(text, from));
+        const size_t cut = unknown + kScanChunk + kNormalizerReach;
+        if (unknown >= text.size() || cut >= text.size()) break;
+        TextWindow shorter = window;
+        shorter.text = text.substr(0, CharStartAtOrBefore(text, cut));
+        shorter.whole = shorter.at_space = false;
+        ASSIGN_OR_RETURN(WindowEncoding w, EncodeWholeWindow(shorter));
+        if (w.resume_at > 0) {
+          w.encoded = shorter.text.size();
+          return w;
+        }
+        from = shorter.text.size();
+      }
+    }
+    return EncodeWholeWindow(window);
+  }
+
+  // Where the first character of `text` from byte `from` on that is an
+  // unknown piece begins, `text` read in pieces of kScanChunk bytes, each
+  // encoded alone with kNormalizerReach bytes on both sides; text.size()
+  // when none is.
+  StatusOr<size_t> FirstUnknownAlone(std::string_view text, size_t from) const {
+    if (from >= text.size()) return text.size();
+    const auto reach = static_cast<size_t>(kNormalizerReach);
+    for (size_t at = CharStartAtOrBefore(text, from); at < text.size();) {
+      size_t end =
+          text.size() - at > kScanChunk ? CharStartAtOrBefore(text, at + kScanChunk) : text.size();
+      if (end <= at) end = at + DecodeAt(text, at).second;
+      const size_t begin = at > reach ? CharStartAtOrBefore(text, at - reach) : 0;
+      const size_t stop =
+          text.size() - end > reach ? CharStartAtOrBefore(text, end + reach) : text.size();
+      ASSIGN_OR_RETURN(const std::vector<Piece> pieces, PiecesOf(text.substr(begin, stop - begin)));
+      for (const Piece& piece : pieces) {
+        const size_t place = begin + piece.begin;
+        if (IsUnknown(piece) && place >= at && place < end) return place;
+      }
+      at = end;
+    }
+    return text.size();
+  }
+
+  // EncodeWindow of all of `window`.
+  StatusOr<WindowEncoding> EncodeWholeWindow(const TextWindow& window) const {
     ASSIGN_OR_RETURN(std::vector<Piece> pieces, PiecesAfterLead(window.lead, window.text));
     // Bytes before settled_end normalize as in the whole text: what follows
     // the cut changes at most the last kNormalizerReach bytes' (a lone

@@ -74,6 +74,11 @@ struct SentencePieceOptions {
   // (fast_class) in XLM-R's layout, whose vocabulary is then made as
   // transformers' XLMRobertaConverter makes it.
   std::shared_ptr<const UnigramModel> unigram;
+  // Windows over 64 KiB are first read in pieces for a character the
+  // vocabulary does not know, and encoded only to 1 KiB past one (an
+  // unknown run costs sentencepiece time quadratic in its length within one
+  // window). Off: encoded whole, as the tests' whole-text references are.
+  bool scan_long_windows = true;
   // Matched in a text before it is encoded (added_tokens.h); each piece
   // between them is encoded with the dummy prefix ("▁" first). An id of -1
   // is resolved as XLMRobertaTokenizer resolves a token: one of `pieces`'

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -180,6 +181,20 @@ std::vector<std::string> Texts() {
   // unknown run, after its first character, and between a run and a word.
   texts.push_back(std::string(9000, '\x01') + Repeat("\xf0\x9f\x98\x80", 8000) + " end");
   texts.push_back(Repeat("\n\t", 9000) + Repeat("\xf0\x9f\x98\x80", 8000) + "word");
+  // A word, then whitespace (not ASCII spaces, where windows cut) or
+  // dropped characters past the cut, over 64 KiB (windows that long are
+  // first read in pieces for unknown characters), then words.
+  texts.push_back("ab" + Repeat("\n\t\xe3\x80\x80", 70000) + "cd ef");
+  texts.push_back("ab" + std::string(70000, '\x01') + "cd ef");
+  // The same before unknown characters, where a window over 64 KiB is
+  // encoded only to 1 KiB past the first one that is unknown alone (a run
+  // at the text's start offers no place to resume, nor a lone U+1112 that
+  // its vowel makes known; a run then words to count).
+  texts.push_back("\xf0\x9f\x98\x80" + Repeat(std::string(15000, '\x01') + "c", 70000) +
+                  Repeat("\xf0\x9f\x98\x80", 3000) + " end");
+  texts.push_back("ab" + std::string(1019, '\x01') + "\xe1\x84\x92\xe1\x85\xa1" +
+                  std::string(70000, '\x01') + Repeat("\xf0\x9f\x98\x80", 3000) + " end");
+  texts.push_back("ab" + std::string(90000, '\x01') + "\xf0\x9f\x98\x80" + Repeat(" a", 4000));
   texts.push_back(Repeat("\xf0\x9f\x98\x80", 1172 * 4) + std::string(9000, '\x01') +
                   Repeat("\xf0\x9f\x98\x80", 8000) + std::string(9000, '\x01') + "word");
   // A lead (an unknown U+1112) before dropped characters, then the vowel it
@@ -225,6 +240,31 @@ std::vector<std::string> Texts() {
   return texts;
 }
 
+// The sentencepiece models of AllTokenizers with scan_long_windows off, by
+// name: their whole-text encodings read no window in parts.
+const Tokenizer* WholeTextTokenizer(const std::string& name) {
+  static const auto* const models = [] {
+    auto* m = new std::map<std::string, std::unique_ptr<Tokenizer>>();
+    SentencePieceOptions whole;
+    whole.scan_long_windows = false;
+    const auto add = [&](const std::string& n, const std::string& path) {
+      StatusOr<std::unique_ptr<Tokenizer>> t = CreateSentencePieceTokenizer(path, whole);
+      EXPECT_TRUE(t.ok()) << n << ": " << t.status().ToString();
+      if (t.ok()) (*m)[n] = std::move(t).value();
+    };
+    add("langid bpe", ENCODERD_SOURCE_DIR "/models/langid/sentencepiece.bpe.model");
+    add("fixture bpe", (kFixtures / "spm" / "sentencepiece.bpe.model").string());
+    add("fixture unigram", (kFixtures / "spm" / "sentencepiece.unigram.model").string());
+    for (const char* kind : {"keep_spaces", "no_prefix", "raw_spaces"}) {
+      add(std::string("fixture bpe ") + kind,
+          (kFixtures / "spm" / ("sentencepiece." + std::string(kind) + ".model")).string());
+    }
+    return m;
+  }();
+  const auto it = models->find(name);
+  return it == models->end() ? nullptr : it->second.get();
+}
+
 // What the tokenizer makes of the whole text.
 Encoding Whole(const Tokenizer& t, const std::string& text) {
   // More tokens than any text here has (U+FDFA's 3 bytes make 8), and a
@@ -260,7 +300,8 @@ void CompareWithWholeTexts(const std::string& name, const Tokenizer* t,
                            const std::vector<std::string>& texts, int64_t* compared, int64_t* cut) {
   for (size_t i = 0; i < texts.size(); ++i) {
     if (name.rfind("wordpiece", 0) == 0 && texts[i].rfind("<\xcc\xb8", 0) == 0) continue;
-    const Encoding whole = Whole(*t, texts[i]);
+    const Tokenizer* reference = WholeTextTokenizer(name);
+    const Encoding whole = Whole(reference ? *reference : *t, texts[i]);
     for (const int64_t max_tokens : {2, 3, 8, 16, 64, 128, 512}) {
       for (const bool truncate : {false, true}) {
         SCOPED_TRACE(name + ", text " + std::to_string(i) + " (" + std::to_string(texts[i].size()) +
@@ -576,6 +617,46 @@ TEST(BoundedEncodingTest, UnknownRunsAreReadInSmallWindows) {
               static_cast<int64_t>(unknown ? std::max<size_t>(first, 1024) : 64 * first);
           EXPECT_LE(enc->largest_window, bound);
           EXPECT_GT(enc->largest_window, 0);
+        }
+      }
+    }
+  }
+}
+
+// A word, then a stretch that encodes as nothing (dropped characters, or
+// whitespace other than ASCII spaces) past the cut, or dropped characters
+// between a few letters, then an unknown run: the windows grew through the
+// stretch, the cut word unsettled, until one took in most of the run (here
+// one window of the whole MiB, and sentencepiece's time for a run grows
+// with its square: 2.3 s for 512 KiB of U+1F600 alone on the langid
+// model). Since 2026-12-06 a window over 64 KiB is first read in 1 KiB
+// pieces for an unknown character, and encoded only to 1 KiB past one.
+TEST(BoundedEncodingTest, LongWindowsStopShortOfUnknownRuns) {
+  const size_t mib = size_t{1} << 20;
+  const std::string smile = "\xf0\x9f\x98\x80";
+  const std::vector<std::string> before = {"ab" + std::string(300000, '\x01'),
+                                           "ab" + Repeat("\n\t\xe3\x80\x80", 300000),
+                                           "ab" + Repeat(std::string(15000, '\x01') + "c", 600000)};
+  for (const auto& [name, t] : AllTokenizers()) {
+    if (name.rfind("wordpiece", 0) == 0 || name.rfind("byte-level", 0) == 0) continue;
+    const bool unknown = name == "langid bpe";
+    for (size_t s = 0; s < before.size(); ++s) {
+      const std::string text = before[s] + Repeat(smile, mib - before[s].size());
+      for (const int64_t max_tokens : {16, 512}) {
+        for (const bool truncate : {true, false}) {
+          SCOPED_TRACE(name + ", text " + std::to_string(s) + ", max_tokens " +
+                       std::to_string(max_tokens) + ", truncate " + std::to_string(truncate));
+          const StatusOr<Encoding> enc = t->Encode(text, max_tokens, truncate);
+          if (!enc.ok()) {  // refused: over the limit
+            EXPECT_FALSE(truncate) << enc.status().ToString();
+            continue;
+          }
+          EXPECT_GT(enc->largest_window, 0);
+          // Where U+1F600 is unknown, no window holds more than a few KiB of
+          // the run (where it is known, the run is a word of known pieces).
+          if (unknown) {
+            EXPECT_LE(enc->largest_window, static_cast<int64_t>(before[s].size() + 4096));
+          }
         }
       }
     }
