@@ -429,20 +429,15 @@ StatusOr<bool> IsUnigramModel(std::string_view serialized_model) {
 StatusOr<std::vector<SentencePieceEntry>> ReadSentencePieces(std::string_view serialized_model) {
   std::vector<SentencePieceEntry> pieces;
   // ModelProto.pieces = 1; SentencePiece: piece = 1, score = 2 (a float,
-  // wire type 5), type = 3 (the last occurrence of a field wins, as in
-  // protobuf).
+  // wire type 5; the last occurrence of a field wins, as in protobuf).
   RETURN_IF_ERROR(
       ForEachPayload(serialized_model, "", [&](uint64_t number, std::string_view message) {
         if (number != 1) return Status::Ok();
         SentencePieceEntry& entry = pieces.emplace_back();
-        RETURN_IF_ERROR(ForEachField(
-            message, "pieces",
-            [&](uint64_t field, std::string_view payload) {
+        RETURN_IF_ERROR(
+            ForEachPayload(message, "pieces", [&](uint64_t field, std::string_view payload) {
               if (field == 1) entry.piece = std::string(payload);
               return Status::Ok();
-            },
-            [&](uint64_t field, uint64_t value) {
-              if (field == 3) entry.type = static_cast<int>(value);
             }));
         return ForEachRawField(
             message, [&](uint64_t field, int wire_type, std::string_view, std::string_view raw) {

@@ -58,11 +58,10 @@ StatusOr<SentencePieceWhitespace> ReadSentencePieceWhitespace(std::string_view s
 // bytes are not protobuf wire format.
 StatusOr<std::string> FastClassModel(std::string_view serialized_model, std::string* map);
 
-// A piece of a serialized ModelProto as the proto holds it.
+// A piece of a serialized ModelProto and its score.
 struct SentencePieceEntry {
   std::string piece;
   float score = 0;
-  int type = 1;  // NORMAL=1 UNKNOWN=2 CONTROL=3 USER_DEFINED=4 UNUSED=5 BYTE=6
 };
 // The pieces of a serialized ModelProto, in id order; INVALID_ARGUMENT when
 // the bytes are not protobuf wire format.

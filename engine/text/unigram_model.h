@@ -48,7 +48,6 @@ class UnigramModel {
   void Encode(std::string_view word, std::vector<Token>* out) const;
 
   int32_t unk_id() const { return unk_id_; }
-  const std::string& piece(int32_t id) const { return vocab_[static_cast<size_t>(id)].piece; }
   // The longest piece, in bytes.
   size_t longest_piece() const { return longest_; }
 
