@@ -63,6 +63,12 @@ std::vector<std::string> SmallWordPieceVocab() {
   return v;
 }
 
+std::string StretchThenRun(char stretch) {
+  std::string unit(17 * 1024, stretch);
+  for (int i = 0; i < 47 * 1024 / 4; ++i) unit += "\xf0\x9f\x98\x80";
+  return unit;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,6 +130,10 @@ int main(int argc, char** argv) {
        "e\xcc\xa3\xcc\x82"
        "e\xcc\x81"},
       {"words", "the quick brown fox "},
+      // 17 KiB of characters the normalizer drops (or of spaces), then a
+      // 47 KiB run of characters the vocabulary lacks: windows under 64 KiB.
+      {"dropped + unknown run", StretchThenRun('\x01')},
+      {"spaces + unknown run", StretchThenRun(' ')},
   };
   std::printf("max_tokens %lld; CPU seconds of the calling thread, one call each\n\n",
               static_cast<long long>(max_tokens));
