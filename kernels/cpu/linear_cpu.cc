@@ -1,11 +1,8 @@
 #include "kernels/cpu/linear_cpu.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <limits>
 #include <mutex>
 #include <numeric>
@@ -35,8 +32,7 @@ using Dt = memory::data_type;
 // left; then a remainder r < 512 is one chunk of exactly r rows up to
 // kExactRows, and beyond that 16 * (r / 16) rows and r % 16 rows. A weight
 // thus needs at most kMaxPrimitivesPerEpilogue (3 + 23 + 128) primitives
-// per epilogue and output type (and column share, for a weight widened for
-// them: GemmWidened, which takes chunks of up to 512), whatever the batch
+// per epilogue and output type, whatever the batch
 // sizes (a new primitive costs 0.3-1.5 ms to create; kernels/bench/gemm_bench compares chunked
 // calls with one exact-size primitive). Each chunk reads the whole weight
 // once (from L3 when the chunk before has just read it): `encoderd
@@ -117,25 +113,17 @@ dnnl::matmul::primitive_desc MakeMatmul(const dnnl::engine& engine, const CpuPac
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weight_desc, dst), attr, engine);
 }
 
-// The matmul w caches under (rows, epilogue, bf16 output, columns), made
-// by make() the first time (under w.mu, which the oneDNN JIT then holds).
-template <class Make>
-dnnl::matmul CachedMatmul(CpuPackedWeight& w, int64_t rows, Epilogue epilogue, bool bf16_out,
-                          int64_t cols, const Make& make) {
-  const auto key = std::make_tuple(rows, static_cast<int>(epilogue), bf16_out, cols);
+// The matmul w caches under (rows, epilogue, bf16 output), made the first
+// time (under w.mu, which the oneDNN JIT then holds).
+dnnl::matmul GetPrimitive(const CpuContext& ctx, CpuPackedWeight& w, int64_t rows,
+                          Epilogue epilogue, bool bf16_out = false) {
+  const auto key = std::make_tuple(rows, static_cast<int>(epilogue), bf16_out);
   std::lock_guard<std::mutex> lock(w.mu);
   auto it = w.primitives.find(key);
   if (it != w.primitives.end()) return it->second;
-  dnnl::matmul prim(make());
+  dnnl::matmul prim(MakeMatmul(ctx.backend().engine, w, rows, w.weight_desc, epilogue, bf16_out));
   w.primitives.emplace(key, prim);
   return prim;
-}
-
-dnnl::matmul GetPrimitive(const CpuContext& ctx, CpuPackedWeight& w, int64_t rows,
-                          Epilogue epilogue, bool bf16_out = false) {
-  return CachedMatmul(w, rows, epilogue, bf16_out, w.out_features, [&] {
-    return MakeMatmul(ctx.backend().engine, w, rows, w.weight_desc, epilogue, bf16_out);
-  });
 }
 
 // Per-thread scratch, one buffer per (type, slot): a pointer stays valid
@@ -316,34 +304,22 @@ WideLayout WideLayoutOf(const memory::desc& desc, int64_t n, int64_t k) {
   return WideLayout::kNone;
 }
 
-// How many of n columns the column groups [group_begin, group_end) hold.
-int64_t GroupColumns(int64_t n, int64_t group_begin, int64_t group_end) {
-  return std::min(n, group_end * kFewRowsGroupColumns) - group_begin * kFewRowsGroupColumns;
-}
-
-// The fp32 weight of column groups [group_begin, group_end) of n columns
-// in `layout` (not kNone), as a weight of its own.
-memory::desc WidePanelDesc(WideLayout layout, int64_t n, int64_t k, int64_t group_begin,
-                           int64_t group_end) {
-  return memory::desc({k, GroupColumns(n, group_begin, group_end)}, Dt::f32,
-                      layout == WideLayout::kBlocked ? Tag::BA16a64b : Tag::ab);
-}
-
 // Column groups [group_begin, group_end) of the bf16 weight `packed` [n, k]
-// (PackFewRowsBf16's layout) widened to fp32 into `out`: those columns as a
-// weight of their own in `layout` (WidePanelDesc). Exact: a bf16 value is
-// the high half of its fp32 one; BA16a64b's padding (inputs up to a
-// multiple of 16, columns up to one of 64) is the copy's zeros.
+// (PackFewRowsBf16's layout) widened to fp32, in their places in `out`, the
+// whole fp32 weight in `layout` (BA16a64b or ab over [k, n], WideLayoutOf).
+// Exact: a bf16 value is the high half of its fp32 one; BA16a64b's padding
+// (inputs up to a multiple of 16, columns up to one of 64) is the copy's
+// zeros.
 void WidenFewRowsBf16(const uint16_t* packed, int64_t n, int64_t k, WideLayout layout,
                       int64_t group_begin, int64_t group_end, float* out) {
   constexpr int64_t kCols = kFewRowsGroupColumns;
   const bool blocked = layout == WideLayout::kBlocked;
   const int64_t pairs = FewRowsBf16Inputs(k) / 2;
   const int64_t inputs = blocked ? FewRowsF32Inputs(k) : k;  // rows of the fp32 weight
-  const int64_t stride = blocked ? kCols : GroupColumns(n, group_begin, group_end);  // between rows
+  const int64_t stride = blocked ? kCols : n;                // between rows
   for (int64_t g = group_begin; g < group_end; ++g) {
     const uint16_t* group = packed + g * pairs * kCols * 2;
-    float* dst = out + (g - group_begin) * (blocked ? inputs * kCols : kCols);
+    float* dst = out + g * (blocked ? inputs * kCols : kCols);
     const int64_t cols = blocked ? kCols : std::min(kCols, n - g * kCols);
     for (int64_t i = 0; i < inputs; i += 2) {
       WidenBFloat16Pairs(group + i * kCols, cols, dst + i * stride,
@@ -381,7 +357,8 @@ void* AlignedScratch(size_t bytes) {
 // bf16 forward 0.8-1.8% slower (`encoderd bench --workloads W1 --dtypes
 // bfloat16`, the two builds alternated 4 and 6 times, 2026-11-30).
 void GemmChunks(const CpuContext& ctx, CpuPackedWeight& w, const void* src, int64_t rows,
-                Epilogue epilogue, const float* residual, void* y, bool bf16_out) {
+                Epilogue epilogue, const float* residual, void* y, bool bf16_out,
+                const memory* weight = nullptr) {
   auto& be = ctx.backend();
   const int64_t k = w.in_features, n = w.out_features;
   const size_t src_elem = w.bf16_compute ? sizeof(uint16_t) : sizeof(float);
@@ -395,8 +372,9 @@ void GemmChunks(const CpuContext& ctx, CpuPackedWeight& w, const void* src, int6
                    const_cast<char*>(static_cast<const char*>(src) + r0 * k * src_elem));
     char* dst = static_cast<char*>(y) + r0 * n * dst_elem;
     memory dst_mem({{chunk, n}, bf16_out ? Dt::bf16 : Dt::f32, Tag::ab}, be.engine, dst);
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, w.weight}, {DNNL_ARG_DST, dst_mem}};
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_mem},
+                                            {DNNL_ARG_WEIGHTS, weight ? *weight : w.weight},
+                                            {DNNL_ARG_DST, dst_mem}};
     if (w.bias) args.emplace(DNNL_ARG_BIAS, w.bias);
     if (epilogue == Epilogue::kResidual && residual + r0 * n != reinterpret_cast<float*>(dst)) {
       std::memcpy(dst, residual + r0 * n, sizeof(float) * chunk * n);
@@ -411,129 +389,26 @@ void GemmChunks(const CpuContext& ctx, CpuPackedWeight& w, const void* src, int6
   be.stream.wait();
 }
 
-// A matmul over `rows` rows and the columns of the fp32 weight `panel`
-// (WidePanelDesc), into rows of those columns.
-dnnl::matmul GetPanelPrimitive(const CpuContext& ctx, CpuPackedWeight& w, int64_t rows,
-                               Epilogue epilogue, const memory::desc& panel) {
-  const int64_t k = w.in_features, cols = panel.dims()[1];
-  // A widened weight has no primitive of GetPrimitive's in the cache, whose
-  // columns these could be.
-  return CachedMatmul(w, rows, epilogue, /*bf16_out=*/false, cols, [&] {
-    const memory::desc src({rows, k}, Dt::f32, Tag::ab);
-    const memory::desc dst({rows, cols}, Dt::f32, Tag::ab);
-    // The threads run these at once: each with its own scratchpad
-    // (oneDNN's own one is shared by all).
-    dnnl::primitive_attr attr = EpilogueAttr(epilogue, rows, cols);
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const auto& engine = ctx.backend().engine;
-    if (!w.bias)
-      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, panel, dst), attr, engine);
-    const memory::desc bias({1, cols}, Dt::f32, Tag::ab);
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, panel, bias, dst), attr, engine);
-  });
-}
-
-// How GemmWidened splits `rows` rows of `groups` column groups between
-// `threads`: into `columns` shares of the groups by `parts` of the rows
-// (columns x parts <= threads), the split whose largest share of groups x
-// rows is smallest, a part having 48 rows at least (each part widens its
-// share's weights again); of equal ones, the fewest parts.
-struct WideSplit {
-  int64_t columns, parts;
-};
-
-WideSplit SplitWide(int64_t groups, int64_t threads, int64_t rows) {
-  constexpr int64_t kMinPartRows = 48;
-  WideSplit best{1, 1};
-  int64_t best_cost = std::numeric_limits<int64_t>::max();
-  for (int64_t parts = 1; parts <= std::max<int64_t>(1, rows / kMinPartRows); ++parts) {
-    const int64_t columns = std::min(groups, threads / parts);
-    if (columns < 1) break;
-    const int64_t cost = (groups + columns - 1) / columns * ((rows + parts - 1) / parts);
-    if (cost < best_cost) best = {columns, parts}, best_cost = cost;
-  }
-  return best;
-}
-
-// GemmChunks for a widened_for_gemm() weight, on fp32 src: each thread
-// widens its share of the column groups and runs oneDNN's GEMMs over them
-// and its part of the rows alone (oneDNN takes one thread inside a parallel
-// region), so that each widened column is read from the cache of the core
-// that wrote it; where the threads outnumber the groups, the rows are split
-// too (SplitWide). A thread's GEMMs write its columns of up to kChunkRows
-// rows into its own scratch, copied into y after: oneDNN 2.6 has no brgemm
-// matmul into rows further apart than their columns (it picks its
-// reference matmul, about 2,500x slower), and its jit GEMM there, on plain
-// weights, made 64-512 rows slower still. Each thread keeps its largest
-// share of a weight widened in scratch (BERT-base: 9.4 MB / threads, or
-// more with row parts). The widening, the copies and the threads' waits
-// cost what docs/architecture.md ("bf16 weights without bf16 instructions")
-// measures against the fp32 copy these weights kept before.
+// GemmChunks for a widened_for_gemm() weight: the threads widen their
+// shares of its column groups into one scratch of the calling thread (the
+// whole fp32 weight in the layout oneDNN chose for it, weight_desc), then
+// oneDNN's GEMMs run on that as on an fp32 weight, straight into y; the
+// results are the fp32 copy's bit for bit. Until 2026-12-07 each thread
+// widened only its share and ran oneDNN on it alone, into a scratch copied
+// into y (oneDNN 2.6's brgemm writes no rows further apart than their
+// columns): the same time at 64-128 rows and 3-6% longer on the wide
+// shapes from 256 rows on (docs/architecture.md, "bf16 weights without
+// bf16 instructions").
 void GemmWidened(const CpuContext& ctx, CpuPackedWeight& w, const float* src, int64_t rows,
                  Epilogue epilogue, const float* residual, float* y) {
   const int64_t n = w.out_features, k = w.in_features, groups = FewRowsGroups(n);
-  const WideLayout layout = w.widened;
-  const auto& engine = ctx.backend().engine;
-  const float* bias = w.bias ? static_cast<const float*>(w.bias.get_data_handle()) : nullptr;
-  std::mutex error_mu;
-  std::exception_ptr error;
+  float* wide = static_cast<float*>(AlignedScratch<0>(w.weight_desc.get_size()));
   InParallel(ctx.num_threads(), [&](int64_t t, int64_t nt) {
-    const WideSplit split = SplitWide(groups, nt, rows);
-    if (t >= split.columns * split.parts) return;
-    const Share share = ShareOf(groups, t / split.parts, split.columns);
-    const Share part = ShareOf(rows, t % split.parts, split.parts);
-    if (share.begin == share.end || part.begin == part.end) return;
-    try {
-      // oneDNN sizes a primitive's scratchpad and work for its threads:
-      // here, this one (the region's own count is back when it ends).
-      if (omp_in_parallel()) omp_set_num_threads(1);
-      const int64_t col0 = share.begin * kFewRowsGroupColumns;
-      const memory::desc panel = WidePanelDesc(layout, n, k, share.begin, share.end);
-      const int64_t cols = panel.dims()[1];
-      float* mine = static_cast<float*>(AlignedScratch<0>(panel.get_size()));
-      WidenFewRowsBf16(w.few_rows_bf16.get(), n, k, layout, share.begin, share.end, mine);
-      const memory weight(panel, engine, mine);
-      memory bias_mem;
-      if (bias) {
-        bias_mem = memory({{1, cols}, Dt::f32, Tag::ab}, engine, const_cast<float*>(bias + col0));
-      }
-      dnnl::stream stream(engine);  // a stream of this thread's own
-      float* out = Scratch<float, 4>(std::min(part.end - part.begin, kChunkRows) * cols);
-      const size_t row_bytes = sizeof(float) * cols;
-      for (int64_t r0 = part.begin; r0 < part.end;) {
-        const int64_t chunk = ChunkRows(part.end - r0, kChunkRows);
-        if (epilogue == Epilogue::kResidual) {  // the sum post-op adds out's values
-          for (int64_t r = 0; r < chunk; ++r) {
-            std::memcpy(out + r * cols, residual + (r0 + r) * n + col0, row_bytes);
-          }
-        }
-        dnnl::matmul prim = GetPanelPrimitive(ctx, w, chunk, epilogue, panel);
-        const size_t scratchpad_bytes = dnnl_memory_desc_get_size(
-            dnnl_primitive_desc_query_md(prim.get_primitive_desc(), dnnl_query_scratchpad_md, 0));
-        const memory src_mem({{chunk, k}, Dt::f32, Tag::ab}, engine,
-                             const_cast<float*>(src + r0 * k));
-        const memory dst_mem({{chunk, cols}, Dt::f32, Tag::ab}, engine, out);
-        std::unordered_map<int, memory> args = {
-            {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, weight}, {DNNL_ARG_DST, dst_mem}};
-        if (bias) args.emplace(DNNL_ARG_BIAS, bias_mem);
-        if (scratchpad_bytes > 0) {
-          args.emplace(DNNL_ARG_SCRATCHPAD,
-                       memory({{static_cast<int64_t>(scratchpad_bytes)}, Dt::u8, Tag::a}, engine,
-                              AlignedScratch<1>(scratchpad_bytes)));
-        }
-        prim.execute(stream, args);
-        stream.wait();
-        for (int64_t r = 0; r < chunk; ++r) {
-          std::memcpy(y + (r0 + r) * n + col0, out + r * cols, row_bytes);
-        }
-        r0 += chunk;
-      }
-    } catch (...) {  // not out of the parallel region: thrown once it is over
-      std::lock_guard<std::mutex> lock(error_mu);
-      if (!error) error = std::current_exception();
-    }
+    const Share share = ShareOf(groups, t, nt);
+    WidenFewRowsBf16(w.few_rows_bf16.get(), n, k, w.widened, share.begin, share.end, wide);
   });
-  if (error) std::rethrow_exception(error);
+  const memory weight(w.weight_desc, ctx.backend().engine, wide);
+  GemmChunks(ctx, w, src, rows, epilogue, residual, y, /*bf16_out=*/false, &weight);
 }
 
 // The int8 kernel's epilogue for w's Linear over rows with these parameters.

@@ -63,24 +63,19 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   // plain ab ([k][n]), its choice on AVX2.
   enum class WideLayout { kNone, kBlocked, kPlain };
   // Not kNone where weight_desc's layout is one of those: few_rows_bf16 is
-  // the only copy, `weight` a null handle, and each thread widens its
-  // share of the columns into scratch in this layout for its own GEMMs
-  // (GemmWidened). Such a weight takes the memory of a bf16_compute one,
-  // half an fp32 one.
+  // the only copy, `weight` a null handle, and the threads widen it into
+  // one scratch in this layout for each call's GEMMs (GemmWidened). Such a
+  // weight takes the memory of a bf16_compute one, half an fp32 one.
   WideLayout widened = WideLayout::kNone;
   bool widened_for_gemm() const { return widened != WideLayout::kNone; }
   dnnl::memory weight;  // null handle when int8_compute or widened_for_gemm()
   dnnl::memory bias;    // [1, out] fp32, null handle: no bias (int8_compute: added by the epilogue)
-  // One matmul per (rows, epilogue, bf16 output, columns): oneDNN JITs per
-  // shape. Rows are split into chunks from a small set of sizes (see
+  // One matmul per (rows, epilogue, bf16 output): oneDNN JITs per shape.
+  // Rows are split into chunks from a small set of sizes (see
   // linear_cpu.cc) so the cache stays bounded whatever batch sizes arrive:
-  // at most kMaxPrimitivesPerEpilogue for each (epilogue, bf16 output,
-  // columns). The columns are out_features, but for widened_for_gemm(),
-  // whose threads each run their own share of the columns (GemmWidened):
-  // three share widths at most for a given thread count (two from the
-  // split, a third where the last share ends in a partial group).
+  // at most kMaxPrimitivesPerEpilogue for each (epilogue, bf16 output).
   std::mutex mu;
-  std::map<std::tuple<int64_t, int, bool, int64_t>, dnnl::matmul> primitives;
+  std::map<std::tuple<int64_t, int, bool>, dnnl::matmul> primitives;
 };
 
 // The most row counts a weight's oneDNN GEMMs are called with, per

@@ -323,10 +323,9 @@ TEST(LinearTest, GemmChunksComeFromABoundedSetOfRowCounts) {
       }
     }
     // A weight widened for the GEMMs (widened_for_gemm(): a bf16 weight
-    // without AVX512-BF16) takes at most kChunkRows rows at a time: none of
-    // 2048 or 1024 rows. Its one column group is one thread's.
-    EXPECT_EQ(impl.primitives.size(),
-              static_cast<size_t>(kMaxPrimitivesPerEpilogue) - (impl.widened_for_gemm() ? 2 : 0))
+    // without AVX512-BF16) as well: until 2026-12-07 its threads' GEMMs
+    // took at most 512 rows, 2 primitives fewer.
+    EXPECT_EQ(impl.primitives.size(), static_cast<size_t>(kMaxPrimitivesPerEpilogue))
         << DTypeName(type);
   }
   // oneDNN's cache, which weights of one shape share, holds many such sets.
@@ -572,14 +571,14 @@ TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
 // bf16 weights on a CPU with AVX-512 or AVX2 + FMA but not AVX512-BF16
 // (here, or with ctest kernels_without_bf16_vnni and kernels_avx2): more
 // rows than the few-row kernels take run on oneDNN's fp32 GEMMs over the
-// bf16 copy widened at each call (widened_for_gemm()), each thread its share
-// of the columns: the GEMMs of the same bf16-rounded values packed as fp32,
-// bit for bit on AVX-512 (oneDNN's brgemm sums each column's products in
-// the same order whatever the columns and threads), and within fp32
-// summation on AVX2 (its GEMM there splits the inputs by thread count and
-// shape). One chunk of 37 and of 100 rows, and 600 rows in two (512 + 88),
-// at 1, 2 and 3 threads (3 threads on one or two column groups split the
-// rows as well: GemmWidened); the residual in place and apart.
+// bf16 copy widened at each call (widened_for_gemm(), the threads' shares
+// of the column groups into one scratch): the GEMMs of the same
+// bf16-rounded values packed as fp32, bit for bit (the same primitive on
+// the same values; until 2026-12-07, when each thread ran its own share of
+// the columns, only within fp32 summation on AVX2). One chunk of 37, 100 and 600 rows, and 2,100
+// rows in two (2,048 + 52), at 1, 2 and 3 threads (more threads than a
+// weight has column groups: the last widen nothing); the residual in
+// place and apart.
 TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsRunOneDnnOnTheWidenedCopy) {
   const CpuFeatures& cpu = GetCpuFeatures();
   if (!(cpu.avx512f || (cpu.avx2 && cpu.fma)) || (cpu.avx512_bf16 && cpu.avx512bw)) {
@@ -594,7 +593,7 @@ TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsRunOneDnnOnTheWidenedCopy) {
       if (HasFatalFailure()) return;
       const auto& impl = static_cast<const CpuPackedWeight&>(wb.bf16->impl());
       if (!impl.widened_for_gemm()) continue;  // its own fp32 weights, NaN now (MakeWidenedBf16)
-      for (const int64_t m : {int64_t{37}, int64_t{100}, int64_t{600}}) {
+      for (const int64_t m : {int64_t{37}, int64_t{100}, int64_t{600}, int64_t{2100}}) {
         const auto x = RandomVector(m * k, 73 + m);
         const auto rounded_x = RoundedToBFloat16(x);
         const auto residual = RandomVector(m * n, 74, -2.f, 2.f);
@@ -613,15 +612,9 @@ TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsRunOneDnnOnTheWidenedCopy) {
           }
           for (const std::vector<float>* y : {&got, &apart}) {
             if (y == &apart && !res) continue;
-            if (cpu.avx512f) {
-              EXPECT_EQ(std::memcmp(y->data(), want.data(), want.size() * sizeof(float)), 0)
-                  << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
-                  << static_cast<int>(ep);
-            } else {
-              EXPECT_LT(ScaledMaxError(*y, std::vector<double>(want.begin(), want.end())), 1e-5)
-                  << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
-                  << static_cast<int>(ep);
-            }
+            EXPECT_EQ(std::memcmp(y->data(), want.data(), want.size() * sizeof(float)), 0)
+                << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
+                << static_cast<int>(ep);
           }
         }
       }
