@@ -34,6 +34,14 @@ constexpr int64_t kFewRowsGroupColumns = 64;
 // by 64 columns (24 accumulators each) over each chunk of a group's steps
 // (few_rows_tile_avx512.h).
 constexpr int64_t kFewRowsMax = 36;
+// The most rows a bf16 weight widened in registers on AVX-512
+// (FewRowsGemmBf16AsF32) takes, in blocks of up to kFewRowsMax rows
+// (linear_cpu.cc, LinearFewRows); more widen it for oneDNN's fp32 GEMMs.
+// On the BERT-base shapes (2 threads, an Ice Lake Xeon VM) the blocks took
+// 0.44-0.65x oneDNN's time at 40 rows, 0.91-0.96x at 256, 0.94-1.01x at
+// 384 and 0.95-1.08x at 512 (docs/architecture.md, "bf16 weights without
+// bf16 instructions").
+constexpr int64_t kFewRowsBf16AsF32MaxRows = 384;
 // The smallest fp32 weight FewRowsGemmF32Avx2 takes: a weight this large
 // belongs to a model that does not stay in cache (BERT-base's are 2.4-9.4
 // MB, 340 MB in all), and smaller ones stay on oneDNN and its own layout
@@ -44,6 +52,13 @@ constexpr int64_t kFewRowsF32Avx2MinBytes = int64_t{2} << 20;
 // The most rows FewRowsGemmF32Avx2 takes: up to this many, oneDNN's AVX2
 // GEMM on the same weights is slower.
 constexpr int64_t kFewRowsF32Avx2MaxRows = 32;
+// The most rows FewRowsGemmBf16AsF32Avx2 takes, in blocks of up to
+// kFewRowsMax rows (linear_cpu.cc, LinearFewRows): on the BERT-base shapes
+// the blocks took 0.48-0.76x the time of oneDNN on the widened weight at 40
+// rows and 0.82-0.97x at 128, mixed at 192 (2 threads, an Ice Lake Xeon VM
+// with AVX-512 turned off: ENCODERD_CPU_DISABLE=avx512f; not measured on an
+// AVX2-only CPU).
+constexpr int64_t kFewRowsBf16AsF32Avx2MaxRows = 128;
 
 // Internal linkage: this header is also compiled with AVX-512 flags, and no
 // AVX-512 copy of a shared inline function may be chosen for generic code.

@@ -50,8 +50,10 @@ using Dt = memory::data_type;
 // VNNI go to the few-row kernels instead (few_rows_gemm_avx512.h), which
 // read each weight once with every row in one tile; so do fp32 weights of
 // kFewRowsF32Avx2MinBytes or more on AVX2 + FMA up to kFewRowsF32Avx2MaxRows
-// rows (FewRowsLimit). The AVX2 int8 kernel takes a few rows as any others,
-// in blocks of up to 4.
+// rows, and bf16 weights without bf16 instructions up to
+// kFewRowsBf16AsF32MaxRows rows on AVX-512 and kFewRowsBf16AsF32Avx2MaxRows
+// on AVX2, in blocks of up to kFewRowsMax (FewRowsLimit). The AVX2 int8 kernel takes a few rows as
+// any others, in blocks of up to 4.
 constexpr int64_t kChunkRows = 512;
 constexpr int64_t kMaxChunkRows = 2048;
 constexpr int64_t kRowGranule = 16;
@@ -526,11 +528,16 @@ bool FewRowsLayout(const CpuPackedWeight& w) {
   return w.weight_desc == memory::desc(dims, Dt::f32, Tag::BA16a64b);
 }
 
-// The most rows w's few-row kernel takes.
+// The most rows w's few-row kernel takes: up to kFewRowsMax in one call,
+// more (a bf16 weight widened in registers, on AVX-512 or AVX2) in blocks
+// of up to kFewRowsMax rows a column group at a time (LinearFewRows).
 int64_t FewRowsLimit(const CpuPackedWeight& w) {
-  return FewRowsF32Avx2(GetCpuFeatures(), w.type, w.out_features, w.in_features)
-             ? kFewRowsF32Avx2MaxRows
-             : kFewRowsMax;
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (FewRowsF32Avx2(cpu, w.type, w.out_features, w.in_features)) return kFewRowsF32Avx2MaxRows;
+  if (w.few_rows_bf16 && !w.bf16_compute) {
+    return cpu.avx512f ? kFewRowsBf16AsF32MaxRows : kFewRowsBf16AsF32Avx2MaxRows;
+  }
+  return kFewRowsMax;
 }
 
 // The weight w [n, k] (torch's layout) in bf16 (ConvertFloatToBFloat16's
@@ -581,7 +588,9 @@ void RunFewRowsKernel(const CpuPackedWeight& w, const void* src, int64_t rows, i
 // y = epilogue(x W^T + b) for rows <= FewRowsLimit(w) on the few-row kernels:
 // the column groups claimed by the threads one at a time (ClaimedShares:
 // each thread its own range in order, then the back half of another's),
-// each weight read once. x16:
+// each weight read once; over kFewRowsMax rows, each claimed group runs
+// blocks of up to kFewRowsMax rows (as few as hold them, of sizes within
+// one of each other) while its weights are in cache. x16:
 // for a bf16_compute weight, bf16 rows in place of x, copied as they are.
 void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float* x, int64_t rows,
                    Epilogue epilogue, const float* residual, float* y,
@@ -614,16 +623,25 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
   }
   const void* packed = w.few_rows_bf16 ? nullptr : w.weight.get_data_handle();
   const bool avx512 = GetCpuFeatures().avx512f;
+  const size_t src_row_bytes = ldx * (w.bf16_compute ? sizeof(uint16_t) : sizeof(float));
+  const int64_t blocks = (rows + kFewRowsMax - 1) / kFewRowsMax;
+  const auto run = [&](int64_t group_begin, int64_t group_end) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t r0 = rows * b / blocks, r1 = rows * (b + 1) / blocks;
+      FewRowsEpilogue block = e;
+      if (block.residual) block.residual += r0 * n;
+      RunFewRowsKernel(w, static_cast<const char*>(src) + r0 * src_row_bytes, r1 - r0, ldx, packed,
+                       avx512, group_begin, group_end, block, y + r0 * n);
+    }
+  };
   const int threads = rows * n * k >= (1 << 16) ? ctx.num_threads() : 1;
   if (threads <= 1) {
-    RunFewRowsKernel(w, src, rows, ldx, packed, avx512, 0, groups, e, y);
+    run(0, groups);
     return;
   }
   ClaimedShares claims(groups, threads);
   InParallel(threads, [&](int64_t t, int64_t /*nt*/) {
-    for (int64_t g; claims.Next(t, &g);) {
-      RunFewRowsKernel(w, src, rows, ldx, packed, avx512, g, g + 1, e, y);
-    }
+    for (int64_t g; claims.Next(t, &g);) run(g, g + 1);
   });
 }
 

@@ -46,14 +46,16 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   };
   std::unique_ptr<int8_t[], FreeBytes> int8_weight;  // int8_compute: the kernel's layout
   dnnl::memory::desc weight_desc;  // the layout oneDNN chose; fixed for every row count
-  // Up to kFewRowsMax rows run on the project's few-row kernels
+  // Up to kFewRowsMax rows (more for some weights: linear_cpu.cc,
+  // FewRowsLimit) run on the project's few-row kernels
   // (few_rows_gemm_avx512.h): set when the CPU has the instructions and
   // they can read the weights, `weight` in the layout oneDNN chose or
   // few_rows_bf16.
   bool few_rows = false;
   // bf16 weights where the CPU has AVX-512 or AVX2 + FMA but not
   // AVX512-BF16: the weight in bf16 in the few-row layout
-  // (PackFewRowsBf16), which a few rows read widened in registers. More
+  // (PackFewRowsBf16), which up to kFewRowsBf16AsF32MaxRows rows (AVX-512)
+  // or kFewRowsBf16AsF32Avx2MaxRows (AVX2) read widened in registers. More
   // rows run on oneDNN's fp32 GEMMs, on `weight` where it is kept, else
   // (widened_for_gemm()) on the copy widened at each call.
   std::unique_ptr<uint16_t[], FreeBytes> few_rows_bf16;

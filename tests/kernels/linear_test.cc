@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -310,7 +311,9 @@ TEST(LinearTest, GemmChunksComeFromABoundedSetOfRowCounts) {
     const auto& impl = static_cast<const CpuPackedWeight&>(packed->impl());
     std::vector<float> y(most * n);
     Linear(ctx, DType::kFloat32, x.data(), 100, *packed, Epilogue::kNone, nullptr, y.data());
-    EXPECT_EQ(impl.primitives.size(), 1u) << DTypeName(type);
+    // None where the few-row kernel takes 100 rows (a bf16 weight widened
+    // in registers on AVX-512).
+    EXPECT_EQ(impl.primitives.size(), LinearRunsOnTeam(*packed, 100) ? 0u : 1u) << DTypeName(type);
     for (int64_t m = 1; m <= most; ++m) {
       Linear(ctx, DType::kFloat32, x.data(), m, *packed, Epilogue::kNone, nullptr, y.data());
       if (m == 50 || m == 128 || m == 130 || m == 511 || m == 600 || m == 2100) {
@@ -454,7 +457,9 @@ const std::vector<std::pair<int64_t, int64_t>> kWidenedShapes = {
 // ENCODERD_CPU_DISABLE=avx512_bf16: ctest kernels_without_bf16_vnni): a few
 // rows read the bf16 copy (WidenedBf16), widened to fp32 in registers, and
 // give what the fp32 kernel gives on the same bf16-rounded weights and
-// inputs, bit for bit.
+// inputs, bit for bit: up to kFewRowsMax rows in one call, and up to
+// kFewRowsBf16AsF32MaxRows in blocks (37, 100 and 384 rows here), each row
+// what the fp32 kernel gives it in a call of up to kFewRowsMax rows.
 TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsAreTheFp32KernelOnRoundedValues) {
   const CpuFeatures& cpu = GetCpuFeatures();
   if (!cpu.avx512f || cpu.avx512_bf16) {
@@ -468,7 +473,12 @@ TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsAreTheFp32KernelOnRoundedValu
       if (HasFatalFailure()) return;
       ASSERT_TRUE(static_cast<const CpuPackedWeight&>(wb.fp32->impl()).few_rows)
           << "oneDNN packed the fp32 weight in a layout the fp32 kernel does not read";
-      for (int64_t m = 1; m <= kFewRowsMax; ++m) {
+      std::vector<int64_t> rows(kFewRowsMax);
+      std::iota(rows.begin(), rows.end(), 1);
+      for (const int64_t m : {kFewRowsMax + 1, int64_t{100}, kFewRowsBf16AsF32MaxRows}) {
+        rows.push_back(m);
+      }
+      for (const int64_t m : rows) {
         const auto x = RandomVector(m * k, 53 + m);
         const auto rounded_x = RoundedToBFloat16(x);
         const auto residual = RandomVector(m * n, 54, -2.f, 2.f);
@@ -480,11 +490,22 @@ TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsAreTheFp32KernelOnRoundedValu
           wb.PoisonScratch(ctx, m, k);
           Linear(ctx, DType::kFloat32, x.data(), m, *wb.bf16, ep, res ? got.data() : nullptr,
                  got.data());
-          Linear(ctx, DType::kFloat32, rounded_x.data(), m, *wb.fp32, ep,
-                 res ? want.data() : nullptr, want.data());
+          // The fp32 kernel takes up to kFewRowsMax rows a call; each row's
+          // sums are its own, whatever rows it comes with.
+          for (int64_t r0 = 0; r0 < m; r0 += kFewRowsMax) {
+            const int64_t r = std::min(kFewRowsMax, m - r0);
+            Linear(ctx, DType::kFloat32, rounded_x.data() + r0 * k, r, *wb.fp32, ep,
+                   res ? want.data() + r0 * n : nullptr, want.data() + r0 * n);
+          }
           EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
               << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
               << static_cast<int>(ep);
+          if (res) {  // the residual in its own buffer
+            std::vector<float> apart(m * n, NAN);
+            Linear(ctx, DType::kFloat32, x.data(), m, *wb.bf16, ep, residual.data(), apart.data());
+            EXPECT_EQ(std::memcmp(apart.data(), want.data(), want.size() * sizeof(float)), 0)
+                << "threads " << threads << " n " << n << " k " << k << " m " << m;
+          }
         }
       }
     }
@@ -501,8 +522,14 @@ void ExpectFmaChainsOnAvx2(const CpuContext& ctx, const PackedWeight& packed,
                            const std::vector<float>& w, const std::vector<float>& b, int64_t n,
                            int64_t k, uint32_t seed, bool round_x, bool eight_lanes,
                            const std::function<void(int64_t m)>& before) {
-  const int64_t max_rows = eight_lanes ? kFewRowsF32Avx2MaxRows : kFewRowsMax;
-  for (int64_t m = 1; m <= max_rows; ++m) {
+  std::vector<int64_t> rows(eight_lanes ? kFewRowsF32Avx2MaxRows : kFewRowsMax);
+  std::iota(rows.begin(), rows.end(), 1);
+  if (!eight_lanes) {  // bf16 weights: more rows in blocks of up to kFewRowsMax
+    for (const int64_t m : {kFewRowsMax + 1, int64_t{100}, kFewRowsBf16AsF32Avx2MaxRows}) {
+      rows.push_back(m);
+    }
+  }
+  for (const int64_t m : rows) {
     auto x = RandomVector(m * k, seed + m);
     if (round_x) x = RoundedToBFloat16(x);
     const auto residual = RandomVector(m * n, seed + 100, -2.f, 2.f);
@@ -550,7 +577,8 @@ bool Avx2WithoutAvx512() {
 // bf16 weights on a CPU with AVX2 and FMA but no AVX-512 (here, or with
 // ENCODERD_CPU_DISABLE=avx512f,...: ctest kernels_avx2): a few rows read
 // the bf16 copy (WidenedBf16), widened in registers: FMA chains over the
-// bf16-rounded operands.
+// bf16-rounded operands, up to kFewRowsMax rows in one call and up to
+// kFewRowsBf16AsF32Avx2MaxRows in blocks (37, 100 and 128 rows here).
 TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
   if (!Avx2WithoutAvx512()) {
     GTEST_SKIP() << "runs where the CPU has AVX2 and FMA and no AVX-512 (or it is disabled)";
@@ -575,10 +603,11 @@ TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
 // of the column groups into one scratch): the GEMMs of the same
 // bf16-rounded values packed as fp32, bit for bit (the same primitive on
 // the same values; until 2026-12-07, when each thread ran its own share of
-// the columns, only within fp32 summation on AVX2). One chunk of 37, 100 and 600 rows, and 2,100
-// rows in two (2,048 + 52), at 1, 2 and 3 threads (more threads than a
-// weight has column groups: the last widen nothing); the residual in
-// place and apart.
+// the columns, only within fp32 summation on AVX2). Just over the few-row
+// kernels' limit (129 rows on AVX2, 385 on AVX-512: one chunk), 600 rows
+// (512 + 88) and 2,100 (2,048 + 52), at 1, 2 and 3 threads (more threads
+// than a weight has column groups: the last widen nothing); the residual
+// in place and apart.
 TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsRunOneDnnOnTheWidenedCopy) {
   const CpuFeatures& cpu = GetCpuFeatures();
   if (!(cpu.avx512f || (cpu.avx2 && cpu.fma)) || (cpu.avx512_bf16 && cpu.avx512bw)) {
@@ -593,7 +622,10 @@ TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsRunOneDnnOnTheWidenedCopy) {
       if (HasFatalFailure()) return;
       const auto& impl = static_cast<const CpuPackedWeight&>(wb.bf16->impl());
       if (!impl.widened_for_gemm()) continue;  // its own fp32 weights, NaN now (MakeWidenedBf16)
-      for (const int64_t m : {int64_t{37}, int64_t{100}, int64_t{600}, int64_t{2100}}) {
+      for (const int64_t m : {kFewRowsBf16AsF32Avx2MaxRows + 1, kFewRowsBf16AsF32MaxRows + 1,
+                              int64_t{600}, int64_t{2100}}) {
+        // Fewer rows run on the few-row kernels (the tests above).
+        if (m <= (cpu.avx512f ? kFewRowsBf16AsF32MaxRows : kFewRowsBf16AsF32Avx2MaxRows)) continue;
         const auto x = RandomVector(m * k, 73 + m);
         const auto rounded_x = RoundedToBFloat16(x);
         const auto residual = RandomVector(m * n, 74, -2.f, 2.f);
@@ -1059,12 +1091,21 @@ TEST(LinearTeamTest, AFewRowsInATeamAreTheSameBits) {
       for (size_t i = 0; i < alone.size(); ++i) ASSERT_NEAR(alone[i], in_team[i], 1e-4) << i;
     }
     // On AVX-512 the few-row kernels take these weights (and int8's take
-    // any rows); oneDNN takes more than 36 rows of fp32 and bf16 weights.
+    // any rows); oneDNN takes more than 36 rows of fp32 and bf16 weights,
+    // but for bf16 ones widened in registers (no bf16 dot products), which
+    // the few-row kernels take in blocks up to kFewRowsBf16AsF32MaxRows
+    // rows (AVX-512) or kFewRowsBf16AsF32Avx2MaxRows (AVX2).
+    const auto& impl = static_cast<const CpuPackedWeight&>(packed->impl());
+    const bool blocks = impl.few_rows && impl.few_rows_bf16 && !impl.bf16_compute;
+    const int64_t most =
+        GetCpuFeatures().avx512f ? kFewRowsBf16AsF32MaxRows : kFewRowsBf16AsF32Avx2MaxRows;
     if (GetCpuFeatures().avx512f) {
       EXPECT_TRUE(LinearRunsOnTeam(*packed, rows));
     }
     if (type != DType::kInt8) {
-      EXPECT_FALSE(LinearRunsOnTeam(*packed, kFewRowsMax + 1));
+      EXPECT_EQ(LinearRunsOnTeam(*packed, kFewRowsMax + 1), blocks);
+      EXPECT_EQ(LinearRunsOnTeam(*packed, most), blocks);
+      EXPECT_FALSE(LinearRunsOnTeam(*packed, most + 1));
     }
   }
 }
