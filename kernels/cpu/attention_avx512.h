@@ -10,7 +10,7 @@ namespace encoderd::kernels {
 // Computes query rows [row_begin, row_end) of one (sequence, head): K is
 // transposed (and V copied) once into thread-local scratch; then for each
 // sub-block of sub_rows query rows, the sub_rows x L scores (register-blocked
-// 4 x 64, each K^T block reused from L1 by the whole sub-block), an exact
+// 6 x 64, each K^T block reused from L1 by the whole sub-block), an exact
 // softmax, and P V (each 64-row block of V reused by the whole sub-block).
 // bias: the rows added to the scores (BiasRows, attention_cpu.h).
 // Meanwhile the rows of `next` (the item the thread takes next, if any) are

@@ -18,7 +18,13 @@
 namespace encoderd::kernels {
 namespace {
 
-constexpr int kRows = 4;             // query rows per register block
+// Query rows per register block: 6 rows by 64 columns (24 accumulators of
+// the 32 registers, with 4 of keys or values and a broadcast). 4 rows
+// before 2026-12-07: kernels/bench/attention_bench (fp32, 2 threads, an
+// Ice Lake VM, the two builds alternated 3 times) 32 x U[16, 256] 13.0-14.4
+// -> 12.6-12.8 ms, 4 x 512 19.7-20.0 -> 18.5 ms; the same bits (each
+// sum over the same words in the same order).
+constexpr int kRows = 6;
 constexpr int64_t kValueBlock = 64;  // rows of V reused from L1 across a sub-block
 
 // In-register transpose of a 16 x 16 tile: r[i][j] becomes r[j][i].
@@ -132,25 +138,26 @@ inline float SoftmaxRowPacked(float* s, int64_t len, int64_t lp, float* pp, cons
   return 1.f / _mm512_reduce_add_ps(vsum);
 }
 
+// fn(std::integral_constant<int, left>(), r) for the one block of
+// 0 < left <= R rows left at row r (none for left 0).
+template <int R, typename Fn>
+inline void LastRowBlock(int64_t left, int64_t r, Fn&& fn) {
+  if constexpr (R > 0) {
+    if (left == R) {
+      fn(std::integral_constant<int, R>(), r);
+    } else {
+      LastRowBlock<R - 1>(left, r, fn);
+    }
+  }
+}
+
 // Calls fn(std::integral_constant<int, R>(), first_row) for consecutive
 // blocks of R <= kRows rows covering [0, rows).
 template <typename Fn>
 inline void ForRowBlocks(int64_t rows, Fn&& fn) {
   int64_t r = 0;
   for (; r + kRows <= rows; r += kRows) fn(std::integral_constant<int, kRows>(), r);
-  switch (rows - r) {
-    case 3:
-      fn(std::integral_constant<int, 3>(), r);
-      break;
-    case 2:
-      fn(std::integral_constant<int, 2>(), r);
-      break;
-    case 1:
-      fn(std::integral_constant<int, 1>(), r);
-      break;
-    default:
-      break;
-  }
+  LastRowBlock<kRows - 1>(rows - r, r, fn);
 }
 
 // How a kernel stores its matmul operands, and multiplies them. The scratch
@@ -255,7 +262,7 @@ void ValueRows(const float* p, int64_t pw, const float* vp, int64_t d, int64_t w
 
 // Query rows [row_begin, row_end) of one (sequence, head): K and V packed
 // once into thread-local scratch; then for each sub-block of sub_rows query
-// rows, the sub_rows x L scores (register-blocked 4 x 64, each K block reused
+// rows, the sub_rows x L scores (register-blocked 6 x 64, each K block reused
 // from L1 by the whole sub-block), an exact fp32 softmax, and P V (each
 // 64-row block of V reused by the whole sub-block), the relative position
 // bias added to the scores in the softmax's first pass (RowMax) where there
@@ -305,8 +312,8 @@ void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int6
     };
     int64_t j = 0;
     for (; j + 64 <= lp; j += 64) scores(j, std::integral_constant<int, 4>());
-    // The last 16-48 keys in one tile of as many vectors: 16 keys at a time,
-    // 4 rows gave 4 chains of dependent multiply-adds.
+    // The last 16-48 keys in one tile of as many vectors: 16 keys at a time
+    // gave one chain of dependent multiply-adds per row.
     switch ((lp - j) / 16) {
       case 3:
         scores(j, std::integral_constant<int, 3>());
