@@ -603,7 +603,8 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
   // The rows copied FewRowsStride apart (few_rows_gemm_avx512.h), and
   // rounded to bf16 for bf16 weights: as bf16 values for the bf16 kernel,
   // as fp32 ones for the fp32 kernel where the CPU lacks AVX512-BF16.
-  const int64_t ldx = FewRowsStride(k, w.bf16_compute ? sizeof(uint16_t) : sizeof(float));
+  const size_t elem = w.bf16_compute ? sizeof(uint16_t) : sizeof(float);
+  const int64_t ldx = FewRowsStride(k, elem);
   void* src = w.bf16_compute ? static_cast<void*>(Scratch<uint16_t>(rows * ldx))
                              : static_cast<void*>(Scratch<float>(rows * ldx));
   for (int64_t m = 0; m < rows; ++m) {
@@ -623,14 +624,13 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
   }
   const void* packed = w.few_rows_bf16 ? nullptr : w.weight.get_data_handle();
   const bool avx512 = GetCpuFeatures().avx512f;
-  const size_t src_row_bytes = ldx * (w.bf16_compute ? sizeof(uint16_t) : sizeof(float));
   const int64_t blocks = (rows + kFewRowsMax - 1) / kFewRowsMax;
   const auto run = [&](int64_t group_begin, int64_t group_end) {
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t r0 = rows * b / blocks, r1 = rows * (b + 1) / blocks;
       FewRowsEpilogue block = e;
       if (block.residual) block.residual += r0 * n;
-      RunFewRowsKernel(w, static_cast<const char*>(src) + r0 * src_row_bytes, r1 - r0, ldx, packed,
+      RunFewRowsKernel(w, static_cast<const char*>(src) + r0 * ldx * elem, r1 - r0, ldx, packed,
                        avx512, group_begin, group_end, block, y + r0 * n);
     }
   };
