@@ -2,11 +2,11 @@
 // the CPU has both. Uses no standard-library templates, so no AVX2 copy of a
 // shared inline function can reach generic code.
 //
-// The AVX-512 kernel's blocking (attention_avx512_blocks.h) on 8-lane
+// The AVX-512 kernel's structure (attention_avx512_blocks.h) on 8-lane
 // registers, fp32 only (no AVX2 CPU has bf16 dot products): K transposed
 // once per work item, then per sub-block of query rows the scores in 4 x 16
-// register tiles, an exact fp32 softmax, and P V in 4 x 16 tiles over
-// 64-row blocks of V.
+// register tiles (the AVX-512 kernel's are 6 x 64), an exact fp32 softmax,
+// and P V in 4 x 16 tiles over 64-row blocks of V.
 #include "kernels/cpu/attention_avx2.h"
 
 #include <immintrin.h>

@@ -288,7 +288,7 @@ void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int6
   float* inv = os + sub_rows * d;
   const Value* q = qkv + seq_begin * ld + head * d;
   // Step is called once per register block of rows, in the scores and in P V.
-  const int64_t row_blocks = (row_end - row_begin + kRows - 1) / kRows;
+  const int64_t row_blocks = RowBlocksInSubBlocks(row_end - row_begin, sub_rows, kRows);
   NextItemPrefetch prefetch(
       qkv, sizeof(Value), heads, d, seq_begin, head, next,
       row_blocks * (lp / 64 + (lp % 64 != 0) + (len + kValueBlock - 1) / kValueBlock));

@@ -89,6 +89,16 @@ inline DisentangledWindow WindowOf(const DisentangledBias& b, int64_t len, int64
   return {lo, b.index[b.center + row_end - 1] + 1 - lo};
 }
 
+// The register blocks of up to block_rows rows that a row kernel makes
+// over `rows` query rows taken in sub-blocks of sub_rows (each sub-block in
+// blocks of block_rows, the last one shorter): the times an AVX-512 kernel
+// calls NextItemPrefetch::Step per block of keys or values. Internal
+// linkage, as AddBiasRow's.
+inline int64_t RowBlocksInSubBlocks(int64_t rows, int64_t sub_rows, int64_t block_rows) {
+  const int64_t per_sub_block = (sub_rows + block_rows - 1) / block_rows;
+  return rows / sub_rows * per_sub_block + (rows % sub_rows + block_rows - 1) / block_rows;
+}
+
 // s[j] += row[j] for j < len (row: BiasRow; nullptr: none). Internal
 // linkage, so that the copy compiled into an AVX-512 kernel is never the one
 // generic code calls.

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/attention_cpu.h"
 #include "kernels/cpu_context.h"
 #include "kernels/cpu_features.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -127,7 +128,7 @@ TEST_P(AttentionTest, MatchesDoubleReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Ragged, AttentionTest,
-    ::testing::Values(Case{{1, 2, 7, 33, 16, 17}, 2, 64},  // AVX-512 path, 4 x 64 blocks + tails
+    ::testing::Values(Case{{1, 2, 7, 33, 16, 17}, 2, 64},  // AVX-512 path, 6 x 64 blocks + tails
                       Case{{512, 1, 3, 64}, 2, 64},        // one long sequence among short ones
                       Case{{5, 130, 1}, 3, 48},            // 3 x 16 value columns
                       Case{{9, 1, 20}, 2, 80},             // 64 + 16 value columns
@@ -467,6 +468,29 @@ TEST(AttentionTest, RefusesABiasShorterThanASequence) {
   EXPECT_THROW(Attention(ctx, DType::kFloat32, DType::kFloat32, qkv.data(), cu.data(), 2, 10, 6, 2,
                          16, 0.25f, out.data(), &null_bias),
                std::invalid_argument);
+}
+
+// The AVX-512 kernels spread the prefetches of the next work item over
+// their calls of NextItemPrefetch::Step, one per register block of rows in
+// each sub-block: the count must be the blocks the kernel makes (with 6-row
+// blocks in 32-row sub-blocks, ceil(rows / 6) left out a block per full
+// sub-block and asked for each item's lines about a tenth too early).
+TEST(AttentionTest, PrefetchStepsCountTheBlocksOfEverySubBlock) {
+  for (const int64_t sub_rows : {1, 6, 7, 12, 32}) {
+    for (const int64_t block_rows : {4, 6}) {
+      for (int64_t rows = 0; rows <= 600; ++rows) {
+        int64_t blocks = 0;
+        for (int64_t i0 = 0; i0 < rows; i0 += sub_rows) {
+          const int64_t in_sub_block = std::min(sub_rows, rows - i0);
+          for (int64_t r = 0; r < in_sub_block; r += block_rows) ++blocks;
+        }
+        ASSERT_EQ(RowBlocksInSubBlocks(rows, sub_rows, block_rows), blocks)
+            << rows << " rows, sub-blocks of " << sub_rows << ", blocks of " << block_rows;
+      }
+    }
+  }
+  EXPECT_EQ(RowBlocksInSubBlocks(64, 32, 6), 12);
+  EXPECT_EQ(RowBlocksInSubBlocks(512, 32, 6), 96);
 }
 
 TEST(AttentionTest, EmptySequencesAndBadShapes) {
