@@ -8,11 +8,14 @@
 // peers hold slots now (the one more is a peer yet to come). A client that
 // floods the server on one connection takes at most three quarters of the
 // slots, so another client always finds one, and when several flood, the
-// last quarter goes to the ones under their share.
+// last quarter goes to the ones under their share. A limiter may keep a
+// reserve: a peer holding fewer than `reserve` (one by default) is never
+// held to its share, only to the limit.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 
@@ -48,8 +51,28 @@ class ConcurrencyLimiter {
   enum class Kind { kCalls = 0, kAnswersSending = 1 };
 
   // `limit` <= 0 means no limit (and nothing to share).
-  explicit ConcurrencyLimiter(int64_t limit, bool fair_share = false, Kind kind = Kind::kCalls)
-      : limit_(limit), fair_share_(fair_share && limit > 0), held_total_(HeldTotal(kind)) {}
+  explicit ConcurrencyLimiter(int64_t limit, bool fair_share = false, Kind kind = Kind::kCalls,
+                              int64_t reserve = 1)
+      : limit_(limit),
+        fair_share_(fair_share && limit > 0),
+        reserve_(reserve),
+        held_total_(HeldTotal(kind)) {}
+
+  // The places among the answers being sent, beside `max_calls` call slots
+  // (encoder_service.cc, UnaryCall::Answer): twice as many, and a peer
+  // holding fewer than two always gets one while any is free. A client that
+  // calls again as soon as it has its answer may find its previous answer
+  // still holding its place (gRPC has not run its OnDone yet); with a place
+  // for that one and one for the new answer, max_calls such clients never
+  // run out (with as many places as slots and a reserve of one, 8 such
+  // clients under a cap of 8 could: e2e_serve's check_calls_after_answers
+  // failed once in CI, 8 of 2,000 calls refused).
+  static ConcurrencyLimiter ForAnswersSending(int64_t max_calls, bool fair_share) {
+    const int64_t places = max_calls > std::numeric_limits<int64_t>::max() / 2
+                               ? std::numeric_limits<int64_t>::max()
+                               : 2 * max_calls;  // <= 0 (no limit) stays so
+    return ConcurrencyLimiter(places, fair_share, Kind::kAnswersSending, /*reserve=*/2);
+  }
 
   // Thread-safe. Exactly `limit` concurrent callers get a held slot; with
   // fair sharing, fewer when one `peer` asks for more than its share (then
@@ -90,7 +113,7 @@ class ConcurrencyLimiter {
       const auto it = held_.find(peer);
       const int64_t mine = it == held_.end() ? 0 : it->second;
       const int64_t share = limit_ / (static_cast<int64_t>(held_.size()) + 1);
-      if (mine > 0 && mine >= share) {
+      if (mine >= reserve_ && mine >= share) {
         if (over_share != nullptr) *over_share = true;
         return Slot(nullptr, peer);
       }
@@ -120,6 +143,7 @@ class ConcurrencyLimiter {
 
   const int64_t limit_;
   const bool fair_share_;
+  const int64_t reserve_;             // a peer holding fewer is not held to its share
   std::atomic<int64_t>& held_total_;  // this limiter's kind's, in the process
   std::atomic<int64_t> in_flight_{0};
   std::mutex mu_;

@@ -108,7 +108,7 @@ std::vector<MetricFamily> ServerStateCollector::Collect() const {
   AddGauge(&slots, {}, static_cast<double>(ConcurrencyLimiter::HeldInProcess()));
   MetricFamily sending = Family("encoderd_answers_sending",
                                 "Unary calls answered and not yet sent by gRPC that gave their "
-                                "slot back for one of as many places (0 when idle).",
+                                "slot back for one of twice as many places (0 when idle).",
                                 MetricType::Gauge);
   AddGauge(&sending, {},
            static_cast<double>(

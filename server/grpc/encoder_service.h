@@ -48,7 +48,7 @@ class EncoderService final : public EncoderServiceBase {
       : registry_(registry),
         max_send_message_bytes_(max_send_message_bytes),
         limiter_(max_concurrent_requests, fair_share),
-        sending_(max_concurrent_requests, fair_share, ConcurrencyLimiter::Kind::kAnswersSending),
+        sending_(ConcurrencyLimiter::ForAnswersSending(max_concurrent_requests, fair_share)),
         observer_(metrics, access_log_sample),
         auth_(std::move(auth)) {
     RouteProtobufLogsToSpdlog();  // request parse errors: debug level only

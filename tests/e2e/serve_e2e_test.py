@@ -228,17 +228,19 @@ def check_unread_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
     """A client that never takes its answers: its flow-control window is 0
     (SETTINGS_INITIAL_WINDOW_SIZE), so gRPC can send none of its replies, and
     its calls have no deadline. An answered call gives its slot back for a
-    place among the answers being sent, while its connection's share of
-    them lasts (three of four), and keeps it after that, until gRPC is done
-    with it: with max_concurrent_requests=4 the connection holds 3 places
-    and 3 slots, and its next calls are refused at once (until 2026-12-02
-    the slot went back when the answer was handed to gRPC, and every call
-    was accepted, its reply held in gRPC's queues for good). Another client
-    is still served. Each call is made once the daemon has answered the one
-    before (encoderd_requests_total), so that none is still running and
-    holding a slot when the next arrives (until 2026-12-02 the check slept
-    0.2 s instead, and a machine slower than that would have refused one
-    call more)."""
+    place among the answers being sent (twice as many as slots), while its
+    connection's share of them lasts (three quarters), and keeps it after
+    that, until gRPC is done with it: with max_concurrent_requests=4 the
+    connection holds 6 places and 3 slots, and its next calls are refused
+    at once (until 2026-12-02 the slot went back when the answer was handed
+    to gRPC, and every call was accepted, its reply held in gRPC's queues
+    for good; until 2026-12-07 there were as many places as slots, and the
+    connection held 3 places). Another client is still served. Each call is
+    made once the daemon has answered the one before
+    (encoderd_requests_total), so that none is still running and holding a
+    slot when the next arrives (until 2026-12-02 the check slept 0.2 s
+    instead, and a machine slower than that would have refused one call
+    more)."""
     daemon, stub, _ = start_serving(args, pb_grpc, health_pb2, health_pb2_grpc,
                                     tmp / "server4.log", ["--max-concurrent-requests", "4"],
                                     "server for unread answers")
@@ -247,7 +249,7 @@ def check_unread_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
         if stub is None:
             return
         hoarder = RawHttp2Client(port, settings={0x4: 0})
-        calls = list(range(1, 21, 2))  # 10 calls, one after another
+        calls = list(range(1, 25, 2))  # 12 calls, one after another
         for made, stream in enumerate(calls, 1):
             hoarder.open([stream])
             hoarder.finish(stream, "hello world")
@@ -257,10 +259,10 @@ def check_unread_answers(args, pb, pb_grpc, health_pb2, health_pb2_grpc, tmp):
                                                           {"rpc": "Embed"}) >= made, 60),
                          f"the daemon answered call {made} of the client taking no answers"):
                 break
-        hoarder.wait(lambda statuses: len(statuses) >= 4, timeout=10)
+        hoarder.wait(lambda statuses: len(statuses) >= 3, timeout=10)
         refused = sum(1 for code, _ in hoarder.statuses.values() if code == 8)
-        check(refused == 4 and len(hoarder.statuses) == 4,
-              f"a client taking no answers holds 3 places and 3 slots; its 4 later calls are "
+        check(refused == 3 and len(hoarder.statuses) == 3,
+              f"a client taking no answers holds 6 places and 3 slots; its 3 later calls are "
               f"RESOURCE_EXHAUSTED ({hoarder.statuses})")
         r = stub.Embed(pb.EmbedRequest(texts=["another client"]), timeout=10)
         check(len(r.embeddings) == 1, "another client is served beside it")

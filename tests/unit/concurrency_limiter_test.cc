@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -116,5 +118,75 @@ TEST(ConcurrencyLimiterTest, SharesOnlyBindInTheLastQuarter) {
   EXPECT_EQ(limiter.in_flight(), 100);
 }
 
+// The places among the answers being sent, as UnaryCall::Answer uses them
+// beside the call slots: 8 connections under a cap of 8, each calling again
+// as soon as it has its answer, while gRPC has not yet run the OnDone of
+// each one's previous answer (its place still held). Every call gets a slot
+// and every answer a place, round after round, in any order of the
+// connections. With as many places as slots and a reserve of one (before
+// 2026-12-07), round two ran out: the answer kept its slot, and the
+// connection's next call was refused (e2e_serve's
+// check_calls_after_answers, 8 of 2,000 in one CI run).
+TEST(ConcurrencyLimiterTest, ClientsCallingRightAfterTheirAnswersAreNeverRefused) {
+  constexpr int kPeers = 8;
+  ConcurrencyLimiter calls(kPeers, /*fair_share=*/true);
+  ConcurrencyLimiter sending = ConcurrencyLimiter::ForAnswersSending(kPeers, /*fair_share=*/true);
+  std::vector<std::optional<ConcurrencyLimiter::Slot>> lingering(kPeers);
+  for (int round = 0; round < 4; ++round) {
+    // Every connection's call is admitted, then each is answered (the
+    // order turns each round); the previous answer's place goes back only
+    // after the new answer took one.
+    std::vector<std::optional<ConcurrencyLimiter::Slot>> slots(kPeers);
+    for (int peer = 0; peer < kPeers; ++peer) {
+      slots[peer].emplace(calls.TryAcquire(peer));
+      ASSERT_TRUE(slots[peer]->held()) << "round " << round << ", peer " << peer;
+    }
+    for (int i = 0; i < kPeers; ++i) {
+      const int peer = (i + round) % kPeers;
+      ConcurrencyLimiter::Slot place = sending.TryAcquire(peer);
+      ASSERT_TRUE(place.held()) << "round " << round << ", peer " << peer;
+      slots[peer].reset();  // the call's slot goes back for the place
+      lingering[peer].emplace(std::move(place));
+    }
+    EXPECT_EQ(calls.in_flight(), 0);
+    EXPECT_EQ(sending.in_flight(), kPeers);
+  }
+}
+
+// The places keep a bound: a connection that takes no answers gets three
+// quarters of the 2 x 4 places and is then held to its share, while another
+// gets the rest. A connection holding one place gets a second even where its
+// share is one (6 connections hold one each: 8 / 7), but not a third.
+TEST(ConcurrencyLimiterTest, AnswersSendingHasTwiceThePlacesAndAReserveOfTwo) {
+  {
+    ConcurrencyLimiter sending = ConcurrencyLimiter::ForAnswersSending(4, /*fair_share=*/true);
+    EXPECT_EQ(sending.limit(), 8);
+    std::vector<ConcurrencyLimiter::Slot> held;
+    for (int i = 0; i < 6; ++i) {
+      held.push_back(sending.TryAcquire(1));
+      EXPECT_TRUE(held.back().held());
+    }
+    bool over_share = false;
+    EXPECT_FALSE(sending.TryAcquire(1, &over_share).held());
+    EXPECT_TRUE(over_share);
+    held.push_back(sending.TryAcquire(2));
+    held.push_back(sending.TryAcquire(2));
+    EXPECT_TRUE(held[6].held() && held[7].held());
+    EXPECT_FALSE(sending.TryAcquire(3).held());  // all 8 held
+  }
+  ConcurrencyLimiter sending = ConcurrencyLimiter::ForAnswersSending(4, /*fair_share=*/true);
+  std::vector<ConcurrencyLimiter::Slot> held;
+  for (uint64_t peer = 1; peer <= 6; ++peer) held.push_back(sending.TryAcquire(peer));
+  held.push_back(sending.TryAcquire(1));
+  EXPECT_TRUE(held.back().held());
+  bool over_share = false;
+  EXPECT_FALSE(sending.TryAcquire(1, &over_share).held());
+  EXPECT_TRUE(over_share);
+  // No limit stays no limit; a cap too large to double is kept.
+  EXPECT_EQ(ConcurrencyLimiter::ForAnswersSending(0, true).limit(), 0);
+  EXPECT_EQ(
+      ConcurrencyLimiter::ForAnswersSending(std::numeric_limits<int64_t>::max(), true).limit(),
+      std::numeric_limits<int64_t>::max());
+}
 }  // namespace
 }  // namespace encoderd::server
