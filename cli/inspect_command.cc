@@ -54,6 +54,7 @@ Json ConfigJson(const EncoderConfig& c) {
       {"embedding_norm", c.embedding_norm},
       {"final_norm", c.final_norm},
       {"pad_token_id", c.pad_token_id},
+      {"mask_pad_keys", c.mask_pad_keys},
       {"position_rule", PositionRuleName(c.position_rule)},
       {"default_pooling", PoolingName(c.default_pooling)},
       {"default_normalize", c.default_normalize},

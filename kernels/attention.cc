@@ -16,7 +16,7 @@ bool AttentionTakesBf16Values(const Context& ctx, int64_t head_dim) {
 void Attention(const Context& ctx, DType dtype, DType matmul_dtype, const void* qkv,
                const int32_t* cu_seqlens, int64_t batch, int64_t total_tokens, int32_t max_seqlen,
                int64_t heads, int64_t head_dim, float scale, void* out, const RelativeBias* bias,
-               const DisentangledBias* disentangled) {
+               const DisentangledBias* disentangled, const KeyBias* key_bias) {
   const bool cpu = ctx.device() == Device::kCpu;
   // The CPU also takes bf16 values, with bf16 matmuls.
   const bool cpu_bf16 = cpu && dtype == DType::kBFloat16 && matmul_dtype == DType::kBFloat16;
@@ -65,13 +65,22 @@ void Attention(const Context& ctx, DType dtype, DType matmul_dtype, const void* 
       }
     }
   }
+  if (key_bias != nullptr) {
+    if (!cpu)
+      throw std::invalid_argument("Attention: masked keys do not run on " +
+                                  std::string(DeviceName(ctx.device())));
+    if (bias != nullptr || disentangled != nullptr)
+      throw std::invalid_argument("Attention: masked keys beside a position bias");
+    if (key_bias->values == nullptr && total_tokens > 0)
+      throw std::invalid_argument("Attention: malformed key bias");
+  }
   if (total_tokens == 0) return;
   if (qkv == nullptr || out == nullptr || cu_seqlens == nullptr) {
     throw std::invalid_argument("Attention: null tensor");
   }
   if (cpu) {
     return AttentionCpu(ctx.cpu(), dtype, qkv, cu_seqlens, batch, heads, head_dim, scale,
-                        matmul_dtype == DType::kBFloat16, out, bias, disentangled);
+                        matmul_dtype == DType::kBFloat16, out, bias, disentangled, key_bias);
   }
   ENCODERD_ON_CUDA("Attention", CudaAttention(ctx.cuda(), dtype, qkv, cu_seqlens, batch, max_seqlen,
                                               heads, head_dim, scale, out));

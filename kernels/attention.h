@@ -74,9 +74,21 @@ struct DisentangledBias {
   int64_t center = 0;
 };
 
+// Keys masked out of the softmax (fairseq's and torchtext's key padding
+// mask): key t of the batch (t < total_tokens, its token index) gets
+// values[t] added to its score in every query row of its sequence, after
+// the scaling: 0 keeps it, -infinity masks it (its probability is 0, or
+// under 1e-37 where a kernel's exp stops at -87.3). fp32 on the host; every
+// sequence must keep at least one key. Only the CPU takes one (CUDA throws
+// std::invalid_argument), and not beside a RelativeBias or DisentangledBias.
+struct KeyBias {
+  const float* values = nullptr;
+};
+
 void Attention(const Context& ctx, DType dtype, DType matmul_dtype, const void* qkv,
                const int32_t* cu_seqlens, int64_t batch, int64_t total_tokens, int32_t max_seqlen,
                int64_t heads, int64_t head_dim, float scale, void* out,
-               const RelativeBias* bias = nullptr, const DisentangledBias* disentangled = nullptr);
+               const RelativeBias* bias = nullptr, const DisentangledBias* disentangled = nullptr,
+               const KeyBias* key_bias = nullptr);
 
 }  // namespace encoderd::kernels

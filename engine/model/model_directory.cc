@@ -378,6 +378,7 @@ Status ApplyCardFamilyDefaults(const ModelCard& card, const RecordedArgs& record
   c->layer_norm_eps = 1e-5f;  // nn.LayerNorm / nn.TransformerEncoderLayer default, and fairseq's
   c->activation = roberta ? Activation::kGelu : Activation::kRelu;
   c->pad_token_id = roberta ? 1 : 0;
+  c->mask_pad_keys = roberta;
   // torchtext's RobertaClassificationHead: ReLU; fairseq's: pooler_activation_fn, tanh.
   c->head_activation = torchtext ? Activation::kRelu : Activation::kTanh;
   // What a fairseq checkpoint records over those defaults (read since

@@ -128,6 +128,15 @@ struct EncoderConfig {
   // LayerNorm after the last layer (TransformerEncoder(norm=...)).
   bool final_norm = false;
   int64_t pad_token_id = 0;
+  // The pad token is masked as a key wherever it is in a sequence (fairseq's
+  // and torchtext's RoBERTa: their key padding mask of tokens ==
+  // padding_idx): the other tokens' states are those of the sequence
+  // without its pad tokens, and a pad token's own state is its query over
+  // the other keys (PyTorch's slow path; the nested fastpath gives 0
+  // there). A sequence of pad tokens alone has no key to attend to and is
+  // refused (request_validation.h). Hugging Face's families attend to them,
+  // as transformers does without an attention mask.
+  bool mask_pad_keys = false;
   PositionRule position_rule = PositionRule::kFromZero;
   SpecialTokens special_tokens;
   Pooling default_pooling = Pooling::kCls;

@@ -78,6 +78,7 @@ class CpuEncoder final : public BackendEncoder {
   std::mutex mutex_;          // serialises use of ctx_, the scratch buffers, run_ and profile_
   std::vector<Tensor> kept_;  // tables and norms
   std::vector<float, CacheLineAllocator<float>> scratch_[kNumBuffers];
+  std::vector<float> key_bias_;   // run_.key_bias's values (PadKeyBias)
   OpProfile* profile_ = nullptr;  // ProfileOps'
 };
 
@@ -126,6 +127,7 @@ StatusOr<Tensor> CpuEncoder::HiddenStates(const PackedBatch& batch, const StopCh
     run_.tokens = tokens;
     run_.sequences = batch.num_sequences();
     run_.max_seqlen = batch.max_seqlen;
+    if (PadKeyBias(c, batch, &key_bias_)) run_.key_bias = key_bias_.data();
     // A few rows: dozens of short parallel regions, on threads held for the
     // whole forward (docs/architecture.md, "Few rows").
     bool ran = false;

@@ -674,10 +674,12 @@ void BackendEncoder::Attention(int64_t layer, Buffer qkv, Buffer out) {
     disentangled = {t.key.data(), t.query.data(), 2 * c.attention_span, disentangled_index_.data(),
                     c.max_tokens - 1};
   }
+  const kernels::KeyBias key_bias{run_.key_bias};
   kernels::Attention(context(), BufferType(qkv), matmuls, Data(qkv), run_.cu_seqlens,
                      run_.sequences, run_.tokens, run_.max_seqlen, c.num_heads, c.head_dim(), scale,
                      Data(out), relative_bias_.empty() ? nullptr : &bias,
-                     position_tables_.empty() ? nullptr : &disentangled);
+                     position_tables_.empty() ? nullptr : &disentangled,
+                     run_.key_bias == nullptr ? nullptr : &key_bias);
 }
 
 }  // namespace encoderd

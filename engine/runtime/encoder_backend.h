@@ -240,6 +240,10 @@ class BackendEncoder : public Encoder, protected EncoderBackend {
     int64_t tokens = 0;
     int64_t sequences = 0;
     int32_t max_seqlen = 0;
+    // [tokens] on the host, 0 or -infinity (kernels::KeyBias), where the
+    // model masks pad keys and the batch has a pad token (the CPU); null:
+    // every key is attended to.
+    const float* key_bias = nullptr;
     void* buffers[kNumBuffers] = {};  // [tokens, BufferWidth(...)] of BufferType(...)
     // The buffer whose bf16 copy kNormedBf16 holds (kNormedBf16: none); kept
     // by the ops.

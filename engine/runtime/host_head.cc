@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <string>
 
 #include "kernels/activations.h"
@@ -56,6 +57,21 @@ Status ValidatePackedBatch(const EncoderConfig& c, const PackedBatch& batch, int
     }
   }
   return Status::Ok();
+}
+
+bool PadKeyBias(const EncoderConfig& c, const PackedBatch& batch, std::vector<float>* bias) {
+  if (!c.mask_pad_keys) return false;
+  const auto pad = static_cast<int32_t>(c.pad_token_id);
+  const auto begin = batch.token_ids.begin();
+  if (std::find(begin, batch.token_ids.end(), pad) == batch.token_ids.end()) return false;
+  bias->assign(batch.token_ids.size(), 0.f);
+  for (int64_t s = 0; s < batch.num_sequences(); ++s) {
+    const auto first = begin + batch.cu_seqlens[s], last = begin + batch.cu_seqlens[s + 1];
+    if (std::count(first, last, pad) == last - first) continue;
+    for (auto t = first; t != last; ++t)
+      if (*t == pad) (*bias)[t - begin] = -std::numeric_limits<float>::infinity();
+  }
+  return true;
 }
 
 Tensor Fp32AnyAlignment(const Tensor& t) {

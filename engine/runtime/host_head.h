@@ -26,6 +26,13 @@ namespace encoderd {
 Status ValidatePackedBatch(const EncoderConfig& config, const PackedBatch& batch,
                            int64_t position_rows, int64_t type_rows);
 
+// The batch's kernels::KeyBias where the model masks pad keys
+// (EncoderConfig::mask_pad_keys): *bias [tokens] 0, or -infinity for each
+// pad token of a sequence that has another token (a sequence of pad tokens
+// alone keeps its keys: the requests refuse it, and no row gets no key).
+// Returns false, leaving *bias as it was, where nothing is masked.
+bool PadKeyBias(const EncoderConfig& config, const PackedBatch& batch, std::vector<float>* bias);
+
 // `t` as contiguous fp32, without a copy when it already is, at any address:
 // for data read only by memcpy, unaligned vector loads or oneDNN (a legacy
 // checkpoint's storages are mapped at arbitrary byte offsets; copying them to

@@ -113,7 +113,8 @@ bool AttentionCpuTakesBf16Values(int64_t head_dim) {
 
 void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const int32_t* cu_seqlens,
                   int64_t batch, int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls,
-                  void* out, const RelativeBias* bias, const DisentangledBias* disentangled) {
+                  void* out, const RelativeBias* bias, const DisentangledBias* disentangled,
+                  const KeyBias* key_bias) {
   const CpuFeatures& cpu = GetCpuFeatures();
   const bool fast = head_dim % 16 == 0 && cpu.avx512f;
   const bool avx2 = head_dim % 16 == 0 && cpu.avx2 && cpu.fma;
@@ -125,7 +126,7 @@ void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const in
     std::vector<float> wide(tokens * 3 * hidden), result(tokens * hidden);
     ConvertBFloat16ToFloat(static_cast<const uint16_t*>(qkv), wide.data(), tokens * 3 * hidden);
     AttentionCpu(ctx, DType::kFloat32, wide.data(), cu_seqlens, batch, heads, head_dim, scale,
-                 bf16_matmuls, result.data(), bias, disentangled);
+                 bf16_matmuls, result.data(), bias, disentangled, key_bias);
     ConvertFloatToBFloat16(result.data(), static_cast<uint16_t*>(out), tokens * hidden);
     return;
   }
@@ -166,6 +167,7 @@ void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const in
   // The rows the item adds to its scores (BiasRows).
   const auto ItemBias = [&](const AttentionItem& it) -> BiasRows {
     if (bias != nullptr) return {bias->values + it.head * bias->width() + bias->center, 0, -1};
+    if (key_bias != nullptr) return {key_bias->values + it.seq_begin, 0, 0};
     if (disentangled == nullptr) return {};
     thread_local std::vector<float> rows, wide;
     const float* q = qkv32 + it.seq_begin * ld + it.head * head_dim;

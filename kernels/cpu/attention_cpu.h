@@ -21,11 +21,13 @@ struct AttentionItem {
 // head_dim % 16 == 0, else on the generic path below. values: qkv's and
 // out's type, float32, or bfloat16 with bf16_matmuls (read and written as
 // they are by the bf16 kernel; elsewhere widened to fp32 first, and the
-// output rounded). bias, disentangled: kernels/attention.h's, or nullptr.
+// output rounded). bias, disentangled, key_bias: kernels/attention.h's, or
+// nullptr (at most one of them).
 void AttentionCpu(const CpuContext& ctx, DType values, const void* qkv, const int32_t* cu_seqlens,
                   int64_t batch, int64_t heads, int64_t head_dim, float scale, bool bf16_matmuls,
                   void* out, const RelativeBias* bias = nullptr,
-                  const DisentangledBias* disentangled = nullptr);
+                  const DisentangledBias* disentangled = nullptr,
+                  const KeyBias* key_bias = nullptr);
 
 // The disentangled terms (kernels/attention.h) of query rows [row_begin,
 // row_end) of head `head` of a sequence of `len` tokens, whose rows of q
@@ -62,7 +64,8 @@ constexpr int64_t KeyRowStride(int64_t lp) { return (lp / 16) % 2 == 0 ? lp + 16
 // relative position bias (kernels/attention.h's RelativeBias) is the head's
 // values at distance 0 with step -1 (row i reads distances -i on);
 // DeBERTa's disentangled terms (DisentangledBias) a matrix of the item's
-// rows, its row `first` at `base`. base nullptr: no bias.
+// rows, its row `first` at `base`; masked keys (KeyBias) the sequence's
+// values with step 0 (one row for every query). base nullptr: no bias.
 struct BiasRows {
   const float* base = nullptr;
   int64_t first = 0;

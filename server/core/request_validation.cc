@@ -206,6 +206,28 @@ Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences,
                                ") is outside the vocabulary [0, " +
                                std::to_string(limits.vocab_size) + ")");
     }
+    RETURN_IF_ERROR(CheckPadKeys(ids, limits, "token_ids", i));
+  }
+  return Status::Ok();
+}
+
+Status CheckPadKeys(const std::vector<int32_t>& ids, const RequestLimits& limits, const char* field,
+                    size_t index) {
+  if (limits.masked_pad_id < 0) return Status::Ok();
+  const std::string pad = "the pad token (id " + std::to_string(limits.masked_pad_id) + ")";
+  const auto first = std::find(ids.begin(), ids.end(), limits.masked_pad_id);
+  if (first == ids.end()) return Status::Ok();
+  if (limits.pad_keys_unmasked) {
+    return InvalidArgument(At(field, index) + ": position " + std::to_string(first - ids.begin()) +
+                           " is " + pad +
+                           ", which this model masks as a key, and its device does not; send "
+                           "sequences unpadded");
+  }
+  if (std::all_of(first, ids.end(), [&](int32_t id) { return id == limits.masked_pad_id; }) &&
+      first == ids.begin()) {
+    return InvalidArgument(At(field, index) + " holds " + pad +
+                           " alone, which this model masks as a key: no token is left to "
+                           "attend to");
   }
   return Status::Ok();
 }

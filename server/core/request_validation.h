@@ -29,6 +29,12 @@ struct RequestLimits {
   int64_t max_tokens = 0;
   // Token ids must lie in [0, vocab_size).
   int64_t vocab_size = 0;
+  // The pad token's id where the model masks pad keys
+  // (EncoderConfig::mask_pad_keys), else -1: a sequence of it alone is
+  // refused (CheckPadKeys).
+  int64_t masked_pad_id = -1;
+  // The device cannot mask them (CUDA): a sequence holding it is refused.
+  bool pad_keys_unmasked = false;
 };
 
 // A string a client sent (a model's name, a prompt's), in `quote`s for a
@@ -102,9 +108,16 @@ StatusOr<std::vector<Encoding>> TokenizeQueryPairs(const Tokenizer& tokenizer,
                                                    std::string_view prompt = {});
 
 // Pre-tokenised sequences: CheckCount, then each non-empty, at most max_tokens
-// ids, every id in [0, vocab_size).
+// ids, every id in [0, vocab_size), and CheckPadKeys.
 Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences,
                      const RequestLimits& limits);
+
+// Where the model masks pad keys (limits.masked_pad_id): INVALID_ARGUMENT
+// for a sequence of pad tokens alone (no key to attend to; fairseq's and
+// torchtext's softmax gives NaN there) and, where the device cannot mask
+// them, for any pad token. `field`[index] names the sequence.
+Status CheckPadKeys(const std::vector<int32_t>& ids, const RequestLimits& limits, const char* field,
+                    size_t index);
 
 // EncodeRequest carries texts or token_ids: exactly one of the two non-empty.
 Status CheckEncodeInputs(size_t num_texts, size_t num_token_ids);

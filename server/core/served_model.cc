@@ -181,7 +181,12 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const ModelConfig& conf
 }
 
 RequestLimits ServedModel::limits() const {
-  return {config_.max_client_batch_size, max_tokens_, encoder_config_.vocab_size};
+  RequestLimits limits{config_.max_client_batch_size, max_tokens_, encoder_config_.vocab_size};
+  if (encoder_config_.mask_pad_keys) {
+    limits.masked_pad_id = encoder_config_.pad_token_id;
+    limits.pad_keys_unmasked = config_.device != Device::kCpu;  // kernels::KeyBias
+  }
+  return limits;
 }
 
 StatusOr<std::string_view> ServedModel::Prompt(const std::string& prompt_name) const {
@@ -216,11 +221,25 @@ StatusOr<std::vector<Encoding>> ServedModel::Tokenize(const std::vector<std::str
                                                       const std::string& prompt_name) const {
   RETURN_IF_ERROR(pairs.empty() ? CheckHasTokenizer() : CheckReadsPairs());
   ASSIGN_OR_RETURN(const std::string_view prompt, Prompt(prompt_name));
-  if (pairs.empty()) return TokenizeTexts(*tokenizer_, texts, limits(), truncate, prompt);
+  if (pairs.empty()) {
+    ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
+                     TokenizeTexts(*tokenizer_, texts, limits(), truncate, prompt));
+    RETURN_IF_ERROR(CheckPadKeys(encodings));
+    return encodings;
+  }
   ASSIGN_OR_RETURN(
       std::vector<Encoding> encodings,
       TokenizeTextPairs(*tokenizer_, *pair_template_, texts, pairs, limits(), truncate, prompt));
+  RETURN_IF_ERROR(CheckPadKeys(encodings));
   return AsModelReads(std::move(encodings));
+}
+
+Status ServedModel::CheckPadKeys(const std::vector<Encoding>& encodings) const {
+  // A text's pad token: its special token written in the text (`<pad>`).
+  const RequestLimits checked = limits();
+  for (size_t i = 0; i < encodings.size(); ++i)
+    RETURN_IF_ERROR(server::CheckPadKeys(encodings[i].ids, checked, "texts", i));
+  return Status::Ok();
 }
 
 StatusOr<std::vector<Encoding>> ServedModel::TokenizeQueryPairs(
@@ -231,6 +250,7 @@ StatusOr<std::vector<Encoding>> ServedModel::TokenizeQueryPairs(
   ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
                    server::TokenizeQueryPairs(*tokenizer_, *pair_template_, query, texts, limits(),
                                               truncate, prompt));
+  RETURN_IF_ERROR(CheckPadKeys(encodings));
   return AsModelReads(std::move(encodings));
 }
 

@@ -74,7 +74,8 @@ class ServedModel {
   const std::string& default_prompt_name() const { return default_prompt_name_; }
   // The Pooling module's include_prompt (ModelBundle::include_prompt).
   bool include_prompt() const { return include_prompt_; }
-  // Checks pre-tokenised sequences (ids in the vocabulary, within max_tokens).
+  // Checks pre-tokenised sequences (ids in the vocabulary, within
+  // max_tokens, pad tokens the model can mask).
   Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences) const;
 
   DynamicBatcher& batcher() { return *batcher_; }
@@ -89,6 +90,8 @@ class ServedModel {
   // Pair encodings as the model reads them: no token types without a type
   // table of at least two rows.
   std::vector<Encoding> AsModelReads(std::vector<Encoding> encodings) const;
+  // request_validation.h's CheckPadKeys over tokenized texts.
+  Status CheckPadKeys(const std::vector<Encoding>& encodings) const;
 
   ModelConfig config_;
   EncoderConfig encoder_config_;

@@ -39,7 +39,8 @@ float RoundToBf16(float x) {
 std::vector<double> Reference(const std::vector<float>& qkv, const std::vector<int32_t>& cu,
                               int64_t heads, int64_t d, double scale, bool bf16_matmuls = false,
                               const RelativeBias* bias = nullptr,
-                              const DisentangledBias* disentangled = nullptr) {
+                              const DisentangledBias* disentangled = nullptr,
+                              const KeyBias* key_bias = nullptr) {
   const auto in = [&](float x) { return bf16_matmuls ? RoundToBf16(x) : x; };
   const int64_t hidden = heads * d, ld = 3 * hidden, total = cu.back();
   std::vector<double> out(total * hidden);
@@ -58,6 +59,7 @@ std::vector<double> Reference(const std::vector<float>& qkv, const std::vector<i
           }
           p[j] = bf16_matmuls ? dot : dot * scale;
           if (bias) p[j] += bias->values[h * bias->width() + bias->center + j - i];
+          if (key_bias) p[j] += key_bias->values[begin + j];
           if (disentangled) {
             const DisentangledBias& t = *disentangled;
             const int64_t col = t.index[t.center + i - j];
@@ -96,7 +98,8 @@ struct Case {
 // threads: the context's (0: every processor).
 void CheckAttention(const Case& c, DType matmul_dtype, bool rounds,
                     const RelativeBias* bias = nullptr, int threads = 0,
-                    const DisentangledBias* disentangled = nullptr) {
+                    const DisentangledBias* disentangled = nullptr,
+                    const KeyBias* key_bias = nullptr) {
   CpuContext ctx(threads);
   const auto cu = CuSeqlens(c.lengths);
   const int64_t total = cu.back(), hidden = c.heads * c.head_dim;
@@ -106,16 +109,16 @@ void CheckAttention(const Case& c, DType matmul_dtype, bool rounds,
   const int32_t longest = *std::max_element(c.lengths.begin(), c.lengths.end());
   Attention(ctx, DType::kFloat32, matmul_dtype, qkv.data(), cu.data(),
             static_cast<int64_t>(c.lengths.size()), total, longest, c.heads, c.head_dim, scale,
-            out.data(), bias, disentangled);
+            out.data(), bias, disentangled, key_bias);
   const double exact = ScaledMaxError(
-      out, Reference(qkv, cu, c.heads, c.head_dim, scale, false, bias, disentangled));
+      out, Reference(qkv, cu, c.heads, c.head_dim, scale, false, bias, disentangled, key_bias));
   if (!rounds) {
     EXPECT_LT(exact, 1e-4);
     return;
   }
-  EXPECT_LT(
-      ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale, true, bias, disentangled)),
-      2e-3);
+  EXPECT_LT(ScaledMaxError(out, Reference(qkv, cu, c.heads, c.head_dim, scale, true, bias,
+                                          disentangled, key_bias)),
+            2e-3);
   EXPECT_GT(exact, 1e-4);
   EXPECT_LT(exact, 3e-2);
 }
@@ -149,6 +152,56 @@ TEST(AttentionTest, Bf16MatmulsRoundTheirInputsWhereTheCpuHasBf16) {
   CheckAttention({{5, 64, 3}, 3, 32}, DType::kBFloat16, bf16);  // one 32-wide value block
   CheckAttention({{9, 20}, 2, 96}, DType::kBFloat16, bf16);     // 64 + 32 value columns
   CheckAttention({{9, 20}, 2, 48}, DType::kBFloat16, false);    // head_dim % 32 != 0: fp32
+}
+
+// Masked keys (fairseq's key padding mask, kernels::KeyBias): every query
+// row of a sequence, masked ones too, attends to its unmasked keys only, on
+// every kernel (fp32 AVX-512 here; ctest runs this binary with AVX-512 and
+// AVX2 turned off too; head_dim 24 the generic path), fp32 and bf16
+// matmuls, one thread and two; and the unmasked rows of a sequence whose
+// last keys are masked are those of the sequence without them, within
+// fp32 sums (the masked keys' exp stops at -87.3, not at 0).
+TEST(AttentionTest, MaskedKeysAreLeftOut) {
+  for (const Case& c : {Case{{1, 2, 7, 33, 16, 17, 130}, 2, 64}, Case{{9, 1, 20}, 2, 80},
+                        Case{{1, 2, 7, 33}, 3, 24}, Case{{4, 6}, 12, 64}}) {
+    const int64_t total = CuSeqlens(c.lengths).back();
+    std::vector<float> values(total, 0.f);
+    int64_t begin = 0;
+    for (const int32_t len : c.lengths) {
+      // Keys 1, 4, 7, ... of every sequence of 2 or more, and its last two
+      // of 5 or more.
+      for (int64_t j = 1; j < len; j += 3) values[begin + j] = -INFINITY;
+      if (len >= 5) values[begin + len - 1] = values[begin + len - 2] = -INFINITY;
+      begin += len;
+    }
+    const KeyBias mask{values.data()};
+    for (const int threads : {1, 2}) {
+      CheckAttention(c, DType::kFloat32, false, nullptr, threads, nullptr, &mask);
+      CheckAttention(c, DType::kBFloat16, HasBf16Attention() && c.head_dim % 32 == 0, nullptr,
+                     threads, nullptr, &mask);
+    }
+  }
+  // A sequence of 40 tokens whose last 8 keys are masked: its first 32 rows
+  // are those of the first 32 tokens alone.
+  const int64_t heads = 2, d = 64, hidden = heads * d;
+  const auto qkv = RandomVector(40 * 3 * hidden, 51, -2.f, 2.f);
+  std::vector<float> values(40, 0.f);
+  std::fill(values.begin() + 32, values.end(), -INFINITY);
+  const KeyBias mask{values.data()};
+  const std::vector<int32_t> padded = {0, 40}, unpadded = {0, 32};
+  std::vector<float> masked(40 * hidden), alone(32 * hidden);
+  Attention(CpuContext(2), DType::kFloat32, DType::kFloat32, qkv.data(), padded.data(), 1, 40, 40,
+            heads, d, 0.125f, masked.data(), nullptr, nullptr, &mask);
+  Attention(CpuContext(2), DType::kFloat32, DType::kFloat32, qkv.data(), unpadded.data(), 1, 32, 32,
+            heads, d, 0.125f, alone.data());
+  masked.resize(alone.size());
+  EXPECT_LT(ScaledMaxError(masked, std::vector<double>(alone.begin(), alone.end())), 1e-6);
+  // Not beside a position bias.
+  const std::vector<float> table(2 * 40 * 3, 0.f);
+  const RelativeBias relative{table.data(), 39};
+  EXPECT_THROW(Attention(CpuContext(1), DType::kFloat32, DType::kFloat32, qkv.data(), padded.data(),
+                         1, 40, 40, heads, d, 0.125f, masked.data(), &relative, nullptr, &mask),
+               std::invalid_argument);
 }
 
 // A sequence's attention does not depend on what it is batched with, bit

@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 
 #include "engine/runtime/encoder.h"
+#include "engine/runtime/host_head.h"
 #include "engine/runtime/packed_batch.h"
 #include "kernels/cpu_features.h"
 #include "server/config/model_card_yaml.h"
@@ -119,7 +121,15 @@ class EncoderParityTest : public ::testing::TestWithParam<ParityParam> {
     ASSERT_TRUE(encoder.ok()) << encoder.status().ToString();
     encoder_ = std::move(*encoder);
     ref_ = LoadReference(model);
-    for (size_t i = 0; i < ref_.sequences.size(); ++i) all_.push_back(i);
+    for (size_t i = 0; i < ref_.sequences.size(); ++i) {
+      // Pad tokens a model masks as keys: the CPU's attention masks them;
+      // requests refuse them where the device does not (request_validation.h).
+      const auto& ids = ref_.sequences[i];
+      if (device == Device::kCuda && config_.mask_pad_keys &&
+          std::count(ids.begin(), ids.end(), config_.pad_token_id) > 0)
+        continue;
+      all_.push_back(i);
+    }
   }
 
   // The reference output `name`; a fixture without it fails the test (it
@@ -173,13 +183,13 @@ TEST_P(EncoderParityTest, RaggedBatchMatchesPyTorch) {
   const int64_t h = config_.hidden_size;
   double scale = 1.0;
   for (size_t i = 0; i < all_.size(); ++i) {
-    const Tensor& e = Expected("hidden." + std::to_string(i));
+    const Tensor& e = Expected("hidden." + std::to_string(all_[i]));
     scale = std::max(scale, MaxAbs(e.data<float>(), e.numel()));
   }
   for (size_t i = 0; i < all_.size(); ++i) {
     const int64_t offset = batch.cu_seqlens[i] * h;
-    Compare("hidden." + std::to_string(i), hidden->data<float>() + offset, batch.length(i) * h,
-            scale);
+    Compare("hidden." + std::to_string(all_[i]), hidden->data<float>() + offset,
+            batch.length(i) * h, scale);
   }
   const int64_t pw = config_.pooled_width();  // after any sentence-transformers Dense
   for (Pooling pooling : kAllPoolings) {
@@ -188,8 +198,8 @@ TEST_P(EncoderParityTest, RaggedBatchMatchesPyTorch) {
     ASSERT_TRUE(pooled.ok()) << pooled.status().ToString();
     for (size_t i = 0; i < all_.size(); ++i) {
       // mean_sqrt_len grows with sqrt(length): relative to its own scale too.
-      const Tensor& e = Expected(prefix + std::to_string(i));
-      Compare(prefix + std::to_string(i), pooled->data<float>() + i * pw, pw,
+      const Tensor& e = Expected(prefix + std::to_string(all_[i]));
+      Compare(prefix + std::to_string(all_[i]), pooled->data<float>() + i * pw, pw,
               std::max(scale, MaxAbs(e.data<float>(), e.numel())));
     }
   }
@@ -198,7 +208,7 @@ TEST_P(EncoderParityTest, RaggedBatchMatchesPyTorch) {
     ASSERT_TRUE(pooled.ok()) << pooled.status().ToString();
     const std::string prefix = std::string("pooled_") + PoolingName(config_.default_pooling) + ".";
     for (size_t i = 0; i < all_.size(); ++i) {
-      const Tensor& e = Expected(prefix + std::to_string(i));
+      const Tensor& e = Expected(prefix + std::to_string(all_[i]));
       double norm2 = 0;
       for (int64_t j = 0; j < pw; ++j)
         norm2 += static_cast<double>(e.data<float>()[j]) * e.data<float>()[j];
@@ -222,7 +232,7 @@ TEST_P(EncoderParityTest, RaggedBatchMatchesPyTorch) {
     ASSERT_TRUE(probs.ok()) << probs.status().ToString();
     const int64_t labels = config_.num_labels;
     for (size_t i = 0; i < all_.size(); ++i) {
-      const Tensor& logits = Expected("logits." + std::to_string(i));
+      const Tensor& logits = Expected("logits." + std::to_string(all_[i]));
       ASSERT_EQ(logits.numel(), labels);
       std::vector<float> expected(logits.data<float>(), logits.data<float>() + labels);
       switch (config_.head_output()) {
@@ -278,7 +288,7 @@ TEST_P(EncoderParityTest, SequenceAloneEqualsSequenceInBatch) {
   ASSERT_TRUE(together.ok());
   const int64_t h = config_.hidden_size;
   for (size_t i = 0; i < all_.size(); ++i) {
-    auto alone = encoder_->Forward(Pack(config_, ref_, {i}));
+    auto alone = encoder_->Forward(Pack(config_, ref_, {all_[i]}));
     ASSERT_TRUE(alone.ok());
     const float* in_batch = together->data<float>() + batch.cu_seqlens[i] * h;
     if (device_ == Device::kCuda || (dtype_ == DType::kInt8 && !int8_exact)) {
@@ -289,6 +299,29 @@ TEST_P(EncoderParityTest, SequenceAloneEqualsSequenceInBatch) {
           << "sequence " << i;
     }
   }
+}
+
+// The key bias of a batch whose model masks pad keys: -infinity at each pad
+// token of a sequence holding another token; a sequence of pad tokens alone
+// keeps its keys (requests refuse it); nothing where no pad or no masking.
+TEST(PadKeyBiasTest, MasksPadTokensOfSequencesWithOtherTokens) {
+  EncoderConfig c;
+  c.pad_token_id = 1;
+  c.mask_pad_keys = true;
+  PackedBatchBuilder builder(PositionRule::kAfterPaddingIdx, 1);
+  for (const std::vector<int32_t>& ids : {std::vector<int32_t>{0, 1, 5, 1}, {1, 1}, {3}})
+    ASSERT_TRUE(builder.Add(ids, {}, {}).ok());
+  const PackedBatch batch = builder.Build();
+  std::vector<float> bias;
+  ASSERT_TRUE(PadKeyBias(c, batch, &bias));
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(bias, (std::vector<float>{0, -inf, 0, -inf, 0, 0, 0}));
+  c.mask_pad_keys = false;
+  EXPECT_FALSE(PadKeyBias(c, batch, &bias));
+  c.mask_pad_keys = true;
+  PackedBatchBuilder unpadded(PositionRule::kAfterPaddingIdx, 1);
+  ASSERT_TRUE(unpadded.Add({0, 5, 2}, {}, {}).ok());
+  EXPECT_FALSE(PadKeyBias(c, unpadded.Build(), &bias));
 }
 
 TEST_P(EncoderParityTest, RejectsIdsOutsideTheVocabulary) {

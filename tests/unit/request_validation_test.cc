@@ -69,6 +69,26 @@ TEST(RequestValidationTest, TokenIds) {
   EXPECT_TRUE(CheckTokenIds({{0, 99, 2}, std::vector<int32_t>(16, 7)}, kLimits).ok());
 }
 
+// A model that masks pad keys (fairseq's and torchtext's RoBERTa): a
+// sequence of pad tokens alone has nothing to attend to (their softmax gives
+// NaN); where the device cannot mask them (CUDA), no pad token is taken.
+TEST(RequestValidationTest, PadTokensOfAModelThatMasksThem) {
+  RequestLimits masks = kLimits;
+  masks.masked_pad_id = 1;
+  EXPECT_TRUE(CheckTokenIds({{0, 1, 1, 5, 2, 1, 1}, {1, 0}, {0}}, masks).ok());
+  ExpectInvalid(CheckTokenIds({{0, 2}, {1, 1, 1}}, masks),
+                "token_ids[1] holds the pad token (id 1) alone, which this model masks as a key");
+  ExpectInvalid(CheckTokenIds({{1}}, masks), "token_ids[0] holds the pad token (id 1) alone");
+  EXPECT_TRUE(CheckTokenIds({{1, 1}}, kLimits).ok());  // attended to where not masked
+  RequestLimits unmasked = masks;
+  unmasked.pad_keys_unmasked = true;
+  EXPECT_TRUE(CheckTokenIds({{0, 5, 2}}, unmasked).ok());
+  ExpectInvalid(CheckTokenIds({{0, 5, 2}, {0, 5, 2, 1}}, unmasked),
+                "token_ids[1]: position 3 is the pad token (id 1), which this model masks as a "
+                "key, and its device does not; send sequences unpadded");
+  ExpectInvalid(CheckPadKeys({0, 1, 2}, unmasked, "texts", 2), "texts[2]: position 1");
+}
+
 TEST(RequestValidationTest, EncodeInputsAndPooling) {
   ExpectInvalid(CheckEncodeInputs(1, 1), "either texts or token_ids, not both");
   ExpectInvalid(CheckEncodeInputs(0, 0), "neither texts nor token_ids");
