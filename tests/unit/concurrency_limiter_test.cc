@@ -121,35 +121,38 @@ TEST(ConcurrencyLimiterTest, SharesOnlyBindInTheLastQuarter) {
 // The places among the answers being sent, as UnaryCall::Answer uses them
 // beside the call slots: 8 connections under a cap of 8, each calling again
 // as soon as it has its answer, while gRPC has not yet run the OnDone of
-// each one's previous answer (its place still held). Every call gets a slot
-// and every answer a place, round after round, in any order of the
-// connections. With as many places as slots and a reserve of one (before
-// 2026-12-07), round two ran out: the answer kept its slot, and the
-// connection's next call was refused (e2e_serve's
-// check_calls_after_answers, 8 of 2,000 in one CI run).
+// any previous answer (every one still holds its place until the whole
+// round is answered: 16 places held at the end of a round). Every call
+// gets a slot and every answer a place, round after round, in any order of
+// the connections. With as many places as slots and a reserve of one
+// (before 2026-12-07) round two ran out at 8 held; with twice the places
+// and a reserve of one at 12 (a connection holding one over its share of
+// 16 / 9); the answer then kept its slot, and the connection's next call
+// was refused (e2e_serve's check_calls_after_answers, 8 of 2,000 in one CI
+// run).
 TEST(ConcurrencyLimiterTest, ClientsCallingRightAfterTheirAnswersAreNeverRefused) {
   constexpr int kPeers = 8;
   ConcurrencyLimiter calls(kPeers, /*fair_share=*/true);
   ConcurrencyLimiter sending = ConcurrencyLimiter::ForAnswersSending(kPeers, /*fair_share=*/true);
-  std::vector<std::optional<ConcurrencyLimiter::Slot>> lingering(kPeers);
+  std::vector<ConcurrencyLimiter::Slot> lingering;  // the previous round's places
   for (int round = 0; round < 4; ++round) {
     // Every connection's call is admitted, then each is answered (the
-    // order turns each round); the previous answer's place goes back only
-    // after the new answer took one.
+    // order turns each round), its slot going back for a place.
     std::vector<std::optional<ConcurrencyLimiter::Slot>> slots(kPeers);
     for (int peer = 0; peer < kPeers; ++peer) {
       slots[peer].emplace(calls.TryAcquire(peer));
       ASSERT_TRUE(slots[peer]->held()) << "round " << round << ", peer " << peer;
     }
+    std::vector<ConcurrencyLimiter::Slot> answered;
     for (int i = 0; i < kPeers; ++i) {
       const int peer = (i + round) % kPeers;
-      ConcurrencyLimiter::Slot place = sending.TryAcquire(peer);
-      ASSERT_TRUE(place.held()) << "round " << round << ", peer " << peer;
-      slots[peer].reset();  // the call's slot goes back for the place
-      lingering[peer].emplace(std::move(place));
+      answered.push_back(sending.TryAcquire(peer));
+      ASSERT_TRUE(answered.back().held()) << "round " << round << ", peer " << peer;
+      slots[peer].reset();
     }
     EXPECT_EQ(calls.in_flight(), 0);
-    EXPECT_EQ(sending.in_flight(), kPeers);
+    EXPECT_EQ(sending.in_flight(), round == 0 ? kPeers : 2 * kPeers);
+    lingering = std::move(answered);  // the previous round's OnDone at last
   }
 }
 
