@@ -55,6 +55,7 @@ Json ConfigJson(const EncoderConfig& c) {
       {"final_norm", c.final_norm},
       {"pad_token_id", c.pad_token_id},
       {"mask_pad_keys", c.mask_pad_keys},
+      {"zero_pad_embeddings", c.zero_pad_embeddings},
       {"position_rule", PositionRuleName(c.position_rule)},
       {"default_pooling", PoolingName(c.default_pooling)},
       {"default_normalize", c.default_normalize},

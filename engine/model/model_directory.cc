@@ -379,6 +379,7 @@ Status ApplyCardFamilyDefaults(const ModelCard& card, const RecordedArgs& record
   c->activation = roberta ? Activation::kGelu : Activation::kRelu;
   c->pad_token_id = roberta ? 1 : 0;
   c->mask_pad_keys = roberta;
+  c->zero_pad_embeddings = c->family == ModelFamily::kFairseqRoberta;
   // torchtext's RobertaClassificationHead: ReLU; fairseq's: pooler_activation_fn, tanh.
   c->head_activation = torchtext ? Activation::kRelu : Activation::kTanh;
   // What a fairseq checkpoint records over those defaults (read since

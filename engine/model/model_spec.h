@@ -137,6 +137,10 @@ struct EncoderConfig {
   // refused (request_validation.h). Hugging Face's families attend to them,
   // as transformers does without an attention mask.
   bool mask_pad_keys = false;
+  // Where pad keys are masked, a pad token's embedding (after the
+  // embeddings' LayerNorm) is zeroed before the layers, as fairseq's
+  // RobertaEncoder does (torchtext's does not).
+  bool zero_pad_embeddings = false;
   PositionRule position_rule = PositionRule::kFromZero;
   SpecialTokens special_tokens;
   Pooling default_pooling = Pooling::kCls;

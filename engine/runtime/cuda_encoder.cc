@@ -284,6 +284,14 @@ StatusOr<Encoder::Result> CudaEncoder::Forward(const PackedBatch& batch, const O
   RETURN_IF_ERROR(ValidatePackedBatch(config(), batch, table_rows(EmbeddingTable::kPosition),
                                       table_rows(EmbeddingTable::kTokenType)));
   RETURN_IF_ERROR(CheckOutputs(outputs));
+  // The attention here takes no key mask (kernels::KeyBias): requests
+  // holding a masked pad token are refused before they are batched
+  // (server/core/request_validation.h); any other caller is refused here.
+  if (std::vector<float> unused; PadKeyBias(config(), batch, &unused)) {
+    return InvalidArgument("the batch holds the pad token (id " +
+                           std::to_string(config().pad_token_id) +
+                           "), which this model masks as a key, and the CUDA attention does not");
+  }
   // A queued forward runs whole: the only place to stop is before it.
   if (stop && stop()) return Cancelled("the forward was stopped before it was queued");
   const EncoderConfig& c = config();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -613,6 +615,12 @@ void BackendEncoder::Embed(Buffer out) {
                               token_type.data ? run_.token_type_ids : nullptr, run_.tokens,
                               c.embedding_norm ? norm.gamma : nullptr,
                               c.embedding_norm ? norm.beta : nullptr, c.layer_norm_eps, Data(out));
+  if (c.zero_pad_embeddings && run_.key_bias != nullptr) {  // the masked keys' rows (host)
+    const int64_t row = BufferRowBytes(out);
+    auto* rows = static_cast<std::byte*>(Data(out));
+    for (int64_t t = 0; t < run_.tokens; ++t)
+      if (std::isinf(run_.key_bias[t])) std::memset(rows + t * row, 0, static_cast<size_t>(row));
+  }
 }
 
 void BackendEncoder::Linear(int64_t layer, LinearSlot slot, Buffer in, Epilogue epilogue,

@@ -264,9 +264,10 @@ void ValueRows(const float* p, int64_t pw, const float* vp, int64_t d, int64_t w
 // once into thread-local scratch; then for each sub-block of sub_rows query
 // rows, the sub_rows x L scores (register-blocked 6 x 64, each K block reused
 // from L1 by the whole sub-block), an exact fp32 softmax, and P V (each
-// 64-row block of V reused by the whole sub-block), the relative position
-// bias added to the scores in the softmax's first pass (RowMax) where there
-// is one. See attention_avx512.h.
+// 64-row block of V reused by the whole sub-block), the bias rows (a
+// relative position bias, disentangled terms or masked keys: BiasRows)
+// added to the scores in the softmax's first pass (RowMax) where there are
+// any. See attention_avx512.h.
 template <class Format, typename Value = typename Format::Value>
 void AttentionRowsBlocked(const Value* qkv, int64_t seq_begin, int64_t len, int64_t head,
                           int64_t heads, int64_t d, float scale, int64_t row_begin, int64_t row_end,

@@ -214,9 +214,9 @@ Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences,
 Status CheckPadKeys(const std::vector<int32_t>& ids, const RequestLimits& limits, const char* field,
                     size_t index) {
   if (limits.masked_pad_id < 0) return Status::Ok();
-  const std::string pad = "the pad token (id " + std::to_string(limits.masked_pad_id) + ")";
   const auto first = std::find(ids.begin(), ids.end(), limits.masked_pad_id);
   if (first == ids.end()) return Status::Ok();
+  const std::string pad = "the pad token (id " + std::to_string(limits.masked_pad_id) + ")";
   if (limits.pad_keys_unmasked) {
     return InvalidArgument(At(field, index) + ": position " + std::to_string(first - ids.begin()) +
                            " is " + pad +

@@ -221,21 +221,14 @@ StatusOr<std::vector<Encoding>> ServedModel::Tokenize(const std::vector<std::str
                                                       const std::string& prompt_name) const {
   RETURN_IF_ERROR(pairs.empty() ? CheckHasTokenizer() : CheckReadsPairs());
   ASSIGN_OR_RETURN(const std::string_view prompt, Prompt(prompt_name));
-  if (pairs.empty()) {
-    ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
-                     TokenizeTexts(*tokenizer_, texts, limits(), truncate, prompt));
-    RETURN_IF_ERROR(CheckPadKeys(encodings));
-    return encodings;
-  }
+  if (pairs.empty()) return TokenizeTexts(*tokenizer_, texts, limits(), truncate, prompt);
   ASSIGN_OR_RETURN(
       std::vector<Encoding> encodings,
       TokenizeTextPairs(*tokenizer_, *pair_template_, texts, pairs, limits(), truncate, prompt));
-  RETURN_IF_ERROR(CheckPadKeys(encodings));
   return AsModelReads(std::move(encodings));
 }
 
 Status ServedModel::CheckPadKeys(const std::vector<Encoding>& encodings) const {
-  // A text's pad token: its special token written in the text (`<pad>`).
   const RequestLimits checked = limits();
   for (size_t i = 0; i < encodings.size(); ++i)
     RETURN_IF_ERROR(server::CheckPadKeys(encodings[i].ids, checked, "texts", i));
@@ -250,7 +243,6 @@ StatusOr<std::vector<Encoding>> ServedModel::TokenizeQueryPairs(
   ASSIGN_OR_RETURN(std::vector<Encoding> encodings,
                    server::TokenizeQueryPairs(*tokenizer_, *pair_template_, query, texts, limits(),
                                               truncate, prompt));
-  RETURN_IF_ERROR(CheckPadKeys(encodings));
   return AsModelReads(std::move(encodings));
 }
 

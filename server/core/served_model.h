@@ -77,6 +77,10 @@ class ServedModel {
   // Checks pre-tokenised sequences (ids in the vocabulary, within
   // max_tokens, pad tokens the model can mask).
   Status CheckTokenIds(const std::vector<std::vector<int32_t>>& sequences) const;
+  // request_validation.h's CheckPadKeys over tokenized texts the model is
+  // to run (a text's pad token: its special text written in it, `<pad>`);
+  // not for the Tokenize RPC, which runs no model.
+  Status CheckPadKeys(const std::vector<Encoding>& encodings) const;
 
   DynamicBatcher& batcher() { return *batcher_; }
 
@@ -90,8 +94,6 @@ class ServedModel {
   // Pair encodings as the model reads them: no token types without a type
   // table of at least two rows.
   std::vector<Encoding> AsModelReads(std::vector<Encoding> encodings) const;
-  // request_validation.h's CheckPadKeys over tokenized texts.
-  Status CheckPadKeys(const std::vector<Encoding>& encodings) const;
 
   ModelConfig config_;
   EncoderConfig encoder_config_;

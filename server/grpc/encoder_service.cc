@@ -171,13 +171,15 @@ Status CheckCounts(const ServedModel& model, int texts, int pairs) {
 
 // Runs `tokenize` on call->model (timed into the call) and makes its
 // encodings the sequences and token types of `work`, unless the model's
-// batcher would refuse a call due at `deadline` anyway.
+// batcher would refuse a call due at `deadline` anyway, or the model
+// cannot run them (ServedModel::CheckPadKeys).
 Status TokenizeInto(Clock::time_point deadline, Call* call, ModelWork* work,
                     const std::function<StatusOr<std::vector<Encoding>>()>& tokenize) {
   RETURN_IF_ERROR(call->model->batcher().Precheck(deadline, call->peer));
   const Clock::time_point t = Clock::now();
   ASSIGN_OR_RETURN(std::vector<Encoding> encodings, tokenize());
   call->tokenize_us = MicrosSince(t);
+  RETURN_IF_ERROR(call->model->CheckPadKeys(encodings));
   TakeEncodings(std::move(encodings), work);
   return Status::Ok();
 }

@@ -154,56 +154,6 @@ TEST(AttentionTest, Bf16MatmulsRoundTheirInputsWhereTheCpuHasBf16) {
   CheckAttention({{9, 20}, 2, 48}, DType::kBFloat16, false);    // head_dim % 32 != 0: fp32
 }
 
-// Masked keys (fairseq's key padding mask, kernels::KeyBias): every query
-// row of a sequence, masked ones too, attends to its unmasked keys only, on
-// every kernel (fp32 AVX-512 here; ctest runs this binary with AVX-512 and
-// AVX2 turned off too; head_dim 24 the generic path), fp32 and bf16
-// matmuls, one thread and two; and the unmasked rows of a sequence whose
-// last keys are masked are those of the sequence without them, within
-// fp32 sums (the masked keys' exp stops at -87.3, not at 0).
-TEST(AttentionTest, MaskedKeysAreLeftOut) {
-  for (const Case& c : {Case{{1, 2, 7, 33, 16, 17, 130}, 2, 64}, Case{{9, 1, 20}, 2, 80},
-                        Case{{1, 2, 7, 33}, 3, 24}, Case{{4, 6}, 12, 64}}) {
-    const int64_t total = CuSeqlens(c.lengths).back();
-    std::vector<float> values(total, 0.f);
-    int64_t begin = 0;
-    for (const int32_t len : c.lengths) {
-      // Keys 1, 4, 7, ... of every sequence of 2 or more, and its last two
-      // of 5 or more.
-      for (int64_t j = 1; j < len; j += 3) values[begin + j] = -INFINITY;
-      if (len >= 5) values[begin + len - 1] = values[begin + len - 2] = -INFINITY;
-      begin += len;
-    }
-    const KeyBias mask{values.data()};
-    for (const int threads : {1, 2}) {
-      CheckAttention(c, DType::kFloat32, false, nullptr, threads, nullptr, &mask);
-      CheckAttention(c, DType::kBFloat16, HasBf16Attention() && c.head_dim % 32 == 0, nullptr,
-                     threads, nullptr, &mask);
-    }
-  }
-  // A sequence of 40 tokens whose last 8 keys are masked: its first 32 rows
-  // are those of the first 32 tokens alone.
-  const int64_t heads = 2, d = 64, hidden = heads * d;
-  const auto qkv = RandomVector(40 * 3 * hidden, 51, -2.f, 2.f);
-  std::vector<float> values(40, 0.f);
-  std::fill(values.begin() + 32, values.end(), -INFINITY);
-  const KeyBias mask{values.data()};
-  const std::vector<int32_t> padded = {0, 40}, unpadded = {0, 32};
-  std::vector<float> masked(40 * hidden), alone(32 * hidden);
-  Attention(CpuContext(2), DType::kFloat32, DType::kFloat32, qkv.data(), padded.data(), 1, 40, 40,
-            heads, d, 0.125f, masked.data(), nullptr, nullptr, &mask);
-  Attention(CpuContext(2), DType::kFloat32, DType::kFloat32, qkv.data(), unpadded.data(), 1, 32, 32,
-            heads, d, 0.125f, alone.data());
-  masked.resize(alone.size());
-  EXPECT_LT(ScaledMaxError(masked, std::vector<double>(alone.begin(), alone.end())), 1e-6);
-  // Not beside a position bias.
-  const std::vector<float> table(2 * 40 * 3, 0.f);
-  const RelativeBias relative{table.data(), 39};
-  EXPECT_THROW(Attention(CpuContext(1), DType::kFloat32, DType::kFloat32, qkv.data(), padded.data(),
-                         1, 40, 40, heads, d, 0.125f, masked.data(), &relative, nullptr, &mask),
-               std::invalid_argument);
-}
-
 // A sequence's attention does not depend on what it is batched with, bit
 // for bit: int8 encoders quantize what follows per row, and a last-bit
 // difference there can move a whole quantization step
@@ -307,18 +257,19 @@ struct Bf16BiasCase {
   const int64_t total = cu.back();
   std::vector<float> qkv;
   std::vector<float> out32;
-  Bf16BiasCase(uint32_t seed, const RelativeBias* bias, const DisentangledBias* disentangled)
+  Bf16BiasCase(uint32_t seed, const RelativeBias* bias, const DisentangledBias* disentangled,
+               const KeyBias* key_bias = nullptr)
       : qkv(RandomVector(total * 3 * kHeads * kDim, seed, -2.f, 2.f)),
         out32(total * kHeads * kDim) {
     for (float& x : qkv) x = RoundToBf16(x);
     CpuContext ctx;
     Attention(ctx, DType::kFloat32, DType::kBFloat16, qkv.data(), cu.data(), 3, total, 130, kHeads,
-              kDim, 0.125f, out32.data(), bias, disentangled);
+              kDim, 0.125f, out32.data(), bias, disentangled, key_bias);
     if (!AttentionTakesBf16Values(ctx, kDim)) return;
     std::vector<uint16_t> qkv16, out16(out32.size());
     for (float x : qkv) qkv16.push_back(Bf16Bits(x));
     Attention(ctx, DType::kBFloat16, DType::kBFloat16, qkv16.data(), cu.data(), 3, total, 130,
-              kHeads, kDim, 0.125f, out16.data(), bias, disentangled);
+              kHeads, kDim, 0.125f, out16.data(), bias, disentangled, key_bias);
     int64_t differ = 0;
     for (size_t i = 0; i < out16.size(); ++i) differ += out16[i] != Bf16Bits(out32[i]);
     EXPECT_EQ(differ, 0);
@@ -337,6 +288,74 @@ float Bf16Value(uint16_t b) {
   float x;
   std::memcpy(&x, &bits, sizeof(x));
   return x;
+}
+
+// Masked keys (fairseq's key padding mask, kernels::KeyBias): every query
+// row of a sequence, masked ones too, attends to its unmasked keys only, on
+// every kernel (fp32 AVX-512 here; ctest runs this binary with AVX-512 and
+// AVX2 turned off too; head_dim 24 the generic path), fp32 and bf16
+// matmuls, one thread and two; and the unmasked rows of a sequence whose
+// last keys are masked are those of the sequence without them, within
+// fp32 sums (the masked keys' exp stops at -87.3, not at 0).
+TEST(AttentionTest, MaskedKeysAreLeftOut) {
+  for (const Case& c : {Case{{1, 2, 7, 33, 16, 17, 130}, 2, 64}, Case{{9, 1, 20}, 2, 80},
+                        Case{{1, 2, 7, 33}, 3, 24}, Case{{4, 6}, 12, 64}}) {
+    const int64_t total = CuSeqlens(c.lengths).back();
+    std::vector<float> values(total, 0.f);
+    int64_t begin = 0;
+    for (const int32_t len : c.lengths) {
+      // Keys 1, 4, 7, ... of every sequence of 2 or more, and its last two
+      // of 5 or more.
+      for (int64_t j = 1; j < len; j += 3) values[begin + j] = -INFINITY;
+      if (len >= 5) values[begin + len - 1] = values[begin + len - 2] = -INFINITY;
+      begin += len;
+    }
+    const KeyBias mask{values.data()};
+    for (const int threads : {1, 2}) {
+      CheckAttention(c, DType::kFloat32, false, nullptr, threads, nullptr, &mask);
+      CheckAttention(c, DType::kBFloat16, HasBf16Attention() && c.head_dim % 32 == 0, nullptr,
+                     threads, nullptr, &mask);
+    }
+  }
+  // A sequence of 40 tokens whose last 8 keys are masked: its first 32 rows
+  // are those of the first 32 tokens alone.
+  const int64_t heads = 2, d = 64, hidden = heads * d;
+  const auto qkv = RandomVector(40 * 3 * hidden, 51, -2.f, 2.f);
+  std::vector<float> values(40, 0.f);
+  std::fill(values.begin() + 32, values.end(), -INFINITY);
+  const KeyBias mask{values.data()};
+  const std::vector<int32_t> padded = {0, 40}, unpadded = {0, 32};
+  std::vector<float> masked(40 * hidden), alone(32 * hidden);
+  Attention(CpuContext(2), DType::kFloat32, DType::kFloat32, qkv.data(), padded.data(), 1, 40, 40,
+            heads, d, 0.125f, masked.data(), nullptr, nullptr, &mask);
+  Attention(CpuContext(2), DType::kFloat32, DType::kFloat32, qkv.data(), unpadded.data(), 1, 32, 32,
+            heads, d, 0.125f, alone.data());
+  masked.resize(alone.size());
+  EXPECT_LT(ScaledMaxError(masked, std::vector<double>(alone.begin(), alone.end())), 1e-6);
+  // bf16 values in and out (a bf16 model's qkv and context): where the bf16
+  // kernel runs, the bits of the float32 call on them widened (Bf16BiasCase);
+  // elsewhere the float32 path over them widened, within bf16's rounding.
+  std::vector<float> keys(153, 0.f);  // Bf16BiasCase's 3 + 130 + 20 tokens
+  for (const int64_t t : {1, 2, 4, 50, 51, 131, 132, 140, 152}) keys[t] = -INFINITY;
+  const KeyBias key_mask{keys.data()};
+  const Bf16BiasCase c(54, nullptr, nullptr, &key_mask);
+  const auto want =
+      Reference(c.qkv, c.cu, c.kHeads, c.kDim, 0.125, false, nullptr, nullptr, &key_mask);
+  EXPECT_LT(ScaledMaxError(c.out32, want), 3e-2);
+  std::vector<uint16_t> qkv16, out16(c.out32.size());
+  for (const float x : c.qkv) qkv16.push_back(Bf16Bits(x));
+  Attention(CpuContext(2), DType::kBFloat16, DType::kBFloat16, qkv16.data(), c.cu.data(), 3,
+            c.total, 130, c.kHeads, c.kDim, 0.125f, out16.data(), nullptr, nullptr, &key_mask);
+  std::vector<float> got(out16.size());
+  for (size_t i = 0; i < got.size(); ++i) got[i] = Bf16Value(out16[i]);
+  EXPECT_LT(ScaledMaxError(got, want), 3e-2);
+  EXPECT_GT(ScaledMaxError(c.Float32(nullptr, nullptr), want), 0.1);  // unmasked: far off
+  // Not beside a position bias.
+  const std::vector<float> table(2 * 40 * 3, 0.f);
+  const RelativeBias relative{table.data(), 39};
+  EXPECT_THROW(Attention(CpuContext(1), DType::kFloat32, DType::kFloat32, qkv.data(), padded.data(),
+                         1, 40, 40, heads, d, 0.125f, masked.data(), &relative, nullptr, &mask),
+               std::invalid_argument);
 }
 
 // bfloat16 values (a bf16 model's qkv and context on the CPU): where the

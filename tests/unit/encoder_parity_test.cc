@@ -263,7 +263,7 @@ TEST_P(EncoderParityTest, RaggedBatchMatchesPyTorch) {
       if (coarse && config_.head_output() == HeadOutput::kLogits)
         tolerance *= std::max(1.0, MaxAbs(expected.data(), labels));
       EXPECT_LE(MaxAbsDiff(probs->data<float>() + i * labels, expected.data(), labels), tolerance)
-          << "sequence " << i;
+          << "sequence " << all_[i];
     }
   } else {
     EXPECT_EQ(encoder_->Classify(*hidden, batch).status().code(), StatusCode::kFailedPrecondition);
@@ -293,10 +293,10 @@ TEST_P(EncoderParityTest, SequenceAloneEqualsSequenceInBatch) {
     const float* in_batch = together->data<float>() + batch.cu_seqlens[i] * h;
     if (device_ == Device::kCuda || (dtype_ == DType::kInt8 && !int8_exact)) {
       EXPECT_GE(Cosine(alone->data<float>(), in_batch, batch.length(i) * h), 0.9999)
-          << "sequence " << i;
+          << "sequence " << all_[i];
     } else {
       EXPECT_LE(MaxAbsDiff(alone->data<float>(), in_batch, batch.length(i) * h), 1e-5)
-          << "sequence " << i;
+          << "sequence " << all_[i];
     }
   }
 }

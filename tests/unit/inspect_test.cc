@@ -39,6 +39,7 @@ TEST_P(InspectTest, JsonDescribesTheModel) {
   EXPECT_EQ(got["config"]["disentangled_attention"].is_null(), !want.value("disentangled", false));
   EXPECT_EQ(got["config"]["mask_pad_keys"],
             want["family"] == "torchtext-roberta" || want["family"] == "fairseq-roberta");
+  EXPECT_EQ(got["config"]["zero_pad_embeddings"], want["family"] == "fairseq-roberta");
   EXPECT_EQ(got["checkpoint"]["format"], want["checkpoint_format"]);
   EXPECT_EQ(got["checkpoint"]["num_tensors"], want["num_tensors"]);
   EXPECT_EQ(got["checkpoint"]["num_parameters"], want["num_parameters"]);
