@@ -86,6 +86,10 @@ struct ModelCard {
   std::optional<bool> norm_first;
   std::optional<int64_t> max_tokens;
   std::optional<int64_t> pad_token_id;
+  // EncoderConfig::mask_pad_keys over the family's default (true for
+  // torchtext-roberta and fairseq-roberta): true on a Hugging Face model is
+  // transformers given attention_mask = (input_ids != pad_token_id).
+  std::optional<bool> mask_pad_keys;
   std::optional<PositionRule> position_rule;
   // Names of the head's outputs; empty: config.json id2label or LABEL_<i>.
   std::vector<std::string> labels;

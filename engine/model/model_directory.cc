@@ -419,6 +419,7 @@ void ApplyCardOverrides(const ModelCard& card, EncoderConfig* c) {
   if (card.activation) c->activation = *card.activation;
   if (card.norm_first) c->norm_first = *card.norm_first;
   if (card.pad_token_id) c->pad_token_id = *card.pad_token_id;
+  if (card.mask_pad_keys) c->mask_pad_keys = *card.mask_pad_keys;
   if (card.position_rule) c->position_rule = *card.position_rule;
   if (card.pooling) c->default_pooling = *card.pooling;
   if (card.head_activation) c->head_activation = *card.head_activation;
@@ -693,6 +694,14 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
       }
     }
     ApplyCardOverrides(*card, &config);
+    config.zero_pad_embeddings = config.zero_pad_embeddings && config.mask_pad_keys;
+    // The attention kernels take one bias on the scores (kernels::KeyBias).
+    if (config.mask_pad_keys &&
+        (config.relative_attention_buckets > 0 || config.attention_span > 0)) {
+      return InvalidArgument(card->source +
+                             ": mask_pad_keys beside a relative attention bias (MPNet) or "
+                             "disentangled attention (DeBERTa) is not supported");
+    }
   }
   int64_t limit = PositionLimit(config);
   if (st && st->max_seq_length) limit = std::min(limit, *st->max_seq_length);

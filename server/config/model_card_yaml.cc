@@ -154,11 +154,12 @@ Status ReadWeights(const YAML::Node& node, const std::string& source, WeightPref
 Status ReadEntry(const std::string& key, const YAML::Node& value, const Where& where,
                  const std::string& source, ModelCard* card) {
   if (key == "family") {
-    return ReadEnum(value, where, ParseModelFamily,
-                    "bert, roberta, xlm-roberta, distilbert, electra, mpnet, deberta-v2, torchtext-roberta, "
-                    "fairseq-roberta, "
-                    "transformer-encoder",
-                    &card->family);
+    return ReadEnum(
+        value, where, ParseModelFamily,
+        "bert, roberta, xlm-roberta, distilbert, electra, mpnet, deberta-v2, torchtext-roberta, "
+        "fairseq-roberta, "
+        "transformer-encoder",
+        &card->family);
   }
   if (key == "checkpoint") return ReadString(value, where, &card->checkpoint);
   if (key == "state_dict_key") return ReadString(value, where, &card->state_dict_key);
@@ -175,6 +176,7 @@ Status ReadEntry(const std::string& key, const YAML::Node& value, const Where& w
   if (key == "max_tokens") return ReadInt(value, where, 1, &card->max_tokens);
   if (key == "pad_token_id") return ReadInt(value, where, 0, &card->pad_token_id);
   if (key == "norm_first") return ReadBool(value, where, &card->norm_first);
+  if (key == "mask_pad_keys") return ReadBool(value, where, &card->mask_pad_keys);
   if (key == "layer_norm_eps") {
     double eps = 0;
     if (!value.IsScalar() || !YAML::convert<double>::decode(value, eps) || !(eps > 0) || eps > 1) {

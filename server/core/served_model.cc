@@ -231,7 +231,7 @@ StatusOr<std::vector<Encoding>> ServedModel::Tokenize(const std::vector<std::str
 Status ServedModel::CheckPadKeys(const std::vector<Encoding>& encodings) const {
   const RequestLimits checked = limits();
   for (size_t i = 0; i < encodings.size(); ++i)
-    RETURN_IF_ERROR(server::CheckPadKeys(encodings[i].ids, checked, "texts", i));
+    RETURN_IF_ERROR(server::CheckPadKeys(encodings[i].ids, checked, "tokenized texts", i));
   return Status::Ok();
 }
 

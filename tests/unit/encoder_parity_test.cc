@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <stdexcept>
 
@@ -322,6 +324,62 @@ TEST(PadKeyBiasTest, MasksPadTokensOfSequencesWithOtherTokens) {
   PackedBatchBuilder unpadded(PositionRule::kAfterPaddingIdx, 1);
   ASSERT_TRUE(unpadded.Add({0, 5, 2}, {}, {}).ok());
   EXPECT_FALSE(PadKeyBias(c, unpadded.Build(), &bias));
+}
+
+// A Hugging Face RoBERTa whose card says mask_pad_keys: true (transformers
+// given attention_mask = ids != pad): the fixture's sequences holding pad
+// tokens (inside one, at the end of another) give their other tokens the
+// states of the sequence without its pads; without the card they do not.
+TEST(MaskPadKeysTest, AHuggingFaceModelWithTheCardMasksItsPads) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "encoderd_parity_mask_pad_keys";
+  fs::remove_all(dir);
+  fs::copy(ModelsDir() + "/hf_roberta_safetensors", dir, fs::copy_options::recursive);
+  std::ofstream(dir / "encoderd.yaml", std::ios::app) << "\nmask_pad_keys: true\n";
+  const Reference ref = LoadReference("hf_roberta_safetensors");
+  for (const bool masked : {true, false}) {
+    auto bundle =
+        server::LoadModelDirectory(masked ? dir.string() : ModelsDir() + "/hf_roberta_safetensors");
+    ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+    ASSERT_EQ(bundle->config.mask_pad_keys, masked);
+    const EncoderConfig& c = bundle->config;
+    EncoderOptions options;
+    options.num_threads = 2;
+    auto encoder = Encoder::Create(c, bundle->weights, options);
+    ASSERT_TRUE(encoder.ok()) << encoder.status().ToString();
+    const auto pad = static_cast<int32_t>(c.pad_token_id);
+    int padded_sequences = 0;
+    for (const auto& ids : ref.sequences) {
+      if (std::count(ids.begin(), ids.end(), pad) == 0) continue;
+      ++padded_sequences;
+      std::vector<int32_t> kept;
+      for (const int32_t id : ids)
+        if (id != pad) kept.push_back(id);
+      const auto forward = [&](const std::vector<int32_t>& sequence) {
+        PackedBatchBuilder builder(c.position_rule, pad);
+        EXPECT_TRUE(builder.Add(sequence, {}, {}).ok());
+        auto hidden = (*encoder)->Forward(builder.Build());
+        EXPECT_TRUE(hidden.ok()) << hidden.status().ToString();
+        return std::move(hidden).value();
+      };
+      const Tensor with_pads = forward(ids), without = forward(kept);
+      const int64_t h = c.hidden_size;
+      double diff = 0;
+      for (size_t i = 0, k = 0; i < ids.size(); ++i) {
+        if (ids[i] == pad) continue;
+        diff = std::max(
+            diff, MaxAbsDiff(with_pads.data<float>() + i * h, without.data<float>() + k++ * h, h));
+      }
+      const double scale = std::max(1.0, MaxAbs(without.data<float>(), without.numel()));
+      if (masked) {
+        EXPECT_LE(diff, 1e-5 * scale) << ids.size() << " tokens";
+      } else {
+        EXPECT_GT(diff, 1e-3 * scale) << ids.size() << " tokens";
+      }
+    }
+    EXPECT_EQ(padded_sequences, 2);
+  }
+  fs::remove_all(dir);
 }
 
 TEST_P(EncoderParityTest, RejectsIdsOutsideTheVocabulary) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "engine/model/model_directory.h"
@@ -64,6 +65,7 @@ weights:
   EXPECT_EQ(card->norm_first, true);
   EXPECT_EQ(card->max_tokens, 256);
   EXPECT_EQ(card->pad_token_id, 3);
+  EXPECT_EQ(card->mask_pad_keys, std::nullopt);
   EXPECT_EQ(card->position_rule, PositionRule::kFromZero);
   EXPECT_EQ(card->labels, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(card->pooling, Pooling::kMean);
@@ -141,6 +143,7 @@ TEST(ModelCardYaml, BadKeysAndValuesNameTheKeyAndLine) {
   ExpectError("family: gpt2\n", "card.yaml:1: family", "gpt2");
   ExpectError("\nactivation: swish\n", "card.yaml:2: activation", "swish");
   ExpectError("norm_first: maybe\n", "card.yaml:1: norm_first", "true or false");
+  ExpectError("mask_pad_keys: 1.5\n", "card.yaml:1: mask_pad_keys", "true or false");
   ExpectError("layer_norm_eps: -1\n", "card.yaml:1: layer_norm_eps", "positive");
   ExpectError("pooling: median\n", "card.yaml:1: pooling", "median");
   ExpectError("labels: a\n", "card.yaml:1: labels", "list");
@@ -171,6 +174,39 @@ TEST(ModelCardLoad, CardOverridesHuggingFaceDefaults) {
   EXPECT_EQ(bundle->config.default_pooling, Pooling::kMean);
   EXPECT_EQ(bundle->config.max_tokens, 128);
   EXPECT_EQ(bundle->config.labels, (std::vector<std::string>{"x", "y", "z"}));
+  fs::remove_all(dir);
+}
+
+// mask_pad_keys: a card turns the family's default (torchtext-roberta and
+// fairseq-roberta mask pad keys) on or off; not beside MPNet's relative
+// attention bias or DeBERTa's disentangled attention, which take the
+// scores' one bias.
+TEST(ModelCardLoad, MaskPadKeysOverridesTheFamily) {
+  for (const auto& [fixture, card, masks] :
+       {std::tuple<std::string, std::string, bool>{"hf_roberta_safetensors", "", false},
+        {"hf_roberta_safetensors", "mask_pad_keys: true\n", true},
+        {"torchtext_xlmr_legacy", "", true},
+        {"fairseq_xlmr_base", "", true},
+        {"fairseq_xlmr_base", "mask_pad_keys: false\n", false}}) {
+    SCOPED_TRACE(fixture + " " + card);
+    const fs::path dir = CopyFixture(fixture, "mask_pad_keys");
+    std::ifstream in(dir / "encoderd.yaml");
+    const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!card.empty()) WriteFile(dir / "encoderd.yaml", kept + card);
+    auto bundle = server::LoadModelDirectory(dir.string());
+    ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+    EXPECT_EQ(bundle->config.mask_pad_keys, masks);
+    // fairseq's zeroed pad embeddings go with its masked pad keys.
+    EXPECT_EQ(bundle->config.zero_pad_embeddings, fixture == "fairseq_xlmr_base" && masks);
+    fs::remove_all(dir);
+  }
+  const fs::path dir = CopyFixture("hf_mpnet_base", "mask_pad_keys_mpnet");
+  WriteFile(dir / "encoderd.yaml", "mask_pad_keys: true\n");
+  auto mpnet = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(mpnet.ok());
+  EXPECT_NE(mpnet.status().message().find("mask_pad_keys beside a relative attention bias"),
+            std::string::npos)
+      << mpnet.status().message();
   fs::remove_all(dir);
 }
 
