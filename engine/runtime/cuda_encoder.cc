@@ -287,7 +287,7 @@ StatusOr<Encoder::Result> CudaEncoder::Forward(const PackedBatch& batch, const O
   // The attention here takes no key mask (kernels::KeyBias): requests
   // holding a masked pad token are refused before they are batched
   // (server/core/request_validation.h); any other caller is refused here.
-  if (std::vector<float> unused; PadKeyBias(config(), batch, &unused)) {
+  if (HoldsMaskedPad(config(), batch)) {
     return InvalidArgument("the batch holds the pad token (id " +
                            std::to_string(config().pad_token_id) +
                            "), which this model masks as a key, and the CUDA attention does not");

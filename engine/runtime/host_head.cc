@@ -59,15 +59,20 @@ Status ValidatePackedBatch(const EncoderConfig& c, const PackedBatch& batch, int
   return Status::Ok();
 }
 
+bool HoldsMaskedPad(const EncoderConfig& c, const PackedBatch& batch) {
+  return c.mask_pad_keys &&
+         std::find(batch.token_ids.begin(), batch.token_ids.end(),
+                   static_cast<int32_t>(c.pad_token_id)) != batch.token_ids.end();
+}
+
 bool PadKeyBias(const EncoderConfig& c, const PackedBatch& batch, std::vector<float>* bias) {
-  if (!c.mask_pad_keys) return false;
+  if (!HoldsMaskedPad(c, batch)) return false;
   const auto pad = static_cast<int32_t>(c.pad_token_id);
   const auto begin = batch.token_ids.begin();
-  if (std::find(begin, batch.token_ids.end(), pad) == batch.token_ids.end()) return false;
   bias->assign(batch.token_ids.size(), 0.f);
   for (int64_t s = 0; s < batch.num_sequences(); ++s) {
     const auto first = begin + batch.cu_seqlens[s], last = begin + batch.cu_seqlens[s + 1];
-    if (std::count(first, last, pad) == last - first) continue;
+    if (std::all_of(first, last, [pad](int32_t id) { return id == pad; })) continue;
     for (auto t = first; t != last; ++t)
       if (*t == pad) (*bias)[t - begin] = -std::numeric_limits<float>::infinity();
   }

@@ -26,6 +26,10 @@ namespace encoderd {
 Status ValidatePackedBatch(const EncoderConfig& config, const PackedBatch& batch,
                            int64_t position_rows, int64_t type_rows);
 
+// Whether the model masks pad keys (EncoderConfig::mask_pad_keys) and the
+// batch holds its pad token.
+bool HoldsMaskedPad(const EncoderConfig& config, const PackedBatch& batch);
+
 // The batch's kernels::KeyBias where the model masks pad keys
 // (EncoderConfig::mask_pad_keys): *bias [tokens] 0, or -infinity for each
 // pad token of a sequence that has another token (a sequence of pad tokens

@@ -223,8 +223,8 @@ Status CheckPadKeys(const std::vector<int32_t>& ids, const RequestLimits& limits
                            ", which this model masks as a key, and its device does not; send "
                            "sequences unpadded");
   }
-  if (std::all_of(first, ids.end(), [&](int32_t id) { return id == limits.masked_pad_id; }) &&
-      first == ids.begin()) {
+  if (first == ids.begin() &&
+      std::all_of(first, ids.end(), [&](int32_t id) { return id == limits.masked_pad_id; })) {
     return InvalidArgument(At(field, index) + " holds " + pad +
                            " alone, which this model masks as a key: no token is left to "
                            "attend to");

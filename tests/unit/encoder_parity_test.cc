@@ -315,15 +315,27 @@ TEST(PadKeyBiasTest, MasksPadTokensOfSequencesWithOtherTokens) {
     ASSERT_TRUE(builder.Add(ids, {}, {}).ok());
   const PackedBatch batch = builder.Build();
   std::vector<float> bias;
+  EXPECT_TRUE(HoldsMaskedPad(c, batch));
   ASSERT_TRUE(PadKeyBias(c, batch, &bias));
   const float inf = std::numeric_limits<float>::infinity();
   EXPECT_EQ(bias, (std::vector<float>{0, -inf, 0, -inf, 0, 0, 0}));
   c.mask_pad_keys = false;
+  EXPECT_FALSE(HoldsMaskedPad(c, batch));
   EXPECT_FALSE(PadKeyBias(c, batch, &bias));
   c.mask_pad_keys = true;
-  PackedBatchBuilder unpadded(PositionRule::kAfterPaddingIdx, 1);
-  ASSERT_TRUE(unpadded.Add({0, 5, 2}, {}, {}).ok());
-  EXPECT_FALSE(PadKeyBias(c, unpadded.Build(), &bias));
+  PackedBatchBuilder unpadded_builder(PositionRule::kAfterPaddingIdx, 1);
+  ASSERT_TRUE(unpadded_builder.Add({0, 5, 2}, {}, {}).ok());
+  const PackedBatch unpadded = unpadded_builder.Build();
+  ASSERT_EQ(unpadded.num_tokens(), 3);
+  EXPECT_FALSE(HoldsMaskedPad(c, unpadded));
+  EXPECT_FALSE(PadKeyBias(c, unpadded, &bias));
+  // Pad tokens alone: held (a CUDA encoder refuses the batch), nothing masked.
+  PackedBatchBuilder pads_alone_builder(PositionRule::kAfterPaddingIdx, 1);
+  ASSERT_TRUE(pads_alone_builder.Add({1, 1}, {}, {}).ok());
+  const PackedBatch pads_alone = pads_alone_builder.Build();
+  EXPECT_TRUE(HoldsMaskedPad(c, pads_alone));
+  ASSERT_TRUE(PadKeyBias(c, pads_alone, &bias));
+  EXPECT_EQ(bias, (std::vector<float>{0, 0}));
 }
 
 // A Hugging Face RoBERTa whose card says mask_pad_keys: true (transformers
