@@ -497,6 +497,7 @@ Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card, bo
       return MapBertWeights(mapper, sequence_head, config);
     case ModelFamily::kRoberta:
     case ModelFamily::kXlmRoberta:
+    case ModelFamily::kCamembert:
       return MapRobertaWeights(mapper, sequence_head, config);
     case ModelFamily::kDistilbert:
       return MapDistilbertWeights(mapper, sequence_head, config);

@@ -23,9 +23,9 @@ Status Bad(const std::string& field, const std::string& why) {
 
 bool IsHuggingFaceFamily(ModelFamily family) {
   return family == ModelFamily::kBert || family == ModelFamily::kRoberta ||
-         family == ModelFamily::kXlmRoberta || family == ModelFamily::kDistilbert ||
-         family == ModelFamily::kElectra || family == ModelFamily::kMpnet ||
-         family == ModelFamily::kDeberta;
+         family == ModelFamily::kXlmRoberta || family == ModelFamily::kCamembert ||
+         family == ModelFamily::kDistilbert || family == ModelFamily::kElectra ||
+         family == ModelFamily::kMpnet || family == ModelFamily::kDeberta;
 }
 
 const char* HeadOutputName(HeadOutput output) {
@@ -58,6 +58,7 @@ std::optional<PairTemplate> TextPairTemplate(ModelFamily family) {
       return PairTemplate::kBert;
     case ModelFamily::kRoberta:
     case ModelFamily::kXlmRoberta:
+    case ModelFamily::kCamembert:
     case ModelFamily::kMpnet:
     case ModelFamily::kTorchtextRoberta:
     case ModelFamily::kFairseqRoberta:
@@ -76,6 +77,8 @@ const char* ModelFamilyName(ModelFamily family) {
       return "roberta";
     case ModelFamily::kXlmRoberta:
       return "xlm-roberta";
+    case ModelFamily::kCamembert:
+      return "camembert";
     case ModelFamily::kDistilbert:
       return "distilbert";
     case ModelFamily::kElectra:
@@ -138,10 +141,9 @@ const char* PositionRuleName(PositionRule rule) {
 
 std::optional<ModelFamily> ParseModelFamily(const std::string& name) {
   static constexpr ModelFamily kAll[] = {
-      ModelFamily::kBert,           ModelFamily::kRoberta,
-      ModelFamily::kXlmRoberta,     ModelFamily::kDistilbert,
-      ModelFamily::kElectra,        ModelFamily::kMpnet,
-      ModelFamily::kDeberta,        ModelFamily::kTorchtextRoberta,
+      ModelFamily::kBert,           ModelFamily::kRoberta,           ModelFamily::kXlmRoberta,
+      ModelFamily::kCamembert,      ModelFamily::kDistilbert,        ModelFamily::kElectra,
+      ModelFamily::kMpnet,          ModelFamily::kDeberta,           ModelFamily::kTorchtextRoberta,
       ModelFamily::kFairseqRoberta, ModelFamily::kTransformerEncoder};
   return ParseByName(name, kAll, ModelFamilyName);
 }

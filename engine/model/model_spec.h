@@ -24,6 +24,7 @@ enum class ModelFamily {
   kBert,                // Hugging Face BertModel / BertForSequenceClassification
   kRoberta,             // Hugging Face RobertaModel / RobertaForSequenceClassification
   kXlmRoberta,          // Hugging Face XLMRobertaModel / ...ForSequenceClassification
+  kCamembert,           // Hugging Face CamembertModel / ...ForSequenceClassification (RoBERTa's)
   kDistilbert,          // Hugging Face DistilBertModel / DistilBertForSequenceClassification
   kElectra,             // Hugging Face ElectraModel / ElectraForSequenceClassification
   kMpnet,               // Hugging Face MPNetModel / MPNetForSequenceClassification
@@ -45,7 +46,7 @@ enum class PositionRule {
 };
 
 // Names as written in encoderd.yaml and printed by `encoderd inspect`:
-// "bert", "roberta", "xlm-roberta", "distilbert", "electra", "mpnet", "deberta-v2",
+// "bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra", "mpnet", "deberta-v2",
 // "torchtext-roberta", "fairseq-roberta", "transformer-encoder";
 // "gelu", "relu", "tanh"; "cls", "mean"; "none", "from_zero", "after_padding_idx".
 // The families described by a Hugging Face config.json (and tokenizer files).

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 
+#include "core/file.h"
 #include "engine/model/hf_config.h"
 #include "engine/text/byte_bpe_tokenizer.h"
 #include "engine/text/hf_tokenizer_json.h"
+#include "engine/text/sentencepiece_charsmap.h"
 #include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/wordpiece_tokenizer.h"
 
@@ -16,6 +18,18 @@ namespace {
 bool IsFile(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Whether the sentencepiece model at `path` has <unk> <s> </s> as its
+// pieces 0, 1 and 2; nothing where it cannot be read (creating the
+// tokenizer then says why).
+std::optional<bool> StartsUnkBosEos(const std::string& path) {
+  StatusOr<std::string> data = ReadWholeFile(path, "sentencepiece model file");
+  if (!data.ok()) return std::nullopt;
+  StatusOr<std::vector<SentencePieceEntry>> pieces = ReadSentencePieces(*data);
+  if (!pieces.ok()) return std::nullopt;
+  return pieces->size() >= 3 && (*pieces)[0].piece == "<unk>" && (*pieces)[1].piece == "<s>" &&
+         (*pieces)[2].piece == "</s>";
 }
 
 // A card for the files of a Hugging Face directory that transformers' slow
@@ -268,6 +282,12 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   const bool deberta_spm = config.family == ModelFamily::kDeberta &&
                            card->kind == TokenizerKind::kSentencePiece && !card->id_offset &&
                            !card->bos && !card->eos && !card->pad && !card->unk;
+  // A CamemBERT folder's sentencepiece.bpe.model, found by name or named by
+  // a card that sets no ids of its own: CamembertTokenizer's ids, not
+  // XLMRobertaTokenizer's (before 2026-12-07 the model was refused).
+  const bool camembert_spm = config.family == ModelFamily::kCamembert &&
+                             card->kind == TokenizerKind::kSentencePiece && !card->id_offset &&
+                             !card->bos && !card->eos && !card->pad && !card->unk;
   StatusOr<std::unique_ptr<Tokenizer>> created = std::unique_ptr<Tokenizer>();
   if (card->kind == TokenizerKind::kWordPiece) {
     WordPieceOptions options;
@@ -302,9 +322,23 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     const std::string merges =
         dir + "/" + (card->merges_file.empty() ? "merges.txt" : card->merges_file);
     created = CreateByteBpeTokenizer(result.path, merges, options);
+  } else if (camembert_spm && StartsUnkBosEos(result.path) == false) {
+    // CamembertTokenizer's <s> and </s> are the model's own pieces (plus
+    // its offset), 5 and 6 only where they are its pieces 1 and 2.
+    const std::string why = result.path +
+                            ": a CamemBERT sentencepiece model whose first pieces are not <unk> "
+                            "<s> </s> is not read (CamembertTokenizer's ids would differ)";
+    created = found_by_name ? Unimplemented(why) : InvalidArgument(why);
   } else {
     SentencePieceOptions options;
-    options.id_offset = card->id_offset.value_or(1);
+    if (config.family == ModelFamily::kCamembert) {
+      // CamembertTokenizer's ids, each of which a card's key replaces:
+      // <s>NOTUSED <pad> </s>NOTUSED <unk> <unk>NOTUSED, then the model's
+      // pieces after its <unk> (<s> 5, </s> 6), <mask> last.
+      options.id_offset = 4;
+      options.special_tokens = {/*bos=*/5, /*eos=*/6, /*pad=*/1, /*unk=*/3};
+    }
+    options.id_offset = card->id_offset.value_or(options.id_offset);
     options.special_tokens.bos = card->bos.value_or(options.special_tokens.bos);
     options.special_tokens.eos = card->eos.value_or(options.special_tokens.eos);
     options.special_tokens.pad = card->pad.value_or(static_cast<int32_t>(config.pad_token_id));
@@ -314,6 +348,11 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
       options.id_offset = 0;
       options.pieces = {"[CLS]", "[SEP]", "[PAD]", "[UNK]"};
       options.special_ids_from_model = true;
+    } else if (camembert_spm && found_by_name) {
+      // CamembertTokenizer's specials and, for a Unigram model, the fast
+      // class CamembertConverter makes (XLM-R's pipeline over its vocabulary).
+      options.added_tokens = CamembertClassSpecials();
+      options.fast_class = true;
     } else if (found_by_name) {
       // XLMRobertaTokenizer's specials, <mask> after the model's pieces
       // (until 2026-12-05 tokenized as text), and a Unigram model (XLM-R's)
@@ -326,9 +365,10 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
       options.fast_class = true;
     }
     // Other tokens a sentencepiece folder declares are not reproduced.
-    const std::vector<std::string> own =
+    std::vector<std::string> own =
         deberta_spm ? std::vector<std::string>{"[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"}
                     : std::vector<std::string>{"<s>", "<pad>", "</s>", "<unk>", "<mask>"};
+    if (camembert_spm) own.insert(own.end(), {"<s>NOTUSED", "</s>NOTUSED", "<unk>NOTUSED"});
     for (const AddedToken& token : declared) {
       if (std::find(own.begin(), own.end(), token.content) == own.end()) {
         created =
@@ -350,7 +390,8 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   ASSIGN_OR_RETURN(result.tokenizer, std::move(created));
   // Found by name in a Hugging Face folder, the file is read as transformers
   // reads it: vocab.txt by BertTokenizer (MPNetTokenizer in an MPNet
-  // folder), sentencepiece.bpe.model by XLMRobertaTokenizer, spm.model by
+  // folder), sentencepiece.bpe.model by XLMRobertaTokenizer (CamembertTokenizer
+  // in a CamemBERT folder), spm.model by
   // DebertaV2Tokenizer, vocab.json + merges.txt by RobertaTokenizer, and each
   // joins pairs its own way whatever the model. Named by a card, they follow
   // the family (a tokenizer.json's template is its own either way).

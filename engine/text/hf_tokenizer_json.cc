@@ -37,7 +37,7 @@ class Reader {
   Status Unsupported(const std::string& what) const {
     return Unimplemented(source_ + ": " + what +
                          "; encoderd reads BERT's WordPiece, RoBERTa's byte-level BPE and "
-                         "XLM-R's Unigram pipelines from a tokenizer.json");
+                         "XLM-R's (and CamemBERT's) Unigram pipelines from a tokenizer.json");
   }
 
   // obj[key] when present and not null; nullptr otherwise.
@@ -448,11 +448,14 @@ void FloatField(int field, float v, std::string* out) {
 // XLM-R's pipeline, as transformers' XLMRobertaConverter writes it from the
 // sentencepiece model: model Unigram whose vocab is fairseq's <s> <pad> </s>
 // <unk> (unk_id 3), the model's pieces after its own <unk> <s> </s>, with
-// their scores, and <mask> last or not at all; normalizer Precompiled (the
+// their scores, and <mask> last or not at all (or CamembertConverter's
+// vocab, the same pipeline: <s>NOTUSED <pad> </s>NOTUSED <unk>
+// <unk>NOTUSED, then the model's pieces after its <unk>, <s> and </s>
+// first); normalizer Precompiled (the
 // model's normalization map), alone or followed by steps that only strip
 // trailing or collapse repeated spaces; pre-tokenizer Metaspace ("\u2581",
 // a prefix); RoBERTa's template. Rebuilt into that sentencepiece model with
-// fairseq's id offset 1 and no map of its own: a text reaches it normalized
+// fairseq's id offset 1 (CamemBERT's: 4) and no map of its own: a text reaches it normalized
 // as the library's Precompiled normalizes it, one grapheme cluster at a
 // time (PrecompiledGraphemes; sentencepiece's longest match differs, and did
 // here until 2026-12-06: NFD Vietnamese, NFD Hangul, a fullwidth letter with
@@ -495,18 +498,39 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
       return r.Refuse("model.vocab has \"" + piece.substr(0, 64) + "\" twice");
     }
   }
-  const char* fairseq[] = {"<s>", "<pad>", "</s>", "<unk>"};
-  for (int i = 0; i < 4; ++i) {
-    if ((*list)[i][0] != fairseq[i]) {
-      return r.Unsupported("model.vocab starts " + Shown((*list)[i][0]) + " at " +
-                           std::to_string(i) +
-                           ", not fairseq's <s> <pad> </s> <unk> (XLM-R's Unigram layout)");
+  // The layouts transformers' converters write: XLMRobertaConverter's
+  // (fairseq's <s> <pad> </s> <unk>, then the model's pieces after its own
+  // <unk> <s> </s>) and CamembertConverter's (<s>NOTUSED <pad> </s>NOTUSED
+  // <unk> <unk>NOTUSED, then the model's pieces after its own <unk>, its
+  // <s> and </s> first). Either way <unk> is 3, and an entry's id is its
+  // index: the model's pieces past its <unk> <s> </s> come `offset` past
+  // theirs in the sentencepiece model rebuilt below.
+  struct Layout {
+    std::vector<std::string> first;  // the entries before the model's other pieces
+    int32_t offset, bos, eos;
+  };
+  static const Layout kXlmr{{"<s>", "<pad>", "</s>", "<unk>"}, 1, 0, 2};
+  static const Layout kCamembert{
+      {"<s>NOTUSED", "<pad>", "</s>NOTUSED", "<unk>", "<unk>NOTUSED", "<s>", "</s>"}, 4, 5, 6};
+  const auto starts_with = [list](const Layout& layout) {
+    if (list->size() < layout.first.size()) return false;
+    for (size_t i = 0; i < layout.first.size(); ++i) {
+      if ((*list)[i][0] != layout.first[i]) return false;
     }
+    return true;
+  };
+  const Layout* layout = starts_with(kXlmr)        ? &kXlmr
+                         : starts_with(kCamembert) ? &kCamembert
+                                                   : nullptr;
+  if (layout == nullptr) {
+    return r.Unsupported("model.vocab starts " + Shown((*list)[0][0]) +
+                         ", not as XLM-R's Unigram layout (<s> <pad> </s> <unk>) or "
+                         "CamemBERT's (<s>NOTUSED <pad> </s>NOTUSED <unk> <unk>NOTUSED <s> </s>)");
   }
   const json* unk_id = Reader::Find(model, "unk_id");
   if (unk_id == nullptr || *unk_id != 3) {
     return r.Unsupported("model.unk_id is " + (unk_id ? Shown(*unk_id) : std::string("null")) +
-                         ", not 3 (XLM-R's <unk>)");
+                         ", not 3 (the layout's <unk>)");
   }
   const bool mask = list->back()[0] == "<mask>";
   const size_t end = list->size() - (mask ? 1 : 0);
@@ -652,7 +676,7 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   piece("<unk>", 0.f, kUnknown);
   piece("<s>", 0.f, kControl);
   piece("</s>", 0.f, kControl);
-  for (size_t i = 4; i < end; ++i) {
+  for (size_t i = layout->first.size(); i < end; ++i) {
     const std::string& text = (*list)[i][0].get_ref<const std::string&>();
     const bool inside = text.find("\u2581", 1) != std::string::npos;
     piece(text, (*list)[i][1].get<float>(),
@@ -675,10 +699,10 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
 
   SentencePieceOptions options;
   options.spaces = spaces;
-  options.id_offset = 1;
-  options.special_tokens.bos = 0;
+  options.id_offset = layout->offset;
+  options.special_tokens.bos = layout->bos;
   options.special_tokens.pad = 1;
-  options.special_tokens.eos = 2;
+  options.special_tokens.eos = layout->eos;
   options.special_tokens.unk = 3;
   options.vocab_size = vocab_size;
   options.added_tokens = std::move(added);

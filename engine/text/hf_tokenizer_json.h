@@ -17,7 +17,10 @@
 //    with fairseq's <s> <pad> </s> <unk> first, normalizer Precompiled (and
 //    space handling), pre-tokenizer Metaspace, RoBERTa's template -> the
 //    sentencepiece model it was converted from
-//    (engine/text/sentencepiece_tokenizer.h), fairseq's id offset 1.
+//    (engine/text/sentencepiece_tokenizer.h), fairseq's id offset 1; or the
+//    same pipeline as CamembertConverter writes it (<s>NOTUSED <pad>
+//    </s>NOTUSED <unk> <unk>NOTUSED first, then the model's <s> </s> and
+//    other pieces), the model's ids 4 on.
 // Anything else (other model types or layouts, normalizers or templates) is
 // refused with the setting named (UNIMPLEMENTED), rather than tokenized
 // differently from Hugging Face; a damaged file is INVALID_ARGUMENT.

@@ -592,20 +592,34 @@ class SentencePieceTokenizer final : public Tokenizer {
 // model in XLM-R's layout (<unk> <s> </s> first; fairseq's ids, offset 1):
 // fairseq's <s> <pad> </s> <unk> scored 0, the model's pieces after its own
 // three with their scores, then <mask> scored 0 where the vocabulary has
-// room for it and the model lacks it. Null for another layout, which keeps
-// sentencepiece's own Viterbi.
+// room for it and the model lacks it. With CamembertTokenizer's ids
+// (offset 4; <s> 5, <pad> 1, </s> 6, <unk> 3) CamembertConverter's:
+// <s>NOTUSED <pad> </s>NOTUSED <unk> scored 0 and <unk>NOTUSED -100, the
+// model's pieces after its <unk> (its <s> and </s> first), then <mask> as
+// above. Null for another layout or other ids, which keep sentencepiece's
+// own Viterbi.
 StatusOr<std::shared_ptr<const UnigramModel>> FastClassUnigram(std::string_view serialized_model,
                                                                const SentencePieceOptions& options,
                                                                int64_t vocab_size) {
   ASSIGN_OR_RETURN(const std::vector<SentencePieceEntry> pieces,
                    ReadSentencePieces(serialized_model));
   const SpecialTokens& s = options.special_tokens;
+  const bool xlmr = options.id_offset == 1 && s.bos == 0 && s.pad == 1 && s.eos == 2 && s.unk == 3;
+  const bool camembert =
+      options.id_offset == 4 && s.bos == 5 && s.pad == 1 && s.eos == 6 && s.unk == 3;
   if (pieces.size() < 3 || pieces[0].piece != "<unk>" || pieces[1].piece != "<s>" ||
-      pieces[2].piece != "</s>" || options.id_offset != 1 || options.special_ids_from_model ||
-      s.bos != 0 || s.pad != 1 || s.eos != 2 || s.unk != 3) {
+      pieces[2].piece != "</s>" || options.special_ids_from_model || !(xlmr || camembert)) {
     return std::shared_ptr<const UnigramModel>();
   }
-  std::vector<UnigramModel::Entry> vocab = {{"<s>", 0}, {"<pad>", 0}, {"</s>", 0}, {"<unk>", 0}};
+  std::vector<UnigramModel::Entry> vocab;
+  if (xlmr) {
+    vocab = {{"<s>", 0}, {"<pad>", 0}, {"</s>", 0}, {"<unk>", 0}};
+  } else {
+    vocab = {{"<s>NOTUSED", 0},        {"<pad>", 0},
+             {"</s>NOTUSED", 0},       {"<unk>", 0},
+             {"<unk>NOTUSED", -100},   {"<s>", pieces[1].score},
+             {"</s>", pieces[2].score}};
+  }
   bool has_mask = false;
   for (size_t i = 3; i < pieces.size(); ++i) {
     vocab.push_back({pieces[i].piece, pieces[i].score});
@@ -623,6 +637,13 @@ std::vector<AddedToken> XlmrClassSpecials() {
   AddedToken mask{"<mask>"};
   mask.lstrip = true;
   return {AddedToken{"<s>"}, AddedToken{"<pad>"}, AddedToken{"</s>"}, AddedToken{"<unk>"}, mask};
+}
+
+std::vector<AddedToken> CamembertClassSpecials() {
+  std::vector<AddedToken> tokens = {AddedToken{"<s>NOTUSED", 0}, AddedToken{"</s>NOTUSED", 2},
+                                    AddedToken{"<unk>NOTUSED", 4}};
+  for (AddedToken& token : XlmrClassSpecials()) tokens.push_back(std::move(token));
+  return tokens;
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(

@@ -61,9 +61,9 @@ struct SentencePieceOptions {
   // Where the model is Unigram (XLM-R's), it is read as the fast class
   // transformers converts it into reads it (FastClassModel): its own map
   // taken out and applied as `graphemes` (which must then be unset), its
-  // spaces as the converter's. A BPE model's fast class is another
-  // tokenizer (the tokenizers library's BPE); such a model stays as
-  // sentencepiece reads it.
+  // spaces as the converter's (XLMRobertaConverter's, or with
+  // CamembertTokenizer's ids CamembertConverter's, which are the same). A BPE model's fast class is
+  // another tokenizer (the tokenizers library's BPE); such a model stays as sentencepiece reads it.
   bool fast_class = false;
   // Where set, sentencepiece splits no text: after the normalization above
   // and the model's whitespace flags (a "\u2581" first, spaces as "\u2581"),
@@ -72,7 +72,8 @@ struct SentencePieceOptions {
   // must then be those ids; the pieces' and id_offset serve the rest). For a
   // tokenizer.json's Unigram, and a Unigram model read as the fast class
   // (fast_class) in XLM-R's layout, whose vocabulary is then made as
-  // transformers' XLMRobertaConverter makes it.
+  // transformers' XLMRobertaConverter makes it (with CamembertTokenizer's
+  // ids, as CamembertConverter makes it).
   std::shared_ptr<const UnigramModel> unigram;
   // Windows over 64 KiB are first read in pieces for a character the
   // vocabulary does not know, and encoded only to 1 KiB past one (an
@@ -95,6 +96,11 @@ struct SentencePieceOptions {
 // <s> <pad> </s> <unk>, and <mask>, which comes after the model's pieces and
 // takes the whitespace before it.
 std::vector<AddedToken> XlmrClassSpecials();
+
+// CamembertTokenizer's: <s>NOTUSED (0), </s>NOTUSED (2) and <unk>NOTUSED (4),
+// then XlmrClassSpecials' (the model's <s> and </s>, fairseq's <pad> 1 and
+// <unk> 3 by the options' ids).
+std::vector<AddedToken> CamembertClassSpecials();
 
 // Loads a sentencepiece .model file. A missing, unreadable or corrupt file is
 // an error naming the file; ids that do not fit `vocab_size` are rejected here.

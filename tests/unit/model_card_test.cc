@@ -15,6 +15,7 @@
 #include "engine/model/model_directory.h"
 #include "engine/text/byte_bpe_tokenizer.h"
 #include "engine/text/hf_tokenizer_json.h"
+#include "engine/text/sentencepiece_tokenizer.h"
 #include "engine/text/text_pair.h"
 #include "engine/text/wordpiece_tokenizer.h"
 #include "server/config/model_card_yaml.h"
@@ -611,6 +612,95 @@ TEST(ModelCardLoad, XlmrFolderWithOnlyAUnigramTokenizerJson) {
                 "tokenizer.json: normalizer.precompiled_charsmap is not a map"),
             std::string::npos)
       << damaged.status().message();
+  fs::remove_all(dir);
+}
+
+// A CamemBERT folder (model_type camembert; camembert-base's files: its
+// sentencepiece model and the tokenizer.json CamembertConverter writes of
+// it) loads as a RoBERTa (EncoderParityTest runs it) and tokenizes with its
+// own ids: <s> and </s> are the model's pieces, 5 and 6 here, not XLM-R's 0
+// and 2 (the Python reference's ids, texts.json). Without the tokenizer.json
+// its sentencepiece model is read as AutoTokenizer converts it
+// (CamembertConverter: the same pipeline, trailing spaces stripped), and
+// named by a card as CamembertTokenizer reads it: the model's pieces 3 past
+// XLM-R's ids. A model whose first pieces are not <unk> <s> </s> is not
+// read. Until 2026-12-07 model_type camembert was refused.
+TEST(ModelCardLoad, CamembertFolderTokenizesWithItsOwnIds) {
+  const fs::path dir = CopyFixture("hf_camembert_zip", "camembert");
+  const auto texts =
+      testing::ReadJsonFile(testing::ModelsDir() + "/hf_camembert_zip.reference/texts.json");
+  const auto expect_ids = [&texts](const Tokenizer& tokenizer, const char* key) {
+    SCOPED_TRACE(key);
+    ASSERT_EQ(texts["texts"].size(), texts[key].size());
+    for (size_t i = 0; i < texts["texts"].size(); ++i) {
+      const std::string text = texts["texts"][i].get<std::string>();
+      SCOPED_TRACE(text);
+      const auto encoded = tokenizer.Encode(text, 64, true);
+      ASSERT_TRUE(encoded.ok()) << encoded.status().ToString();
+      const auto want = texts[key][i].get<std::vector<int32_t>>();
+      EXPECT_EQ(encoded->ids, want);
+      EXPECT_EQ(want.front(), 5);
+      EXPECT_EQ(want.back(), 6);
+    }
+  };
+  auto model = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(model->config.family, ModelFamily::kCamembert);
+  ASSERT_NE(model->tokenizer, nullptr) << model->tokenizer_note;
+  EXPECT_EQ(model->tokenizer_path, (dir / "tokenizer.json").string());
+  EXPECT_EQ(model->pair_template, PairTemplate::kRoberta);
+  expect_ids(*model->tokenizer, "ids");
+
+  fs::remove(dir / "tokenizer.json");
+  auto converted = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(converted.ok()) << converted.status().ToString();
+  ASSERT_NE(converted->tokenizer, nullptr) << converted->tokenizer_note;
+  EXPECT_EQ(converted->tokenizer_path, (dir / "sentencepiece.bpe.model").string());
+  EXPECT_EQ(converted->pair_template, PairTemplate::kRoberta);
+  expect_ids(*converted->tokenizer, "ids_converted");
+
+  WriteFile(dir / "encoderd.yaml",
+            "tokenizer: {type: sentencepiece, file: sentencepiece.bpe.model}\n");
+  auto named = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  ASSERT_NE(named->tokenizer, nullptr) << named->tokenizer_note;
+  // The same model read with XLM-R's ids (offset 1, <s> 0, </s> 2).
+  auto as_xlmr = CreateSentencePieceTokenizer((dir / "sentencepiece.bpe.model").string(), {});
+  ASSERT_TRUE(as_xlmr.ok()) << as_xlmr.status().ToString();
+  const auto camembert = named->tokenizer->Encode("Bonjour tout le monde", 64, true);
+  const auto xlmr = (*as_xlmr)->Encode("Bonjour tout le monde", 64, true);
+  ASSERT_TRUE(camembert.ok() && xlmr.ok());
+  ASSERT_EQ(camembert->ids.size(), xlmr->ids.size());
+  ASSERT_GT(xlmr->ids.size(), 2u);
+  EXPECT_EQ(camembert->ids.front(), 5);
+  EXPECT_EQ(camembert->ids.back(), 6);
+  for (size_t i = 1; i + 1 < xlmr->ids.size(); ++i) EXPECT_EQ(camembert->ids[i], xlmr->ids[i] + 3);
+  // A card's key replaces one of CamembertTokenizer's ids, not all of them.
+  WriteFile(dir / "encoderd.yaml",
+            "tokenizer: {type: sentencepiece, file: sentencepiece.bpe.model, id_offset: 4}\n");
+  auto offset_only = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(offset_only.ok()) << offset_only.status().ToString();
+  ASSERT_NE(offset_only->tokenizer, nullptr) << offset_only->tokenizer_note;
+  const auto same = offset_only->tokenizer->Encode("Bonjour tout le monde", 64, true);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->ids, camembert->ids);
+  WriteFile(dir / "encoderd.yaml",
+            "tokenizer: {type: sentencepiece, file: sentencepiece.bpe.model}\n");
+
+  // A model whose pieces start otherwise (DeBERTa's [PAD] [CLS] [SEP] [UNK]).
+  fs::copy_file(fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "spm" / "deberta.model",
+                dir / "sentencepiece.bpe.model", fs::copy_options::overwrite_existing);
+  auto other_card = server::LoadModelDirectory(dir.string());
+  ASSERT_FALSE(other_card.ok());
+  EXPECT_NE(other_card.status().message().find("first pieces are not <unk> <s> </s>"),
+            std::string::npos)
+      << other_card.status().message();
+  fs::remove(dir / "encoderd.yaml");
+  auto other = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(other->tokenizer, nullptr);
+  EXPECT_NE(other->tokenizer_note.find("first pieces are not <unk> <s> </s>"), std::string::npos)
+      << other->tokenizer_note;
   fs::remove_all(dir);
 }
 

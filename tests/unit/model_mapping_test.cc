@@ -277,8 +277,8 @@ TEST(EncoderConfig, MaxTokensIsBounded) {
 
 TEST(ModelSpecNames, RoundTrip) {
   for (ModelFamily f : {ModelFamily::kBert, ModelFamily::kRoberta, ModelFamily::kXlmRoberta,
-                        ModelFamily::kDistilbert, ModelFamily::kElectra, ModelFamily::kMpnet,
-                        ModelFamily::kDeberta, ModelFamily::kTorchtextRoberta,
+                        ModelFamily::kCamembert, ModelFamily::kDistilbert, ModelFamily::kElectra,
+                        ModelFamily::kMpnet, ModelFamily::kDeberta, ModelFamily::kTorchtextRoberta,
                         ModelFamily::kFairseqRoberta, ModelFamily::kTransformerEncoder}) {
     EXPECT_EQ(ParseModelFamily(ModelFamilyName(f)), f);
   }
