@@ -21,13 +21,13 @@ bool IsFile(const std::string& path) {
 }
 
 // Whether the sentencepiece model at `path` has <unk> <s> </s> as its
-// pieces 0, 1 and 2; nothing where it cannot be read (creating the
-// tokenizer then says why).
+// pieces 0, 1 and 2; nothing where it cannot be read or has no pieces
+// (creating the tokenizer then says why).
 std::optional<bool> StartsUnkBosEos(const std::string& path) {
   StatusOr<std::string> data = ReadWholeFile(path, "sentencepiece model file");
   if (!data.ok()) return std::nullopt;
   StatusOr<std::vector<SentencePieceEntry>> pieces = ReadSentencePieces(*data);
-  if (!pieces.ok()) return std::nullopt;
+  if (!pieces.ok() || pieces->empty()) return std::nullopt;
   return pieces->size() >= 3 && (*pieces)[0].piece == "<unk>" && (*pieces)[1].piece == "<s>" &&
          (*pieces)[2].piece == "</s>";
 }

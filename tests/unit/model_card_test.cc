@@ -657,6 +657,9 @@ TEST(ModelCardLoad, CamembertFolderTokenizesWithItsOwnIds) {
   ASSERT_NE(converted->tokenizer, nullptr) << converted->tokenizer_note;
   EXPECT_EQ(converted->tokenizer_path, (dir / "sentencepiece.bpe.model").string());
   EXPECT_EQ(converted->pair_template, PairTemplate::kRoberta);
+  EXPECT_NE(converted->tokenizer->Describe().find("tokenizers library's Unigram"),
+            std::string::npos)
+      << converted->tokenizer->Describe();
   expect_ids(*converted->tokenizer, "ids_converted");
 
   WriteFile(dir / "encoderd.yaml",
@@ -667,26 +670,39 @@ TEST(ModelCardLoad, CamembertFolderTokenizesWithItsOwnIds) {
   // The same model read with XLM-R's ids (offset 1, <s> 0, </s> 2).
   auto as_xlmr = CreateSentencePieceTokenizer((dir / "sentencepiece.bpe.model").string(), {});
   ASSERT_TRUE(as_xlmr.ok()) << as_xlmr.status().ToString();
-  const auto camembert = named->tokenizer->Encode("Bonjour tout le monde", 64, true);
-  const auto xlmr = (*as_xlmr)->Encode("Bonjour tout le monde", 64, true);
+  // (Sentencepiece's own <unk>, for the characters the model lacks, is 3
+  // in both.)
+  const char* text = "Bonjour tout le monde \u30d5\u30a1\u30a4\u30eb";
+  const auto camembert = named->tokenizer->Encode(text, 64, true);
+  const auto xlmr = (*as_xlmr)->Encode(text, 64, true);
   ASSERT_TRUE(camembert.ok() && xlmr.ok());
   ASSERT_EQ(camembert->ids.size(), xlmr->ids.size());
   ASSERT_GT(xlmr->ids.size(), 2u);
   EXPECT_EQ(camembert->ids.front(), 5);
   EXPECT_EQ(camembert->ids.back(), 6);
-  for (size_t i = 1; i + 1 < xlmr->ids.size(); ++i) EXPECT_EQ(camembert->ids[i], xlmr->ids[i] + 3);
+  EXPECT_NE(std::find(xlmr->ids.begin(), xlmr->ids.end(), 3), xlmr->ids.end());
+  for (size_t i = 1; i + 1 < xlmr->ids.size(); ++i) {
+    EXPECT_EQ(camembert->ids[i], xlmr->ids[i] == 3 ? 3 : xlmr->ids[i] + 3);
+  }
   // A card's key replaces one of CamembertTokenizer's ids, not all of them.
   WriteFile(dir / "encoderd.yaml",
             "tokenizer: {type: sentencepiece, file: sentencepiece.bpe.model, id_offset: 4}\n");
   auto offset_only = server::LoadModelDirectory(dir.string());
   ASSERT_TRUE(offset_only.ok()) << offset_only.status().ToString();
   ASSERT_NE(offset_only->tokenizer, nullptr) << offset_only->tokenizer_note;
-  const auto same = offset_only->tokenizer->Encode("Bonjour tout le monde", 64, true);
+  const auto same = offset_only->tokenizer->Encode(text, 64, true);
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(same->ids, camembert->ids);
   WriteFile(dir / "encoderd.yaml",
             "tokenizer: {type: sentencepiece, file: sentencepiece.bpe.model}\n");
 
+  // A damaged model fails the load, as an XLM-R folder's does.
+  WriteFile(dir / "sentencepiece.bpe.model", "");
+  fs::remove(dir / "encoderd.yaml");
+  auto empty = server::LoadModelDirectory(dir.string());
+  EXPECT_FALSE(empty.ok());
+  WriteFile(dir / "encoderd.yaml",
+            "tokenizer: {type: sentencepiece, file: sentencepiece.bpe.model}\n");
   // A model whose pieces start otherwise (DeBERTa's [PAD] [CLS] [SEP] [UNK]).
   fs::copy_file(fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers" / "spm" / "deberta.model",
                 dir / "sentencepiece.bpe.model", fs::copy_options::overwrite_existing);
