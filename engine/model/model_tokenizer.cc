@@ -97,6 +97,31 @@ StatusOr<std::optional<TokenizerCard>> SlowTokenizerFiles(const std::string& dir
   return std::optional<TokenizerCard>();
 }
 
+// A tokenizer class's name without "Fast" at its end (BertTokenizerFast:
+// BertTokenizer).
+std::string SlowClassName(std::string name) {
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, "Fast") == 0)
+    name.resize(name.size() - 4);
+  return name;
+}
+
+// Whether a folder's sentencepiece.bpe.model is read by CamembertTokenizer:
+// as AutoTokenizer picks the class, tokenizer_config.json's tokenizer_class
+// where it names CamembertTokenizer or XLMRobertaTokenizer (or their fast
+// classes), else the model type's.
+StatusOr<bool> CamembertClassFolder(const std::string& dir, ModelFamily family) {
+  const std::string path = dir + "/tokenizer_config.json";
+  if (IsFile(path)) {
+    ASSIGN_OR_RETURN(const TokenizerConfig read, ReadTokenizerConfig(path));
+    if (read.tokenizer_class) {
+      const std::string name = SlowClassName(*read.tokenizer_class);
+      if (name == "CamembertTokenizer") return true;
+      if (name == "XLMRobertaTokenizer") return false;
+    }
+  }
+  return family == ModelFamily::kCamembert;
+}
+
 // A card key the tokenizer's kind would ignore is an error, not a surprise.
 // Each key is read by one kind only; tokenizer-json reads none (the file says
 // everything).
@@ -149,9 +174,7 @@ FastClass FastClassOf(const std::optional<std::string>& tokenizer_class, ModelFa
         return FastClass::kOther;
     }
   }
-  std::string name = *tokenizer_class;
-  if (name.size() > 4 && name.compare(name.size() - 4, 4, "Fast") == 0)
-    name.resize(name.size() - 4);
+  const std::string name = SlowClassName(*tokenizer_class);
   for (const char* bert : {"BertTokenizer", "DistilBertTokenizer", "ElectraTokenizer",
                            "MobileBertTokenizer", "SqueezeBertTokenizer", "MPNetTokenizer"}) {
     if (name == bert) return FastClass::kBertLike;
@@ -282,12 +305,18 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   const bool deberta_spm = config.family == ModelFamily::kDeberta &&
                            card->kind == TokenizerKind::kSentencePiece && !card->id_offset &&
                            !card->bos && !card->eos && !card->pad && !card->unk;
-  // A CamemBERT folder's sentencepiece.bpe.model, found by name or named by
-  // a card that sets no ids of its own: CamembertTokenizer's ids, not
-  // XLMRobertaTokenizer's (before 2026-12-07 the model was refused).
-  const bool camembert_spm = config.family == ModelFamily::kCamembert &&
-                             card->kind == TokenizerKind::kSentencePiece && !card->id_offset &&
-                             !card->bos && !card->eos && !card->pad && !card->unk;
+  // A CamemBERT sentencepiece model, found by name or named by a card that
+  // sets no ids of its own: CamembertTokenizer's ids, not
+  // XLMRobertaTokenizer's (before 2026-12-07 the model was refused). Found
+  // by name, the class AutoTokenizer picks decides; named by a card, the
+  // family.
+  bool camembert_ids = config.family == ModelFamily::kCamembert;
+  if (found_by_name && card->file == "sentencepiece.bpe.model") {
+    ASSIGN_OR_RETURN(camembert_ids, CamembertClassFolder(dir, config.family));
+  }
+  const bool camembert_spm = camembert_ids && card->kind == TokenizerKind::kSentencePiece &&
+                             !card->id_offset && !card->bos && !card->eos && !card->pad &&
+                             !card->unk;
   StatusOr<std::unique_ptr<Tokenizer>> created = std::unique_ptr<Tokenizer>();
   if (card->kind == TokenizerKind::kWordPiece) {
     WordPieceOptions options;
@@ -331,7 +360,7 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     created = found_by_name ? Unimplemented(why) : InvalidArgument(why);
   } else {
     SentencePieceOptions options;
-    if (config.family == ModelFamily::kCamembert) {
+    if (camembert_ids) {
       // CamembertTokenizer's ids, each of which a card's key replaces:
       // <s>NOTUSED <pad> </s>NOTUSED <unk> <unk>NOTUSED, then the model's
       // pieces after its <unk> (<s> 5, </s> 6), <mask> last.

@@ -720,6 +720,41 @@ TEST(ModelCardLoad, CamembertFolderTokenizesWithItsOwnIds) {
   fs::remove_all(dir);
 }
 
+// A folder's sentencepiece.bpe.model is read by the class AutoTokenizer
+// picks: tokenizer_config.json's tokenizer_class where it names
+// CamembertTokenizer or XLMRobertaTokenizer (Fast or not), else the model
+// type's. (Until 2026-12-07 the model type alone decided.)
+TEST(ModelCardLoad, TokenizerClassPicksCamembertOrXlmrIds) {
+  const fs::path dir = CopyFixture("hf_camembert_zip", "tokenizer_class");
+  fs::remove(dir / "tokenizer.json");
+  const auto texts =
+      testing::ReadJsonFile(testing::ModelsDir() + "/hf_camembert_zip.reference/texts.json");
+  const std::string text = texts["texts"][0].get<std::string>();
+  const auto camembert_ids = texts["ids_converted"][0].get<std::vector<int32_t>>();
+  const auto ids_of = [&dir, &text]() {
+    auto model = server::LoadModelDirectory(dir.string());
+    EXPECT_TRUE(model.ok()) << model.status().ToString();
+    if (!model.ok() || model->tokenizer == nullptr) return std::vector<int32_t>();
+    auto encoded = model->tokenizer->Encode(text, 64, true);
+    EXPECT_TRUE(encoded.ok());
+    return encoded.ok() ? encoded->ids : std::vector<int32_t>();
+  };
+  EXPECT_EQ(ids_of(), camembert_ids);
+  WriteFile(dir / "tokenizer_config.json", R"({"tokenizer_class": "XLMRobertaTokenizer"})");
+  std::vector<int32_t> xlmr = ids_of();
+  ASSERT_EQ(xlmr.size(), camembert_ids.size());
+  EXPECT_EQ(xlmr.front(), 0);
+  EXPECT_EQ(xlmr.back(), 2);
+
+  nlohmann::json config = testing::ReadJsonFile((dir / "config.json").string());
+  config["model_type"] = "roberta";
+  WriteFile(dir / "config.json", config.dump());
+  EXPECT_EQ(ids_of(), xlmr);
+  WriteFile(dir / "tokenizer_config.json", R"({"tokenizer_class": "CamembertTokenizerFast"})");
+  EXPECT_EQ(ids_of(), camembert_ids);
+  fs::remove_all(dir);
+}
+
 // An XLM-R folder whose tokenizer is its sentencepiece.bpe.model alone
 // tokenizes as AutoTokenizer does, which converts the model into the fast
 // class: as the tokenizer.json transformers' converter writes now (the
