@@ -317,6 +317,22 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
   const bool camembert_spm = camembert_ids && card->kind == TokenizerKind::kSentencePiece &&
                              !card->id_offset && !card->bos && !card->eos && !card->pad &&
                              !card->unk;
+  // A folder's files found by name that encoderd does not reproduce: token
+  // ids only, saying why.
+  const auto token_ids_only = [&result](const std::string& why) {
+    result.note += (result.note.empty() ? "" : "; ") + why;
+    result.path.clear();
+    return std::move(result);
+  };
+  if (camembert_spm && StartsUnkBosEos(result.path) == false) {
+    // CamembertTokenizer's <s> and </s> are the model's own pieces (plus
+    // its offset), 5 and 6 only where they are its pieces 1 and 2.
+    const std::string why = result.path +
+                            ": a CamemBERT sentencepiece model whose first pieces are not <unk> "
+                            "<s> </s> is not read (CamembertTokenizer's ids would differ)";
+    if (found_by_name) return token_ids_only(why);
+    return InvalidArgument(why);
+  }
   StatusOr<std::unique_ptr<Tokenizer>> created = std::unique_ptr<Tokenizer>();
   if (card->kind == TokenizerKind::kWordPiece) {
     WordPieceOptions options;
@@ -351,21 +367,14 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     const std::string merges =
         dir + "/" + (card->merges_file.empty() ? "merges.txt" : card->merges_file);
     created = CreateByteBpeTokenizer(result.path, merges, options);
-  } else if (camembert_spm && StartsUnkBosEos(result.path) == false) {
-    // CamembertTokenizer's <s> and </s> are the model's own pieces (plus
-    // its offset), 5 and 6 only where they are its pieces 1 and 2.
-    const std::string why = result.path +
-                            ": a CamemBERT sentencepiece model whose first pieces are not <unk> "
-                            "<s> </s> is not read (CamembertTokenizer's ids would differ)";
-    created = found_by_name ? Unimplemented(why) : InvalidArgument(why);
   } else {
     SentencePieceOptions options;
     if (camembert_ids) {
       // CamembertTokenizer's ids, each of which a card's key replaces:
       // <s>NOTUSED <pad> </s>NOTUSED <unk> <unk>NOTUSED, then the model's
       // pieces after its <unk> (<s> 5, </s> 6), <mask> last.
-      options.id_offset = 4;
-      options.special_tokens = {/*bos=*/5, /*eos=*/6, /*pad=*/1, /*unk=*/3};
+      options.id_offset = CamembertConverterLayout().offset;
+      options.special_tokens = CamembertConverterLayout().ids;
     }
     options.id_offset = card->id_offset.value_or(options.id_offset);
     options.special_tokens.bos = card->bos.value_or(options.special_tokens.bos);
@@ -408,13 +417,11 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     }
     if (created.ok()) created = CreateSentencePieceTokenizer(result.path, options);
   }
-  // A folder's files found by name that encoderd does not reproduce: token
-  // ids only, saying why.
+  // Here only an added token the folder declares is not reproduced.
   if (found_by_name && created.status().code() == StatusCode::kUnimplemented) {
-    result.note += (result.note.empty() ? "" : "; ") + created.status().message() +
-                   (declared_in.empty() ? "" : " (the added tokens of " + declared_in + ")");
-    result.path.clear();
-    return result;
+    return token_ids_only(
+        created.status().message() +
+        (declared_in.empty() ? "" : " (the added tokens of " + declared_in + ")"));
   }
   ASSIGN_OR_RETURN(result.tokenizer, std::move(created));
   // Found by name in a Hugging Face folder, the file is read as transformers

@@ -498,34 +498,26 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
       return r.Refuse("model.vocab has \"" + piece.substr(0, 64) + "\" twice");
     }
   }
-  // The layouts transformers' converters write: XLMRobertaConverter's
-  // (fairseq's <s> <pad> </s> <unk>, then the model's pieces after its own
-  // <unk> <s> </s>) and CamembertConverter's (<s>NOTUSED <pad> </s>NOTUSED
-  // <unk> <unk>NOTUSED, then the model's pieces after its own <unk>, its
-  // <s> and </s> first). Either way <unk> is 3, and an entry's id is its
-  // index: the model's pieces past its <unk> <s> </s> come `offset` past
-  // theirs in the sentencepiece model rebuilt below.
-  struct Layout {
-    std::vector<std::string> first;  // the entries before the model's other pieces
-    int32_t offset, bos, eos;
-  };
-  static const Layout kXlmr{{"<s>", "<pad>", "</s>", "<unk>"}, 1, 0, 2};
-  static const Layout kCamembert{
-      {"<s>NOTUSED", "<pad>", "</s>NOTUSED", "<unk>", "<unk>NOTUSED", "<s>", "</s>"}, 4, 5, 6};
-  const auto starts_with = [list](const Layout& layout) {
-    if (list->size() < layout.first.size()) return false;
-    for (size_t i = 0; i < layout.first.size(); ++i) {
-      if ((*list)[i][0] != layout.first[i]) return false;
+  // The layouts transformers' converters write (XLMRobertaConverter's,
+  // CamembertConverter's): <unk> is 3 in each, an entry's id its index, and
+  // the model's pieces past its <unk> <s> </s> come the layout's offset
+  // past theirs in the sentencepiece model rebuilt below.
+  const UnigramConverterLayout* layout = nullptr;
+  std::string layouts;  // for the message
+  for (const UnigramConverterLayout* l : {&XlmrConverterLayout(), &CamembertConverterLayout()}) {
+    bool starts = list->size() >= l->first.size();
+    std::string pieces;
+    for (size_t i = 0; i < l->first.size(); ++i) {
+      starts = starts && (*list)[i][0] == l->first[i].piece;
+      pieces += (i ? " " : "") + std::string(l->first[i].piece);
     }
-    return true;
-  };
-  const Layout* layout = starts_with(kXlmr)        ? &kXlmr
-                         : starts_with(kCamembert) ? &kCamembert
-                                                   : nullptr;
+    if (starts && layout == nullptr) layout = l;
+    const bool first_named = layouts.empty();
+    layouts += std::string(first_named ? "" : " or ") + l->name +
+               (first_named ? " Unigram layout (" : " (") + pieces + ")";
+  }
   if (layout == nullptr) {
-    return r.Unsupported("model.vocab starts " + Shown((*list)[0][0]) +
-                         ", not as XLM-R's Unigram layout (<s> <pad> </s> <unk>) or "
-                         "CamemBERT's (<s>NOTUSED <pad> </s>NOTUSED <unk> <unk>NOTUSED <s> </s>)");
+    return r.Unsupported("model.vocab starts " + Shown((*list)[0][0]) + ", not as " + layouts);
   }
   const json* unk_id = Reader::Find(model, "unk_id");
   if (unk_id == nullptr || *unk_id != 3) {
@@ -700,10 +692,7 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
   SentencePieceOptions options;
   options.spaces = spaces;
   options.id_offset = layout->offset;
-  options.special_tokens.bos = layout->bos;
-  options.special_tokens.pad = 1;
-  options.special_tokens.eos = layout->eos;
-  options.special_tokens.unk = 3;
+  options.special_tokens = layout->ids;
   options.vocab_size = vocab_size;
   options.added_tokens = std::move(added);
   options.graphemes = std::move(graphemes);

@@ -588,37 +588,31 @@ class SentencePieceTokenizer final : public Tokenizer {
   AddedTokens added_;
 };
 
-// The vocabulary transformers' XLMRobertaConverter makes of a Unigram
-// model in XLM-R's layout (<unk> <s> </s> first; fairseq's ids, offset 1):
-// fairseq's <s> <pad> </s> <unk> scored 0, the model's pieces after its own
-// three with their scores, then <mask> scored 0 where the vocabulary has
-// room for it and the model lacks it. With CamembertTokenizer's ids
-// (offset 4; <s> 5, <pad> 1, </s> 6, <unk> 3) CamembertConverter's:
-// <s>NOTUSED <pad> </s>NOTUSED <unk> scored 0 and <unk>NOTUSED -100, the
-// model's pieces after its <unk> (its <s> and </s> first), then <mask> as
-// above. Null for another layout or other ids, which keep sentencepiece's
-// own Viterbi.
+// The vocabulary transformers' converter makes of a Unigram model whose
+// first pieces are <unk> <s> </s>, where the options carry its class's ids
+// (XlmrConverterLayout, CamembertConverterLayout). Null for another model
+// or other ids, which keep sentencepiece's own Viterbi.
 StatusOr<std::shared_ptr<const UnigramModel>> FastClassUnigram(std::string_view serialized_model,
                                                                const SentencePieceOptions& options,
                                                                int64_t vocab_size) {
   ASSIGN_OR_RETURN(const std::vector<SentencePieceEntry> pieces,
                    ReadSentencePieces(serialized_model));
-  const SpecialTokens& s = options.special_tokens;
-  const bool xlmr = options.id_offset == 1 && s.bos == 0 && s.pad == 1 && s.eos == 2 && s.unk == 3;
-  const bool camembert =
-      options.id_offset == 4 && s.bos == 5 && s.pad == 1 && s.eos == 6 && s.unk == 3;
+  const UnigramConverterLayout* layout = nullptr;
+  for (const UnigramConverterLayout* l : {&XlmrConverterLayout(), &CamembertConverterLayout()}) {
+    const SpecialTokens& s = options.special_tokens;
+    if (options.id_offset == l->offset && s.bos == l->ids.bos && s.pad == l->ids.pad &&
+        s.eos == l->ids.eos && s.unk == l->ids.unk) {
+      layout = l;
+      break;
+    }
+  }
   if (pieces.size() < 3 || pieces[0].piece != "<unk>" || pieces[1].piece != "<s>" ||
-      pieces[2].piece != "</s>" || options.special_ids_from_model || !(xlmr || camembert)) {
+      pieces[2].piece != "</s>" || options.special_ids_from_model || layout == nullptr) {
     return std::shared_ptr<const UnigramModel>();
   }
   std::vector<UnigramModel::Entry> vocab;
-  if (xlmr) {
-    vocab = {{"<s>", 0}, {"<pad>", 0}, {"</s>", 0}, {"<unk>", 0}};
-  } else {
-    vocab = {{"<s>NOTUSED", 0},        {"<pad>", 0},
-             {"</s>NOTUSED", 0},       {"<unk>", 0},
-             {"<unk>NOTUSED", -100},   {"<s>", pieces[1].score},
-             {"</s>", pieces[2].score}};
+  for (const UnigramConverterLayout::Entry& e : layout->first) {
+    vocab.push_back({e.piece, e.model_piece >= 0 ? pieces[e.model_piece].score : e.score});
   }
   bool has_mask = false;
   for (size_t i = 3; i < pieces.size(); ++i) {
@@ -632,6 +626,29 @@ StatusOr<std::shared_ptr<const UnigramModel>> FastClassUnigram(std::string_view 
 }
 
 }  // namespace
+
+const UnigramConverterLayout& XlmrConverterLayout() {
+  static const UnigramConverterLayout layout{
+      "XLM-R's",
+      {{"<s>", -1, 0}, {"<pad>", -1, 0}, {"</s>", -1, 0}, {"<unk>", -1, 0}},
+      /*offset=*/1,
+      /*ids: bos, eos, pad, unk=*/{0, 2, 1, 3}};
+  return layout;
+}
+
+const UnigramConverterLayout& CamembertConverterLayout() {
+  static const UnigramConverterLayout layout{"CamemBERT's",
+                                             {{"<s>NOTUSED", -1, 0},
+                                              {"<pad>", -1, 0},
+                                              {"</s>NOTUSED", -1, 0},
+                                              {"<unk>", -1, 0},
+                                              {"<unk>NOTUSED", -1, -100},
+                                              {"<s>", 1, 0},
+                                              {"</s>", 2, 0}},
+                                             /*offset=*/4,
+                                             /*ids: bos, eos, pad, unk=*/{5, 6, 1, 3}};
+  return layout;
+}
 
 std::vector<AddedToken> XlmrClassSpecials() {
   AddedToken mask{"<mask>"};

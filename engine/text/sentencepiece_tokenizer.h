@@ -91,6 +91,32 @@ struct SentencePieceOptions {
   std::vector<AddedToken> added_tokens;
 };
 
+// A vocabulary transformers' converters make of a sentencepiece Unigram
+// model whose first pieces are <unk> <s> </s>: the entries `first`, then the
+// model's pieces past those three, each `offset` past its id in the model,
+// then <mask> where the vocabulary has room for it and the model lacks it.
+// <pad> is 1 and <unk> 3 in every layout; an entry's id is its index.
+struct UnigramConverterLayout {
+  struct Entry {
+    const char* piece;
+    // The model's piece whose score the entry takes (its <s> 1, its </s>
+    // 2), or -1: then `score`.
+    int model_piece;
+    double score;
+  };
+  const char* name;  // whose layout, for messages: "XLM-R's", "CamemBERT's"
+  std::vector<Entry> first;
+  int32_t offset;
+  SpecialTokens ids;  // <s> and </s> (and <pad> 1, <unk> 3)
+};
+// XLMRobertaConverter's: fairseq's <s> <pad> </s> <unk> scored 0; offset 1,
+// <s> 0, </s> 2 (XLMRobertaTokenizer's ids).
+const UnigramConverterLayout& XlmrConverterLayout();
+// CamembertConverter's: <s>NOTUSED <pad> </s>NOTUSED <unk> scored 0,
+// <unk>NOTUSED -100, then the model's <s> and </s> with their scores;
+// offset 4, <s> 5, </s> 6 (CamembertTokenizer's ids).
+const UnigramConverterLayout& CamembertConverterLayout();
+
 // The special tokens XLMRobertaTokenizer (transformers' class for a
 // sentencepiece.bpe.model) matches in a text, their ids the model's (-1):
 // <s> <pad> </s> <unk>, and <mask>, which comes after the model's pieces and

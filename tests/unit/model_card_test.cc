@@ -717,6 +717,17 @@ TEST(ModelCardLoad, CamembertFolderTokenizesWithItsOwnIds) {
   EXPECT_EQ(other->tokenizer, nullptr);
   EXPECT_NE(other->tokenizer_note.find("first pieces are not <unk> <s> </s>"), std::string::npos)
       << other->tokenizer_note;
+  // The note names the folder's added tokens only where one of them is why
+  // (until 2026-12-07 it named them after any reason).
+  WriteFile(dir / "tokenizer_config.json",
+            R"({"added_tokens_decoder": {"5": {"content": "<s>", "special": true}}})");
+  auto declared = server::LoadModelDirectory(dir.string());
+  ASSERT_TRUE(declared.ok()) << declared.status().ToString();
+  EXPECT_EQ(declared->tokenizer, nullptr);
+  EXPECT_NE(declared->tokenizer_note.find("first pieces are not <unk> <s> </s>"), std::string::npos)
+      << declared->tokenizer_note;
+  EXPECT_EQ(declared->tokenizer_note.find("added tokens"), std::string::npos)
+      << declared->tokenizer_note;
   fs::remove_all(dir);
 }
 
