@@ -46,10 +46,12 @@ BENCH = pathlib.Path(__file__).resolve().parent
 REPO = BENCH.parent
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
 
-# PyTorch's processes run with these: the Debian build's OpenBLAS keeps its
-# own pthreads spinning after each GEMM while ATen's OpenMP threads wait for
-# the cores. These two were the fastest settings tried on W1 and W2 (see the
-# "Debian defaults" row, which runs without them).
+# PyTorch's processes run with these, the in-process LibTorch rows too: the
+# Debian build's OpenBLAS keeps its own pthreads spinning after each GEMM
+# while ATen's OpenMP threads wait for the cores. These two were the fastest
+# settings tried on W1 and W2 (see the "Debian defaults" row, which runs
+# without them). Until 2026-12-07 the in-process rows ran without them, and
+# so took the "Debian defaults" row's W2, not the tuned Python process's.
 PYTORCH_ENV = {"OMP_WAIT_POLICY": "passive", "OPENBLAS_THREAD_TIMEOUT": "4"}
 
 
@@ -100,10 +102,10 @@ def systems(a):
     ]
     if a.with_inprocess:
         out += [("inprocess-nested", "PyTorch nested fastpath in encoderd's process (LibTorch)",
-                 "float32", inprocess("float32"), {}),
+                 "float32", inprocess("float32"), PYTORCH_ENV),
                 ("inprocess-nested-bf16",
                  "PyTorch nested fastpath in encoderd's process (LibTorch)", "bfloat16",
-                 inprocess("bfloat16"), {})]
+                 inprocess("bfloat16"), PYTORCH_ENV)]
     only = set(a.only.split(",")) if a.only else None
     return [s for s in out if only is None or s[0] in only]
 

@@ -53,6 +53,21 @@ def main():
         bad[100] = -bad[100]  # one token of the 256-token sequence flipped
         worst, lowest = accuracy_of(bad)
         check(lowest < -0.99, f"one bad token of 256 sets the lowest cosine ({lowest:.4f})")
+    # Every PyTorch process but the "Debian defaults" row runs with the tuned
+    # environment, the in-process LibTorch rows too (until 2026-12-07 they ran
+    # with the defaults, and so as slow on W2 as that row).
+    chosen = run_peers.systems(types.SimpleNamespace(
+        encoderd="build/cli/encoderd", inputs=pathlib.Path("in"), threads=2, workloads="W1,W2",
+        min_seconds=3.0, with_inprocess=True, only=None))
+    for key, label, _, _, env in chosen:
+        tuned = env == run_peers.PYTORCH_ENV
+        if key.startswith("encoderd") or key.startswith("ort"):
+            check(env == {}, f"{key} runs in the environment as it is")
+        else:
+            check(tuned == (key != "pytorch-nested-defaults"),
+                  f"{key} ({label}) runs with PYTORCH_ENV: {tuned}")
+    check(sum(key.startswith("inprocess") for key, *_ in chosen) == 2,
+          "--with-inprocess adds the two in-process rows")
     # machine_limits lists its readers over 2 MiB pages only when the kernel
     # granted them, so readings may name different readers.
     def reading(peak, gbs, readers):
