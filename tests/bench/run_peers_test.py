@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""bench/run_peers.py's accuracy cross-check, on outputs written here: a
-non-finite value, a token whose state is all zeros, and one bad token of a
-long sequence each show (the per-sequence cosine, max() and min() once let
-NaN read as 0 error and cosine 1, and one bad token of 256 move the cosine by
-~2e-4)."""
+"""bench/run_peers.py without a build or a model: its accuracy cross-check,
+on outputs written here (a non-finite value, a token whose state is all
+zeros, and one bad token of a long sequence each show: the per-sequence
+cosine, max() and min() once let NaN read as 0 error and cosine 1, and one
+bad token of 256 move the cosine by ~2e-4); which systems run with PyTorch's
+tuned environment; how the machine limits' readings combine; the CPU it
+names."""
 import math
 import pathlib
 import sys
