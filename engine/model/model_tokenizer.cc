@@ -406,7 +406,9 @@ StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& dir,
     std::vector<std::string> own =
         deberta_spm ? std::vector<std::string>{"[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"}
                     : std::vector<std::string>{"<s>", "<pad>", "</s>", "<unk>", "<mask>"};
-    if (camembert_spm) own.insert(own.end(), {"<s>NOTUSED", "</s>NOTUSED", "<unk>NOTUSED"});
+    if (camembert_spm) {
+      for (const AddedToken& token : CamembertClassSpecials()) own.push_back(token.content);
+    }
     for (const AddedToken& token : declared) {
       if (std::find(own.begin(), own.end(), token.content) == own.end()) {
         created =

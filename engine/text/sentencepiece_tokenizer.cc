@@ -657,8 +657,19 @@ std::vector<AddedToken> XlmrClassSpecials() {
 }
 
 std::vector<AddedToken> CamembertClassSpecials() {
-  std::vector<AddedToken> tokens = {AddedToken{"<s>NOTUSED", 0}, AddedToken{"</s>NOTUSED", 2},
-                                    AddedToken{"<unk>NOTUSED", 4}};
+  // The layout's entries that are neither the model's pieces nor fairseq's
+  // <pad> and <unk>, at their ids (the NOTUSED tokens).
+  const std::vector<UnigramConverterLayout::Entry>& fairseq = XlmrConverterLayout().first;
+  const std::vector<UnigramConverterLayout::Entry>& first = CamembertConverterLayout().first;
+  std::vector<AddedToken> tokens;
+  for (size_t id = 0; id < first.size(); ++id) {
+    const std::string piece = first[id].piece;
+    const bool fairseqs = std::any_of(fairseq.begin(), fairseq.end(),
+                                      [&piece](const auto& e) { return piece == e.piece; });
+    if (first[id].model_piece < 0 && !fairseqs) {
+      tokens.push_back(AddedToken{piece, static_cast<int32_t>(id)});
+    }
+  }
   for (AddedToken& token : XlmrClassSpecials()) tokens.push_back(std::move(token));
   return tokens;
 }
