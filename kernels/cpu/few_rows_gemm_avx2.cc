@@ -303,9 +303,9 @@ void FewRowsGemmF32Avx2(const float* x, int64_t rows, int64_t ldx, const float* 
   const int64_t c0 = group_begin * kFewRowsGroupColumns;
   const int64_t c1 = group_end * kFewRowsGroupColumns < n ? group_end * kFewRowsGroupColumns : n;
   // Blocks of kColumnRows rows, the last one possibly smaller: 3-row tiles
-  // run near the fp32 peak, 1- and 2-row ones at about three quarters of it
-  // (1 x 4 and 2 x 4 columns, one thread, weights in cache, Zen 1), so 4
-  // rows go as 3 + 1, not 2 + 2 (docs/architecture.md, "Few rows").
+  // run at the fp32 peak, 1- and 2-row ones at three quarters to four
+  // fifths of it (one thread, weights in cache, Zen 1), so 4 rows go as
+  // 3 + 1, not 2 + 2 (docs/architecture.md, "Few rows").
   const int64_t blocks = (rows + kColumnRows - 1) / kColumnRows;
   const int64_t first = rows < kColumnRows ? rows : kColumnRows;
   // A block of columns (kColumns * k floats, contiguous) is read from memory
