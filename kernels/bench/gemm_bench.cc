@@ -16,7 +16,8 @@
 // --stream-only 1 times only them (the table's header, and no rows).
 // --in-cache-rows 1 times only kernels::Linear on one thread at 1 to 36
 // rows of a [256, 768] weight, which stays in L2 (768 KiB in fp32): the
-// arithmetic of the few-row kernels without the stream from memory.
+// arithmetic of the few-row kernels without the stream from memory (and,
+// on a CPU with AVX2, the AVX2 fp32 few-row kernel's over one group).
 //
 // Prints GFLOP/s (2*M*N*K per call, best of repeated timed runs).
 #include <cblas.h>
@@ -124,7 +125,11 @@ uint64_t ReadWithThreads(const char* p, size_t bytes, int threads) {
 }
 
 // --in-cache-rows: kernels::Linear on one thread by row count, fp32 and
-// bf16 (and int8), on a [256, 768] weight repeated until the budget is spent.
+// bf16 (and int8), on a [256, 768] weight repeated until the budget is spent;
+// and, where the CPU has AVX2 and FMA, the AVX2 fp32 few-row kernel alone
+// (FewRowsGemmF32Avx2, which kernels::Linear gives only weights of
+// kFewRowsF32Avx2MinBytes or more on CPUs without AVX-512) over the
+// weight's first 64-column group, 192 KiB.
 int InCacheRows(double budget) {
   const int64_t n = 256, k = 768;
   CpuContext ctx(1);
@@ -133,10 +138,13 @@ int InCacheRows(double budget) {
   std::vector<float> w(n * k), x(36 * k), y(36 * n);
   for (float& v : w) v = dist(rng);
   for (float& v : x) v = dist(rng);
+  const auto& cpu = encoderd::kernels::GetCpuFeatures();
+  const bool avx2 = cpu.avx2 && cpu.fma;
   std::printf(
       "kernels::Linear on one thread, a [%ld, %ld] weight in cache, GFLOP/s (best of repeated "
-      "calls; few = the few-row kernels run it)\n%5s %12s %12s %12s\n",
-      n, k, "rows", "fp32", "bf16", "int8");
+      "calls; few = the few-row kernels run it); fp32 avx2 = FewRowsGemmF32Avx2 alone over its "
+      "first %ld columns\n%5s %12s %12s %12s %10s\n",
+      n, k, encoderd::kernels::kFewRowsGroupColumns, "rows", "fp32", "bf16", "int8", "fp32 avx2");
   std::unique_ptr<PackedWeight> packed[3];
   const DType types[3] = {DType::kFloat32, DType::kBFloat16, DType::kInt8};
   for (int i = 0; i < 3; ++i)
@@ -152,6 +160,20 @@ int InCacheRows(double budget) {
           budget);
       std::printf(" %7.1f %-4s", 2.0 * rows * n * k / s * 1e-9,
                   encoderd::kernels::LinearRunsOnTeam(*packed[i], rows) ? "few" : "");
+    }
+    if (avx2 && rows <= encoderd::kernels::kFewRowsF32Avx2MaxRows) {
+      // w is [n][k], the kernel's layout; the rows k floats apart (3 KiB,
+      // off multiples of 4 KiB as LinearFewRows keeps them).
+      const encoderd::kernels::FewRowsEpilogue none{nullptr, nullptr, false, false};
+      const double s = TimeBest(
+          [&] {
+            encoderd::kernels::FewRowsGemmF32Avx2(x.data(), rows, k, w.data(), n, k, 0, 1, none,
+                                                  y.data());
+          },
+          budget);
+      std::printf(" %10.1f", 2.0 * rows * encoderd::kernels::kFewRowsGroupColumns * k / s * 1e-9);
+    } else {
+      std::printf(" %10s", "-");
     }
     std::printf("\n");
   }
