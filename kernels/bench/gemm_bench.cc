@@ -14,10 +14,11 @@
 //
 // --stream-rows sets the rows of the streamed passes (default 10);
 // --stream-only 1 times only them (the table's header, and no rows).
-// --in-cache-rows 1 times only kernels::Linear on one thread at 1 to 36
-// rows of a [256, 768] weight, which stays in L2 (768 KiB in fp32): the
-// arithmetic of the few-row kernels without the stream from memory (and,
-// on a CPU with AVX2, the AVX2 fp32 few-row kernel's over one group).
+// --in-cache-rows 1 times, in place of the tables, kernels::Linear on one
+// thread at 1 to 36 rows of a [256, 768] weight, which stays in L2 (768
+// KiB in fp32): the arithmetic of the few-row kernels without the stream
+// from memory; and, on a CPU with AVX2 and FMA, FewRowsGemmF32Avx2 alone
+// over the weight's first 64-column group, up to 32 rows.
 //
 // Prints GFLOP/s (2*M*N*K per call, best of repeated timed runs).
 #include <cblas.h>
@@ -143,7 +144,7 @@ int InCacheRows(double budget) {
   std::printf(
       "kernels::Linear on one thread, a [%ld, %ld] weight in cache, GFLOP/s (best of repeated "
       "calls; few = the few-row kernels run it); fp32 avx2 = FewRowsGemmF32Avx2 alone over its "
-      "first %ld columns\n%5s %12s %12s %12s %10s\n",
+      "first %ld columns (-: no AVX2 and FMA, or over 32 rows)\n%5s %12s %12s %12s %10s\n",
       n, k, encoderd::kernels::kFewRowsGroupColumns, "rows", "fp32", "bf16", "int8", "fp32 avx2");
   std::unique_ptr<PackedWeight> packed[3];
   const DType types[3] = {DType::kFloat32, DType::kBFloat16, DType::kInt8};
