@@ -448,7 +448,8 @@ void FloatField(int field, float v, std::string* out) {
 // XLM-R's pipeline, as transformers' XLMRobertaConverter writes it from the
 // sentencepiece model: model Unigram whose vocab is fairseq's <s> <pad> </s>
 // <unk> (unk_id 3), the model's pieces after its own <unk> <s> </s>, with
-// their scores, and <mask> last or not at all (or CamembertConverter's
+// their scores (a piece <mask> among them), and <mask> last or not at all
+// (or CamembertConverter's
 // vocab, the same pipeline: <s>NOTUSED <pad> </s>NOTUSED <unk>
 // <unk>NOTUSED, then the model's pieces after its <unk>, <s> and </s>
 // first); normalizer Precompiled (the
@@ -494,9 +495,13 @@ StatusOr<std::unique_ptr<Tokenizer>> XlmrUnigram(const Reader& r, const json& ro
         std::abs(e[1].get<double>()) > std::numeric_limits<float>::max()) {
       return r.Refuse("model.vocab entry " + std::to_string(i) + " has the score " + Shown(e[1]));
     }
-    if (!vocab.emplace(piece, i).second) {
+    // The converters append <mask> even to a model with a piece <mask> of
+    // its own, whose id the library's last entry then takes.
+    const bool last_mask = piece == "<mask>" && i + 1 == list->size();
+    if (vocab.contains(piece) && !last_mask) {
       return r.Refuse("model.vocab has \"" + piece.substr(0, 64) + "\" twice");
     }
+    vocab[piece] = i;
   }
   // The layouts transformers' converters write (XLMRobertaConverter's,
   // CamembertConverter's): <unk> is 3 in each, an entry's id its index, and

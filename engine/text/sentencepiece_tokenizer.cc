@@ -614,14 +614,10 @@ StatusOr<std::shared_ptr<const UnigramModel>> FastClassUnigram(std::string_view 
   for (const UnigramConverterLayout::Entry& e : layout->first) {
     vocab.push_back({e.piece, e.model_piece >= 0 ? pieces[e.model_piece].score : e.score});
   }
-  bool has_mask = false;
-  for (size_t i = 3; i < pieces.size(); ++i) {
-    vocab.push_back({pieces[i].piece, pieces[i].score});
-    has_mask = has_mask || pieces[i].piece == options.pieces.mask;
-  }
-  if (!has_mask && static_cast<int64_t>(vocab.size()) < vocab_size) {
-    vocab.push_back({options.pieces.mask, 0});
-  }
+  for (size_t i = 3; i < pieces.size(); ++i) vocab.push_back({pieces[i].piece, pieces[i].score});
+  // Appended even where the model has a <mask> of its own, which then loses
+  // its id: the library keeps a repeated piece's last entry.
+  if (static_cast<int64_t>(vocab.size()) < vocab_size) vocab.push_back({options.pieces.mask, 0});
   return UnigramModel::Create(std::move(vocab), /*unk_id=*/3);
 }
 
@@ -791,13 +787,15 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
                                     std::pair{&p.pad, s.pad}, std::pair{&p.unk, s.unk}}) {
       if (content == *piece) return id;
     }
-    const int spm_id = processor->PieceToId(content);
-    int64_t id = -1;
-    if (processor->IdToPiece(spm_id) == content) {
-      id = spm_id + options.id_offset;
-    } else if (content == p.mask) {
-      id = pieces + options.id_offset;
+    // <mask> after the pieces, even where the model has a piece <mask>
+    // (fairseq's table and the converters' vocabularies both put it last),
+    // unless the vocabulary ends with the pieces.
+    if (content == p.mask && pieces + options.id_offset < vocab_size) {
+      return static_cast<int32_t>(pieces + options.id_offset);
     }
+    const int spm_id = processor->PieceToId(content);
+    const int64_t id =
+        processor->IdToPiece(spm_id) == content ? spm_id + options.id_offset : int64_t{-1};
     return id < vocab_size ? static_cast<int32_t>(id) : -1;
   });
   return std::unique_ptr<Tokenizer>(

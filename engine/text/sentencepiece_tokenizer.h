@@ -26,9 +26,10 @@ struct SentencePieceOptions {
   // piece of that text maps to their ids: fairseq's by default.
   struct Pieces {
     std::string bos = "<s>", eos = "</s>", pad = "<pad>", unk = "<unk>";
-    // Where the model lacks it, fairseq's mask token comes after the
-    // model's pieces: id piece_size + id_offset (XLM-R's <mask>, 250001).
-    // Only an added token of this content with id -1 takes that id.
+    // fairseq's mask token comes after the model's pieces: id piece_size +
+    // id_offset (XLM-R's <mask>, 250001), even where the model has a piece
+    // of its text, unless the vocabulary ends with the pieces (then that
+    // piece's id). Only an added token of this content with id -1 takes it.
     std::string mask = "<mask>";
   } pieces;
   // The special ids are those of `pieces` in the model (plus the offset),
@@ -84,8 +85,7 @@ struct SentencePieceOptions {
   // between them is encoded with the dummy prefix ("▁" first). An id of -1
   // is resolved as XLMRobertaTokenizer resolves a token: one of `pieces`'
   // specials has its special id, a piece of the model its id plus the
-  // offset, `pieces.mask` where the model lacks it fairseq's id after the
-  // pieces; a token left without an id, or whose id the vocabulary
+  // offset (`pieces.mask`: see there); a token left without an id, or whose id the vocabulary
   // (vocab_size) does not hold, is dropped. A given id outside the
   // vocabulary is an error.
   std::vector<AddedToken> added_tokens;
@@ -94,7 +94,8 @@ struct SentencePieceOptions {
 // A vocabulary transformers' converters make of a sentencepiece Unigram
 // model whose first pieces are <unk> <s> </s>: the entries `first`, then the
 // model's pieces past those three, each `offset` past its id in the model,
-// then <mask> where the vocabulary has room for it and the model lacks it.
+// then <mask> where the vocabulary has room for it (even where the model has
+// a piece <mask>: the tokenizers library keeps a repeated piece's last id).
 // <pad> is 1 and <unk> 3 in every layout; an entry's id is its index.
 struct UnigramConverterLayout {
   struct Entry {

@@ -818,6 +818,51 @@ TEST(ModelCardLoad, XlmrSentencePieceFolderNormalizesAsTheFastClass) {
   fs::remove_all(dir);
 }
 
+// A folder's sentencepiece model with a piece <mask> of its own (spm_train's
+// --user_defined_symbols; 3 of the fixture's 600 pieces) gives the text
+// <mask> the id after the model's pieces (XLM-R's 601, CamemBERT's 604), as
+// transformers does: its converters append <mask> all the same and the
+// tokenizers library keeps a repeated token's last id (the Python
+// reference's ids, mask_piece_samples.json). So does the tokenizer.json the
+// converter writes of it, <mask> listed twice. Until 2026-12-07 the folder
+// gave the model's piece's id (4, CamemBERT's 7) and the file was refused.
+TEST(ModelCardLoad, SentencePieceMaskPieceTakesTheIdAfterThePieces) {
+  const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers";
+  nlohmann::json samples;
+  std::ifstream(tokenizers / "mask_piece_samples.json") >> samples;
+  const auto& texts = samples.at("texts");
+  for (const auto& [fixture, layout, mask] :
+       {std::tuple{"hf_xlmr_zip", "xlmr", 601}, std::tuple{"hf_camembert_zip", "camembert", 604}}) {
+    SCOPED_TRACE(fixture);
+    const auto& want = samples.at(layout);
+    ASSERT_EQ(want.size(), texts.size());
+    ASSERT_EQ(want[0].get<std::vector<int32_t>>()[8], mask);  // "Paris is the <mask>"
+    const fs::path dir = CopyFixture(fixture, "mask_piece");
+    fs::remove(dir / "tokenizer.json");
+    fs::copy_file(tokenizers / "spm" / "sentencepiece.unigram_mask.model",
+                  dir / "sentencepiece.bpe.model", fs::copy_options::overwrite_existing);
+    auto from_model = server::LoadModelDirectory(dir.string());
+    ASSERT_TRUE(from_model.ok()) << from_model.status().ToString();
+    ASSERT_NE(from_model->tokenizer, nullptr) << from_model->tokenizer_note;
+    fs::copy_file(tokenizers / "tokenizer_json" / (std::string(layout) + "_unigram_mask.json"),
+                  dir / "tokenizer.json");
+    auto from_json = server::LoadModelDirectory(dir.string());
+    ASSERT_TRUE(from_json.ok()) << from_json.status().ToString();
+    ASSERT_NE(from_json->tokenizer, nullptr) << from_json->tokenizer_note;
+    EXPECT_EQ(from_json->tokenizer_path, (dir / "tokenizer.json").string());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::string text = texts[i].get<std::string>();
+      SCOPED_TRACE(text);
+      for (const auto* bundle : {&*from_model, &*from_json}) {
+        const auto encoded = bundle->tokenizer->Encode(text, 64, true);
+        ASSERT_TRUE(encoded.ok()) << encoded.status().ToString();
+        EXPECT_EQ(encoded->ids, want[i].get<std::vector<int32_t>>()) << bundle->tokenizer_path;
+      }
+    }
+    fs::remove_all(dir);
+  }
+}
+
 // A text pair is joined as the tokenizer's own files join it, as
 // transformers does: a WordPiece file in a RoBERTa folder (RoBERTa models
 // trained with a BERT vocabulary, e.g. KLUE's) writes "[CLS] a [SEP] b

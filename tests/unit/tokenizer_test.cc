@@ -190,6 +190,21 @@ TEST(SentencePieceAddedTokens, IdsResolvedDroppedOrRefused) {
   EXPECT_TRUE(std::all_of(e->ids.begin(), e->ids.end(), [&](int32_t id) {
     return id >= 0 && id < (*without_mask)->vocab_size();
   }));
+  // A model with a piece <mask> of its own (3 of 600): <mask> still comes
+  // after the pieces where the vocabulary has room (XLMRobertaTokenizer's
+  // fairseq table, the converters' vocabularies), else it is that piece.
+  // Until 2026-12-07 it was that piece either way.
+  const std::string with_piece = (kDir / "spm" / "sentencepiece.unigram_mask.model").string();
+  for (const auto& [vocab_size, mask] : {std::pair{0, 4}, std::pair{602, 601}}) {
+    options.vocab_size = vocab_size;
+    auto tokenizer = CreateSentencePieceTokenizer(with_piece, options);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+    auto masked = (*tokenizer)->Encode("a <mask>", kNoLimit, false);
+    ASSERT_TRUE(masked.ok()) << masked.status().ToString();
+    ASSERT_GE(masked->ids.size(), 2u);
+    EXPECT_EQ(masked->ids.end()[-2], mask) << "vocab_size " << vocab_size;  // before </s>
+  }
+  options.vocab_size = 0;
   options.added_tokens = {AddedToken{"a", 5000}};
   auto refused = CreateSentencePieceTokenizer(model, options);
   ASSERT_FALSE(refused.ok());
