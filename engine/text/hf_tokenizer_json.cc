@@ -448,11 +448,10 @@ void FloatField(int field, float v, std::string* out) {
 // XLM-R's pipeline, as transformers' XLMRobertaConverter writes it from the
 // sentencepiece model: model Unigram whose vocab is fairseq's <s> <pad> </s>
 // <unk> (unk_id 3), the model's pieces after its own <unk> <s> </s>, with
-// their scores (a piece <mask> among them), and <mask> last or not at all
-// (or CamembertConverter's
-// vocab, the same pipeline: <s>NOTUSED <pad> </s>NOTUSED <unk>
-// <unk>NOTUSED, then the model's pieces after its <unk>, <s> and </s>
-// first); normalizer Precompiled (the
+// their scores (where the model has a piece <mask>, it too), and <mask>
+// last or not at all (or CamembertConverter's vocab, the same pipeline:
+// <s>NOTUSED <pad> </s>NOTUSED <unk> <unk>NOTUSED, then the model's pieces
+// after its <unk>, <s> and </s> first); normalizer Precompiled (the
 // model's normalization map), alone or followed by steps that only strip
 // trailing or collapse repeated spaces; pre-tokenizer Metaspace ("\u2581",
 // a prefix); RoBERTa's template. Rebuilt into that sentencepiece model with

@@ -788,8 +788,8 @@ StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizerFromProto(
       if (content == *piece) return id;
     }
     // <mask> after the pieces, even where the model has a piece <mask>
-    // (fairseq's table and the converters' vocabularies both put it last),
-    // unless the vocabulary ends with the pieces.
+    // (XLMRobertaTokenizer's fairseq_tokens_to_ids and the converters'
+    // vocabularies put it there), unless the vocabulary ends with the pieces.
     if (content == p.mask && pieces + options.id_offset < vocab_size) {
       return static_cast<int32_t>(pieces + options.id_offset);
     }

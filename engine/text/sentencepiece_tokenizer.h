@@ -26,10 +26,12 @@ struct SentencePieceOptions {
   // piece of that text maps to their ids: fairseq's by default.
   struct Pieces {
     std::string bos = "<s>", eos = "</s>", pad = "<pad>", unk = "<unk>";
-    // fairseq's mask token comes after the model's pieces: id piece_size +
+    // The mask token comes after the model's pieces: id piece_size +
     // id_offset (XLM-R's <mask>, 250001), even where the model has a piece
-    // of its text, unless the vocabulary ends with the pieces (then that
-    // piece's id). Only an added token of this content with id -1 takes it.
+    // of its text (as XLMRobertaTokenizer's fairseq_tokens_to_ids and the
+    // converters' vocabularies give it); where the vocabulary ends with the
+    // pieces, the model's piece of its text, if it has one. Only an added
+    // token of this content with id -1 takes that id.
     std::string mask = "<mask>";
   } pieces;
   // The special ids are those of `pieces` in the model (plus the offset),
@@ -85,9 +87,9 @@ struct SentencePieceOptions {
   // between them is encoded with the dummy prefix ("▁" first). An id of -1
   // is resolved as XLMRobertaTokenizer resolves a token: one of `pieces`'
   // specials has its special id, a piece of the model its id plus the
-  // offset (`pieces.mask`: see there); a token left without an id, or whose id the vocabulary
-  // (vocab_size) does not hold, is dropped. A given id outside the
-  // vocabulary is an error.
+  // offset (`pieces.mask`: see there); a token left without an id, or whose
+  // id the vocabulary (vocab_size) does not hold, is dropped. A given id
+  // outside the vocabulary is an error.
   std::vector<AddedToken> added_tokens;
 };
 

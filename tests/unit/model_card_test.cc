@@ -823,9 +823,12 @@ TEST(ModelCardLoad, XlmrSentencePieceFolderNormalizesAsTheFastClass) {
 // <mask> the id after the model's pieces (XLM-R's 601, CamemBERT's 604), as
 // transformers does: its converters append <mask> all the same and the
 // tokenizers library keeps a repeated token's last id (the Python
-// reference's ids, mask_piece_samples.json). So does the tokenizer.json the
-// converter writes of it, <mask> listed twice. Until 2026-12-07 the folder
-// gave the model's piece's id (4, CamemBERT's 7) and the file was refused.
+// reference's ids, mask_piece_samples.json, which the library gives too:
+// check_tokenizer_json.py), also where the text reaches the model's pieces
+// (a fullwidth <mask>, which the map normalizes). So does the tokenizer.json
+// the converter writes of it, <mask> listed twice. Until 2026-12-07 the
+// folder gave the model's piece's id (4, CamemBERT's 7) and the file was
+// refused.
 TEST(ModelCardLoad, SentencePieceMaskPieceTakesTheIdAfterThePieces) {
   const fs::path tokenizers = fs::path(ENCODERD_FIXTURES_DIR) / "tokenizers";
   nlohmann::json samples;
