@@ -186,7 +186,7 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
   if (type == json.end() || !type->is_string()) {
     return InvalidArgument(path +
                            ": model_type is missing (expected bert, roberta, xlm-roberta, "
-                           "camembert, distilbert, electra, mpnet or deberta-v2)");
+                           "camembert, data2vec-text, distilbert, electra, mpnet or deberta-v2)");
   }
   config.model_type = type->get<std::string>();
   if (config.model_type == "bert") {
@@ -197,6 +197,8 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
     config.family = ModelFamily::kXlmRoberta;
   } else if (config.model_type == "camembert") {
     config.family = ModelFamily::kCamembert;
+  } else if (config.model_type == "data2vec-text") {
+    config.family = ModelFamily::kData2VecText;
   } else if (config.model_type == "distilbert") {
     config.family = ModelFamily::kDistilbert;
   } else if (config.model_type == "electra") {
@@ -209,7 +211,7 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
   } else {
     return InvalidArgument(path + ": model_type \"" + config.model_type +
                            "\" is not supported (expected bert, roberta, xlm-roberta, camembert, "
-                           "distilbert, electra, mpnet or deberta-v2)");
+                           "data2vec-text, distilbert, electra, mpnet or deberta-v2)");
   }
   const HfKeys& keys = HfKeysFor(config.family);
   RETURN_IF_ERROR(ReadInt(json, path, "vocab_size", 1, &config.vocab_size));

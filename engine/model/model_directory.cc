@@ -498,6 +498,7 @@ Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card, bo
     case ModelFamily::kRoberta:
     case ModelFamily::kXlmRoberta:
     case ModelFamily::kCamembert:
+    case ModelFamily::kData2VecText:
       return MapRobertaWeights(mapper, sequence_head, config);
     case ModelFamily::kDistilbert:
       return MapDistilbertWeights(mapper, sequence_head, config);

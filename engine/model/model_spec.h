@@ -25,6 +25,7 @@ enum class ModelFamily {
   kRoberta,             // Hugging Face RobertaModel / RobertaForSequenceClassification
   kXlmRoberta,          // Hugging Face XLMRobertaModel / ...ForSequenceClassification
   kCamembert,           // Hugging Face CamembertModel / ...ForSequenceClassification (RoBERTa's)
+  kData2VecText,        // Hugging Face Data2VecTextModel / ...ForSequenceClassification (RoBERTa's)
   kDistilbert,          // Hugging Face DistilBertModel / DistilBertForSequenceClassification
   kElectra,             // Hugging Face ElectraModel / ElectraForSequenceClassification
   kMpnet,               // Hugging Face MPNetModel / MPNetForSequenceClassification
@@ -46,15 +47,15 @@ enum class PositionRule {
 };
 
 // Names as written in encoderd.yaml and printed by `encoderd inspect`:
-// "bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra", "mpnet", "deberta-v2",
-// "torchtext-roberta", "fairseq-roberta", "transformer-encoder";
+// "bert", "roberta", "xlm-roberta", "camembert", "data2vec-text", "distilbert", "electra",
+// "mpnet", "deberta-v2", "torchtext-roberta", "fairseq-roberta", "transformer-encoder";
 // "gelu", "relu", "tanh"; "cls", "mean"; "none", "from_zero", "after_padding_idx".
 // The families described by a Hugging Face config.json (and tokenizer files).
 bool IsHuggingFaceFamily(ModelFamily family);
 // How the family joins two texts into one sequence: BERT's template for BERT,
-// DistilBERT, ELECTRA and DeBERTa, RoBERTa's for RoBERTa, XLM-R, MPNet and torchtext's
-// and fairseq's RoBERTa; none for generic nn.TransformerEncoder stacks, which define no
-// pair format.
+// DistilBERT, ELECTRA and DeBERTa, RoBERTa's for RoBERTa, XLM-R, CamemBERT, data2vec-text,
+// MPNet and torchtext's and fairseq's RoBERTa; none for generic nn.TransformerEncoder stacks,
+// which define no pair format.
 std::optional<PairTemplate> TextPairTemplate(ModelFamily family);
 const char* ModelFamilyName(ModelFamily family);
 const char* ActivationName(Activation activation);

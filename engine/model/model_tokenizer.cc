@@ -169,6 +169,7 @@ FastClass FastClassOf(const std::optional<std::string>& tokenizer_class, ModelFa
       case ModelFamily::kMpnet:
         return FastClass::kBertLike;
       case ModelFamily::kRoberta:
+      case ModelFamily::kData2VecText:  // AutoTokenizer: RobertaTokenizerFast
         return FastClass::kRobertaLike;
       default:
         return FastClass::kOther;

@@ -209,7 +209,9 @@ Status MapBertWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) {
 }
 
 Status MapRobertaWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) {
-  const std::string prefix = HuggingFacePrefix(m, "roberta.");
+  // Data2VecTextFor*'s base model is data2vec_text, RoBERTa's layers.
+  const std::string prefix =
+      HuggingFacePrefix(m, c->family == ModelFamily::kData2VecText ? "data2vec_text." : "roberta.");
   RETURN_IF_ERROR(MapHuggingFaceBody(m, prefix, c));
   if (!sequence_head || !m.Has("classifier.out_proj.weight")) return Status::Ok();
   return MapHead(m, "classifier.dense", "classifier.out_proj", c);

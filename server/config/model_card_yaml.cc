@@ -156,7 +156,8 @@ Status ReadEntry(const std::string& key, const YAML::Node& value, const Where& w
   if (key == "family") {
     return ReadEnum(
         value, where, ParseModelFamily,
-        "bert, roberta, xlm-roberta, camembert, distilbert, electra, mpnet, deberta-v2, "
+        "bert, roberta, xlm-roberta, camembert, data2vec-text, distilbert, electra, mpnet, "
+        "deberta-v2, "
         "torchtext-roberta, fairseq-roberta, transformer-encoder",
         &card->family);
   }

@@ -26,6 +26,7 @@ inline const std::vector<std::string>& FixtureModelNames() {
       "hf_bert_cross_encoder",
       "hf_xlmr_regression",
       "hf_camembert_zip",
+      "hf_data2vec_text",
       "hf_st_mean_normalize",
       "hf_st_cls_subfolder",
       "hf_st_dense",
