@@ -186,7 +186,8 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
   if (type == json.end() || !type->is_string()) {
     return InvalidArgument(path +
                            ": model_type is missing (expected bert, roberta, xlm-roberta, "
-                           "camembert, data2vec-text, distilbert, electra, mpnet or deberta-v2)");
+                           "camembert, data2vec-text, roberta-prelayernorm, distilbert, electra, "
+                           "mpnet or deberta-v2)");
   }
   config.model_type = type->get<std::string>();
   if (config.model_type == "bert") {
@@ -199,6 +200,8 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
     config.family = ModelFamily::kCamembert;
   } else if (config.model_type == "data2vec-text") {
     config.family = ModelFamily::kData2VecText;
+  } else if (config.model_type == "roberta-prelayernorm") {
+    config.family = ModelFamily::kRobertaPreLayerNorm;
   } else if (config.model_type == "distilbert") {
     config.family = ModelFamily::kDistilbert;
   } else if (config.model_type == "electra") {
@@ -211,7 +214,8 @@ StatusOr<HfConfig> ReadHfConfig(const std::string& path) {
   } else {
     return InvalidArgument(path + ": model_type \"" + config.model_type +
                            "\" is not supported (expected bert, roberta, xlm-roberta, camembert, "
-                           "data2vec-text, distilbert, electra, mpnet or deberta-v2)");
+                           "data2vec-text, roberta-prelayernorm, distilbert, electra, mpnet or "
+                           "deberta-v2)");
   }
   const HfKeys& keys = HfKeysFor(config.family);
   RETURN_IF_ERROR(ReadInt(json, path, "vocab_size", 1, &config.vocab_size));

@@ -17,6 +17,7 @@ namespace encoderd {
 struct HfConfig {
   // From model_type: bert -> kBert, roberta -> kRoberta, xlm-roberta -> kXlmRoberta,
   // camembert -> kCamembert, data2vec-text -> kData2VecText,
+  // roberta-prelayernorm -> kRobertaPreLayerNorm,
   // electra -> kElectra, mpnet -> kMpnet, deberta-v2 -> kDeberta (DeBERTa-v2 and -v3),
   // distilbert -> kDistilbert (whose keys dim, n_layers,
   // n_heads, hidden_dim and activation fill hidden_size, num_hidden_layers, num_attention_heads,

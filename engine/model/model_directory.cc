@@ -274,7 +274,8 @@ Status ApplyHfConfig(const HfConfig& hf, const std::string& path, const std::str
   // config.json says (a layer_norm_eps there was read until 2026-12-04).
   c->layer_norm_eps = distil ? 1e-12f : hf.layer_norm_eps.value_or(1e-12f);
   c->activation = hf.hidden_act.value_or(Activation::kGelu);
-  c->norm_first = false;
+  // (RoBERTa-PreLayerNorm's layers alone normalize first.)
+  c->norm_first = c->family == ModelFamily::kRobertaPreLayerNorm;
   c->pad_token_id = hf.pad_token_id.value_or(bert ? 0 : 1);
   c->position_rule = bert ? PositionRule::kFromZero : PositionRule::kAfterPaddingIdx;
   // DistilBertForSequenceClassification: pre_classifier, ReLU, classifier;
@@ -500,6 +501,8 @@ Status MapWeights(WeightMapper& mapper, const std::optional<ModelCard>& card, bo
     case ModelFamily::kCamembert:
     case ModelFamily::kData2VecText:
       return MapRobertaWeights(mapper, sequence_head, config);
+    case ModelFamily::kRobertaPreLayerNorm:
+      return MapRobertaPreLayerNormWeights(mapper, sequence_head, config);
     case ModelFamily::kDistilbert:
       return MapDistilbertWeights(mapper, sequence_head, config);
     case ModelFamily::kElectra:

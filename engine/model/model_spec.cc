@@ -24,9 +24,9 @@ Status Bad(const std::string& field, const std::string& why) {
 bool IsHuggingFaceFamily(ModelFamily family) {
   return family == ModelFamily::kBert || family == ModelFamily::kRoberta ||
          family == ModelFamily::kXlmRoberta || family == ModelFamily::kCamembert ||
-         family == ModelFamily::kData2VecText || family == ModelFamily::kDistilbert ||
-         family == ModelFamily::kElectra || family == ModelFamily::kMpnet ||
-         family == ModelFamily::kDeberta;
+         family == ModelFamily::kData2VecText || family == ModelFamily::kRobertaPreLayerNorm ||
+         family == ModelFamily::kDistilbert || family == ModelFamily::kElectra ||
+         family == ModelFamily::kMpnet || family == ModelFamily::kDeberta;
 }
 
 const char* HeadOutputName(HeadOutput output) {
@@ -61,6 +61,7 @@ std::optional<PairTemplate> TextPairTemplate(ModelFamily family) {
     case ModelFamily::kXlmRoberta:
     case ModelFamily::kCamembert:
     case ModelFamily::kData2VecText:
+    case ModelFamily::kRobertaPreLayerNorm:
     case ModelFamily::kMpnet:
     case ModelFamily::kTorchtextRoberta:
     case ModelFamily::kFairseqRoberta:
@@ -83,6 +84,8 @@ const char* ModelFamilyName(ModelFamily family) {
       return "camembert";
     case ModelFamily::kData2VecText:
       return "data2vec-text";
+    case ModelFamily::kRobertaPreLayerNorm:
+      return "roberta-prelayernorm";
     case ModelFamily::kDistilbert:
       return "distilbert";
     case ModelFamily::kElectra:
@@ -144,13 +147,19 @@ const char* PositionRuleName(PositionRule rule) {
 }
 
 std::optional<ModelFamily> ParseModelFamily(const std::string& name) {
-  static constexpr ModelFamily kAll[] = {
-      ModelFamily::kBert,           ModelFamily::kRoberta,
-      ModelFamily::kXlmRoberta,     ModelFamily::kCamembert,
-      ModelFamily::kData2VecText,   ModelFamily::kDistilbert,
-      ModelFamily::kElectra,        ModelFamily::kMpnet,
-      ModelFamily::kDeberta,        ModelFamily::kTorchtextRoberta,
-      ModelFamily::kFairseqRoberta, ModelFamily::kTransformerEncoder};
+  static constexpr ModelFamily kAll[] = {ModelFamily::kBert,
+                                         ModelFamily::kRoberta,
+                                         ModelFamily::kXlmRoberta,
+                                         ModelFamily::kCamembert,
+                                         ModelFamily::kData2VecText,
+                                         ModelFamily::kRobertaPreLayerNorm,
+                                         ModelFamily::kDistilbert,
+                                         ModelFamily::kElectra,
+                                         ModelFamily::kMpnet,
+                                         ModelFamily::kDeberta,
+                                         ModelFamily::kTorchtextRoberta,
+                                         ModelFamily::kFairseqRoberta,
+                                         ModelFamily::kTransformerEncoder};
   return ParseByName(name, kAll, ModelFamilyName);
 }
 

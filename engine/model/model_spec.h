@@ -21,18 +21,19 @@
 namespace encoderd {
 
 enum class ModelFamily {
-  kBert,                // Hugging Face BertModel / BertForSequenceClassification
-  kRoberta,             // Hugging Face RobertaModel / RobertaForSequenceClassification
-  kXlmRoberta,          // Hugging Face XLMRobertaModel / ...ForSequenceClassification
-  kCamembert,           // Hugging Face CamembertModel / ...ForSequenceClassification (RoBERTa's)
-  kData2VecText,        // Hugging Face Data2VecTextModel / ...ForSequenceClassification (RoBERTa's)
-  kDistilbert,          // Hugging Face DistilBertModel / DistilBertForSequenceClassification
-  kElectra,             // Hugging Face ElectraModel / ElectraForSequenceClassification
-  kMpnet,               // Hugging Face MPNetModel / MPNetForSequenceClassification
-  kDeberta,             // Hugging Face DebertaV2Model / ...ForSequenceClassification (v2, v3)
-  kTorchtextRoberta,    // torchtext.models.RobertaModel (XLM-R / RoBERTa bundles)
-  kFairseqRoberta,      // fairseq's RobertaModel checkpoints (RoBERTa, XLM-R)
-  kTransformerEncoder,  // any nn.Embedding + nn.TransformerEncoder stack
+  kBert,                 // Hugging Face BertModel / BertForSequenceClassification
+  kRoberta,              // Hugging Face RobertaModel / RobertaForSequenceClassification
+  kXlmRoberta,           // Hugging Face XLMRobertaModel / ...ForSequenceClassification
+  kCamembert,            // Hugging Face CamembertModel / ...ForSequenceClassification (RoBERTa's)
+  kData2VecText,         // Hugging Face Data2VecTextModel / ...ForSequenceClassification
+  kRobertaPreLayerNorm,  // Hugging Face RobertaPreLayerNormModel / ...ForSequenceClassification
+  kDistilbert,           // Hugging Face DistilBertModel / DistilBertForSequenceClassification
+  kElectra,              // Hugging Face ElectraModel / ElectraForSequenceClassification
+  kMpnet,                // Hugging Face MPNetModel / MPNetForSequenceClassification
+  kDeberta,              // Hugging Face DebertaV2Model / ...ForSequenceClassification (v2, v3)
+  kTorchtextRoberta,     // torchtext.models.RobertaModel (XLM-R / RoBERTa bundles)
+  kFairseqRoberta,       // fairseq's RobertaModel checkpoints (RoBERTa, XLM-R)
+  kTransformerEncoder,   // any nn.Embedding + nn.TransformerEncoder stack
 };
 enum class Activation { kGelu, kRelu, kTanh };
 // Hugging Face config.json's problem_type: what the head was trained for.
@@ -47,15 +48,16 @@ enum class PositionRule {
 };
 
 // Names as written in encoderd.yaml and printed by `encoderd inspect`:
-// "bert", "roberta", "xlm-roberta", "camembert", "data2vec-text", "distilbert", "electra",
-// "mpnet", "deberta-v2", "torchtext-roberta", "fairseq-roberta", "transformer-encoder";
+// "bert", "roberta", "xlm-roberta", "camembert", "data2vec-text", "roberta-prelayernorm",
+// "distilbert", "electra", "mpnet", "deberta-v2", "torchtext-roberta", "fairseq-roberta",
+// "transformer-encoder";
 // "gelu", "relu", "tanh"; "cls", "mean"; "none", "from_zero", "after_padding_idx".
 // The families described by a Hugging Face config.json (and tokenizer files).
 bool IsHuggingFaceFamily(ModelFamily family);
 // How the family joins two texts into one sequence: BERT's template for BERT,
 // DistilBERT, ELECTRA and DeBERTa, RoBERTa's for RoBERTa, XLM-R, CamemBERT, data2vec-text,
-// MPNet and torchtext's and fairseq's RoBERTa; none for generic nn.TransformerEncoder stacks,
-// which define no pair format.
+// RoBERTa-PreLayerNorm, MPNet and torchtext's and fairseq's RoBERTa; none for generic
+// nn.TransformerEncoder stacks, which define no pair format.
 std::optional<PairTemplate> TextPairTemplate(ModelFamily family);
 const char* ModelFamilyName(ModelFamily family);
 const char* ActivationName(Activation activation);

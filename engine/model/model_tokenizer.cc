@@ -170,6 +170,7 @@ FastClass FastClassOf(const std::optional<std::string>& tokenizer_class, ModelFa
         return FastClass::kBertLike;
       case ModelFamily::kRoberta:
       case ModelFamily::kData2VecText:  // AutoTokenizer: RobertaTokenizerFast
+      case ModelFamily::kRobertaPreLayerNorm:
         return FastClass::kRobertaLike;
       default:
         return FastClass::kOther;

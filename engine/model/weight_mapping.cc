@@ -28,6 +28,15 @@ const LayerKeys kHuggingFaceLayer = {
     "attention.output.LayerNorm",
     "output.LayerNorm"};
 
+// RobertaPreLayerNormLayer: BERT's names but for the LayerNorms, each in the
+// block it comes before.
+const LayerKeys kRobertaPreLayerNormLayer = [] {
+  LayerKeys keys = kHuggingFaceLayer;
+  keys.norm1 = "attention.LayerNorm";
+  keys.norm2 = "intermediate.LayerNorm";
+  return keys;
+}();
+
 const LayerKeys kDistilbertLayer = {
     {"attention.q_lin.weight", "attention.k_lin.weight", "attention.v_lin.weight"},
     {"attention.q_lin.bias", "attention.k_lin.bias", "attention.v_lin.bias"},
@@ -152,11 +161,13 @@ Status MapHead(WeightMapper& m, const std::string& dense, const std::string& out
 }
 
 // The part BERT, RoBERTa and ELECTRA share: embeddings and layers under
-// `prefix`. When the checkpoint has the Linear `project` (ELECTRA's
-// embeddings_project), the embeddings are narrower than the layers and it
-// maps them to the hidden size.
+// `prefix`, named by `layer` (RoBERTa-PreLayerNorm's differ). When the
+// checkpoint has the Linear `project` (ELECTRA's embeddings_project), the
+// embeddings are narrower than the layers and it maps them to the hidden
+// size.
 Status MapHuggingFaceBody(WeightMapper& m, const std::string& prefix, EncoderConfig* c,
-                          const std::string& project = "") {
+                          const std::string& project = "",
+                          const LayerKeys& layer = kHuggingFaceLayer) {
   RETURN_IF_ERROR(MapTokenEmbedding(m, prefix + "embeddings.word_embeddings.weight", c));
   if (!project.empty() && m.Has(project + ".weight")) {
     const int64_t table_width = c->hidden_size;  // as MapTokenEmbedding set it
@@ -175,7 +186,7 @@ Status MapHuggingFaceBody(WeightMapper& m, const std::string& prefix, EncoderCon
   c->embedding_norm = true;
   c->final_norm = false;
   c->num_labels = 0;
-  return MapLayers(m, prefix + "encoder.layer.", kHuggingFaceLayer, c);
+  return MapLayers(m, prefix + "encoder.layer.", layer, c);
 }
 
 // DistilBERT's and MPNet's body under `prefix`: word and position
@@ -213,6 +224,16 @@ Status MapRobertaWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) 
   const std::string prefix =
       HuggingFacePrefix(m, c->family == ModelFamily::kData2VecText ? "data2vec_text." : "roberta.");
   RETURN_IF_ERROR(MapHuggingFaceBody(m, prefix, c));
+  if (!sequence_head || !m.Has("classifier.out_proj.weight")) return Status::Ok();
+  return MapHead(m, "classifier.dense", "classifier.out_proj", c);
+}
+
+Status MapRobertaPreLayerNormWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) {
+  const std::string prefix = HuggingFacePrefix(m, "roberta_prelayernorm.");
+  RETURN_IF_ERROR(MapHuggingFaceBody(m, prefix, c, "", kRobertaPreLayerNormLayer));
+  c->norm_first = true;
+  c->final_norm = true;
+  RETURN_IF_ERROR(m.AddNorm("final_norm", prefix + "LayerNorm", c->hidden_size));
   if (!sequence_head || !m.Has("classifier.out_proj.weight")) return Status::Ok();
   return MapHead(m, "classifier.dense", "classifier.out_proj", c);
 }

@@ -49,10 +49,19 @@ Status MapMpnetWeights(WeightMapper& mapper, bool sequence_head, EncoderConfig* 
 // config.json decides the rest (model_directory.cc).
 Status MapDebertaWeights(WeightMapper& mapper, bool sequence_head, EncoderConfig* config);
 
-// Hugging Face RobertaModel / XLMRobertaModel and their
-// *ForSequenceClassification (keys with or without "roberta."). The head is
+// Hugging Face RobertaModel / XLMRobertaModel / CamembertModel /
+// Data2VecTextModel and their *ForSequenceClassification (keys with or
+// without "roberta.", data2vec-text's "data2vec_text."). The head is
 // classifier.dense + classifier.out_proj.
 Status MapRobertaWeights(WeightMapper& mapper, bool sequence_head, EncoderConfig* config);
+
+// Hugging Face RobertaPreLayerNormModel and its *ForSequenceClassification
+// (keys with or without "roberta_prelayernorm."): RoBERTa's embeddings,
+// pre-norm layers (attention.LayerNorm before the attention,
+// intermediate.LayerNorm before the feed-forward) and a LayerNorm after the
+// last layer; sets norm_first and final_norm. RoBERTa's head.
+Status MapRobertaPreLayerNormWeights(WeightMapper& mapper, bool sequence_head,
+                                     EncoderConfig* config);
 
 // torchtext.models.RobertaModel ("encoder.transformer.*", optional
 // RobertaClassificationHead "head.*"), with the nn.TransformerEncoderLayer

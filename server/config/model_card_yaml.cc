@@ -156,9 +156,8 @@ Status ReadEntry(const std::string& key, const YAML::Node& value, const Where& w
   if (key == "family") {
     return ReadEnum(
         value, where, ParseModelFamily,
-        "bert, roberta, xlm-roberta, camembert, data2vec-text, distilbert, electra, mpnet, "
-        "deberta-v2, "
-        "torchtext-roberta, fairseq-roberta, transformer-encoder",
+        "bert, roberta, xlm-roberta, camembert, data2vec-text, roberta-prelayernorm, distilbert, "
+        "electra, mpnet, deberta-v2, torchtext-roberta, fairseq-roberta, transformer-encoder",
         &card->family);
   }
   if (key == "checkpoint") return ReadString(value, where, &card->checkpoint);

@@ -114,6 +114,7 @@ TEST(InspectPairsTest, NamesTheTemplateAndRerank) {
        "cross-encoder, served by Rerank\n"},
       {"hf_xlmr_zip", "text pairs:      <s> a </s></s> b </s>, every token type 0\n"},
       {"hf_data2vec_text", "text pairs:      <s> a </s></s> b </s>, every token type 0\n"},
+      {"hf_roberta_prelayernorm", "text pairs:      <s> a </s></s> b </s>, every token type 0\n"},
       {"hf_distilbert_base", "text pairs:      [CLS] a [SEP] b [SEP], every token type 0\n"},
       // MPNet's vocab.txt, read by MPNetTokenizer, and its tokenizer.json.
       {"hf_mpnet_base", "text pairs:      <s> a </s></s> b </s>, every token type 0\n"},

@@ -1066,21 +1066,26 @@ TEST(ModelCardLoad, TokenizerJsonAsTransformersFastTokenizerClasses) {
   fs::remove_all(dir);
 
   // A RoBERTa model's byte-level BPE: add_prefix_space false unless
-  // tokenizer_config.json says otherwise, whatever the file's.
-  dir = CopyFixture("hf_roberta_safetensors", "tokenizer_json_prefix");
-  fs::remove(dir / "vocab.json");
-  fs::remove(dir / "merges.txt");
-  json = nlohmann::json::parse(testing::ReadTextFile((tokenizers / "bytebpe.json").string()));
-  json["pre_tokenizer"]["add_prefix_space"] = true;
-  WriteFile(dir / "tokenizer.json", json.dump());
-  const std::string no_prefix = first_piece("hello");
-  EXPECT_EQ(no_prefix.rfind("\u0120", 0), std::string::npos) << no_prefix;  // no "Ġ"
-  WriteFile(dir / "tokenizer_config.json", R"({"add_prefix_space": true})");
-  const std::string prefix = first_piece("hello");
-  EXPECT_EQ(prefix.rfind("\u0120", 0), 0u) << prefix;
-  WriteFile(dir / "tokenizer_config.json", R"({"tokenizer_class": "PreTrainedTokenizerFast"})");
-  EXPECT_EQ(first_piece("hello"), prefix);
-  fs::remove_all(dir);
+  // tokenizer_config.json says otherwise, whatever the file's (so too in
+  // the families AutoTokenizer gives RobertaTokenizerFast).
+  for (const char* fixture :
+       {"hf_roberta_safetensors", "hf_data2vec_text", "hf_roberta_prelayernorm"}) {
+    SCOPED_TRACE(fixture);
+    dir = CopyFixture(fixture, "tokenizer_json_prefix");
+    fs::remove(dir / "vocab.json");
+    fs::remove(dir / "merges.txt");
+    json = nlohmann::json::parse(testing::ReadTextFile((tokenizers / "bytebpe.json").string()));
+    json["pre_tokenizer"]["add_prefix_space"] = true;
+    WriteFile(dir / "tokenizer.json", json.dump());
+    const std::string no_prefix = first_piece("hello");
+    EXPECT_EQ(no_prefix.rfind("\u0120", 0), std::string::npos) << no_prefix;  // no "Ġ"
+    WriteFile(dir / "tokenizer_config.json", R"({"add_prefix_space": true})");
+    const std::string prefix = first_piece("hello");
+    EXPECT_EQ(prefix.rfind("\u0120", 0), 0u) << prefix;
+    WriteFile(dir / "tokenizer_config.json", R"({"tokenizer_class": "PreTrainedTokenizerFast"})");
+    EXPECT_EQ(first_piece("hello"), prefix);
+    fs::remove_all(dir);
+  }
 }
 
 // fairseq / torchtext RoBERTa: GPT-2's encoder.json + vocab.bpe, numbered by

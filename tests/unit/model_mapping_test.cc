@@ -276,10 +276,12 @@ TEST(EncoderConfig, MaxTokensIsBounded) {
 }
 
 TEST(ModelSpecNames, RoundTrip) {
-  for (ModelFamily f : {ModelFamily::kBert, ModelFamily::kRoberta, ModelFamily::kXlmRoberta,
-                        ModelFamily::kCamembert, ModelFamily::kDistilbert, ModelFamily::kElectra,
-                        ModelFamily::kMpnet, ModelFamily::kDeberta, ModelFamily::kTorchtextRoberta,
-                        ModelFamily::kFairseqRoberta, ModelFamily::kTransformerEncoder}) {
+  for (ModelFamily f :
+       {ModelFamily::kBert, ModelFamily::kRoberta, ModelFamily::kXlmRoberta,
+        ModelFamily::kCamembert, ModelFamily::kData2VecText, ModelFamily::kRobertaPreLayerNorm,
+        ModelFamily::kDistilbert, ModelFamily::kElectra, ModelFamily::kMpnet, ModelFamily::kDeberta,
+        ModelFamily::kTorchtextRoberta, ModelFamily::kFairseqRoberta,
+        ModelFamily::kTransformerEncoder}) {
     EXPECT_EQ(ParseModelFamily(ModelFamilyName(f)), f);
   }
   for (Activation a : {Activation::kGelu, Activation::kRelu, Activation::kTanh}) {
