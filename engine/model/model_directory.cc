@@ -697,6 +697,14 @@ StatusOr<ModelBundle> LoadModelBundle(const std::string& folder,
             card->source + ": layer_norm_eps = " + shown(*card->layer_norm_eps) +
             " contradicts config.json layer_norm_eps = " + shown(*hf->layer_norm_eps));
       }
+      // The family fixes the layer order (until 2026-12-07 a card's
+      // norm_first ran a family's weights in the other order without a word).
+      if (card->norm_first && *card->norm_first != config.norm_first) {
+        return InvalidArgument(
+            card->source + ": norm_first = " + (*card->norm_first ? "true" : "false") +
+            " contradicts family " + ModelFamilyName(config.family) + ", whose layers are " +
+            (config.norm_first ? "pre-norm" : "post-norm"));
+      }
     }
     ApplyCardOverrides(*card, &config);
     config.zero_pad_embeddings = config.zero_pad_embeddings && config.mask_pad_keys;

@@ -659,11 +659,11 @@ std::vector<AddedToken> CamembertClassSpecials() {
   const std::vector<UnigramConverterLayout::Entry>& first = CamembertConverterLayout().first;
   std::vector<AddedToken> tokens;
   for (size_t id = 0; id < first.size(); ++id) {
-    const std::string piece = first[id].piece;
+    const std::string_view piece = first[id].piece;
     const bool fairseqs = std::any_of(fairseq.begin(), fairseq.end(),
-                                      [&piece](const auto& e) { return piece == e.piece; });
+                                      [piece](const auto& e) { return piece == e.piece; });
     if (first[id].model_piece < 0 && !fairseqs) {
-      tokens.push_back(AddedToken{piece, static_cast<int32_t>(id)});
+      tokens.push_back(AddedToken{std::string(piece), static_cast<int32_t>(id)});
     }
   }
   for (AddedToken& token : XlmrClassSpecials()) tokens.push_back(std::move(token));

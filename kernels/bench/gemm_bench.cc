@@ -15,8 +15,9 @@
 // --stream-rows sets the rows of the streamed passes (default 10);
 // --stream-only 1 times only them (the table's header, and no rows).
 // --in-cache-rows 1 times, in place of the tables, kernels::Linear on one
-// thread at 1 to 36 rows of a [256, 768] weight, which stays in L2 (768
-// KiB in fp32): the arithmetic of the few-row kernels without the stream
+// thread at 1 to 36 rows of a [256, 768] weight, which stays in cache (768
+// KiB in fp32: in L2 where L2 holds it, else in L3, as on Zen 1 with 512
+// KiB of L2): the arithmetic of the few-row kernels without the stream
 // from memory; and, on a CPU with AVX2 and FMA, FewRowsGemmF32Avx2 alone
 // over the weight's first 64-column group, up to 32 rows.
 //

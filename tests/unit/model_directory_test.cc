@@ -557,7 +557,8 @@ TEST(ModelDirectoryTest, DistilbertKeepsItsLayerNormEps) {
 
 // A card fills in what config.json leaves out and may not contradict what
 // it says: until 2026-12-04 a card's activation or layer_norm_eps replaced
-// config.json's without a word (as num_heads never could).
+// config.json's without a word (as num_heads never could); until 2026-12-07
+// its norm_first ran the family's layers in the other order.
 TEST(ModelDirectoryTest, ACardContradictingConfigJsonIsAnError) {
   const std::filesystem::path dir = CopiedFixture("hf_bert_legacy", "card_vs_config").first;
   const auto load = [&](const std::string& card) {
@@ -568,14 +569,29 @@ TEST(ModelDirectoryTest, ACardContradictingConfigJsonIsAnError) {
        {std::pair<std::string, std::string>{"activation: relu\n",
                                             "activation = relu contradicts config.json hidden_act"},
         {"layer_norm_eps: 1.0e-5\n",
-         "layer_norm_eps = 1e-05 contradicts config.json layer_norm_eps = 1e-12"}}) {
+         "layer_norm_eps = 1e-05 contradicts config.json layer_norm_eps = 1e-12"},
+        {"norm_first: true\n",
+         "norm_first = true contradicts family bert, whose layers are post-norm"}}) {
     auto bundle = load(card);
     ASSERT_FALSE(bundle.ok()) << card;
     EXPECT_EQ(bundle.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(bundle.status().message().find(says), std::string::npos) << bundle.status().message();
   }
-  auto agreeing = load("activation: gelu\nlayer_norm_eps: 1.0e-12\n");
+  auto agreeing = load("activation: gelu\nlayer_norm_eps: 1.0e-12\nnorm_first: false\n");
   EXPECT_TRUE(agreeing.ok()) << agreeing.status().ToString();
+  const std::filesystem::path pre =
+      CopiedFixture("hf_roberta_prelayernorm", "card_vs_prelayernorm").first;
+  std::ofstream(pre / "encoderd.yaml") << "norm_first: false\n";
+  auto post = server::LoadModelDirectory(pre.string());
+  ASSERT_FALSE(post.ok());
+  EXPECT_NE(post.status().message().find(
+                "norm_first = false contradicts family roberta-prelayernorm, whose layers are "
+                "pre-norm"),
+            std::string::npos)
+      << post.status().message();
+  std::ofstream(pre / "encoderd.yaml") << "norm_first: true\n";
+  auto agrees = server::LoadModelDirectory(pre.string());
+  EXPECT_TRUE(agrees.ok()) << agrees.status().ToString();
 }
 
 // A fairseq checkpoint's args record the layers' and the head's activation
