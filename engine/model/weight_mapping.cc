@@ -231,7 +231,7 @@ Status MapRobertaWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) 
 Status MapRobertaPreLayerNormWeights(WeightMapper& m, bool sequence_head, EncoderConfig* c) {
   const std::string prefix = HuggingFacePrefix(m, "roberta_prelayernorm.");
   RETURN_IF_ERROR(MapHuggingFaceBody(m, prefix, c, "", kRobertaPreLayerNormLayer));
-  c->norm_first = true;
+  // (norm_first: ApplyHfConfig's family rule.)
   c->final_norm = true;
   RETURN_IF_ERROR(m.AddNorm("final_norm", prefix + "LayerNorm", c->hidden_size));
   if (!sequence_head || !m.Has("classifier.out_proj.weight")) return Status::Ok();

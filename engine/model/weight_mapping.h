@@ -59,7 +59,8 @@ Status MapRobertaWeights(WeightMapper& mapper, bool sequence_head, EncoderConfig
 // (keys with or without "roberta_prelayernorm."): RoBERTa's embeddings,
 // pre-norm layers (attention.LayerNorm before the attention,
 // intermediate.LayerNorm before the feed-forward) and a LayerNorm after the
-// last layer; sets norm_first and final_norm. RoBERTa's head.
+// last layer; sets final_norm (norm_first is the family's, set with
+// config.json's values). RoBERTa's head.
 Status MapRobertaPreLayerNormWeights(WeightMapper& mapper, bool sequence_head,
                                      EncoderConfig* config);
 
