@@ -101,7 +101,7 @@ std::pair<const char*, size_t> ReadBytes(const PackedWeight& weight, int64_t row
   }
   if (w.few_rows_bf16 && (rows <= encoderd::kernels::kFewRowsMax || w.widened_for_gemm())) {
     return {reinterpret_cast<const char*>(w.few_rows_bf16.get()),
-            encoderd::kernels::FewRowsBf16PackedBytes(w.out_features, w.in_features)};
+            static_cast<size_t>(w.few_rows_bf16_bytes)};
   }
   return {static_cast<const char*>(w.weight.get_data_handle()), w.weight_desc.get_size()};
 }

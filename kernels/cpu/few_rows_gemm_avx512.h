@@ -13,16 +13,21 @@
 // - bf16, BA16a64b2a: the same with the inputs in pairs, [k32 / 2][64][2]
 //   bf16 values, k rounded up to 32 (FewRowsBf16Inputs).
 // The padding (columns past n, inputs past k) is zero. The bf16 weights of
-// a CPU without AVX512-BF16 are packed in the same bf16 layout by
-// PackFewRowsBf16 (linear_cpu.cc), widened there for oneDNN's fp32 GEMMs.
+// a CPU with AVX-512 but not AVX512-BF16 are packed in the same bf16
+// layout by PackFewRowsBf16 (linear_cpu.cc), widened there for oneDNN's
+// fp32 GEMMs.
 // - fp32 on AVX2 (oneDNN's GEMM there takes plain layouts): ba, [n][k]
 //   floats (torch's own layout), no padding, which linear_cpu.cc asks
 //   oneDNN for where FewRowsGemmF32Avx2 reads the weight.
+// - bf16 on AVX2 without AVX-512 (PackBf16Columns, linear_cpu.cc): [n][k16]
+//   bf16 values, k rounded up to 16 (FewRowsBf16ColumnsInputs) with zeros,
+//   each 16 inputs stored as inputs 0-3, 8-11, 4-7, 12-15 (AVX2's in-lane
+//   unpacks widen them in order: few_rows_gemm_avx2.cc).
 //
 // Call the fp32 kernels (FewRowsGemmF32, FewRowsGemmBf16AsF32) only when the
 // CPU has AVX-512 F, the bf16 one when it also has BW and BF16, and
-// FewRowsGemmBf16AsF32Avx2 and FewRowsGemmF32Avx2 (whose fp32 weights are
-// in the [n][k] layout above) when it has AVX2 and FMA.
+// FewRowsGemmBf16ColumnsAvx2 and FewRowsGemmF32Avx2 (on the [n][k]
+// layouts above) when it has AVX2 and FMA.
 #pragma once
 
 #include <cstdint>
@@ -52,12 +57,14 @@ constexpr int64_t kFewRowsF32Avx2MinBytes = int64_t{2} << 20;
 // The most rows FewRowsGemmF32Avx2 takes: up to this many, oneDNN's AVX2
 // GEMM on the same weights is slower.
 constexpr int64_t kFewRowsF32Avx2MaxRows = 32;
-// The most rows FewRowsGemmBf16AsF32Avx2 takes, in blocks of up to
+// The most rows FewRowsGemmBf16ColumnsAvx2 takes, in blocks of up to
 // kFewRowsMax rows (linear_cpu.cc, LinearFewRows): on the BERT-base shapes
-// the blocks took 0.48-0.76x the time of oneDNN on the widened weight at 40
-// rows and 0.82-0.97x at 128, mixed at 192 (2 threads, an Ice Lake Xeon VM
-// with AVX-512 turned off: ENCODERD_CPU_DISABLE=avx512f; not measured on an
-// AVX2-only CPU).
+// the kernel before it took 0.48-0.76x the time of oneDNN on the widened
+// weight at 40 rows and 0.82-0.97x at 128, mixed at 192 (2 threads, an Ice
+// Lake Xeon VM with AVX-512 turned off: ENCODERD_CPU_DISABLE=avx512f); on
+// a Zen 1 EPYC, 12 BERT-base layers streamed take about the same time a
+// row at 128 rows on this kernel as at 129 widened for oneDNN
+// (docs/architecture.md, "Few rows").
 constexpr int64_t kFewRowsBf16AsF32Avx2MaxRows = 128;
 
 // Internal linkage: this header is also compiled with AVX-512 flags, and no
@@ -69,6 +76,11 @@ inline int64_t FewRowsGroups(int64_t n) {
 }
 inline int64_t FewRowsF32Inputs(int64_t k) { return (k + 15) / 16 * 16; }
 inline int64_t FewRowsBf16Inputs(int64_t k) { return (k + 31) / 32 * 32; }
+inline int64_t FewRowsBf16ColumnsInputs(int64_t k) { return (k + 15) / 16 * 16; }
+// Bytes of an [n, k] weight in the AVX2 bf16 layout below.
+inline int64_t FewRowsBf16ColumnsBytes(int64_t n, int64_t k) {
+  return n * FewRowsBf16ColumnsInputs(k) * 2;
+}
 // Bytes of an [n, k] weight in the bf16 layout (a multiple of 256).
 inline int64_t FewRowsBf16PackedBytes(int64_t n, int64_t k) {
   return FewRowsGroups(n) * kFewRowsGroupColumns * FewRowsBf16Inputs(k) * 2;
@@ -114,12 +126,6 @@ void FewRowsGemmF32(const float* x, int64_t rows, int64_t ldx, const float* pack
 void FewRowsGemmBf16AsF32(const float* x, int64_t rows, int64_t ldx, const uint16_t* packed,
                           int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const FewRowsEpilogue& epilogue, float* out);
-// The same on a CPU with AVX2 and FMA (few_rows_gemm_avx2.cc): the same
-// layout, inputs and sums (each in the order of the inputs, one FMA at a
-// time), on 8-lane registers.
-void FewRowsGemmBf16AsF32Avx2(const float* x, int64_t rows, int64_t ldx, const uint16_t* packed,
-                              int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
-                              const FewRowsEpilogue& epilogue, float* out);
 // fp32 weights [n][k] on a CPU with AVX2 and FMA (few_rows_gemm_avx2.cc),
 // up to kFewRowsF32Avx2MaxRows rows: each sum in 8 lanes, each lane's
 // inputs in their order one FMA at a time (inputs past k up to a multiple
@@ -128,6 +134,17 @@ void FewRowsGemmBf16AsF32Avx2(const float* x, int64_t rows, int64_t ldx, const u
 void FewRowsGemmF32Avx2(const float* x, int64_t rows, int64_t ldx, const float* packed, int64_t n,
                         int64_t k, int64_t group_begin, int64_t group_end,
                         const FewRowsEpilogue& epilogue, float* out);
+// bf16 weights on the same CPUs, in their [n][k16] layout above, widened
+// in registers, up to kFewRowsMax rows of fp32 inputs (bf16-rounded by the
+// caller): the sums FewRowsGemmF32Avx2 makes on the same bf16-rounded
+// weights, bit for bit, from half the bytes.
+void FewRowsGemmBf16ColumnsAvx2(const float* x, int64_t rows, int64_t ldx, const uint16_t* packed,
+                                int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                                const FewRowsEpilogue& epilogue, float* out);
+// Columns [col_begin, col_end) of such a bf16 weight widened to fp32 in
+// their places in `out`, the whole weight [n][k] (oneDNN's `ba`), exactly.
+void WidenBf16ColumnsAvx2(const uint16_t* packed, int64_t k, int64_t col_begin, int64_t col_end,
+                          float* out);
 void FewRowsGemmBf16(const uint16_t* x, int64_t rows, int64_t ldx, const uint16_t* packed,
                      int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                      const FewRowsEpilogue& epilogue, float* out);

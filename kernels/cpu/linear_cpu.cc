@@ -298,7 +298,8 @@ void GeluOfBf16(const CpuContext& ctx, void* y, int64_t count, bool bf16_out) {
 
 using WideLayout = CpuPackedWeight::WideLayout;
 
-// The layout of oneDNN's fp32 weights `desc` [k, n] as a WideLayout.
+// The layout of oneDNN's fp32 weights `desc` [k, n] as a WideLayout into
+// which AVX-512's bf16 copy widens (AVX2's: PackWeightCpu).
 WideLayout WideLayoutOf(const memory::desc& desc, int64_t n, int64_t k) {
   const memory::dims dims = {k, n};
   if (desc == memory::desc(dims, Dt::f32, Tag::BA16a64b)) return WideLayout::kBlocked;
@@ -307,14 +308,19 @@ WideLayout WideLayoutOf(const memory::desc& desc, int64_t n, int64_t k) {
 }
 
 // Column groups [group_begin, group_end) of the bf16 weight `packed` [n, k]
-// (PackFewRowsBf16's layout) widened to fp32, in their places in `out`, the
-// whole fp32 weight in `layout` (BA16a64b or ab over [k, n], WideLayoutOf).
-// Exact: a bf16 value is the high half of its fp32 one; BA16a64b's padding
-// (inputs up to a multiple of 16, columns up to one of 64) is the copy's
-// zeros.
+// widened to fp32, in their places in `out`, the whole fp32 weight in
+// `layout` (BA16a64b, ab or ba over [k, n], WideLayoutOf): from
+// PackFewRowsBf16's layout into the first two, from PackBf16Columns' into
+// ba. Exact: a bf16 value is the high half of its fp32 one; BA16a64b's
+// padding (inputs up to a multiple of 16, columns up to one of 64) is the
+// copy's zeros.
 void WidenFewRowsBf16(const uint16_t* packed, int64_t n, int64_t k, WideLayout layout,
                       int64_t group_begin, int64_t group_end, float* out) {
   constexpr int64_t kCols = kFewRowsGroupColumns;
+  if (layout == WideLayout::kColumns) {
+    WidenBf16ColumnsAvx2(packed, k, group_begin * kCols, std::min(n, group_end * kCols), out);
+    return;
+  }
   const bool blocked = layout == WideLayout::kBlocked;
   const int64_t pairs = FewRowsBf16Inputs(k) / 2;
   const int64_t inputs = blocked ? FewRowsF32Inputs(k) : k;  // rows of the fp32 weight
@@ -562,6 +568,30 @@ std::unique_ptr<uint16_t[], CpuPackedWeight::FreeBytes> PackFewRowsBf16(const fl
   return packed;
 }
 
+// The weight w [n, k] in bf16 in the AVX2 kernel's layout
+// (few_rows_gemm_avx512.h: [n][k16], each 16 inputs as 0-3, 8-11, 4-7,
+// 12-15, zeros past k): 64-byte aligned.
+std::unique_ptr<uint16_t[], CpuPackedWeight::FreeBytes> PackBf16Columns(const float* w, int64_t n,
+                                                                        int64_t k) {
+  const int64_t stride = FewRowsBf16ColumnsInputs(k);
+  const size_t bytes = static_cast<size_t>(FewRowsBf16ColumnsBytes(n, k));
+  std::unique_ptr<uint16_t[], CpuPackedWeight::FreeBytes> packed(
+      static_cast<uint16_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  if (!packed) throw std::bad_alloc();
+  std::memset(packed.get(), 0, bytes);
+  std::vector<uint16_t> row(k);
+  for (int64_t col = 0; col < n; ++col) {
+    ConvertFloatToBFloat16(w + col * k, row.data(), k);
+    uint16_t* column = packed.get() + col * stride;
+    for (int64_t i = 0; i < k; ++i) {
+      // Input j of its 16 goes to place (j % 8 < 4 ? 0 : 8) + 4 * (j / 8) + j % 4.
+      const int64_t j = i % 16;
+      column[i - j + (j % 8 < 4 ? 0 : 8) + 4 * (j / 8) + j % 4] = row[i];
+    }
+  }
+  return packed;
+}
+
 // LinearFewRows' kernel over the column groups [begin, end) of y.
 void RunFewRowsKernel(const CpuPackedWeight& w, const void* src, int64_t rows, int64_t ldx,
                       const void* packed, bool avx512, int64_t begin, int64_t end,
@@ -574,8 +604,8 @@ void RunFewRowsKernel(const CpuPackedWeight& w, const void* src, int64_t rows, i
     FewRowsGemmBf16AsF32(static_cast<const float*>(src), rows, ldx, w.few_rows_bf16.get(), n, k,
                          begin, end, e, y);
   } else if (w.few_rows_bf16) {
-    FewRowsGemmBf16AsF32Avx2(static_cast<const float*>(src), rows, ldx, w.few_rows_bf16.get(), n, k,
-                             begin, end, e, y);
+    FewRowsGemmBf16ColumnsAvx2(static_cast<const float*>(src), rows, ldx, w.few_rows_bf16.get(), n,
+                               k, begin, end, e, y);
   } else if (avx512) {
     FewRowsGemmF32(static_cast<const float*>(src), rows, ldx, static_cast<const float*>(packed), n,
                    k, begin, end, e, y);
@@ -616,7 +646,8 @@ void LinearFewRows(const CpuContext& ctx, const CpuPackedWeight& w, const float*
       float* row = static_cast<float*>(src) + m * ldx;
       RoundToBFloat16(x + m * k, row, k);
       // The last pair's second input (ldx > k): -0, whose products leave
-      // the sums as the fp32 kernel makes them (few_rows_gemm_avx512.h).
+      // the sums as the fp32 kernel makes them (AVX-512's bf16 layout,
+      // few_rows_gemm_avx512.h; AVX2's kernel reads no input past k).
       if (k % 2 == 1) row[k] = -0.f;
     } else {
       std::memcpy(static_cast<float*>(src) + m * ldx, x + m * k, k * sizeof(float));
@@ -689,7 +720,7 @@ size_t CpuPackedWeight::bytes() const {
              : weight     ? weight.get_desc().get_size()
                           : 0;
   if (bias) n += bias.get_desc().get_size();
-  if (few_rows_bf16) n += FewRowsBf16PackedBytes(out_features, in_features);
+  if (few_rows_bf16) n += few_rows_bf16_bytes;
   n += (weight_scale.size() + weight_comp.size()) * sizeof(float);
   return n;
 }
@@ -749,14 +780,26 @@ std::unique_ptr<PackedWeight::Impl> PackWeightCpu(const CpuContext& ctx, const f
   // oneDNN picks the layout, but for fp32 weights that the AVX2 few-row
   // kernel reads: torch's own [n][k] (`ba` of the [k, n] weight), which
   // oneDNN's AVX2 GEMM runs as fast as its choice (plain `ab`) at many rows
-  // and in which a thread's columns are one stretch of memory.
-  const bool columns = FewRowsF32Avx2(cpu, type, out_features, in_features);
+  // and in which a thread's columns are one stretch of memory; and so for
+  // bf16 weights on AVX2, widened into it from the AVX2 kernel's copy.
+  const bool bf16_columns =
+      type == DType::kBFloat16 && !w->bf16_compute && !cpu.avx512f && cpu.avx2 && cpu.fma;
+  const bool columns = bf16_columns || FewRowsF32Avx2(cpu, type, out_features, in_features);
   memory::desc chosen({in_features, out_features}, ComputeType(*w), columns ? Tag::ba : Tag::any);
   const auto pd = MakeMatmul(be.engine, *w, kChunkRows, chosen, Epilogue::kNone);
   w->weight_desc = pd.weights_desc();
   if (type == DType::kBFloat16 && !w->bf16_compute && FewRowsBf16AsF32(cpu)) {
-    w->few_rows_bf16 = PackFewRowsBf16(weight, out_features, in_features);
-    w->widened = WideLayoutOf(w->weight_desc, out_features, in_features);
+    w->few_rows_bf16 = bf16_columns ? PackBf16Columns(weight, out_features, in_features)
+                                    : PackFewRowsBf16(weight, out_features, in_features);
+    w->few_rows_bf16_bytes = bf16_columns ? FewRowsBf16ColumnsBytes(out_features, in_features)
+                                          : FewRowsBf16PackedBytes(out_features, in_features);
+    // AVX2's copy widens into the `ba` asked for above. (oneDNN compares no
+    // stride of a dimension of 1: at n or k = 1, ab and ba compare equal,
+    // and WideLayoutOf would read this copy as the other layout.)
+    w->widened = !bf16_columns ? WideLayoutOf(w->weight_desc, out_features, in_features)
+                 : w->weight_desc == memory::desc({in_features, out_features}, Dt::f32, Tag::ba)
+                     ? WideLayout::kColumns
+                     : WideLayout::kNone;
   }
   if (!w->widened_for_gemm()) {
     w->weight = memory(w->weight_desc, be.engine);

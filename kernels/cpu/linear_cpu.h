@@ -53,17 +53,20 @@ struct CpuPackedWeight final : PackedWeight::Impl {
   // few_rows_bf16.
   bool few_rows = false;
   // bf16 weights where the CPU has AVX-512 or AVX2 + FMA but not
-  // AVX512-BF16: the weight in bf16 in the few-row layout
-  // (PackFewRowsBf16), which up to kFewRowsBf16AsF32MaxRows rows (AVX-512)
-  // or kFewRowsBf16AsF32Avx2MaxRows (AVX2) read widened in registers. More
-  // rows run on oneDNN's fp32 GEMMs, on `weight` where it is kept, else
+  // AVX512-BF16: the weight in bf16 in the few-row layout of AVX-512
+  // (PackFewRowsBf16) or of AVX2 (PackBf16Columns), which up to
+  // kFewRowsBf16AsF32MaxRows rows (AVX-512) or kFewRowsBf16AsF32Avx2MaxRows
+  // (AVX2) read widened in registers; few_rows_bf16_bytes long. More rows
+  // run on oneDNN's fp32 GEMMs, on `weight` where it is kept, else
   // (widened_for_gemm()) on the copy widened at each call.
   std::unique_ptr<uint16_t[], FreeBytes> few_rows_bf16;
+  int64_t few_rows_bf16_bytes = 0;
   // The fp32 layouts of oneDNN's GEMMs that linear_cpu.cc's
-  // WidenFewRowsBf16 writes: BA16a64b, oneDNN's choice where it runs
-  // AVX-512 ([n/64][k rounded up to 16][64], the fp32 few-row layout), and
-  // plain ab ([k][n]), its choice on AVX2.
-  enum class WideLayout { kNone, kBlocked, kPlain };
+  // WidenFewRowsBf16 writes: from AVX-512's copy BA16a64b, oneDNN's choice
+  // there ([n/64][k rounded up to 16][64], the fp32 few-row layout), or
+  // plain ab ([k][n]); from AVX2's, ba ([n][k]), what linear_cpu.cc asks
+  // of oneDNN for bf16 weights there.
+  enum class WideLayout { kNone, kBlocked, kPlain, kColumns };
   // Not kNone where weight_desc's layout is one of those: few_rows_bf16 is
   // the only copy, `weight` a null handle, and the threads widen it into
   // one scratch in this layout for each call's GEMMs (GemmWidened). Such a

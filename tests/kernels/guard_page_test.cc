@@ -3,7 +3,8 @@
 // not a multiple of 8 are read through masks (and the last columns of the
 // output written through masks), and a wrong mask or a vector read one step
 // too far reads past the weights or the inputs, which here faults instead
-// of reading a neighbour's bytes unnoticed. The int8 kernel's weights are
+// of reading a neighbour's bytes unnoticed. bf16 weights are padded to 16
+// inputs a column, their inputs not. The int8 kernel's weights are
 // padded to whole groups, its inputs to whole steps: it must not read past
 // either.
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -63,9 +65,39 @@ bool Avx2() {
   return cpu.avx2 && cpu.fma;
 }
 
+// Rows 1 to max_rows of inputs [m][k] through `kernel` (the weights [n][k]
+// with these values, bias b), each operand ending at a guard page, the
+// residual added: the results must be the 8-lane FMA sums (EightLaneDot),
+// then the bias and the residual.
+void ExpectEightLaneSumsAtGuardPages(
+    const std::vector<float>& values, const Guarded<float>& bias, const std::vector<float>& b,
+    int64_t n, int64_t k, int64_t max_rows, uint32_t seed,
+    const std::function<void(const float* x, int64_t m, const FewRowsEpilogue& e, float* out)>&
+        kernel) {
+  for (int64_t m = 1; m <= max_rows; ++m) {
+    const Guarded<float> x(RandomVector(m * k, seed + m));
+    const auto res = RandomVector(m * n, seed);
+    const Guarded<float> residual(res);
+    const Guarded<float> out(std::vector<float>(m * n, NAN));
+    ASSERT_NE(x.data(), nullptr);
+    ASSERT_NE(residual.data(), nullptr);
+    ASSERT_NE(out.data(), nullptr);
+    kernel(x.data(), m, FewRowsEpilogue{bias.data(), residual.data(), false, false}, out.data());
+    const auto xs = x.values(), got = out.values();
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        const float sum = EightLaneDot(&xs[i * k], &values[j * k], k);
+        wrong += got[i * n + j] != sum + b[j] + res[i * n + j];
+      }
+    }
+    EXPECT_EQ(wrong, 0) << "n " << n << " k " << k << " m " << m;
+  }
+}
+
 // fp32 weights [n][k] (as packed for the kernel on AVX2), bias, residual and
-// output all end at a guard page, and so does each row of inputs (the last
-// step of a k not a multiple of 8 is read through masks); the results are
+// output all end at a guard page, and so do the inputs (the last row's last
+// step, of a k not a multiple of 8, read through masks); the results are
 // the kernel's 8-lane FMA sums (EightLaneDot), then the bias and the
 // residual.
 TEST(GuardPageTest, F32Avx2StaysInsideItsOperands) {
@@ -77,26 +109,56 @@ TEST(GuardPageTest, F32Avx2StaysInsideItsOperands) {
     const Guarded<float> weights(w), bias(b);
     ASSERT_NE(weights.data(), nullptr);
     ASSERT_NE(bias.data(), nullptr);
-    for (int64_t m = 1; m <= kFewRowsF32Avx2MaxRows; ++m) {
-      const Guarded<float> x(RandomVector(m * k, 83 + m));
-      const auto res = RandomVector(m * n, 84);
-      const Guarded<float> residual(res);
-      const Guarded<float> out(std::vector<float>(m * n, NAN));
-      ASSERT_NE(x.data(), nullptr);
-      ASSERT_NE(residual.data(), nullptr);
-      ASSERT_NE(out.data(), nullptr);
-      const FewRowsEpilogue e{bias.data(), residual.data(), false, false};
-      FewRowsGemmF32Avx2(x.data(), m, k, weights.data(), n, k, 0, FewRowsGroups(n), e, out.data());
-      const auto xs = x.values(), got = out.values();
-      int64_t wrong = 0;
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < n; ++j) {
-          const float sum = EightLaneDot(&xs[i * k], &w[j * k], k);
-          wrong += got[i * n + j] != sum + b[j] + res[i * n + j];
-        }
+    ExpectEightLaneSumsAtGuardPages(
+        w, bias, b, n, k, kFewRowsF32Avx2MaxRows, 83,
+        [&](const float* x, int64_t m, const FewRowsEpilogue& e, float* out) {
+          FewRowsGemmF32Avx2(x, m, k, weights.data(), n, k, 0, FewRowsGroups(n), e, out);
+        });
+  }
+}
+
+// bf16 weights in the AVX2 kernel's layout (few_rows_gemm_avx512.h:
+// [n][k16], each 16 inputs stored as 0-3, 8-11, 4-7, 12-15, zeros past k),
+// written out here from that description, end at a guard page, as do the
+// bias, residual and output, and the inputs (the last row's last 1-15, of
+// a k not a multiple of 16, read through masks): the results are the fp32
+// kernel's sums (EightLaneDot) over the bf16 values, then the bias and the
+// residual, up to kFewRowsMax rows. Widened for oneDNN
+// (WidenBf16ColumnsAvx2) into [n][k] that ends at a guard page, the
+// weights are those values bit for bit.
+TEST(GuardPageTest, Bf16ColumnsAvx2StaysInsideItsOperands) {
+  if (!Avx2()) GTEST_SKIP() << "no AVX2 + FMA";
+  for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {5, 3}, {45, 17}, {70, 2}, {127, 33}, {33, 24}, {9, 40}, {3, 64}}) {
+    const int64_t k16 = FewRowsBf16ColumnsInputs(k);
+    const auto w = RandomVector(n * k, 91);
+    std::vector<float> values(n * k);  // w's bf16 values (truncated: any bf16 value will do)
+    std::vector<uint16_t> packed(n * k16, 0);
+    for (int64_t col = 0; col < n; ++col) {
+      for (int64_t i = 0; i < k; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &w[col * k + i], 4);
+        bits &= 0xffff0000u;
+        std::memcpy(&values[col * k + i], &bits, 4);
+        const int64_t j = i % 16, place = (j % 8 < 4 ? 0 : 8) + 4 * (j / 8) + j % 4;
+        packed[col * k16 + i - j + place] = static_cast<uint16_t>(bits >> 16);
       }
-      EXPECT_EQ(wrong, 0) << "n " << n << " k " << k << " m " << m;
     }
+    const auto b = RandomVector(n, 92);
+    const Guarded<uint16_t> weights(packed);
+    const Guarded<float> bias(b);
+    ASSERT_NE(weights.data(), nullptr);
+    ASSERT_NE(bias.data(), nullptr);
+    ExpectEightLaneSumsAtGuardPages(
+        values, bias, b, n, k, kFewRowsMax, 93,
+        [&](const float* x, int64_t m, const FewRowsEpilogue& e, float* out) {
+          FewRowsGemmBf16ColumnsAvx2(x, m, k, weights.data(), n, k, 0, FewRowsGroups(n), e, out);
+        });
+    const Guarded<float> wide(std::vector<float>(n * k, NAN));
+    ASSERT_NE(wide.data(), nullptr);
+    WidenBf16ColumnsAvx2(weights.data(), k, 0, n, wide.data());
+    EXPECT_EQ(std::memcmp(wide.data(), values.data(), values.size() * sizeof(float)), 0)
+        << "n " << n << " k " << k;
   }
 }
 

@@ -343,7 +343,7 @@ TEST(LinearTest, GemmChunksComeFromABoundedSetOfRowCounts) {
 // FMA (ctest kernels_avx2 on an AVX-512 CPU, oneDNN held to AVX2; fp32
 // weights there from kFewRowsF32Avx2MinBytes on, none of these): every row
 // count (one tile of 1-6 rows by 64 columns, or 2-6 over chunks of steps; on
-// AVX2 blocks of up to 5 rows, 1-2 rows by 32 columns, 3-5 by 16),
+// AVX2 blocks of up to 2 rows by 4 columns),
 // widths around the 16-lane blocks and 64-column groups (a last group of 1,
 // 2, 8, 21, 24, 36 or 64 columns), odd and even inputs, 1 to 3 threads,
 // every epilogue, the residual in place. 13 rows go to oneDNN, for
@@ -401,7 +401,7 @@ TEST(LinearTest, FewRowsMatchDoubleReference) {
 // same row stride for an odd k) leaves NaN just past each row's k inputs in
 // the row scratch, which at an odd k the kernel must not multiply. The copy
 // is the weight's only one where oneDNN's fp32 layout is one it is widened
-// into (widened_for_gemm(): BA16a64b on AVX-512, plain on AVX2): its bytes
+// into (widened_for_gemm(): BA16a64b on AVX-512, ba on AVX2): its bytes
 // are then the copy's and the bias's, half the fp32 weight's. Elsewhere
 // oneDNN's fp32 weights are kept too, and overwritten here with NaN, so
 // that only the copy can give a few rows finite results.
@@ -427,8 +427,12 @@ void MakeWidenedBf16(const CpuContext& ctx, int64_t n, int64_t k, uint32_t seed,
   auto& impl = static_cast<CpuPackedWeight&>(out->bf16->impl());
   ASSERT_TRUE(impl.few_rows_bf16 != nullptr) << "n " << n << " k " << k;
   ASSERT_TRUE(impl.few_rows);
-  // The bf16 copy: k padded to 32, n to 64.
-  const size_t copy = static_cast<size_t>(FewRowsGroups(n) * 64 * FewRowsBf16Inputs(k) * 2);
+  // The bf16 copy: k padded to 32, n to 64 (AVX-512's layout); k padded to
+  // 16 (AVX2's).
+  const size_t copy = static_cast<size_t>(GetCpuFeatures().avx512f
+                                              ? FewRowsGroups(n) * 64 * FewRowsBf16Inputs(k) * 2
+                                              : n * FewRowsBf16ColumnsInputs(k) * 2);
+  EXPECT_EQ(impl.few_rows_bf16_bytes, static_cast<int64_t>(copy)) << "n " << n << " k " << k;
   const size_t fp32_weight =
       static_cast<const CpuPackedWeight&>(out->fp32->impl()).weight_desc.get_size();
   // oneDNN 2.6 packs fp32 weights as BA16a64b on AVX-512 (the fp32 few-row
@@ -513,37 +517,33 @@ TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsAreTheFp32KernelOnRoundedValu
 }
 
 // A few rows of the weights [n, k] on AVX2 + FMA: each sum made as the
-// kernel makes it over the operands as it takes them (x and w): one FMA at
-// a time in the order of the inputs (bf16 weights), or in 8 lanes added in
-// one order (fp32 weights: EightLaneDot); then the bias. So the results are
-// these written-out sums bit for bit, and so is the epilogue, but for GELU
-// (a polynomial erf: within 2e-6). `before` runs before each call.
+// kernel makes it over the operands as it takes them (x and w): in 8 lanes,
+// FMA chains each, added in one order (EightLaneDot); then the bias. So the
+// results are these written-out sums bit for bit, and so is the epilogue,
+// but for GELU (a polynomial erf: within 2e-6). `before` runs before each
+// call. fp32 weights up to kFewRowsF32Avx2MaxRows rows; bf16 ones
+// (bf16_weights: w holds their values) up to kFewRowsMax in one call and
+// more in blocks of up to kFewRowsMax.
 void ExpectFmaChainsOnAvx2(const CpuContext& ctx, const PackedWeight& packed,
                            const std::vector<float>& w, const std::vector<float>& b, int64_t n,
-                           int64_t k, uint32_t seed, bool round_x, bool eight_lanes,
+                           int64_t k, uint32_t seed, bool bf16_weights,
                            const std::function<void(int64_t m)>& before) {
-  std::vector<int64_t> rows(eight_lanes ? kFewRowsF32Avx2MaxRows : kFewRowsMax);
+  std::vector<int64_t> rows(bf16_weights ? kFewRowsMax : kFewRowsF32Avx2MaxRows);
   std::iota(rows.begin(), rows.end(), 1);
-  if (!eight_lanes) {  // bf16 weights: more rows in blocks of up to kFewRowsMax
+  if (bf16_weights) {
     for (const int64_t m : {kFewRowsMax + 1, int64_t{100}, kFewRowsBf16AsF32Avx2MaxRows}) {
       rows.push_back(m);
     }
   }
   for (const int64_t m : rows) {
     auto x = RandomVector(m * k, seed + m);
-    if (round_x) x = RoundedToBFloat16(x);
+    // (The kernel rounds them as well: bf16-rounded values stay as they are.)
+    if (bf16_weights) x = RoundedToBFloat16(x);
     const auto residual = RandomVector(m * n, seed + 100, -2.f, 2.f);
     std::vector<float> sums(m * n);
     for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        float acc = 0.f;
-        if (eight_lanes) {
-          acc = EightLaneDot(&x[i * k], &w[j * k], k);
-        } else {
-          for (int64_t c = 0; c < k; ++c) acc = std::fma(x[i * k + c], w[j * k + c], acc);
-        }
-        sums[i * n + j] = acc + b[j];
-      }
+      for (int64_t j = 0; j < n; ++j)
+        sums[i * n + j] = EightLaneDot(&x[i * k], &w[j * k], k) + b[j];
     }
     for (const Epilogue ep :
          {Epilogue::kNone, Epilogue::kGelu, Epilogue::kRelu, Epilogue::kResidual}) {
@@ -576,9 +576,11 @@ bool Avx2WithoutAvx512() {
 
 // bf16 weights on a CPU with AVX2 and FMA but no AVX-512 (here, or with
 // ENCODERD_CPU_DISABLE=avx512f,...: ctest kernels_avx2): a few rows read
-// the bf16 copy (WidenedBf16), widened in registers: FMA chains over the
-// bf16-rounded operands, up to kFewRowsMax rows in one call and up to
-// kFewRowsBf16AsF32Avx2MaxRows in blocks (37, 100 and 128 rows here).
+// the bf16 copy (WidenedBf16), widened in registers: the fp32 kernel's
+// sums (8 lanes of FMA chains) over the bf16-rounded operands, up to
+// kFewRowsMax rows in one call and up to kFewRowsBf16AsF32Avx2MaxRows in
+// blocks (37, 100 and 128 rows here). (Until 2026-12-08 one FMA chain in
+// the order of the inputs, on another layout.)
 TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
   if (!Avx2WithoutAvx512()) {
     GTEST_SKIP() << "runs where the CPU has AVX2 and FMA and no AVX-512 (or it is disabled)";
@@ -589,8 +591,8 @@ TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
       WidenedBf16 wb;
       MakeWidenedBf16(ctx, n, k, 61, &wb);
       if (HasFatalFailure()) return;
-      ExpectFmaChainsOnAvx2(ctx, *wb.bf16, wb.rounded_w, wb.b, n, k, 63, /*round_x=*/true,
-                            /*eight_lanes=*/false, [&](int64_t m) { wb.PoisonScratch(ctx, m, k); });
+      ExpectFmaChainsOnAvx2(ctx, *wb.bf16, wb.rounded_w, wb.b, n, k, 63, /*bf16_weights=*/true,
+                            [&](int64_t m) { wb.PoisonScratch(ctx, m, k); });
       if (HasFatalFailure()) return;
     }
   }
@@ -603,25 +605,41 @@ TEST(LinearTest, Bf16WeightsOnAvx2AreFmaChainsOverRoundedValues) {
 // of the column groups into one scratch): the GEMMs of the same
 // bf16-rounded values packed as fp32, bit for bit (the same primitive on
 // the same values; until 2026-12-07, when each thread ran its own share of
-// the columns, only within fp32 summation on AVX2). Just over the few-row
-// kernels' limit (129 rows on AVX2, 385 on AVX-512: one chunk), 600 rows
-// (512 + 88) and 2,100 (2,048 + 52), at 1, 2 and 3 threads (more threads
-// than a weight has column groups: the last widen nothing); the residual
-// in place and apart.
+// the columns, only within fp32 summation on AVX2). On AVX2 the copy is
+// widened into `ba`, the layout of fp32 weights there from
+// kFewRowsF32Avx2MinBytes on (the last shape here); smaller fp32 weights
+// are `ab`, whose primitive sums in another order: within fp32 summation
+// (within 1e-5 of max(1, |result|)) there. Just over the few-row kernels' limit (129
+// rows on AVX2, 385 on AVX-512: one chunk), 600 rows (512 + 88) and 2,100
+// (2,048 + 52), at 1, 2 and 3 threads (more threads than a weight has
+// column groups: the last widen nothing); the residual in place and apart.
 TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsRunOneDnnOnTheWidenedCopy) {
   const CpuFeatures& cpu = GetCpuFeatures();
   if (!(cpu.avx512f || (cpu.avx2 && cpu.fma)) || (cpu.avx512_bf16 && cpu.avx512bw)) {
     GTEST_SKIP() << "runs where the CPU has AVX-512 or AVX2 + FMA, and no AVX512-BF16 (or it is "
                     "disabled)";
   }
+  std::vector<std::pair<int64_t, int64_t>> shapes = kWidenedShapes;
+  shapes.emplace_back(512, 1024);  // 2 MiB in fp32
+  if (!cpu.avx512f) {
+    // One output (a reranker's head) or one input: oneDNN compares no stride
+    // of a dimension of 1, so `ab` and `ba` compare equal there, and the
+    // AVX2 copy must still be widened as its own layout.
+    shapes.emplace_back(1, 768);
+    shapes.emplace_back(64, 1);
+  }
   for (const int threads : {1, 2, 3}) {
     CpuContext ctx(threads);
-    for (const auto& [n, k] : kWidenedShapes) {
+    for (const auto& [n, k] : shapes) {
       WidenedBf16 wb;
       MakeWidenedBf16(ctx, n, k, 71, &wb);
       if (HasFatalFailure()) return;
       const auto& impl = static_cast<const CpuPackedWeight&>(wb.bf16->impl());
       if (!impl.widened_for_gemm()) continue;  // its own fp32 weights, NaN now (MakeWidenedBf16)
+      const bool same_layout =
+          impl.weight_desc == static_cast<const CpuPackedWeight&>(wb.fp32->impl()).weight_desc;
+      EXPECT_TRUE(same_layout || (!cpu.avx512f && n * k * 4 < kFewRowsF32Avx2MinBytes))
+          << "n " << n << " k " << k;
       for (const int64_t m : {kFewRowsBf16AsF32Avx2MaxRows + 1, kFewRowsBf16AsF32MaxRows + 1,
                               int64_t{600}, int64_t{2100}}) {
         // Fewer rows run on the few-row kernels (the tests above).
@@ -644,9 +662,17 @@ TEST(LinearTest, Bf16WeightsWithoutBf16InstructionsRunOneDnnOnTheWidenedCopy) {
           }
           for (const std::vector<float>* y : {&got, &apart}) {
             if (y == &apart && !res) continue;
-            EXPECT_EQ(std::memcmp(y->data(), want.data(), want.size() * sizeof(float)), 0)
-                << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
-                << static_cast<int>(ep);
+            if (same_layout) {
+              EXPECT_EQ(std::memcmp(y->data(), want.data(), want.size() * sizeof(float)), 0)
+                  << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
+                  << static_cast<int>(ep);
+              continue;
+            }
+            for (int64_t i = 0; i < m * n; ++i) {  // (2.6e-6 at most, on a Zen 1 EPYC)
+              ASSERT_NEAR((*y)[i], want[i], 1e-5f * std::max(1.f, std::fabs(want[i])))
+                  << "threads " << threads << " n " << n << " k " << k << " m " << m << " epilogue "
+                  << static_cast<int>(ep) << " at " << i;
+            }
           }
         }
       }
@@ -679,8 +705,7 @@ TEST(LinearTest, F32WeightsOnAvx2AreFmaChains) {
       ASSERT_TRUE(static_cast<const CpuPackedWeight&>(packed->impl()).few_rows)
           << "n " << n << " k " << k << ": oneDNN packed the weight in a layout the kernel does "
           << "not read";
-      ExpectFmaChainsOnAvx2(ctx, *packed, w, b, n, k, 73, /*round_x=*/false, /*eight_lanes=*/true,
-                            [](int64_t) {});
+      ExpectFmaChainsOnAvx2(ctx, *packed, w, b, n, k, 73, /*bf16_weights=*/false, [](int64_t) {});
       if (HasFatalFailure()) return;
     }
   }
